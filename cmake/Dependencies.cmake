@@ -1,0 +1,49 @@
+# Dependencies.cmake — finds the Debian packages tcl builds with and stops with the
+# name of the package to install when one is missing (scripts/setup.sh installs them all).
+find_package(PkgConfig)
+
+function(tclc_missing what package)
+  message(FATAL_ERROR "tcl: ${what} not found. Install it with:  apt-get install ${package}\n"
+                      "(or run scripts/setup.sh, which installs every dependency)")
+endfunction()
+
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(LUA QUIET lua5.4)
+endif()
+if(NOT LUA_FOUND)
+  find_path(LUA_INCLUDE_DIRS lua.h PATH_SUFFIXES lua5.4)
+  find_library(LUA_LINK_LIBRARIES NAMES lua5.4)
+  if(NOT LUA_INCLUDE_DIRS OR NOT LUA_LINK_LIBRARIES)
+    tclc_missing("Lua 5.4 headers and library" "liblua5.4-dev")
+  endif()
+endif()
+
+find_path(XXHASH_INCLUDE_DIR xxhash.h)
+find_library(XXHASH_LIBRARY NAMES xxhash)
+if(NOT XXHASH_INCLUDE_DIR OR NOT XXHASH_LIBRARY)
+  tclc_missing("xxHash" "libxxhash-dev")
+endif()
+
+find_path(FFI_INCLUDE_DIR ffi.h PATH_SUFFIXES x86_64-linux-gnu aarch64-linux-gnu)
+find_library(FFI_LIBRARY NAMES ffi)
+if(NOT FFI_INCLUDE_DIR OR NOT FFI_LIBRARY)
+  tclc_missing("libffi" "libffi-dev")
+endif()
+
+# LLVM's C API: the newest llvm-config wins; 14 is the oldest supported.
+find_program(LLVM_CONFIG NAMES llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15
+                               llvm-config-14 llvm-config)
+if(NOT LLVM_CONFIG)
+  tclc_missing("LLVM (llvm-config)" "llvm-dev")
+endif()
+execute_process(COMMAND ${LLVM_CONFIG} --version OUTPUT_VARIABLE LLVM_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(LLVM_VERSION VERSION_LESS 14)
+  message(FATAL_ERROR "tcl: LLVM ${LLVM_VERSION} is too old (14 or newer).  apt-get install llvm-dev")
+endif()
+message(STATUS "tcl: LLVM ${LLVM_VERSION} (${LLVM_CONFIG})")
+
+find_library(READLINE_LIBRARY NAMES readline)
+if(NOT READLINE_LIBRARY)
+  message(STATUS "tcl: readline not found; the interactive prompt has no line editing (apt-get install libreadline-dev)")
+  set(READLINE_LIBRARY "")
+endif()

@@ -1,0 +1,23 @@
+-- tcl — the Lua module of the tcl tensor compiler.
+-- Loads the C core and gathers the public Lua API in one table.
+local core = require "tcl.core"
+local uop = require "tcl.uop"
+
+local tcl = {
+  core = core,
+  version = "0.1.0",
+  uop = core.uop,
+  UOp = uop,
+  dtypes = core.dtypes,
+  dtype = core.dtype,
+  promote = core.promote,
+  ops = core.ops,
+  groups = core.groups,
+  op_in = core.op_in,
+  live_nodes = core.live_count,
+}
+
+-- dtype objects as module fields: tcl.float32, tcl.int32, ...
+for name, dt in pairs(core.dtypes) do tcl[name] = dt end
+
+return tcl

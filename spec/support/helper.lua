@@ -1,0 +1,43 @@
+-- spec/support/helper.lua — shared facts for specs: where the build is, and running programs.
+-- scripts/test.sh sets TCLC_BUILD_DIR; specs run from the repository root.
+local M = {}
+
+M.root = os.getenv("TCLC_SOURCE_DIR") or "."
+M.build_dir = os.getenv("TCLC_BUILD_DIR") or (M.root .. "/build")
+M.tcl_bin = M.build_dir .. "/tcl"
+
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Runs a shell command; returns exit status, stdout, stderr.
+function M.run(cmd, stdin_text)
+  local out, err = os.tmpname(), os.tmpname()
+  local full = cmd .. " >" .. out .. " 2>" .. err
+  if stdin_text then
+    local input = os.tmpname()
+    local f = assert(io.open(input, "wb"))
+    f:write(stdin_text)
+    f:close()
+    full = full .. " <" .. input
+  else
+    full = full .. " </dev/null"
+  end
+  local ok, how, code = os.execute(full)
+  local status = (how == "exit") and code or 128 + (code or 0)
+  if ok == true then status = 0 end
+  local stdout, stderr = read_all(out), read_all(err)
+  os.remove(out)
+  os.remove(err)
+  return status, stdout, stderr
+end
+
+function M.shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+return M

@@ -1,0 +1,92 @@
+/* arg.c — hashing, equality and ownership of tagged arg values. Layer: core. */
+#include "arg.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed) {
+    uint64_t head[2] = {(uint64_t)a->kind, a->len};
+    uint64_t h = XXH3_64bits_withSeed(head, sizeof head, seed);
+    switch (a->kind) {
+    case TCL_ARG_NONE: return h;
+    case TCL_ARG_INT: return XXH3_64bits_withSeed(&a->v.i, sizeof a->v.i, h);
+    case TCL_ARG_FLOAT: return XXH3_64bits_withSeed(&a->v.f, sizeof a->v.f, h);
+    case TCL_ARG_BOOL: { uint8_t b = a->v.b; return XXH3_64bits_withSeed(&b, 1, h); }
+    case TCL_ARG_DTYPE: { int32_t d = a->v.dtype; return XXH3_64bits_withSeed(&d, sizeof d, h); }
+    case TCL_ARG_STR: return XXH3_64bits_withSeed(a->v.s, a->len, h);
+    case TCL_ARG_INTS: return XXH3_64bits_withSeed(a->v.ints, a->len * sizeof(int64_t), h);
+    case TCL_ARG_TUPLE:
+        for (uint32_t i = 0; i < a->len; i++) h = tcl_arg_hash(&a->v.items[i], h);
+        return h;
+    }
+    return h;
+}
+
+bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b) {
+    if (a->kind != b->kind || a->len != b->len) return false;
+    switch (a->kind) {
+    case TCL_ARG_NONE: return true;
+    case TCL_ARG_INT: return a->v.i == b->v.i;
+    case TCL_ARG_FLOAT: return memcmp(&a->v.f, &b->v.f, sizeof(double)) == 0;
+    case TCL_ARG_BOOL: return a->v.b == b->v.b;
+    case TCL_ARG_DTYPE: return a->v.dtype == b->v.dtype;
+    case TCL_ARG_STR: return a->len == 0 || memcmp(a->v.s, b->v.s, a->len) == 0;
+    case TCL_ARG_INTS: return a->len == 0 || memcmp(a->v.ints, b->v.ints, a->len * sizeof(int64_t)) == 0;
+    case TCL_ARG_TUPLE:
+        for (uint32_t i = 0; i < a->len; i++)
+            if (!tcl_arg_equal(&a->v.items[i], &b->v.items[i])) return false;
+        return true;
+    }
+    return false;
+}
+
+bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
+    *dst = *src;
+    switch (src->kind) {
+    case TCL_ARG_STR: {
+        char *s = malloc((size_t)src->len + 1);
+        if (!s) return false;
+        if (src->len) memcpy(s, src->v.s, src->len);
+        s[src->len] = '\0';
+        dst->v.s = s;
+        return true;
+    }
+    case TCL_ARG_INTS: {
+        if (src->len == 0) { dst->v.ints = NULL; return true; }
+        int64_t *ints = malloc(src->len * sizeof(int64_t));
+        if (!ints) return false;
+        memcpy(ints, src->v.ints, src->len * sizeof(int64_t));
+        dst->v.ints = ints;
+        return true;
+    }
+    case TCL_ARG_TUPLE: {
+        if (src->len == 0) { dst->v.items = NULL; return true; }
+        tcl_arg *items = calloc(src->len, sizeof(tcl_arg));
+        if (!items) return false;
+        for (uint32_t i = 0; i < src->len; i++) {
+            if (!tcl_arg_copy(&items[i], &src->v.items[i])) {
+                for (uint32_t j = 0; j < i; j++) tcl_arg_free(&items[j]);
+                free(items);
+                return false;
+            }
+        }
+        dst->v.items = items;
+        return true;
+    }
+    default: return true;
+    }
+}
+
+void tcl_arg_free(tcl_arg *a) {
+    switch (a->kind) {
+    case TCL_ARG_STR: free((char *)a->v.s); break;
+    case TCL_ARG_INTS: free((int64_t *)a->v.ints); break;
+    case TCL_ARG_TUPLE:
+        for (uint32_t i = 0; i < a->len; i++) tcl_arg_free((tcl_arg *)&a->v.items[i]);
+        free((tcl_arg *)a->v.items);
+        break;
+    default: break;
+    }
+    *a = tcl_arg_none();
+}

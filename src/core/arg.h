@@ -1,0 +1,49 @@
+/* arg.h — the tagged value carried by a UOp as its arg and its tag. Layer: core.
+ * Values are immutable once owned by a node; hashing and equality are by content
+ * (floats by bit pattern, so 0.0 and -0.0 differ and NaN equals NaN). */
+#ifndef TCLC_ARG_H
+#define TCLC_ARG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tcl_arg_kind {
+    TCL_ARG_NONE,
+    TCL_ARG_INT,
+    TCL_ARG_FLOAT,
+    TCL_ARG_BOOL,
+    TCL_ARG_STR,
+    TCL_ARG_INTS,  /* list of integers */
+    TCL_ARG_DTYPE,
+    TCL_ARG_TUPLE, /* structured value: an ordered list of args (kernel info, opts, ...) */
+} tcl_arg_kind;
+
+typedef struct tcl_arg {
+    tcl_arg_kind kind;
+    uint32_t len; /* bytes for STR, count for INTS and TUPLE */
+    union {
+        int64_t i;
+        double f;
+        bool b;
+        int dtype;
+        const char *s;
+        const int64_t *ints;
+        const struct tcl_arg *items;
+    } v;
+} tcl_arg;
+
+static inline tcl_arg tcl_arg_none(void) { tcl_arg a = {TCL_ARG_NONE, 0, {.i = 0}}; return a; }
+static inline tcl_arg tcl_arg_int(int64_t i) { tcl_arg a = {TCL_ARG_INT, 0, {.i = i}}; return a; }
+static inline tcl_arg tcl_arg_float(double f) { tcl_arg a = {TCL_ARG_FLOAT, 0, {.f = f}}; return a; }
+static inline tcl_arg tcl_arg_bool(bool b) { tcl_arg a = {TCL_ARG_BOOL, 0, {.b = b}}; return a; }
+static inline tcl_arg tcl_arg_dtype(int dt) { tcl_arg a = {TCL_ARG_DTYPE, 0, {.dtype = dt}}; return a; }
+
+uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed);
+bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b);
+/* Deep copy into freshly allocated storage owned by dst; false when out of memory. */
+bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src);
+/* Frees storage made by tcl_arg_copy. */
+void tcl_arg_free(tcl_arg *a);
+
+#endif

@@ -1,0 +1,28 @@
+/* lua_core.h — the Lua binding of the core layer (module "tcl.core"). Layer: core.
+ * Other layers' bindings use these to move nodes and dtypes between C and Lua. */
+#ifndef TCLC_LUA_CORE_H
+#define TCLC_LUA_CORE_H
+
+#include <lua.h>
+
+#include "uop.h"
+
+int luaopen_tcl_core(lua_State *L);
+/* The context owned by this Lua state (opens tcl.core if needed). */
+tcl_ctx *tcl_lua_ctx(lua_State *L);
+/* Pushes the one userdata of node u (the userdata holds its own reference). */
+void tcl_lua_push_uop(lua_State *L, tcl_uop *u);
+/* Borrowed node at idx, or a Lua error naming the argument. */
+tcl_uop *tcl_lua_check_uop(lua_State *L, int idx);
+tcl_uop *tcl_lua_test_uop(lua_State *L, int idx);
+void tcl_lua_push_dtype(lua_State *L, int dtype);
+/* A dtype object or a dtype name at idx; Lua error otherwise. */
+int tcl_lua_check_dtype(lua_State *L, int idx);
+/* An op name or op id at idx; Lua error otherwise. */
+int tcl_lua_check_op(lua_State *L, int idx);
+/* Converts the Lua value at idx to an arg. Storage lives in userdata pushed on the stack
+ * (so a Lua error cannot leak it); returns how many values were pushed. */
+int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what);
+void tcl_lua_push_arg(lua_State *L, const tcl_arg *a);
+
+#endif

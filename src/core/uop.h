@@ -1,0 +1,75 @@
+/* uop.h — UOp nodes, hash consing and the context that owns them. Layer: core.
+ *
+ * A context (tcl_ctx) owns an intern table of nodes and every cache derived from them.
+ * Contexts share nothing, so several may run at once on different threads; one context
+ * must be used by one thread at a time. Each Lua state owns exactly one context.
+ *
+ * Nodes are interned: building a node equal in (op, dtype, sources, arg, tag) to a live
+ * one returns the live one with its reference count raised, so equality is identity.
+ * The table's entries are weak: when the last reference goes the node is removed and freed. */
+#ifndef TCLC_UOP_H
+#define TCLC_UOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arg.h"
+#include "dtype.h"
+#include "ops.h"
+
+typedef struct tcl_ctx tcl_ctx;
+typedef struct tcl_uop tcl_uop;
+
+/* Derived facts, computed on first request and kept until the node dies. */
+typedef struct tcl_uop_props {
+    tcl_uop **toposort; /* sources before users, the node itself last; borrowed pointers */
+    size_t ntoposort;
+    bool has_bounds;
+    int64_t vmin, vmax; /* integer/bool interval (see rewrite/bounds.c) */
+} tcl_uop_props;
+
+struct tcl_uop {
+    uint64_t hash;         /* identity hash: the intern key */
+    uint64_t content_hash; /* by content only: the same in every process (disk caches) */
+    uint64_t id;           /* serial number within the context, never reused */
+    tcl_ctx *ctx;
+    tcl_uop_props *props;  /* lazily allocated */
+    tcl_arg arg;
+    tcl_arg tag;
+    uint32_t refcount;
+    uint32_t mark; /* scratch for graph walks (see tcl_ctx_next_mark) */
+    uint32_t nsrc;
+    uint16_t op;
+    uint8_t dtype;
+    tcl_uop *src[];
+};
+
+tcl_ctx *tcl_ctx_new(void);
+/* Frees the context and every node still alive in it. */
+void tcl_ctx_free(tcl_ctx *ctx);
+/* Message of the last failed call on this context ("" if none). */
+const char *tcl_ctx_error(const tcl_ctx *ctx);
+void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+size_t tcl_ctx_live_count(const tcl_ctx *ctx);
+/* A fresh mark value for one graph walk; nodes whose mark equals it were visited. */
+uint32_t tcl_ctx_next_mark(tcl_ctx *ctx);
+
+/* Returns a new reference to the interned node, or NULL with the context's error set
+ * (unknown op or dtype, wrong source count, a source of another context, out of memory).
+ * The node takes its own references to the sources; arg and tag are copied (NULL = none). */
+tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+                     const tcl_arg *arg, const tcl_arg *tag);
+static inline tcl_uop *tcl_uop_ref(tcl_uop *u) { u->refcount++; return u; }
+void tcl_uop_unref(tcl_uop *u);
+
+/* Sources first, u last; cached on u. NULL on out of memory. */
+tcl_uop *const *tcl_uop_toposort(tcl_uop *u, size_t *count);
+/* Props record of u, allocated on first use; NULL on out of memory. */
+tcl_uop_props *tcl_uop_props_get(tcl_uop *u);
+
+#endif
