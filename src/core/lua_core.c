@@ -131,6 +131,7 @@ int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what) {
     idx = lua_absindex(L, idx);
     *out = tcl_arg_none();
     switch (lua_type(L, idx)) {
+    case LUA_TNONE:
     case LUA_TNIL: return 0;
     case LUA_TBOOLEAN: *out = tcl_arg_bool(lua_toboolean(L, idx)); return 0;
     case LUA_TNUMBER:
