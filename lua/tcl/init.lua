@@ -2,6 +2,7 @@
 -- Loads the C core and gathers the public Lua API in one table.
 local core = require "tcl.core"
 local uop = require "tcl.uop"
+local pattern = require "tcl.pattern"
 
 local tcl = {
   core = core,
@@ -15,6 +16,10 @@ local tcl = {
   groups = core.groups,
   op_in = core.op_in,
   live_nodes = core.live_count,
+  pattern = pattern,
+  rules = pattern.rules,
+  graph_rewrite = pattern.graph_rewrite,
+  substitute = pattern.substitute,
 }
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...

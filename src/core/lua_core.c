@@ -239,6 +239,7 @@ static int uop_gc(lua_State *L) {
 /* core.uop(op, dtype, sources, arg, tag) -> UOp. dtype nil means void. */
 static int l_uop(lua_State *L) {
     tcl_ctx *ctx = tcl_lua_ctx(L);
+    lua_settop(L, 5); /* scratch storage for args is pushed above the parameters */
     int op = tcl_lua_check_op(L, 1);
     int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
     tcl_uop *stack_src[8], **src = stack_src;

@@ -1,0 +1,57 @@
+# Install.cmake — what `cmake --install <build> [--prefix P]` puts where (included by
+# CMakeLists.txt). Under the default prefix /usr/local a stock lua5.4 finds the Lua module
+# without any setting: share/lua/5.4 and lib/lua/5.4 are on its default search paths.
+#   bin/tcl                          the program
+#   lib/libtclc.a, lib/libtclc.so*   the library (static; shared with its soname links)
+#   include/tclc.h                   the embedding API
+#   share/lua/5.4/tcl/...            the Lua files (lua/tcl/ of the source tree)
+#   lib/lua/5.4/tcl.so               the Lua C module, for `require "tcl"` from lua5.4
+#   lib/pkgconfig/tclc.pc            pkg-config name "tclc"
+# Targets written by other parts of the tree may not exist yet; each is guarded.
+# The installed `tcl` finds its Lua files at <exe dir>/../share/lua/5.4 (src/api/lua_dir.c),
+# so the tree can be moved or installed under any prefix.
+
+if(TARGET tcl)
+  install(TARGETS tcl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+if(TARGET tclc_static)
+  install(TARGETS tclc_static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+if(TARGET tclc_shared)
+  # libtclc.so.0.1.0 plus the soname link libtclc.so.0 and the development link libtclc.so
+  install(TARGETS tclc_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+
+if(EXISTS ${CMAKE_SOURCE_DIR}/include/tclc.h)
+  install(FILES ${CMAKE_SOURCE_DIR}/include/tclc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+
+# Only lua/tcl/: everything tcl's Lua side requires lives under the `tcl.` prefix, so
+# nothing else lands in the shared share/lua/5.4 namespace.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/tcl DESTINATION ${TCLC_LUA_INSTALL_DIR}
+        FILES_MATCHING PATTERN "*.lua")
+
+if(TARGET tcl_lua_module)
+  install(TARGETS tcl_lua_module LIBRARY DESTINATION ${TCLC_CMOD_INSTALL_DIR})
+endif()
+
+# pkg-config file. Its prefix is computed from where the file lies (${pcfiledir}), so it
+# stays right when the install prefix is chosen at install time (`--prefix`), not configure
+# time. TCLC_PC_PREFIX climbs from <libdir>/pkgconfig back to the prefix.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(TCLC_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(TCLC_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+else()
+  string(REGEX REPLACE "[^/]+" ".." _tclc_up "${CMAKE_INSTALL_LIBDIR}")
+  string(REGEX REPLACE "/+$" "" _tclc_up "${_tclc_up}")
+  set(TCLC_PC_PREFIX "\${pcfiledir}/../${_tclc_up}")
+  set(TCLC_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+endif()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(TCLC_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+else()
+  set(TCLC_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${CMAKE_SOURCE_DIR}/cmake/tclc.pc.in ${CMAKE_BINARY_DIR}/tclc.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/tclc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

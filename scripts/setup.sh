@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# setup.sh — installs the Debian packages tcl builds and tests with, when they are missing.
+# Quiet and quick when everything is there: it only asks dpkg. When something is missing it
+# says what, runs `apt-get update` once, and installs it (through sudo when not root).
+# Written for Debian 12; on a system without dpkg it prints the list and leaves it to you.
+set -euo pipefail
+
+# make and libc6-dev are listed because gcc and cmake only recommend them, and
+# we install without recommends.
+PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted
+          libxxhash-dev libffi-dev libreadline-dev)
+# LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
+LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev llvm-14-dev llvm-dev)
+
+installed() {
+  # `dpkg -s` also succeeds for removed packages whose config files remain, so read the status.
+  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+}
+
+if ! command -v dpkg >/dev/null 2>&1; then
+  echo "setup: no dpkg here (not Debian?); make sure these are installed: ${PACKAGES[*]} llvm-dev (LLVM 14 or newer)" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+need_llvm=1
+for p in "${LLVM_PACKAGES[@]}"; do
+  if installed "$p"; then need_llvm=0; break; fi
+done
+
+if [ ${#missing[@]} -eq 0 ] && [ $need_llvm -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  all=("${missing[@]}")
+  [ $need_llvm -eq 1 ] && all+=(llvm-dev)
+  echo "setup: these packages are missing and I am neither root nor able to use sudo:" >&2
+  echo "  apt-get install ${all[*]}" >&2
+  exit 1
+fi
+
+echo "setup: updating the package lists"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+
+if [ $need_llvm -eq 1 ]; then
+  # DESIGN.md: prefer the newest LLVM Debian offers (better code for this CPU); plain
+  # llvm-dev (LLVM 14) is the fallback.
+  llvm_choice=llvm-dev
+  for p in "${LLVM_PACKAGES[@]}"; do
+    if [ "$p" != llvm-dev ] && apt-cache show "$p" >/dev/null 2>&1; then llvm_choice=$p; break; fi
+  done
+  missing+=("$llvm_choice")
+fi
+
+echo "setup: installing ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,74 @@
+/* modules.c — how a tclc_state gets tcl: each layer's Lua binding is preloaded from this
+ * library (so the Lua files' `require "tcl.core"` never looks for a .so), and the Lua files
+ * are found on disk (lua_dir.c). Layer: api. */
+#include "modules.h"
+
+#include <lauxlib.h>
+#include <stdbool.h>
+
+#include "core/lua_core.h"
+#include "lua_dir.h"
+#include "state.h"
+
+/* One entry per C layer's binding; a new layer adds its line here (and its header above),
+ * e.g. {"tcl.rewrite", luaopen_tcl_rewrite}. */
+static const luaL_Reg native_modules[] = {
+    {"tcl.core", luaopen_tcl_core},
+    {NULL, NULL},
+};
+
+void tclc_api_preload_native_modules(lua_State *L) {
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    for (const luaL_Reg *m = native_modules; m->name; m++) {
+        lua_pushcfunction(L, m->func);
+        lua_setfield(L, -2, m->name);
+    }
+    lua_pop(L, 1);
+}
+
+/* package.path = "<dir>/?.lua;<dir>/?/init.lua;" .. package.path */
+static void prepend_to_package_path(lua_State *L, const char *dir) {
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, luaL_optstring(L, -1, ""));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+}
+
+int tclc_api_open_modules(lua_State *L) {
+    tclc_api_preload_native_modules(L);
+
+    char dir[TCLC_API_PATH_CAP], looked[4 * TCLC_API_PATH_CAP];
+    bool found = tclc_api_find_lua_dir(dir, sizeof dir, looked, sizeof looked);
+    if (found) prepend_to_package_path(L, dir);
+
+    /* require "tcl" under its own handler so a failure keeps the traceback of where it
+     * happened (inside the Lua files), and gains a note on where they were looked for */
+    int base = lua_gettop(L);
+    lua_pushcfunction(L, tclc_api_message_handler);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "tcl");
+    int status = lua_pcall(L, 1, 1, base + 1);
+    lua_remove(L, base + 1);
+    if (status != LUA_OK) {
+        const char *why = lua_tostring(L, -1);
+        if (!why) why = "(no message)";
+        if (found)
+            lua_pushfstring(L, "tclc: cannot load the tcl module from %s: %s", dir, why);
+        else
+            lua_pushfstring(L,
+                            "tclc: cannot find tcl's Lua files (tcl/init.lua); looked in: %s "
+                            "(set TCLC_LUA_DIR to the directory that holds tcl/init.lua)\n%s",
+                            looked, why);
+        lua_remove(L, -2);
+        return status;
+    }
+    lua_pushvalue(L, -1);
+    lua_setglobal(L, "tcl");
+    if (lua_getfield(L, -1, "Tensor") != LUA_TNIL)
+        lua_setglobal(L, "Tensor");
+    else
+        lua_pop(L, 1);
+    lua_pop(L, 1);
+    return LUA_OK;
+}

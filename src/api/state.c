@@ -1,0 +1,147 @@
+/* state.c — opening and closing a tclc_state, its error message, and the one way this layer
+ * enters Lua (a protected task with a traceback handler). Layer: api. */
+#include "state.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modules.h"
+
+#ifndef TCLC_VERSION
+#define TCLC_VERSION "unknown"
+#endif
+
+/* What tclc_error says when it has nothing better: static, so reporting cannot fail. */
+static const char no_memory_message[] = "not enough memory";
+static const char no_state_message[] =
+    "no tclc state (the state is NULL: tclc_open gives NULL only when memory runs out)";
+
+_Static_assert(TCLC_MULTRET == LUA_MULTRET, "TCLC_MULTRET must be LUA_MULTRET");
+
+void tclc_api_clear_error(tclc_state *S) {
+    free(S->error_owned);
+    S->error_owned = NULL;
+    S->error = "";
+}
+
+void tclc_api_set_error(tclc_state *S, const char *msg) {
+    if (!msg) msg = "unknown error";
+    size_t len = strlen(msg);
+    /* copy before freeing: msg may be the current message itself */
+    char *copy = malloc(len + 1);
+    if (copy) memcpy(copy, msg, len + 1);
+    free(S->error_owned);
+    S->error_owned = copy;
+    S->error = copy ? copy : no_memory_message;
+}
+
+void tclc_api_set_errorf(tclc_state *S, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!text) {
+        tclc_api_set_error(S, no_memory_message);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    free(S->error_owned);
+    S->error_owned = text;
+    S->error = text;
+}
+
+int tclc_api_status_from_lua(int lua_status) {
+    switch (lua_status) {
+    case LUA_OK: return TCLC_OK;
+    case LUA_ERRSYNTAX: return TCLC_ERRSYNTAX;
+    case LUA_ERRMEM: return TCLC_ERRMEM;
+    case LUA_ERRFILE: return TCLC_ERRFILE;
+    default: return TCLC_ERRRUN; /* LUA_ERRRUN, LUA_ERRERR (error in the handler) */
+    }
+}
+
+int tclc_api_message_handler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) {
+        /* an error object that is not a string: use its __tostring, else name its type */
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            msg = lua_tostring(L, -1);
+        else
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+int tclc_api_run(tclc_state *S, tclc_api_task *task) {
+    lua_State *L = S->L;
+    int top = lua_gettop(L);
+    if (!lua_checkstack(L, 3)) {
+        tclc_api_set_error(S, "tclc: Lua stack overflow");
+        return TCLC_ERRMEM;
+    }
+    task->status = TCLC_OK;
+    lua_pushcfunction(L, tclc_api_message_handler);
+    lua_pushcfunction(L, task->body);
+    lua_pushlightuserdata(L, task);
+    int lua_status = lua_pcall(L, 1, 1, top + 1);
+    int status = lua_status == LUA_OK ? task->status : tclc_api_status_from_lua(lua_status);
+    if (status == TCLC_OK)
+        tclc_api_clear_error(S);
+    else
+        tclc_api_set_error(S, lua_tostring(L, -1));
+    lua_settop(L, top);
+    return status;
+}
+
+/* Runs inside the new state: standard libraries, then tcl (see modules.c). */
+static int open_body(lua_State *L) {
+    tclc_api_task *task = lua_touserdata(L, 1);
+    luaL_openlibs(L);
+    int lua_status = tclc_api_open_modules(L);
+    if (lua_status == LUA_OK) return 0;
+    task->status = tclc_api_status_from_lua(lua_status); /* message (with traceback) on top */
+    return 1;
+}
+
+int tclc_open(tclc_state **out) {
+    if (!out) return TCLC_ERRARG;
+    *out = NULL;
+    tclc_state *S = calloc(1, sizeof *S);
+    if (!S) return TCLC_ERRMEM;
+    S->error = "";
+    S->L = luaL_newstate();
+    if (!S->L) {
+        free(S);
+        return TCLC_ERRMEM;
+    }
+    *out = S;
+    tclc_api_task task = {.body = open_body};
+    return tclc_api_run(S, &task);
+}
+
+void tclc_close(tclc_state *S) {
+    if (!S) return;
+    lua_close(S->L); /* runs every finalizer: the core context and its nodes go here */
+    free(S->error_owned);
+    free(S);
+}
+
+const char *tclc_error(const tclc_state *S) {
+    return S ? S->error : no_state_message;
+}
+
+const char *tclc_version(void) {
+    return TCLC_VERSION;
+}
+
+lua_State *tclc_lua(tclc_state *S) {
+    return S ? S->L : NULL;
+}

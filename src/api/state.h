@@ -1,0 +1,48 @@
+/* state.h — what the files of the embedding layer share: the tclc_state behind the public
+ * handle, error recording, and running a C function in protected mode. Layer: api.
+ * Not installed; hosts see only include/tclc.h. */
+#ifndef TCLC_API_STATE_H
+#define TCLC_API_STATE_H
+
+#include <lua.h>
+
+#include "tclc.h"
+
+struct tclc_state {
+    lua_State *L;
+    /* The last error message: error_owned when it could be copied, else a static text. */
+    char *error_owned;
+    const char *error;
+};
+
+/* Sets S's message to a copy of msg (a static "not enough memory" text if the copy fails). */
+void tclc_api_set_error(tclc_state *S, const char *msg);
+void tclc_api_set_errorf(tclc_state *S, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Forgets the last message (tclc_error gives "" again). */
+void tclc_api_clear_error(tclc_state *S);
+
+/* Maps a Lua status (LUA_OK, LUA_ERRRUN, ...) to a TCLC_ status. */
+int tclc_api_status_from_lua(int lua_status);
+
+/* The message handler used for every call into Lua: turns the error object into a string
+ * and appends a traceback of the stack where it was raised. */
+int tclc_api_message_handler(lua_State *L);
+
+/* A protected task: body runs with one argument, a light userdata pointing to the task.
+ * A Lua error inside it becomes TCLC_ERRRUN (or TCLC_ERRMEM) with a traceback. To fail with
+ * another status and no traceback, body stores that status in task->status and returns the
+ * message as its single result. The stack is restored afterwards. */
+typedef struct tclc_api_task {
+    lua_CFunction body;
+    void *request;
+    int status; /* set by body to a TCLC_ERR code for a failure that is not a Lua error */
+} tclc_api_task;
+
+/* Runs task on S and records the outcome: TCLC_OK clears the message, anything else sets it. */
+int tclc_api_run(tclc_state *S, tclc_api_task *task);
+
+#endif
