@@ -31,12 +31,16 @@ static void note_looked(char *looked, size_t cap, const char *dir) {
     snprintf(looked + used, cap - used, "%s%s", used ? "; " : "", dir);
 }
 
+/* Any address inside this library will do for dladdr; a constant object rather than a
+ * function, since ISO C does not convert function pointers to void *. */
+static const char address_in_this_binary = 0;
+
 /* The absolute path of the file (program or shared library) this code was loaded from. */
 static bool path_of_this_binary(char resolved[PATH_MAX]) {
     Dl_info info;
     /* For a shared library dladdr gives its path; for the main program it gives argv[0],
      * which holds no '/' when the program was found through PATH. */
-    if (dladdr((const void *)path_of_this_binary, &info) && info.dli_fname &&
+    if (dladdr(&address_in_this_binary, &info) && info.dli_fname &&
         strchr(info.dli_fname, '/') && realpath(info.dli_fname, resolved))
         return true;
 #if defined(__linux__)
@@ -80,11 +84,13 @@ bool tclc_api_find_lua_dir(char *dir, size_t dir_cap, char *looked, size_t looke
                 return true;
         }
     }
-#ifdef TCLC_INSTALL_LUA_DIR
-    if (try_candidate(TCLC_INSTALL_LUA_DIR, dir, dir_cap, looked, looked_cap)) return true;
-#endif
+    /* The source tree before the install dir: a build-tree binary must not pick up an older
+     * install's Lua files; an installed binary was already served by the lookup above. */
 #ifdef TCLC_SOURCE_LUA_DIR
     if (try_candidate(TCLC_SOURCE_LUA_DIR, dir, dir_cap, looked, looked_cap)) return true;
+#endif
+#ifdef TCLC_INSTALL_LUA_DIR
+    if (try_candidate(TCLC_INSTALL_LUA_DIR, dir, dir_cap, looked, looked_cap)) return true;
 #endif
     return false;
 }

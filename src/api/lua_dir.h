@@ -13,8 +13,9 @@
  *   1. $TCLC_LUA_DIR, taken as is (an explicit override);
  *   2. <directory of the program or shared library holding this code>/../share/lua/5.4
  *      (an installed bin/tcl, or lib/libtclc.so, under any prefix);
- *   3. the install directory chosen at configure time (TCLC_INSTALL_LUA_DIR);
- *   4. the source tree's lua/ (TCLC_SOURCE_LUA_DIR: running from the build tree).
+ *   3. the source tree's lua/ (TCLC_SOURCE_LUA_DIR: running from the build tree), before
+ *      the install dir so a build-tree binary never loads an older install's files;
+ *   4. the install directory chosen at configure time (TCLC_INSTALL_LUA_DIR).
  * Candidates 2-4 count only when they hold tcl/init.lua. Returns false when none does; then
  * looked lists the candidates tried, separated by "; ". */
 bool tclc_api_find_lua_dir(char *dir, size_t dir_cap, char *looked, size_t looked_cap);

@@ -6,14 +6,19 @@
 #include <lauxlib.h>
 #include <stdbool.h>
 
+#include "core/lua_alu.h"
 #include "core/lua_core.h"
 #include "lua_dir.h"
+#include "rewrite/lua_bounds.h"
+#include "rewrite/lua_rewrite.h"
 #include "state.h"
 
-/* One entry per C layer's binding; a new layer adds its line here (and its header above),
- * e.g. {"tcl.rewrite", luaopen_tcl_rewrite}. */
+/* One entry per C binding module; a new one adds its line here (and its header above). */
 static const luaL_Reg native_modules[] = {
     {"tcl.core", luaopen_tcl_core},
+    {"tcl.alu", luaopen_tcl_alu},
+    {"tcl.rewrite", luaopen_tcl_rewrite},
+    {"tcl.bounds", luaopen_tcl_bounds},
     {NULL, NULL},
 };
 

@@ -81,7 +81,7 @@ static int parse_command_line(int argc, char **argv, command_line *cl) {
             if (i + 1 < argc) cl->script_index = i + 1;
             return EXIT_OK;
         }
-        if (strcmp(a, "-e") == 0 || strncmp(a, "-e", 2) == 0) {
+        if (strncmp(a, "-e", 2) == 0) { /* "-e CODE" or "-eCODE" */
             if (a[2] == '\0') {
                 if (i + 1 >= argc) return usage_error("'-e' needs an argument");
                 i++; /* the code */
@@ -230,9 +230,8 @@ static bool input_start(input_buffer *b, const char *line) {
 
 enum { COMPILED, INCOMPLETE, SYNTAX_ERROR };
 
-/* Compiles the input, as `return <input>` first. COMPILED leaves the chunk on the stack;
- * SYNTAX_ERROR leaves the message; INCOMPLETE (the input ends in the middle of a statement)
- * leaves nothing. */
+/* Compiles the input, as `return <input>` first. COMPILED leaves the chunk on the stack,
+ * SYNTAX_ERROR and INCOMPLETE (the input stops in the middle of a statement) the message. */
 static int compile_input(lua_State *L, const input_buffer *b) {
     if (luaL_loadbufferx(L, b->text, b->len, "=stdin", "t") == LUA_OK) return COMPILED;
     lua_pop(L, 1);
@@ -245,15 +244,13 @@ static int compile_input(lua_State *L, const input_buffer *b) {
     static const char eof_mark[] = "<eof>"; /* how Lua's parser names the end of the input */
     size_t mark_len = sizeof eof_mark - 1;
     if (status == LUA_ERRSYNTAX && msg && msg_len >= mark_len &&
-        strcmp(msg + msg_len - mark_len, eof_mark) == 0) {
-        lua_pop(L, 1);
+        strcmp(msg + msg_len - mark_len, eof_mark) == 0)
         return INCOMPLETE;
-    }
     return SYNTAX_ERROR;
 }
 
-/* Calls the global print with every value on the stack above `base`. Runs under tclc_pcall,
- * so a failing __tostring is reported, not fatal. */
+/* Calls the global print with its arguments (the values a chunk returned). Runs under
+ * tclc_pcall, so a failing __tostring is reported, not fatal. */
 static int print_values(lua_State *L) {
     int n = lua_gettop(L);
     lua_getglobal(L, "print");
@@ -297,7 +294,6 @@ static int run_repl(tclc_state *S) {
         fflush(stdout);
     }
     input_buffer input = {0};
-    int exit_status = EXIT_OK;
     char *line;
     while ((line = read_line(&reader, "> ")) != NULL) {
         bool stored = input_start(&input, line);
@@ -307,6 +303,7 @@ static int run_repl(tclc_state *S) {
         while ((compiled = compile_input(L, &input)) == INCOMPLETE) {
             char *more = read_line(&reader, ">> ");
             if (!more) break; /* end of input inside a statement: report it below */
+            lua_pop(L, 1);   /* the "<eof>" message */
             stored = input_append(&input, "\n", 1) && input_append(&input, more, strlen(more));
             free(more);
             if (!stored) goto out_of_memory;
@@ -314,18 +311,16 @@ static int run_repl(tclc_state *S) {
         remember_line(&reader, input.text + RETURN_PREFIX_LEN);
         if (compiled == COMPILED) {
             run_and_print(S);
-        } else if (compiled == SYNTAX_ERROR) {
+        } else { /* a syntax error, or end of input inside a statement */
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
             fflush(stderr);
             lua_pop(L, 1);
-        } else { /* INCOMPLETE at end of input */
-            fprintf(stderr, "%s: unfinished statement at end of input\n", PROGRAM_NAME);
-            break;
+            if (compiled == INCOMPLETE) break;
         }
     }
     if (reader.interactive) putchar('\n');
     free(input.text);
-    return exit_status;
+    return EXIT_OK;
 
 out_of_memory:
     fprintf(stderr, "%s: not enough memory for the input line\n", PROGRAM_NAME);
@@ -343,7 +338,10 @@ int main(int argc, char **argv) {
         print_help();
         return EXIT_OK;
     }
-    if (cl.has_v) printf("%s %s\n", PROGRAM_NAME, tclc_version());
+    if (cl.has_v) {
+        printf("%s %s\n", PROGRAM_NAME, tclc_version());
+        if (!cl.script_index && !cl.has_e && !cl.has_i) return EXIT_OK; /* only -v: done */
+    }
 
     tclc_state *S;
     if (tclc_open(&S) != TCLC_OK) {
