@@ -3,6 +3,12 @@
 local core = require "tcl.core"
 local uop = require "tcl.uop"
 local pattern = require "tcl.pattern"
+local bounds = require "tcl.bounds"
+
+-- Interval analysis of integer/bool nodes (src/rewrite/bounds.c): u:vmin(), u:vmax(), u:bounds().
+core.UOp.vmin = bounds.vmin
+core.UOp.vmax = bounds.vmax
+core.UOp.bounds = bounds.bounds
 
 local tcl = {
   core = core,

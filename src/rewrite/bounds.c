@@ -12,6 +12,7 @@
 #include "rewrite/bounds.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Exact intermediate values. Interval ends are within [INT64_MIN, UINT64_MAX], so sums and
  * differences of two of them fit easily; products are kept in range by mul_saturating. */
@@ -73,8 +74,10 @@ static bool cached_interval(const tcl_uop *u, interval *out) {
 /* iv is already fitted to the node's dtype, so only uint64 can exceed int64. */
 static void store_interval(tcl_uop_props *p, interval iv) {
     if (iv.hi > INT64_MAX) {
-        p->vmax = INT64_MAX; /* uint64 with no upper bound expressible in int64 */
-        p->vmin = iv.lo > INT64_MAX ? 0 : (int64_t)iv.lo;
+        /* uint64 with no upper bound expressible in int64. vmin stays below vmax, so that
+         * vmin == vmax never claims a constant the node is not. */
+        p->vmax = INT64_MAX;
+        p->vmin = iv.lo >= INT64_MAX ? INT64_MAX - 1 : (int64_t)iv.lo;
     } else {
         p->vmin = (int64_t)iv.lo;
         p->vmax = (int64_t)iv.hi;
@@ -379,15 +382,26 @@ typedef struct pending_node {
     bool sources_pushed;
 } pending_node;
 
+/* Most queries find the sources cached already and push a handful of entries: those stay
+ * in a small buffer on the C stack, and only deep walks move to the heap. */
+enum { PENDING_INLINE_CAP = 32 };
+
 typedef struct pending_stack {
-    pending_node *items;
+    pending_node *items; /* inline_items until the walk outgrows it */
     size_t count, cap;
+    pending_node inline_items[PENDING_INLINE_CAP];
 } pending_stack;
 
 static bool pending_push(pending_stack *st, tcl_uop *u) {
     if (st->count == st->cap) {
-        size_t ncap = st->cap ? st->cap * 2 : 64;
-        pending_node *grown = realloc(st->items, ncap * sizeof *grown);
+        size_t ncap = st->cap * 2;
+        pending_node *grown;
+        if (st->items == st->inline_items) {
+            grown = malloc(ncap * sizeof *grown);
+            if (grown) memcpy(grown, st->items, st->count * sizeof *grown);
+        } else {
+            grown = realloc(st->items, ncap * sizeof *grown);
+        }
         if (!grown) return false;
         st->items = grown;
         st->cap = ncap;
@@ -401,7 +415,10 @@ static bool pending_push(pending_stack *st, tcl_uop *u) {
  * (a DAG has no path back to it), and duplicates pushed by other users find it cached.
  * False on out of memory, with the caches that were completed kept. */
 static bool fill_interval_caches(tcl_uop *root) {
-    pending_stack st = {NULL, 0, 0};
+    pending_stack st;
+    st.items = st.inline_items;
+    st.count = 0;
+    st.cap = PENDING_INLINE_CAP;
     bool ok = pending_push(&st, root);
     while (ok && st.count > 0) {
         pending_node *top = &st.items[st.count - 1];
@@ -423,7 +440,7 @@ static bool fill_interval_caches(tcl_uop *root) {
         store_interval(props, compute_interval(u));
         st.count--;
     }
-    free(st.items);
+    if (st.items != st.inline_items) free(st.items);
     return ok;
 }
 

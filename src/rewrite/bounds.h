@@ -12,8 +12,9 @@
  *
  * uint64 limitation: an interval is a pair of int64, which cannot hold values above
  * INT64_MAX. On a uint64 node a vmax of INT64_MAX therefore means "no upper bound known"
- * (the value may be anything up to UINT64_MAX); vmin stays a true lower bound. A consumer
- * that folds on vmax must check for this case; bounds.c itself reads it back that way.
+ * (the value may be anything up to UINT64_MAX); vmin stays a true lower bound and is then
+ * always below vmax, so vmin == vmax still means a constant. A consumer that folds on vmax
+ * must check for this case; bounds.c itself reads it back that way.
  *
  * The result is cached in the node's props and computed once per node. The computation
  * walks sources with an explicit stack (graphs may be 100k nodes deep) and stops at nodes

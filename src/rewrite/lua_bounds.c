@@ -5,8 +5,9 @@
  *   bounds.bounds(u)                -> vmin, vmax, or nil
  *
  * On a uint64 node a vmax of math.maxinteger means "no upper bound known" (see bounds.h). */
+#include "rewrite/lua_bounds.h"
+
 #include <lauxlib.h>
-#include <lua.h>
 
 #include "core/lua_core.h"
 #include "rewrite/bounds.h"
