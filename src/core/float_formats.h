@@ -1,0 +1,59 @@
+/* float_formats.h — exact conversions between values and the bit patterns of the float
+ * storage formats: float16, bfloat16, fp8e4m3 (the finite-only "fn" variant), fp8e5m2 and
+ * float32. Layer: core. Used by the scalar ALU (alu.h), BITCAST, and buffer storage.
+ *
+ * Rounding is round-to-nearest-even, done once from the exact input (a double or a 64-bit
+ * integer), with correct subnormals. What happens past the largest finite value:
+ *   float16, bfloat16, float32: IEEE — overflow gives +-inf, inf stays inf.
+ *   fp8e4m3, fp8e5m2: finite values past max saturate to +-max finite (448, 57344). This
+ *     is CUDA's __NV_SATFINITE / PTX cvt.rn.satfinite (the only fp8 conversion PTX has) and
+ *     what tinygrad emulates, so folded constants agree with what GPUs compute. (ml_dtypes
+ *     differs: e4m3fn overflow gives NaN, e5m2 overflow gives inf.) An infinity stays
+ *     infinite in fp8e5m2, which has one (0x7c/0xfc), so every bit pattern survives
+ *     bits -> value -> bits (satfinite hardware would give 57344); fp8e4m3 has no inf and
+ *     maps +-inf to +-448.
+ * NaN keeps its sign and the top bits of its payload (so bits -> value -> bits is the
+ * identity for every pattern, signalling NaNs included); a payload that would become zero
+ * becomes the quiet bit. fp8e4m3 has one NaN per sign: 0x7f / 0xff. */
+#ifndef TCLC_FLOAT_FORMATS_H
+#define TCLC_FLOAT_FORMATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum tcl_float_format {
+    TCL_FMT_FLOAT16,
+    TCL_FMT_BFLOAT16,
+    TCL_FMT_FP8E4M3,
+    TCL_FMT_FP8E5M2,
+    TCL_FMT_FLOAT32,
+    TCL_FMT_FLOAT64,
+    TCL_FMT_COUNT
+} tcl_float_format;
+
+/* Bit pattern of the format nearest to x (the rules above). */
+uint64_t tcl_float_bits_from_double(tcl_float_format fmt, double x);
+/* Bit pattern nearest to the integer (negative ? -magnitude : magnitude), rounded once, so
+ * int64 -> bfloat16 does not suffer the double rounding of going through a double. */
+uint64_t tcl_float_bits_from_int(tcl_float_format fmt, bool negative, uint64_t magnitude);
+/* The exact value of a bit pattern (every format here is a subset of double). Bits above
+ * the format's width are ignored. */
+double tcl_float_bits_to_double(tcl_float_format fmt, uint64_t bits);
+
+/* Named conversions for storage and BITCAST. From float the input is exact, so these
+ * round once; to float the result is exact (NaN payloads keep their top bits). */
+uint16_t tcl_f32_to_f16_bits(float x);
+float tcl_f16_bits_to_f32(uint16_t bits);
+uint16_t tcl_f32_to_bf16_bits(float x);
+float tcl_bf16_bits_to_f32(uint16_t bits);
+uint8_t tcl_f32_to_fp8e4m3_bits(float x);
+float tcl_fp8e4m3_bits_to_f32(uint8_t bits);
+uint8_t tcl_f32_to_fp8e5m2_bits(float x);
+float tcl_fp8e5m2_bits_to_f32(uint8_t bits);
+/* From double: one rounding (double -> float -> half could round twice). */
+uint16_t tcl_f64_to_f16_bits(double x);
+uint16_t tcl_f64_to_bf16_bits(double x);
+uint8_t tcl_f64_to_fp8e4m3_bits(double x);
+uint8_t tcl_f64_to_fp8e5m2_bits(double x);
+
+#endif
