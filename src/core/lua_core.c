@@ -267,6 +267,34 @@ static int l_uop(lua_State *L) {
     return 1;
 }
 
+/* core.find(op, dtype, sources, arg, tag) -> the live node, or nil (creates nothing) */
+static int l_find(lua_State *L) {
+    tcl_ctx *ctx = tcl_lua_ctx(L);
+    lua_settop(L, 5);
+    int op = tcl_lua_check_op(L, 1);
+    int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
+    tcl_uop *stack_src[8], **src = stack_src;
+    size_t nsrc = 0;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        nsrc = lua_rawlen(L, 3);
+        if (nsrc > 8) src = lua_newuserdatauv(L, nsrc * sizeof *src, 0);
+        for (size_t i = 0; i < nsrc; i++) {
+            lua_rawgeti(L, 3, (lua_Integer)i + 1);
+            src[i] = tcl_lua_test_uop(L, -1);
+            if (!src[i]) return luaL_error(L, "find: source %d is not a UOp", (int)i + 1);
+            lua_pop(L, 1);
+        }
+    }
+    tcl_arg arg, tag;
+    tcl_lua_to_arg(L, 4, &arg, "find arg");
+    tcl_lua_to_arg(L, 5, &tag, "find tag");
+    tcl_uop *u = tcl_uop_find(ctx, op, dtype, src, nsrc, &arg, &tag);
+    if (u) tcl_lua_push_uop(L, u);
+    else lua_pushnil(L);
+    return 1;
+}
+
 static void push_content_hash(lua_State *L, const tcl_uop *u) {
     char buf[17];
     snprintf(buf, sizeof buf, "%016" PRIx64, u->content_hash);
@@ -425,7 +453,7 @@ int luaopen_tcl_core(lua_State *L) {
     }
 
     static const luaL_Reg funcs[] = {
-        {"uop", l_uop},         {"dtype", l_dtype},           {"promote", l_promote},
+        {"uop", l_uop},         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"toposort", l_toposort},
         {NULL, NULL},
     };

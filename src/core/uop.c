@@ -138,6 +138,19 @@ static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
     ctx->live--;
 }
 
+tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
+                      const tcl_arg *tag) {
+    static const tcl_arg none = {TCL_ARG_NONE, 0, {.i = 0}};
+    if (!arg) arg = &none;
+    if (!tag) tag = &none;
+    if (!tcl_op_valid(op) || !tcl_dtype_valid(dtype)) return NULL;
+    uint64_t h = identity_hash(op, dtype, src, nsrc, arg, tag);
+    size_t mask = ctx->cap - 1;
+    for (size_t i = h & mask; ctx->slots[i]; i = (i + 1) & mask)
+        if (node_matches(ctx->slots[i], h, op, dtype, src, nsrc, arg, tag)) return ctx->slots[i];
+    return NULL;
+}
+
 tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
                      const tcl_arg *tag) {
     static const tcl_arg none = {TCL_ARG_NONE, 0, {.i = 0}};

@@ -64,6 +64,9 @@ uint32_t tcl_ctx_next_mark(tcl_ctx *ctx);
  * The node takes its own references to the sources; arg and tag are copied (NULL = none). */
 tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
                      const tcl_arg *arg, const tcl_arg *tag);
+/* The live node equal to (op, dtype, src, arg, tag), or NULL; creates nothing, takes no reference. */
+tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
+                      const tcl_arg *tag);
 static inline tcl_uop *tcl_uop_ref(tcl_uop *u) { u->refcount++; return u; }
 void tcl_uop_unref(tcl_uop *u);
 
