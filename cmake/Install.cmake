@@ -4,7 +4,7 @@
 #   bin/tcl                          the program
 #   lib/libtclc.a, lib/libtclc.so*   the library (static; shared with its soname links)
 #   include/tclc.h                   the embedding API
-#   share/lua/5.4/tcl/...            the Lua files (lua/tcl/ of the source tree)
+#   share/lua/5.4/...                the Lua files (the source tree's lua/)
 #   lib/lua/5.4/tcl.so               the Lua C module, for `require "tcl"` from lua5.4
 #   lib/pkgconfig/tclc.pc            pkg-config name "tclc"
 # Targets written by other parts of the tree may not exist yet; each is guarded.
@@ -27,9 +27,11 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/include/tclc.h)
   install(FILES ${CMAKE_SOURCE_DIR}/include/tclc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 
-# Only lua/tcl/: everything tcl's Lua side requires lives under the `tcl.` prefix, so
-# nothing else lands in the shared share/lua/5.4 namespace.
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/tcl DESTINATION ${TCLC_LUA_INSTALL_DIR}
+# The whole lua/ tree, as the build tree uses it (src/api puts lua/ on package.path), so
+# every require that works there works installed: lua/tcl/init.lua becomes
+# share/lua/5.4/tcl/init.lua. share/lua/5.4 is a namespace shared with other Lua libraries,
+# which is why tcl's own modules belong under lua/tcl/.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/ DESTINATION ${TCLC_LUA_INSTALL_DIR}
         FILES_MATCHING PATTERN "*.lua")
 
 if(TARGET tcl_lua_module)

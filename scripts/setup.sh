@@ -13,8 +13,12 @@ PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted
 LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev llvm-14-dev llvm-dev)
 
 installed() {
-  # `dpkg -s` also succeeds for removed packages whose config files remain, so read the status.
-  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+  # `dpkg -s` also succeeds for removed packages whose config files remain, so read the
+  # status. (Not `dpkg -s | grep -q`: with pipefail, grep quitting early can make dpkg die
+  # of SIGPIPE and a present package look missing.)
+  local info
+  info=$(dpkg -s "$1" 2>/dev/null) || return 1
+  grep -qx 'Status: install ok installed' <<<"$info"
 }
 
 if ! command -v dpkg >/dev/null 2>&1; then
@@ -42,8 +46,8 @@ elif command -v sudo >/dev/null 2>&1; then
 else
   all=("${missing[@]}")
   [ $need_llvm -eq 1 ] && all+=(llvm-dev)
-  echo "setup: these packages are missing and I am neither root nor able to use sudo:" >&2
-  echo "  apt-get install ${all[*]}" >&2
+  echo "setup: missing packages, and neither root nor sudo is available to install them." >&2
+  echo "setup: as root, run:  apt-get install ${all[*]}" >&2
   exit 1
 fi
 
@@ -62,5 +66,5 @@ fi
 
 echo "setup: installing ${missing[*]}"
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "setup: done"

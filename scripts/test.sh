@@ -12,14 +12,18 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-scripts/setup.sh
+# Stops before building; still ends with the summary line that callers look for.
+give_up() {
+  echo "test: $1" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+}
+
+scripts/setup.sh || give_up "scripts/setup.sh failed"
 
 jobs=$(nproc 2>/dev/null || echo 2)
 busted_bin=$(command -v busted || true)
-if [ -z "$busted_bin" ]; then
-  echo "test: busted not found (apt-get install lua-busted)" >&2
-  exit 1
-fi
+[ -n "$busted_bin" ] || give_up "busted not found (apt-get install lua-busted)"
 
 passed=0 failed=0 pending=0
 export TCLC_SOURCE_DIR="$root"
@@ -87,30 +91,42 @@ else
 fi
 
 # --- Sanitize (ASan + UBSan) -------------------------------------------------------------
-# Stock lua5.4 is not sanitized, so the ASan runtime is preloaded for it to load the
-# sanitized tcl.so, and its own leaks are not checked (detect_leaks=0). Programs started by
-# specs must not inherit either setting: the sanitized `tcl` and C test programs check leaks,
-# and cc, cmake, sh... should run without ASan. spec/support/child_env.lua (a busted helper
-# loading spec/support/child_env.c) restores the script's values for them from TCLC_CHILD_*.
+# Stock lua5.4 is not sanitized: to load the sanitized tcl.so it needs the ASan runtime
+# preloaded, and its own allocations are not checked for leaks (detect_leaks=0). A lua5.4
+# wrapper put first on PATH does both, for busted and for every lua5.4 a spec starts. Other
+# programs started by specs must not inherit those settings: the sanitized `tcl` and C test
+# programs check for leaks, and cc, cmake, sh... run without ASan. So busted loads
+# spec/support/child_env.lua (building on spec/support/child_env.c), which gives its children
+# the values the wrapper saw, kept in TCLC_CHILD_*.
+sanitized_lua() { # sanitized_lua WRAPPER ASAN_RUNTIME REAL_LUA
+  cat >"$1" <<EOF_WRAPPER
+#!/bin/sh
+# lua5.4 for the sanitized spec run, written by scripts/test.sh: $3 with the ASan runtime
+# preloaded and leak checks off; the values it replaces go to TCLC_CHILD_* (see child_env.c).
+if [ "\${LD_PRELOAD+set}" = set ]; then export TCLC_CHILD_LD_PRELOAD="\$LD_PRELOAD"; else unset TCLC_CHILD_LD_PRELOAD; fi
+if [ "\${ASAN_OPTIONS+set}" = set ]; then export TCLC_CHILD_ASAN_OPTIONS="\$ASAN_OPTIONS"; else unset TCLC_CHILD_ASAN_OPTIONS; fi
+export LD_PRELOAD="$2\${LD_PRELOAD:+:\$LD_PRELOAD}"
+export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0"
+exec "$3" "\$@"
+EOF_WRAPPER
+  chmod +x "$1"
+}
+
 if build build-asan Sanitize; then
   asan_lib=$(gcc -print-file-name=libasan.so)
-  child_env_lib="$root/build-asan/spec-support/tclc_child_env.so"
-  mkdir -p "$(dirname "$child_env_lib")"
+  support="$root/build-asan/spec-support"
+  mkdir -p "$support/bin"
   if [[ "$asan_lib" != /* ]] || [ ! -e "$asan_lib" ]; then
     echo "test: gcc has no libasan.so (apt-get install gcc); cannot run the sanitized specs" >&2
     failed=$((failed + 1))
-  elif ! cc -shared -fPIC -O1 -o "$child_env_lib" spec/support/child_env.c; then
+  elif ! cc -shared -fPIC -O1 -o "$support/tclc_child_env.so" spec/support/child_env.c; then
     echo "test: could not build spec/support/child_env.c" >&2
     failed=$((failed + 1))
   else
-    child_vars=(TCLC_CHILD_ENV_LIB="$child_env_lib")
-    [ -n "${LD_PRELOAD+set}" ] && child_vars+=(TCLC_CHILD_LD_PRELOAD="$LD_PRELOAD")
-    [ -n "${ASAN_OPTIONS+set}" ] && child_vars+=(TCLC_CHILD_ASAN_OPTIONS="$ASAN_OPTIONS")
+    sanitized_lua "$support/bin/lua5.4" "$asan_lib" "$(command -v lua5.4)"
     export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
     run_specs "Sanitize (ASan+UBSan)" build-asan spec/support/child_env.lua \
-      "${child_vars[@]}" \
-      LD_PRELOAD="$asan_lib${LD_PRELOAD:+:$LD_PRELOAD}" \
-      ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+      PATH="$support/bin:$PATH" TCLC_CHILD_ENV_LIB="$support/tclc_child_env.so"
   fi
 else
   failed=$((failed + 1))
