@@ -46,6 +46,13 @@ describe("tcl.bounds per-op intervals", function()
     assert_bounds(op("NEG", "index", y), -5, 3)
   end)
 
+  it("NEG of a bool is logical not", function()
+    local t, f = tcl.uop("CONST", "bool", nil, true), tcl.uop("CONST", "bool", nil, false)
+    assert_bounds(op("NEG", "bool", f), 1, 1)
+    assert_bounds(op("NEG", "bool", t), 0, 0)
+    assert_bounds(op("NEG", "bool", op("CMPLT", "bool", x, const(5))), 0, 1)
+  end)
+
   it("FLOORDIV and IDIV", function()
     assert_bounds(op("FLOORDIV", "index", x, const(4)), 0, 2)
     assert_bounds(op("FLOORDIV", "index", y, const(2)), -2, 2)

@@ -342,7 +342,9 @@ static interval compute_interval(const tcl_uop *u) {
     case TCL_OP_SPECIAL: r = rule_loop_index(dtype, have[0], s[0]); break;
     case TCL_OP_CAST: r = rule_cast(dtype, have[0], s[0]); break;
     case TCL_OP_TRUNC: r = have[0] ? s[0] : full; break; /* identity on integers */
-    case TCL_OP_NEG: if (have[0]) r = make_interval(-s[0].hi, -s[0].lo); break;
+    case TCL_OP_NEG: /* NEG of a bool is logical not (see alu.h) */
+        if (have[0]) r = dtype == TCL_BOOL ? make_interval(1 - s[0].hi, 1 - s[0].lo) : make_interval(-s[0].hi, -s[0].lo);
+        break;
     case TCL_OP_ADD: if (have_two) r = make_interval(s[0].lo + s[1].lo, s[0].hi + s[1].hi); break;
     case TCL_OP_SUB: if (have_two) r = make_interval(s[0].lo - s[1].hi, s[0].hi - s[1].lo); break;
     case TCL_OP_MUL: if (have_two) r = corners(s[0], s[1], mul_saturating); break;

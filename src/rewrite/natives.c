@@ -1,24 +1,449 @@
 /* natives.c — rewrites written in C for the hottest rules. Layer: rewrite.
- * A rule file names one instead of a Lua function: { x + 0, "return_x" }. */
+ * A rule file names one instead of a Lua function: { x + 0, "return_x" }.
+ *
+ * Every native returns a new reference (or NULL for "no rewrite"); a native that needs a
+ * binding its pattern did not provide reports a rule error instead of guessing. */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/alu.h"
 #include "pattern.h"
+#include "rewrite/bounds.h"
+
+static tcl_uop *missing_binding(const tcl_rewrite_call *call, const char *native, const char *name) {
+    tcl_ctx_set_error(call->ctx, "rule at %s: native '%s' needs a pattern that binds %s", call->rule->location,
+                      native, name);
+    *call->error = true;
+    return NULL;
+}
 
 /* The node bound as "x": the identity rules (x+0, x*1, x//1, ...). */
 static tcl_uop *return_x(const tcl_rewrite_call *call) {
     tcl_uop *x = tcl_rewrite_binding(call, "x");
-    if (!x) {
-        tcl_ctx_set_error(call->ctx, "rule at %s: native 'return_x' needs a pattern that binds x", call->rule->location);
+    if (!x) return missing_binding(call, "return_x", "x");
+    return tcl_uop_ref(x);
+}
+
+/* A CONST of dtype holding value; NULL (with the ctx error set) only on out of memory. */
+static tcl_uop *const_node(const tcl_rewrite_call *call, int dtype, tcl_arg value) {
+    tcl_uop *c = tcl_uop_new(call->ctx, TCL_OP_CONST, dtype, NULL, 0, &value, NULL);
+    if (!c) *call->error = true;
+    return c;
+}
+
+/* An ALU op (or CAST/BITCAST) whose sources are all CONST becomes the CONST that
+ * tcl_alu_exec computes for the node's dtype: wraparound per integer dtype, IEEE rounding
+ * per float dtype. Not folded: results tcl_alu_exec calls undefined (integer division by
+ * zero, out-of-range shifts, NaN cast to int, ...), since a device may compute anything
+ * there, and CONSTs whose arg does not fit their dtype (malformed input is left alone). */
+static tcl_uop *fold_constants(const tcl_rewrite_call *call) {
+    tcl_uop *u = call->root;
+    tcl_scalar src[3];
+    if (u->nsrc == 0 || u->nsrc > 3) return NULL;
+    for (uint32_t i = 0; i < u->nsrc; i++) {
+        const tcl_uop *s = u->src[i];
+        if (s->op != TCL_OP_CONST || !tcl_scalar_from_arg(&s->arg, s->dtype, &src[i])) return NULL;
+    }
+    tcl_scalar out;
+    if (tcl_alu_exec(u->op, u->dtype, src, (int)u->nsrc, &out) != TCL_ALU_OK) return NULL;
+    return const_node(call, u->dtype, tcl_scalar_to_arg(out));
+}
+
+/* An integer or bool node whose interval (rewrite/bounds.h) is a single value is that
+ * value: comparisons decided by the ranges, x // c with 0 <= x < c, ... The interval
+ * is sound for every assignment of the variables, so the replacement is exact. */
+static tcl_uop *fold_to_bounds(const tcl_rewrite_call *call) {
+    tcl_uop *u = call->root;
+    int64_t vmin, vmax;
+    if (u->op == TCL_OP_CONST || !tcl_uop_bounds(u, &vmin, &vmax) || vmin != vmax) return NULL;
+    /* on uint64 a vmax of INT64_MAX means "no upper bound known" (bounds.h) */
+    if (u->dtype == TCL_UINT64 && vmax == INT64_MAX) return NULL;
+    tcl_arg value = u->dtype == TCL_BOOL ? tcl_arg_bool(vmin != 0) : tcl_arg_int(vmin);
+    return const_node(call, u->dtype, value);
+}
+
+/* ---- canonical sums of signed integers (see lua/patterns/symbolic.lua's header) ----
+ * An ADD chain is flattened into terms base*coeff plus one constant, like terms (the same
+ * base node) are merged, (x % c)*m + (x // c)*(m*c) pairs of one division flavour become
+ * x*m, and the chain is rebuilt left-leaning: ((t1 + t2) + t3) + k, terms in the order of
+ * their first occurrence, the constant last. Integer arithmetic modulo 2^n is a ring, so
+ * every step is exact with wraparound; coefficients wrap like the machine (tcl_alu_exec). */
+
+typedef struct sum_term {
+    tcl_uop *base; /* borrowed from the chain being normalized */
+    int64_t coeff;
+} sum_term;
+
+typedef struct term_list {
+    sum_term *items;
+    size_t count, cap;
+    sum_term first[16]; /* most sums are short: no allocation for them */
+} term_list;
+
+static void terms_init(term_list *l) {
+    l->items = l->first;
+    l->count = 0;
+    l->cap = sizeof l->first / sizeof l->first[0];
+}
+
+static bool terms_push(term_list *l, tcl_uop *base, int64_t coeff) {
+    if (l->count == l->cap) {
+        size_t ncap = l->cap * 2;
+        sum_term *grown = l->items == l->first ? malloc(ncap * sizeof *grown) : realloc(l->items, ncap * sizeof *grown);
+        if (!grown) return false;
+        if (l->items == l->first) memcpy(grown, l->first, sizeof l->first);
+        l->items = grown;
+        l->cap = ncap;
+    }
+    l->items[l->count++] = (sum_term){base, coeff};
+    return true;
+}
+
+static void terms_free(term_list *l) {
+    if (l->items != l->first) free(l->items);
+}
+
+/* a op b for two values of a signed dtype, wrapped like the machine (ADD and MUL only). */
+static int64_t wrapped(int op, int dtype, int64_t a, int64_t b) {
+    tcl_scalar src[2] = {tcl_scalar_cast(tcl_scalar_of_int(a), dtype), tcl_scalar_cast(tcl_scalar_of_int(b), dtype)};
+    tcl_scalar out;
+    if (tcl_alu_exec(op, dtype, src, 2, &out) != TCL_ALU_OK) return 0; /* not reached for ADD/MUL */
+    return out.v.i;
+}
+
+/* The value of a CONST of a signed dtype, if its arg is one. */
+static bool const_value(const tcl_uop *u, int64_t *value) {
+    tcl_scalar s;
+    if (u->op != TCL_OP_CONST || !tcl_scalar_from_arg(&u->arg, u->dtype, &s)) return false;
+    *value = s.v.i;
+    return true;
+}
+
+/* Flattens the ADD chain under root into terms (left to right) and the constant *k.
+ * False on out of memory. */
+static bool flatten_sum(tcl_uop *root, term_list *terms, int64_t *k) {
+    tcl_uop *stack_first[32], **stack = stack_first;
+    size_t sp = 0, cap = 32;
+    bool ok = true;
+    *k = 0;
+    stack[sp++] = root;
+    while (ok && sp > 0) {
+        tcl_uop *u = stack[--sp];
+        if (u->op == TCL_OP_ADD && u->dtype == root->dtype) {
+            if (sp + 2 > cap) {
+                size_t ncap = cap * 2;
+                tcl_uop **grown = stack == stack_first ? malloc(ncap * sizeof *grown) : realloc(stack, ncap * sizeof *grown);
+                if (!grown) { ok = false; break; }
+                if (stack == stack_first) memcpy(grown, stack_first, sizeof stack_first);
+                stack = grown;
+                cap = ncap;
+            }
+            stack[sp++] = u->src[1]; /* the left source is popped (and emitted) first */
+            stack[sp++] = u->src[0];
+            continue;
+        }
+        int64_t value;
+        if (const_value(u, &value)) { *k = wrapped(TCL_OP_ADD, root->dtype, *k, value); continue; }
+        tcl_uop *base = u;
+        int64_t coeff = 1;
+        if (u->op == TCL_OP_MUL) {
+            if (u->src[0]->op != TCL_OP_CONST && const_value(u->src[1], &value)) base = u->src[0], coeff = value;
+            else if (u->src[1]->op != TCL_OP_CONST && const_value(u->src[0], &value)) base = u->src[1], coeff = value;
+        }
+        ok = terms_push(terms, base, coeff);
+    }
+    if (stack != stack_first) free(stack);
+    return ok;
+}
+
+/* Index of the term whose base is `base`, or -1. Sums are short; a long one costs a scan
+ * per term, which the rewriter's memo keeps to one normalization per chain node. */
+static ptrdiff_t find_term(const term_list *terms, size_t count, const tcl_uop *base) {
+    for (size_t i = 0; i < count; i++)
+        if (terms->items[i].base == base) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Merges like terms in place, keeping each base at its first occurrence. */
+static void merge_like_terms(term_list *terms, int dtype) {
+    size_t kept = 0;
+    for (size_t i = 0; i < terms->count; i++) {
+        sum_term t = terms->items[i];
+        ptrdiff_t at = find_term(terms, kept, t.base);
+        if (at >= 0) terms->items[at].coeff = wrapped(TCL_OP_ADD, dtype, terms->items[at].coeff, t.coeff);
+        else terms->items[kept++] = t;
+    }
+    terms->count = kept;
+}
+
+/* (x % c)*m + (x // c)*(m*c) -> x*m, for MOD with IDIV and FLOORMOD with FLOORDIV: the
+ * remainder plus c times the quotient is x for every x and every c != 0. */
+static void recombine_divmod(term_list *terms, int dtype) {
+    for (size_t i = 0; i < terms->count; i++) {
+        sum_term *rem = &terms->items[i];
+        int div_op = rem->base->op == TCL_OP_MOD ? TCL_OP_IDIV : rem->base->op == TCL_OP_FLOORMOD ? TCL_OP_FLOORDIV : -1;
+        int64_t c;
+        if (div_op < 0 || rem->coeff == 0 || !const_value(rem->base->src[1], &c) || c == 0) continue;
+        tcl_uop *x = rem->base->src[0], *divisor = rem->base->src[1];
+        int64_t quotient_coeff = wrapped(TCL_OP_MUL, dtype, rem->coeff, c);
+        for (size_t j = 0; j < terms->count; j++) {
+            sum_term *quo = &terms->items[j];
+            if (quo->base->op != div_op || quo->base->src[0] != x || quo->base->src[1] != divisor ||
+                quo->coeff != quotient_coeff)
+                continue;
+            quo->coeff = 0;
+            ptrdiff_t at = find_term(terms, terms->count, x);
+            if (at >= 0) { /* x is a term already: one place for it */
+                terms->items[at].coeff = wrapped(TCL_OP_ADD, dtype, terms->items[at].coeff, rem->coeff);
+                rem->coeff = 0;
+            } else {
+                rem->base = x;
+            }
+            break;
+        }
+    }
+}
+
+/* acc + v (acc may be NULL: then v). Consumes both references; NULL on failure. */
+static tcl_uop *append_term(const tcl_rewrite_call *call, int dtype, tcl_uop *acc, tcl_uop *v) {
+    if (!v) { if (acc) tcl_uop_unref(acc); return NULL; }
+    if (!acc) return v;
+    tcl_uop *src[2] = {acc, v};
+    tcl_uop *sum = tcl_uop_new(call->ctx, TCL_OP_ADD, dtype, src, 2, NULL, NULL);
+    tcl_uop_unref(acc);
+    tcl_uop_unref(v);
+    if (!sum) *call->error = true;
+    return sum;
+}
+
+/* base * coeff as a node (base itself when coeff is 1); a new reference or NULL. */
+static tcl_uop *scaled_term(const tcl_rewrite_call *call, int dtype, tcl_uop *base, int64_t coeff) {
+    if (coeff == 1) return tcl_uop_ref(base);
+    tcl_uop *c = const_node(call, dtype, tcl_arg_int(coeff));
+    if (!c) return NULL;
+    tcl_uop *src[2] = {base, c};
+    tcl_uop *product = tcl_uop_new(call->ctx, TCL_OP_MUL, dtype, src, 2, NULL, NULL);
+    tcl_uop_unref(c);
+    if (!product) *call->error = true;
+    return product;
+}
+
+static tcl_uop *build_sum(const tcl_rewrite_call *call, int dtype, const term_list *terms, int64_t k) {
+    tcl_uop *acc = NULL;
+    for (size_t i = 0; i < terms->count; i++) {
+        if (terms->items[i].coeff == 0) continue;
+        acc = append_term(call, dtype, acc, scaled_term(call, dtype, terms->items[i].base, terms->items[i].coeff));
+        if (!acc) return NULL;
+    }
+    if (k != 0 || !acc) acc = append_term(call, dtype, acc, const_node(call, dtype, tcl_arg_int(k)));
+    return acc;
+}
+
+/* The canonical form of the ADD chain at the root (returning the root itself when it is
+ * canonical already: the matcher reads that as "no rewrite"). */
+static tcl_uop *normalize_sum(const tcl_rewrite_call *call) {
+    tcl_uop *root = call->root;
+    const tcl_dtype_info *info = tcl_dtype_get(root->dtype);
+    if (root->op != TCL_OP_ADD || !info || !info->is_int || info->is_unsigned) return NULL;
+    term_list terms;
+    terms_init(&terms);
+    int64_t k;
+    if (!flatten_sum(root, &terms, &k)) {
+        terms_free(&terms);
+        tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
         *call->error = true;
         return NULL;
     }
-    return tcl_uop_ref(x);
+    merge_like_terms(&terms, root->dtype);
+    recombine_divmod(&terms, root->dtype);
+    tcl_uop *sum = build_sum(call, root->dtype, &terms, k);
+    terms_free(&terms);
+    return sum;
+}
+
+/* ---- division and modulo of a signed integer by a constant c > 1 ----
+ * FLOORDIV/FLOORMOD for every dividend; IDIV/MOD only where every dividend involved is
+ * provably >= 0, where truncation and floor division agree. The order rules below need
+ * the true values, so a rule fires only when vmin/vmax prove that the dividend's products
+ * and total do not wrap (exact_sum_interval); wrapping intermediate sums are harmless,
+ * since modulo 2^n they come back. Interval arithmetic stays within 2^52 in magnitude, the
+ * same limit as the Lua rules in patterns/symbolic.lua; beyond it a rule declines. */
+
+__extension__ typedef __int128 wide;
+#define EXACT_LIMIT ((int64_t)1 << 52)
+
+static bool exact_small(wide v) { return v >= -EXACT_LIMIT && v <= EXACT_LIMIT; }
+
+/* Floor division and remainder of values within EXACT_LIMIT (b != 0): no overflow. */
+static int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+    return q;
+}
+static int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+
+static int64_t gcd(int64_t a, int64_t b) {
+    if (a < 0) a = -a;
+    if (b < 0) b = -b;
+    while (b != 0) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The interval of sum(coeff*base) + k over true integers, when the machine provably
+ * computes it without wrapping: every product fits the dtype and so does the total. */
+static bool exact_sum_interval(int dtype, const term_list *terms, int64_t k, int64_t *lo_out, int64_t *hi_out) {
+    wide dmin = tcl_dtype_imin((tcl_dtype)dtype), dmax = (wide)tcl_dtype_umax((tcl_dtype)dtype);
+    wide lo = k, hi = k;
+    if (!exact_small(k)) return false;
+    for (size_t i = 0; i < terms->count; i++) {
+        int64_t blo, bhi, coeff = terms->items[i].coeff;
+        if (!tcl_uop_bounds(terms->items[i].base, &blo, &bhi)) return false;
+        if (!exact_small(blo) || !exact_small(bhi) || !exact_small(coeff)) return false;
+        wide a = (wide)coeff * blo, b = (wide)coeff * bhi;
+        if (a > b) { wide t = a; a = b; b = t; }
+        if (!exact_small(a) || !exact_small(b) || a < dmin || b > dmax) return false;
+        lo += a;
+        hi += b;
+        if (!exact_small(lo) || !exact_small(hi)) return false;
+    }
+    if (lo < dmin || hi > dmax) return false;
+    *lo_out = (int64_t)lo;
+    *hi_out = (int64_t)hi;
+    return true;
+}
+
+/* op(a, b) from two new references, which it consumes; NULL on failure. */
+static tcl_uop *binary_node(const tcl_rewrite_call *call, int op, int dtype, tcl_uop *a, tcl_uop *b) {
+    tcl_uop *r = NULL;
+    if (a && b) {
+        tcl_uop *src[2] = {a, b};
+        r = tcl_uop_new(call->ctx, op, dtype, src, 2, NULL, NULL);
+        if (!r) *call->error = true;
+    }
+    if (a) tcl_uop_unref(a);
+    if (b) tcl_uop_unref(b);
+    return r;
+}
+
+static tcl_uop *out_of_memory(const tcl_rewrite_call *call) {
+    tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
+    *call->error = true;
+    return NULL;
+}
+
+/* x // c -> q and x % c -> x - q*c when the ranges of x fix the quotient q. */
+static tcl_uop *fold_fixed_quotient(const tcl_rewrite_call *call, bool floor, bool is_div, tcl_uop *x, int64_t c) {
+    int dtype = call->root->dtype;
+    int64_t lo, hi;
+    if (!tcl_uop_bounds(x, &lo, &hi) || !exact_small(lo) || !exact_small(hi) || (!floor && lo < 0)) return NULL;
+    int64_t q = floor_div(lo, c);
+    if (q != floor_div(hi, c)) return NULL;
+    if (is_div) return const_node(call, dtype, tcl_arg_int(q));
+    if (q == 0) return tcl_uop_ref(x);
+    return binary_node(call, TCL_OP_ADD, dtype, tcl_uop_ref(x),
+                       const_node(call, dtype, tcl_arg_int(wrapped(TCL_OP_MUL, dtype, q, -c))));
+}
+
+/* (x*c + y) // c -> x + y // c and (x*c + y) % c -> y % c: the terms that are multiples of
+ * c, and the multiple of c in the constant, leave the division. */
+static tcl_uop *take_out_multiples(const tcl_rewrite_call *call, bool floor, bool is_div, const term_list *terms,
+                                   int64_t k, int64_t c) {
+    int op = call->root->op, dtype = call->root->dtype;
+    term_list quotient, rest;
+    terms_init(&quotient);
+    terms_init(&rest);
+    tcl_uop *result = NULL;
+    bool ok = true;
+    for (size_t i = 0; i < terms->count && ok; i++) {
+        sum_term t = terms->items[i];
+        ok = t.coeff % c == 0 ? terms_push(&quotient, t.base, t.coeff / c) : terms_push(&rest, t.base, t.coeff);
+    }
+    int64_t kq = floor_div(k, c), kr = floor_mod(k, c), rlo, rhi;
+    if (!ok) {
+        out_of_memory(call);
+    } else if ((quotient.count > 0 || kq != 0) && exact_sum_interval(dtype, &rest, kr, &rlo, &rhi) &&
+               (floor || rlo >= 0)) {
+        result = binary_node(call, op, dtype, build_sum(call, dtype, &rest, kr), const_node(call, dtype, tcl_arg_int(c)));
+        if (is_div && result) result = binary_node(call, TCL_OP_ADD, dtype, build_sum(call, dtype, &quotient, kq), result);
+    }
+    terms_free(&quotient);
+    terms_free(&rest);
+    return result;
+}
+
+/* A common factor g of c and the terms, with a remainder r in [0, g):
+ * (g*X + r) // c -> X // (c/g) and (g*X + r) % c -> (X % (c/g))*g + r. */
+static tcl_uop *divide_common_factor(const tcl_rewrite_call *call, bool is_div, const term_list *terms, int64_t k,
+                                     int64_t c) {
+    int op = call->root->op, dtype = call->root->dtype;
+    term_list scaled, rest;
+    terms_init(&scaled);
+    terms_init(&rest);
+    tcl_uop *result = NULL;
+    int64_t g = c;
+    bool ok = true;
+    for (size_t i = 0; i < terms->count; i++)
+        if (gcd(terms->items[i].coeff, c) > 1) g = gcd(g, terms->items[i].coeff);
+    for (size_t i = 0; i < terms->count && ok; i++) {
+        sum_term t = terms->items[i];
+        ok = gcd(t.coeff, c) > 1 ? terms_push(&scaled, t.base, t.coeff / g) : terms_push(&rest, t.base, t.coeff);
+    }
+    int64_t kq = floor_div(k, g), kr = floor_mod(k, g), rlo, rhi, xlo, xhi;
+    if (!ok) {
+        out_of_memory(call);
+    } else if (g > 1 && !(g == c && rest.count == terms->count) && exact_sum_interval(dtype, &rest, kr, &rlo, &rhi) &&
+               rlo >= 0 && rhi < g && exact_sum_interval(dtype, &scaled, kq, &xlo, &xhi)) {
+        result = binary_node(call, op, dtype, build_sum(call, dtype, &scaled, kq),
+                             const_node(call, dtype, tcl_arg_int(c / g)));
+        if (!is_div && result)
+            result = binary_node(call, TCL_OP_ADD, dtype,
+                                 binary_node(call, TCL_OP_MUL, dtype, result, const_node(call, dtype, tcl_arg_int(g))),
+                                 build_sum(call, dtype, &rest, kr));
+    }
+    terms_free(&scaled);
+    terms_free(&rest);
+    return result;
+}
+
+/* x // c and x % c for a signed dtype and a constant c > 1 (the root's second source). */
+static tcl_uop *fold_divmod(const tcl_rewrite_call *call) {
+    tcl_uop *root = call->root;
+    int op = root->op;
+    bool floor = op == TCL_OP_FLOORDIV || op == TCL_OP_FLOORMOD, is_div = op == TCL_OP_FLOORDIV || op == TCL_OP_IDIV;
+    const tcl_dtype_info *info = tcl_dtype_get(root->dtype);
+    int64_t c;
+    if (!floor && op != TCL_OP_IDIV && op != TCL_OP_MOD) return NULL;
+    if (!info->is_int || info->is_unsigned || !const_value(root->src[1], &c) || c <= 1 || c > EXACT_LIMIT) return NULL;
+    tcl_uop *x = root->src[0];
+    tcl_uop *r = fold_fixed_quotient(call, floor, is_div, x, c);
+    if (r || *call->error) return r;
+
+    term_list terms;
+    terms_init(&terms);
+    int64_t k, lo, hi;
+    if (!flatten_sum(x, &terms, &k)) {
+        r = out_of_memory(call);
+    } else if (exact_sum_interval(root->dtype, &terms, k, &lo, &hi) && (floor || lo >= 0)) {
+        r = take_out_multiples(call, floor, is_div, &terms, k, c);
+        if (!r && !*call->error) r = divide_common_factor(call, is_div, &terms, k, c);
+    }
+    terms_free(&terms);
+    return r;
 }
 
 typedef struct native_entry { const char *name; tcl_native_rewrite fn; } native_entry;
 
 static const native_entry natives[] = {
     {"return_x", return_x},
+    {"fold_constants", fold_constants},
+    {"fold_to_bounds", fold_to_bounds},
+    {"normalize_sum", normalize_sum},
+    {"fold_divmod", fold_divmod},
 };
 
 tcl_native_rewrite tcl_native_rewrite_find(const char *name) {
