@@ -239,6 +239,19 @@ static void test_each_field_differs(void) {
         tuple_arg(one_then_list_23, 2), tuple_arg(one_pair_empty, 3), tuple_arg(deep_top, 1),
     };
     enum { NARGS = sizeof args / sizeof args[0] };
+    /* equality and hashing of args by themselves (interning would hide a wrong equality
+     * behind differing hashes) */
+    size_t equal_pairs = 0, equal_hashes = 0, unequal_to_self = 0;
+    for (size_t i = 0; i < NARGS; i++) {
+        unequal_to_self += !tcl_arg_equal(&args[i], &args[i]);
+        for (size_t j = i + 1; j < NARGS; j++) {
+            equal_pairs += tcl_arg_equal(&args[i], &args[j]) || tcl_arg_equal(&args[j], &args[i]);
+            equal_hashes += tcl_arg_hash(&args[i], 7) == tcl_arg_hash(&args[j], 7);
+        }
+    }
+    CHECK(unequal_to_self == 0);
+    CHECK(equal_pairs == 0);
+    CHECK(equal_hashes == 0);
     /* each as the arg, then each as the tag (with a fixed arg that no arg-node uses) */
     tcl_uop *nodes[2 * NARGS];
     tcl_arg tag_nodes_arg = string_arg("tagged");
@@ -391,10 +404,22 @@ static void test_freeing(void) {
     tcl_uop_unref(middle);
     tcl_uop_unref(leaf);
 
-    /* deletions from the intern table keep the other entries findable */
-    enum { CHURN = 50000 };
+    tcl_uop_unref(NULL); /* allowed, like free(NULL) */
+
+    /* freeing a context frees the nodes still alive in it (the Sanitize build checks) */
+    tcl_uop *left_alive = make_binary(ctx, TCL_OP_MUL, TCL_INT32, make_const(ctx, TCL_INT32, tcl_arg_int(2)),
+                                      make_const(ctx, TCL_INT32, tcl_arg_int(3)));
+    CHECK(left_alive != NULL && tcl_ctx_live_count(ctx) == 3);
+    tcl_ctx_free(ctx);
+}
+
+/* Deletions from the intern table keep the other entries findable. A fresh context, so the
+ * table is as full as it gets (a table grown by a big graph earlier would hide collisions). */
+static void test_table_deletions(void) {
+    tcl_ctx *ctx = tcl_ctx_new();
+    enum { CHURN = 60000 };
     tcl_uop **nodes = calloc(CHURN, sizeof *nodes);
-    failed = 0;
+    size_t failed = 0;
     for (int64_t i = 0; i < CHURN; i++) failed += !(nodes[i] = make_const(ctx, TCL_INT64, tcl_arg_int(i * 2654435761)));
     CHECK(failed == 0);
     for (int i = 1; i < CHURN; i += 2) { tcl_uop_unref(nodes[i]); nodes[i] = NULL; }
@@ -413,16 +438,19 @@ static void test_freeing(void) {
     CHECK(lost == 0);
     CHECK(resurrected == CHURN / 2);
     CHECK(tcl_ctx_live_count(ctx) == CHURN);
+    /* free in another order than built, then everything is gone */
+    for (int i = CHURN - 1; i >= 0; i -= 3) { tcl_uop_unref(nodes[i]); nodes[i] = NULL; }
+    lost = 0;
+    for (int64_t i = 0; i < CHURN; i++) {
+        if (!nodes[i]) continue;
+        tcl_uop *again = make_const(ctx, TCL_INT64, tcl_arg_int(i * 2654435761));
+        lost += again != nodes[i];
+        tcl_uop_unref(again);
+    }
+    CHECK(lost == 0);
     for (int i = 0; i < CHURN; i++) tcl_uop_unref(nodes[i]);
     CHECK(tcl_ctx_live_count(ctx) == 0);
     free(nodes);
-
-    tcl_uop_unref(NULL); /* allowed, like free(NULL) */
-
-    /* freeing a context frees the nodes still alive in it (the Sanitize build checks) */
-    tcl_uop *left_alive = make_binary(ctx, TCL_OP_MUL, TCL_INT32, make_const(ctx, TCL_INT32, tcl_arg_int(2)),
-                                      make_const(ctx, TCL_INT32, tcl_arg_int(3)));
-    CHECK(left_alive != NULL && tcl_ctx_live_count(ctx) == 3);
     tcl_ctx_free(ctx);
 }
 
@@ -551,8 +579,7 @@ static void test_content_hash(void) {
     tcl_uop *root_first = fixed_graph_build(first), *root_second = fixed_graph_build(second);
     CHECK(root_first != NULL && root_second != NULL);
     if (root_first && root_second) {
-        CHECK(root_first->id != root_second->id);
-        CHECK(root_first->hash != root_second->hash);
+        CHECK(root_first->id != root_second->id); /* the contexts numbered their nodes differently */
         CHECK(root_first->content_hash == root_second->content_hash);
         size_t n_first = 0, n_second = 0;
         tcl_uop *const *order_first = tcl_uop_toposort(root_first, &n_first);
@@ -826,8 +853,8 @@ static void test_c_and_lua_identity(const char *source_root) {
     tcl_uop_unref(negated);
     tcl_uop_unref(quarter);
 
-    /* the full Lua module loads from package.path and prints the node */
-    CHECK(lua_says_true(L, "local tcl = require 'tcl'\n"
+    /* the Lua side of nodes (lua/tcl/uop.lua) loads from package.path and prints the node */
+    CHECK(lua_says_true(L, "require 'tcl.uop'\n"
                            "return tostring(lua_root):find('SINK void', 1, true) == 6"));
 
     /* dropping every reference frees everything */
@@ -854,6 +881,7 @@ int main(int argc, char **argv) {
     test_each_field_differs();
     test_float_bit_patterns();
     test_freeing();
+    test_table_deletions();
     test_toposort();
     test_error_paths();
     test_content_hash();
