@@ -1,19 +1,28 @@
 /* arg.c — hashing, equality and ownership of tagged arg values. Layer: core. */
 #include "arg.h"
+#include "dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 32; x *= 0xd6e8feb86659fd93ull; x ^= x >> 32; x *= 0xd6e8feb86659fd93ull; x ^= x >> 32;
+    return x;
+}
+static inline uint64_t mix2(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v + 0x9e3779b97f4a7c15ull)); }
+
 uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed) {
-    uint64_t head[2] = {(uint64_t)a->kind, a->len};
-    uint64_t h = XXH3_64bits_withSeed(head, sizeof head, seed);
+    uint64_t h = mix2(seed, ((uint64_t)a->kind << 32) | a->len);
     switch (a->kind) {
     case TCL_ARG_NONE: return h;
-    case TCL_ARG_INT: return XXH3_64bits_withSeed(&a->v.i, sizeof a->v.i, h);
-    case TCL_ARG_FLOAT: return XXH3_64bits_withSeed(&a->v.f, sizeof a->v.f, h);
-    case TCL_ARG_BOOL: { uint8_t b = a->v.b; return XXH3_64bits_withSeed(&b, 1, h); }
-    case TCL_ARG_DTYPE: { int32_t d = a->v.dtype; return XXH3_64bits_withSeed(&d, sizeof d, h); }
+    case TCL_ARG_INT: return mix2(h, (uint64_t)a->v.i);
+    case TCL_ARG_FLOAT: { uint64_t bits; memcpy(&bits, &a->v.f, 8); return mix2(h, bits); }
+    case TCL_ARG_BOOL: return mix2(h, a->v.b);
+    case TCL_ARG_DTYPE: { /* by name, so content hashes survive a reordered dtype table */
+        const tcl_dtype_info *info = tcl_dtype_get((tcl_dtype)a->v.dtype);
+        return info ? XXH3_64bits_withSeed(info->name, strlen(info->name), h) : mix2(h, (uint64_t)a->v.dtype);
+    }
     case TCL_ARG_STR: return XXH3_64bits_withSeed(a->v.s, a->len, h);
     case TCL_ARG_INTS: return XXH3_64bits_withSeed(a->v.ints, a->len * sizeof(int64_t), h);
     case TCL_ARG_TUPLE:

@@ -236,6 +236,84 @@ static int uop_gc(lua_State *L) {
     return 0;
 }
 
+
+/* The node's userdata, looked up and created with the cache and metatable at the given
+ * (upvalue) indices instead of through registry names. */
+static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx) {
+    if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) return;
+    lua_pop(L, 1);
+    uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->u = tcl_uop_ref(u);
+    lua_pushvalue(L, mt_idx);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, cache_idx, (lua_Integer)u->id);
+}
+
+static int fast_check_op(lua_State *L, int idx) {
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNUMBER) {
+            int op = (int)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+            return op;
+        }
+        lua_pop(L, 1);
+    }
+    return tcl_lua_check_op(L, idx);
+}
+
+static int fast_check_dtype(lua_State *L, int idx) {
+    if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
+        bool is_dtype = lua_rawequal(L, -1, lua_upvalueindex(4));
+        lua_pop(L, 1);
+        if (is_dtype) return ((dtype_box *)lua_touserdata(L, idx))->id;
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, lua_upvalueindex(3)) == LUA_TUSERDATA) {
+            int id = ((dtype_box *)lua_touserdata(L, -1))->id;
+            lua_pop(L, 1);
+            return id;
+        }
+        lua_pop(L, 1);
+    }
+    return tcl_lua_check_dtype(L, idx);
+}
+
+static int l_uop_fast(lua_State *L) {
+    tcl_ctx *ctx = ((ctx_box *)lua_touserdata(L, lua_upvalueindex(1)))->ctx;
+    lua_settop(L, 5);
+    int op = fast_check_op(L, 1);
+    int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : fast_check_dtype(L, 2);
+    tcl_uop *stack_src[8], **src = stack_src;
+    size_t nsrc = 0;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        nsrc = lua_rawlen(L, 3);
+        if (nsrc > 8) src = lua_newuserdatauv(L, nsrc * sizeof *src, 0);
+        for (size_t i = 0; i < nsrc; i++) {
+            lua_rawgeti(L, 3, (lua_Integer)i + 1);
+            src[i] = NULL;
+            if (lua_getmetatable(L, -1)) {
+                if (lua_rawequal(L, -1, lua_upvalueindex(6))) src[i] = ((uop_box *)lua_touserdata(L, -2))->u;
+                lua_pop(L, 1);
+            }
+            if (!src[i])
+                return luaL_error(L, "uop: source %d of %s is a %s, not a UOp", (int)i + 1, tcl_op_get(op)->name,
+                                  luaL_typename(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    tcl_arg arg, tag;
+    tcl_lua_to_arg(L, 4, &arg, "uop arg");
+    tcl_lua_to_arg(L, 5, &tag, "uop tag");
+    tcl_uop *u = tcl_uop_new(ctx, op, dtype, src, nsrc, &arg, &tag);
+    if (!u) return luaL_error(L, "uop: %s", tcl_ctx_error(ctx));
+    push_uop_with(L, u, lua_upvalueindex(5), lua_upvalueindex(6));
+    tcl_uop_unref(u);
+    return 1;
+}
+
 /* core.uop(op, dtype, sources, arg, tag) -> UOp. dtype nil means void. */
 static int l_uop(lua_State *L) {
     tcl_ctx *ctx = tcl_lua_ctx(L);
@@ -463,5 +541,22 @@ int luaopen_tcl_core(lua_State *L) {
     lua_setfield(L, -2, "UOp"); /* Lua code adds methods (printing, helpers) to this table */
     luaL_getmetatable(L, UOP_MT);
     lua_setfield(L, -2, "UOp_mt");
+
+    /* uop() with its lookups as upvalues */
+    lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);
+    lua_getfield(L, -2, "ops");
+    lua_newtable(L); /* dtype names and aliases -> dtype objects */
+    for (int i = 0; i < TCL_DTYPE_COUNT; i++) { tcl_lua_push_dtype(L, i); lua_setfield(L, -2, tcl_dtype_get(i)->name); }
+    static const char *const aliases[] = {"float", "half", "double", "int", "long", "uchar", "char", "short",
+                                          "ushort", "uint", "ulong", "bf16"};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        tcl_lua_push_dtype(L, tcl_dtype_from_name(aliases[i]));
+        lua_setfield(L, -2, aliases[i]);
+    }
+    luaL_getmetatable(L, DTYPE_MT);
+    lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);
+    luaL_getmetatable(L, UOP_MT);
+    lua_pushcclosure(L, l_uop_fast, 6);
+    lua_setfield(L, -2, "uop");
     return 1;
 }

@@ -7,8 +7,15 @@
 #include <string.h>
 #include <xxhash.h>
 
+/* Nodes with up to SLAB_MAX_SRC sources come from per-context free lists carved out of
+ * big chunks (one malloc per chunk instead of per node). */
+enum { SLAB_MAX_SRC = 4, SLAB_CHUNK_BYTES = 1 << 16 };
+typedef struct slab_chunk { struct slab_chunk *next; } slab_chunk;
+
 struct tcl_ctx {
-    tcl_uop **slots; /* open addressing, linear probing, backward-shift deletion */
+    void *free_nodes[SLAB_MAX_SRC + 1]; /* singly linked through the first word */
+    slab_chunk *chunks;
+    struct slot { uint64_t hash; tcl_uop *node; } *slots; /* open addressing, linear probing, backward-shift deletion; the hash kept in the slot so probing never touches a node */
     size_t cap, live;
     uint64_t next_id;
     uint32_t mark;
@@ -23,7 +30,7 @@ tcl_ctx *tcl_ctx_new(void) {
     tcl_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
     ctx->cap = 1024;
-    ctx->slots = calloc(ctx->cap, sizeof(tcl_uop *));
+    ctx->slots = calloc(ctx->cap, sizeof *ctx->slots);
     if (!ctx->slots) { free(ctx); return NULL; }
     for (int i = 0; i < TCL_OP_COUNT; i++) {
         const char *n = tcl_op_get((tcl_op)i)->name;
@@ -36,19 +43,59 @@ tcl_ctx *tcl_ctx_new(void) {
     return ctx;
 }
 
+static size_t node_bytes(size_t nsrc) { return sizeof(tcl_uop) + nsrc * sizeof(tcl_uop *); }
+
+/* Sanitizer builds allocate every node with malloc, so ASan still sees use after free. */
+#if defined(__SANITIZE_ADDRESS__)
+#define NODE_SLABS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NODE_SLABS 0
+#endif
+#endif
+#ifndef NODE_SLABS
+#define NODE_SLABS 1
+#endif
+
+static tcl_uop *node_alloc(tcl_ctx *ctx, size_t nsrc) {
+    if (!NODE_SLABS || nsrc > SLAB_MAX_SRC) return malloc(node_bytes(nsrc));
+    void *head = ctx->free_nodes[nsrc];
+    if (!head) {
+        slab_chunk *chunk = malloc(SLAB_CHUNK_BYTES);
+        if (!chunk) return NULL;
+        chunk->next = ctx->chunks;
+        ctx->chunks = chunk;
+        size_t size = node_bytes(nsrc), first = (sizeof *chunk + 15) & ~(size_t)15;
+        for (size_t at = first; at + size <= SLAB_CHUNK_BYTES; at += size) {
+            void *n = (char *)chunk + at;
+            *(void **)n = head;
+            head = n;
+        }
+    }
+    ctx->free_nodes[nsrc] = *(void **)head;
+    return head;
+}
+
+static void node_release(tcl_ctx *ctx, tcl_uop *u, size_t nsrc) {
+    if (!NODE_SLABS || nsrc > SLAB_MAX_SRC) { free(u); return; }
+    *(void **)u = ctx->free_nodes[nsrc];
+    ctx->free_nodes[nsrc] = u;
+}
+
 static void node_destroy(tcl_uop *u) {
     if (u->props) { free(u->props->toposort); free(u->props); }
-    tcl_arg_free(&u->arg);
-    tcl_arg_free(&u->tag);
-    free(u);
+    if (u->arg.kind >= TCL_ARG_STR) tcl_arg_free(&u->arg);
+    if (u->tag.kind >= TCL_ARG_STR) tcl_arg_free(&u->tag);
+    node_release(u->ctx, u, u->nsrc);
 }
 
 void tcl_ctx_free(tcl_ctx *ctx) {
     if (!ctx) return;
     for (size_t i = 0; i < ctx->cap; i++)
-        if (ctx->slots[i]) node_destroy(ctx->slots[i]);
+        if (ctx->slots[i].node) node_destroy(ctx->slots[i].node);
     free(ctx->slots);
     free(ctx->free_stack);
+    while (ctx->chunks) { slab_chunk *next = ctx->chunks->next; free(ctx->chunks); ctx->chunks = next; }
     free(ctx);
 }
 
@@ -66,19 +113,20 @@ size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
 uint32_t tcl_ctx_next_mark(tcl_ctx *ctx) {
     if (++ctx->mark == 0) { /* wrapped: clear every mark so old values cannot collide */
         for (size_t i = 0; i < ctx->cap; i++)
-            if (ctx->slots[i]) ctx->slots[i]->mark = 0;
+            if (ctx->slots[i].node) ctx->slots[i].node->mark = 0;
         ctx->mark = 1;
     }
     return ctx->mark;
 }
 
-static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
-                              const tcl_arg *tag) {
+/* arg_h and tag_h: tcl_arg_hash of the arg and tag, computed once per call and used by both
+ * hashes (they depend on content only, so they are as stable as the content hash needs). */
+static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h, uint64_t tag_h) {
     uint64_t buf[20];
     size_t n = 0;
     buf[n++] = ((uint64_t)op << 40) | ((uint64_t)dtype << 32) | (uint64_t)nsrc;
-    buf[n++] = tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull);
-    buf[n++] = tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full);
+    buf[n++] = arg_h;
+    buf[n++] = tag_h;
     uint64_t h = 0;
     for (size_t i = 0; i < nsrc; i++) {
         if (n == sizeof buf / sizeof buf[0]) { h = XXH3_64bits_withSeed(buf, n * 8, h); n = 0; }
@@ -88,12 +136,20 @@ static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsr
 }
 
 static uint64_t content_hash(const tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
-                             const tcl_arg *arg, const tcl_arg *tag) {
-    uint64_t h = ctx->op_name_hash[op] ^ (ctx->dtype_name_hash[dtype] * 0x9e3779b97f4a7c15ull);
-    h = tcl_arg_hash(arg, h);
-    h = tcl_arg_hash(tag, h ^ 0x5bd1e995u);
-    for (size_t i = 0; i < nsrc; i++) h = XXH3_64bits_withSeed(&src[i]->content_hash, 8, h);
-    return h;
+                             uint64_t arg_h, uint64_t tag_h) {
+    uint64_t buf[20];
+    size_t n = 0;
+    buf[n++] = ctx->op_name_hash[op];
+    buf[n++] = ctx->dtype_name_hash[dtype];
+    buf[n++] = arg_h;
+    buf[n++] = tag_h;
+    buf[n++] = nsrc;
+    uint64_t h = 0;
+    for (size_t i = 0; i < nsrc; i++) {
+        if (n == sizeof buf / sizeof buf[0]) { h = XXH3_64bits_withSeed(buf, n * 8, h); n = 0; }
+        buf[n++] = src[i]->content_hash;
+    }
+    return XXH3_64bits_withSeed(buf, n * 8, h);
 }
 
 static bool node_matches(const tcl_uop *u, uint64_t hash, int op, int dtype, tcl_uop *const *src, size_t nsrc,
@@ -106,14 +162,13 @@ static bool node_matches(const tcl_uop *u, uint64_t hash, int op, int dtype, tcl
 
 static bool table_grow(tcl_ctx *ctx) {
     size_t ncap = ctx->cap * 2;
-    tcl_uop **slots = calloc(ncap, sizeof(tcl_uop *));
+    struct slot *slots = calloc(ncap, sizeof *slots);
     if (!slots) return false;
     for (size_t i = 0; i < ctx->cap; i++) {
-        tcl_uop *u = ctx->slots[i];
-        if (!u) continue;
-        size_t j = u->hash & (ncap - 1);
-        while (slots[j]) j = (j + 1) & (ncap - 1);
-        slots[j] = u;
+        if (!ctx->slots[i].node) continue;
+        size_t j = ctx->slots[i].hash & (ncap - 1);
+        while (slots[j].node) j = (j + 1) & (ncap - 1);
+        slots[j] = ctx->slots[i];
     }
     free(ctx->slots);
     ctx->slots = slots;
@@ -123,18 +178,17 @@ static bool table_grow(tcl_ctx *ctx) {
 
 static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
     size_t mask = ctx->cap - 1, i = u->hash & mask;
-    while (ctx->slots[i] != u) i = (i + 1) & mask;
+    while (ctx->slots[i].node != u) i = (i + 1) & mask;
     /* backward-shift deletion keeps probe chains intact without tombstones */
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        tcl_uop *v = ctx->slots[j];
-        if (!v) break;
-        size_t home = v->hash & mask;
+        if (!ctx->slots[j].node) break;
+        size_t home = ctx->slots[j].hash & mask;
         bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
-        if (movable) { ctx->slots[i] = v; i = j; }
+        if (movable) { ctx->slots[i] = ctx->slots[j]; i = j; }
     }
-    ctx->slots[i] = NULL;
+    ctx->slots[i].node = NULL;
     ctx->live--;
 }
 
@@ -144,10 +198,12 @@ tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size
     if (!arg) arg = &none;
     if (!tag) tag = &none;
     if (!tcl_op_valid(op) || !tcl_dtype_valid(dtype)) return NULL;
-    uint64_t h = identity_hash(op, dtype, src, nsrc, arg, tag);
+    uint64_t arg_h = tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull), tag_h = tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full);
+    uint64_t h = identity_hash(op, dtype, src, nsrc, arg_h, tag_h);
     size_t mask = ctx->cap - 1;
-    for (size_t i = h & mask; ctx->slots[i]; i = (i + 1) & mask)
-        if (node_matches(ctx->slots[i], h, op, dtype, src, nsrc, arg, tag)) return ctx->slots[i];
+    for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)
+        if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, h, op, dtype, src, nsrc, arg, tag))
+            return ctx->slots[i].node;
     return NULL;
 }
 
@@ -171,18 +227,22 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
             return NULL;
         }
     }
-    uint64_t h = identity_hash(op, dtype, src, nsrc, arg, tag);
+    uint64_t arg_h = tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull), tag_h = tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full);
+    uint64_t h = identity_hash(op, dtype, src, nsrc, arg_h, tag_h);
     size_t mask = ctx->cap - 1;
-    for (size_t i = h & mask; ctx->slots[i]; i = (i + 1) & mask)
-        if (node_matches(ctx->slots[i], h, op, dtype, src, nsrc, arg, tag)) return tcl_uop_ref(ctx->slots[i]);
+    for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)
+        if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, h, op, dtype, src, nsrc, arg, tag))
+            return tcl_uop_ref(ctx->slots[i].node);
 
     if ((ctx->live + 1) * 2 > ctx->cap && !table_grow(ctx)) goto oom;
-    tcl_uop *u = malloc(sizeof *u + nsrc * sizeof(tcl_uop *));
+    tcl_uop *u = node_alloc(ctx, nsrc);
     if (!u) goto oom;
-    if (!tcl_arg_copy(&u->arg, arg)) { free(u); goto oom; }
-    if (!tcl_arg_copy(&u->tag, tag)) { tcl_arg_free(&u->arg); free(u); goto oom; }
+    if (arg->kind < TCL_ARG_STR) u->arg = *arg;
+    else if (!tcl_arg_copy(&u->arg, arg)) { node_release(ctx, u, nsrc); goto oom; }
+    if (tag->kind < TCL_ARG_STR) u->tag = *tag;
+    else if (!tcl_arg_copy(&u->tag, tag)) { tcl_arg_free(&u->arg); node_release(ctx, u, nsrc); goto oom; }
     u->hash = h;
-    u->content_hash = content_hash(ctx, op, dtype, src, nsrc, arg, tag);
+    u->content_hash = content_hash(ctx, op, dtype, src, nsrc, arg_h, tag_h);
     u->id = ++ctx->next_id;
     u->ctx = ctx;
     u->props = NULL;
@@ -194,8 +254,9 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
     for (size_t i = 0; i < nsrc; i++) u->src[i] = tcl_uop_ref(src[i]);
     mask = ctx->cap - 1;
     size_t i = h & mask;
-    while (ctx->slots[i]) i = (i + 1) & mask;
-    ctx->slots[i] = u;
+    while (ctx->slots[i].node) i = (i + 1) & mask;
+    ctx->slots[i].hash = h;
+    ctx->slots[i].node = u;
     ctx->live++;
     return u;
 oom:
