@@ -11,6 +11,7 @@
 #include "lua_dir.h"
 #include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
+#include "runtime/lua_runtime.h"
 #include "state.h"
 
 /* One entry per C binding module; a new one adds its line here (and its header above). */
@@ -19,6 +20,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.alu", luaopen_tcl_alu},
     {"tcl.rewrite", luaopen_tcl_rewrite},
     {"tcl.bounds", luaopen_tcl_bounds},
+    {"tcl.runtime", luaopen_tcl_runtime},
     {NULL, NULL},
 };
 

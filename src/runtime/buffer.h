@@ -1,0 +1,73 @@
+/* buffer.h — device buffers: a flat array of numel elements of one dtype, stored in the
+ * dtype's real format. Layer: runtime.
+ *
+ * Storage is what a device kernel reads and writes: ints at their width (two's complement,
+ * little-endian as the host), bool as one byte 0/1, float32/float64 as IEEE, and the narrow
+ * floats (float16, bfloat16, fp8e4m3, fp8e5m2) as their bit patterns (core/float_formats.h).
+ * Values move in and out as tcl_scalar through the ALU's conversions (tcl_scalar_bits and
+ * tcl_scalar_from_bits), so a buffer and a CONST of the same value hold the same bits.
+ *
+ * A buffer owns its storage; who owns the buffer is up to the caller (the Lua binding: one
+ * userdata per buffer, freed by its finalizer). Errors are returned as a status with the
+ * message written into a caller's buffer (no global state). */
+#ifndef TCLC_RUNTIME_BUFFER_H
+#define TCLC_RUNTIME_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alu.h"
+
+/* Room for any runtime error message (callers pass buffers of this size). */
+#define TCL_RT_ERR_CAP 512
+/* Longest device name, terminator included. */
+#define TCL_DEVICE_NAME_CAP 16
+
+typedef struct tcl_buffer {
+    char device[TCL_DEVICE_NAME_CAP];
+    int dtype;
+    size_t numel;
+    size_t itemsize;
+    size_t nbytes;
+    unsigned char *data; /* NULL when nbytes == 0; zero-filled at allocation */
+} tcl_buffer;
+
+/* A new zero-filled buffer, or NULL with a message in err (unknown device, void dtype, size
+ * overflow, out of memory). numel 0 is allowed. */
+tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, char *err, size_t errcap);
+void tcl_buffer_free(tcl_buffer *b);
+
+/* True when device names a device this runtime has. */
+bool tcl_device_known(const char *device);
+/* The i-th device this runtime has (0-based), or NULL past the last. */
+const char *tcl_device_at(size_t i);
+
+/* Raw storage bits of element i (zero-extended); i must be < numel. */
+static inline uint64_t tcl_storage_read(const unsigned char *data, size_t itemsize, size_t i) {
+    const unsigned char *p = data + i * itemsize;
+    switch (itemsize) {
+    case 1: return p[0];
+    case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+static inline void tcl_storage_write(unsigned char *data, size_t itemsize, size_t i, uint64_t bits) {
+    unsigned char *p = data + i * itemsize;
+    switch (itemsize) {
+    case 1: p[0] = (unsigned char)bits; break;
+    case 2: { uint16_t v = (uint16_t)bits; memcpy(p, &v, 2); break; }
+    case 4: { uint32_t v = (uint32_t)bits; memcpy(p, &v, 4); break; }
+    default: memcpy(p, &bits, 8); break;
+    }
+}
+
+/* Element i as a value of the buffer's dtype; i must be < numel. */
+tcl_scalar tcl_buffer_get(const tcl_buffer *b, size_t i);
+/* Stores x at element i, converted to the buffer's dtype with CAST's rules; i < numel. */
+void tcl_buffer_set(tcl_buffer *b, size_t i, tcl_scalar x);
+
+#endif

@@ -1,0 +1,74 @@
+/* emu.h — the EMU device: runs a linearized kernel directly, one instruction at a time.
+ * Layer: runtime.
+ *
+ * EMU is the reference semantics of kernels: every ALU op goes through tcl_alu_exec (the
+ * one definition of scalar semantics, core/alu.h), every load and store through the
+ * storage conversions of buffer.h, and every memory access is bounds-checked. Other
+ * devices are tested against it.
+ *
+ * A program is built from a linear list of kernel nodes (src/core/ENCODINGS.md,
+ * "Kernels"): each node after its sources, a RANGE opening a loop that its END closes.
+ * Accepted ops and what they do:
+ *   PARAM {slot, numel}       kernel argument `slot`; slots are 0..n-1, each once
+ *   DEFINE_REG {slot, numel}  per-thread scratch memory (accumulators), zeroed per thread
+ *   CONST                     its value
+ *   RANGE (end, deps...)      loop variable from 0 while < end; end <= 0 skips the loop
+ *   END (deps..., RANGE)      closes the loop of its last source (the others only order)
+ *   INDEX (buffer, i)         element i of a PARAM/DEFINE_REG (possibly through AFTER)
+ *   LOAD (INDEX[, gate])      the element; gated off: 0 of its dtype, no access
+ *   STORE (INDEX, v[, gate])  writes v; gated off: nothing
+ *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
+ *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
+ *   AFTER (x, deps...)        x, once deps are done (an ordering edge; x may be a buffer)
+ *   SINK, GROUP               nothing (ordering only)
+ * Validation at build time names the instruction index and op of the first problem:
+ * sources must come earlier and be visible (defined outside any loop closed since, except
+ * in ordering-only positions), RANGE/END must pair and nest, dtypes must fit each op.
+ *
+ * GPU shape: a program has a launch of global size (work groups) and local size (threads
+ * per group), 3 dims each. It runs once per thread, groups and threads in order (one at a
+ * time for now; barriers and local memory will run a group's threads in lockstep). */
+#ifndef TCLC_RUNTIME_EMU_H
+#define TCLC_RUNTIME_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/uop.h"
+#include "buffer.h"
+
+typedef struct tcl_launch {
+    /* 0 means "not given": taken from a SPECIAL with a CONST size, else 1 */
+    uint32_t global[3];
+    uint32_t local[3];
+} tcl_launch;
+
+typedef struct tcl_emu_program tcl_emu_program;
+
+/* Builds a program from n nodes in execution order. name is copied; launch may be NULL
+ * (all sizes "not given"). Returns NULL with a message in err on an invalid program or
+ * out of memory. The nodes are only read: the program keeps no references to them. */
+tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, size_t n, const tcl_launch *launch,
+                                     char *err, size_t errcap);
+void tcl_emu_program_free(tcl_emu_program *p);
+
+const char *tcl_emu_program_name(const tcl_emu_program *p);
+size_t tcl_emu_program_size(const tcl_emu_program *p);
+size_t tcl_emu_program_nparams(const tcl_emu_program *p);
+/* dtype and numel of parameter slot (slot < nparams). */
+void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, size_t *numel);
+/* The launch, with every size resolved (>= 1). */
+tcl_launch tcl_emu_program_launch(const tcl_emu_program *p);
+
+/* Runs every thread on bufs (one per PARAM slot, in slot order): checks their number,
+ * device, dtype and numel first. Returns 0 and the elapsed seconds, or -1 with a message
+ * in err (a mismatch, an out-of-bounds access naming kernel, instruction and index, out of
+ * memory). Buffers written before an error keep what was written. */
+int tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds, char *err,
+                        size_t errcap);
+
+/* A readable listing, one instruction per line, indented by loop depth. A malloc'd string
+ * the caller frees, or NULL when out of memory. */
+char *tcl_emu_program_dump(const tcl_emu_program *p);
+
+#endif

@@ -1,0 +1,340 @@
+/* lua_runtime.c — Lua binding of device buffers and EMU programs (module "tcl.runtime").
+ * Layer: runtime.
+ *
+ *   runtime.buffer(dtype, numel [, device = "EMU"])  -> Buffer (zero-filled)
+ *     .numel .dtype .nbytes .itemsize .device
+ *     :write(list)       list: numel numbers/booleans (1-based), converted with CAST's rules
+ *     :read()            -> list: integers (int dtypes; uint64 past INT64_MAX as negative, like
+ *                          CONST args), floats (float dtypes), booleans (bool)
+ *     :copy_from(other)  same dtype and numel
+ *   runtime.program(nodes, {name =, global_size = {x,y,z}, local_size = {x,y,z}}) -> Program
+ *     nodes: a linear list of kernel nodes (emu.h says which and how they run)
+ *     .name .size .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
+ *     :run(buffers)      buffers in PARAM slot order (slot 0 = buffers[1]); -> elapsed seconds
+ *     :dump()            -> readable listing
+ *   runtime.devices      -> list of device names
+ *
+ * Each Buffer and Program userdata owns its C object and frees it in its finalizer; C
+ * objects are built into a userdata that already exists, so a Lua error never leaks one. */
+#include "lua_runtime.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/lua_core.h"
+#include "emu.h"
+
+#define BUFFER_MT "tcl.Buffer"
+#define PROGRAM_MT "tcl.Program"
+#define BUFFER_METHODS_KEY "tcl.runtime.buffer_methods"
+#define PROGRAM_METHODS_KEY "tcl.runtime.program_methods"
+
+typedef struct buffer_box { tcl_buffer *b; } buffer_box;
+typedef struct program_box { tcl_emu_program *p; } program_box;
+
+/* ---- buffers ---- */
+
+tcl_buffer *tcl_lua_check_buffer(lua_State *L, int idx) {
+    buffer_box *box = luaL_checkudata(L, idx, BUFFER_MT);
+    if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
+    return box->b;
+}
+
+static tcl_buffer *test_buffer(lua_State *L, int idx) {
+    buffer_box *box = luaL_testudata(L, idx, BUFFER_MT);
+    return box ? box->b : NULL;
+}
+
+static int l_buffer(lua_State *L) {
+    int dtype = tcl_lua_check_dtype(L, 1);
+    if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
+    lua_Integer numel = lua_tointeger(L, 2);
+    if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
+    const char *device = luaL_optstring(L, 3, "EMU");
+    if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
+    buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->b = NULL;
+    luaL_setmetatable(L, BUFFER_MT);
+    char err[TCL_RT_ERR_CAP];
+    box->b = tcl_buffer_new(device, dtype, (size_t)numel, err, sizeof err);
+    if (!box->b) return luaL_error(L, "runtime.buffer: %s", err);
+    return 1;
+}
+
+static int buffer_gc(lua_State *L) {
+    buffer_box *box = luaL_checkudata(L, 1, BUFFER_MT);
+    tcl_buffer_free(box->b);
+    box->b = NULL;
+    return 0;
+}
+
+static const char *dtype_name(int dt) { return tcl_dtype_get(dt)->name; }
+
+static int buffer_tostring(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    lua_pushfstring(L, "Buffer(%s, %s, %I)", b->device, dtype_name(b->dtype), (lua_Integer)b->numel);
+    return 1;
+}
+
+static int buffer_index(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k) {
+        if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)b->numel); return 1; }
+        if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, b->dtype); return 1; }
+        if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)b->nbytes); return 1; }
+        if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)b->itemsize); return 1; }
+        if (!strcmp(k, "device")) { lua_pushstring(L, b->device); return 1; }
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, BUFFER_METHODS_KEY);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* The Lua value on top of the stack as a scalar of its natural dtype; false if it is not a
+ * number or boolean. */
+static bool to_scalar(lua_State *L, tcl_scalar *out) {
+    switch (lua_type(L, -1)) {
+    case LUA_TBOOLEAN: *out = tcl_scalar_of_bool(lua_toboolean(L, -1)); return true;
+    case LUA_TNUMBER:
+        *out = lua_isinteger(L, -1) ? tcl_scalar_of_int(lua_tointeger(L, -1)) : tcl_scalar_of_float(lua_tonumber(L, -1));
+        return true;
+    default: return false;
+    }
+}
+
+static int buffer_write(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+    if ((size_t)n != b->numel)
+        return luaL_error(L, "Buffer:write: expected %I values (the buffer's numel), got %I", (lua_Integer)b->numel, n);
+    /* check every value before writing any, so a bad list leaves the buffer as it was */
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        tcl_scalar s;
+        if (!to_scalar(L, &s))
+            return luaL_error(L, "Buffer:write: value %I is a %s, expected a number or boolean", i, luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        tcl_scalar s;
+        to_scalar(L, &s);
+        lua_pop(L, 1);
+        tcl_buffer_set(b, (size_t)(i - 1), s);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+static void push_scalar(lua_State *L, tcl_scalar s) {
+    const tcl_dtype_info *d = tcl_dtype_get(s.dtype);
+    if (s.dtype == TCL_BOOL) lua_pushboolean(L, s.v.b);
+    else if (d->is_float) lua_pushnumber(L, s.v.f);
+    else if (d->is_unsigned) lua_pushinteger(L, (lua_Integer)s.v.u); /* two's complement past INT64_MAX */
+    else lua_pushinteger(L, s.v.i);
+}
+
+static int buffer_read(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    if (b->numel > (size_t)INT32_MAX) return luaL_error(L, "Buffer:read: %I elements are too many for a Lua list",
+                                                       (lua_Integer)b->numel);
+    lua_createtable(L, (int)b->numel, 0);
+    for (size_t i = 0; i < b->numel; i++) {
+        push_scalar(L, tcl_buffer_get(b, i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+static int buffer_copy_from(lua_State *L) {
+    tcl_buffer *dst = tcl_lua_check_buffer(L, 1);
+    tcl_buffer *src = test_buffer(L, 2);
+    if (!src) return luaL_argerror(L, 2, "expected a Buffer");
+    if (src->dtype != dst->dtype || src->numel != dst->numel)
+        return luaL_error(L, "Buffer:copy_from: source is %s x %I, destination is %s x %I", dtype_name(src->dtype),
+                          (lua_Integer)src->numel, dtype_name(dst->dtype), (lua_Integer)dst->numel);
+    if (src != dst && dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ---- programs ---- */
+
+static tcl_emu_program *check_program(lua_State *L, int idx) {
+    program_box *box = luaL_checkudata(L, idx, PROGRAM_MT);
+    if (!box->p) luaL_argerror(L, idx, "the program was freed");
+    return box->p;
+}
+
+/* opts[field] as launch sizes: a list of at most 3 positive integers (missing: not given). */
+static void read_sizes(lua_State *L, int opts, const char *field, uint32_t out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    if (opts == 0) return;
+    int t = lua_getfield(L, opts, field);
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    if (t != LUA_TTABLE) luaL_error(L, "runtime.program: %s must be a list of up to 3 sizes", field);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > 3) luaL_error(L, "runtime.program: %s has %I sizes, at most 3 are allowed", field, n);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > UINT32_MAX)
+            luaL_error(L, "runtime.program: %s[%I] must be a positive integer", field, i);
+        out[i - 1] = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+static int l_program(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int opts = 0;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        opts = 2;
+    }
+    const char *name = "kernel";
+    if (opts) {
+        int t = lua_getfield(L, opts, "name");
+        if (t == LUA_TSTRING) name = lua_tostring(L, -1); /* stays on the stack while used */
+        else if (t != LUA_TNIL) return luaL_error(L, "runtime.program: name must be a string");
+    }
+    tcl_launch launch;
+    read_sizes(L, opts, "global_size", launch.global);
+    read_sizes(L, opts, "local_size", launch.local);
+
+    size_t n = lua_rawlen(L, 1);
+    tcl_uop **nodes = lua_newuserdatauv(L, (n ? n : 1) * sizeof *nodes, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 1, (lua_Integer)i + 1);
+        nodes[i] = tcl_lua_test_uop(L, -1);
+        if (!nodes[i])
+            return luaL_error(L, "runtime.program: entry %I of the list is a %s, not a UOp", (lua_Integer)i + 1,
+                              luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->p = NULL;
+    luaL_setmetatable(L, PROGRAM_MT);
+    char err[TCL_RT_ERR_CAP];
+    box->p = tcl_emu_program_new(name, nodes, n, &launch, err, sizeof err);
+    if (!box->p) return luaL_error(L, "runtime.program: %s", err);
+    return 1;
+}
+
+static int program_gc(lua_State *L) {
+    program_box *box = luaL_checkudata(L, 1, PROGRAM_MT);
+    tcl_emu_program_free(box->p);
+    box->p = NULL;
+    return 0;
+}
+
+static int program_tostring(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    lua_pushfstring(L, "Program(%s, %I instructions)", tcl_emu_program_name(p), (lua_Integer)tcl_emu_program_size(p));
+    return 1;
+}
+
+static void push_sizes(lua_State *L, const uint32_t v[3]) {
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushinteger(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int program_index(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k) {
+        if (!strcmp(k, "name")) { lua_pushstring(L, tcl_emu_program_name(p)); return 1; }
+        if (!strcmp(k, "size")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_size(p)); return 1; }
+        if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_nparams(p)); return 1; }
+        if (!strcmp(k, "params")) {
+            size_t n = tcl_emu_program_nparams(p);
+            lua_createtable(L, (int)n, 0);
+            for (size_t i = 0; i < n; i++) {
+                int dtype;
+                size_t numel;
+                tcl_emu_program_param(p, i, &dtype, &numel);
+                lua_createtable(L, 0, 2);
+                tcl_lua_push_dtype(L, dtype);
+                lua_setfield(L, -2, "dtype");
+                lua_pushinteger(L, (lua_Integer)numel);
+                lua_setfield(L, -2, "numel");
+                lua_rawseti(L, -2, (lua_Integer)i + 1);
+            }
+            return 1;
+        }
+        if (!strcmp(k, "global_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.global); return 1; }
+        if (!strcmp(k, "local_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.local); return 1; }
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, PROGRAM_METHODS_KEY);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+static int program_run(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t n = lua_rawlen(L, 2);
+    tcl_buffer **bufs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *bufs, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, (lua_Integer)i + 1);
+        bufs[i] = test_buffer(L, -1);
+        if (!bufs[i])
+            return luaL_error(L, "kernel '%s': buffer %I is a %s, not a Buffer", tcl_emu_program_name(p),
+                              (lua_Integer)i + 1, luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    char err[TCL_RT_ERR_CAP];
+    double seconds = 0;
+    if (tcl_emu_program_run(p, bufs, n, &seconds, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+    lua_pushnumber(L, seconds);
+    return 1;
+}
+
+static int program_dump(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    char *text = tcl_emu_program_dump(p);
+    if (!text) return luaL_error(L, "Program:dump: out of memory");
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
+int luaopen_tcl_runtime(lua_State *L) {
+    tcl_lua_ctx(L); /* dtype objects live in tcl.core's registry tables */
+
+    static const luaL_Reg buffer_meta[] = {
+        {"__index", buffer_index}, {"__gc", buffer_gc}, {"__tostring", buffer_tostring}, {NULL, NULL}};
+    static const luaL_Reg buffer_methods[] = {
+        {"write", buffer_write}, {"read", buffer_read}, {"copy_from", buffer_copy_from}, {NULL, NULL}};
+    if (luaL_newmetatable(L, BUFFER_MT)) luaL_setfuncs(L, buffer_meta, 0);
+    lua_pop(L, 1);
+    luaL_newlib(L, buffer_methods);
+    lua_setfield(L, LUA_REGISTRYINDEX, BUFFER_METHODS_KEY);
+
+    static const luaL_Reg program_meta[] = {
+        {"__index", program_index}, {"__gc", program_gc}, {"__tostring", program_tostring}, {NULL, NULL}};
+    static const luaL_Reg program_methods[] = {{"run", program_run}, {"dump", program_dump}, {NULL, NULL}};
+    if (luaL_newmetatable(L, PROGRAM_MT)) luaL_setfuncs(L, program_meta, 0);
+    lua_pop(L, 1);
+    luaL_newlib(L, program_methods);
+    lua_setfield(L, LUA_REGISTRYINDEX, PROGRAM_METHODS_KEY);
+
+    static const luaL_Reg funcs[] = {{"buffer", l_buffer}, {"program", l_program}, {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    lua_newtable(L);
+    for (size_t i = 0; tcl_device_at(i); i++) {
+        lua_pushstring(L, tcl_device_at(i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "devices");
+    return 1;
+}

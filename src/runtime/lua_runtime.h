@@ -1,0 +1,14 @@
+/* lua_runtime.h — the Lua binding of the runtime layer (module "tcl.runtime"): device
+ * buffers and EMU programs. Layer: runtime. */
+#ifndef TCLC_LUA_RUNTIME_H
+#define TCLC_LUA_RUNTIME_H
+
+#include <lua.h>
+
+#include "buffer.h"
+
+int luaopen_tcl_runtime(lua_State *L);
+/* The buffer of the Buffer userdata at idx, or a Lua error naming the argument. */
+tcl_buffer *tcl_lua_check_buffer(lua_State *L, int idx);
+
+#endif
