@@ -1,0 +1,127 @@
+-- tcl.buffers — realized storage of the tensor graph. Layer: Lua scheduler, over the runtime.
+--
+-- A realized tensor is a BUFFER node `uop("BUFFER", dtype, nil, {id, numel, device})`
+-- (src/core/ENCODINGS.md); its memory is a runtime Buffer (`require "tcl.runtime"`) that
+-- this module keeps in a registry keyed by the id. The node never points at the memory
+-- (nodes are immutable, hash-consed values), so the registry is the one link between them.
+--
+-- Allocation is lazy: buffers.new registers the buffer and hands back the node; the memory
+-- is allocated on the first buffers.get. So schedules can be built (and kernels counted)
+-- without a runtime, and a buffer that no kernel ever runs on costs nothing.
+--
+-- Freeing: the registry holds ids, never nodes, so a BUFFER node dies when no tensor, graph
+-- or kernel refers to it. buffers.collect() (called by the scheduler at every realize) asks
+-- the core whether each registered node is still alive (core.find creates nothing) and
+-- drops the runtime Buffer of the dead ones (its finalizer frees the memory at the next
+-- garbage collection). After collectgarbage(), a buffer that no tensor references is
+-- dropped by the next collect.
+local tcl = require "tcl"
+
+local M = {}
+
+--- The default device named in BUFFER args.
+M.device = "EMU"
+
+local registry = {} -- buffer id -> { dtype =, numel =, storage = runtime Buffer or nil }
+local next_id = 0
+local runtime -- loaded on first allocation, so building schedules never needs it
+
+local function load_runtime()
+  if not runtime then
+    local ok, mod = pcall(require, "tcl.runtime")
+    if not ok then error("buffers: the runtime (tcl.runtime) is not available: " .. tostring(mod), 0) end
+    runtime = mod
+  end
+  return runtime
+end
+
+local function as_dtype(dtype, fn)
+  local ok, dt = pcall(tcl.dtype, dtype)
+  if not ok then error(string.format("buffers.%s: unknown dtype %s", fn, tostring(dtype)), 3) end
+  return dt
+end
+
+--- A new BUFFER node of numel elements of dtype on device (default M.device); the memory
+-- is allocated on first use.
+function M.new(dtype, numel, device)
+  local dt = as_dtype(dtype, "new")
+  if math.type(numel) ~= "integer" or numel < 0 then
+    error("buffers.new: numel must be a non-negative integer, got " .. tostring(numel), 2)
+  end
+  device = device or M.device
+  if type(device) ~= "string" then error("buffers.new: device must be a string, got " .. type(device), 2) end
+  next_id = next_id + 1
+  registry[next_id] = { dtype = dt, numel = numel, device = device }
+  return tcl.uop("BUFFER", dt, nil, { next_id, numel, device })
+end
+
+--- Whether node is a BUFFER node this module made (and has not freed).
+function M.is_buffer(node)
+  if node.op ~= "BUFFER" then return false end
+  local arg = node.arg
+  return type(arg) == "table" and registry[arg[1]] ~= nil
+end
+
+local function entry_of(node, fn)
+  if type(node) ~= "userdata" or node.op ~= "BUFFER" then
+    error(string.format("buffers.%s: expected a BUFFER node, got %s", fn,
+      type(node) == "userdata" and node.op or type(node)), 3)
+  end
+  local arg = node.arg
+  local entry = type(arg) == "table" and registry[arg[1]]
+  if not entry then
+    error(string.format("buffers.%s: buffer %s is not registered (not made by buffers.new, or freed)", fn,
+      tostring(type(arg) == "table" and arg[1] or arg)), 3)
+  end
+  return entry
+end
+
+--- The runtime Buffer behind a BUFFER node (allocated now if it was not yet).
+function M.get(node)
+  local entry = entry_of(node, "get")
+  if not entry.storage then entry.storage = load_runtime().buffer(entry.dtype, entry.numel, entry.device) end
+  return entry.storage
+end
+
+--- A new BUFFER node holding the values of a flat Lua list (device as in buffers.new).
+function M.from_list(dtype, list, device)
+  if type(list) ~= "table" then error("buffers.from_list: expected a list of values, got " .. type(list), 2) end
+  local node = M.new(dtype, #list, device)
+  M.get(node):write(list)
+  return node
+end
+
+--- The contents of a BUFFER node as a flat Lua list.
+function M.read(node)
+  entry_of(node, "read")
+  return M.get(node):read()
+end
+
+--- Frees the memory of every registered buffer whose BUFFER node is dead; returns how many.
+-- Call collectgarbage() first to have unreferenced node userdata collected.
+function M.collect()
+  local freed = 0
+  local find = tcl.core.find
+  for id, entry in pairs(registry) do
+    if not find("BUFFER", entry.dtype, nil, { id, entry.numel, entry.device }) then
+      registry[id] = nil -- the runtime Buffer's finalizer frees the memory
+      freed = freed + 1
+    end
+  end
+  return freed
+end
+
+--- Counts for specs and DEBUG: registered buffers, and those with memory allocated.
+function M.stats()
+  local registered, allocated, bytes = 0, 0, 0
+  for _, entry in pairs(registry) do
+    registered = registered + 1
+    if entry.storage then
+      allocated = allocated + 1
+      bytes = bytes + entry.numel * entry.dtype.itemsize
+    end
+  end
+  return { registered = registered, allocated = allocated, bytes = bytes }
+end
+
+return M

@@ -1,0 +1,260 @@
+-- tcl.shape — the shape of every tensor-graph node (src/core/ENCODINGS.md, "Tensor graph").
+-- Layer: Lua front end / scheduler. Shapes are 0-based lists of sizes (a Lua list, so axis a
+-- is at index a + 1); a scalar has the empty shape {}.
+--
+--   local shape = require "tcl.shape"
+--   shape.of(node)      -- a fresh list the caller may keep and modify
+--   shape.shared(node)  -- the memoized list itself: faster, but READ-ONLY by contract
+--
+-- Shapes are memoized per node, keyed by node.id (unique per node and never reused, so a
+-- stale entry can never describe another node). Keying by the userdata would not work: a
+-- live node's userdata may be collected and a new one made for it later. To bound the
+-- memo, a weak-valued table id -> userdata tells which entries still have a userdata;
+-- entries without one are pruned once the memo doubles in size. Pruning may drop the entry
+-- of a node that is alive only in C (its userdata collected): that costs a recomputation
+-- when it is asked for again, never a wrong answer.
+--
+-- shape.of validates as it computes: a malformed node raises an error that names the
+-- function, the op and the shapes involved.
+local tcl = require "tcl"
+
+local M = {}
+
+local memo = {}                                  -- node id -> shape list (never modified)
+local userdata_of = setmetatable({}, { __mode = "v" }) -- node id -> the node's userdata
+local memo_count, prune_at = 0, 4096
+
+--- "(2, 3)" for {2, 3}, "()" for a scalar.
+function M.format(s)
+  local parts = {}
+  for i = 1, #s do parts[i] = tostring(s[i]) end
+  return "(" .. table.concat(parts, ", ") .. ")"
+end
+
+--- The number of elements of a shape (1 for a scalar).
+function M.numel(s)
+  local n = 1
+  for i = 1, #s do n = n * s[i] end
+  return n
+end
+
+--- Row-major (C order) strides of a contiguous tensor of shape s.
+function M.strides(s)
+  local st, acc = {}, 1
+  for i = #s, 1, -1 do
+    st[i] = acc
+    acc = acc * s[i]
+  end
+  return st
+end
+
+function M.equal(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+function M.copy(s) return table.move(s, 1, #s, 1, {}) end
+
+---------------------------------------------------------------------------------------------
+-- per-op rules: each returns the node's shape given the shared shapes of its sources
+
+local function fail(node, fmt, ...)
+  error(string.format("shape.of: %s: " .. fmt, node.op, ...), 0)
+end
+
+local function int_list(node, arg, what)
+  if type(arg) ~= "table" then fail(node, "%s must be a list of integers, got %s", what, type(arg)) end
+  for i = 1, #arg do
+    if math.type(arg[i]) ~= "integer" then
+      fail(node, "%s must be a list of integers (item %d is %s)", what, i, tostring(arg[i]))
+    end
+  end
+  return arg
+end
+
+local function check_rank(node, in_shape, got, per_dim, what)
+  if got ~= per_dim * #in_shape then
+    fail(node, "%s has %d entries, the source shape %s needs %d", what, got, M.format(in_shape), per_dim * #in_shape)
+  end
+end
+
+-- ALU ops (WHERE's condition included) need sources of one shape.
+local function same_as_sources(node, srcs)
+  local first = srcs[1]
+  for i = 2, #srcs do
+    if not M.equal(srcs[i], first) then
+      local list = {}
+      for j = 1, #srcs do list[j] = M.format(srcs[j]) end
+      fail(node, "sources have different shapes %s (broadcasting must be explicit: RESHAPE + EXPAND)",
+        table.concat(list, " and "))
+    end
+  end
+  return first
+end
+
+local rules = {}
+
+function rules.BUFFER(node)
+  local arg = node.arg
+  if type(arg) ~= "table" or math.type(arg[2]) ~= "integer" or arg[2] < 0 then
+    fail(node, "arg must be {buffer_id, numel, device}")
+  end
+  return { arg[2] }
+end
+
+function rules.CONST() return {} end
+
+function rules.RESHAPE(node, srcs)
+  local new = int_list(node, node.arg, "the new shape")
+  for i = 1, #new do
+    if new[i] < 0 then fail(node, "negative size in the new shape %s", M.format(new)) end
+  end
+  if M.numel(new) ~= M.numel(srcs[1]) then
+    fail(node, "cannot reshape %s (%d elements) to %s (%d elements)", M.format(srcs[1]), M.numel(srcs[1]),
+      M.format(new), M.numel(new))
+  end
+  return M.copy(new)
+end
+
+function rules.PERMUTE(node, srcs)
+  local order, in_shape = int_list(node, node.arg, "the axis order"), srcs[1]
+  check_rank(node, in_shape, #order, 1, "the axis order")
+  local seen, out = {}, {}
+  for i, a in ipairs(order) do
+    if a < 0 or a >= #in_shape or seen[a] then
+      fail(node, "axis order %s is not a permutation of the axes of %s", M.format(order), M.format(in_shape))
+    end
+    seen[a] = true
+    out[i] = in_shape[a + 1]
+  end
+  return out
+end
+
+function rules.EXPAND(node, srcs)
+  local new, in_shape = int_list(node, node.arg, "the new shape"), srcs[1]
+  check_rank(node, in_shape, #new, 1, "the new shape")
+  for i = 1, #new do
+    if new[i] ~= in_shape[i] and (in_shape[i] ~= 1 or new[i] < 0) then
+      fail(node, "cannot expand %s to %s: only size-1 axes grow", M.format(in_shape), M.format(new))
+    end
+  end
+  return M.copy(new)
+end
+
+function rules.PAD(node, srcs)
+  local pads, in_shape = int_list(node, node.arg, "the padding"), srcs[1]
+  check_rank(node, in_shape, #pads, 2, "the padding")
+  local out = {}
+  for i = 1, #in_shape do
+    local before, after = pads[2 * i - 1], pads[2 * i]
+    if before < 0 or after < 0 then fail(node, "negative padding %s (use SHRINK)", M.format(pads)) end
+    out[i] = in_shape[i] + before + after
+  end
+  return out
+end
+
+function rules.SHRINK(node, srcs)
+  local win, in_shape = int_list(node, node.arg, "the window"), srcs[1]
+  check_rank(node, in_shape, #win, 2, "the window")
+  local out = {}
+  for i = 1, #in_shape do
+    local s, e = win[2 * i - 1], win[2 * i]
+    if s < 0 or e < s or e > in_shape[i] then
+      fail(node, "window %s does not fit in %s (axis %d: [%d, %d))", M.format(win), M.format(in_shape), i - 1, s, e)
+    end
+    out[i] = e - s
+  end
+  return out
+end
+
+function rules.FLIP(node, srcs)
+  local flags, in_shape = int_list(node, node.arg, "the flip flags"), srcs[1]
+  check_rank(node, in_shape, #flags, 1, "the flip flags")
+  for i = 1, #flags do
+    if flags[i] ~= 0 and flags[i] ~= 1 then fail(node, "flip flags must be 0 or 1, got %s", M.format(flags)) end
+  end
+  return M.copy(in_shape)
+end
+
+M.REDUCE_OPS = { ADD = true, MUL = true, MAX = true }
+
+function rules.REDUCE_AXIS(node, srcs)
+  local arg, in_shape = node.arg, srcs[1]
+  if type(arg) ~= "table" or not M.REDUCE_OPS[arg[1]] or type(arg[2]) ~= "table" then
+    fail(node, "arg must be {op_name, {axes...}} with op_name ADD, MUL or MAX")
+  end
+  local out = M.copy(in_shape)
+  for _, a in ipairs(int_list(node, arg[2], "the axes")) do
+    if a < 0 or a >= #in_shape then fail(node, "axis %d is out of range for %s", a, M.format(in_shape)) end
+    out[a + 1] = 1
+  end
+  return out
+end
+
+local function same_shape(_, srcs) return M.copy(srcs[1]) end
+rules.CONTIGUOUS = same_shape
+rules.DETACH = same_shape
+rules.CAST = same_shape
+
+function rules.BITCAST(node, srcs, src_nodes)
+  if node.dtype.itemsize ~= src_nodes[1].dtype.itemsize then
+    fail(node, "%s to %s changes the item size", tostring(src_nodes[1].dtype), tostring(node.dtype))
+  end
+  return M.copy(srcs[1])
+end
+
+local ALU = tcl.groups.ALU
+
+---------------------------------------------------------------------------------------------
+-- memo
+
+local function prune()
+  local kept = 0
+  for id in pairs(memo) do
+    if userdata_of[id] == nil then memo[id] = nil else kept = kept + 1 end
+  end
+  memo_count = kept
+  prune_at = math.max(4096, 2 * kept)
+end
+
+local function compute(node)
+  local op = node.op
+  local rule = rules[op]
+  local src_nodes = node.src
+  local srcs = {}
+  for i, s in ipairs(src_nodes) do srcs[i] = M.shared(s) end
+  if rule then return rule(node, srcs, src_nodes) end
+  if ALU[op] then
+    if #srcs == 0 then fail(node, "an ALU op needs sources") end
+    return M.copy(same_as_sources(node, srcs))
+  end
+  error(string.format("shape.of: %s is not a tensor-graph op (see ENCODINGS.md, \"Tensor graph\")", op), 0)
+end
+
+--- The memoized shape of node. The list is shared: never modify it (use shape.of for a copy).
+function M.shared(node)
+  local id = node.id
+  local s = memo[id]
+  if s then
+    userdata_of[id] = node
+    return s
+  end
+  s = compute(node)
+  memo[id] = s
+  userdata_of[id] = node
+  memo_count = memo_count + 1
+  if memo_count >= prune_at then prune() end
+  return s
+end
+
+--- The shape of node as a fresh list (validated; errors name the op and the shapes).
+function M.of(node)
+  return M.copy(M.shared(node))
+end
+
+--- The number of memoized shapes (for specs); M.prune() drops entries of collected nodes.
+function M.memo_size() return memo_count end
+M.prune = prune
+
+return M
