@@ -234,8 +234,21 @@ describe("tcl.alu integers", function()
     assert.are.equal(-0x80000000, alu.exec("SHL", "int32", 1, 31))
   end)
 
+  it("takes MOD and FLOORMOD on floats exactly: C's fmod and Lua's float %", function()
+    local cases = { { 123456792.0, 7.0 }, { 1e10, 3.0 }, { -5.5, 2.0 }, { 5.5, -2.0 }, { -1e-300, 1.0 },
+      { 7.25, 0.5 }, { -0.0, 3.0 }, { 1e8, 0.7 } }
+    for _, c in ipairs(cases) do
+      local a, b = c[1], c[2]
+      assert.are.equal(math.fmod(a, b), alu.exec("MOD", "float64", a, b))
+      assert.are.equal(a % b, alu.exec("FLOORMOD", "float64", a, b))
+    end
+    -- float32 rounds the exact remainder once: 123456792 is exact in float32, and % 7 is 4
+    assert.are.equal(4.0, alu.exec("FLOORMOD", "float32", 123456792.0, 7.0))
+    assert.is_true(alu.exec("FLOORMOD", "float32", 1.0, 0.0) ~= alu.exec("FLOORMOD", "float32", 1.0, 0.0)) -- NaN
+  end)
+
   it("refuses integer-only ops on floats and float-only ops on integers", function()
-    for _, op in ipairs({ "IDIV", "MOD", "FLOORDIV", "FLOORMOD", "AND", "OR", "XOR", "SHL", "SHR" }) do
+    for _, op in ipairs({ "IDIV", "FLOORDIV", "AND", "OR", "XOR", "SHL", "SHR" }) do
       assert.has_error(function() alu.exec(op, "float32", 1, 2) end,
         "alu.exec: " .. op .. " is not defined for dtype float32 (operands: float32 float32)")
     end

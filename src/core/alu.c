@@ -200,6 +200,11 @@ static int float_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
     case TCL_OP_MUL: r = x * y; break;
     case TCL_OP_FDIV: r = x / y; break;
     case TCL_OP_POW: r = pow(x, y); break;
+    case TCL_OP_MOD: r = fmod(x, y); break; /* exact; the sign of x, like C */
+    case TCL_OP_FLOORMOD: /* exact; the sign of y, like Lua's float % */
+        r = fmod(x, y);
+        if ((r > 0) ? y < 0 : (r < 0 && y != r)) r += y;
+        break;
     case TCL_OP_MAX: r = float_max(x, y); break;
     case TCL_OP_MIN: r = float_min(x, y); break;
     case TCL_OP_MULACC: r = dtype == TCL_FLOAT64 ? fma(x, y, z) : fma_round_to_odd(x, y, z); break;

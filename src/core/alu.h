@@ -25,8 +25,9 @@
  *   operand is NaN the result is that NaN) and order -0.0 below +0.0 (IEEE 754-2019
  *   maximum/minimum).
  * Division: IDIV/MOD truncate like C (remainder has the sign of the dividend), FLOORDIV/
- *   FLOORMOD round down like Lua (remainder has the sign of the divisor). Integer only.
- *   Division by zero gives 0 and TCL_ALU_UNDEFINED. Signed minimum / -1 gives the wrapped
+ *   FLOORMOD round down like Lua (remainder has the sign of the divisor). IDIV/FLOORDIV are
+ *   integer only; MOD/FLOORMOD also take floats, computed exactly (fmod, then Lua's sign fix,
+ *   so float FLOORMOD equals Lua's float %). Integer division by zero gives 0 and TCL_ALU_UNDEFINED. Signed minimum / -1 gives the wrapped
  *   quotient (the minimum) and remainder 0, also TCL_ALU_UNDEFINED (C and LLVM leave it
  *   undefined and x86 traps on it).
  * Shifts: SHL wraps; SHR is arithmetic for signed dtypes, logical for unsigned. The count
