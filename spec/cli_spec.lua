@@ -276,7 +276,7 @@ inner()
       local lua_dir = dir .. "/share/lua/5.4"
       assert(os.execute("mkdir -p " .. q(dir .. "/bin") .. " " .. q(lua_dir) ..
         " && cp " .. q(helper.tcl_bin) .. " " .. q(dir .. "/bin/tcl") ..
-        " && cp -R " .. q(helper.root .. "/lua/tcl") .. " " .. q(lua_dir .. "/tcl")))
+        " && cp -R " .. q(helper.root .. "/lua") .. "/. " .. q(lua_dir)))
       local init = lua_dir .. "/tcl/init.lua"
       local text = read(init)
       local f = assert(io.open(init, "wb"))
