@@ -235,7 +235,7 @@ describe("tcl.alu integers", function()
   end)
 
   it("takes MOD and FLOORMOD on floats exactly: C's fmod and Lua's float %", function()
-    local cases = { { 123456792.0, 7.0 }, { 1e10, 3.0 }, { -5.5, 2.0 }, { 5.5, -2.0 }, { -1e-300, 1.0 },
+    local cases = { { 123456792.0, 7.0 }, { 1e10, 3.0 }, { -5.5, 2.0 }, { 5.5, -2.0 }, { -5.5, -2.0 }, { -1.0, -2.5 }, { -1e-300, 1.0 }, { 1e-300, -1.0 },
       { 7.25, 0.5 }, { -0.0, 3.0 }, { 1e8, 0.7 } }
     for _, c in ipairs(cases) do
       local a, b = c[1], c[2]

@@ -203,7 +203,7 @@ static int float_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
     case TCL_OP_MOD: r = fmod(x, y); break; /* exact; the sign of x, like C */
     case TCL_OP_FLOORMOD: /* exact; the sign of y, like Lua's float % */
         r = fmod(x, y);
-        if ((r > 0) ? y < 0 : (r < 0 && y != r)) r += y;
+        if ((r > 0) ? y < 0 : (r < 0 && y > 0)) r += y; /* trunc and floor differ: signs differ */
         break;
     case TCL_OP_MAX: r = float_max(x, y); break;
     case TCL_OP_MIN: r = float_min(x, y); break;
