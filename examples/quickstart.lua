@@ -1,65 +1,90 @@
--- examples/quickstart.lua — a short tour of what tcl does today: its graph core and rewriter.
+-- examples/quickstart.lua — a short tour of tcl: lazy tensors written in Lua, compiled into
+-- fused kernels and run on a device, then the graph core they are built on.
 -- Run it with `scripts/quickstart.sh`, or `build/tcl examples/quickstart.lua` after a build.
--- (Tensors, kernels and devices come later; this is the UOp graph they will be built on.)
 
--- The `tcl` program preloads the module as the global `tcl`; require returns that same
--- module, and also works from a stock lua5.4 with the module on its paths.
+-- The `tcl` program preloads the module as the global `tcl` and its Tensor class as the
+-- global `Tensor`; require gives the same module, also from a stock lua5.4.
 local tcl = require "tcl"
+local Tensor = tcl.Tensor
 
 -- show("label", values...): one aligned line per fact.
 local function show(label, ...)
   local parts = table.pack(...)
   for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-  print(string.format("%-22s %s", label, table.concat(parts, "  ")))
+  print(string.format("%-24s %s", label, table.concat(parts, "  ")))
 end
 
--- 1. Nodes. tcl.uop(op, dtype, sources, arg) builds one UOp: an op name, a dtype (nil for
---    void), a list of source nodes and an optional argument (number, string, boolean,
---    dtype or a table of those). Here: (x + 2) * (x + 2) for an integer variable x in [0, 10].
-local x = tcl.uop("DEFINE_VAR", tcl.int32, nil, { "x", 0, 10 })
+local function list(t) return "{" .. table.concat(t, ", ") .. "}" end
+
+print("== Tensors")
+
+-- 1. Creation. From Lua data (int32 for integers, float32 for fractions, bool for booleans),
+--    or filled: zeros, ones, full, arange (half-open), linspace, eye, rand/randn/randint.
+local a = Tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+print(a)
+show("shape, ndim, dtype", list(a.shape), a.ndim, a.dtype)
+show("numel, size(-1)", a:numel(), a:size(-1))
+print(Tensor.arange(0, 1, 0.25))
+print(Tensor.eye(3, { dtype = "int32" }))
+Tensor.manual_seed(0) -- the random stream is reproducible
+print(Tensor.rand(2, 3))
+
+-- 2. Lazy ops. Nothing runs yet: each op adds nodes to a graph. numpy broadcasting, numbers
+--    on either side, tinygrad's dtype promotion (an int tensor / a number is float32).
+local b = (a * 2 + 1) / 3
+show("b is lazy", b.uop.op, list(b.shape), b.dtype)
+print(b)           -- printing realizes: the graph is scheduled into kernels and run
+print(a + Tensor({ 10, 20, 30 }))
+print(a:float():sqrt():mul(10):floor())
+
+-- 3. Reductions, dims 1-based as in Lua (negative from the end); keepdim keeps them as size 1.
+show("sum of all", a:sum():item())
+show("sum over dim 1", list(a:sum(1):tolist()))
+show("max over dim -1", list(a:max(-1):tolist()))
+show("argmax over dim 2", list(a:argmax(2):tolist()))
+show("mean", a:mean():item())
+print(a:float():softmax(2))
+
+-- 4. Movement: views that cost nothing until a kernel reads them.
+print(a:transpose())
+print(a:reshape(3, 2))
+show("a[2] (a view)", list(a[2]:tolist()))
+show("a:slice({}, {1, 3, 2})", list(a:slice({}, { 1, 3, 2 }):tolist()[1]))
+print(Tensor.cat({ a, a * 10 }, 2))
+
+-- 5. Linear algebra and nn functions: a small two-layer network on a batch of 4.
+local x = Tensor.randn(4, 3)
+local w1, b1 = Tensor.randn(3, 8) * 0.5, Tensor.zeros(8)
+local w2, b2 = Tensor.randn(8, 2) * 0.5, Tensor.zeros(2)
+local probabilities = x:linear(w1, b1):relu():linear(w2, b2):softmax(-1)
+print(probabilities)
+print(probabilities:sum(2))
+
+-- 6. tcl.realize computes several tensors in one schedule.
+local s, m = a:sum(2), a:max(1)
+tcl.realize(s, m)
+show("realized together", list(s:tolist()), list(m:tolist()))
+
+-- 7. Errors are Lua errors that name the function and the shapes.
+show("error", select(2, pcall(function() local c = a + Tensor.ones(4) return c end)))
+show("error", select(2, pcall(function() local c = a:reshape(4, 2) return c end)))
+
+print()
+print("== Underneath: the graph")
+
+-- 8. A tensor is a node of the tensor graph (see src/core/ENCODINGS.md); printing a node
+--    shows its tree. Here: sum over dim 1 of a + 1 (broadcasting made explicit).
+print((a + 1):sum(1).uop)
+
+-- 9. Nodes are hash-consed in C: building an equal node again returns the very same object,
+--    so `==` is identity and nodes can key tables.
+local xv = tcl.uop("DEFINE_VAR", tcl.int32, nil, { "x", 0, 10 })
 local two = tcl.uop("CONST", tcl.int32, nil, 2)
-local sum = tcl.uop("ADD", tcl.int32, { x, two })
-local square = tcl.uop("MUL", tcl.int32, { sum, sum })
+local sum = tcl.uop("ADD", tcl.int32, { xv, two })
+show("same node again", sum == tcl.uop("ADD", tcl.int32, { xv, tcl.uop("CONST", tcl.int32, nil, 2) }))
 
--- 2. Hash consing. Nodes live in C, interned by (op, dtype, sources, arg, tag): building an
---    equal node again returns the very same object, so `==` is identity and nodes can key tables.
-local again = tcl.uop("ADD", tcl.int32, { x, tcl.uop("CONST", tcl.int32, nil, 2) })
-show("same node again", again == sum, rawequal(again, sum))
-show("different arg", tcl.uop("CONST", tcl.int32, nil, 3) == two)
-
--- 3. Printing. tostring/print shows the graph as a tree; a node met twice is printed once
---    and then referred to by its number.
-print(square)
-
--- 4. Fields. Nodes are immutable; read op, dtype, src (a fresh list), arg, tag, id (serial
---    number in this state) and content_hash (the same in every process: a disk cache key).
-show("op, dtype", square.op, square.dtype)
-show("sources", #square.src, square:source(1) == sum)
-show("arg of x", table.concat(x.arg, ", "))
-show("content hash", square.content_hash)
-show("setting a field", pcall(function() square.op = "SUB" end))
-
--- 5. Checks. A bad node is a Lua error with a message, never a crash.
-show("ADD with one source", pcall(tcl.uop, "ADD", tcl.int32, { x }))
-
--- 6. Toposort: every node of the graph once, sources before their users, the root last.
-for i, node in ipairs(square:toposort()) do
-  show("toposort " .. i, node.op, node.dtype)
-end
-
--- 7. Dtypes. tcl.int32, tcl.float32, ... (also by name in tcl.dtypes) know their size and
---    range; tcl.promote finds the common dtype of two, as binary ops will.
-show("float16 itemsize", tcl.float16.itemsize, tcl.float16.is_float)
-show("int8 range", tcl.int8.min, tcl.int8.max)
-show("int8 + uint8 ->", tcl.promote(tcl.int8, tcl.uint8))
-show("int32 + float16 ->", tcl.promote("int32", "float16"))
-
--- 8. Op groups, for rules that apply to a family of ops.
-show("ADD is commutative", tcl.op_in("ADD", "Commutative"), tcl.op_in("SUB", "Commutative"))
-
--- 9. Rewriting. Rules pair a pattern (built with tcl.pattern: variables, constants and Lua
---    operators) with a rewrite; the C engine matches them and calls the Lua function only on a
---    match. graph_rewrite applies them everywhere, children first, to a fixed point.
+-- 10. Rewriting. Rules pair a pattern with a rewrite; the C engine matches them and calls the
+--     Lua function only on a match. graph_rewrite applies them everywhere, to a fixed point.
 local P = tcl.pattern
 local any = P.var "any"
 local identities = tcl.rules {
@@ -67,12 +92,6 @@ local identities = tcl.rules {
   { any * 1, function(m) return m.any end },   -- any * 1 -> any
 }
 local zero, one = tcl.uop("CONST", tcl.int32, nil, 0), tcl.uop("CONST", tcl.int32, nil, 1)
-local padded = tcl.uop("MUL", tcl.int32, { tcl.uop("ADD", tcl.int32, { square, zero }), one })
-show("(sq + 0) * 1 -> sq", tcl.graph_rewrite(padded, identities) == square)
-
--- 10. Memory. Nodes are reference counted; once Lua drops them they are freed.
-show("live nodes", tcl.live_nodes())
-x, two, sum, square, again, zero, one, padded = nil, nil, nil, nil, nil, nil, nil, nil
-collectgarbage()
-collectgarbage()
-show("live nodes after GC", tcl.live_nodes())
+local padded = tcl.uop("MUL", tcl.int32, { tcl.uop("ADD", tcl.int32, { sum, zero }), one })
+show("(s + 0) * 1 -> s", tcl.graph_rewrite(padded, identities) == sum)
+show("x + 2 in", sum:vmin(), sum:vmax())

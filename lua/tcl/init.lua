@@ -31,4 +31,10 @@ local tcl = {
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end
 
+-- The Tensor API (lua/api): tcl.Tensor, tcl.realize(t1, t2, ...) for one schedule of several
+-- tensors, and tcl.training, which turns dropout on.
+tcl.Tensor = require "api.tensor"
+tcl.realize = tcl.Tensor.realize_all
+tcl.training = false
+
 return tcl

@@ -1,0 +1,184 @@
+-- api.check — argument checking and error messages for the Tensor API. Layer: lua/api.
+--
+-- Every misuse of the API is a Lua error whose message starts with the name of the user-facing
+-- function ("reshape: ...") and names the shapes involved. Errors are raised at the user's
+-- line: the first stack frame outside lua/api, so a message points at the script, not at us.
+-- All checks run before any node is built, so a failed call leaves nothing half-done.
+local M = {}
+
+-- The directory of this file: frames whose source starts with it belong to the API.
+local API_SOURCE_PREFIX = debug.getinfo(1, "S").source:match("^(@.*[/\\])") or "@lua/api/"
+
+local function is_api_frame(info)
+  return info.source:sub(1, #API_SOURCE_PREFIX) == API_SOURCE_PREFIX
+end
+
+--- Raises "fn: message" at the first frame outside the API (no position if that is C).
+function M.fail(fn, fmt, ...)
+  local message = fn .. ": " .. string.format(fmt, ...)
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if info == nil then error(message, 0) end
+    if not is_api_frame(info) then
+      -- error's level counts from the function that calls error, as getinfo's does from here
+      error(message, info.what == "C" and 0 or level)
+    end
+    level = level + 1
+  end
+end
+local fail = M.fail
+
+--- "(2, 3)", "(4,)" and "()" like Python tuples, so shapes read the same as in tinygrad.
+function M.shape_str(shape)
+  if #shape == 1 then return "(" .. shape[1] .. ",)" end
+  return "(" .. table.concat(shape, ", ") .. ")"
+end
+
+--- A short description of a Lua value for "expected X, got Y" messages.
+function M.type_name(v)
+  local t = type(v)
+  if t == "table" and getmetatable(v) and getmetatable(v).__name then return getmetatable(v).__name end
+  return t
+end
+
+--- An integer from an integer-valued number (2.0 is accepted as 2); fails otherwise.
+function M.integer(fn, what, v)
+  local i = type(v) == "number" and math.tointeger(v) or nil
+  if i == nil then
+    if type(v) == "number" then fail(fn, "%s must be an integer, got %s", what, tostring(v)) end
+    fail(fn, "%s must be an integer, got %s", what, M.type_name(v))
+  end
+  return i
+end
+
+--- An integer >= minimum.
+function M.integer_at_least(fn, what, v, minimum)
+  local i = M.integer(fn, what, v)
+  if i < minimum then fail(fn, "%s must be >= %d, got %d", what, minimum, i) end
+  return i
+end
+
+--- A number (integer or float).
+function M.number(fn, what, v)
+  if type(v) ~= "number" then fail(fn, "%s must be a number, got %s", what, M.type_name(v)) end
+  return v
+end
+
+--- A table; `nil` is allowed when optional is true.
+function M.table(fn, what, v, optional)
+  if v == nil and optional then return nil end
+  if type(v) ~= "table" then fail(fn, "%s must be a table, got %s", what, M.type_name(v)) end
+  return v
+end
+
+--- The 0-based axis of a user dim (1-based, negative from the end) of a tensor of `shape`.
+--  `extra` widens the range by that many dims (unsqueeze takes a dim of the result).
+function M.dim(fn, d, shape, extra)
+  local ndim = #shape
+  local n = ndim + (extra or 0)
+  local i = M.integer(fn, "dim", d)
+  if i >= 1 and i <= n then return i - 1 end
+  if i < 0 and i >= -n then return n + i end
+  local hint = i == 0 and " (dims are 1-based)" or ""
+  fail(fn, "dim %d out of range for a %d-d tensor of shape %s%s", i, ndim, M.shape_str(shape), hint)
+end
+
+--- Sorted 0-based axes from nil (every axis), one dim or a table of dims; no duplicates.
+function M.dims(fn, dims, shape)
+  local axes = {}
+  if dims == nil then
+    for a = 0, #shape - 1 do axes[#axes + 1] = a end
+    return axes
+  end
+  if type(dims) == "table" then
+    local seen = {}
+    for _, d in ipairs(dims) do
+      local a = M.dim(fn, d, shape)
+      if seen[a] then fail(fn, "dim %d is given twice for shape %s", a + 1, M.shape_str(shape)) end
+      seen[a] = true
+      axes[#axes + 1] = a
+    end
+    table.sort(axes)
+    return axes
+  end
+  if type(dims) ~= "number" then fail(fn, "dim must be an integer or a table of dims, got %s", M.type_name(dims)) end
+  axes[1] = M.dim(fn, dims, shape)
+  return axes
+end
+
+--- A shape from varargs or from one table: `f(2, 3)` and `f({2, 3})` both give {2, 3}.
+--  Returns the shape and the index of the first argument after it (for trailing options).
+function M.shape_args(fn, ...)
+  local n = select("#", ...)
+  local first = ...
+  local list, next_index
+  if type(first) == "table" then
+    list, next_index = first, 2
+  else
+    list, next_index = {}, 1
+    for i = 1, n do
+      local v = select(i, ...)
+      if type(v) ~= "number" then break end
+      list[i] = v
+      next_index = i + 1
+    end
+  end
+  local shape = {}
+  for i = 1, #list do
+    local size = M.integer(fn, "size", list[i])
+    if size < 0 then fail(fn, "sizes must be >= 0, got %s", M.shape_str(list)) end
+    shape[i] = size
+  end
+  for k in pairs(list) do
+    if math.type(k) ~= "integer" or k < 1 or k > #list then
+      fail(fn, "a shape is a list of sizes, got a table with key %s", tostring(k))
+    end
+  end
+  return shape, next_index
+end
+
+--- A shape (varargs or one table) followed by an optional options table: zeros(2, 3),
+--  zeros({2, 3}), zeros(2, 3, {dtype = "int32"}). Returns the shape and the options (or nil).
+function M.shape_and_options(fn, ...)
+  local shape, next_index = M.shape_args(fn, ...)
+  local n = select("#", ...)
+  local opts = nil
+  if next_index <= n then
+    opts = select(next_index, ...)
+    if type(opts) ~= "table" then fail(fn, "sizes must be integers, got %s", M.type_name(opts)) end
+    if next_index < n then fail(fn, "too many arguments: a shape and an options table expected") end
+  end
+  return shape, opts
+end
+
+--- Options table {dtype=, device=, ...}: nil becomes {}, unknown keys fail.
+function M.options(fn, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail(fn, "options must be a table, got %s", M.type_name(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then fail(fn, "unknown option '%s'", tostring(k)) end
+  end
+  return opts
+end
+
+--- Number of elements of a shape.
+function M.numel(shape)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  return n
+end
+
+--- A copy of a list.
+function M.copy(list)
+  return table.move(list, 1, #list, 1, {})
+end
+
+--- True when two shapes are equal.
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+return M

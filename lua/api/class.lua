@@ -1,0 +1,81 @@
+-- api.class — the Tensor class: what a tensor object holds, its metatable (properties,
+-- integer indexing, Lua operators) and the constructor from a graph node. Layer: lua/api.
+--
+-- A tensor is a Lua table { uop = <tensor-graph node>, device = "EMU", _shape = {...} }.
+-- The node is lazy: nothing runs until realize. The shape is known when the node is built
+-- (every API function computes it while checking its arguments) and cached as _shape; the
+-- dtype is the node's. Methods live in the class table (filled by api.tensor from the concept
+-- modules); properties (shape, ndim, dtype) are computed on access.
+local M = {}
+
+local Tensor = {}
+M.Tensor = Tensor
+
+local instance_mt = { __name = "Tensor" }
+M.instance_mt = instance_mt
+
+local function is_tensor(v) return getmetatable(v) == instance_mt end
+M.is_tensor = is_tensor
+
+-- Properties: `t.shape` is a fresh table each time, so callers may modify it freely.
+local properties = {
+  shape = function(t) return table.move(t._shape, 1, #t._shape, 1, {}) end,
+  ndim = function(t) return #t._shape end,
+  dtype = function(t) return t.uop.dtype end,
+}
+
+instance_mt.__index = function(t, key)
+  if math.type(key) == "integer" then return Tensor.index(t, key) end
+  local method = Tensor[key]
+  if method ~= nil then return method end
+  local property = properties[key]
+  if property then return property(t) end
+  return nil
+end
+
+-- Properties and methods cannot be overwritten on a tensor; other fields (user annotations) can.
+instance_mt.__newindex = function(t, key, value)
+  if properties[key] or Tensor[key] ~= nil or math.type(key) == "integer" then
+    error("Tensor: cannot set '" .. tostring(key) .. "' (tensors are immutable; ops build new ones)", 2)
+  end
+  rawset(t, key, value)
+end
+
+-- Lua operators call the methods by name, looked up when used (the concept modules add them).
+instance_mt.__add = function(a, b) return Tensor.add(a, b) end
+instance_mt.__sub = function(a, b) return Tensor.sub(a, b) end
+instance_mt.__mul = function(a, b) return Tensor.mul(a, b) end
+instance_mt.__div = function(a, b) return Tensor.div(a, b) end
+instance_mt.__mod = function(a, b) return Tensor.mod(a, b) end
+instance_mt.__pow = function(a, b) return Tensor.pow(a, b) end
+instance_mt.__idiv = function(a, b) return Tensor.floordiv(a, b) end
+instance_mt.__unm = function(a) return Tensor.neg(a) end
+instance_mt.__tostring = function(t) return Tensor.to_string(t) end
+instance_mt.__len = function(t) return Tensor.size(t, 1) end
+-- __eq, __lt and __le are left alone: Lua turns their results into booleans, so tensor
+-- comparisons are the methods eq, ne, lt, le, gt, ge; `==` stays identity.
+
+--- Wraps a graph node (with its shape, computed by the caller) into a new tensor.
+function M.wrap(uop, shape, device)
+  return setmetatable({ uop = uop, _shape = shape, device = device }, instance_mt)
+end
+
+--- Points an existing tensor at another node of the same shape and dtype (after realize).
+function M.replace_uop(t, uop)
+  rawset(t, "uop", uop)
+end
+
+--- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
+function M.default_device()
+  local from_env = os.getenv("DEVICE")
+  if from_env and from_env ~= "" then return from_env:upper() end
+  return "EMU"
+end
+
+-- Tensor(data, opts) builds a tensor (api.creation's Tensor.new).
+setmetatable(Tensor, {
+  __call = function(_, data, opts) return Tensor.new(data, opts) end,
+  __name = "Tensor class",
+})
+
+return M

@@ -1,0 +1,246 @@
+-- api.creation — making tensors: from Lua data (Tensor(data, opts)), filled shapes (zeros,
+-- ones, full, empty and their _like forms), ranges (arange, linspace) and eye. Layer: lua/api.
+--
+-- Lua data goes to the device through tcl.buffers (a BUFFER node of its values, reshaped);
+-- constant fills are a CONST broadcast to the shape, so they cost no memory until used;
+-- eye is a lazy band mask built from movement ops.
+local core = require "tcl.core"
+local alu = require "tcl.alu"
+local class = require "api.class"
+local check = require "api.check"
+local nodes = require "api.nodes"
+local rules = require "api.dtype_rules"
+
+local is_tensor, fail, wrap = class.is_tensor, check.fail, class.wrap
+local dtypes = core.dtypes
+local M = {}
+
+local OPTIONS = { dtype = true, device = true }
+
+local function buffers()
+  local ok, module = pcall(require, "tcl.buffers")
+  if not ok then error("tcl.buffers is not available: " .. tostring(module), 0) end
+  return module
+end
+
+local function device_option(fn, device)
+  if device == nil then return class.default_device() end
+  if type(device) ~= "string" then fail(fn, "device must be a string, got %s", check.type_name(device)) end
+  return device:upper()
+end
+
+--- The checked options {dtype=, device=}: dtype (or the default) and device.
+local function options(fn, opts, default_dtype)
+  opts = check.options(fn, opts, OPTIONS)
+  local dtype = opts.dtype ~= nil and rules.dtype(fn, opts.dtype) or default_dtype
+  return dtype, device_option(fn, opts.device)
+end
+M._options = options
+
+--- A tensor on `device` holding the Lua values `flat` (already of `dtype`'s kind), shaped.
+local function from_values(dtype, flat, shape, device)
+  local node = buffers().from_list(dtype, flat, device)
+  return nodes.reshape(wrap(node, { #flat }, device), shape)
+end
+M._from_values = from_values
+
+-- Walks nested tables: the shape comes from the first elements, every other element must
+-- agree (no ragged data), leaves must be numbers or booleans.
+local function flatten(fn, data)
+  local shape, probe = {}, data
+  while type(probe) == "table" and not is_tensor(probe) do
+    shape[#shape + 1] = #probe
+    if #probe == 0 then break end
+    probe = probe[1]
+  end
+  local flat, path = {}, {}
+  local function where_in(depth)
+    local parts = {}
+    for i = 1, depth do parts[i] = "[" .. path[i] .. "]" end
+    return #parts == 0 and "the data" or "data" .. table.concat(parts)
+  end
+  local function walk(node, depth)
+    if depth > #shape then
+      local kind = type(node)
+      if kind ~= "number" and kind ~= "boolean" then
+        if kind == "table" and not is_tensor(node) then
+          fail(fn, "ragged data: %s is a table, expected a number (shape %s)", where_in(depth - 1), check.shape_str(shape))
+        end
+        fail(fn, "data must hold numbers or booleans, got %s at %s", check.type_name(node), where_in(depth - 1))
+      end
+      flat[#flat + 1] = node
+      return
+    end
+    if type(node) ~= "table" or is_tensor(node) then
+      fail(fn, "ragged data: %s is %s, expected a table of %d elements (shape %s)", where_in(depth - 1),
+        check.type_name(node), shape[depth], check.shape_str(shape))
+    end
+    if #node ~= shape[depth] then
+      fail(fn, "ragged data: %s has %d elements, expected %d (shape %s)", where_in(depth - 1), #node, shape[depth],
+        check.shape_str(shape))
+    end
+    for i = 1, #node do
+      path[depth] = i
+      walk(node[i], depth + 1)
+    end
+    path[depth] = nil
+  end
+  walk(data, 1)
+  return flat, shape
+end
+
+--- Tensor(data, {dtype=, device=}): data is a number, a boolean, a (nested) table of them,
+--  or a tensor. Numbers with a fraction (or mixed data) give float32, integers int32,
+--  booleans bool.
+function M.new(data, opts)
+  local fn = "Tensor"
+  if is_tensor(data) then
+    local dtype, device = options(fn, opts, data.uop.dtype)
+    if opts and opts.device ~= nil and device ~= data.device then
+      fail(fn, "cannot move a tensor from %s to %s", data.device, device)
+    end
+    return nodes.cast(data, dtype)
+  end
+  local kind = type(data)
+  if kind == "number" or kind == "boolean" then
+    local dtype, device = options(fn, opts, rules.of_value(data))
+    return nodes.const(data, dtype, {}, device)
+  end
+  if kind ~= "table" then fail(fn, "expected a number, boolean, table or tensor, got %s", check.type_name(data)) end
+  local flat, shape = flatten(fn, data)
+  local dtype, device = options(fn, opts, rules.of_values(flat))
+  for i = 1, #flat do flat[i] = alu.cast(flat[i], dtype) end
+  return from_values(dtype, flat, shape, device)
+end
+
+function M.full(shape, value, opts)
+  local fn = "full"
+  if type(shape) == "number" then shape = { shape } end
+  if type(shape) ~= "table" then fail(fn, "shape must be a table of sizes, got %s", check.type_name(shape)) end
+  shape = check.shape_args(fn, shape)
+  if type(value) ~= "number" and type(value) ~= "boolean" then
+    fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
+  end
+  local dtype, device = options(fn, opts, rules.of_value(value))
+  return nodes.const(value, dtype, shape, device)
+end
+
+function M.zeros(...)
+  local shape, opts = check.shape_and_options("zeros", ...)
+  local dtype, device = options("zeros", opts, rules.default_float)
+  return nodes.const(0, dtype, shape, device)
+end
+
+function M.ones(...)
+  local shape, opts = check.shape_and_options("ones", ...)
+  local dtype, device = options("ones", opts, rules.default_float)
+  return nodes.const(1, dtype, shape, device)
+end
+
+--- A tensor with unspecified contents (a fresh buffer).
+function M.empty(...)
+  local shape, opts = check.shape_and_options("empty", ...)
+  local dtype, device = options("empty", opts, rules.default_float)
+  local numel = nodes.numel(shape)
+  local node = buffers().new(dtype, numel, device)
+  return nodes.reshape(wrap(node, { numel }, device), shape)
+end
+
+local function like_options(fn, t, opts)
+  if not is_tensor(t) then fail(fn, "expected a tensor, got %s", check.type_name(t)) end
+  opts = check.options(fn, opts, OPTIONS)
+  local dtype = opts.dtype ~= nil and rules.dtype(fn, opts.dtype) or t.uop.dtype
+  local device = opts.device ~= nil and device_option(fn, opts.device) or t.device
+  return nodes.copy_shape(t), { dtype = dtype, device = device }
+end
+
+function M.zeros_like(t, opts)
+  local shape, o = like_options("zeros_like", t, opts)
+  return M.zeros(shape, o)
+end
+
+function M.ones_like(t, opts)
+  local shape, o = like_options("ones_like", t, opts)
+  return M.ones(shape, o)
+end
+
+function M.empty_like(t, opts)
+  local shape, o = like_options("empty_like", t, opts)
+  return M.empty(shape, o)
+end
+
+function M.full_like(t, value, opts)
+  local shape, o = like_options("full_like", t, opts)
+  return M.full(shape, value, o)
+end
+
+--- arange(stop), arange(start, stop[, step]): start, start+step, ... up to stop (excluded).
+--  int32 when every argument is an integer, else float32; a trailing options table.
+function M.arange(...)
+  local fn = "arange"
+  local args = table.pack(...)
+  local numbers, opts = {}, nil
+  for i = 1, args.n do
+    local v = args[i]
+    if type(v) == "number" and opts == nil then numbers[#numbers + 1] = v
+    elseif type(v) == "table" and i == args.n then opts = v
+    else fail(fn, "expected numbers (start, stop, step) and an options table, got %s", check.type_name(v)) end
+  end
+  if #numbers == 0 or #numbers > 3 then fail(fn, "expected 1 to 3 numbers (start, stop, step), got %d", #numbers) end
+  local start, stop, step = 0, numbers[1], 1
+  if #numbers >= 2 then start, stop = numbers[1], numbers[2] end
+  if #numbers == 3 then step = numbers[3] end
+  if step == 0 then fail(fn, "step must not be 0") end
+  local all_int = math.type(start) == "integer" and math.type(stop) == "integer" and math.type(step) == "integer"
+  local dtype, device = options(fn, opts, all_int and dtypes.int32 or rules.default_float)
+  local count = math.max(0, math.ceil((stop - start) / step))
+  if count ~= count or count == math.huge then fail(fn, "cannot count from %s to %s by %s", start, stop, step) end
+  local flat = {}
+  for i = 0, math.tointeger(count) - 1 do flat[i + 1] = alu.cast(start + i * step, dtype) end
+  return from_values(dtype, flat, { #flat }, device)
+end
+
+--- n evenly spaced values from a to b, both included (float32 unless a dtype is given).
+function M.linspace(a, b, n, opts)
+  local fn = "linspace"
+  check.number(fn, "start", a)
+  check.number(fn, "end", b)
+  n = check.integer_at_least(fn, "number of steps", n, 0)
+  local dtype, device = options(fn, opts, rules.default_float)
+  local flat = {}
+  for i = 0, n - 1 do
+    local v = i == 0 and a or i == n - 1 and b or a + i * (b - a) / (n - 1)
+    flat[i + 1] = alu.cast(v, dtype)
+  end
+  return from_values(dtype, flat, { n }, device)
+end
+
+--- The n x m identity (m defaults to n), float32 unless a dtype is given.
+function M.eye(n, m, opts)
+  local fn = "eye"
+  if type(m) == "table" and opts == nil then m, opts = nil, m end
+  n = check.integer_at_least(fn, "n", n, 0)
+  m = m == nil and n or check.integer_at_least(fn, "m", m, 0)
+  local dtype, device = options(fn, opts, rules.default_float)
+  return nodes.cast(nodes.band_mask(n, m, 0, 0, device), dtype)
+end
+
+--- Keeps the elements on and above diagonal k of the last two dims (zeros elsewhere).
+function M.triu(x, k)
+  if not is_tensor(x) then fail("triu", "expected a tensor, got %s", check.type_name(x)) end
+  if #x._shape < 2 then fail("triu", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
+  k = k == nil and 0 or check.integer("triu", "diagonal", k)
+  local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
+  return nodes.band_mask(rows, cols, k, math.huge, x.device):where(x, 0)
+end
+
+--- Keeps the elements on and below diagonal k of the last two dims (zeros elsewhere).
+function M.tril(x, k)
+  if not is_tensor(x) then fail("tril", "expected a tensor, got %s", check.type_name(x)) end
+  if #x._shape < 2 then fail("tril", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
+  k = k == nil and 0 or check.integer("tril", "diagonal", k)
+  local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
+  return nodes.band_mask(rows, cols, -math.huge, k, x.device):where(x, 0)
+end
+
+return M

@@ -1,0 +1,460 @@
+-- api.movement — Tensor methods that move data without computing on it: reshape, permute,
+-- expand, pad, flip, slicing, indexing, cat/stack, repeat, split. Layer: lua/api.
+--
+-- Dims and indices are 1-based, negative ones count from the end (-1 is the last); they
+-- become the 0-based axes of the RESHAPE/PERMUTE/EXPAND/PAD/SHRINK/FLIP nodes. Every result
+-- is a lazy view: no data is copied until a kernel reads it.
+local core = require "tcl.core"
+local class = require "api.class"
+local check = require "api.check"
+local nodes = require "api.nodes"
+local rules = require "api.dtype_rules"
+
+local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
+local M = {}
+
+local function tensor_arg(fn, x)
+  if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
+  return x
+end
+
+--- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
+local function int_list(fn, what, ...)
+  local list = ...
+  if type(list) ~= "table" then list = table.pack(...) ; list.n = nil end
+  local out = {}
+  for i = 1, #list do out[i] = check.integer(fn, what, list[i]) end
+  return out
+end
+
+-- ---------------------------------------------------------------------------------------
+-- reshape family
+
+-- reshape under the name fn ("reshape" or "view"), for the error messages.
+local function reshape_as(fn, x, ...)
+  tensor_arg(fn, x)
+  local sizes = int_list(fn, "size", ...)
+  local numel = nodes.numel(x._shape)
+  local infer_at, known = nil, 1
+  for i, s in ipairs(sizes) do
+    if s == -1 then
+      if infer_at then fail(fn, "only one size can be -1, got %s", shape_str(sizes)) end
+      infer_at = i
+    elseif s < 0 then
+      fail(fn, "sizes must be >= 0 or -1, got %s", shape_str(sizes))
+    else
+      known = known * s
+    end
+  end
+  if infer_at then
+    if known == 0 or numel % known ~= 0 then
+      fail(fn, "cannot reshape %s (%d elements) to %s", shape_str(x._shape), numel, shape_str(sizes))
+    end
+    sizes[infer_at] = numel // known
+  end
+  if nodes.numel(sizes) ~= numel then
+    fail(fn, "cannot reshape %s (%d elements) to %s (%d elements)", shape_str(x._shape), numel,
+      shape_str(sizes), nodes.numel(sizes))
+  end
+  return nodes.reshape(x, sizes)
+end
+
+--- reshape(2, 3) or reshape({2, 3}); one size may be -1 (inferred). view is the same.
+function M.reshape(x, ...) return reshape_as("reshape", x, ...) end
+function M.view(x, ...) return reshape_as("view", x, ...) end
+
+--- Merges dims start..stop (inclusive, default all) into one.
+function M.flatten(x, start, stop)
+  tensor_arg("flatten", x)
+  if #x._shape == 0 then return nodes.reshape(x, { 1 }) end
+  local a = check.dim("flatten", start or 1, x._shape)
+  local b = check.dim("flatten", stop or -1, x._shape)
+  if a > b then fail("flatten", "start dim %d is after end dim %d for %s", a + 1, b + 1, shape_str(x._shape)) end
+  local shape, merged = {}, 1
+  for i = 1, #x._shape do
+    if i - 1 < a or i - 1 > b then shape[#shape + 1] = x._shape[i]
+    else
+      merged = merged * x._shape[i]
+      if i - 1 == b then shape[#shape + 1] = merged end
+    end
+  end
+  return nodes.reshape(x, shape)
+end
+
+--- Splits dim d into the given sizes (one may be -1).
+function M.unflatten(x, d, sizes)
+  tensor_arg("unflatten", x)
+  local axis = check.dim("unflatten", d, x._shape)
+  check.table("unflatten", "sizes", sizes)
+  local inner = M.reshape(nodes.reshape(x, { x._shape[axis + 1] }), sizes)._shape
+  local shape = {}
+  for i = 1, axis do shape[#shape + 1] = x._shape[i] end
+  for _, s in ipairs(inner) do shape[#shape + 1] = s end
+  for i = axis + 2, #x._shape do shape[#shape + 1] = x._shape[i] end
+  return nodes.reshape(x, shape)
+end
+
+--- Inserts a size-1 dim so that it becomes dim d of the result.
+function M.unsqueeze(x, d)
+  tensor_arg("unsqueeze", x)
+  local axis = check.dim("unsqueeze", d, x._shape, 1)
+  local shape = nodes.copy_shape(x)
+  table.insert(shape, axis + 1, 1)
+  return nodes.reshape(x, shape)
+end
+
+--- Removes size-1 dims: all of them (d nil), or those of d (a dim or a table) that have size 1.
+function M.squeeze(x, d)
+  tensor_arg("squeeze", x)
+  local drop = {}
+  if d == nil then
+    for i, s in ipairs(x._shape) do if s == 1 then drop[i - 1] = true end end
+  else
+    for _, a in ipairs(check.dims("squeeze", d, x._shape)) do
+      if x._shape[a + 1] == 1 then drop[a] = true end
+    end
+  end
+  local shape = {}
+  for i, s in ipairs(x._shape) do if not drop[i - 1] then shape[#shape + 1] = s end end
+  return nodes.reshape(x, shape)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- permute, expand
+
+--- permute(3, 1, 2): dim i of the result is dim order[i] of x.
+function M.permute(x, ...)
+  tensor_arg("permute", x)
+  local dims = int_list("permute", "dim", ...)
+  local ndim = #x._shape
+  local order, seen = {}, {}
+  local ok = #dims == ndim
+  for i, d in ipairs(dims) do
+    local a = (d >= 1 and d <= ndim) and d - 1 or (d < 0 and d >= -ndim) and ndim + d or nil
+    if a == nil or seen[a] then ok = false else seen[a] = true; order[i] = a end
+  end
+  if not ok then
+    fail("permute", "%s is not an order of the %d dims of %s", shape_str(dims), ndim, shape_str(x._shape))
+  end
+  return nodes.permute(x, order)
+end
+
+--- Swaps two dims (default 1 and 2).
+function M.transpose(x, d1, d2)
+  tensor_arg("transpose", x)
+  local a = check.dim("transpose", d1 or 1, x._shape)
+  local b = check.dim("transpose", d2 or 2, x._shape)
+  local order = {}
+  for i = 1, #x._shape do order[i] = i - 1 end
+  order[a + 1], order[b + 1] = b, a
+  return nodes.permute(x, order)
+end
+
+--- expand(4, -1, 3): size-1 dims grow, -1 keeps a dim, new dims may be added in front.
+function M.expand(x, ...)
+  tensor_arg("expand", x)
+  local sizes = int_list("expand", "size", ...)
+  local have = x._shape
+  local extra = #sizes - #have
+  local target = {}
+  local ok = extra >= 0
+  for i, s in ipairs(sizes) do
+    local old = have[i - extra]
+    if s == -1 then
+      if old == nil then ok = false end
+      target[i] = old or -1
+    elseif s < 0 then
+      ok = false
+      target[i] = s
+    else
+      if old ~= nil and old ~= 1 and old ~= s then ok = false end
+      target[i] = s
+    end
+  end
+  if not ok then fail("expand", "cannot expand %s to %s", shape_str(have), shape_str(sizes)) end
+  return nodes.broadcast_to(x, target)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- pad, flip, narrow
+
+--- pad({{before, after}, ...}, value): one pair per dim from the first (missing pairs pad
+--  nothing); negative amounts crop; the new cells hold value (default 0).
+function M.pad(x, pairs, value)
+  tensor_arg("pad", x)
+  check.table("pad", "padding", pairs)
+  local ndim = #x._shape
+  if #pairs > ndim then
+    fail("pad", "%d (before, after) pairs for a %d-d tensor of shape %s", #pairs, ndim, shape_str(x._shape))
+  end
+  if value ~= nil and type(value) ~= "number" and type(value) ~= "boolean" then
+    fail("pad", "value must be a number, got %s", check.type_name(value))
+  end
+  local grow, window = {}, {}
+  for i = 1, ndim do
+    local pair = pairs[i] or { 0, 0 }
+    if type(pair) ~= "table" then fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair)) end
+    local before = check.integer("pad", "padding", pair[1] or 0)
+    local after = check.integer("pad", "padding", pair[2] or 0)
+    local size = x._shape[i]
+    if size + math.min(before, 0) + math.min(after, 0) < 0 then
+      fail("pad", "cannot crop dim %d of %s by %d and %d", i, shape_str(x._shape), -math.min(before, 0), -math.min(after, 0))
+    end
+    window[2 * i - 1], window[2 * i] = math.max(-before, 0), size - math.max(-after, 0)
+    grow[2 * i - 1], grow[2 * i] = math.max(before, 0), math.max(after, 0)
+  end
+  local cropped = nodes.shrink(x, window)
+  local padded = nodes.pad(cropped, grow)
+  if value == nil or value == 0 or value == false or padded == cropped then return padded end
+  -- PAD fills zeros; a true-inside mask padded the same way says where the value goes
+  local inside = nodes.pad(nodes.const(true, core.dtypes.bool, cropped._shape, x.device), grow)
+  return inside:where(padded, value)
+end
+
+--- Reverses the given dims (a dim or a table of dims).
+function M.flip(x, dims)
+  tensor_arg("flip", x)
+  if dims == nil then fail("flip", "needs the dims to flip of %s", shape_str(x._shape)) end
+  local flags = {}
+  for i = 1, #x._shape do flags[i] = 0 end
+  for _, a in ipairs(check.dims("flip", dims, x._shape)) do flags[a + 1] = 1 end
+  return nodes.flip(x, flags)
+end
+
+-- The 0-based position of a 1-based index (negative from the end) into dim d of `shape`.
+local function position(fn, what, i, d, shape)
+  i = check.integer(fn, what, i)
+  local size = shape[d]
+  local p = i > 0 and i - 1 or size + i
+  if i == 0 or p < 0 or p >= size then
+    fail(fn, "%s %d out of range for dim %d of size %d in %s", what, i, d, size, shape_str(shape))
+  end
+  return p
+end
+
+--- The `length` elements of dim d from `start` (1-based, negative from the end).
+function M.narrow(x, d, start, length)
+  tensor_arg("narrow", x)
+  local axis = check.dim("narrow", d, x._shape)
+  local size = x._shape[axis + 1]
+  length = check.integer_at_least("narrow", "length", length, 0)
+  local s
+  if length == 0 and (start == size + 1) then s = size
+  else s = position("narrow", "start", start, axis + 1, x._shape) end
+  if s + length > size then
+    fail("narrow", "start %d with length %d runs past dim %d of size %d in %s", start, length, axis + 1, size,
+      shape_str(x._shape))
+  end
+  local window = {}
+  for i, n in ipairs(x._shape) do window[2 * i - 1], window[2 * i] = 0, n end
+  window[2 * axis + 1], window[2 * axis + 2] = s, s + length
+  return nodes.shrink(x, window)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- indexing
+
+--- t[i]: the i-th slice along the first dim (1-based, negative from the end), a view.
+function M.index(x, i)
+  tensor_arg("index", x)
+  if #x._shape == 0 then fail("index", "cannot index a 0-d tensor of shape ()") end
+  local p = position("index", "index", i, 1, x._shape)
+  local window, shape = { p, p + 1 }, {}
+  for k = 2, #x._shape do
+    window[2 * k - 1], window[2 * k] = 0, x._shape[k]
+    shape[k - 1] = x._shape[k]
+  end
+  return nodes.reshape(nodes.shrink(x, window), shape)
+end
+
+--- Takes every `step`-th element along each dim (steps >= 1) with one pad/reshape/shrink.
+local function stride(x, steps)
+  local any = false
+  for _, s in ipairs(steps) do if s ~= 1 then any = true end end
+  if not any then return x end
+  local grow, split, window, result = {}, {}, {}, {}
+  for i, n in ipairs(x._shape) do
+    local s = steps[i]
+    local count = (n + s - 1) // s
+    grow[2 * i - 1], grow[2 * i] = 0, count * s - n
+    split[2 * i - 1], split[2 * i] = count, s
+    window[4 * i - 3], window[4 * i - 2], window[4 * i - 1], window[4 * i] = 0, count, 0, 1
+    result[i] = count
+  end
+  local padded = nodes.pad(x, grow)
+  return nodes.reshape(nodes.shrink(nodes.reshape(padded, split), window), result)
+end
+
+--- slice({start, stop, step}, ...): one table per dim (inclusive 1-based start and stop,
+--  negative from the end, step may be negative, {} for the whole dim); a number instead of
+--  a table picks that index and drops the dim. Missing trailing dims are taken whole.
+function M.slice(x, ...)
+  tensor_arg("slice", x)
+  local specs = table.pack(...)
+  local ndim = #x._shape
+  if specs.n > ndim then fail("slice", "%d dims given for a %d-d tensor of shape %s", specs.n, ndim, shape_str(x._shape)) end
+  local window, flips, steps, keep = {}, {}, {}, {}
+  for d = 1, ndim do
+    local size, spec = x._shape[d], specs[d]
+    local lo, hi, flip, step, kept = 0, size, 0, 1, true
+    if math.type(spec) == "integer" or (type(spec) == "number" and math.tointeger(spec)) then
+      lo = position("slice", "index", spec, d, x._shape)
+      hi, kept = lo + 1, false
+    elseif spec ~= nil then
+      if type(spec) ~= "table" then fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec)) end
+      step = spec[3] == nil and 1 or check.integer("slice", "step", spec[3])
+      if step == 0 then fail("slice", "step of dim %d must not be 0 (shape %s)", d, shape_str(x._shape)) end
+      if step > 0 then
+        local first = spec[1] == nil and 0 or position("slice", "start", spec[1], d, x._shape)
+        local last = spec[2] == nil and size - 1 or position("slice", "stop", spec[2], d, x._shape)
+        lo, hi = first, math.max(first, last + 1)
+      else
+        local first = spec[1] == nil and size - 1 or position("slice", "start", spec[1], d, x._shape)
+        local last = spec[2] == nil and 0 or position("slice", "stop", spec[2], d, x._shape)
+        lo, hi, flip, step = math.min(last, first + 1), first + 1, 1, -step
+      end
+    end
+    window[2 * d - 1], window[2 * d] = lo, hi
+    flips[d], steps[d], keep[d] = flip, step, kept
+  end
+  local y = stride(nodes.flip(nodes.shrink(x, window), flips), steps)
+  local shape = {}
+  for d = 1, ndim do if keep[d] then shape[#shape + 1] = y._shape[d] end end
+  return nodes.reshape(y, shape)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- joining and splitting
+
+local function tensor_list(fn, list)
+  if type(list) ~= "table" or is_tensor(list) then
+    fail(fn, "expected a list of tensors, got %s", check.type_name(list))
+  end
+  if #list == 0 then fail(fn, "needs at least one tensor") end
+  for i, t in ipairs(list) do
+    if not is_tensor(t) then fail(fn, "element %d is not a tensor but %s", i, check.type_name(t)) end
+  end
+  return list
+end
+
+--- Joins tensors along dim d (default 1): each is padded to the full size and they are added.
+function M.cat(list, d)
+  tensor_list("cat", list)
+  local first = list[1]
+  local ndim = #first._shape
+  if ndim == 0 then fail("cat", "cannot join 0-d tensors (use stack)") end
+  local axis = check.dim("cat", d or 1, first._shape)
+  local dtype, total = first.uop.dtype, 0
+  for i, t in ipairs(list) do
+    local ok = #t._shape == ndim
+    for k = 1, ndim do
+      if k ~= axis + 1 and t._shape[k] ~= first._shape[k] then ok = false end
+    end
+    if not ok then
+      fail("cat", "shapes %s and %s do not match outside dim %d", shape_str(first._shape), shape_str(t._shape), axis + 1)
+    end
+    if t.device ~= first.device then fail("cat", "tensors are on different devices, %s and %s", first.device, t.device) end
+    if i > 1 then dtype = rules.promote("cat", dtype, t.uop.dtype) end
+    total = total + t._shape[axis + 1]
+  end
+  local result, offset = nil, 0
+  for _, t in ipairs(list) do
+    local grow = {}
+    for k = 1, ndim do grow[2 * k - 1], grow[2 * k] = 0, 0 end
+    local n = t._shape[axis + 1]
+    grow[2 * axis + 1], grow[2 * axis + 2] = offset, total - offset - n
+    offset = offset + n
+    local part = nodes.pad(nodes.cast(t, dtype), grow)
+    if result == nil then result = part
+    else result = nodes.alu(dtype.is_bool and "OR" or "ADD", dtype, { result, part }) end
+  end
+  return result
+end
+
+--- Joins same-shape tensors along a new dim d (default 1).
+function M.stack(list, d)
+  tensor_list("stack", list)
+  local first = list[1]
+  local axis = check.dim("stack", d or 1, first._shape, 1)
+  local parts = {}
+  for i, t in ipairs(list) do
+    if not check.same_shape(t._shape, first._shape) then
+      fail("stack", "shapes %s and %s differ", shape_str(first._shape), shape_str(t._shape))
+    end
+    local shape = nodes.copy_shape(t)
+    table.insert(shape, axis + 1, 1)
+    parts[i] = nodes.reshape(t, shape)
+  end
+  return M.cat(parts, axis + 1)
+end
+
+--- Tiles x: repeat(2, 3) repeats dim 1 twice and dim 2 three times; more counts than dims
+--  add leading dims. `repeat` is a Lua keyword, so it is called as t["repeat"](t, 2, 3) or
+--  by its other name, t:tile(2, 3).
+M["repeat"] = function(x, ...)
+  tensor_arg("repeat", x)
+  local counts = int_list("repeat", "count", ...)
+  local ndim = #x._shape
+  if #counts < ndim then
+    fail("repeat", "needs at least %d counts for shape %s, got %d", ndim, shape_str(x._shape), #counts)
+  end
+  for _, c in ipairs(counts) do
+    if c < 0 then fail("repeat", "counts must be >= 0, got %s", shape_str(counts)) end
+  end
+  local lead = #counts - ndim
+  local with_ones, expanded, result = {}, {}, {}
+  for i = 1, #counts do
+    local size = i > lead and x._shape[i - lead] or 1
+    with_ones[2 * i - 1], with_ones[2 * i] = 1, size
+    expanded[2 * i - 1], expanded[2 * i] = counts[i], size
+    result[i] = counts[i] * size
+  end
+  return nodes.reshape(nodes.expand(nodes.reshape(x, with_ones), expanded), result)
+end
+M.tile = M["repeat"]
+
+--- Pieces along dim d (default 1): of `size` each (the last may be smaller), or of the
+--  sizes in a table (they must add up to the dim). Returns a list of tensors.
+function M.split(x, size, d)
+  tensor_arg("split", x)
+  local axis = check.dim("split", d or 1, x._shape)
+  local n = x._shape[axis + 1]
+  local sizes = {}
+  if type(size) == "table" then
+    local sum = 0
+    for i, s in ipairs(size) do
+      sizes[i] = check.integer_at_least("split", "size", s, 0)
+      sum = sum + sizes[i]
+    end
+    if sum ~= n then
+      fail("split", "sizes %s add up to %d, but dim %d of %s has %d", shape_str(sizes), sum, axis + 1, shape_str(x._shape), n)
+    end
+  else
+    local step = check.integer_at_least("split", "size", size, 1)
+    for start = 0, n - 1, step do sizes[#sizes + 1] = math.min(step, n - start) end
+    if n == 0 then sizes[1] = 0 end
+  end
+  local pieces, offset = {}, 0
+  for i, s in ipairs(sizes) do
+    pieces[i] = M.narrow(x, axis + 1, offset + 1 <= n and offset + 1 or n + 1, s)
+    offset = offset + s
+  end
+  return pieces
+end
+
+--- At most n pieces of equal size (the last may be smaller) along dim d (default 1).
+function M.chunk(x, n, d)
+  tensor_arg("chunk", x)
+  n = check.integer_at_least("chunk", "number of chunks", n, 1)
+  local axis = check.dim("chunk", d or 1, x._shape)
+  local size = x._shape[axis + 1]
+  return M.split(x, math.max(1, (size + n - 1) // n), axis + 1)
+end
+
+--- A copy that the scheduler must store (a realize point).
+function M.contiguous(x)
+  tensor_arg("contiguous", x)
+  return nodes.contiguous(x)
+end
+
+return M

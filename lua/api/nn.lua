@@ -1,0 +1,428 @@
+-- api.nn — linear algebra and neural-network functions on tensors: matmul, linear, conv2d,
+-- pooling, normalization, dropout, one_hot, attention and losses. Layer: lua/api.
+--
+-- All are compositions of the elementwise, movement and reduce methods, as in tinygrad:
+-- matmul is a broadcast multiply and a sum over the shared dim; convolution and pooling cut
+-- sliding windows out of the input with movement ops only (no copies), multiply and reduce.
+local class = require "api.class"
+local check = require "api.check"
+local nodes = require "api.nodes"
+local rules = require "api.dtype_rules"
+
+local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
+local M = {}
+
+local function tensor_arg(fn, x, what)
+  if not is_tensor(x) then fail(fn, "%s must be a tensor, got %s", what or "input", check.type_name(x)) end
+  return x
+end
+
+local function slice_of(list, first, last)
+  return table.move(list, first, last, 1, {})
+end
+
+-- The numpy broadcast of two shapes, or nil when they do not broadcast.
+local function try_broadcast(a, b)
+  local n, out = math.max(#a, #b), {}
+  for i = 1, n do
+    local x, y = a[#a - n + i] or 1, b[#b - n + i] or 1
+    if x ~= y and x ~= 1 and y ~= 1 then return nil end
+    out[i] = x == 1 and y or x
+  end
+  return out
+end
+
+-- ---------------------------------------------------------------------------------------
+-- linear algebra
+
+-- Matrix product with numpy's rules: 1-D . 1-D is a dot product, a 1-D operand acts as a
+-- row (left) or column (right) vector and loses its dim, leading dims broadcast. fn names
+-- the user's function in errors (matmul, dot or linear).
+local function matmul_as(fn, x, w)
+  tensor_arg(fn, x)
+  tensor_arg(fn, w, "other")
+  local xs, ws = x._shape, w._shape
+  local nx, nw = #xs, #ws
+  if nx == 0 or nw == 0 then fail(fn, "needs tensors of at least 1 dim, got shapes %s and %s", shape_str(xs), shape_str(ws)) end
+  local k = xs[nx]
+  local kw = nw == 1 and ws[1] or ws[nw - 1]
+  if k ~= kw then
+    fail(fn, "shapes %s and %s are not aligned: %d (dim %d) ~= %d (dim %d)", shape_str(xs), shape_str(ws), k, nx, kw,
+      nw == 1 and 1 or nw - 1)
+  end
+  local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
+  local product, reduce_dim
+  if nw == 1 then
+    product, reduce_dim = x:mul(w), -1                  -- (..., k) * (k)
+  elseif nx == 1 then
+    product, reduce_dim = x:reshape(k, 1):mul(w), -2    -- (k, 1) * (..., k, n)
+  else
+    local batch = try_broadcast(slice_of(xs, 1, nx - 2), slice_of(ws, 1, nw - 2))
+    if batch == nil then fail(fn, "batch dims of %s and %s cannot be broadcast", shape_str(xs), shape_str(ws)) end
+    -- (..., m, 1, k) * (..., 1, n, k), summed over k: the reduced dim is innermost for both
+    local x_shape = slice_of(xs, 1, nx - 1)
+    x_shape[#x_shape + 1], x_shape[#x_shape + 2] = 1, k
+    local wt = w:transpose(-1, -2)
+    local w_shape = slice_of(ws, 1, nw - 2)
+    w_shape[#w_shape + 1], w_shape[#w_shape + 2], w_shape[#w_shape + 3] = 1, ws[nw], k
+    product, reduce_dim = x:reshape(x_shape):mul(wt:reshape(w_shape)), -1
+  end
+  return nodes.cast(product:sum(reduce_dim), dtype)
+end
+
+function M.matmul(x, w) return matmul_as("matmul", x, w) end
+function M.dot(x, w) return matmul_as("dot", x, w) end
+
+--- x:matmul(w) + b, w being (in x out) as in tinygrad; b is optional.
+function M.linear(x, w, b)
+  tensor_arg("linear", x)
+  tensor_arg("linear", w, "weight")
+  if b ~= nil then tensor_arg("linear", b, "bias") end
+  local y = matmul_as("linear", x, w)
+  if b == nil then return y end
+  if try_broadcast(y._shape, b._shape) == nil then
+    fail("linear", "bias %s does not broadcast to the output %s of %s and %s", shape_str(b._shape),
+      shape_str(y._shape), shape_str(x._shape), shape_str(w._shape))
+  end
+  return y:add(b)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- sliding windows (for convolution and pooling)
+
+-- Windows along one axis of size L: kernel k, stride s, dilation d. Replaces the axis by two,
+-- (k, o), where o is the number of windows and element (j, i) is x[i*s + j*d].
+-- Non-overlapping windows (d = 1, s >= k) are one reshape. Otherwise the axis is repeated r
+-- times into a flat run of r*L (element q is x[q mod L]) and read back as rows of L + d: row j
+-- starts d elements further into x than row j - 1. Every step is a movement op.
+local function windows_along(x, axis, k, s, d, o)
+  local shape = x._shape
+  local L = shape[axis + 1]
+  local before, after = slice_of(shape, 1, axis), slice_of(shape, axis + 2, #shape)
+  local function with(mid)
+    local out = table.move(before, 1, #before, 1, {})
+    for _, v in ipairs(mid) do out[#out + 1] = v end
+    for _, v in ipairs(after) do out[#out + 1] = v end
+    return out
+  end
+  local function window(lo_hi_mid)
+    local w = {}
+    for i = 1, #before do w[#w + 1], w[#w + 2] = 0, before[i] end
+    for _, pair in ipairs(lo_hi_mid) do w[#w + 1], w[#w + 2] = pair[1], pair[2] end
+    for i = 1, #after do w[#w + 1], w[#w + 2] = 0, after[i] end
+    return w
+  end
+  local function padding(mid)
+    local p = {}
+    for _ = 1, #before do p[#p + 1], p[#p + 2] = 0, 0 end
+    for _, pair in ipairs(mid) do p[#p + 1], p[#p + 2] = pair[1], pair[2] end
+    for _ = 1, #after do p[#p + 1], p[#p + 2] = 0, 0 end
+    return p
+  end
+  local rows -- (…, k, o, …)
+  if d == 1 and s >= k then
+    local used = o * s
+    local fitted = used <= L and nodes.shrink(x, window({ { 0, used } }))
+      or nodes.pad(x, padding({ { 0, used - L } }))
+    local split = nodes.reshape(fitted, with({ o, s }))
+    local kept = nodes.shrink(split, window({ { 0, o }, { 0, k } }))
+    rows = nodes.permute(kept, (function()
+      local order = {}
+      for i = 1, #before do order[#order + 1] = i - 1 end
+      order[#order + 1], order[#order + 2] = #before + 1, #before
+      for i = 1, #after do order[#order + 1] = #before + 1 + i end
+      return order
+    end)())
+  else
+    local repeats = (k * (L + d) + L - 1) // L
+    local spread = nodes.expand(nodes.reshape(x, with({ 1, L })), with({ repeats, L }))
+    local flat = nodes.reshape(spread, with({ repeats * L }))
+    local run = nodes.shrink(flat, window({ { 0, k * (L + d) } }))
+    local grid = nodes.reshape(run, with({ k, L + d }))
+    -- columns 0, s, 2s, ... (o of them): cut to (o-1)*s + 1, pad to o*s, keep one of each s
+    local span = (o - 1) * s + 1
+    local cut = nodes.shrink(grid, window({ { 0, k }, { 0, span } }))
+    local padded = nodes.pad(cut, padding({ { 0, 0 }, { 0, o * s - span } }))
+    local split = nodes.reshape(padded, with({ k, o, s }))
+    rows = nodes.reshape(nodes.shrink(split, window({ { 0, k }, { 0, o }, { 0, 1 } })), with({ k, o }))
+  end
+  return rows
+end
+
+-- x (..., L1, ..., Ln) -> (..., O1, ..., On, K1, ..., Kn): sliding windows over the last n dims.
+local function windows(x, kernel, stride, dilation, out_sizes)
+  local n = #kernel
+  local lead = #x._shape - n
+  for i = 1, n do
+    -- after i-1 steps the shape is (lead..., K1, O1, ..., K(i-1), O(i-1), Li, ...)
+    local axis = lead + 2 * (i - 1)
+    x = windows_along(x, axis, kernel[i], stride[i], dilation[i], out_sizes[i])
+  end
+  local order = {}
+  for i = 1, lead do order[#order + 1] = i - 1 end
+  for i = 1, n do order[#order + 1] = lead + 2 * (i - 1) + 1 end -- the O dims
+  for i = 1, n do order[#order + 1] = lead + 2 * (i - 1) end     -- the K dims
+  return nodes.permute(x, order)
+end
+
+-- A per-spatial-dim list of n integers from a number or a table of n numbers.
+local function per_dim(fn, what, v, n, default, minimum)
+  if v == nil then v = default end
+  local list = {}
+  if type(v) == "number" then
+    for i = 1, n do list[i] = check.integer_at_least(fn, what, v, minimum) end
+  elseif type(v) == "table" and #v == n then
+    for i = 1, n do list[i] = check.integer_at_least(fn, what, v[i], minimum) end
+  else
+    fail(fn, "%s must be a number or a table of %d numbers, got %s", what, n, check.type_name(v))
+  end
+  return list
+end
+
+-- Padding as {before, after} per spatial dim from a number, {p1, p2} or {{b1, a1}, {b2, a2}}.
+local function padding_pairs(fn, v, n)
+  if v == nil then v = 0 end
+  local pairs_ = {}
+  if type(v) == "table" and type(v[1]) == "table" then
+    if #v ~= n then fail(fn, "padding needs %d {before, after} pairs, got %d", n, #v) end
+    for i = 1, n do
+      pairs_[i] = { check.integer_at_least(fn, "padding", v[i][1], 0), check.integer_at_least(fn, "padding", v[i][2], 0) }
+    end
+  else
+    for i, p in ipairs(per_dim(fn, "padding", v, n, 0, 0)) do pairs_[i] = { p, p } end
+  end
+  return pairs_
+end
+
+-- Pads the last n dims by pairs with `value` and checks the windows fit; returns the padded
+-- tensor and the output sizes.
+local function pad_for_windows(fn, x, kernel, stride, dilation, pads, value)
+  local n = #kernel
+  local lead = #x._shape - n
+  local pad_list, out_sizes = {}, {}
+  for i = 1, lead do pad_list[i] = { 0, 0 } end
+  for i = 1, n do
+    pad_list[lead + i] = pads[i]
+    local size = x._shape[lead + i] + pads[i][1] + pads[i][2]
+    local reach = dilation[i] * (kernel[i] - 1) + 1
+    if reach > size then
+      local spatial = slice_of(x._shape, lead + 1, #x._shape)
+      fail(fn, "kernel %s (dilation %s) does not fit the padded input %s of %s", shape_str(kernel),
+        shape_str(dilation), shape_str(spatial), shape_str(x._shape))
+    end
+    out_sizes[i] = (size - reach) // stride[i] + 1
+  end
+  return x:pad(pad_list, value), out_sizes
+end
+
+--- 2-D convolution of x (N, Cin, H, W) with w (Cout, Cin/groups, kH, kW) and optional bias b
+--  (Cout); opts: stride, padding, dilation (a number or one per spatial dim; padding also
+--  {{top, bottom}, {left, right}}) and groups.
+function M.conv2d(x, w, b, opts)
+  local fn = "conv2d"
+  tensor_arg(fn, x)
+  tensor_arg(fn, w, "weight")
+  if b ~= nil then tensor_arg(fn, b, "bias") end
+  opts = check.options(fn, opts, { stride = true, padding = true, dilation = true, groups = true })
+  local xs, ws = x._shape, w._shape
+  if #xs ~= 4 or #ws ~= 4 then
+    fail(fn, "needs a 4-d input (N, C, H, W) and a 4-d weight, got %s and %s", shape_str(xs), shape_str(ws))
+  end
+  local groups = opts.groups == nil and 1 or check.integer_at_least(fn, "groups", opts.groups, 1)
+  local cout, cin_per_group = ws[1], ws[2]
+  if xs[2] ~= cin_per_group * groups or cout % groups ~= 0 then
+    fail(fn, "input %s and weight %s do not match with %d group(s): input channels must be %d * %d and %d output channels must split into groups",
+      shape_str(xs), shape_str(ws), groups, cin_per_group, groups, cout)
+  end
+  if b ~= nil and (#b._shape ~= 1 or b._shape[1] ~= cout) then
+    fail(fn, "bias has shape %s, expected (%d,) for weight %s", shape_str(b._shape), cout, shape_str(ws))
+  end
+  local kernel = { ws[3], ws[4] }
+  local stride = per_dim(fn, "stride", opts.stride, 2, 1, 1)
+  local dilation = per_dim(fn, "dilation", opts.dilation, 2, 1, 1)
+  local pads = padding_pairs(fn, opts.padding, 2)
+  local padded, out = pad_for_windows(fn, x, kernel, stride, dilation, pads, 0)
+  local n = xs[1]
+  local win = windows(padded, kernel, stride, dilation, out) -- (N, Cin, OH, OW, kH, kW)
+  win = win:reshape(n, groups, 1, cin_per_group, out[1], out[2], kernel[1], kernel[2])
+  local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
+  local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
+  local y = nodes.cast(win:mul(wr):sum({ 4, 7, 8 }), dtype):reshape(n, cout, out[1], out[2])
+  if b == nil then return y end
+  return y:add(b:reshape(1, cout, 1, 1))
+end
+
+-- Shared by the 2-D pools: windows over the last two dims of x (at least 2-d).
+local function pool2d(fn, x, kernel_size, stride, padding, dilation, pad_value)
+  tensor_arg(fn, x)
+  if #x._shape < 2 then fail(fn, "needs at least 2 dims, got %s", shape_str(x._shape)) end
+  local kernel = per_dim(fn, "kernel size", kernel_size, 2, nil, 1)
+  local strides = per_dim(fn, "stride", stride, 2, kernel, 1)
+  local dilations = per_dim(fn, "dilation", dilation, 2, 1, 1)
+  local pads = padding_pairs(fn, padding, 2)
+  local padded, out = pad_for_windows(fn, x, kernel, strides, dilations, pads, pad_value)
+  return windows(padded, kernel, strides, dilations, out)
+end
+
+--- Max over kernel windows of the last two dims; stride defaults to the kernel size; padding
+--  never wins (it is the lowest value of the dtype).
+function M.max_pool2d(x, kernel_size, stride, padding, dilation)
+  tensor_arg("max_pool2d", x)
+  local dt = x.uop.dtype
+  local lowest = dt.is_float and -math.huge or dt.is_bool and false or dt.min
+  return pool2d("max_pool2d", x, kernel_size, stride, padding, dilation, lowest):max({ -2, -1 })
+end
+
+--- Mean over kernel windows of the last two dims (padding counts as zeros, like torch).
+function M.avg_pool2d(x, kernel_size, stride, padding)
+  return pool2d("avg_pool2d", x, kernel_size, stride, padding, nil, 0):mean({ -2, -1 })
+end
+
+-- ---------------------------------------------------------------------------------------
+-- normalization, dropout
+
+--- (x - mean) / sqrt(var + eps) over dim d (default -1, or a table of dims), biased variance.
+function M.layernorm(x, d, eps)
+  tensor_arg("layernorm", x)
+  eps = eps == nil and 1e-5 or check.number("layernorm", "eps", eps)
+  check.dims("layernorm", d or -1, x._shape)
+  local centered = x:sub(x:mean(d or -1, true))
+  return centered:mul(centered:square():mean(d or -1, true):add(eps):rsqrt())
+end
+
+--- (x - mean) * weight * invstd + bias per channel (dim 2), tinygrad's argument order;
+--  weight and bias may be nil.
+function M.batchnorm(x, weight, bias, mean, invstd)
+  local fn = "batchnorm"
+  tensor_arg(fn, x)
+  if #x._shape < 2 then fail(fn, "needs at least 2 dims (N, C, ...), got %s", shape_str(x._shape)) end
+  local channels = x._shape[2]
+  local shape = { 1, channels }
+  for _ = 3, #x._shape do shape[#shape + 1] = 1 end
+  local function per_channel(t, what, optional)
+    if t == nil and optional then return nil end
+    tensor_arg(fn, t, what)
+    if #t._shape ~= 1 or t._shape[1] ~= channels then
+      fail(fn, "%s has shape %s, expected (%d,) for input %s", what, shape_str(t._shape), channels, shape_str(x._shape))
+    end
+    return t:reshape(shape)
+  end
+  weight, bias = per_channel(weight, "weight", true), per_channel(bias, "bias", true)
+  mean, invstd = per_channel(mean, "mean"), per_channel(invstd, "invstd")
+  local y = x:sub(mean)
+  if weight then y = y:mul(weight) end
+  y = y:mul(invstd)
+  if bias then y = y:add(bias) end
+  return y
+end
+
+--- While tcl.training is true, zeroes each element with probability p (default 0.5) and
+--  scales the rest by 1/(1-p); otherwise returns x.
+function M.dropout(x, p)
+  tensor_arg("dropout", x)
+  p = p == nil and 0.5 or check.number("dropout", "p", p)
+  if not (p >= 0 and p <= 1) then fail("dropout", "p must be in [0, 1], got %s", tostring(p)) end
+  local tcl = package.loaded["tcl"]
+  if not (tcl and tcl.training) or p == 0 then return x end
+  if p == 1 then return x:mul(0) end
+  local keep = class.Tensor.rand(x._shape, { device = x.device }):ge(p)
+  return keep:where(x:mul(1 / (1 - p)), 0)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- encodings, attention, losses
+
+--- int32 one-hot vectors along a new last dim of n classes; x holds 1-based class indices
+--  (n defaults to the largest index, which realizes x).
+function M.one_hot(x, n)
+  tensor_arg("one_hot", x)
+  if not x.uop.dtype.is_int then fail("one_hot", "needs an integer tensor of class indices, got %s", x.uop.dtype.name) end
+  if n == nil then n = math.max(0, x:max():item()) end
+  n = check.integer_at_least("one_hot", "number of classes", n, 0)
+  local classes = class.Tensor.arange(1, n + 1, { device = x.device })
+  return x:unsqueeze(-1):eq(classes):where(1, 0)
+end
+
+--- softmax(q k^T / sqrt(d) + mask) v over the last two dims. mask: bool (true keeps) or
+--  additive; causal masks out keys after each query.
+function M.scaled_dot_product_attention(q, k, v, mask, causal)
+  local fn = "scaled_dot_product_attention"
+  tensor_arg(fn, q, "query")
+  tensor_arg(fn, k, "key")
+  tensor_arg(fn, v, "value")
+  local qs, ks, vs = q._shape, k._shape, v._shape
+  if #qs < 2 or #ks < 2 or #vs < 2 or qs[#qs] ~= ks[#ks] or ks[#ks - 1] ~= vs[#vs - 1] then
+    fail(fn, "query %s, key %s and value %s do not fit: need (..., L, E), (..., S, E) and (..., S, Ev)",
+      shape_str(qs), shape_str(ks), shape_str(vs))
+  end
+  local scores = q:matmul(k:transpose(-1, -2)):div(math.sqrt(qs[#qs]))
+  if causal then
+    local rows, cols = qs[#qs - 1], ks[#ks - 1]
+    scores = nodes.band_mask(rows, cols, -math.huge, 0, q.device):where(scores, -math.huge)
+  end
+  if mask ~= nil then
+    tensor_arg(fn, mask, "mask")
+    if mask.uop.dtype.is_bool then scores = mask:where(scores, -math.huge)
+    else scores = scores:add(mask) end
+  end
+  return scores:softmax(-1):matmul(v)
+end
+
+--- Cross entropy of logits x (classes along dim 2, or dim 1 for 1-d x) against target:
+--  1-based class indices (x's shape without the class dim) or probabilities (x's shape).
+--  opts: reduction ("mean", "sum" or "none") and label_smoothing.
+function M.cross_entropy(x, target, opts)
+  local fn = "cross_entropy"
+  tensor_arg(fn, x)
+  tensor_arg(fn, target, "target")
+  opts = check.options(fn, opts, { reduction = true, label_smoothing = true })
+  local reduction = opts.reduction or "mean"
+  local smoothing = opts.label_smoothing == nil and 0 or check.number(fn, "label_smoothing", opts.label_smoothing)
+  if #x._shape == 0 then fail(fn, "needs logits with a class dim, got %s", shape_str(x._shape)) end
+  local class_dim = #x._shape >= 2 and 2 or 1
+  local classes = x._shape[class_dim]
+  local y = target
+  if #target._shape == #x._shape - 1 and target.uop.dtype.is_int then
+    local expected = nodes.copy_shape(x)
+    table.remove(expected, class_dim)
+    if not check.same_shape(expected, target._shape) then
+      fail(fn, "target %s does not fit logits %s: expected %s", shape_str(target._shape), shape_str(x._shape), shape_str(expected))
+    end
+    y = target:one_hot(classes)
+    if class_dim == 2 and #y._shape > 2 then
+      local order = { 1, #y._shape }
+      for i = 2, #y._shape - 1 do order[#order + 1] = i end
+      y = y:permute(order)
+    end
+  elseif not check.same_shape(target._shape, x._shape) then
+    fail(fn, "target %s does not fit logits %s: give class indices or probabilities of the same shape",
+      shape_str(target._shape), shape_str(x._shape))
+  end
+  if smoothing ~= 0 then y = y:mul(1 - smoothing):add(smoothing / classes) end
+  local losses = x:log_softmax(class_dim):mul(y):sum(class_dim):neg()
+  if reduction == "mean" then return losses:mean() end
+  if reduction == "sum" then return losses:sum() end
+  if reduction == "none" then return losses end
+  fail(fn, "reduction must be 'mean', 'sum' or 'none', got %s", tostring(reduction))
+end
+
+--- Cross entropy of logits x (..., C) against 1-based integer labels (...), the mean over
+--  the labels; labels equal to opts.ignore_index do not count.
+function M.sparse_categorical_crossentropy(x, labels, opts)
+  local fn = "sparse_categorical_crossentropy"
+  tensor_arg(fn, x)
+  tensor_arg(fn, labels, "labels")
+  opts = check.options(fn, opts, { ignore_index = true })
+  if #x._shape == 0 then fail(fn, "needs logits with a class dim, got %s", shape_str(x._shape)) end
+  local expected = slice_of(x._shape, 1, #x._shape - 1)
+  if not labels.uop.dtype.is_int or not check.same_shape(expected, labels._shape) then
+    fail(fn, "labels must be integers of shape %s for logits %s, got %s %s", shape_str(expected), shape_str(x._shape),
+      labels.uop.dtype.name, shape_str(labels._shape))
+  end
+  local picked = x:log_softmax(-1):mul(labels:one_hot(x._shape[#x._shape])):sum(-1)
+  if opts.ignore_index == nil then return picked:mean():neg() end
+  local counted = labels:ne(check.integer(fn, "ignore_index", opts.ignore_index))
+  return counted:where(picked, 0):sum():neg():div(counted:sum())
+end
+
+return M

@@ -1,0 +1,166 @@
+-- api.nodes — builds tensor-graph nodes (src/core/ENCODINGS.md, "Tensor graph") for the
+-- Tensor API. Layer: lua/api.
+--
+-- These builders take and return tensors, know each node's encoding and its result shape,
+-- and skip nodes that would change nothing (a reshape to the same shape, a cast to the same
+-- dtype). They trust their arguments: the user-facing functions check them first and name
+-- themselves in the errors. Axes here are 0-based, as in node args.
+local core = require "tcl.core"
+local alu = require "tcl.alu"
+local class = require "api.class"
+
+local wrap = class.wrap
+local M = {}
+
+local function numel(shape)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  return n
+end
+
+local function same(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function ones_list(n)
+  local list = {}
+  for i = 1, n do list[i] = 1 end
+  return list
+end
+
+--- A CONST node's value in its dtype's Lua form (float for floats, integer for ints, boolean
+--  for bool), converted by CAST's rules, so equal constants are one interned node.
+function M.const_value(value, dtype)
+  return alu.cast(value, dtype)
+end
+
+--- A tensor of the given shape filled with one value: a scalar CONST broadcast by
+--  RESHAPE {1, ...} + EXPAND.
+function M.const(value, dtype, shape, device)
+  local scalar = wrap(core.uop("CONST", dtype, nil, M.const_value(value, dtype)), {}, device)
+  if #shape == 0 then return scalar end
+  return M.expand(M.reshape(scalar, ones_list(#shape)), shape)
+end
+
+function M.reshape(t, shape)
+  if same(t._shape, shape) then return t end
+  local x = t.uop
+  -- a reshape of a reshape is one reshape
+  if x.op == "RESHAPE" then x = x.src[1] end
+  return wrap(core.uop("RESHAPE", x.dtype, { x }, shape), shape, t.device)
+end
+
+--- out[i] = in[order[i]] (0-based axes).
+function M.permute(t, order)
+  local identity, shape = true, {}
+  for i = 1, #order do
+    shape[i] = t._shape[order[i] + 1]
+    if order[i] ~= i - 1 then identity = false end
+  end
+  if identity then return t end
+  return wrap(core.uop("PERMUTE", t.uop.dtype, { t.uop }, order), shape, t.device)
+end
+
+--- Grows size-1 dims to the sizes of `shape` (same number of dims).
+function M.expand(t, shape)
+  if same(t._shape, shape) then return t end
+  return wrap(core.uop("EXPAND", t.uop.dtype, { t.uop }, shape), shape, t.device)
+end
+
+--- Pads with zeros; `amounts` is the flat {before0, after0, before1, after1, ...}, all >= 0.
+function M.pad(t, amounts)
+  local shape, any = {}, false
+  for i = 1, #t._shape do
+    local before, after = amounts[2 * i - 1], amounts[2 * i]
+    shape[i] = t._shape[i] + before + after
+    if before ~= 0 or after ~= 0 then any = true end
+  end
+  if not any then return t end
+  return wrap(core.uop("PAD", t.uop.dtype, { t.uop }, amounts), shape, t.device)
+end
+
+--- Keeps the half-open window {start0, end0, start1, end1, ...} (0-based) of each dim.
+function M.shrink(t, window)
+  local shape, identity = {}, true
+  for i = 1, #t._shape do
+    local s, e = window[2 * i - 1], window[2 * i]
+    shape[i] = e - s
+    if s ~= 0 or e ~= t._shape[i] then identity = false end
+  end
+  if identity then return t end
+  return wrap(core.uop("SHRINK", t.uop.dtype, { t.uop }, window), shape, t.device)
+end
+
+--- Reverses the dims whose flag is 1.
+function M.flip(t, flags)
+  local any = false
+  for i = 1, #flags do if flags[i] ~= 0 then any = true end end
+  if not any then return t end
+  return wrap(core.uop("FLIP", t.uop.dtype, { t.uop }, flags), M.copy_shape(t), t.device)
+end
+
+--- Reduces the 0-based axes with "ADD", "MUL" or "MAX"; the reduced dims become 1.
+function M.reduce(t, op_name, axes)
+  if #axes == 0 then return t end
+  local shape = M.copy_shape(t)
+  for _, a in ipairs(axes) do shape[a + 1] = 1 end
+  return wrap(core.uop("REDUCE_AXIS", t.uop.dtype, { t.uop }, { op_name, axes }), shape, t.device)
+end
+
+--- An elementwise ALU node over same-shape tensors; dtype is the result's.
+function M.alu(op, dtype, sources)
+  local uops = {}
+  for i, s in ipairs(sources) do uops[i] = s.uop end
+  return wrap(core.uop(op, dtype, uops), M.copy_shape(sources[1]), sources[1].device)
+end
+
+function M.cast(t, dtype)
+  if rawequal(t.uop.dtype, dtype) then return t end
+  return wrap(core.uop("CAST", dtype, { t.uop }), M.copy_shape(t), t.device)
+end
+
+function M.contiguous(t)
+  return wrap(core.uop("CONTIGUOUS", t.uop.dtype, { t.uop }), M.copy_shape(t), t.device)
+end
+
+--- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.
+function M.broadcast_to(t, shape)
+  local have = t._shape
+  if same(have, shape) then return t end
+  if #have < #shape then
+    local padded = ones_list(#shape - #have)
+    for i = 1, #have do padded[#padded + 1] = have[i] end
+    t = M.reshape(t, padded)
+  end
+  return M.expand(t, shape)
+end
+
+function M.copy_shape(t)
+  return table.move(t._shape, 1, #t._shape, 1, {})
+end
+
+--- A bool (rows x cols) mask, true where lo <= col - row <= hi (math.huge for no bound).
+--  Built from movement ops only, so it stays lazy and fuses: a row vector V of width
+--  W = rows + cols + 1 with V[q] = (lo <= q - rows <= hi), repeated `rows` times and read
+--  back with a row stride of W - 1, which shifts each row one place to the right:
+--  element (r, c) of the result is V[c + rows - r].
+function M.band_mask(rows, cols, lo, hi, device)
+  local bool = core.dtypes.bool
+  if rows == 0 or cols == 0 then return M.const(false, bool, { rows, cols }, device) end
+  local width = rows + cols + 1
+  local first = math.max(0, math.min(width, rows + (lo == -math.huge and -width or lo)))
+  local last = math.max(first, math.min(width, rows + (hi == math.huge and width or hi) + 1))
+  local v = M.const(true, bool, { last - first }, device)
+  v = M.pad(v, { first, width - last })
+  local repeated = M.expand(M.reshape(v, { 1, width }), { rows, width })
+  local flat = M.reshape(repeated, { rows * width })
+  local strided = M.reshape(M.shrink(flat, { 0, rows * (width - 1) }), { rows, width - 1 })
+  return M.shrink(strided, { 0, rows, rows, rows + cols })
+end
+
+M.numel = numel
+M.same_shape = same
+
+return M

@@ -1,0 +1,123 @@
+-- api.print — tostring(t) / print(t): the values laid out like numpy and tinygrad print them,
+-- followed by the shape and dtype. Layer: lua/api.
+--
+--   Tensor([[1, 2],
+--           [3, 4]], shape=(2, 2), dtype=int32)
+--
+-- Columns are right-aligned to the widest shown value. Tensors of more than 1000 elements
+-- are elided: dims longer than 6 show their first and last 3 entries around a "...".
+-- Printing realizes the tensor.
+local check = require "api.check"
+
+local M = {}
+
+local ELIDE_ABOVE = 1000 -- numel above which long dims are elided
+local EDGE_ITEMS = 3     -- entries kept at each end of an elided dim
+local PREFIX = "Tensor("
+
+-- The entries of a dim of `size` to show: all, or the edges around "..." (0 stands for it).
+local function shown_indices(size, elide)
+  local list = {}
+  if elide and size > 2 * EDGE_ITEMS then
+    for i = 1, EDGE_ITEMS do list[#list + 1] = i end
+    list[#list + 1] = 0
+    for i = size - EDGE_ITEMS + 1, size do list[#list + 1] = i end
+  else
+    for i = 1, size do list[i] = i end
+  end
+  return list
+end
+
+-- One formatter for all the floats shown, so they line up: integral values as "2.0",
+-- very large or small magnitudes in scientific notation, the rest with the same number of
+-- decimals (up to 4), like numpy.
+local function float_formatter(values)
+  local integral, big, small = true, 0, math.huge
+  for _, v in ipairs(values) do
+    if v == v and v ~= math.huge and v ~= -math.huge then
+      if v ~= math.floor(v) then integral = false end
+      local a = math.abs(v)
+      if a > big then big = a end
+      if a ~= 0 and a < small then small = a end
+    end
+  end
+  local function special(v)
+    if v ~= v then return "nan" end
+    if v == math.huge then return "inf" end
+    if v == -math.huge then return "-inf" end
+  end
+  if big >= 1e8 or (not integral and small < 1e-4) then
+    return function(v) return special(v) or string.format("%.4e", v) end
+  end
+  if integral then
+    return function(v) return special(v) or string.format("%.1f", v) end
+  end
+  -- as many decimals as the most precise value needs (at most 4), the same for all
+  local decimals = 1
+  for _, v in ipairs(values) do
+    if v == v and v ~= math.huge and v ~= -math.huge then
+      local digits = #(string.format("%.4f", v):match("%.(%d-)0*$"))
+      if digits > decimals then decimals = digits end
+    end
+  end
+  local fixed = "%." .. decimals .. "f"
+  return function(v) return special(v) or string.format(fixed, v) end
+end
+
+--- The printed form of flat row-major `values` of `shape` and dtype name `dtype_name`.
+function M._render(values, shape, dtype_name)
+  local ndim = #shape
+  local suffix = ", shape=" .. check.shape_str(shape) .. ", dtype=" .. dtype_name .. ")"
+  local elide = check.numel(shape) > ELIDE_ABOVE
+  local strides, stride = {}, 1
+  for d = ndim, 1, -1 do
+    strides[d] = stride
+    stride = stride * shape[d]
+  end
+  -- first pass: which flat positions are shown
+  local shown = {}
+  local function collect(depth, offset)
+    if depth > ndim then shown[#shown + 1] = offset; return end
+    for _, i in ipairs(shown_indices(shape[depth], elide)) do
+      if i ~= 0 then collect(depth + 1, offset + (i - 1) * strides[depth]) end
+    end
+  end
+  collect(1, 0)
+  local format
+  local sample = values[shown[1] and shown[1] + 1]
+  if math.type(sample) == "float" then
+    local picked = {}
+    for k, offset in ipairs(shown) do picked[k] = values[offset + 1] end
+    format = float_formatter(picked)
+  else
+    format = tostring
+  end
+  local texts, width = {}, 0
+  for _, offset in ipairs(shown) do
+    local s = format(values[offset + 1])
+    texts[offset] = s
+    if #s > width then width = #s end
+  end
+  -- second pass: nested brackets, one line per innermost row, blank lines between blocks
+  local function block(depth, offset)
+    if depth > ndim then
+      local s = texts[offset]
+      return string.rep(" ", width - #s) .. s
+    end
+    local parts = {}
+    for _, i in ipairs(shown_indices(shape[depth], elide)) do
+      parts[#parts + 1] = i == 0 and "..." or block(depth + 1, offset + (i - 1) * strides[depth])
+    end
+    if depth == ndim then return "[" .. table.concat(parts, ", ") .. "]" end
+    local indent = string.rep(" ", #PREFIX + depth)
+    return "[" .. table.concat(parts, "," .. string.rep("\n", ndim - depth) .. indent) .. "]"
+  end
+  return PREFIX .. block(1, 0) .. suffix
+end
+
+--- tostring(t): realizes t and renders its values.
+function M.to_string(t)
+  return M._render(t:data(), t._shape, t.uop.dtype.name)
+end
+
+return M

@@ -1,0 +1,216 @@
+-- api.reduce — reductions (sum, mean, max, argmax, var, ...), softmax family and cumsum.
+-- Layer: lua/api.
+--
+-- `dim` is nil (every dim), a dim or a table of dims (1-based, negative from the end);
+-- `keepdim` keeps the reduced dims as size 1. Each reduction is one REDUCE_AXIS node with
+-- "ADD", "MUL" or "MAX" over 0-based axes (it keeps the reduced dims as 1), followed by a
+-- RESHAPE that drops them unless keepdim. min is max of an order-reversing map, argmax a
+-- max over a mask of reversed positions.
+local core = require "tcl.core"
+local class = require "api.class"
+local check = require "api.check"
+local nodes = require "api.nodes"
+local rules = require "api.dtype_rules"
+
+local is_tensor, fail = class.is_tensor, check.fail
+local dtypes = core.dtypes
+local M = {}
+
+local function tensor_arg(fn, x)
+  if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
+  return x
+end
+
+local function keepdim_arg(fn, keepdim)
+  if keepdim ~= nil and type(keepdim) ~= "boolean" then
+    fail(fn, "keepdim must be a boolean, got %s", check.type_name(keepdim))
+  end
+  return keepdim == true
+end
+
+-- Drops the (size-1) reduced axes unless keepdim.
+local function finish(t, axes, keepdim)
+  if keepdim or #axes == 0 then return t end
+  local dropped, shape = {}, {}
+  for _, a in ipairs(axes) do dropped[a] = true end
+  for i, s in ipairs(t._shape) do
+    if not dropped[i - 1] then shape[#shape + 1] = s end
+  end
+  return nodes.reshape(t, shape)
+end
+
+-- Number of elements folded into each result element.
+local function count_of(x, axes)
+  local n = 1
+  for _, a in ipairs(axes) do n = n * x._shape[a + 1] end
+  return n
+end
+
+-- The checked axes and keepdim of a reduction call.
+local function reduction_args(fn, x, dim, keepdim)
+  tensor_arg(fn, x)
+  return check.dims(fn, dim, x._shape), keepdim_arg(fn, keepdim)
+end
+
+-- Sum over axes in dtype `acc` (keeps the axes).
+local function sum_as(x, axes, acc)
+  return nodes.reduce(nodes.cast(x, acc), "ADD", axes)
+end
+
+-- An order-reversing bijection of x's dtype: -x for floats, bitwise not for integers (no
+-- overflow at the minimum), logical not for bool. min(x) = inverse(max(inverse(x))).
+local function inverse(x)
+  local dt = x.uop.dtype
+  if dt.is_float then return nodes.alu("NEG", dt, { x }) end
+  if dt.is_bool then return x:logical_not() end
+  local all_ones = dt.is_unsigned and dt.max or -1
+  if dt.name == "uint64" then all_ones = -1 end -- uint64's max is stored as its bits, -1
+  return nodes.alu("XOR", dt, { x, nodes.const(all_ones, dt, x._shape, x.device) })
+end
+
+--- Sum; ints and bool accumulate in (at least) int32, float16/bfloat16 in float32 and go back.
+function M.sum(x, dim, keepdim)
+  local axes, keep = reduction_args("sum", x, dim, keepdim)
+  local dt = x.uop.dtype
+  local total = sum_as(x, axes, rules.sum_accumulator(dt))
+  return finish(nodes.cast(total, rules.sum_result(dt)), axes, keep)
+end
+
+function M.prod(x, dim, keepdim)
+  local axes, keep = reduction_args("prod", x, dim, keepdim)
+  return finish(nodes.reduce(x, "MUL", axes), axes, keep)
+end
+
+function M.max(x, dim, keepdim)
+  local axes, keep = reduction_args("max", x, dim, keepdim)
+  return finish(nodes.reduce(x, "MAX", axes), axes, keep)
+end
+
+function M.min(x, dim, keepdim)
+  local axes, keep = reduction_args("min", x, dim, keepdim)
+  return finish(inverse(nodes.reduce(inverse(x), "MAX", axes)), axes, keep)
+end
+
+--- Mean; integer tensors give float32.
+function M.mean(x, dim, keepdim)
+  local axes, keep = reduction_args("mean", x, dim, keepdim)
+  local dt = x.uop.dtype
+  local total = sum_as(x, axes, rules.sum_accumulator(dt))
+  local out = rules.float_of(dt)
+  return finish(nodes.cast(total:div(count_of(x, axes)), out), axes, keep)
+end
+
+--- Variance with `correction` (default 1, Bessel's): sum((x - mean)^2) / max(0, n - correction).
+function M.var(x, dim, keepdim, correction)
+  local axes, keep = reduction_args("var", x, dim, keepdim)
+  correction = correction == nil and 1 or check.number("var", "correction", correction)
+  local xf = nodes.cast(x, rules.float_of(x.uop.dtype))
+  local n = count_of(x, axes)
+  local centered = xf:sub(M.mean(xf, dim, true))
+  local squares = nodes.cast(sum_as(centered:mul(centered), axes, rules.sum_accumulator(xf.uop.dtype)), xf.uop.dtype)
+  return finish(squares:div(math.max(0, n - correction)), axes, keep)
+end
+
+function M.std(x, dim, keepdim, correction)
+  tensor_arg("std", x)
+  return M.var(x, dim, keepdim, correction):sqrt()
+end
+
+-- The single reduced dim of argmax/argmin: nil flattens.
+local function arg_reduce(fn, x, dim, keepdim, values)
+  tensor_arg(fn, x)
+  local keep = keepdim_arg(fn, keepdim)
+  if dim == nil then
+    return arg_reduce(fn, nodes.reshape(x, { nodes.numel(x._shape) }), 1, false, values and
+      nodes.reshape(values, { nodes.numel(x._shape) }))
+  end
+  if type(dim) ~= "number" then fail(fn, "dim must be an integer, got %s", check.type_name(dim)) end
+  local axis = check.dim(fn, dim, x._shape)
+  local n = x._shape[axis + 1]
+  if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end
+  values = values or x
+  local is_max = values:eq(nodes.reduce(values, "MAX", { axis }))
+  -- position p (0-based) scores n - p: the largest score among the maxima is the first one
+  local shape = {}
+  for i = 1, #x._shape do shape[i] = 1 end
+  shape[axis + 1] = n
+  local scores = class.Tensor.arange(n, 0, -1, { device = x.device }):reshape(shape)
+  local best = nodes.reduce(is_max:where(scores, 0), "MAX", { axis })
+  return finish(nodes.const(n + 1, dtypes.int32, best._shape, x.device):sub(best), { axis }, keep)
+end
+
+--- The 1-based int32 index of the first maximum along dim (nil: of the flattened tensor, a
+--  0-d result whatever keepdim says, as in tinygrad).
+function M.argmax(x, dim, keepdim)
+  return arg_reduce("argmax", x, dim, keepdim)
+end
+
+function M.argmin(x, dim, keepdim)
+  tensor_arg("argmin", x)
+  return arg_reduce("argmin", x, dim, keepdim, inverse(x))
+end
+
+function M.any(x, dim, keepdim)
+  local axes, keep = reduction_args("any", x, dim, keepdim)
+  return finish(nodes.reduce(x:bool(), "MAX", axes), axes, keep)
+end
+
+function M.all(x, dim, keepdim)
+  local axes, keep = reduction_args("all", x, dim, keepdim)
+  return finish(nodes.reduce(x:logical_not(), "MAX", axes):logical_not(), axes, keep)
+end
+
+-- max over axes with infinities replaced by 0: subtracting it keeps exp finite, and
+-- all -inf (or +inf) rows still give -inf (+inf) instead of NaN. (softmax subtracts the
+-- plain max: a row of -inf has no softmax, NaN as in torch.)
+local function safe_max(x, axes)
+  local m = nodes.reduce(x, "MAX", axes)
+  return m:isinf():where(0, m)
+end
+
+function M.logsumexp(x, dim, keepdim)
+  local axes, keep = reduction_args("logsumexp", x, dim, keepdim)
+  x = nodes.cast(x, rules.float_of(x.uop.dtype))
+  local m = safe_max(x, axes)
+  local lse = nodes.reduce(x:sub(m):exp(), "ADD", axes):log():add(m)
+  return finish(lse, axes, keep)
+end
+
+--- exp(x) / sum(exp(x)) along dim (default -1).
+function M.softmax(x, dim)
+  tensor_arg("softmax", x)
+  local axes = #x._shape == 0 and {} or check.dims("softmax", dim or -1, x._shape)
+  x = nodes.cast(x, rules.float_of(x.uop.dtype))
+  local e = x:sub(nodes.reduce(x, "MAX", axes)):exp()
+  return e:div(nodes.reduce(e, "ADD", axes))
+end
+
+function M.log_softmax(x, dim)
+  tensor_arg("log_softmax", x)
+  local axes = #x._shape == 0 and {} or check.dims("log_softmax", dim or -1, x._shape)
+  x = nodes.cast(x, rules.float_of(x.uop.dtype))
+  local shifted = x:sub(nodes.reduce(x, "MAX", axes))
+  return shifted:sub(nodes.reduce(shifted:exp(), "ADD", axes):log())
+end
+
+--- Running sum along dim (default 1): out[i] = sum of x[j] for j <= i, as a masked sum over
+--  an (n x n) lower-triangular mask (lazy, fused into one kernel).
+function M.cumsum(x, dim)
+  tensor_arg("cumsum", x)
+  local dt = x.uop.dtype
+  if #x._shape == 0 then return nodes.cast(x, rules.sum_result(dt)) end
+  local axis = check.dim("cumsum", dim or 1, x._shape)
+  local n = x._shape[axis + 1]
+  -- x[j] along a new inner dim: (..., 1, n, ...), the outer dim (i) to be broadcast
+  local inner_shape = nodes.copy_shape(x)
+  table.insert(inner_shape, axis + 1, 1)
+  local inner = nodes.reshape(nodes.cast(x, rules.sum_accumulator(dt)), inner_shape)
+  local mask_shape = {}
+  for i = 1, #inner_shape do mask_shape[i] = 1 end
+  mask_shape[axis + 1], mask_shape[axis + 2] = n, n
+  local lower = nodes.reshape(nodes.band_mask(n, n, -math.huge, 0, x.device), mask_shape)
+  local total = nodes.reduce(lower:where(inner, 0), "ADD", { axis + 1 })
+  return nodes.cast(nodes.reshape(total, nodes.copy_shape(x)), rules.sum_result(dt))
+end
+
+return M

@@ -1,0 +1,128 @@
+-- api.tensor — the Tensor API's entry point (tcl.Tensor): gathers the concept modules into
+-- the class, and gets data out: realize, data, tolist, item, numel, size. Layer: lua/api.
+--
+--   local Tensor = require("tcl").Tensor
+--   local t = Tensor({{1, 2}, {3, 4}}) * 2 + 1      -- lazy: a graph of nodes
+--   print(t:sum(1):tolist())                        -- realizes: schedule, run, read back
+--
+-- Every concept module returns a table of functions; each becomes a field of the class, so
+-- it is a static function (Tensor.cat(list)) and a method (t:sum()) at once. Names starting
+-- with "_" are the modules' helpers for each other and stay out of the class.
+local class = require "api.class"
+local check = require "api.check"
+
+local Tensor = class.Tensor
+local is_tensor, fail = class.is_tensor, check.fail
+
+local CONCEPTS = {
+  "api.creation", "api.random", "api.elementwise", "api.movement", "api.reduce", "api.nn", "api.print",
+}
+
+local M = {}
+
+function M.is_tensor(v) return is_tensor(v) end
+
+local function tensor_arg(fn, t)
+  if not is_tensor(t) then fail(fn, "expected a tensor, got %s", check.type_name(t)) end
+  return t
+end
+
+--- Number of elements.
+function M.numel(t)
+  return check.numel(tensor_arg("numel", t)._shape)
+end
+
+--- The size of dim d (1-based, negative from the end), or the whole shape (a fresh table)
+--  when d is nil.
+function M.size(t, d)
+  tensor_arg("size", t)
+  if d == nil then return t.shape end
+  return t._shape[check.dim("size", d, t._shape) + 1]
+end
+
+-- A node that already holds its values in memory: a BUFFER, maybe reshaped.
+local function stored_buffer(uop)
+  while uop.op == "RESHAPE" do uop = uop.src[1] end
+  if uop.op == "BUFFER" then return uop end
+  return nil
+end
+
+--- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
+--  its computed buffer. Returns the tensors. On an error no tensor is changed.
+function M.realize_all(...)
+  local list = table.pack(...)
+  local pending, uops = {}, {}
+  for i = 1, list.n do
+    local t = list[i]
+    if not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
+    if stored_buffer(t.uop) == nil then
+      pending[#pending + 1] = t
+      uops[#uops + 1] = t.uop
+    end
+  end
+  if #pending > 0 then
+    local results = require("tcl.schedule").run(uops)
+    for i, t in ipairs(pending) do class.replace_uop(t, results[i]) end
+  end
+  return table.unpack(list, 1, list.n)
+end
+
+--- Computes t (and what it depends on); returns t.
+function M.realize(t)
+  tensor_arg("realize", t)
+  M.realize_all(t)
+  return t
+end
+
+--- The values as a flat row-major Lua list (floats, integers or booleans by dtype).
+function M.data(t)
+  tensor_arg("data", t)
+  M.realize_all(t)
+  local buffer = stored_buffer(t.uop)
+  if buffer == nil then
+    fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
+  end
+  return require("tcl.buffers").read(buffer)
+end
+
+--- The values as nested Lua tables following the shape; a 0-d tensor gives its value.
+function M.tolist(t)
+  tensor_arg("tolist", t)
+  local flat, shape = M.data(t), t._shape
+  if #shape == 0 then return flat[1] end
+  local position = 0
+  local function nest(depth)
+    local list = {}
+    if depth == #shape then
+      for i = 1, shape[depth] do list[i] = flat[position + i] end
+      position = position + shape[depth]
+    else
+      for i = 1, shape[depth] do list[i] = nest(depth + 1) end
+    end
+    return list
+  end
+  return nest(1)
+end
+
+--- The value of a one-element tensor.
+function M.item(t)
+  tensor_arg("item", t)
+  if check.numel(t._shape) ~= 1 then
+    fail("item", "needs a tensor with one element, got shape %s", check.shape_str(t._shape))
+  end
+  return M.data(t)[1]
+end
+
+local function install(functions, from)
+  for name, f in pairs(functions) do
+    if name:sub(1, 1) ~= "_" then
+      if rawget(Tensor, name) ~= nil then error("api.tensor: " .. name .. " is defined twice (" .. from .. ")") end
+      rawset(Tensor, name, f)
+    end
+  end
+end
+
+install(M, "api.tensor")
+for _, name in ipairs(CONCEPTS) do install(require(name), name) end
+
+return Tensor
