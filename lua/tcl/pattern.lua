@@ -47,13 +47,13 @@ local function op_list(ops, what)
       table.sort(list)
       return list
     end
-    if core.ops[ops] == nil then error(what .. ": unknown op '" .. ops .. "'", 4) end
+    if core.ops[ops] == nil then error(what .. ": unknown op '" .. ops .. "'", 3) end
     return { ops }
   end
-  if type(ops) ~= "table" then error(what .. ": op must be a name or a list of names", 4) end
+  if type(ops) ~= "table" then error(what .. ": op must be a name or a list of names", 3) end
   local list = {}
   for i, name in ipairs(ops) do
-    if core.ops[name] == nil then error(what .. ": unknown op '" .. tostring(name) .. "'", 4) end
+    if core.ops[name] == nil then error(what .. ": unknown op '" .. tostring(name) .. "'", 3) end
     list[i] = name
   end
   return list
@@ -65,7 +65,7 @@ local function dtype_list(dt, what)
   local list = {}
   for i, d in ipairs(dt) do
     local ok, obj = pcall(core.dtype, d)
-    if not ok then error(what .. ": unknown dtype '" .. tostring(d) .. "'", 4) end
+    if not ok then error(what .. ": unknown dtype '" .. tostring(d) .. "'", 3) end
     list[i] = obj
   end
   return list
@@ -202,18 +202,18 @@ function P.rules(entries)
   local rules = {}
   for i, entry in ipairs(entries) do
     if type(entry) ~= "table" then
-      error(string.format("%s: rule %d is a %s, expected {pattern, rewrite}", where, i, type(entry)), 2)
+      error(string.format("%s: rule %d is a %s, expected {pattern, rewrite}", where, i, type(entry)), 0)
     end
     local pat, rewrite = entry[1], entry[2]
     if not is_pattern(pat) then
-      error(string.format("%s: rule %d: the pattern is a %s, not a pattern", where, i, type(pat)), 2)
+      error(string.format("%s: rule %d: the pattern is a %s, not a pattern", where, i, type(pat)), 0)
     end
     local loc = pat.loc or where
     if type(rewrite) ~= "function" and type(rewrite) ~= "string" then
-      error(string.format("%s: the rewrite is a %s; use a function or a native rewrite's name", loc, type(rewrite)), 2)
+      error(string.format("%s: the rewrite is a %s; use a function or a native rewrite's name", loc, type(rewrite)), 0)
     end
     local ok, rule = pcall(native.rule, compile_table(pat), rewrite, loc)
-    if not ok then error(rule, 2) end
+    if not ok then error(rule, 0) end -- the C message starts with the rule's location
     rules[i] = rule
   end
   return setmetatable({ rules = rules }, RuleSet)
