@@ -92,7 +92,9 @@ fi
 
 # --- Sanitize (ASan + UBSan) -------------------------------------------------------------
 # Stock lua5.4 is not sanitized: to load the sanitized tcl.so it needs the ASan runtime
-# preloaded, and its own allocations are not checked for leaks (detect_leaks=0). A lua5.4
+# preloaded, and its own allocations are not checked for leaks (detect_leaks=0); a huge
+# allocation returns NULL as the C library does (allocator_may_return_null=1), so the
+# out-of-memory error paths run under ASan too. A lua5.4
 # wrapper put first on PATH does both, for busted and for every lua5.4 a spec starts. Other
 # programs started by specs must not inherit those settings: the sanitized `tcl` and C test
 # programs check for leaks, and cc, cmake, sh... run without ASan. So busted loads
@@ -106,7 +108,7 @@ sanitized_lua() { # sanitized_lua WRAPPER ASAN_RUNTIME REAL_LUA
 if [ "\${LD_PRELOAD+set}" = set ]; then export TCLC_CHILD_LD_PRELOAD="\$LD_PRELOAD"; else unset TCLC_CHILD_LD_PRELOAD; fi
 if [ "\${ASAN_OPTIONS+set}" = set ]; then export TCLC_CHILD_ASAN_OPTIONS="\$ASAN_OPTIONS"; else unset TCLC_CHILD_ASAN_OPTIONS; fi
 export LD_PRELOAD="$2\${LD_PRELOAD:+:\$LD_PRELOAD}"
-export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0:allocator_may_return_null=1"
 exec "$3" "\$@"
 EOF_WRAPPER
   chmod +x "$1"
