@@ -66,9 +66,20 @@ function M.replace_uop(t, uop)
 end
 
 --- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
-function M.default_device()
+--- The device name, checked against the devices the runtime has (EMU today).
+function M.checked_device(fn, name, origin)
+  local upper = name:upper()
+  local available = require("tcl.runtime").devices
+  for _, d in ipairs(available) do
+    if d == upper then return upper end
+  end
+  error(string.format("%s: unknown device '%s'%s (available: %s)", fn, name, origin or "",
+    table.concat(available, ", ")), 0)
+end
+
+function M.default_device(fn)
   local from_env = os.getenv("DEVICE")
-  if from_env and from_env ~= "" then return from_env:upper() end
+  if from_env and from_env ~= "" then return M.checked_device(fn or "Tensor", from_env, " from DEVICE") end
   return "EMU"
 end
 

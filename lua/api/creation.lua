@@ -24,9 +24,11 @@ local function buffers()
 end
 
 local function device_option(fn, device)
-  if device == nil then return class.default_device() end
+  if device == nil then return class.default_device(fn) end
   if type(device) ~= "string" then fail(fn, "device must be a string, got %s", check.type_name(device)) end
-  return device:upper()
+  local ok, checked = pcall(class.checked_device, fn, device)
+  if not ok then fail(fn, "%s", (checked:gsub("^[^:]*: ", ""))) end
+  return checked
 end
 
 --- The checked options {dtype=, device=}: dtype (or the default) and device.

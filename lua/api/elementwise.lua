@@ -44,7 +44,7 @@ local function broadcast_shape(fn, shapes)
   end
   return out
 end
-M.broadcast_shape = broadcast_shape
+M._broadcast_shape = broadcast_shape -- internal: "_" keeps it off the Tensor class
 
 local function is_scalar(v)
   return type(v) == "number" or type(v) == "boolean"
@@ -91,13 +91,13 @@ local function operands(fn, args, device)
   end
   return out, dtype
 end
-M.operands = operands
+M._operands = operands
 
 local function tensor_arg(fn, x)
   if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
   return x
 end
-M.tensor_arg = tensor_arg
+M._tensor_arg = tensor_arg
 
 -- A scalar of x's shape and dtype (for formulas).
 local function like(x, value)

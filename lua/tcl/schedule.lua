@@ -32,7 +32,7 @@ local M = {}
 --- DEBUG level: M.debug when set (specs), else the DEBUG environment variable.
 local function debug_level()
   if M.debug ~= nil then return M.debug end
-  return tonumber(os.getenv("DEBUG") or "") or 0
+  return math.tointeger(tonumber(os.getenv("DEBUG") or "")) or 0 -- as lower.lua reads it
 end
 
 local function check_outputs(outputs, fn)
