@@ -121,35 +121,40 @@ uint32_t tcl_ctx_next_mark(tcl_ctx *ctx) {
 
 /* arg_h and tag_h: tcl_arg_hash of the arg and tag, computed once per call and used by both
  * hashes (they depend on content only, so they are as stable as the content hash needs). */
+/* Both hashes cover a handful of 64-bit words, so an inline multiply-rotate combine with a
+ * final avalanche (the murmur3 finalizer) is enough, and far cheaper than a general hash call.
+ * It is deterministic, so content hashes stay equal across processes. */
+static inline uint64_t hash_word(uint64_t h, uint64_t v) {
+    h ^= v * 0x9e3779b97f4a7c15ull;
+    h = (h << 31) | (h >> 33);
+    return h * 0xbf58476d1ce4e5b9ull;
+}
+
+static inline uint64_t hash_finish(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
 static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h, uint64_t tag_h) {
-    uint64_t buf[20];
-    size_t n = 0;
-    buf[n++] = ((uint64_t)op << 40) | ((uint64_t)dtype << 32) | (uint64_t)nsrc;
-    buf[n++] = arg_h;
-    buf[n++] = tag_h;
-    uint64_t h = 0;
-    for (size_t i = 0; i < nsrc; i++) {
-        if (n == sizeof buf / sizeof buf[0]) { h = XXH3_64bits_withSeed(buf, n * 8, h); n = 0; }
-        buf[n++] = src[i]->id;
-    }
-    return XXH3_64bits_withSeed(buf, n * 8, h);
+    uint64_t h = hash_word(0x243f6a8885a308d3ull, ((uint64_t)op << 40) | ((uint64_t)dtype << 32) | (uint64_t)nsrc);
+    h = hash_word(h, arg_h);
+    h = hash_word(h, tag_h);
+    for (size_t i = 0; i < nsrc; i++) h = hash_word(h, src[i]->id);
+    return hash_finish(h);
 }
 
 static uint64_t content_hash(const tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
                              uint64_t arg_h, uint64_t tag_h) {
-    uint64_t buf[20];
-    size_t n = 0;
-    buf[n++] = ctx->op_name_hash[op];
-    buf[n++] = ctx->dtype_name_hash[dtype];
-    buf[n++] = arg_h;
-    buf[n++] = tag_h;
-    buf[n++] = nsrc;
-    uint64_t h = 0;
-    for (size_t i = 0; i < nsrc; i++) {
-        if (n == sizeof buf / sizeof buf[0]) { h = XXH3_64bits_withSeed(buf, n * 8, h); n = 0; }
-        buf[n++] = src[i]->content_hash;
-    }
-    return XXH3_64bits_withSeed(buf, n * 8, h);
+    uint64_t h = hash_word(0x13198a2e03707344ull, ctx->op_name_hash[op]);
+    h = hash_word(h, ctx->dtype_name_hash[dtype]);
+    h = hash_word(h, arg_h);
+    h = hash_word(h, tag_h);
+    h = hash_word(h, nsrc);
+    for (size_t i = 0; i < nsrc; i++) h = hash_word(h, src[i]->content_hash);
+    return hash_finish(h);
 }
 
 static bool node_matches(const tcl_uop *u, uint64_t hash, int op, int dtype, tcl_uop *const *src, size_t nsrc,
