@@ -412,7 +412,12 @@ describe("shape.of", function()
 
   it("forgets the shapes of collected nodes when it prunes", function()
     local nodes = {}
-    for i = 1, 50 do nodes[i] = reshape(buffers.new(F32, 6), { 2, 3 }) end
+    -- hold both nodes of each pair: a source alive only in C may lose its userdata (and so
+    -- its memo entry) at any collection, which would make the count below depend on GC timing
+    for i = 1, 50 do
+      local buffer = buffers.new(F32, 6)
+      nodes[2 * i - 1], nodes[2 * i] = buffer, reshape(buffer, { 2, 3 })
+    end
     for _, n in ipairs(nodes) do shape.of(n) end
     shape.prune()
     local with_nodes = shape.memo_size()

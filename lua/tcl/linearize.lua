@@ -297,16 +297,7 @@ function M.linearize(sink)
   return out
 end
 
-local function format_value(v)
-  if type(v) == "table" then
-    local parts = {}
-    for i = 1, #v do parts[i] = format_value(v[i]) end
-    return "(" .. table.concat(parts, ", ") .. ")"
-  elseif type(v) == "string" then
-    return string.format("%q", v)
-  end
-  return tostring(v)
-end
+local format_value = require("tcl.uop").format_value
 
 --- One line per node: position, op, dtype, sources (positions), arg; loops indented.
 function M.format(list)

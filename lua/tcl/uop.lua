@@ -26,6 +26,8 @@ local function format_value(v)
   return tostring(v)
 end
 
+M.format_value = format_value
+
 -- One line per node; a node met again is shown as a reference to its first line.
 local function render_tree(root)
   local lines, number_of, next_number = {}, {}, 0

@@ -280,30 +280,40 @@ static int fast_check_dtype(lua_State *L, int idx) {
     return tcl_lua_check_dtype(L, idx);
 }
 
+/* Reads the list of sources at idx into src (stack_src when it fits, else a userdata pushed
+ * on the stack). uop_mt is the index of the UOp metatable, compared directly for speed. */
+static tcl_uop **read_sources(lua_State *L, int idx, int uop_mt, tcl_uop **stack_src, size_t stack_cap,
+                              size_t *nsrc, const char *fn, int op) {
+    tcl_uop **src = stack_src;
+    *nsrc = 0;
+    if (lua_isnoneornil(L, idx)) return src;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    size_t n = lua_rawlen(L, idx);
+    if (n > stack_cap) src = lua_newuserdatauv(L, n * sizeof *src, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i + 1);
+        src[i] = NULL;
+        if (lua_getmetatable(L, -1)) {
+            if (lua_rawequal(L, -1, uop_mt)) src[i] = ((uop_box *)lua_touserdata(L, -2))->u;
+            lua_pop(L, 1);
+        }
+        if (!src[i])
+            return luaL_error(L, "%s: source %d of %s is a %s, not a UOp", fn, (int)i + 1, tcl_op_get(op)->name,
+                              luaL_typename(L, -1)), NULL;
+        lua_pop(L, 1);
+    }
+    *nsrc = n;
+    return src;
+}
+
 static int l_uop_fast(lua_State *L) {
     tcl_ctx *ctx = ((ctx_box *)lua_touserdata(L, lua_upvalueindex(1)))->ctx;
     lua_settop(L, 5);
     int op = fast_check_op(L, 1);
     int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : fast_check_dtype(L, 2);
-    tcl_uop *stack_src[8], **src = stack_src;
-    size_t nsrc = 0;
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        nsrc = lua_rawlen(L, 3);
-        if (nsrc > 8) src = lua_newuserdatauv(L, nsrc * sizeof *src, 0);
-        for (size_t i = 0; i < nsrc; i++) {
-            lua_rawgeti(L, 3, (lua_Integer)i + 1);
-            src[i] = NULL;
-            if (lua_getmetatable(L, -1)) {
-                if (lua_rawequal(L, -1, lua_upvalueindex(6))) src[i] = ((uop_box *)lua_touserdata(L, -2))->u;
-                lua_pop(L, 1);
-            }
-            if (!src[i])
-                return luaL_error(L, "uop: source %d of %s is a %s, not a UOp", (int)i + 1, tcl_op_get(op)->name,
-                                  luaL_typename(L, -1));
-            lua_pop(L, 1);
-        }
-    }
+    tcl_uop *stack_src[8];
+    size_t nsrc;
+    tcl_uop **src = read_sources(L, 3, lua_upvalueindex(6), stack_src, 8, &nsrc, "uop", op);
     tcl_arg arg, tag;
     tcl_lua_to_arg(L, 4, &arg, "uop arg");
     tcl_lua_to_arg(L, 5, &tag, "uop tag");
@@ -314,36 +324,6 @@ static int l_uop_fast(lua_State *L) {
     return 1;
 }
 
-/* core.uop(op, dtype, sources, arg, tag) -> UOp. dtype nil means void. */
-static int l_uop(lua_State *L) {
-    tcl_ctx *ctx = tcl_lua_ctx(L);
-    lua_settop(L, 5); /* scratch storage for args is pushed above the parameters */
-    int op = tcl_lua_check_op(L, 1);
-    int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
-    tcl_uop *stack_src[8], **src = stack_src;
-    size_t nsrc = 0;
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        nsrc = lua_rawlen(L, 3);
-        if (nsrc > 8) src = lua_newuserdatauv(L, nsrc * sizeof *src, 0);
-        for (size_t i = 0; i < nsrc; i++) {
-            lua_rawgeti(L, 3, (lua_Integer)i + 1);
-            src[i] = tcl_lua_test_uop(L, -1);
-            if (!src[i])
-                return luaL_error(L, "uop: source %d of %s is a %s, not a UOp", (int)i + 1, tcl_op_get(op)->name,
-                                  luaL_typename(L, -1));
-            lua_pop(L, 1);
-        }
-    }
-    tcl_arg arg, tag;
-    tcl_lua_to_arg(L, 4, &arg, "uop arg");
-    tcl_lua_to_arg(L, 5, &tag, "uop tag");
-    tcl_uop *u = tcl_uop_new(ctx, op, dtype, src, nsrc, &arg, &tag);
-    if (!u) return luaL_error(L, "uop: %s", tcl_ctx_error(ctx));
-    tcl_lua_push_uop(L, u);
-    tcl_uop_unref(u); /* the userdata holds its own reference */
-    return 1;
-}
 
 /* core.find(op, dtype, sources, arg, tag) -> the live node, or nil (creates nothing) */
 static int l_find(lua_State *L) {
@@ -351,19 +331,11 @@ static int l_find(lua_State *L) {
     lua_settop(L, 5);
     int op = tcl_lua_check_op(L, 1);
     int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
-    tcl_uop *stack_src[8], **src = stack_src;
-    size_t nsrc = 0;
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        nsrc = lua_rawlen(L, 3);
-        if (nsrc > 8) src = lua_newuserdatauv(L, nsrc * sizeof *src, 0);
-        for (size_t i = 0; i < nsrc; i++) {
-            lua_rawgeti(L, 3, (lua_Integer)i + 1);
-            src[i] = tcl_lua_test_uop(L, -1);
-            if (!src[i]) return luaL_error(L, "find: source %d is not a UOp", (int)i + 1);
-            lua_pop(L, 1);
-        }
-    }
+    luaL_getmetatable(L, UOP_MT);
+    int uop_mt = lua_gettop(L);
+    tcl_uop *stack_src[8];
+    size_t nsrc;
+    tcl_uop **src = read_sources(L, 3, uop_mt, stack_src, 8, &nsrc, "find", op);
     tcl_arg arg, tag;
     tcl_lua_to_arg(L, 4, &arg, "find arg");
     tcl_lua_to_arg(L, 5, &tag, "find tag");
@@ -531,7 +503,7 @@ int luaopen_tcl_core(lua_State *L) {
     }
 
     static const luaL_Reg funcs[] = {
-        {"uop", l_uop},         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
+        {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"toposort", l_toposort},
         {NULL, NULL},
     };
