@@ -51,15 +51,19 @@ local BOOL = tcl.dtype "bool"
 ---------------------------------------------------------------------------------------------
 -- dtype classes (names, as pattern dtype lists)
 
-local INTS = { "index", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64" }
-local SIGNED = { "index", "int8", "int16", "int32", "int64" }
-local FLOATS = { "fp8e4m3", "fp8e5m2", "float16", "bfloat16", "float32", "float64" }
-local function concat(...)
-  local out = {}
-  for _, list in ipairs { ... } do for _, v in ipairs(list) do out[#out + 1] = v end end
-  return out
+-- derived from the dtype table, so a dtype added there joins its class here
+local function dtype_names(keep)
+  local list = {}
+  for name, d in pairs(tcl.dtypes) do
+    if keep(d) then list[#list + 1] = name end
+  end
+  table.sort(list)
+  return list
 end
-local INTS_BOOL = concat(INTS, { "bool" })
+local INTS = dtype_names(function(d) return d.is_int end)
+local SIGNED = dtype_names(function(d) return d.is_int and not d.is_unsigned end)
+local FLOATS = dtype_names(function(d) return d.is_float end)
+local INTS_BOOL = dtype_names(function(d) return d.is_int or d.is_bool end)
 
 local function is_const(u) return u.op == "CONST" end
 
@@ -106,15 +110,6 @@ local function vmax(u) return (bounds.vmax(u)) end
 
 local x, y = P.var "x", P.var "y"
 local c, c2 = P.cvar "c", P.cvar "c2"
---- The ops of a group (tcl.groups) plus the extra op names, for op lists.
-local function ops_in(group, ...)
-  local list = {}
-  for name in pairs(tcl.groups[group]) do list[#list + 1] = name end
-  for _, extra in ipairs { ... } do list[#list + 1] = extra end
-  table.sort(list)
-  return list
-end
-
 local function root(ops, opts)
   opts = opts or {}
   opts.name = "root"
@@ -124,12 +119,12 @@ end
 ---------------------------------------------------------------------------------------------
 -- constant folding: every ALU op, CAST and BITCAST on CONST sources, through tcl_alu_exec
 M.fold = P.rules {
-  { P.op(ops_in("ALU", "CAST", "BITCAST"), P.cvar(), { order = "each" }), "fold_constants" },
+  { P.op({ "ALU", "CAST", "BITCAST" }, P.cvar(), { order = "each" }), "fold_constants" },
 }
 
 -- ranges decide: an integer or bool ALU node (or cast) with vmin == vmax is that constant
 M.decide = P.rules {
-  { P.op(ops_in("ALU", "CAST"), nil, { dtype = INTS_BOOL }), "fold_to_bounds" },
+  { P.op({ "ALU", "CAST" }, nil, { dtype = INTS_BOOL }), "fold_to_bounds" },
 }
 
 ---------------------------------------------------------------------------------------------

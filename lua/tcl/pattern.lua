@@ -37,25 +37,26 @@ end
 local function is_pattern(v) return getmetatable(v) == Pat end
 P.is_pattern = is_pattern
 
+-- Op names and group names (such as "Binary", which stands for its ops), alone or in a list,
+-- become one sorted list of op names.
 local function op_list(ops, what)
   if ops == nil then return nil end
-  if type(ops) == "string" then
-    local group = core.groups[ops]
-    if group then -- a group name such as "Binary" stands for its ops
-      local list = {}
-      for name in pairs(group) do list[#list + 1] = name end
-      table.sort(list)
-      return list
-    end
-    if core.ops[ops] == nil then error(what .. ": unknown op '" .. ops .. "'", 3) end
-    return { ops }
-  end
+  if type(ops) == "string" then ops = { ops } end
   if type(ops) ~= "table" then error(what .. ": op must be a name or a list of names", 3) end
-  local list = {}
-  for i, name in ipairs(ops) do
-    if core.ops[name] == nil then error(what .. ": unknown op '" .. tostring(name) .. "'", 3) end
-    list[i] = name
+  local set = {}
+  for _, name in ipairs(ops) do
+    local group = core.groups[name]
+    if group then
+      for op in pairs(group) do set[op] = true end
+    elseif core.ops[name] ~= nil then
+      set[name] = true
+    else
+      error(what .. ": unknown op '" .. tostring(name) .. "'", 3)
+    end
   end
+  local list = {}
+  for name in pairs(set) do list[#list + 1] = name end
+  table.sort(list)
   return list
 end
 
@@ -97,7 +98,7 @@ function P.const(value, dtype)
   return new_pattern { op = { "CONST" }, arg = value, has_arg = true, dtype = dtype_list(dtype, "P.const") }
 end
 
---- A node with op(s) `ops` (a name, a list, or a group name like "Binary") and sources `src`.
+--- A node with op(s) `ops` (names and group names like "Binary", alone or in a list) and sources `src`.
 -- opts: name, dtype, arg, order ("in" default, "any" for any order, "each" = one pattern for all sources).
 function P.op(ops, src, opts)
   opts = opts or {}

@@ -54,12 +54,12 @@ local PRIORITY = { "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32"
   "float16", "bfloat16", "float32", "float64" }
 
 local function reachable(name)
-  local seen, todo = { [name] = true }, { name }
-  while #todo > 0 do
-    for _, next_name in ipairs(SUCCESSORS[table.remove(todo)]) do
+  local seen, frontier = { [name] = true }, { name }
+  while #frontier > 0 do
+    for _, next_name in ipairs(SUCCESSORS[table.remove(frontier)]) do
       if not seen[next_name] then
         seen[next_name] = true
-        todo[#todo + 1] = next_name
+        frontier[#frontier + 1] = next_name
       end
     end
   end
