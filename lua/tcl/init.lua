@@ -12,7 +12,7 @@ core.UOp.bounds = bounds.bounds
 
 local tcl = {
   core = core,
-  version = "0.1.0",
+  version = core.version,
   uop = core.uop,
   UOp = uop,
   dtypes = core.dtypes,

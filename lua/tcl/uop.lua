@@ -5,11 +5,6 @@ local core = require "tcl.core"
 local M = {}
 local methods = core.UOp
 
---- Builds (or finds) the interned node. dtype nil = void; src a list of UOps.
-function M.new(op, dtype, src, arg, tag)
-  return core.uop(op, dtype, src, arg, tag)
-end
-
 --- Builds a node from a table {op=, dtype=, src=, arg=, tag=}.
 function M.from(t)
   return core.uop(t.op, t.dtype, t.src, t.arg, t.tag)

@@ -509,6 +509,10 @@ int luaopen_tcl_core(lua_State *L) {
     };
     luaL_newlib(L, funcs);
     register_tables(L);
+#ifdef TCLC_VERSION
+    lua_pushstring(L, TCLC_VERSION); /* the one version, from CMakeLists.txt */
+    lua_setfield(L, -2, "version");
+#endif
     lua_getfield(L, LUA_REGISTRYINDEX, UOP_METHODS_KEY);
     lua_setfield(L, -2, "UOp"); /* Lua code adds methods (printing, helpers) to this table */
     luaL_getmetatable(L, UOP_MT);
