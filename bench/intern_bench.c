@@ -119,6 +119,30 @@ static plain_node *plain_set_find(const plain_set *set, const uint64_t key[3], u
 enum { NEW_CONST, NEW_ADD, WARM_CONST, WARM_ADD, INTERNED_CONST, INTERNED_ADD, FREE_ALL, BASELINE_NEW, BASELINE_FOUND,
        NFIGURES };
 
+/* consts[i] = CONST int64 i for i < nodes. */
+static void build_consts(tcl_ctx *ctx, tcl_uop **consts, size_t nodes) {
+    for (size_t i = 0; i < nodes; i++) {
+        tcl_arg arg = tcl_arg_int((int64_t)i);
+        if (!(consts[i] = tcl_uop_new(ctx, TCL_OP_CONST, TCL_INT64, NULL, 0, &arg, NULL))) die("building CONST", ctx);
+    }
+}
+
+/* ADD over every ordered pair of the first `side` constants: side * side distinct nodes. */
+static void build_adds(tcl_ctx *ctx, tcl_uop *const *consts, tcl_uop **adds, size_t side) {
+    for (size_t i = 0, k = 0; i < side; i++)
+        for (size_t j = 0; j < side; j++, k++) {
+            tcl_uop *src[2] = {consts[i], consts[j]};
+            if (!(adds[k] = tcl_uop_new(ctx, TCL_OP_ADD, TCL_INT64, src, 2, NULL, NULL))) die("building ADD", ctx);
+        }
+}
+
+/* Drops every node built by build_consts and build_adds; the context must be left empty. */
+static void free_all(tcl_ctx *ctx, tcl_uop **consts, size_t nodes, tcl_uop **adds, size_t side) {
+    for (size_t k = 0; k < side * side; k++) tcl_uop_unref(adds[k]);
+    for (size_t i = 0; i < nodes; i++) tcl_uop_unref(consts[i]);
+    if (tcl_ctx_live_count(ctx) != 0) die("nodes left after freeing", ctx);
+}
+
 static void one_run(size_t nodes, size_t side, tally r[NFIGURES]) {
     tcl_ctx *ctx = tcl_ctx_new();
     if (!ctx) die("out of memory (context)", NULL);
@@ -126,12 +150,8 @@ static void one_run(size_t nodes, size_t side, tally r[NFIGURES]) {
     if (!consts || !adds) die("out of memory (arrays)", NULL);
 
     instant t0 = now();
-    for (size_t i = 0; i < nodes; i++) {
-        tcl_arg arg = tcl_arg_int((int64_t)i);
-        if (!(consts[i] = tcl_uop_new(ctx, TCL_OP_CONST, TCL_INT64, NULL, 0, &arg, NULL))) die("building CONST", ctx);
-    }
-    instant t1 = now();
-    add_to(&r[NEW_CONST], nodes, t0, t1);
+    build_consts(ctx, consts, nodes);
+    add_to(&r[NEW_CONST], nodes, t0, now());
 
     t0 = now();
     for (size_t i = 0; i < nodes; i++) {
@@ -140,18 +160,11 @@ static void one_run(size_t nodes, size_t side, tally r[NFIGURES]) {
         if (again != consts[i]) die("CONST not found again", ctx);
         tcl_uop_unref(again);
     }
-    t1 = now();
-    add_to(&r[INTERNED_CONST], nodes, t0, t1);
+    add_to(&r[INTERNED_CONST], nodes, t0, now());
 
-    /* ADD over every ordered pair of the first `side` constants: side * side distinct nodes */
     t0 = now();
-    for (size_t i = 0, k = 0; i < side; i++)
-        for (size_t j = 0; j < side; j++, k++) {
-            tcl_uop *src[2] = {consts[i], consts[j]};
-            if (!(adds[k] = tcl_uop_new(ctx, TCL_OP_ADD, TCL_INT64, src, 2, NULL, NULL))) die("building ADD", ctx);
-        }
-    t1 = now();
-    add_to(&r[NEW_ADD], side * side, t0, t1);
+    build_adds(ctx, consts, adds, side);
+    add_to(&r[NEW_ADD], side * side, t0, now());
 
     t0 = now();
     for (size_t i = 0, k = 0; i < side; i++)
@@ -161,36 +174,21 @@ static void one_run(size_t nodes, size_t side, tally r[NFIGURES]) {
             if (again != adds[k]) die("ADD not found again", ctx);
             tcl_uop_unref(again);
         }
-    t1 = now();
-    add_to(&r[INTERNED_ADD], side * side, t0, t1);
+    add_to(&r[INTERNED_ADD], side * side, t0, now());
 
     t0 = now();
-    for (size_t k = 0; k < side * side; k++) tcl_uop_unref(adds[k]);
-    for (size_t i = 0; i < nodes; i++) tcl_uop_unref(consts[i]);
-    t1 = now();
-    add_to(&r[FREE_ALL], nodes + side * side, t0, t1);
-    if (tcl_ctx_live_count(ctx) != 0) die("nodes left after freeing", ctx);
+    free_all(ctx, consts, nodes, adds, side);
+    add_to(&r[FREE_ALL], nodes + side * side, t0, now());
 
     /* The same nodes again in the same context, as a long-lived state builds graph after graph:
      * the intern table has its size and freed node memory is reused (no growth, no first touch). */
     t0 = now();
-    for (size_t i = 0; i < nodes; i++) {
-        tcl_arg arg = tcl_arg_int((int64_t)i);
-        if (!(consts[i] = tcl_uop_new(ctx, TCL_OP_CONST, TCL_INT64, NULL, 0, &arg, NULL))) die("building CONST", ctx);
-    }
-    t1 = now();
-    add_to(&r[WARM_CONST], nodes, t0, t1);
+    build_consts(ctx, consts, nodes);
+    add_to(&r[WARM_CONST], nodes, t0, now());
     t0 = now();
-    for (size_t i = 0, k = 0; i < side; i++)
-        for (size_t j = 0; j < side; j++, k++) {
-            tcl_uop *src[2] = {consts[i], consts[j]};
-            if (!(adds[k] = tcl_uop_new(ctx, TCL_OP_ADD, TCL_INT64, src, 2, NULL, NULL))) die("building ADD", ctx);
-        }
-    t1 = now();
-    add_to(&r[WARM_ADD], side * side, t0, t1);
-    for (size_t k = 0; k < side * side; k++) tcl_uop_unref(adds[k]);
-    for (size_t i = 0; i < nodes; i++) tcl_uop_unref(consts[i]);
-    if (tcl_ctx_live_count(ctx) != 0) die("nodes left after freeing", ctx);
+    build_adds(ctx, consts, adds, side);
+    add_to(&r[WARM_ADD], side * side, t0, now());
+    free_all(ctx, consts, nodes, adds, side);
     tcl_ctx_free(ctx);
     free(adds);
 
@@ -208,16 +206,14 @@ static void one_run(size_t nodes, size_t side, tally r[NFIGURES]) {
         plain_set_add(&set, n);
         plain[i] = n;
     }
-    t1 = now();
-    add_to(&r[BASELINE_NEW], nodes, t0, t1);
+    add_to(&r[BASELINE_NEW], nodes, t0, now());
 
     t0 = now();
     for (size_t i = 0; i < nodes; i++) {
         uint64_t key[3] = {TCL_OP_CONST, TCL_INT64, i};
         if (plain_set_find(&set, key, plain_hash(key)) != plain[i]) die("baseline: not found again", NULL);
     }
-    t1 = now();
-    add_to(&r[BASELINE_FOUND], nodes, t0, t1);
+    add_to(&r[BASELINE_FOUND], nodes, t0, now());
     for (size_t i = 0; i < nodes; i++) free(plain[i]);
     free(set.slots);
     free(consts);

@@ -35,14 +35,15 @@ local function median(values)
 end
 
 -- figures[name] = {nodes = n, seconds = s}, summed over the repetitions of one run;
--- order lists the names in the order they were first recorded.
-local figures, order
+-- order lists the names in the order they were first recorded (per_run has one list per name).
+local figures, order, per_run
 local function record(name, count, seconds)
   if not figures[name] then
     figures[name] = { nodes = 0, seconds = 0 }
-    local listed = false
-    for _, known in ipairs(order) do listed = listed or known == name end
-    if not listed then order[#order + 1] = name end
+    if not per_run[name] then
+      per_run[name] = {}
+      order[#order + 1] = name
+    end
   end
   figures[name].nodes = figures[name].nodes + count
   figures[name].seconds = figures[name].seconds + seconds
@@ -111,15 +112,11 @@ end
 -- One graph size, `repeat_count` repetitions per run; prints the medians over RUNS runs.
 local function measure(title, nodes, repeat_count)
   local side = math.floor(math.sqrt(nodes))
-  local per_run = {}
-  order = {}
+  order, per_run = {}, {}
   for _ = 1, RUNS do
     figures = {}
     for _ = 1, repeat_count do one_run(nodes, side) end
-    for name, f in pairs(figures) do
-      per_run[name] = per_run[name] or {}
-      table.insert(per_run[name], f.nodes / f.seconds)
-    end
+    for name, f in pairs(figures) do table.insert(per_run[name], f.nodes / f.seconds) end
   end
   print(string.format("\n%s: %d CONST + %d ADD nodes, %d repetition(s) per run, median of %d runs",
     title, nodes, side * side, repeat_count, RUNS))

@@ -7,25 +7,14 @@
 #   share/lua/5.4/...                the Lua files (the source tree's lua/)
 #   lib/lua/5.4/tcl.so               the Lua C module, for `require "tcl"` from lua5.4
 #   lib/pkgconfig/tclc.pc            pkg-config name "tclc"
-# Targets written by other parts of the tree may not exist yet; each is guarded.
 # The installed `tcl` finds its Lua files at <exe dir>/../share/lua/5.4 (src/api/lua_dir.c),
 # so the tree can be moved or installed under any prefix.
 
-if(TARGET tcl)
-  install(TARGETS tcl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-endif()
-
-if(TARGET tclc_static)
-  install(TARGETS tclc_static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-endif()
-if(TARGET tclc_shared)
-  # libtclc.so.0.1.0 plus the soname link libtclc.so.0 and the development link libtclc.so
-  install(TARGETS tclc_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-endif()
-
-if(EXISTS ${CMAKE_SOURCE_DIR}/include/tclc.h)
-  install(FILES ${CMAKE_SOURCE_DIR}/include/tclc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-endif()
+install(TARGETS tcl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS tclc_static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# libtclc.so.0.1.0 plus the soname link libtclc.so.0 and the development link libtclc.so
+install(TARGETS tclc_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/include/tclc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # The whole lua/ tree, as the build tree uses it (src/api puts lua/ on package.path), so
 # every require that works there works installed: lua/tcl/init.lua becomes
@@ -34,9 +23,7 @@ endif()
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/ DESTINATION ${TCLC_LUA_INSTALL_DIR}
         FILES_MATCHING PATTERN "*.lua")
 
-if(TARGET tcl_lua_module)
-  install(TARGETS tcl_lua_module LIBRARY DESTINATION ${TCLC_CMOD_INSTALL_DIR})
-endif()
+install(TARGETS tcl_lua_module LIBRARY DESTINATION ${TCLC_CMOD_INSTALL_DIR})
 
 # pkg-config file. Its prefix is computed from where the file lies (${pcfiledir}), so it
 # stays right when the install prefix is chosen at install time (`--prefix`), not configure

@@ -4,13 +4,14 @@
  * tclc_lua). Run by spec/embed_spec.lua; by hand: <build>/examples/embed/tcl_embed_api_check
  * Prints one line per check and ends with "api_check: N passed, M failed"; exit status 1 if
  * any failed. Run it under the Sanitize build to check memory on the error paths too. */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, mkstemp, fdopen */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, mkstemp, fdopen, close */
 
 #include <lua.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tclc.h"
 
@@ -83,7 +84,13 @@ static void check_running_code(tally *t, tclc_state *S) {
     int fd = mkstemp(path);
     if (fd >= 0) f = fdopen(fd, "w");
     check(t, f != NULL, "temporary script created");
-    if (!f) return;
+    if (!f) {
+        if (fd >= 0) { /* created, but no stream on it: close and remove it here */
+            close(fd);
+            remove(path);
+        }
+        return;
+    }
     fputs("local a, b = ...\nfile_result = a .. '+' .. tostring(b)\n", f);
     fclose(f);
     tclc_value args[2] = {tclc_string("first"), tclc_integer(2)};

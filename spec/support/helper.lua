@@ -17,22 +17,20 @@ end
 --- Runs a shell command; returns exit status, stdout, stderr.
 function M.run(cmd, stdin_text)
   local out, err = os.tmpname(), os.tmpname()
-  local full = cmd .. " >" .. out .. " 2>" .. err
+  local input = "/dev/null"
   if stdin_text then
-    local input = os.tmpname()
+    input = os.tmpname()
     local f = assert(io.open(input, "wb"))
     f:write(stdin_text)
     f:close()
-    full = full .. " <" .. input
-  else
-    full = full .. " </dev/null"
   end
-  local ok, how, code = os.execute(full)
+  local ok, how, code = os.execute(cmd .. " >" .. out .. " 2>" .. err .. " <" .. input)
   local status = (how == "exit") and code or 128 + (code or 0)
   if ok == true then status = 0 end
   local stdout, stderr = read_all(out), read_all(err)
   os.remove(out)
   os.remove(err)
+  if stdin_text then os.remove(input) end
   return status, stdout, stderr
 end
 

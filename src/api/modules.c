@@ -24,12 +24,10 @@ static const luaL_Reg native_modules[] = {
     {NULL, NULL},
 };
 
-void tclc_api_preload_native_modules(lua_State *L) {
+/* Registers each layer's luaopen_tcl_* in package.preload ("tcl.core", ...). */
+static void preload_native_modules(lua_State *L) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-    for (const luaL_Reg *m = native_modules; m->name; m++) {
-        lua_pushcfunction(L, m->func);
-        lua_setfield(L, -2, m->name);
-    }
+    luaL_setfuncs(L, native_modules, 0);
     lua_pop(L, 1);
 }
 
@@ -43,7 +41,7 @@ static void prepend_to_package_path(lua_State *L, const char *dir) {
 }
 
 int tclc_api_open_modules(lua_State *L) {
-    tclc_api_preload_native_modules(L);
+    preload_native_modules(L);
 
     char dir[TCLC_API_PATH_CAP], looked[4 * TCLC_API_PATH_CAP];
     bool found = tclc_api_find_lua_dir(dir, sizeof dir, looked, sizeof looked);

@@ -5,9 +5,6 @@
 
 #include <lua.h>
 
-/* Registers each layer's luaopen_tcl_* in package.preload ("tcl.core", ...). */
-void tclc_api_preload_native_modules(lua_State *L);
-
 /* Preloads the native modules, puts the Lua files on package.path, requires "tcl" and sets
  * the globals. Expects the standard libraries to be open. Returns LUA_OK, or a Lua status
  * with the message (traceback included) on top of the stack. */
