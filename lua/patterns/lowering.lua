@@ -152,18 +152,13 @@ M.early = P.rules {
     if n < 3 or src[n].op ~= "RANGE" or src[n - 1].op ~= "RANGE" then return nil end
     local first = n
     while first > 1 and src[first - 1].op == "RANGE" do first = first - 1 end
-    local deps = {}
-    for i = 1, first - 1 do deps[i] = src[i] end
-    if #deps == 0 then error("END with only ranges: it closes no body", 0) end
-    local e, inner = nil, deps
+    if first == 1 then error("END with only ranges: it closes no body", 0) end
+    local e = table.move(src, 1, first - 1, 1, {}) -- the deps, then each range innermost first
     for i = n, first, -1 do
-      local s = {}
-      for k, d in ipairs(inner) do s[k] = d end
-      s[#s + 1] = src[i]
-      e = uop("END", VOID, s)
-      inner = { e }
+      e[#e + 1] = src[i]
+      e = { uop("END", VOID, e) }
     end
-    return e
+    return e[1]
   end },
 }
 
@@ -249,11 +244,11 @@ end
 -- END's loop gets a copy of the range (a fresh axis id) and stays a loop of its own.
 local function merge_ends_once(sink)
   local g = linearize.analyze(sink)
-  local todo = {}
+  local multi_end = {} -- the ranges closed by more than one END
   for _, r in ipairs(g.ranges) do
-    if g.ends[r] and #g.ends[r] > 1 then todo[#todo + 1] = r end
+    if g.ends[r] and #g.ends[r] > 1 then multi_end[#multi_end + 1] = r end
   end
-  if #todo == 0 then return nil end
+  if #multi_end == 0 then return nil end
 
   local next_axis = 0
   for _, r in ipairs(g.ranges) do
@@ -268,8 +263,10 @@ local function merge_ends_once(sink)
     return false
   end
 
+  -- g.ends[r] is in toposort order, so an END can depend only on the ones before it
+
   local map = {}
-  for _, r in ipairs(todo) do
+  for _, r in ipairs(multi_end) do
     local groups = {}
     for _, e in ipairs(g.ends[r]) do
       local k, joined = key(g.uses[e]), nil
@@ -277,7 +274,7 @@ local function merge_ends_once(sink)
         if grp.key == k then
           local free = true
           for _, other in ipairs(grp.ends) do
-            if depends(e, other) or depends(other, e) then free = false break end
+            if depends(e, other) then free = false break end
           end
           if free then joined = grp break end
         end

@@ -56,24 +56,21 @@ function M.run(sink, ctx)
     else
       ok, result = pcall(pass.fn, sink, ctx)
     end
-    if not ok then
-      error(string.format("kernel '%s': pass '%s': %s", tostring(ctx.name or "kernel"), pass.name, tostring(result)), 0)
-    end
-    if result == nil then
-      error(string.format("kernel '%s': pass '%s' returned nothing", tostring(ctx.name or "kernel"), pass.name), 0)
+    if not ok or result == nil then
+      error(string.format("kernel '%s': pass '%s'%s", tostring(ctx.name or "kernel"), pass.name,
+        ok and " returned nothing" or ": " .. tostring(result)), 0)
     end
     sink = result
   end
-  local present, src, missing = {}, nil, false
+  local present, src = {}, nil
   for _, p in ipairs(params_of(sink)) do present[p] = true end
   for _, p in ipairs(params) do
     if not present[p] then
       src = src or sink.src
       src[#src + 1] = p
-      missing = true
     end
   end
-  if missing then sink = sink:replace { src = src } end
+  if src then sink = sink:replace { src = src } end
   return sink
 end
 

@@ -185,7 +185,7 @@ function M.linearize(sink)
   -- chain of a set of ranges: the set closed under nesting, outermost loop first. Closed
   -- and acyclic, it is a chain exactly when the depths are 0, 1, 2, ... (one per depth).
   local chain_cache = {}
-  local function chain(set, who)
+  local function chain(set, u) -- u: the node that asks, named in the error
     local c = chain_cache[set]
     if c then return c end
     local closed = set
@@ -195,7 +195,8 @@ function M.linearize(sink)
       local d = #outer[q] + 1 -- at most #closed: outer[q] is inside closed, without q
       local other = c[d]
       if other then
-        error(string.format("linearize: %s uses %s (node %d) and %s (node %d), whose loops are not nested", who,
+        error(string.format("linearize: node %d (%s) uses %s (node %d) and %s (node %d), whose loops are not nested",
+          pos[u], u.op,
           describe_range(ranges[other]), pos[ranges[other]], describe_range(ranges[q]), pos[ranges[q]]), 0)
       end
       c[d] = q
@@ -207,14 +208,13 @@ function M.linearize(sink)
   local chain_of = {}
   for _, u in ipairs(topo) do
     local op = u.op
-    local who = string.format("node %d (%s)", pos[u], op)
     if op == "RANGE" then
-      chain_of[u] = chain(outer[rid[u]], who)
+      chain_of[u] = chain(outer[rid[u]], u)
     elseif op == "END" then
       local s = src[u]
-      chain_of[u] = chain(outer[rid[s[#s]]], who)
+      chain_of[u] = chain(outer[rid[s[#s]]], u)
     else
-      chain_of[u] = chain(uses[u], who)
+      chain_of[u] = chain(uses[u], u)
     end
   end
 

@@ -82,23 +82,15 @@ static bool is_signed_int(int dt) {
     return d->is_int && !d->is_unsigned;
 }
 
-/* An integer register as int64: unsigned values past INT64_MAX saturate (they are out of
- * range of any buffer and any loop anyway). */
-static int64_t as_int64(tcl_scalar s) {
-    if (s.dtype == TCL_BOOL) return s.v.b;
-    if (tcl_dtype_get(s.dtype)->is_unsigned) return s.v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)s.v.u;
-    return s.v.i;
-}
-
-/* An integer register the build checked to be a non-bool int: only uint64 needs care. */
+/* An integer register the build checked to be a non-bool int, as int64: only uint64 (wide)
+ * needs care, and its values past INT64_MAX saturate (they are out of range of any buffer
+ * and any loop anyway). */
 static inline int64_t reg_int(tcl_scalar s, bool wide) {
     if (wide) return s.v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)s.v.u;
     return s.v.i; /* sign-extended, or zero-extended below 64 bits: the same integer */
 }
 
-static bool is_uint64(int dt) { return dt == TCL_UINT64; }
-
-static void free_program(tcl_emu_program *p) {
+void tcl_emu_program_free(tcl_emu_program *p) {
     if (!p) return;
     if (p->inst)
         for (size_t i = 0; i < p->n; i++) tcl_arg_free(&p->inst[i].arg);
@@ -109,8 +101,6 @@ static void free_program(tcl_emu_program *p) {
     free(p->name);
     free(p);
 }
-
-void tcl_emu_program_free(tcl_emu_program *p) { free_program(p); }
 
 /* ---- building ---- */
 
@@ -126,30 +116,30 @@ typedef struct builder {
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
 } builder;
 
-/* "kernel 'name': instruction i (OP): <message>", always false (for `return fail(...)`). */
+/* Formats fmt after the first `used` characters of err (what a snprintf of a prefix
+ * returned). Returns the new length, or -1 when err is full or on an encoding error. */
+static int append_vf(char *err, size_t errcap, int used, const char *fmt, va_list ap) {
+    if (used < 0 || (size_t)used >= errcap) return -1;
+    int w = vsnprintf(err + used, errcap - (size_t)used, fmt, ap);
+    return w < 0 || (size_t)(used + w) >= errcap ? -1 : used + w;
+}
+
+/* fail's instruction for a problem of the whole kernel. */
+#define WHOLE_KERNEL SIZE_MAX
+
+/* "kernel 'name': instruction i (OP): <message>" ("kernel 'name': <message>" for
+ * WHOLE_KERNEL), always false (for `return fail(...)`). */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
 static bool fail(builder *b, size_t i, const char *fmt, ...) {
-    int used = snprintf(b->err, b->errcap, "kernel '%s': instruction %zu (%s): ", b->p->name, i,
-                        op_name(b->nodes[i]->op));
-    if (used < 0 || (size_t)used >= b->errcap) return false;
+    int used = i == WHOLE_KERNEL
+                   ? snprintf(b->err, b->errcap, "kernel '%s': ", b->p->name)
+                   : snprintf(b->err, b->errcap, "kernel '%s': instruction %zu (%s): ", b->p->name, i,
+                              op_name(b->nodes[i]->op));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(b->err + used, b->errcap - (size_t)used, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static bool fail_kernel(builder *b, const char *fmt, ...) {
-    int used = snprintf(b->err, b->errcap, "kernel '%s': ", b->p->name);
-    if (used < 0 || (size_t)used >= b->errcap) return false;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->err + used, b->errcap - (size_t)used, fmt, ap);
+    append_vf(b->err, b->errcap, used, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -241,14 +231,6 @@ static bool add_mem(builder *b, size_t i, bool is_param) {
     return true;
 }
 
-static tcl_scalar zero_scalar(int dtype) {
-    tcl_scalar s;
-    memset(&s, 0, sizeof s);
-    s.dtype = dtype;
-    if (tcl_dtype_get(dtype)->is_float) s.v.f = 0.0;
-    return s;
-}
-
 static bool check_alu(builder *b, size_t i) {
     const tcl_uop *u = b->nodes[i];
     const tcl_op_info *info = tcl_op_get(u->op);
@@ -262,7 +244,7 @@ static bool check_alu(builder *b, size_t i) {
     for (uint32_t k = 0; k < u->nsrc; k++) {
         const emu_inst *src = &b->p->inst[b->p->srcs[in->src_off + k]];
         if (!is_value(src)) return fail(b, i, "source %u (%s) is %s", k + 1, op_name(src->op), not_value_reason(src));
-        s[k] = zero_scalar(src->dtype);
+        s[k] = tcl_scalar_from_bits(0, src->dtype);
         int w = snprintf(types + used, sizeof types - used, "%s%s", k ? ", " : "", dtype_name(src->dtype));
         if (w > 0 && (size_t)w < sizeof types - used) used += (size_t)w;
     }
@@ -300,8 +282,8 @@ static bool check_node(builder *b, size_t i) {
         if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
             return fail(b, i, "end must be an integer value, not %s %s", dtype_name(s0->dtype), op_name(s0->op));
         in->kind = K_RANGE;
-        in->wide = is_uint64(s0->dtype);
-        in->imm = zero_scalar(u->dtype);
+        in->wide = s0->dtype == TCL_UINT64;
+        in->imm = tcl_scalar_from_bits(0, u->dtype);
         return true;
     case TCL_OP_END:
         if (u->dtype != TCL_VOID) return fail(b, i, "must be void, not %s", dtype_name(u->dtype));
@@ -315,7 +297,7 @@ static bool check_node(builder *b, size_t i) {
         if (u->dtype != s0->dtype)
             return fail(b, i, "dtype %s differs from its buffer's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
         in->kind = K_INDEX;
-        in->wide = is_uint64(s1->dtype);
+        in->wide = s1->dtype == TCL_UINT64;
         in->mem = s0->mem;
         return true;
     case TCL_OP_LOAD:
@@ -354,10 +336,10 @@ static bool check_node(builder *b, size_t i) {
         if (which < 0) return fail(b, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
         in->kind = K_SPECIAL;
         in->which = which;
-        in->wide = is_uint64(s0->dtype);
-        in->imm = zero_scalar(u->dtype);
+        in->wide = s0->dtype == TCL_UINT64;
+        in->imm = tcl_scalar_from_bits(0, u->dtype);
         if (s0->kind == K_CONST) {
-            int64_t size = as_int64(s0->imm);
+            int64_t size = reg_int(s0->imm, in->wide);
             if (size <= 0 || size > UINT32_MAX) return fail(b, i, "size %" PRId64 " is out of range", size);
             if (b->special_size[which] && b->special_size[which] != size)
                 return fail(b, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", special_names[which], size,
@@ -443,14 +425,14 @@ static bool finish_memory(builder *b) {
     p->params = calloc(b->nparams ? b->nparams : 1, sizeof *p->params);
     p->nregs = b->nregs;
     p->regs = calloc(b->nregs ? b->nregs : 1, sizeof *p->regs);
-    if (!p->params || !p->regs) return fail_kernel(b, "out of memory");
+    if (!p->params || !p->regs) return fail(b, WHOLE_KERNEL, "out of memory");
     for (size_t k = 0; k < b->nparams; k++) p->params[b->params[k].slot] = b->params[k];
     size_t offset = 0;
     for (size_t k = 0; k < b->nregs; k++) {
         p->regs[k] = b->regs[k];
         offset = (offset + 7) & ~(size_t)7;
         size_t bytes = p->regs[k].numel * p->regs[k].itemsize;
-        if (bytes > SIZE_MAX - offset - 8) return fail_kernel(b, "scratch memory too large");
+        if (bytes > SIZE_MAX - offset - 8) return fail(b, WHOLE_KERNEL, "scratch memory too large");
         p->regs[k].offset = offset;
         offset += bytes;
     }
@@ -468,7 +450,7 @@ static bool resolve_launch(builder *b, const tcl_launch *given) {
         uint32_t *dim = k < 3 ? &l->global[k] : &l->local[k - 3];
         int64_t size = b->special_size[k];
         if (size && *dim && (int64_t)*dim != size)
-            return fail_kernel(b, "SPECIAL %s has size %" PRId64 " but the launch's %s size %d is %u", special_names[k],
+            return fail(b, WHOLE_KERNEL, "SPECIAL %s has size %" PRId64 " but the launch's %s size %d is %u", special_names[k],
                                size, k < 3 ? "global" : "local", k % 3, *dim);
         if (!*dim) *dim = size ? (uint32_t)size : 1;
     }
@@ -514,7 +496,7 @@ tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, si
         total_src += nodes[i]->nsrc;
     }
     if (total_src > INT32_MAX) {
-        fail_kernel(&b, "too many sources");
+        fail(&b, WHOLE_KERNEL, "too many sources");
         goto done;
     }
     size_t cap = n ? n : 1;
@@ -526,10 +508,10 @@ tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, si
     b.param_at = calloc(cap, sizeof *b.param_at);
     b.reg_at = calloc(cap, sizeof *b.reg_at);
     if (!p->inst || !p->srcs || !open || !b.params || !b.regs || !b.param_at || !b.reg_at) {
-        fail_kernel(&b, "out of memory");
+        fail(&b, WHOLE_KERNEL, "out of memory");
         goto done;
     }
-    p->n = n; /* from here free_program frees the args of every instruction */
+    p->n = n; /* from here tcl_emu_program_free frees the args of every instruction */
 
     size_t nopen = 0;
     uint32_t src_off = 0;
@@ -560,7 +542,7 @@ done:
     free(b.param_at);
     free(b.reg_at);
     if (!ok) {
-        free_program(p);
+        tcl_emu_program_free(p);
         return NULL;
     }
     return p;
@@ -607,14 +589,12 @@ __attribute__((format(printf, 6, 7)))
 static int run_error(const tcl_emu_program *p, const emu_thread *t, size_t pc, char *err, size_t errcap,
                      const char *fmt, ...) {
     int used = snprintf(err, errcap, "kernel '%s': instruction %zu (%s): ", p->name, pc, op_name(p->inst[pc].op));
-    if (used < 0 || (size_t)used >= errcap) return -1;
     va_list ap;
     va_start(ap, fmt);
-    int w = vsnprintf(err + used, errcap - (size_t)used, fmt, ap);
+    used = append_vf(err, errcap, used, fmt, ap);
     va_end(ap);
-    if (w < 0 || (size_t)(used + w) >= errcap) return -1;
-    if (many_threads(&p->launch))
-        snprintf(err + used + w, errcap - (size_t)(used + w), " (thread gidx (%" PRId64 ",%" PRId64 ",%" PRId64
+    if (used >= 0 && many_threads(&p->launch))
+        snprintf(err + used, errcap - (size_t)used, " (thread gidx (%" PRId64 ",%" PRId64 ",%" PRId64
                  ") lidx (%" PRId64 ",%" PRId64 ",%" PRId64 "))", t->ids[0], t->ids[1], t->ids[2], t->ids[3],
                  t->ids[4], t->ids[5]);
     return -1;

@@ -131,12 +131,10 @@ static int buffer_write(lua_State *L) {
     return 1;
 }
 
+/* The value as its CONST arg would be (uint64 past INT64_MAX as its two's complement). */
 static void push_scalar(lua_State *L, tcl_scalar s) {
-    const tcl_dtype_info *d = tcl_dtype_get(s.dtype);
-    if (s.dtype == TCL_BOOL) lua_pushboolean(L, s.v.b);
-    else if (d->is_float) lua_pushnumber(L, s.v.f);
-    else if (d->is_unsigned) lua_pushinteger(L, (lua_Integer)s.v.u); /* two's complement past INT64_MAX */
-    else lua_pushinteger(L, s.v.i);
+    tcl_arg a = tcl_scalar_to_arg(s);
+    tcl_lua_push_arg(L, &a);
 }
 
 static int buffer_read(lua_State *L) {
