@@ -4,6 +4,9 @@
 -- function ("reshape: ...") and names the shapes involved. Errors are raised at the user's
 -- line: the first stack frame outside lua/api, so a message points at the script, not at us.
 -- All checks run before any node is built, so a failed call leaves nothing half-done.
+local class = require "api.class"
+local shape_of = require "tcl.shape"
+
 local M = {}
 
 -- The directory of this file: frames whose source starts with it belong to the API.
@@ -40,6 +43,12 @@ function M.type_name(v)
   local t = type(v)
   if t == "table" and getmetatable(v) and getmetatable(v).__name then return getmetatable(v).__name end
   return t
+end
+
+--- x, when it is a tensor; fails "fn: expected a tensor, got ..." otherwise.
+function M.tensor(fn, x)
+  if not class.is_tensor(x) then fail(fn, "expected a tensor, got %s", M.type_name(x)) end
+  return x
 end
 
 --- An integer from an integer-valued number (2.0 is accepted as 2); fails otherwise.
@@ -138,6 +147,13 @@ function M.shape_args(fn, ...)
   return shape, next_index
 end
 
+--- A shape given as one argument: a size or a table of sizes (full, randint).
+function M.shape(fn, shape)
+  if type(shape) == "number" then shape = { shape } end
+  if type(shape) ~= "table" then fail(fn, "shape must be a table of sizes, got %s", M.type_name(shape)) end
+  return (M.shape_args(fn, shape))
+end
+
 --- A shape (varargs or one table) followed by an optional options table: zeros(2, 3),
 --  zeros({2, 3}), zeros(2, 3, {dtype = "int32"}). Returns the shape and the options (or nil).
 function M.shape_and_options(fn, ...)
@@ -162,23 +178,9 @@ function M.options(fn, opts, known)
   return opts
 end
 
---- Number of elements of a shape.
-function M.numel(shape)
-  local n = 1
-  for i = 1, #shape do n = n * shape[i] end
-  return n
-end
-
---- A copy of a list.
-function M.copy(list)
-  return table.move(list, 1, #list, 1, {})
-end
-
---- True when two shapes are equal.
-function M.same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+-- Shape helpers are tcl.shape's (one definition for the front end and the scheduler).
+M.numel = shape_of.numel
+M.copy = shape_of.copy
+M.same_shape = shape_of.equal
 
 return M

@@ -65,7 +65,6 @@ function M.replace_uop(t, uop)
   rawset(t, "uop", uop)
 end
 
---- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
 --- The device name, checked against the devices the runtime has (EMU today).
 function M.checked_device(fn, name, origin)
   local upper = name:upper()
@@ -77,6 +76,7 @@ function M.checked_device(fn, name, origin)
     table.concat(available, ", ")), 0)
 end
 
+--- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
 function M.default_device(fn)
   local from_env = os.getenv("DEVICE")
   if from_env and from_env ~= "" then return M.checked_device(fn or "Tensor", from_env, " from DEVICE") end

@@ -117,9 +117,7 @@ end
 
 function M.full(shape, value, opts)
   local fn = "full"
-  if type(shape) == "number" then shape = { shape } end
-  if type(shape) ~= "table" then fail(fn, "shape must be a table of sizes, got %s", check.type_name(shape)) end
-  shape = check.shape_args(fn, shape)
+  shape = check.shape(fn, shape)
   if type(value) ~= "number" and type(value) ~= "boolean" then
     fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
   end
@@ -127,29 +125,28 @@ function M.full(shape, value, opts)
   return nodes.const(value, dtype, shape, device)
 end
 
-function M.zeros(...)
-  local shape, opts = check.shape_and_options("zeros", ...)
-  local dtype, device = options("zeros", opts, rules.default_float)
-  return nodes.const(0, dtype, shape, device)
+-- zeros and ones: a CONST fill, float32 unless a dtype is given.
+local function filled(fn, value)
+  return function(...)
+    local shape, opts = check.shape_and_options(fn, ...)
+    local dtype, device = options(fn, opts, rules.default_float)
+    return nodes.const(value, dtype, shape, device)
+  end
 end
-
-function M.ones(...)
-  local shape, opts = check.shape_and_options("ones", ...)
-  local dtype, device = options("ones", opts, rules.default_float)
-  return nodes.const(1, dtype, shape, device)
-end
+M.zeros = filled("zeros", 0)
+M.ones = filled("ones", 1)
 
 --- A tensor with unspecified contents (a fresh buffer).
 function M.empty(...)
   local shape, opts = check.shape_and_options("empty", ...)
   local dtype, device = options("empty", opts, rules.default_float)
-  local numel = nodes.numel(shape)
+  local numel = check.numel(shape)
   local node = buffers().new(dtype, numel, device)
   return nodes.reshape(wrap(node, { numel }, device), shape)
 end
 
 local function like_options(fn, t, opts)
-  if not is_tensor(t) then fail(fn, "expected a tensor, got %s", check.type_name(t)) end
+  check.tensor(fn, t)
   opts = check.options(fn, opts, OPTIONS)
   local dtype = opts.dtype ~= nil and rules.dtype(fn, opts.dtype) or t.uop.dtype
   local device = opts.device ~= nil and device_option(fn, opts.device) or t.device
@@ -229,7 +226,7 @@ end
 
 --- Keeps the elements on and above diagonal k of the last two dims (zeros elsewhere).
 function M.triu(x, k)
-  if not is_tensor(x) then fail("triu", "expected a tensor, got %s", check.type_name(x)) end
+  check.tensor("triu", x)
   if #x._shape < 2 then fail("triu", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
   k = k == nil and 0 or check.integer("triu", "diagonal", k)
   local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
@@ -238,7 +235,7 @@ end
 
 --- Keeps the elements on and below diagonal k of the last two dims (zeros elsewhere).
 function M.tril(x, k)
-  if not is_tensor(x) then fail("tril", "expected a tensor, got %s", check.type_name(x)) end
+  check.tensor("tril", x)
   if #x._shape < 2 then fail("tril", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
   k = k == nil and 0 or check.integer("tril", "diagonal", k)
   local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]

@@ -44,7 +44,6 @@ local function broadcast_shape(fn, shapes)
   end
   return out
 end
-M._broadcast_shape = broadcast_shape -- internal: "_" keeps it off the Tensor class
 
 local function is_scalar(v)
   return type(v) == "number" or type(v) == "boolean"
@@ -91,13 +90,8 @@ local function operands(fn, args, device)
   end
   return out, dtype
 end
-M._operands = operands
 
-local function tensor_arg(fn, x)
-  if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
-  return x
-end
-M._tensor_arg = tensor_arg
+local tensor_arg = check.tensor
 
 -- A scalar of x's shape and dtype (for formulas).
 local function like(x, value)
@@ -111,20 +105,16 @@ end
 -- ---------------------------------------------------------------------------------------
 -- arithmetic
 
-function M.add(a, b)
-  local t, dt = operands("add", { a, b, n = 2 })
-  return nodes.alu("ADD", dt, t)
+-- Binary ops that are one ALU node of the promoted dtype.
+local function binary(fn, op)
+  return function(a, b)
+    local t, dt = operands(fn, { a, b, n = 2 })
+    return nodes.alu(op, dt, t)
+  end
 end
-
-function M.sub(a, b)
-  local t, dt = operands("sub", { a, b, n = 2 })
-  return nodes.alu("SUB", dt, t)
-end
-
-function M.mul(a, b)
-  local t, dt = operands("mul", { a, b, n = 2 })
-  return nodes.alu("MUL", dt, t)
-end
+M.add = binary("add", "ADD")
+M.sub = binary("sub", "SUB")
+M.mul = binary("mul", "MUL")
 
 --- True division: integer operands are divided as float32 (as in tinygrad).
 function M.div(a, b)
@@ -174,15 +164,8 @@ function M.pow(a, b)
   return nodes.cast(nodes.alu("POW", float, { nodes.cast(t[1], float), nodes.cast(t[2], float) }), dt)
 end
 
-function M.maximum(a, b)
-  local t, dt = operands("maximum", { a, b, n = 2 })
-  return nodes.alu("MAX", dt, t)
-end
-
-function M.minimum(a, b)
-  local t, dt = operands("minimum", { a, b, n = 2 })
-  return nodes.alu("MIN", dt, t)
-end
+M.maximum = binary("maximum", "MAX")
+M.minimum = binary("minimum", "MIN")
 
 --- Clamps into [lo, hi]; either bound may be nil.
 function M.clamp(x, lo, hi)
@@ -202,9 +185,13 @@ M.clip = M.clamp
 -- ---------------------------------------------------------------------------------------
 -- comparisons and logic (bool results)
 
-function M.eq(a, b) return nodes.alu("CMPEQ", dtypes.bool, (operands("eq", { a, b, n = 2 }))) end
-function M.ne(a, b) return nodes.alu("CMPNE", dtypes.bool, (operands("ne", { a, b, n = 2 }))) end
-function M.lt(a, b) return nodes.alu("CMPLT", dtypes.bool, (operands("lt", { a, b, n = 2 }))) end
+-- Comparisons that are one ALU node with a bool result.
+local function compare(fn, op)
+  return function(a, b) return nodes.alu(op, dtypes.bool, (operands(fn, { a, b, n = 2 }))) end
+end
+M.eq = compare("eq", "CMPEQ")
+M.ne = compare("ne", "CMPNE")
+M.lt = compare("lt", "CMPLT")
 
 function M.gt(a, b)
   local t = operands("gt", { a, b, n = 2 })
@@ -231,20 +218,16 @@ function M.logical_not(x)
   return nodes.alu("CMPNE", dtypes.bool, { b, like(b, true) })
 end
 
-function M.logical_and(a, b)
-  local t = operands("logical_and", { a, b, n = 2 })
-  return nodes.alu("AND", dtypes.bool, { as_bool(t[1]), as_bool(t[2]) })
+-- Logic on operands cast to bool (xor is "not equal").
+local function logical(fn, op)
+  return function(a, b)
+    local t = operands(fn, { a, b, n = 2 })
+    return nodes.alu(op, dtypes.bool, { as_bool(t[1]), as_bool(t[2]) })
+  end
 end
-
-function M.logical_or(a, b)
-  local t = operands("logical_or", { a, b, n = 2 })
-  return nodes.alu("OR", dtypes.bool, { as_bool(t[1]), as_bool(t[2]) })
-end
-
-function M.logical_xor(a, b)
-  local t = operands("logical_xor", { a, b, n = 2 })
-  return nodes.alu("CMPNE", dtypes.bool, { as_bool(t[1]), as_bool(t[2]) })
-end
+M.logical_and = logical("logical_and", "AND")
+M.logical_or = logical("logical_or", "OR")
+M.logical_xor = logical("logical_xor", "CMPNE")
 
 local function bitwise(fn, op, a, b)
   local t, dt = operands(fn, { a, b, n = 2 })
@@ -307,12 +290,16 @@ function M.bitcast(x, dtype)
   return class.wrap(core.uop("BITCAST", dt, { x.uop }), nodes.copy_shape(x), x.device)
 end
 
-function M.float(x) tensor_arg("float", x); return nodes.cast(x, dtypes.float32) end
-function M.half(x) tensor_arg("half", x); return nodes.cast(x, dtypes.float16) end
-function M.double(x) tensor_arg("double", x); return nodes.cast(x, dtypes.float64) end
-function M.int(x) tensor_arg("int", x); return nodes.cast(x, dtypes.int32) end
-function M.long(x) tensor_arg("long", x); return nodes.cast(x, dtypes.int64) end
-function M.bool(x) tensor_arg("bool", x); return nodes.cast(x, dtypes.bool) end
+-- Casts to a fixed dtype: float, half, double, int, long, bool.
+local function cast_to(fn, dtype)
+  return function(x) tensor_arg(fn, x); return nodes.cast(x, dtype) end
+end
+M.float = cast_to("float", dtypes.float32)
+M.half = cast_to("half", dtypes.float16)
+M.double = cast_to("double", dtypes.float64)
+M.int = cast_to("int", dtypes.int32)
+M.long = cast_to("long", dtypes.int64)
+M.bool = cast_to("bool", dtypes.bool)
 
 function M.is_floating_point(x)
   tensor_arg("is_floating_point", x)

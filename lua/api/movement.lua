@@ -13,10 +13,7 @@ local rules = require "api.dtype_rules"
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local M = {}
 
-local function tensor_arg(fn, x)
-  if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
-  return x
-end
+local tensor_arg = check.tensor
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)

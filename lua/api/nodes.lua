@@ -8,21 +8,11 @@
 local core = require "tcl.core"
 local alu = require "tcl.alu"
 local class = require "api.class"
+local shapes = require "tcl.shape"
 
 local wrap = class.wrap
+local same = shapes.equal
 local M = {}
-
-local function numel(shape)
-  local n = 1
-  for i = 1, #shape do n = n * shape[i] end
-  return n
-end
-
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
 
 local function ones_list(n)
   local list = {}
@@ -138,7 +128,7 @@ function M.broadcast_to(t, shape)
 end
 
 function M.copy_shape(t)
-  return table.move(t._shape, 1, #t._shape, 1, {})
+  return shapes.copy(t._shape)
 end
 
 --- A bool (rows x cols) mask, true where lo <= col - row <= hi (math.huge for no bound).
@@ -160,7 +150,7 @@ function M.band_mask(rows, cols, lo, hi, device)
   return M.shrink(strided, { 0, rows, rows, rows + cols })
 end
 
-M.numel = numel
+M.numel = shapes.numel
 M.same_shape = same
 
 return M

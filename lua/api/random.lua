@@ -6,12 +6,11 @@
 -- from seed 0, so a script gives the same numbers on every run; manual_seed(n) restarts it.
 -- Arguments are checked before any number is drawn, so a failed call does not move the stream.
 local alu = require "tcl.alu"
-local class = require "api.class"
 local check = require "api.check"
 local creation = require "api.creation"
 local rules = require "api.dtype_rules"
 
-local is_tensor, fail = class.is_tensor, check.fail
+local fail = check.fail
 local M = {}
 
 local state = { 0, 0, 0, 0 }
@@ -93,9 +92,7 @@ function M.randint(low, high, shape, opts)
   low = check.integer(fn, "low", low)
   high = check.integer(fn, "high", high)
   if high <= low then fail(fn, "high (%d) must be greater than low (%d)", high, low) end
-  if type(shape) == "number" then shape = { shape } end
-  if type(shape) ~= "table" then fail(fn, "shape must be a table of sizes, got %s", check.type_name(shape)) end
-  shape = check.shape_args(fn, shape)
+  shape = check.shape(fn, shape)
   local dtype, device = creation._options(fn, opts, rules.default_int)
   if dtype.is_float or dtype.is_bool then fail(fn, "dtype must be an integer dtype, got %s", dtype.name) end
   local range, flat = high - low, {}
@@ -107,7 +104,7 @@ function M.randint(low, high, shape, opts)
 end
 
 local function like(fn, t, opts)
-  if not is_tensor(t) then fail(fn, "expected a tensor, got %s", check.type_name(t)) end
+  check.tensor(fn, t)
   opts = check.options(fn, opts, { dtype = true, device = true })
   return t.shape, { dtype = opts.dtype or t.uop.dtype, device = opts.device or t.device }
 end

@@ -12,14 +12,11 @@ local check = require "api.check"
 local nodes = require "api.nodes"
 local rules = require "api.dtype_rules"
 
-local is_tensor, fail = class.is_tensor, check.fail
+local fail = check.fail
 local dtypes = core.dtypes
 local M = {}
 
-local function tensor_arg(fn, x)
-  if not is_tensor(x) then fail(fn, "expected a tensor, got %s", check.type_name(x)) end
-  return x
-end
+local tensor_arg = check.tensor
 
 local function keepdim_arg(fn, keepdim)
   if keepdim ~= nil and type(keepdim) ~= "boolean" then

@@ -22,10 +22,7 @@ local M = {}
 
 function M.is_tensor(v) return is_tensor(v) end
 
-local function tensor_arg(fn, t)
-  if not is_tensor(t) then fail(fn, "expected a tensor, got %s", check.type_name(t)) end
-  return t
-end
+local tensor_arg = check.tensor
 
 --- Number of elements.
 function M.numel(t)

@@ -29,6 +29,7 @@
 -- meets them), the name is made from the loop sizes, and the whole kernel is simplified by
 -- the symbolic rules (which also fold the index arithmetic of movement ops).
 local tcl = require "tcl"
+local alu = require "tcl.alu"
 local shape = require "tcl.shape"
 local symbolic = require "patterns.symbolic"
 
@@ -91,12 +92,8 @@ local function flatten(idx, shp)
 end
 M.flatten = flatten
 
---- A CONST of dtype d with value v, in the arg kind ENCODINGS asks for.
-local function const_of(d, v)
-  if d == BOOL then return uop("CONST", d, nil, v ~= 0) end
-  if d.is_float then return uop("CONST", d, nil, v + 0.0) end
-  return uop("CONST", d, nil, v)
-end
+--- The zero of dtype d (PAD's fill), in the arg kind ENCODINGS asks for (CAST's rules).
+local function zero_of(d) return uop("CONST", d, nil, alu.cast(0, d)) end
 
 ---------------------------------------------------------------------------------------------
 -- movement ops: the source's indices from the node's indices (and a validity condition)
@@ -219,7 +216,7 @@ function Builder:compute(node, idx, valid)
     local in_idx, cond = move(node, idx, shape.shared(src[1]), shape.shared(node))
     if not cond then return self:value(src[1], in_idx, valid) end
     local inner = self:value(src[1], in_idx, both(valid, cond))
-    return uop("WHERE", node.dtype, { cond, inner, const_of(node.dtype, 0) })
+    return uop("WHERE", node.dtype, { cond, inner, zero_of(node.dtype) })
   end
   if op == "REDUCE_AXIS" then return self:reduce(node, idx, valid) end
   if op == "CONTIGUOUS" or op == "DETACH" then return self:value(src[1], idx, valid) end

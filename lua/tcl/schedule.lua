@@ -99,27 +99,24 @@ local function realize_points(order, sink, outputs)
     if node.op == "CONTIGUOUS" then realize[node.id] = true end
   end
   -- Consumers of each node (each consumer once, however many of its sources the node is).
+  -- Lists grow in node order, so a repeated source of node already ends with node.
   local consumers = {}
   for _, node in ipairs(order) do
-    local seen = {}
     for _, s in ipairs(node.src) do
-      if not seen[s.id] then
-        seen[s.id] = true
-        local list = consumers[s.id]
-        if not list then list = {}; consumers[s.id] = list end
-        list[#list + 1] = node
-      end
+      local list = consumers[s.id]
+      if not list then list = {}; consumers[s.id] = list end
+      if list[#list] ~= node then list[#list + 1] = node end
     end
   end
   -- Reverse topological order: per node, the kernel that computes it (root), whether it is
   -- broadcast in that kernel (expanded) and whether it is inside a reduction (in_reduce).
-  local root_of, expanded, in_reduce = {}, {}, {}
+  local root_of, expanded, in_reduce, none = {}, {}, {}, {}
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
       local id = node.id
       local root, exp, red = nil, false, false
-      for _, c in ipairs(consumers[id] or {}) do
+      for _, c in ipairs(consumers[id] or none) do
         if c ~= sink then
           local cid = c.id
           local c_root, c_exp, c_red

@@ -16,7 +16,9 @@
 --
 -- shape.of validates as it computes: a malformed node raises an error that names the
 -- function, the op and the shapes involved.
-local tcl = require "tcl"
+-- Only the core is needed (not the "tcl" module, which loads lua/api): so the Tensor API
+-- can share these helpers.
+local core = require "tcl.core"
 
 local M = {}
 
@@ -204,7 +206,7 @@ function rules.BITCAST(node, srcs, src_nodes)
   return M.copy(srcs[1])
 end
 
-local ALU = tcl.groups.ALU
+local ALU = core.groups.ALU
 
 ---------------------------------------------------------------------------------------------
 -- memo
