@@ -52,13 +52,20 @@ const tcl_dtype_info *tcl_dtype_get(tcl_dtype dt) {
 
 bool tcl_dtype_valid(int dt) { return dt >= 0 && dt < TCL_DTYPE_COUNT; }
 
+static const struct { const char *alias; tcl_dtype dt; } aliases[] = {
+    {"float", TCL_FLOAT32}, {"half", TCL_FLOAT16}, {"double", TCL_FLOAT64},
+    {"int", TCL_INT32},     {"long", TCL_INT64},   {"uchar", TCL_UINT8},
+    {"char", TCL_INT8},     {"short", TCL_INT16},  {"ushort", TCL_UINT16},
+    {"uint", TCL_UINT32},   {"ulong", TCL_UINT64}, {"bf16", TCL_BFLOAT16},
+};
+
+const char *tcl_dtype_alias(int i, int *dtype) {
+    if (i < 0 || (size_t)i >= sizeof aliases / sizeof aliases[0]) return NULL;
+    *dtype = (int)aliases[i].dt;
+    return aliases[i].alias;
+}
+
 int tcl_dtype_from_name(const char *name) {
-    static const struct { const char *alias; tcl_dtype dt; } aliases[] = {
-        {"float", TCL_FLOAT32}, {"half", TCL_FLOAT16}, {"double", TCL_FLOAT64},
-        {"int", TCL_INT32},     {"long", TCL_INT64},   {"uchar", TCL_UINT8},
-        {"char", TCL_INT8},     {"short", TCL_INT16},  {"ushort", TCL_UINT16},
-        {"uint", TCL_UINT32},   {"ulong", TCL_UINT64}, {"bf16", TCL_BFLOAT16},
-    };
     if (!name) return -1;
     for (int i = 0; i < TCL_DTYPE_COUNT; i++)
         if (strcmp(dtype_table[i].name, name) == 0) return i;

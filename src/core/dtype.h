@@ -47,6 +47,8 @@ const tcl_dtype_info *tcl_dtype_get(tcl_dtype dt);
 bool tcl_dtype_valid(int dt);
 /* Returns the dtype id for a name or alias ("float" = float32, "half" = float16, ...), or -1. */
 int tcl_dtype_from_name(const char *name);
+/* The i-th alias (0-based) with its dtype in *dtype, or NULL past the last. */
+const char *tcl_dtype_alias(int i, int *dtype);
 /* Least upper bound of two dtypes in the promotion lattice; -1 if one is void. */
 int tcl_dtype_promote(tcl_dtype a, tcl_dtype b);
 /* Exact integer bounds (int64 and uint64 need more than a double's 53 bits). */

@@ -168,33 +168,3 @@ double tcl_float_bits_to_double(tcl_float_format fmt, uint64_t bits) {
     }
     return decode(f, bits);
 }
-
-/* float <-> double by bits where NaN is involved: the hardware conversions quiet a
- * signalling NaN, which would break bits -> value -> bits round trips. */
-static double double_from_float(float x) {
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu))
-        return double_from_bits((uint64_t)(b >> 31) << 63 | UINT64_C(0x7ff) << 52 | (uint64_t)(b & 0x007fffffu) << 29);
-    return x;
-}
-
-static float float_from_double(double x) {
-    uint32_t b = (uint32_t)tcl_float_bits_from_double(TCL_FMT_FLOAT32, x);
-    float y;
-    memcpy(&y, &b, sizeof y);
-    return y;
-}
-
-uint16_t tcl_f32_to_f16_bits(float x) { return (uint16_t)tcl_float_bits_from_double(TCL_FMT_FLOAT16, double_from_float(x)); }
-float tcl_f16_bits_to_f32(uint16_t bits) { return float_from_double(tcl_float_bits_to_double(TCL_FMT_FLOAT16, bits)); }
-uint16_t tcl_f32_to_bf16_bits(float x) { return (uint16_t)tcl_float_bits_from_double(TCL_FMT_BFLOAT16, double_from_float(x)); }
-float tcl_bf16_bits_to_f32(uint16_t bits) { return float_from_double(tcl_float_bits_to_double(TCL_FMT_BFLOAT16, bits)); }
-uint8_t tcl_f32_to_fp8e4m3_bits(float x) { return (uint8_t)tcl_float_bits_from_double(TCL_FMT_FP8E4M3, double_from_float(x)); }
-float tcl_fp8e4m3_bits_to_f32(uint8_t bits) { return float_from_double(tcl_float_bits_to_double(TCL_FMT_FP8E4M3, bits)); }
-uint8_t tcl_f32_to_fp8e5m2_bits(float x) { return (uint8_t)tcl_float_bits_from_double(TCL_FMT_FP8E5M2, double_from_float(x)); }
-float tcl_fp8e5m2_bits_to_f32(uint8_t bits) { return float_from_double(tcl_float_bits_to_double(TCL_FMT_FP8E5M2, bits)); }
-uint16_t tcl_f64_to_f16_bits(double x) { return (uint16_t)tcl_float_bits_from_double(TCL_FMT_FLOAT16, x); }
-uint16_t tcl_f64_to_bf16_bits(double x) { return (uint16_t)tcl_float_bits_from_double(TCL_FMT_BFLOAT16, x); }
-uint8_t tcl_f64_to_fp8e4m3_bits(double x) { return (uint8_t)tcl_float_bits_from_double(TCL_FMT_FP8E4M3, x); }
-uint8_t tcl_f64_to_fp8e5m2_bits(double x) { return (uint8_t)tcl_float_bits_from_double(TCL_FMT_FP8E5M2, x); }

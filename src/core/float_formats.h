@@ -1,6 +1,7 @@
 /* float_formats.h — exact conversions between values and the bit patterns of the float
  * storage formats: float16, bfloat16, fp8e4m3 (the finite-only "fn" variant), fp8e5m2 and
- * float32. Layer: core. Used by the scalar ALU (alu.h), BITCAST, and buffer storage.
+ * float32. Layer: core. Used by the scalar ALU (alu.h), BITCAST, and buffer storage
+ * (through tcl_scalar_bits / tcl_scalar_from_bits).
  *
  * Rounding is round-to-nearest-even, done once from the exact input (a double or a 64-bit
  * integer), with correct subnormals. What happens past the largest finite value:
@@ -39,21 +40,5 @@ uint64_t tcl_float_bits_from_int(tcl_float_format fmt, bool negative, uint64_t m
 /* The exact value of a bit pattern (every format here is a subset of double). Bits above
  * the format's width are ignored. */
 double tcl_float_bits_to_double(tcl_float_format fmt, uint64_t bits);
-
-/* Named conversions for storage and BITCAST. From float the input is exact, so these
- * round once; to float the result is exact (NaN payloads keep their top bits). */
-uint16_t tcl_f32_to_f16_bits(float x);
-float tcl_f16_bits_to_f32(uint16_t bits);
-uint16_t tcl_f32_to_bf16_bits(float x);
-float tcl_bf16_bits_to_f32(uint16_t bits);
-uint8_t tcl_f32_to_fp8e4m3_bits(float x);
-float tcl_fp8e4m3_bits_to_f32(uint8_t bits);
-uint8_t tcl_f32_to_fp8e5m2_bits(float x);
-float tcl_fp8e5m2_bits_to_f32(uint8_t bits);
-/* From double: one rounding (double -> float -> half could round twice). */
-uint16_t tcl_f64_to_f16_bits(double x);
-uint16_t tcl_f64_to_bf16_bits(double x);
-uint8_t tcl_f64_to_fp8e4m3_bits(double x);
-uint8_t tcl_f64_to_fp8e5m2_bits(double x);
 
 #endif

@@ -52,17 +52,17 @@ int tcl_lua_check_dtype(lua_State *L, int idx) {
 }
 
 static int dtype_index(lua_State *L) {
-    const tcl_dtype_info *info = tcl_dtype_get(((dtype_box *)luaL_checkudata(L, 1, DTYPE_MT))->id);
+    int id = ((dtype_box *)luaL_checkudata(L, 1, DTYPE_MT))->id;
+    const tcl_dtype_info *info = tcl_dtype_get(id);
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "name") == 0) lua_pushstring(L, info->name);
     else if (strcmp(k, "itemsize") == 0) lua_pushinteger(L, info->itemsize);
     else if (strcmp(k, "is_float") == 0) lua_pushboolean(L, info->is_float);
     else if (strcmp(k, "is_int") == 0) lua_pushboolean(L, info->is_int);
     else if (strcmp(k, "is_unsigned") == 0) lua_pushboolean(L, info->is_unsigned);
-    else if (strcmp(k, "is_bool") == 0) lua_pushboolean(L, !strcmp(info->name, "bool"));
-    else if (strcmp(k, "id") == 0) lua_pushinteger(L, ((dtype_box *)lua_touserdata(L, 1))->id);
+    else if (strcmp(k, "is_bool") == 0) lua_pushboolean(L, id == TCL_BOOL);
+    else if (strcmp(k, "id") == 0) lua_pushinteger(L, id);
     else if (strcmp(k, "min") == 0 || strcmp(k, "max") == 0) {
-        int id = ((dtype_box *)lua_touserdata(L, 1))->id;
         bool want_min = k[1] == 'i';
         if (info->is_int && !(info->is_unsigned && info->itemsize == 8 && !want_min))
             lua_pushinteger(L, want_min ? tcl_dtype_imin(id) : (lua_Integer)tcl_dtype_umax(id));
@@ -209,18 +209,6 @@ void tcl_lua_push_arg(lua_State *L, const tcl_arg *a) {
 
 /* ---- UOps ---- */
 
-void tcl_lua_push_uop(lua_State *L, tcl_uop *u) {
-    lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);
-    if (lua_rawgeti(L, -1, (lua_Integer)u->id) == LUA_TUSERDATA) { lua_remove(L, -2); return; }
-    lua_pop(L, 1);
-    uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->u = tcl_uop_ref(u);
-    luaL_setmetatable(L, UOP_MT);
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, -3, (lua_Integer)u->id);
-    lua_remove(L, -2);
-}
-
 tcl_uop *tcl_lua_test_uop(lua_State *L, int idx) {
     uop_box *b = luaL_testudata(L, idx, UOP_MT);
     return b ? b->u : NULL;
@@ -230,25 +218,35 @@ tcl_uop *tcl_lua_check_uop(lua_State *L, int idx) {
     return ((uop_box *)luaL_checkudata(L, idx, UOP_MT))->u;
 }
 
+/* The node's userdata, looked up in (and added to) the node cache at cache_idx; a new one
+ * gets the metatable at mt_idx, or the registry's UOp metatable when mt_idx is 0. */
+static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx) {
+    if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) return;
+    lua_pop(L, 1);
+    uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->u = tcl_uop_ref(u);
+    if (mt_idx) {
+        lua_pushvalue(L, mt_idx);
+        lua_setmetatable(L, -2);
+    } else {
+        luaL_setmetatable(L, UOP_MT);
+    }
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, cache_idx, (lua_Integer)u->id);
+}
+
+void tcl_lua_push_uop(lua_State *L, tcl_uop *u) {
+    lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);
+    push_uop_with(L, u, lua_gettop(L), 0);
+    lua_remove(L, -2);
+}
+
 static int uop_gc(lua_State *L) {
     uop_box *b = luaL_checkudata(L, 1, UOP_MT);
     if (b->u) { tcl_uop_unref(b->u); b->u = NULL; }
     return 0;
 }
 
-
-/* The node's userdata, looked up and created with the cache and metatable at the given
- * (upvalue) indices instead of through registry names. */
-static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx) {
-    if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) return;
-    lua_pop(L, 1);
-    uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->u = tcl_uop_ref(u);
-    lua_pushvalue(L, mt_idx);
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, cache_idx, (lua_Integer)u->id);
-}
 
 static int fast_check_op(lua_State *L, int idx) {
     if (lua_type(L, idx) == LUA_TSTRING) {
@@ -523,11 +521,11 @@ int luaopen_tcl_core(lua_State *L) {
     lua_getfield(L, -2, "ops");
     lua_newtable(L); /* dtype names and aliases -> dtype objects */
     for (int i = 0; i < TCL_DTYPE_COUNT; i++) { tcl_lua_push_dtype(L, i); lua_setfield(L, -2, tcl_dtype_get(i)->name); }
-    static const char *const aliases[] = {"float", "half", "double", "int", "long", "uchar", "char", "short",
-                                          "ushort", "uint", "ulong", "bf16"};
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
-        tcl_lua_push_dtype(L, tcl_dtype_from_name(aliases[i]));
-        lua_setfield(L, -2, aliases[i]);
+    const char *alias;
+    int alias_dtype;
+    for (int i = 0; (alias = tcl_dtype_alias(i, &alias_dtype)) != NULL; i++) {
+        tcl_lua_push_dtype(L, alias_dtype);
+        lua_setfield(L, -2, alias);
     }
     luaL_getmetatable(L, DTYPE_MT);
     lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);

@@ -157,9 +157,10 @@ static uint64_t content_hash(const tcl_ctx *ctx, int op, int dtype, tcl_uop *con
     return hash_finish(h);
 }
 
-static bool node_matches(const tcl_uop *u, uint64_t hash, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+/* Called once the slot's hash equals the key's, so the hash is not compared again. */
+static bool node_matches(const tcl_uop *u, int op, int dtype, tcl_uop *const *src, size_t nsrc,
                          const tcl_arg *arg, const tcl_arg *tag) {
-    if (u->hash != hash || u->op != op || u->dtype != dtype || u->nsrc != nsrc) return false;
+    if (u->op != op || u->dtype != dtype || u->nsrc != nsrc) return false;
     for (size_t i = 0; i < nsrc; i++)
         if (u->src[i] != src[i]) return false;
     return tcl_arg_equal(&u->arg, arg) && tcl_arg_equal(&u->tag, tag);
@@ -197,26 +198,34 @@ static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
     ctx->live--;
 }
 
-tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
-                      const tcl_arg *tag) {
-    static const tcl_arg none = {TCL_ARG_NONE, 0, {.i = 0}};
-    if (!arg) arg = &none;
-    if (!tag) tag = &none;
-    if (!tcl_op_valid(op) || !tcl_dtype_valid(dtype)) return NULL;
-    uint64_t arg_h = tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull), tag_h = tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full);
-    uint64_t h = identity_hash(op, dtype, src, nsrc, arg_h, tag_h);
+static const tcl_arg no_arg = {TCL_ARG_NONE, 0, {.i = 0}};
+
+/* The live node equal to the given fields (h: their identity hash), or NULL. */
+static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+                             const tcl_arg *arg, const tcl_arg *tag) {
     size_t mask = ctx->cap - 1;
     for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)
-        if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, h, op, dtype, src, nsrc, arg, tag))
+        if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, op, dtype, src, nsrc, arg, tag))
             return ctx->slots[i].node;
     return NULL;
 }
 
+static uint64_t arg_hash(const tcl_arg *arg) { return tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull); }
+static uint64_t tag_hash(const tcl_arg *tag) { return tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full); }
+
+tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
+                      const tcl_arg *tag) {
+    if (!arg) arg = &no_arg;
+    if (!tag) tag = &no_arg;
+    if (!tcl_op_valid(op) || !tcl_dtype_valid(dtype)) return NULL;
+    uint64_t h = identity_hash(op, dtype, src, nsrc, arg_hash(arg), tag_hash(tag));
+    return table_lookup(ctx, h, op, dtype, src, nsrc, arg, tag);
+}
+
 tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
                      const tcl_arg *tag) {
-    static const tcl_arg none = {TCL_ARG_NONE, 0, {.i = 0}};
-    if (!arg) arg = &none;
-    if (!tag) tag = &none;
+    if (!arg) arg = &no_arg;
+    if (!tag) tag = &no_arg;
     if (!tcl_op_valid(op)) { tcl_ctx_set_error(ctx, "unknown op id %d", op); return NULL; }
     if (!tcl_dtype_valid(dtype)) { tcl_ctx_set_error(ctx, "unknown dtype id %d", dtype); return NULL; }
     const tcl_op_info *info = tcl_op_get((tcl_op)op);
@@ -232,12 +241,10 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
             return NULL;
         }
     }
-    uint64_t arg_h = tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull), tag_h = tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full);
+    uint64_t arg_h = arg_hash(arg), tag_h = tag_hash(tag);
     uint64_t h = identity_hash(op, dtype, src, nsrc, arg_h, tag_h);
-    size_t mask = ctx->cap - 1;
-    for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)
-        if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, h, op, dtype, src, nsrc, arg, tag))
-            return tcl_uop_ref(ctx->slots[i].node);
+    tcl_uop *live = table_lookup(ctx, h, op, dtype, src, nsrc, arg, tag);
+    if (live) return tcl_uop_ref(live);
 
     if ((ctx->live + 1) * 2 > ctx->cap && !table_grow(ctx)) goto oom;
     tcl_uop *u = node_alloc(ctx, nsrc);
@@ -257,8 +264,7 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
     u->op = (uint16_t)op;
     u->dtype = (uint8_t)dtype;
     for (size_t i = 0; i < nsrc; i++) u->src[i] = tcl_uop_ref(src[i]);
-    mask = ctx->cap - 1;
-    size_t i = h & mask;
+    size_t mask = ctx->cap - 1, i = h & mask;
     while (ctx->slots[i].node) i = (i + 1) & mask;
     ctx->slots[i].hash = h;
     ctx->slots[i].node = u;

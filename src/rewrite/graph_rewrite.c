@@ -1,6 +1,7 @@
 /* graph_rewrite.c — the fixed-point graph rewriter and substitute. Layer: rewrite. */
 #include "graph_rewrite.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,10 @@
 #include "core/ptrmap.h"
 
 enum { STAGE_ENTER, STAGE_REBUILD, STAGE_LINK };
+/* Memo values below a real node: the node's sources are being rewritten, or they are done
+ * and its replacement is pending. Neither holds a reference. */
 #define IN_PROGRESS ((void *)1)
+#define SOURCES_DONE ((void *)2)
 #define RECENT_RULES 16
 
 typedef struct frame {
@@ -21,8 +25,7 @@ typedef struct frame {
 typedef struct rewriter {
     const tcl_rewrite_opts *opts;
     tcl_ctx *ctx;
-    tcl_ptrmap memo;  /* node -> final node; both referenced */
-    tcl_ptrmap state; /* node -> IN_PROGRESS while its sources are being rewritten */
+    tcl_ptrmap memo; /* node -> final node (both referenced), IN_PROGRESS or SOURCES_DONE */
     frame *stack;
     size_t sp, cap;
     const tcl_rule *recent[RECENT_RULES]; /* the last rules that fired, for loop errors */
@@ -92,6 +95,14 @@ static tcl_uop *apply_parents_first(rewriter *rw, tcl_uop *u, uint32_t max_chain
     }
 }
 
+static bool is_final(const void *v) { return (uintptr_t)v > (uintptr_t)SOURCES_DONE; }
+
+/* The final node of u, or NULL while it has none. */
+static tcl_uop *final_of(const rewriter *rw, const tcl_uop *u) {
+    void *v = tcl_ptrmap_get(&rw->memo, u);
+    return is_final(v) ? v : NULL;
+}
+
 static bool memo_put(rewriter *rw, tcl_uop *node, tcl_uop *final) {
     if (!tcl_ptrmap_put(&rw->memo, node, final)) {
         tcl_ctx_set_error(rw->ctx, "graph_rewrite: out of memory");
@@ -108,8 +119,9 @@ static bool replace_with(rewriter *rw, size_t fi, tcl_uop *r, uint32_t max_chain
     f->stage = STAGE_LINK;
     f->repl = r;
     uint32_t chain = f->chain + 1;
-    if (tcl_ptrmap_get(&rw->memo, r)) return true; /* already final: link at once */
-    if (tcl_ptrmap_get(&rw->state, r) == IN_PROGRESS) {
+    void *seen = tcl_ptrmap_get(&rw->memo, r);
+    if (is_final(seen)) return true; /* link at once */
+    if (seen == IN_PROGRESS) {
         loop_error(rw, "rewrite loops (a replacement contains the node being rewritten)", f->node);
         return false;
     }
@@ -126,7 +138,6 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
     rw.opts = opts;
     rw.ctx = root->ctx;
     tcl_ptrmap_init(&rw.memo);
-    tcl_ptrmap_init(&rw.state);
     uint32_t max_chain = opts->max_chain ? opts->max_chain : 10000;
     tcl_uop *result = NULL;
     if (!push(&rw, root, 0, STAGE_ENTER)) goto done;
@@ -136,8 +147,9 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
         frame *f = &rw.stack[fi];
         tcl_uop *u = f->node;
         if (f->stage == STAGE_ENTER) {
-            if (tcl_ptrmap_get(&rw.memo, u)) { rw.sp--; tcl_uop_unref(u); continue; }
-            if (tcl_ptrmap_get(&rw.state, u) == IN_PROGRESS) {
+            void *seen = tcl_ptrmap_get(&rw.memo, u);
+            if (is_final(seen)) { rw.sp--; tcl_uop_unref(u); continue; }
+            if (seen == IN_PROGRESS) {
                 loop_error(&rw, "rewrite loops (a node is its own replacement's source)", u);
                 goto fail;
             }
@@ -149,15 +161,16 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
                     continue;
                 }
             }
-            if (!tcl_ptrmap_put(&rw.state, u, IN_PROGRESS)) {
+            if (!tcl_ptrmap_put(&rw.memo, u, IN_PROGRESS)) {
                 tcl_ctx_set_error(rw.ctx, "graph_rewrite: out of memory");
                 goto fail;
             }
             f->stage = STAGE_REBUILD;
             for (uint32_t i = u->nsrc; i-- > 0;) {
                 tcl_uop *s = u->src[i];
-                if (tcl_ptrmap_get(&rw.memo, s)) continue;
-                if (tcl_ptrmap_get(&rw.state, s) == IN_PROGRESS) {
+                void *src_seen = tcl_ptrmap_get(&rw.memo, s);
+                if (is_final(src_seen)) continue;
+                if (src_seen == IN_PROGRESS) {
                     loop_error(&rw, "rewrite loops (a node is its own replacement's source)", s);
                     goto fail;
                 }
@@ -171,7 +184,7 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
             }
             bool changed = false;
             for (uint32_t i = 0; i < u->nsrc; i++) {
-                new_src[i] = tcl_ptrmap_get(&rw.memo, u->src[i]);
+                new_src[i] = final_of(&rw, u->src[i]);
                 if (!new_src[i]) new_src[i] = u->src[i]; /* a source seen twice is already linked */
                 changed |= new_src[i] != u->src[i];
             }
@@ -185,7 +198,7 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
                 if (opts->children_first) r = apply(&rw, opts->children_first, u);
                 if (rw.error) goto fail;
             }
-            tcl_ptrmap_put(&rw.state, u, (void *)2); /* no longer in progress (slot exists: cannot fail) */
+            tcl_ptrmap_put(&rw.memo, u, SOURCES_DONE); /* the slot exists: cannot fail */
             if (r) {
                 if (!replace_with(&rw, fi, r, max_chain)) goto fail;
             } else {
@@ -194,7 +207,7 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
                 tcl_uop_unref(u);
             }
         } else { /* STAGE_LINK */
-            tcl_uop *final = tcl_ptrmap_get(&rw.memo, f->repl);
+            tcl_uop *final = final_of(&rw, f->repl);
             if (!final) {
                 tcl_ctx_set_error(rw.ctx, "graph_rewrite: internal error: replacement was not rewritten");
                 goto fail;
@@ -205,7 +218,7 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
             tcl_uop_unref(u);
         }
     }
-    result = tcl_uop_ref(tcl_ptrmap_get(&rw.memo, root));
+    result = tcl_uop_ref(final_of(&rw, root));
     goto done;
 fail:
     result = NULL;
@@ -217,12 +230,11 @@ done:
     }
     free(rw.stack);
     for (size_t i = 0; i < rw.memo.cap; i++) {
-        if (!rw.memo.keys[i]) continue;
+        if (!rw.memo.keys[i] || !is_final(rw.memo.vals[i])) continue;
         tcl_uop_unref(rw.memo.vals[i]);
         tcl_uop_unref((tcl_uop *)rw.memo.keys[i]);
     }
     tcl_ptrmap_free(&rw.memo);
-    tcl_ptrmap_free(&rw.state);
     return result;
 }
 

@@ -107,10 +107,6 @@ void tcl_rule_free(tcl_rule *r) {
 tcl_matcher *tcl_matcher_new(const tcl_rule *const *rules, uint32_t nrules) {
     tcl_matcher *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->nrules = nrules;
-    m->rules = malloc((nrules ? nrules : 1) * sizeof *m->rules);
-    if (!m->rules) { free(m); return NULL; }
-    memcpy(m->rules, rules, nrules * sizeof *rules);
     for (uint32_t i = 0; i < nrules; i++)
         for (int op = 0; op < TCL_OP_COUNT; op++)
             if (tcl_opset_has(&rules[i]->root_ops, op)) m->by_op_len[op]++;
@@ -129,7 +125,6 @@ tcl_matcher *tcl_matcher_new(const tcl_rule *const *rules, uint32_t nrules) {
 void tcl_matcher_free(tcl_matcher *m) {
     if (!m) return;
     for (int op = 0; op < TCL_OP_COUNT; op++) free(m->by_op[op]);
-    free(m->rules);
     free(m);
 }
 
@@ -286,7 +281,7 @@ tcl_uop *tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env,
         match_state s;
         s.rule = rule;
         s.root = u;
-        memset(s.binds, 0, sizeof s.binds);
+        memset(s.binds, 0, rule->nslots * sizeof s.binds[0]); /* slots past nslots are never read */
         s.env = env;
         s.result = NULL;
         s.error = error;

@@ -32,6 +32,25 @@ static tcl_uop *const_node(const tcl_rewrite_call *call, int dtype, tcl_arg valu
     return c;
 }
 
+/* op(a, b) from two new references, which it consumes; NULL on failure. */
+static tcl_uop *binary_node(const tcl_rewrite_call *call, int op, int dtype, tcl_uop *a, tcl_uop *b) {
+    tcl_uop *r = NULL;
+    if (a && b) {
+        tcl_uop *src[2] = {a, b};
+        r = tcl_uop_new(call->ctx, op, dtype, src, 2, NULL, NULL);
+        if (!r) *call->error = true;
+    }
+    if (a) tcl_uop_unref(a);
+    if (b) tcl_uop_unref(b);
+    return r;
+}
+
+static tcl_uop *out_of_memory(const tcl_rewrite_call *call) {
+    tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
+    *call->error = true;
+    return NULL;
+}
+
 /* An ALU op (or CAST/BITCAST) whose sources are all CONST becomes the CONST that
  * tcl_alu_exec computes for the node's dtype: wraparound per integer dtype, IEEE rounding
  * per float dtype. Not folded: results tcl_alu_exec calls undefined (integer division by
@@ -207,26 +226,13 @@ static void recombine_divmod(term_list *terms, int dtype) {
 
 /* acc + v (acc may be NULL: then v). Consumes both references; NULL on failure. */
 static tcl_uop *append_term(const tcl_rewrite_call *call, int dtype, tcl_uop *acc, tcl_uop *v) {
-    if (!v) { if (acc) tcl_uop_unref(acc); return NULL; }
-    if (!acc) return v;
-    tcl_uop *src[2] = {acc, v};
-    tcl_uop *sum = tcl_uop_new(call->ctx, TCL_OP_ADD, dtype, src, 2, NULL, NULL);
-    tcl_uop_unref(acc);
-    tcl_uop_unref(v);
-    if (!sum) *call->error = true;
-    return sum;
+    return acc ? binary_node(call, TCL_OP_ADD, dtype, acc, v) : v;
 }
 
 /* base * coeff as a node (base itself when coeff is 1); a new reference or NULL. */
 static tcl_uop *scaled_term(const tcl_rewrite_call *call, int dtype, tcl_uop *base, int64_t coeff) {
     if (coeff == 1) return tcl_uop_ref(base);
-    tcl_uop *c = const_node(call, dtype, tcl_arg_int(coeff));
-    if (!c) return NULL;
-    tcl_uop *src[2] = {base, c};
-    tcl_uop *product = tcl_uop_new(call->ctx, TCL_OP_MUL, dtype, src, 2, NULL, NULL);
-    tcl_uop_unref(c);
-    if (!product) *call->error = true;
-    return product;
+    return binary_node(call, TCL_OP_MUL, dtype, tcl_uop_ref(base), const_node(call, dtype, tcl_arg_int(coeff)));
 }
 
 static tcl_uop *build_sum(const tcl_rewrite_call *call, int dtype, const term_list *terms, int64_t k) {
@@ -251,9 +257,7 @@ static tcl_uop *normalize_sum(const tcl_rewrite_call *call) {
     int64_t k;
     if (!flatten_sum(root, &terms, &k)) {
         terms_free(&terms);
-        tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
-        *call->error = true;
-        return NULL;
+        return out_of_memory(call);
     }
     merge_like_terms(&terms, root->dtype);
     recombine_divmod(&terms, root->dtype);
@@ -315,25 +319,6 @@ static bool exact_sum_interval(int dtype, const term_list *terms, int64_t k, int
     *lo_out = (int64_t)lo;
     *hi_out = (int64_t)hi;
     return true;
-}
-
-/* op(a, b) from two new references, which it consumes; NULL on failure. */
-static tcl_uop *binary_node(const tcl_rewrite_call *call, int op, int dtype, tcl_uop *a, tcl_uop *b) {
-    tcl_uop *r = NULL;
-    if (a && b) {
-        tcl_uop *src[2] = {a, b};
-        r = tcl_uop_new(call->ctx, op, dtype, src, 2, NULL, NULL);
-        if (!r) *call->error = true;
-    }
-    if (a) tcl_uop_unref(a);
-    if (b) tcl_uop_unref(b);
-    return r;
-}
-
-static tcl_uop *out_of_memory(const tcl_rewrite_call *call) {
-    tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
-    *call->error = true;
-    return NULL;
 }
 
 /* x // c -> q and x % c -> x - q*c when the ranges of x fix the quotient q. */

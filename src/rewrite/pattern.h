@@ -93,9 +93,8 @@ void tcl_rule_free(tcl_rule *r);
 /* The hook through which non-native rules are called (the Lua binding provides it). */
 typedef tcl_uop *(*tcl_rule_callback)(void *hook_data, const tcl_rewrite_call *call);
 
+/* Rules filed by root op, in their given order; borrowed: the creator keeps the rules alive. */
 typedef struct tcl_matcher {
-    uint32_t nrules;
-    const tcl_rule **rules;            /* borrowed: the creator keeps the rules alive */
     uint32_t by_op_len[TCL_OP_COUNT];
     const tcl_rule **by_op[TCL_OP_COUNT];
 } tcl_matcher;
