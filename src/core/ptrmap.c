@@ -49,10 +49,19 @@ static bool grow(tcl_ptrmap *m) {
 }
 
 bool tcl_ptrmap_put(tcl_ptrmap *m, const void *key, void *val) {
-    if ((m->len + 1) * 2 > m->cap && !grow(m)) return false;
-    size_t i = slot_of(key, m->cap);
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    if (!m->keys[i]) { m->keys[i] = key; m->len++; }
+    size_t i = 0;
+    if (m->cap) { /* replacing a present key never allocates, so it cannot fail */
+        i = slot_of(key, m->cap);
+        while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+        if (m->keys[i]) { m->vals[i] = val; return true; }
+    }
+    if ((m->len + 1) * 2 > m->cap) { /* grow, then find the key's empty slot in the new table */
+        if (!grow(m)) return false;
+        i = slot_of(key, m->cap);
+        while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+    }
+    m->keys[i] = key;
     m->vals[i] = val;
+    m->len++;
     return true;
 }

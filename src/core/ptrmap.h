@@ -16,7 +16,7 @@ void tcl_ptrmap_init(tcl_ptrmap *m);
 void tcl_ptrmap_free(tcl_ptrmap *m);
 /* Value for key, or NULL when absent (so NULL cannot be stored as a value). */
 void *tcl_ptrmap_get(const tcl_ptrmap *m, const void *key);
-/* Inserts or replaces; false when out of memory. */
+/* Inserts or replaces; false when out of memory (replacing a present key cannot fail). */
 bool tcl_ptrmap_put(tcl_ptrmap *m, const void *key, void *val);
 
 #endif
