@@ -6,7 +6,7 @@
 -- dtype). They trust their arguments: the user-facing functions check them first and name
 -- themselves in the errors. Axes here are 0-based, as in node args.
 local core = require "tcl.core"
-local alu = require "tcl.alu"
+local uop_helpers = require "tcl.uop"
 local class = require "api.class"
 local shapes = require "tcl.shape"
 
@@ -20,16 +20,10 @@ local function ones_list(n)
   return list
 end
 
---- A CONST node's value in its dtype's Lua form (float for floats, integer for ints, boolean
---  for bool), converted by CAST's rules, so equal constants are one interned node.
-function M.const_value(value, dtype)
-  return alu.cast(value, dtype)
-end
-
 --- A tensor of the given shape filled with one value: a scalar CONST broadcast by
 --  RESHAPE {1, ...} + EXPAND.
 function M.const(value, dtype, shape, device)
-  local scalar = wrap(core.uop("CONST", dtype, nil, M.const_value(value, dtype)), {}, device)
+  local scalar = wrap(uop_helpers.const(dtype, value), {}, device)
   if #shape == 0 then return scalar end
   return M.expand(M.reshape(scalar, ones_list(#shape)), shape)
 end

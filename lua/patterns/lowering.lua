@@ -33,11 +33,7 @@ local uop = tcl.uop
 local BOOL, INDEX, VOID = tcl.dtype "bool", tcl.dtype "index", tcl.dtype "void"
 
 --- A CONST of dtype d with the arg kind ENCODINGS asks for.
-local function const(d, v)
-  if d == BOOL then return uop("CONST", d, nil, v ~= false and v ~= 0) end
-  if d.is_float then return uop("CONST", d, nil, v + 0.0) end
-  return uop("CONST", d, nil, math.tointeger(v))
-end
+local const = require("tcl.uop").const
 
 
 local REDUCE_OPS = { ADD = true, MUL = true, MAX = true }

@@ -70,18 +70,8 @@ local function is_const(u) return u.op == "CONST" end
 ---------------------------------------------------------------------------------------------
 -- constants and exact integer arithmetic
 
---- A CONST of dtype d holding v, with the arg kind ENCODINGS.md asks for; integers are
--- wrapped to d's width (CAST's rules), so ring arithmetic on coefficients stays exact.
-local function const(d, v)
-  if d == BOOL then
-    v = v ~= false and v ~= 0
-  elseif d.is_float then
-    if math.type(v) == "integer" then v = v + 0.0 end -- (v + 0.0 would turn -0.0 into +0.0)
-  else
-    v = alu.cast(v, d)
-  end
-  return uop("CONST", d, nil, v)
-end
+-- CONSTs by CAST's rules: integers wrap to d's width, so ring arithmetic on coefficients stays exact
+local const = require("tcl.uop").const
 
 local TRUE, FALSE = const(BOOL, true), const(BOOL, false)
 local function NOT(x) return uop("CMPNE", BOOL, { x, TRUE }) end

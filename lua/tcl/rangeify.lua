@@ -29,7 +29,7 @@
 -- meets them), the name is made from the loop sizes, and the whole kernel is simplified by
 -- the symbolic rules (which also fold the index arithmetic of movement ops).
 local tcl = require "tcl"
-local alu = require "tcl.alu"
+local const = require("tcl.uop").const
 local shape = require "tcl.shape"
 local symbolic = require "patterns.symbolic"
 
@@ -92,8 +92,8 @@ local function flatten(idx, shp)
 end
 M.flatten = flatten
 
---- The zero of dtype d (PAD's fill), in the arg kind ENCODINGS asks for (CAST's rules).
-local function zero_of(d) return uop("CONST", d, nil, alu.cast(0, d)) end
+--- The zero of dtype d (PAD's fill).
+local function zero_of(d) return const(d, 0) end
 
 ---------------------------------------------------------------------------------------------
 -- movement ops: the source's indices from the node's indices (and a validity condition)

@@ -1,9 +1,16 @@
 -- tcl.uop — Lua-side helpers for UOp nodes: construction and printing as a tree.
 -- Nodes themselves live in C (src/core); this file only adds methods to them.
 local core = require "tcl.core"
+local alu = require "tcl.alu"
 
 local M = {}
 local methods = core.UOp
+
+--- A scalar CONST of dtype (object or name) holding value, converted by CAST's rules (alu.cast),
+-- so the arg has the kind ENCODINGS.md asks for and equal values intern to one node.
+function M.const(dtype, value)
+  return core.uop("CONST", dtype, nil, alu.cast(value, dtype))
+end
 
 --- Builds a node from a table {op=, dtype=, src=, arg=, tag=}.
 function M.from(t)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lua_alu.h"
 #include "core/lua_core.h"
 #include "core/uop.h"
 #include "fixed_graph.h"
@@ -702,6 +703,8 @@ static lua_State *open_lua_with_tcl(const char *source_root) {
     lua_setfield(L, -2, "path");
     lua_pop(L, 1);
     luaL_requiref(L, "tcl.core", luaopen_tcl_core, 0);
+    lua_pop(L, 1);
+    luaL_requiref(L, "tcl.alu", luaopen_tcl_alu, 0); /* tcl.uop builds CONSTs through it */
     lua_pop(L, 1);
     return L;
 }
