@@ -185,9 +185,7 @@ M.identities = P.rules {
   { P.var("x", INTS_BOOL):min(y), function(m)
     if vmax(m.x) <= vmin(m.y) and bounded_above(m.x) then return m.x end end },
   -- casts: to the own dtype, and through an integer dtype that holds every value of x
-  { root "CAST", function(m)
-    local s = m.root.src[1]
-    if s.dtype == m.root.dtype then return s end end },
+  { P.op("CAST"), "drop_same_dtype" },
   { P.op("CAST", { P.op("CAST", { x }, { name = "inner" }) }, { name = "root" }), drop_inner_cast },
   -- integer comparisons of a node with itself (never for floats: NaN != NaN)
   { P.var("x", INTS_BOOL):lt(x), function() return FALSE end },

@@ -423,12 +423,21 @@ static tcl_uop *fold_divmod(const tcl_rewrite_call *call) {
 
 typedef struct native_entry { const char *name; tcl_native_rewrite fn; } native_entry;
 
+/* A one-source op (CAST) whose source already has the node's dtype is that source: a test the
+ * pattern language cannot state, kept in C because it runs on every CAST. */
+static tcl_uop *drop_same_dtype(const tcl_rewrite_call *call) {
+    tcl_uop *u = call->root;
+    if (u->nsrc != 1 || u->src[0]->dtype != u->dtype) return NULL;
+    return tcl_uop_ref(u->src[0]);
+}
+
 static const native_entry natives[] = {
     {"return_x", return_x},
     {"fold_constants", fold_constants},
     {"fold_to_bounds", fold_to_bounds},
     {"normalize_sum", normalize_sum},
     {"fold_divmod", fold_divmod},
+    {"drop_same_dtype", drop_same_dtype},
 };
 
 tcl_native_rewrite tcl_native_rewrite_find(const char *name) {
