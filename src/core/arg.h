@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum tcl_arg_kind {
     TCL_ARG_NONE,
@@ -37,6 +38,11 @@ static inline tcl_arg tcl_arg_none(void) { tcl_arg a = {TCL_ARG_NONE, 0, {.i = 0
 static inline tcl_arg tcl_arg_int(int64_t i) { tcl_arg a = {TCL_ARG_INT, 0, {.i = i}}; return a; }
 static inline tcl_arg tcl_arg_float(double f) { tcl_arg a = {TCL_ARG_FLOAT, 0, {.f = f}}; return a; }
 static inline tcl_arg tcl_arg_bool(bool b) { tcl_arg a = {TCL_ARG_BOOL, 0, {.b = b}}; return a; }
+/* A borrowed NUL-terminated string (tcl_uop_new copies it). */
+static inline tcl_arg tcl_arg_str(const char *s) {
+    tcl_arg a = {TCL_ARG_STR, (uint32_t)strlen(s), {.s = s}};
+    return a;
+}
 static inline tcl_arg tcl_arg_dtype(int dt) { tcl_arg a = {TCL_ARG_DTYPE, 0, {.dtype = dt}}; return a; }
 
 uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed);

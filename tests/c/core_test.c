@@ -48,11 +48,6 @@ static bool check_contains(const char *text, const char *part, const char *file,
 
 /* ---- building nodes ---- */
 
-static tcl_arg string_arg(const char *s) {
-    tcl_arg a = {TCL_ARG_STR, (uint32_t)strlen(s), {.s = s}};
-    return a;
-}
-
 static tcl_arg bytes_arg(const char *s, uint32_t len) {
     tcl_arg a = {TCL_ARG_STR, len, {.s = s}};
     return a;
@@ -136,9 +131,9 @@ static void test_identical_construction(void) {
     char text[] = "hello";
     int64_t shape[] = {4, 5, 6};
     char inner_text[] = "axis";
-    tcl_arg inner[] = {string_arg(inner_text), ints_arg(shape, 3)};
+    tcl_arg inner[] = {tcl_arg_str(inner_text), ints_arg(shape, 3)};
     tcl_arg nested = tuple_arg(inner, 2);
-    tcl_uop *with_text = make_const(ctx, TCL_INT8, string_arg(text));
+    tcl_uop *with_text = make_const(ctx, TCL_INT8, tcl_arg_str(text));
     tcl_uop *with_shape = make_const(ctx, TCL_INT8, ints_arg(shape, 3));
     tcl_uop *with_nested = make_const(ctx, TCL_INT8, nested);
     text[0] = 'j';
@@ -154,14 +149,14 @@ static void test_identical_construction(void) {
     char hello_elsewhere[] = "hello";
     int64_t shape_elsewhere[] = {4, 5, 6};
     char axis_elsewhere[] = "axis";
-    tcl_arg inner_elsewhere[] = {string_arg(axis_elsewhere), ints_arg(shape_elsewhere, 3)};
-    tcl_uop *text_again = make_const(ctx, TCL_INT8, string_arg(hello_elsewhere));
+    tcl_arg inner_elsewhere[] = {tcl_arg_str(axis_elsewhere), ints_arg(shape_elsewhere, 3)};
+    tcl_uop *text_again = make_const(ctx, TCL_INT8, tcl_arg_str(hello_elsewhere));
     tcl_uop *shape_again = make_const(ctx, TCL_INT8, ints_arg(shape_elsewhere, 3));
     tcl_uop *nested_again = make_const(ctx, TCL_INT8, tuple_arg(inner_elsewhere, 2));
     CHECK(text_again == with_text);
     CHECK(shape_again == with_shape);
     CHECK(nested_again == with_nested);
-    tcl_uop *changed_text = make_const(ctx, TCL_INT8, string_arg(text)); /* "jello" */
+    tcl_uop *changed_text = make_const(ctx, TCL_INT8, tcl_arg_str(text)); /* "jello" */
     CHECK(changed_text != with_text);
 
     tcl_uop *all[] = {a, a_again, sum, sum_again, with_text, with_shape, with_nested,
@@ -219,8 +214,8 @@ static void test_each_field_differs(void) {
     tcl_arg pair_12_then_three[] = {tuple_arg(pair_12, 2), tcl_arg_int(3)};   /* ((1, 2), 3) */
     tcl_arg one_then_pair_24[] = {tcl_arg_int(1), tuple_arg(pair_24, 2)};     /* (1, (2, 4)) */
     tcl_arg one_then_list_23[] = {tcl_arg_int(1), ints_arg(ints_23, 2)};      /* (1, [2, 3]) */
-    tcl_arg one_pair_empty[] = {tcl_arg_int(1), tuple_arg(pair_23, 2), string_arg("")};
-    tcl_arg deep_leaf[] = {string_arg("deep")};
+    tcl_arg one_pair_empty[] = {tcl_arg_int(1), tuple_arg(pair_23, 2), tcl_arg_str("")};
+    tcl_arg deep_leaf[] = {tcl_arg_str("deep")};
     tcl_arg deep_mid[] = {tuple_arg(deep_leaf, 1)};
     tcl_arg deep_top[] = {tuple_arg(deep_mid, 1)};                             /* ((("deep"))) */
     tcl_arg just_7[] = {tcl_arg_int(7)};
@@ -230,8 +225,8 @@ static void test_each_field_differs(void) {
         tcl_arg_int(INT64_MAX), tcl_arg_int(1),
         tcl_arg_float(7.0), tcl_arg_float(1.0), tcl_arg_float(0.5),
         tcl_arg_bool(true), tcl_arg_bool(false),
-        string_arg("7"), string_arg(""), string_arg("ab"), string_arg("abc"), bytes_arg("ab\0", 3),
-        bytes_arg("a\0c", 3), string_arg("ba"),
+        tcl_arg_str("7"), tcl_arg_str(""), tcl_arg_str("ab"), tcl_arg_str("abc"), bytes_arg("ab\0", 3),
+        bytes_arg("a\0c", 3), tcl_arg_str("ba"),
         tcl_arg_dtype(TCL_VOID), tcl_arg_dtype(TCL_INT32), tcl_arg_dtype(TCL_INT64), tcl_arg_dtype(TCL_FLOAT32),
         ints_arg(ints_7, 1), ints_arg(NULL, 0), ints_arg(ints_12, 2), ints_arg(ints_21, 2),
         ints_arg(ints_123, 3),
@@ -255,7 +250,7 @@ static void test_each_field_differs(void) {
     CHECK(equal_hashes == 0);
     /* each as the arg, then each as the tag (with a fixed arg that no arg-node uses) */
     tcl_uop *nodes[2 * NARGS];
-    tcl_arg tag_nodes_arg = string_arg("tagged");
+    tcl_arg tag_nodes_arg = tcl_arg_str("tagged");
     size_t failed = 0;
     for (size_t i = 0; i < NARGS; i++) {
         nodes[i] = tcl_uop_new(ctx, TCL_OP_CONST, TCL_INT32, NULL, 0, &args[i], NULL);

@@ -12,25 +12,20 @@
 
 #include <string.h>
 
-static tcl_arg string_arg(const char *s) {
-    tcl_arg a = {TCL_ARG_STR, (uint32_t)strlen(s), {.s = s}};
-    return a;
-}
-
 tcl_uop *fixed_graph_build(tcl_ctx *ctx) {
     tcl_uop *x = NULL, *nzero = NULL, *seven = NULL, *n = NULL, *sum = NULL, *square = NULL;
     tcl_uop *reshaped = NULL, *cast = NULL, *root = NULL;
 
     tcl_arg x_arg = tcl_arg_float(1.5), nzero_arg = tcl_arg_float(-0.0), seven_arg = tcl_arg_int(-7);
-    tcl_arg n_items[] = {string_arg("n"), tcl_arg_int(1), tcl_arg_int(64)};
+    tcl_arg n_items[] = {tcl_arg_str("n"), tcl_arg_int(1), tcl_arg_int(64)};
     tcl_arg n_arg = {TCL_ARG_TUPLE, 3, {.items = n_items}};
     static const int64_t shape[] = {2, 3};
     tcl_arg shape_arg = {TCL_ARG_INTS, 2, {.ints = shape}};
     tcl_arg cast_arg = tcl_arg_dtype(TCL_FLOAT32);
     tcl_arg pair_items[] = {tcl_arg_int(1), tcl_arg_float(2.5)};
-    tcl_arg root_items[] = {tcl_arg_bool(true), {TCL_ARG_TUPLE, 2, {.items = pair_items}}, string_arg("k")};
+    tcl_arg root_items[] = {tcl_arg_bool(true), {TCL_ARG_TUPLE, 2, {.items = pair_items}}, tcl_arg_str("k")};
     tcl_arg root_arg = {TCL_ARG_TUPLE, 3, {.items = root_items}};
-    tcl_arg root_tag = string_arg("out");
+    tcl_arg root_tag = tcl_arg_str("out");
     tcl_uop *sources[4];
 
     if (!(x = tcl_uop_new(ctx, TCL_OP_CONST, TCL_FLOAT32, NULL, 0, &x_arg, NULL))) goto done;
