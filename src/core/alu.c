@@ -12,15 +12,28 @@
 
 typedef enum value_class { CLASS_NONE, CLASS_BOOL, CLASS_SIGNED, CLASS_UNSIGNED, CLASS_FLOAT } value_class;
 
+/* Class and bit width per dtype, derived from the one dtype list at compile time: every
+ * executed ALU op asks for them (the EMU runs this per instruction), so no function calls. */
+#define CLASS_FROM_FLAGS(is_float, is_int, is_unsigned) \
+    ((is_float) ? CLASS_FLOAT : !(is_int) ? CLASS_NONE : (is_unsigned) ? CLASS_UNSIGNED : CLASS_SIGNED)
+static const uint8_t dtype_class[TCL_DTYPE_COUNT] = {
+#define X(id, name, size, isf, isi, isu) [TCL_##id] = CLASS_FROM_FLAGS(isf, isi, isu),
+    TCL_DTYPE_LIST(X)
+#undef X
+};
+static const uint8_t dtype_width[TCL_DTYPE_COUNT] = {
+#define X(id, name, size, isf, isi, isu) [TCL_##id] = 8 * (size),
+    TCL_DTYPE_LIST(X)
+#undef X
+};
+
 static value_class class_of(int dtype) {
-    if (!tcl_dtype_valid(dtype) || dtype == TCL_VOID) return CLASS_NONE;
-    const tcl_dtype_info *info = tcl_dtype_get(dtype);
-    if (dtype == TCL_BOOL) return CLASS_BOOL;
-    if (info->is_float) return CLASS_FLOAT;
-    return info->is_unsigned ? CLASS_UNSIGNED : CLASS_SIGNED;
+    if ((unsigned)dtype >= TCL_DTYPE_COUNT) return CLASS_NONE;
+    if (dtype == TCL_BOOL) return CLASS_BOOL; /* bool is neither int nor float in the list */
+    return (value_class)dtype_class[dtype];
 }
 
-static unsigned width_of(int dtype) { return 8u * tcl_dtype_get(dtype)->itemsize; }
+static unsigned width_of(int dtype) { return dtype_width[dtype]; }
 
 static tcl_float_format format_of(int dtype) {
     switch (dtype) {
