@@ -50,9 +50,13 @@ M.manual_seed(0)
 -- exactly representable, so rounding can never turn it into 1.0.
 local MANTISSA_BITS = { float64 = 53, float32 = 24, float16 = 11, bfloat16 = 8, fp8e4m3 = 4, fp8e5m2 = 3 }
 
--- A uniform number in [0, 1) with `bits` random bits.
+-- 2^-bits for each dtype's bit count, computed once rather than per number
+local UNIT = {}
+for _, bits in pairs(MANTISSA_BITS) do UNIT[bits] = 2.0 ^ -bits end
+
+-- A uniform number in [0, 1) with `bits` random bits (one of MANTISSA_BITS).
 local function uniform(bits)
-  return (next_u64() >> (64 - bits)) * 2.0 ^ -bits
+  return (next_u64() >> (64 - bits)) * UNIT[bits]
 end
 
 local function float_dtype(fn, opts)
