@@ -231,6 +231,11 @@ local function fold_constants(m)
 end
 
 --- fold_to_bounds: an integer or bool node whose interval is one value is that value.
+local function drop_same_dtype(m)
+  local u = m.__root
+  if u.nsrc == 1 and u:source(1).dtype == u.dtype then return u:source(1) end
+end
+
 local function fold_to_bounds(m)
   local u = m.__root
   if u.op == "CONST" then return nil end
@@ -425,6 +430,7 @@ local LUA_EQUIVALENTS = {
   fold_to_bounds = fold_to_bounds,
   normalize_sum = normalize_sum,
   fold_divmod = fold_divmod,
+  drop_same_dtype = drop_same_dtype,
 }
 
 --- patterns.symbolic loaded a second time, its native rewrites replaced by LUA_EQUIVALENTS
