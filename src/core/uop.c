@@ -19,6 +19,7 @@ struct tcl_ctx {
     size_t cap, live;
     uint64_t next_id;
     uint32_t mark;
+    tcl_uop *pinned;      /* see tcl_ctx_pin */
     tcl_uop **free_stack; /* worklist for freeing chains without recursion */
     size_t free_cap;
     uint64_t op_name_hash[TCL_OP_COUNT];       /* stable content-hash inputs */
@@ -109,6 +110,18 @@ void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...) {
 }
 
 size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
+
+void tcl_ctx_pin(tcl_ctx *ctx, tcl_uop *u) {
+    tcl_uop *previous = ctx->pinned;
+    ctx->pinned = tcl_uop_ref(u); /* before the release: u may be held only by the old pin */
+    tcl_uop_unref(previous);
+}
+
+tcl_uop *tcl_ctx_unpin(tcl_ctx *ctx) {
+    tcl_uop *u = ctx->pinned;
+    ctx->pinned = NULL;
+    return u;
+}
 
 uint32_t tcl_ctx_next_mark(tcl_ctx *ctx) {
     if (++ctx->mark == 0) { /* wrapped: clear every mark so old values cannot collide */

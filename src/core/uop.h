@@ -56,6 +56,12 @@ void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...)
 #endif
     ;
 size_t tcl_ctx_live_count(const tcl_ctx *ctx);
+/* The context's pin: one reference it holds for a caller across a call that may drop other
+ * references (a Lua allocation that runs finalizers). tcl_ctx_pin takes a reference to u and
+ * releases the previous pin, if any (left there when the caller was interrupted by an error);
+ * tcl_ctx_unpin hands the pinned reference to the caller. The context frees a pin at its end. */
+void tcl_ctx_pin(tcl_ctx *ctx, tcl_uop *u);
+tcl_uop *tcl_ctx_unpin(tcl_ctx *ctx);
 /* A fresh mark value for one graph walk; nodes whose mark equals it were visited. */
 uint32_t tcl_ctx_next_mark(tcl_ctx *ctx);
 
