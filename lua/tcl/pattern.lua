@@ -173,17 +173,25 @@ function Pat:cast(dtype)
 end
 
 -- The plain table the C compiler reads (see src/rewrite/lua_rewrite.c).
-local function compile_table(p)
+-- Patterns are user data and may be cyclic: nesting stops where the C compiler would stop too.
+local MAX_PATTERN_DEPTH = 64
+
+local function compile_table(p, depth)
+  depth = depth or 0
+  if depth > MAX_PATTERN_DEPTH then
+    error(string.format("%s: pattern nested deeper than %d (does it contain itself?)", p.loc or "?",
+      MAX_PATTERN_DEPTH), 0)
+  end
   local t = { name = p.name, has_arg = p.has_arg, arg = p.arg, order = p.order }
   if p.op then t.op = p.op end
   if p.dtype then t.dtype = p.dtype end
   if p.src then
     t.src = {}
-    for i, s in ipairs(p.src) do t.src[i] = compile_table(s) end
+    for i, s in ipairs(p.src) do t.src[i] = compile_table(s, depth + 1) end
   end
   if p.alt then
     t.alt = {}
-    for i, a in ipairs(p.alt) do t.alt[i] = compile_table(a) end
+    for i, a in ipairs(p.alt) do t.alt[i] = compile_table(a, depth + 1) end
   end
   return t
 end
@@ -213,7 +221,9 @@ function P.rules(entries)
     if type(rewrite) ~= "function" and type(rewrite) ~= "string" then
       error(string.format("%s: the rewrite is a %s; use a function or a native rewrite's name", loc, type(rewrite)), 0)
     end
-    local ok, rule = pcall(native.rule, compile_table(pat), rewrite, loc)
+    local compiled_ok, compiled = pcall(compile_table, pat)
+    if not compiled_ok then error(compiled, 0) end
+    local ok, rule = pcall(native.rule, compiled, rewrite, loc)
     if not ok then error(rule, 0) end -- the C message starts with the rule's location
     rules[i] = rule
   end
@@ -257,7 +267,8 @@ local function as_matcher(v, what)
 end
 
 --- Rewrites the graph under root to a fixed point with these rules (children first).
--- opts: ctx (handed to rewrites), parents_first (a rule set), name, trace, max_chain.
+-- opts: ctx (handed to rewrites), parents_first (a rule set), name, trace, max_chain (successive
+-- replacements of one node), max_growth (new live nodes; default 2^20).
 local function checked(ok, result, ...)
   if not ok then error(result, 3) end -- report at the caller of rewrite/graph_rewrite
   return result, ...
@@ -267,7 +278,7 @@ function RuleSet:rewrite(root, opts)
   opts = opts or {}
   return checked(pcall(native.graph_rewrite, root, self:matcher(), {
     ctx = opts.ctx, parents_first = as_matcher(opts.parents_first, "parents_first"),
-    name = opts.name, trace = opts.trace, max_chain = opts.max_chain,
+    name = opts.name, trace = opts.trace, max_chain = opts.max_chain, max_growth = opts.max_growth,
   }))
 end
 
@@ -281,7 +292,7 @@ function P.graph_rewrite(root, rules, opts)
   opts = opts or {}
   return checked(pcall(native.graph_rewrite, root, as_matcher(rules, "rules"), {
     ctx = opts.ctx, parents_first = as_matcher(opts.parents_first, "parents_first"),
-    name = opts.name, trace = opts.trace, max_chain = opts.max_chain,
+    name = opts.name, trace = opts.trace, max_chain = opts.max_chain, max_growth = opts.max_growth,
   }))
 end
 

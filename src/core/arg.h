@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* How deeply tuples may nest: the walks over args recurse, and args come from user data. */
+#define TCL_ARG_MAX_DEPTH 32
+
 typedef enum tcl_arg_kind {
     TCL_ARG_NONE,
     TCL_ARG_INT,

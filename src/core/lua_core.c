@@ -127,7 +127,13 @@ static bool table_is_int_list(lua_State *L, int idx, lua_Integer n) {
     return true;
 }
 
+static int to_arg(lua_State *L, int idx, tcl_arg *out, const char *what, int depth);
+
 int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what) {
+    return to_arg(L, idx, out, what, 0);
+}
+
+static int to_arg(lua_State *L, int idx, tcl_arg *out, const char *what, int depth) {
     idx = lua_absindex(L, idx);
     *out = tcl_arg_none();
     switch (lua_type(L, idx)) {
@@ -152,6 +158,9 @@ int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what) {
         break;
     }
     case LUA_TTABLE: {
+        if (depth >= TCL_ARG_MAX_DEPTH)
+            return luaL_error(L, "%s: table nested deeper than %d levels (does it contain itself?)", what,
+                              TCL_ARG_MAX_DEPTH);
         lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
         if (n > 1 << 24) return luaL_error(L, "%s: table too long", what);
         luaL_checkstack(L, 4, what);
@@ -172,7 +181,7 @@ int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what) {
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, idx, i);
             int top = lua_gettop(L);
-            int extra = tcl_lua_to_arg(L, top, &items[i - 1], what);
+            int extra = to_arg(L, top, &items[i - 1], what, depth + 1);
             lua_remove(L, top); /* the item's storage stays pushed; its strings live in the table at idx */
             pushed += extra;
         }
@@ -215,7 +224,10 @@ tcl_uop *tcl_lua_test_uop(lua_State *L, int idx) {
 }
 
 tcl_uop *tcl_lua_check_uop(lua_State *L, int idx) {
-    return ((uop_box *)luaL_checkudata(L, idx, UOP_MT))->u;
+    tcl_uop *u = ((uop_box *)luaL_checkudata(L, idx, UOP_MT))->u;
+    /* only a userdata resurrected after its finalizer ran (reachable from another finalized object) */
+    if (!u) luaL_argerror(L, idx, "the UOp was finalized");
+    return u;
 }
 
 /* The node's userdata, looked up in (and added to) the node cache at cache_idx; a new one
@@ -223,8 +235,13 @@ tcl_uop *tcl_lua_check_uop(lua_State *L, int idx) {
 static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx) {
     if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) return;
     lua_pop(L, 1);
+    /* A miss does not mean u has no userdata: the weak cache drops an entry as soon as its
+     * userdata is unreachable, before that userdata's finalizer has run. Allocating the new
+     * userdata may run that finalizer and release the last reference to u, so the context
+     * pins u across the allocation (a memory error leaves the pin to the next push). */
+    tcl_ctx_pin(u->ctx, u);
     uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->u = tcl_uop_ref(u);
+    box->u = tcl_ctx_unpin(u->ctx);
     if (mt_idx) {
         lua_pushvalue(L, mt_idx);
         lua_setmetatable(L, -2);
@@ -406,6 +423,15 @@ static int l_toposort(lua_State *L) {
     return 1;
 }
 
+/* core.graph_size(u) -> the number of distinct nodes in u's graph (u included) */
+static int l_graph_size(lua_State *L) {
+    tcl_uop *u = tcl_lua_check_uop(L, 1);
+    size_t n;
+    if (!tcl_uop_toposort(u, &n)) return luaL_error(L, "graph_size: %s", tcl_ctx_error(u->ctx));
+    lua_pushinteger(L, (lua_Integer)n);
+    return 1;
+}
+
 static int l_live_count(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)tcl_ctx_live_count(tcl_lua_ctx(L)));
     return 1;
@@ -503,6 +529,7 @@ int luaopen_tcl_core(lua_State *L) {
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"toposort", l_toposort},
+        {"graph_size", l_graph_size},
         {NULL, NULL},
     };
     luaL_newlib(L, funcs);
