@@ -137,7 +137,7 @@ TCLC_API int tclc_dofile_args(tclc_state *S, const char *path, const tclc_value 
  * does. A callable table (one with __call) counts as a function.
  * Result strings point into memory owned by S: they stay valid until the next tclc_call on S
  * or tclc_close(S); copy them to keep them longer.
- * Errors: TCLC_ERRARG (NULL S or name, nargs or nresults < 0, NULL array with a count > 0,
+ * Errors: TCLC_ERRARG (NULL S or name, nargs or nresults < 0 or > TCLC_MAX_VALUES, NULL array with a count > 0,
  * unknown value kind, string with NULL data), TCLC_ERRNAME (no such global, or not callable),
  * TCLC_ERRRUN (the function raised an error), TCLC_ERRTYPE (a result is not nil, boolean,
  * number or string; the function did run). On any error every result is set to nil. */
@@ -160,6 +160,9 @@ TCLC_API const char *tclc_version(void);
 TCLC_API struct lua_State *tclc_lua(tclc_state *S);
 
 #define TCLC_MULTRET (-1) /* nresults for tclc_pcall: keep every result (LUA_MULTRET) */
+/* The most arguments or results one call may pass (Lua's own stack limit); a larger count is
+ * TCLC_ERRARG. */
+#define TCLC_MAX_VALUES 1000000
 
 /* lua_pcall on tclc_lua(S)'s stack with tcl's error handling: calls the function lying below
  * nargs arguments on top of the stack and leaves nresults results (or all, TCLC_MULTRET).

@@ -6,6 +6,7 @@
  * any failed. Run it under the Sanitize build to check memory on the error paths too. */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, mkstemp, fdopen, close */
 
+#include <limits.h>
 #include <lua.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,6 +123,10 @@ static void check_call_arguments(tally *t, tclc_state *S) {
     check(t, contains(tclc_error(S), ">= 0"), "... says counts must be >= 0");
     check(t, tclc_call(S, "id", &v, 1, r, -1) == TCLC_ERRARG, "tclc_call nresults < 0");
     check(t, tclc_call(S, "id", NULL, 2, r, 1) == TCLC_ERRARG, "tclc_call NULL args, nargs 2");
+    check(t, tclc_call(S, "id", &v, INT_MAX, r, 1) == TCLC_ERRARG, "tclc_call nargs INT_MAX");
+    check(t, tclc_call(S, "id", &v, 1, r, INT_MAX) == TCLC_ERRARG && contains(tclc_error(S), "TCLC_MAX_VALUES"),
+          "tclc_call nresults INT_MAX, before writing any result");
+    check(t, tclc_dofile_args(S, "x.lua", &v, INT_MAX) == TCLC_ERRARG, "tclc_dofile_args nargs INT_MAX");
     check(t, tclc_call(S, "id", &v, 1, NULL, 1) == TCLC_ERRARG, "tclc_call NULL results");
     tclc_value bad = {.type = 99};
     check(t, tclc_call(S, "id", &bad, 1, r, 1) == TCLC_ERRARG, "unknown value type");
@@ -193,11 +198,11 @@ static void check_call_values(tally *t, tclc_state *S) {
     enum { TOO_MANY = 2000000 };
     tclc_value *huge = calloc(TOO_MANY, sizeof *huge);
     if (huge) {
-        check(t, tclc_call(S, "id", NULL, 0, huge, TOO_MANY) == TCLC_ERRRUN &&
-                     contains(tclc_error(S), "too many results"),
+        check(t, tclc_call(S, "id", NULL, 0, huge, TOO_MANY) == TCLC_ERRARG &&
+                     contains(tclc_error(S), "TCLC_MAX_VALUES"),
               "2,000,000 results: a clean error");
-        check(t, tclc_call(S, "id", huge, TOO_MANY, NULL, 0) == TCLC_ERRRUN &&
-                     contains(tclc_error(S), "too many arguments"),
+        check(t, tclc_call(S, "id", huge, TOO_MANY, NULL, 0) == TCLC_ERRARG &&
+                     contains(tclc_error(S), "TCLC_MAX_VALUES"),
               "2,000,000 arguments: a clean error");
     }
     free(huge);
@@ -230,6 +235,14 @@ static void check_escape_hatch(tally *t, tclc_state *S) {
     check(t, tclc_pcall(S, top + 5, 0) == TCLC_ERRARG && lua_gettop(L) == top,
           "tclc_pcall with more arguments than the stack holds");
     check(t, tclc_pcall(S, -1, 0) == TCLC_ERRARG, "tclc_pcall nargs < 0");
+    /* counts near INT_MAX must be refused without overflowing (1 + nresults once wrapped) */
+    lua_getglobal(L, "id");
+    check(t, tclc_pcall(S, 0, INT_MAX) == TCLC_ERRARG && lua_gettop(L) == top + 1 &&
+                 contains(tclc_error(S), "TCLC_MAX_VALUES"),
+          "tclc_pcall nresults INT_MAX is refused, stack untouched");
+    check(t, tclc_pcall(S, INT_MAX, 0) == TCLC_ERRARG && lua_gettop(L) == top + 1,
+          "tclc_pcall nargs INT_MAX is refused, stack untouched");
+    lua_settop(L, top);
     lua_getglobal(L, "tcl");
     check(t, lua_istable(L, -1), "global tcl is a table");
     lua_pop(L, 1);

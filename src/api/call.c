@@ -78,6 +78,11 @@ int tclc_call(tclc_state *S, const char *name, const tclc_value *args, int nargs
                             name, nargs, nresults);
         return TCLC_ERRARG;
     }
+    if (nargs > TCLC_MAX_VALUES || nresults > TCLC_MAX_VALUES) {
+        tclc_api_set_errorf(S, "tclc_call('%s'): nargs (%d) and nresults (%d) must be at most TCLC_MAX_VALUES (%d)",
+                            name, nargs, nresults, TCLC_MAX_VALUES);
+        return TCLC_ERRARG;
+    }
     if ((nargs > 0 && !args) || (nresults > 0 && !results)) {
         tclc_api_set_errorf(S, "tclc_call('%s'): %s is NULL but its count is %d", name,
                             nargs > 0 && !args ? "args" : "results",

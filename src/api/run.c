@@ -67,7 +67,7 @@ int tclc_dostring(tclc_state *S, const char *code, const char *chunkname) {
 
 int tclc_dofile_args(tclc_state *S, const char *path, const tclc_value *args, int nargs) {
     if (!S) return TCLC_ERRARG;
-    if (nargs < 0 || (nargs > 0 && !args)) {
+    if (nargs < 0 || nargs > TCLC_MAX_VALUES || (nargs > 0 && !args)) {
         tclc_api_set_errorf(S, "tclc_dofile_args: bad arguments (args %s, nargs %d)",
                             args ? "set" : "NULL", nargs);
         return TCLC_ERRARG;
@@ -89,9 +89,15 @@ int tclc_pcall(tclc_state *S, int nargs, int nresults) {
         tclc_api_set_errorf(S, "tclc_pcall: bad counts (nargs %d, nresults %d)", nargs, nresults);
         return TCLC_ERRARG;
     }
-    if (lua_gettop(L) < nargs + 1) {
+    /* nargs >= top rather than top < nargs + 1: no count from the host is ever added to */
+    if (nargs >= lua_gettop(L)) {
         tclc_api_set_errorf(S, "tclc_pcall: the stack holds %d values, not a function and %d "
                             "arguments", lua_gettop(L), nargs);
+        return TCLC_ERRARG;
+    }
+    if (nresults > TCLC_MAX_VALUES) {
+        tclc_api_set_errorf(S, "tclc_pcall: nresults %d is more than TCLC_MAX_VALUES (%d)", nresults,
+                            TCLC_MAX_VALUES);
         return TCLC_ERRARG;
     }
     int function_index = lua_gettop(L) - nargs;
