@@ -139,10 +139,21 @@ tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts) {
     rw.ctx = root->ctx;
     tcl_ptrmap_init(&rw.memo);
     uint32_t max_chain = opts->max_chain ? opts->max_chain : 10000;
+    /* Rules that keep building new nodes below a replacement escape the chain guard (each new
+     * node starts a chain of its own), so the growth of the live node count is bounded too. */
+    size_t live_at_start = tcl_ctx_live_count(rw.ctx);
+    size_t max_growth = opts->max_growth ? opts->max_growth : TCL_REWRITE_DEFAULT_MAX_GROWTH;
     tcl_uop *result = NULL;
     if (!push(&rw, root, 0, STAGE_ENTER)) goto done;
 
     while (rw.sp) {
+        size_t live = tcl_ctx_live_count(rw.ctx);
+        if (live > live_at_start && live - live_at_start > max_growth) {
+            char what[96];
+            snprintf(what, sizeof what, "the graph grew by more than %zu nodes (max_growth)", max_growth);
+            loop_error(&rw, what, rw.stack[rw.sp - 1].node);
+            goto fail;
+        }
         size_t fi = rw.sp - 1;
         frame *f = &rw.stack[fi];
         tcl_uop *u = f->node;

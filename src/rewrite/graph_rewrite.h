@@ -10,6 +10,8 @@
 
 #include "pattern.h"
 
+#define TCL_REWRITE_DEFAULT_MAX_GROWTH ((size_t)1 << 20)
+
 /* Called for every rule that fires, when set (tracing). */
 typedef void (*tcl_rewrite_trace_fn)(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after);
 
@@ -24,6 +26,9 @@ typedef struct tcl_rewrite_opts {
     void *trace_data;
     /* loop guard: how many successive replacements of one node are allowed (0 = default 10000) */
     uint32_t max_chain;
+    /* growth guard: how many more live nodes than at the start are allowed
+     * (0 = TCL_REWRITE_DEFAULT_MAX_GROWTH) */
+    size_t max_growth;
 } tcl_rewrite_opts;
 
 /* New reference to the rewritten graph, or NULL with the context's error set

@@ -360,7 +360,7 @@ static void record_match(void *data, const tcl_rule *rule, tcl_uop *before, tcl_
     lua_rawseti(L, h->trace_index, (lua_Integer)lua_rawlen(L, h->trace_index) + 1);
 }
 
-/* rewrite.graph_rewrite(root, matcher|nil, {parents_first=, ctx=, name=, trace=, max_chain=}) */
+/* rewrite.graph_rewrite(root, matcher|nil, {parents_first=, ctx=, name=, trace=, max_chain=, max_growth=}) */
 static int l_graph_rewrite(lua_State *L) {
     tcl_uop *root = tcl_lua_check_uop(L, 1);
     const tcl_matcher *pm = lua_isnoneornil(L, 2) ? NULL : check_matcher(L, 2);
@@ -379,6 +379,12 @@ static int l_graph_rewrite(lua_State *L) {
             lua_Integer mc = luaL_checkinteger(L, -1);
             if (mc < 1 || mc > 100000000) return luaL_error(L, "graph_rewrite: max_chain must be in 1..1e8");
             opts.max_chain = (uint32_t)mc;
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, 3, "max_growth") != LUA_TNIL) {
+            lua_Integer mg = luaL_checkinteger(L, -1);
+            if (mg < 1) return luaL_error(L, "graph_rewrite: max_growth must be >= 1");
+            opts.max_growth = (size_t)mg;
         }
         lua_pop(L, 1);
         if (lua_getfield(L, 3, "name") == LUA_TSTRING) name = lua_tostring(L, -1);
