@@ -3,6 +3,7 @@
  * device); a GPU device will add its own allocator behind the same struct. */
 #include "buffer.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,13 @@
 
 /* The devices this runtime can allocate on. */
 static const char *const known_devices[] = {"EMU", NULL};
+
+/* EMU keeps buffers in host memory: x86-64 and AArch64 user space is 2^47 bytes. */
+#define HOST_ADDRESSABLE_BYTES ((uint64_t)1 << 47)
+
+uint64_t tcl_device_max_buffer_bytes(const char *device) {
+    return tcl_device_known(device) ? HOST_ADDRESSABLE_BYTES : 0;
+}
 
 const char *tcl_device_at(size_t i) {
     return i < sizeof known_devices / sizeof *known_devices ? known_devices[i] : NULL;
@@ -34,8 +42,9 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, char *er
         return NULL;
     }
     size_t itemsize = tcl_dtype_get(dtype)->itemsize;
-    if (numel > SIZE_MAX / itemsize) {
-        snprintf(err, errcap, "buffer of %zu %s elements is too large to address", numel, tcl_dtype_get(dtype)->name);
+    if (numel > SIZE_MAX / itemsize || numel * itemsize > tcl_device_max_buffer_bytes(device)) {
+        snprintf(err, errcap, "a buffer of %zu %s elements is larger than %s can address (%" PRIu64 " bytes)", numel,
+                 tcl_dtype_get(dtype)->name, device, tcl_device_max_buffer_bytes(device));
         return NULL;
     }
     tcl_buffer *b = malloc(sizeof *b);

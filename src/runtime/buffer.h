@@ -41,6 +41,8 @@ void tcl_buffer_free(tcl_buffer *b);
 
 /* True when device names a device this runtime has. */
 bool tcl_device_known(const char *device);
+/* The largest buffer device can hold, in bytes (0 for an unknown device). */
+uint64_t tcl_device_max_buffer_bytes(const char *device);
 /* The i-th device this runtime has (0-based), or NULL past the last. */
 const char *tcl_device_at(size_t i);
 

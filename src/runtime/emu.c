@@ -70,6 +70,7 @@ struct tcl_emu_program {
     emu_mem_info *regs;   /* memory id nparams + i */
     size_t scratch_bytes;
     tcl_launch launch;
+    size_t bytes; /* heap bytes held, about */
 };
 
 static const char *const special_names[6] = {"gidx0", "gidx1", "gidx2", "lidx0", "lidx1", "lidx2"};
@@ -210,6 +211,9 @@ static bool add_mem(builder *b, size_t i, bool is_param) {
     if (slot < 0 || slot > INT32_MAX) return fail(b, i, "slot %" PRId64 " is out of range", slot);
     if (numel < 0) return fail(b, i, "numel %" PRId64 " is negative", numel);
     if ((uint64_t)numel > SIZE_MAX / 8) return fail(b, i, "numel %" PRId64 " is too large", numel);
+    if (!is_param && numel > TCL_EMU_MAX_REG_ELEMENTS)
+        return fail(b, i, "a register array of %" PRId64 " elements is larger than the %d a thread may hold", numel,
+                    TCL_EMU_MAX_REG_ELEMENTS);
     emu_mem_info *list = is_param ? b->params : b->regs;
     int32_t *at = is_param ? b->param_at : b->reg_at;
     size_t *count = is_param ? &b->nparams : &b->nregs;
@@ -432,7 +436,9 @@ static bool finish_memory(builder *b) {
         p->regs[k] = b->regs[k];
         offset = (offset + 7) & ~(size_t)7;
         size_t bytes = p->regs[k].numel * p->regs[k].itemsize;
-        if (bytes > SIZE_MAX - offset - 8) return fail(b, WHOLE_KERNEL, "scratch memory too large");
+        if (offset + bytes > TCL_EMU_MAX_SCRATCH_BYTES)
+            return fail(b, WHOLE_KERNEL, "register arrays need more than the %d bytes of scratch memory a thread may hold",
+                        TCL_EMU_MAX_SCRATCH_BYTES);
         p->regs[k].offset = offset;
         offset += bytes;
     }
@@ -533,6 +539,9 @@ tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, si
         goto done;
     }
     ok = finish_memory(&b) && resolve_launch(&b, launch);
+    /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
+    p->bytes = sizeof *p + len + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
+               (p->nparams + p->nregs) * sizeof(emu_mem_info) + n * 16;
 
 done:
     tcl_ptrmap_free(&index_of);
@@ -550,6 +559,7 @@ done:
 
 const char *tcl_emu_program_name(const tcl_emu_program *p) { return p->name; }
 size_t tcl_emu_program_size(const tcl_emu_program *p) { return p->n; }
+size_t tcl_emu_program_bytes(const tcl_emu_program *p) { return p->bytes; }
 size_t tcl_emu_program_nparams(const tcl_emu_program *p) { return p->nparams; }
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p) { return p->launch; }
 

@@ -10,7 +10,8 @@
  * "Kernels"): each node after its sources, a RANGE opening a loop that its END closes.
  * Accepted ops and what they do:
  *   PARAM {slot, numel}       kernel argument `slot`; slots are 0..n-1, each once
- *   DEFINE_REG {slot, numel}  per-thread scratch memory (accumulators), zeroed per thread
+ *   DEFINE_REG {slot, numel}  per-thread scratch memory (accumulators), zeroed per thread;
+ *                             at most TCL_EMU_MAX_REG_ELEMENTS each, TCL_EMU_MAX_SCRATCH_BYTES in all
  *   CONST                     its value
  *   RANGE (end, deps...)      loop variable from 0 while < end; end <= 0 skips the loop
  *   END (deps..., RANGE)      closes the loop of its last source (the others only order)
@@ -37,6 +38,11 @@
 #include "core/uop.h"
 #include "buffer.h"
 
+/* Per-thread scratch memory is cleared for every thread, so it must stay small: a register
+ * array (DEFINE_REG) holds accumulators and tiles, not tensors. */
+#define TCL_EMU_MAX_REG_ELEMENTS 16384
+#define TCL_EMU_MAX_SCRATCH_BYTES (1 << 20)
+
 typedef struct tcl_launch {
     /* 0 means "not given": taken from a SPECIAL with a CONST size, else 1 */
     uint32_t global[3];
@@ -54,6 +60,8 @@ void tcl_emu_program_free(tcl_emu_program *p);
 
 const char *tcl_emu_program_name(const tcl_emu_program *p);
 size_t tcl_emu_program_size(const tcl_emu_program *p);
+/* The heap memory the program holds, in bytes (about). */
+size_t tcl_emu_program_bytes(const tcl_emu_program *p);
 size_t tcl_emu_program_nparams(const tcl_emu_program *p);
 /* dtype and numel of parameter slot (slot < nparams). */
 void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, size_t *numel);

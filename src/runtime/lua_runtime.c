@@ -9,10 +9,11 @@
  *     :copy_from(other)  same dtype and numel
  *   runtime.program(nodes, {name =, global_size = {x,y,z}, local_size = {x,y,z}}) -> Program
  *     nodes: a linear list of kernel nodes (emu.h says which and how they run)
- *     .name .size .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
+ *     .name .size .bytes (heap memory held) .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
  *     :run(buffers)      buffers in PARAM slot order (slot 0 = buffers[1]); -> elapsed seconds
  *     :dump()            -> readable listing
  *   runtime.devices      -> list of device names
+ *   runtime.max_buffer_bytes(device) -> the largest buffer the device can hold, in bytes (nil: unknown)
  *
  * Each Buffer and Program userdata owns its C object and frees it in its finalizer; C
  * objects are built into a userdata that already exists, so a Lua error never leaks one. */
@@ -188,6 +189,15 @@ static void read_sizes(lua_State *L, int opts, const char *field, uint32_t out[3
     lua_pop(L, 1);
 }
 
+/* runtime.max_buffer_bytes(device) -> the largest buffer the device holds, in bytes; nil for a
+ * device this runtime does not have */
+static int l_max_buffer_bytes(lua_State *L) {
+    const char *device = luaL_checkstring(L, 1);
+    if (tcl_device_known(device)) lua_pushinteger(L, (lua_Integer)tcl_device_max_buffer_bytes(device));
+    else lua_pushnil(L);
+    return 1;
+}
+
 static int l_program(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     int opts = 0;
@@ -251,6 +261,7 @@ static int program_index(lua_State *L) {
     if (k) {
         if (!strcmp(k, "name")) { lua_pushstring(L, tcl_emu_program_name(p)); return 1; }
         if (!strcmp(k, "size")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_size(p)); return 1; }
+        if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_bytes(p)); return 1; }
         if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_nparams(p)); return 1; }
         if (!strcmp(k, "params")) {
             size_t n = tcl_emu_program_nparams(p);
@@ -326,7 +337,8 @@ int luaopen_tcl_runtime(lua_State *L) {
     luaL_newlib(L, program_methods);
     lua_setfield(L, LUA_REGISTRYINDEX, PROGRAM_METHODS_KEY);
 
-    static const luaL_Reg funcs[] = {{"buffer", l_buffer}, {"program", l_program}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"buffer", l_buffer}, {"program", l_program}, {"max_buffer_bytes", l_max_buffer_bytes}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_newtable(L);
     for (size_t i = 0; tcl_device_at(i); i++) {
