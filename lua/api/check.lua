@@ -51,14 +51,66 @@ function M.tensor(fn, x)
   return x
 end
 
---- An integer from an integer-valued number (2.0 is accepted as 2); fails otherwise.
-function M.integer(fn, what, v)
+--- An integer from an integer-valued number (2.0 is accepted as 2); fails otherwise. Any
+--  64-bit integer is accepted: for sizes, dims, indices and amounts use M.integer.
+function M.any_integer(fn, what, v)
   local i = type(v) == "number" and math.tointeger(v) or nil
   if i == nil then
     if type(v) == "number" then fail(fn, "%s must be an integer, got %s", what, tostring(v)) end
     fail(fn, "%s must be an integer, got %s", what, M.type_name(v))
   end
   return i
+end
+
+local MAX_NUMEL = shape_of.MAX_NUMEL
+
+--- An integer that takes part in size arithmetic (a size, dim, index, count or amount): at
+--  most 2^53 in magnitude, like the sizes of a shape, so sums and products of a few of them
+--  cannot overflow.
+function M.integer(fn, what, v)
+  local i = M.any_integer(fn, what, v)
+  if i > MAX_NUMEL or i < -MAX_NUMEL then fail(fn, "%s %d is out of range (at most 2^53 in magnitude)", what, i) end
+  return i
+end
+
+--- shape, when tcl accepts it (at most 2^53 elements, see tcl.shape); fails naming fn otherwise.
+function M.shape_fits(fn, shape)
+  local problem = shape_of.problem(shape)
+  if problem then fail(fn, "shape %s %s", M.shape_str(shape), problem) end
+  return shape
+end
+
+-- Functions that build their values in a Lua list on the host (arange, linspace, random
+-- numbers, data, tolist) take at most this many: 2^27 values are a 2 GiB Lua table.
+M.MAX_HOST_VALUES = 1 << 27
+
+--- n, unless it is more than the MAX_HOST_VALUES `things` (default "values") that fn may
+--  build in a Lua list.
+function M.host_values(fn, n, things)
+  if n > M.MAX_HOST_VALUES then
+    fail(fn, "%s %s are more than the 2^27 (%d) built in one Lua list", string.format("%.0f", n), things or "values",
+      M.MAX_HOST_VALUES)
+  end
+  return n
+end
+
+--- The name of the user-facing function that is running: the outermost frame of the API
+--  (metamethods by their operation: __mul is "mul", __call "Tensor"). For errors raised
+--  where only the shape of a result is known.
+--  The frame's name is unknown when it was tail-called; then this says "Tensor": the
+--  functions check the shapes they make from their arguments themselves, and this is only
+--  the safety net.
+function M.api_function()
+  local outermost, level = nil, 2
+  while true do
+    local info = debug.getinfo(level, "Snt")
+    if info == nil or not is_api_frame(info) then break end
+    outermost = info
+    level = level + 1
+  end
+  local name = outermost and not outermost.istailcall and outermost.name
+  if not name or name == "__call" then return "Tensor" end
+  return (name:gsub("^__", ""))
 end
 
 --- An integer >= minimum.
@@ -144,7 +196,7 @@ function M.shape_args(fn, ...)
       fail(fn, "a shape is a list of sizes, got a table with key %s", tostring(k))
     end
   end
-  return shape, next_index
+  return M.shape_fits(fn, shape), next_index
 end
 
 --- A shape given as one argument: a size or a table of sizes (full, randint).

@@ -13,6 +13,7 @@ local rules = require "api.dtype_rules"
 
 local is_tensor, fail, wrap = class.is_tensor, check.fail, class.wrap
 local dtypes = core.dtypes
+local MAX_NDIM = require("tcl.shape").MAX_NDIM
 local M = {}
 
 local OPTIONS = { dtype = true, device = true }
@@ -51,6 +52,9 @@ M._from_values = from_values
 local function flatten(fn, data)
   local shape, probe = {}, data
   while type(probe) == "table" and not is_tensor(probe) do
+    if #shape == MAX_NDIM then
+      fail(fn, "data is nested deeper than the %d dims a tensor may have (does it contain itself?)", MAX_NDIM)
+    end
     shape[#shape + 1] = #probe
     if #probe == 0 then break end
     probe = probe[1]
@@ -87,6 +91,7 @@ local function flatten(fn, data)
     end
     path[depth] = nil
   end
+  check.shape_fits(fn, shape)
   walk(data, 1)
   return flat, shape
 end
@@ -113,6 +118,19 @@ function M.new(data, opts)
   local dtype, device = options(fn, opts, rules.of_values(flat))
   for i = 1, #flat do flat[i] = alu.cast(flat[i], dtype) end
   return from_values(dtype, flat, shape, device)
+end
+
+--- Tensor.scalar(value, {dtype=, device=}): a 0-d tensor whose value is stored in a
+--  one-element buffer, not compiled into kernels as Tensor(value) is. For values that change
+--  on every call (a learning rate, a step count): kernels that read it stay the same, so
+--  they are compiled once.
+function M.scalar(value, opts)
+  local fn = "scalar"
+  if type(value) ~= "number" and type(value) ~= "boolean" then
+    fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
+  end
+  local dtype, device = options(fn, opts, rules.of_value(value))
+  return from_values(dtype, { alu.cast(value, dtype) }, {}, device)
 end
 
 function M.full(shape, value, opts)
@@ -192,8 +210,10 @@ function M.arange(...)
   if step == 0 then fail(fn, "step must not be 0") end
   local all_int = math.type(start) == "integer" and math.type(stop) == "integer" and math.type(step) == "integer"
   local dtype, device = options(fn, opts, all_int and dtypes.int32 or rules.default_float)
-  local count = math.max(0, math.ceil((stop - start) / step))
+  -- counted in floats: integer differences such as stop - start may not fit in 64 bits
+  local count = math.max(0, math.ceil((stop + 0.0 - start) / step))
   if count ~= count or count == math.huge then fail(fn, "cannot count from %s to %s by %s", start, stop, step) end
+  check.host_values(fn, count)
   local flat = {}
   for i = 0, math.tointeger(count) - 1 do flat[i + 1] = alu.cast(start + i * step, dtype) end
   return from_values(dtype, flat, { #flat }, device)
@@ -205,6 +225,7 @@ function M.linspace(a, b, n, opts)
   check.number(fn, "start", a)
   check.number(fn, "end", b)
   n = check.integer_at_least(fn, "number of steps", n, 0)
+  check.host_values(fn, n)
   local dtype, device = options(fn, opts, rules.default_float)
   local flat = {}
   for i = 0, n - 1 do
@@ -220,6 +241,7 @@ function M.eye(n, m, opts)
   if type(m) == "table" and opts == nil then m, opts = nil, m end
   n = check.integer_at_least(fn, "n", n, 0)
   m = m == nil and n or check.integer_at_least(fn, "m", m, 0)
+  check.shape_fits(fn, { n, m })
   local dtype, device = options(fn, opts, rules.default_float)
   return nodes.cast(nodes.band_mask(n, m, 0, 0, device), dtype)
 end

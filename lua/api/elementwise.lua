@@ -42,7 +42,7 @@ local function broadcast_shape(fn, shapes)
     end
     out[i] = size
   end
-  return out
+  return check.shape_fits(fn, out)
 end
 
 local function is_scalar(v)

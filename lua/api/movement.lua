@@ -14,6 +14,7 @@ local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local M = {}
 
 local tensor_arg = check.tensor
+local MAX_NUMEL = require("tcl.shape").MAX_NUMEL
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)
@@ -39,7 +40,12 @@ local function reshape_as(fn, x, ...)
       infer_at = i
     elseif s < 0 then
       fail(fn, "sizes must be >= 0 or -1, got %s", shape_str(sizes))
-    else
+    elseif known ~= 0 then
+      -- no product past 2^53 is formed, so a huge size cannot wrap around to a valid count
+      if s > MAX_NUMEL // known then
+        fail(fn, "cannot reshape %s (%d elements) to %s: more than 2^53 elements", shape_str(x._shape), numel,
+          shape_str(sizes))
+      end
       known = known * s
     end
   end
@@ -169,7 +175,7 @@ function M.expand(x, ...)
     end
   end
   if not ok then fail("expand", "cannot expand %s to %s", shape_str(have), shape_str(sizes)) end
-  return nodes.broadcast_to(x, target)
+  return nodes.broadcast_to(x, check.shape_fits("expand", target))
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -187,7 +193,7 @@ function M.pad(x, pairs, value)
   if value ~= nil and type(value) ~= "number" and type(value) ~= "boolean" then
     fail("pad", "value must be a number, got %s", check.type_name(value))
   end
-  local grow, window = {}, {}
+  local grow, window, padded_shape = {}, {}, {}
   for i = 1, ndim do
     local pair = pairs[i] or { 0, 0 }
     if type(pair) ~= "table" then fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair)) end
@@ -199,7 +205,9 @@ function M.pad(x, pairs, value)
     end
     window[2 * i - 1], window[2 * i] = math.max(-before, 0), size - math.max(-after, 0)
     grow[2 * i - 1], grow[2 * i] = math.max(before, 0), math.max(after, 0)
+    padded_shape[i] = size + before + after
   end
+  check.shape_fits("pad", padded_shape)
   local cropped = nodes.shrink(x, window)
   local padded = nodes.pad(cropped, grow)
   if value == nil or value == 0 or value == false or padded == cropped then return padded end
@@ -353,6 +361,7 @@ function M.cat(list, d)
     if t.device ~= first.device then fail("cat", "tensors are on different devices, %s and %s", first.device, t.device) end
     if i > 1 then dtype = rules.promote("cat", dtype, t.uop.dtype) end
     total = total + t._shape[axis + 1]
+    if total > MAX_NUMEL then fail("cat", "the joined dim %d would be longer than 2^53", axis + 1) end
   end
   local result, offset = nil, 0
   for _, t in ipairs(list) do
@@ -402,6 +411,9 @@ M["repeat"] = function(x, ...)
   local with_ones, expanded, result = {}, {}, {}
   for i = 1, #counts do
     local size = i > lead and x._shape[i - lead] or 1
+    if size > 0 and counts[i] > MAX_NUMEL // size then
+      fail("repeat", "repeating %s by %s gives more than 2^53 elements", shape_str(x._shape), shape_str(counts))
+    end
     with_ones[2 * i - 1], with_ones[2 * i] = 1, size
     expanded[2 * i - 1], expanded[2 * i] = counts[i], size
     result[i] = counts[i] * size
@@ -428,6 +440,7 @@ function M.split(x, size, d)
     end
   else
     local step = check.integer_at_least("split", "size", size, 1)
+    check.host_values("split", (n + step - 1) // step, "pieces")
     for start = 0, n - 1, step do sizes[#sizes + 1] = math.min(step, n - start) end
     if n == 0 then sizes[1] = 0 end
   end

@@ -204,14 +204,21 @@ local function pad_for_windows(fn, x, kernel, stride, dilation, pads, value)
   for i = 1, n do
     pad_list[lead + i] = pads[i]
     local size = x._shape[lead + i] + pads[i][1] + pads[i][2]
-    local reach = dilation[i] * (kernel[i] - 1) + 1
-    if reach > size then
+    -- (no product past the size is formed: dilation and kernel may each be up to 2^53)
+    local fits = kernel[i] == 1 or dilation[i] <= (size - 1) // (kernel[i] - 1)
+    local reach = fits and dilation[i] * (kernel[i] - 1) + 1
+    if not fits or reach > size then
       local spatial = slice_of(x._shape, lead + 1, #x._shape)
       fail(fn, "kernel %s (dilation %s) does not fit the padded input %s of %s", shape_str(kernel),
         shape_str(dilation), shape_str(spatial), shape_str(x._shape))
     end
     out_sizes[i] = (size - reach) // stride[i] + 1
   end
+  -- the sliding windows view the input as (..., out sizes..., kernel sizes...)
+  local windows_shape = slice_of(x._shape, 1, lead)
+  for i = 1, n do windows_shape[#windows_shape + 1] = out_sizes[i] end
+  for i = 1, n do windows_shape[#windows_shape + 1] = kernel[i] end
+  check.shape_fits(fn, windows_shape)
   return x:pad(pad_list, value), out_sizes
 end
 
@@ -339,6 +346,7 @@ function M.one_hot(x, n)
   if not x.uop.dtype.is_int then fail("one_hot", "needs an integer tensor of class indices, got %s", x.uop.dtype.name) end
   if n == nil then n = math.max(0, x:max():item()) end
   n = check.integer_at_least("one_hot", "number of classes", n, 0)
+  check.host_values("one_hot", n, "classes") -- the class numbers are an arange
   local classes = class.Tensor.arange(1, n + 1, { device = x.device })
   return x:unsqueeze(-1):eq(classes):where(1, 0)
 end
@@ -421,7 +429,7 @@ function M.sparse_categorical_crossentropy(x, labels, opts)
   end
   local picked = x:log_softmax(-1):mul(labels:one_hot(x._shape[#x._shape])):sum(-1)
   if opts.ignore_index == nil then return picked:mean():neg() end
-  local counted = labels:ne(check.integer(fn, "ignore_index", opts.ignore_index))
+  local counted = labels:ne(check.any_integer(fn, "ignore_index", opts.ignore_index))
   return counted:where(picked, 0):sum():neg():div(counted:sum())
 end
 

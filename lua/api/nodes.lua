@@ -8,11 +8,21 @@
 local core = require "tcl.core"
 local uop_helpers = require "tcl.uop"
 local class = require "api.class"
+local check = require "api.check"
 local shapes = require "tcl.shape"
 
 local wrap = class.wrap
 local same = shapes.equal
 local M = {}
+
+-- Every node the API builds goes through here: the result's shape is checked first (at most
+-- 2^53 elements, see tcl.shape), so no size arithmetic on a tensor's shape can overflow later.
+-- The error names the user-facing function that is running.
+local function node(op, dtype, sources, arg, shape, device)
+  local problem = shapes.problem(shape)
+  if problem then check.fail(check.api_function(), "shape %s %s", check.shape_str(shape), problem) end
+  return wrap(core.uop(op, dtype, sources, arg), shape, device)
+end
 
 local function ones_list(n)
   local list = {}
@@ -33,7 +43,7 @@ function M.reshape(t, shape)
   local x = t.uop
   -- a reshape of a reshape is one reshape
   if x.op == "RESHAPE" then x = x.src[1] end
-  return wrap(core.uop("RESHAPE", x.dtype, { x }, shape), shape, t.device)
+  return node("RESHAPE", x.dtype, { x }, shape, shape, t.device)
 end
 
 --- out[i] = in[order[i]] (0-based axes).
@@ -44,13 +54,13 @@ function M.permute(t, order)
     if order[i] ~= i - 1 then identity = false end
   end
   if identity then return t end
-  return wrap(core.uop("PERMUTE", t.uop.dtype, { t.uop }, order), shape, t.device)
+  return node("PERMUTE", t.uop.dtype, { t.uop }, order, shape, t.device)
 end
 
 --- Grows size-1 dims to the sizes of `shape` (same number of dims).
 function M.expand(t, shape)
   if same(t._shape, shape) then return t end
-  return wrap(core.uop("EXPAND", t.uop.dtype, { t.uop }, shape), shape, t.device)
+  return node("EXPAND", t.uop.dtype, { t.uop }, shape, shape, t.device)
 end
 
 --- Pads with zeros; `amounts` is the flat {before0, after0, before1, after1, ...}, all >= 0.
@@ -62,7 +72,7 @@ function M.pad(t, amounts)
     if before ~= 0 or after ~= 0 then any = true end
   end
   if not any then return t end
-  return wrap(core.uop("PAD", t.uop.dtype, { t.uop }, amounts), shape, t.device)
+  return node("PAD", t.uop.dtype, { t.uop }, amounts, shape, t.device)
 end
 
 --- Keeps the half-open window {start0, end0, start1, end1, ...} (0-based) of each dim.
@@ -74,7 +84,7 @@ function M.shrink(t, window)
     if s ~= 0 or e ~= t._shape[i] then identity = false end
   end
   if identity then return t end
-  return wrap(core.uop("SHRINK", t.uop.dtype, { t.uop }, window), shape, t.device)
+  return node("SHRINK", t.uop.dtype, { t.uop }, window, shape, t.device)
 end
 
 --- Reverses the dims whose flag is 1.
@@ -82,7 +92,7 @@ function M.flip(t, flags)
   local any = false
   for i = 1, #flags do if flags[i] ~= 0 then any = true end end
   if not any then return t end
-  return wrap(core.uop("FLIP", t.uop.dtype, { t.uop }, flags), M.copy_shape(t), t.device)
+  return node("FLIP", t.uop.dtype, { t.uop }, flags, M.copy_shape(t), t.device)
 end
 
 --- Reduces the 0-based axes with "ADD", "MUL" or "MAX"; the reduced dims become 1.
@@ -90,23 +100,23 @@ function M.reduce(t, op_name, axes)
   if #axes == 0 then return t end
   local shape = M.copy_shape(t)
   for _, a in ipairs(axes) do shape[a + 1] = 1 end
-  return wrap(core.uop("REDUCE_AXIS", t.uop.dtype, { t.uop }, { op_name, axes }), shape, t.device)
+  return node("REDUCE_AXIS", t.uop.dtype, { t.uop }, { op_name, axes }, shape, t.device)
 end
 
 --- An elementwise ALU node over same-shape tensors; dtype is the result's.
 function M.alu(op, dtype, sources)
   local uops = {}
   for i, s in ipairs(sources) do uops[i] = s.uop end
-  return wrap(core.uop(op, dtype, uops), M.copy_shape(sources[1]), sources[1].device)
+  return node(op, dtype, uops, nil, M.copy_shape(sources[1]), sources[1].device)
 end
 
 function M.cast(t, dtype)
   if rawequal(t.uop.dtype, dtype) then return t end
-  return wrap(core.uop("CAST", dtype, { t.uop }), M.copy_shape(t), t.device)
+  return node("CAST", dtype, { t.uop }, nil, M.copy_shape(t), t.device)
 end
 
 function M.contiguous(t)
-  return wrap(core.uop("CONTIGUOUS", t.uop.dtype, { t.uop }), M.copy_shape(t), t.device)
+  return node("CONTIGUOUS", t.uop.dtype, { t.uop }, nil, M.copy_shape(t), t.device)
 end
 
 --- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.

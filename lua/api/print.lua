@@ -6,7 +6,7 @@
 --
 -- Columns are right-aligned to the widest shown value. Tensors of more than 1000 elements
 -- are elided: dims longer than 6 show their first and last 3 entries around a "...".
--- Printing realizes the tensor.
+-- Printing realizes the entries it shows.
 local check = require "api.check"
 
 local M = {}
@@ -64,22 +64,33 @@ local function float_formatter(values)
   return function(v) return special(v) or string.format(fixed, v) end
 end
 
---- The printed form of flat row-major `values` of `shape` and dtype name `dtype_name`.
-function M._render(values, shape, dtype_name)
+local function is_elided(shape) return check.numel(shape) > ELIDE_ABOVE end
+
+--- The printed form of flat row-major `values` of a tensor of `shape` and dtype name
+--  `dtype_name`. `values` holds every element, or (when `edges_only` is true and the tensor
+--  is elided) only the shown ones: each elided dim cut to its first and last EDGE_ITEMS.
+function M._render(values, shape, dtype_name, edges_only)
   local ndim = #shape
   local suffix = ", shape=" .. check.shape_str(shape) .. ", dtype=" .. dtype_name .. ")"
-  local elide = check.numel(shape) > ELIDE_ABOVE
+  local elide = is_elided(shape)
+  local cut = {} -- per dim: whether values holds only its edges
+  for d = 1, ndim do cut[d] = edges_only and elide and shape[d] > 2 * EDGE_ITEMS end
   local strides, stride = {}, 1
   for d = ndim, 1, -1 do
     strides[d] = stride
-    stride = stride * shape[d]
+    stride = stride * (cut[d] and 2 * EDGE_ITEMS or shape[d])
+  end
+  -- where entry i (1-based) of dim d is in values
+  local function at(d, i)
+    if cut[d] and i > EDGE_ITEMS then i = i - (shape[d] - 2 * EDGE_ITEMS) end
+    return (i - 1) * strides[d]
   end
   -- first pass: which flat positions are shown
   local shown = {}
   local function collect(depth, offset)
     if depth > ndim then shown[#shown + 1] = offset; return end
     for _, i in ipairs(shown_indices(shape[depth], elide)) do
-      if i ~= 0 then collect(depth + 1, offset + (i - 1) * strides[depth]) end
+      if i ~= 0 then collect(depth + 1, offset + at(depth, i)) end
     end
   end
   collect(1, 0)
@@ -106,7 +117,7 @@ function M._render(values, shape, dtype_name)
     end
     local parts = {}
     for _, i in ipairs(shown_indices(shape[depth], elide)) do
-      parts[#parts + 1] = i == 0 and "..." or block(depth + 1, offset + (i - 1) * strides[depth])
+      parts[#parts + 1] = i == 0 and "..." or block(depth + 1, offset + at(depth, i))
     end
     if depth == ndim then return "[" .. table.concat(parts, ", ") .. "]" end
     local indent = string.rep(" ", #PREFIX + depth)
@@ -115,9 +126,20 @@ function M._render(values, shape, dtype_name)
   return PREFIX .. block(1, 0) .. suffix
 end
 
---- tostring(t): realizes t and renders its values.
+--- tostring(t): renders t's values. A large tensor is cut to the entries shown before it
+--  is realized, so printing computes and reads those only, however large the tensor is.
 function M.to_string(t)
-  return M._render(t:data(), t._shape, t.uop.dtype.name)
+  local shape, shown = t._shape, t
+  local elide = is_elided(shape)
+  if elide then
+    for d = 1, #shape do
+      local size = shape[d]
+      if size > 2 * EDGE_ITEMS then
+        shown = shown.cat({ shown:narrow(d, 1, EDGE_ITEMS), shown:narrow(d, size - EDGE_ITEMS + 1, EDGE_ITEMS) }, d)
+      end
+    end
+  end
+  return M._render(shown:data(), shape, t.uop.dtype.name, elide)
 end
 
 return M

@@ -33,7 +33,7 @@ end
 
 --- Restarts the random stream from seed n (an integer).
 function M.manual_seed(n)
-  local seed = check.integer("manual_seed", "seed", n)
+  local seed = check.any_integer("manual_seed", "seed", n)
   local x = seed
   for i = 1, 4 do
     x = x + 0x9e3779b97f4a7c15
@@ -70,7 +70,7 @@ function M.rand(...)
   local shape, opts = check.shape_and_options("rand", ...)
   local dtype, device = float_dtype("rand", opts)
   local bits, flat = MANTISSA_BITS[dtype.name], {}
-  for i = 1, check.numel(shape) do flat[i] = uniform(bits) end
+  for i = 1, check.host_values("rand", check.numel(shape)) do flat[i] = uniform(bits) end
   return creation._from_values(dtype, flat, shape, device)
 end
 
@@ -78,7 +78,7 @@ end
 function M.randn(...)
   local shape, opts = check.shape_and_options("randn", ...)
   local dtype, device = float_dtype("randn", opts)
-  local flat, numel = {}, check.numel(shape)
+  local flat, numel = {}, check.host_values("randn", check.numel(shape))
   local i = 1
   while i <= numel do
     local radius = math.sqrt(-2 * math.log(1 - uniform(53))) -- 1 - u is in (0, 1]: log is finite
@@ -93,14 +93,15 @@ end
 --- Integers uniform in [low, high) (int32 unless a dtype is given): randint(0, 10, {2, 3}).
 function M.randint(low, high, shape, opts)
   local fn = "randint"
-  low = check.integer(fn, "low", low)
-  high = check.integer(fn, "high", high)
+  low = check.any_integer(fn, "low", low)
+  high = check.any_integer(fn, "high", high)
   if high <= low then fail(fn, "high (%d) must be greater than low (%d)", high, low) end
   shape = check.shape(fn, shape)
   local dtype, device = creation._options(fn, opts, rules.default_int)
   if dtype.is_float or dtype.is_bool then fail(fn, "dtype must be an integer dtype, got %s", dtype.name) end
   local range, flat = high - low, {}
-  for i = 1, check.numel(shape) do
+  if range <= 0 then fail(fn, "the range [%d, %d) is wider than 2^63", low, high) end
+  for i = 1, check.host_values(fn, check.numel(shape)) do
     -- 63 random bits modulo the range: the bias is below range / 2^63
     flat[i] = alu.cast(low + (next_u64() >> 1) % range, dtype)
   end

@@ -127,6 +127,9 @@ local function arg_reduce(fn, x, dim, keepdim, values)
   if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end
   values = values or x
   local is_max = values:eq(nodes.reduce(values, "MAX", { axis }))
+  -- NaN counts as the extreme, as in PyTorch: MAX propagates NaN, so a NaN maximum means
+  -- the candidates are the NaNs (which never equal the maximum)
+  if values.uop.dtype.is_float then is_max = is_max:logical_or(values:ne(values)) end
   -- position p (0-based) scores n - p: the largest score among the maxima is the first one
   local shape = {}
   for i = 1, #x._shape do shape[i] = 1 end

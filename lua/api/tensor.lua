@@ -74,6 +74,7 @@ end
 --- The values as a flat row-major Lua list (floats, integers or booleans by dtype).
 function M.data(t)
   tensor_arg("data", t)
+  check.host_values("data", check.numel(t._shape))
   M.realize_all(t)
   local buffer = stored_buffer(t.uop)
   if buffer == nil then
@@ -85,6 +86,7 @@ end
 --- The values as nested Lua tables following the shape; a 0-d tensor gives its value.
 function M.tolist(t)
   tensor_arg("tolist", t)
+  check.host_values("tolist", check.numel(t._shape))
   local flat, shape = M.data(t), t._shape
   if #shape == 0 then return flat[1] end
   local position = 0

@@ -55,6 +55,15 @@ function M.new(dtype, numel, device)
   return tcl.uop("BUFFER", dt, nil, { next_id, numel, device })
 end
 
+--- nil when a buffer of numel elements of dtype fits on device (or the runtime does not know
+-- the device: allocating says so), else the device's limit in bytes.
+function M.too_large(dtype, numel, device)
+  local max = load_runtime().max_buffer_bytes(device or M.device)
+  local itemsize = as_dtype(dtype, "too_large").itemsize
+  if max and numel > max // itemsize then return max end
+  return nil
+end
+
 --- Whether node is a BUFFER node this module made (and has not freed).
 function M.is_buffer(node)
   if node.op ~= "BUFFER" then return false end
@@ -79,7 +88,11 @@ end
 --- The runtime Buffer behind a BUFFER node (allocated now if it was not yet).
 function M.get(node)
   local entry = entry_of(node, "get")
-  if not entry.storage then entry.storage = load_runtime().buffer(entry.dtype, entry.numel, entry.device) end
+  if not entry.storage then
+    local ok, storage = pcall(load_runtime().buffer, entry.dtype, entry.numel, entry.device)
+    if not ok then error((tostring(storage):gsub("^runtime%.buffer: ", "")), 0) end -- "out of memory ..."
+    entry.storage = storage
+  end
   return entry.storage
 end
 

@@ -37,4 +37,12 @@ tcl.Tensor = require "api.tensor"
 tcl.realize = tcl.Tensor.realize_all
 tcl.training = false
 
+-- The compile cache (tcl.lower): its figures, its bound in bytes, emptying it. (tcl.lower
+-- loads the rule files, which load this module: it is required when first used.)
+tcl.kernel_cache = {
+  stats = function() return require("tcl.lower").cache_stats() end,
+  set_limit = function(bytes) return require("tcl.lower").set_cache_limit(bytes) end,
+  clear = function() return require("tcl.lower").clear_cache() end,
+}
+
 return tcl

@@ -9,8 +9,11 @@
 --
 -- What the kernel must look like: patterns/lowering.lua's header.
 -- Compiles are memoized by the AST's content hash (plus NOOPT and the optimizer hook that
--- is installed), so identical kernels share one program; lower.cache_size() counts them,
--- lower.clear_cache() empties it (it keeps each AST alive). A cached kernel keeps the name
+-- is installed), so identical kernels share one program. The cache is bounded by bytes (the
+-- program's memory plus its AST's nodes, estimated), least recently used out: 64 MiB unless
+-- TCL_KERNEL_CACHE_MB says otherwise, lower.set_cache_limit(bytes) at run time.
+-- lower.cache_size() counts the entries, lower.cache_stats() gives entries, bytes, limit,
+-- hits, misses and evictions, lower.clear_cache() empties it. A cached kernel keeps the name
 -- of its first compile.
 -- DEBUG (environment): >= 2 one line per kernel run (name, time), >= 4 the program listing,
 -- >= 5 the kernel AST, >= 6 the linear list; the last three once per compile. Lines go to
@@ -19,12 +22,79 @@ local runtime = require "tcl.runtime"
 local pipeline = require "patterns.pipeline"
 local linearize = require "tcl.linearize"
 
-local M = {}
+local core = require "tcl.core"
 
-local cache, cache_count = {}, 0
+local M = {}
 
 local function env_level(name)
   return math.tointeger(tonumber(os.getenv(name) or "")) or 0
+end
+
+---------------------------------------------------------------------------------------------
+-- The compile cache: a map from key to entry plus a doubly linked list of the entries, most
+-- recently used first, so a hit and an eviction cost O(1).
+
+-- Heap bytes of one AST node with its cached walks, about (tcl_uop, slot, toposort entry).
+local AST_NODE_BYTES = 128
+local DEFAULT_LIMIT_MB = 64
+
+local function limit_from_env()
+  local mb = tonumber(os.getenv("TCL_KERNEL_CACHE_MB") or "")
+  if mb == nil or mb < 0 then return DEFAULT_LIMIT_MB * (1 << 20) end
+  return math.floor(mb * (1 << 20))
+end
+
+local cache = {
+  entries = {}, count = 0, bytes = 0, limit = limit_from_env(),
+  hits = 0, misses = 0, evictions = 0,
+  newest = nil, oldest = nil, -- list ends; entries link through .newer / .older
+}
+
+local function unlink(e)
+  if e.newer then e.newer.older = e.older else cache.newest = e.older end
+  if e.older then e.older.newer = e.newer else cache.oldest = e.newer end
+  e.newer, e.older = nil, nil
+end
+
+local function push_newest(e)
+  e.older, e.newer = cache.newest, nil
+  if cache.newest then cache.newest.newer = e else cache.oldest = e end
+  cache.newest = e
+end
+
+local function evict_to(limit)
+  while cache.bytes > limit and cache.oldest do
+    local e = cache.oldest
+    unlink(e)
+    cache.entries[e.key] = nil
+    cache.count = cache.count - 1
+    cache.bytes = cache.bytes - e.bytes
+    cache.evictions = cache.evictions + 1
+  end
+end
+
+local function cache_get(key)
+  local e = cache.entries[key]
+  if not e then
+    cache.misses = cache.misses + 1
+    return nil
+  end
+  cache.hits = cache.hits + 1
+  if cache.newest ~= e then
+    unlink(e)
+    push_newest(e)
+  end
+  return e.kernel
+end
+
+local function cache_put(key, kernel)
+  local bytes = kernel.program.bytes + AST_NODE_BYTES * core.graph_size(kernel.ast)
+  local e = { key = key, kernel = kernel, bytes = bytes }
+  cache.entries[key] = e
+  cache.count = cache.count + 1
+  cache.bytes = cache.bytes + bytes
+  push_newest(e)
+  evict_to(cache.limit) -- the new entry is evicted last, so one over the limit still runs
 end
 
 local function env_flag(name)
@@ -70,7 +140,7 @@ function M.compile(sink, opts)
   local noopt = env_flag("NOOPT")
   local hook = pipeline.opts.apply
   local key = sink.content_hash .. (noopt and "|noopt" or (hook and "|" .. tostring(hook) or ""))
-  local hit = cache[key]
+  local hit = cache_get(key)
   if hit then return hit end
 
   local name = kernel_name(sink, opts)
@@ -84,17 +154,34 @@ function M.compile(sink, opts)
   if debug >= 4 then M.log(program:dump()) end
 
   local k = setmetatable({ name = name, device = "EMU", ast = sink, program = program }, Kernel)
-  cache[key] = k
-  cache_count = cache_count + 1
+  cache_put(key, k)
   return k
 end
 
 --- Number of compiled kernels held by the cache.
-function M.cache_size() return cache_count end
+function M.cache_size() return cache.count end
 
---- Forgets every compiled kernel.
+--- { entries =, bytes =, limit =, hits =, misses =, evictions = } of the compile cache.
+function M.cache_stats()
+  return { entries = cache.count, bytes = cache.bytes, limit = cache.limit, hits = cache.hits,
+    misses = cache.misses, evictions = cache.evictions }
+end
+
+--- Bounds the compile cache to `bytes` (0 keeps nothing but the kernel being run); evicts
+-- the least recently used kernels now if it holds more. Returns the previous limit.
+function M.set_cache_limit(bytes)
+  if math.type(bytes) ~= "integer" or bytes < 0 then
+    error("set_cache_limit: expected a non-negative integer number of bytes, got " .. tostring(bytes), 2)
+  end
+  local previous = cache.limit
+  cache.limit = bytes
+  evict_to(bytes)
+  return previous
+end
+
+--- Forgets every compiled kernel (the counters stay).
 function M.clear_cache()
-  cache, cache_count = {}, 0
+  cache.entries, cache.count, cache.bytes, cache.newest, cache.oldest = {}, 0, 0, nil, nil
 end
 
 return M

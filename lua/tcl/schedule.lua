@@ -164,6 +164,11 @@ function M.create(outputs)
       local buf = stored_elsewhere(node, stored_in)
       if not buf then
         local numel = shape.numel(shape.shared(node))
+        local limit = buffers.too_large(node.dtype, numel, device)
+        if limit then
+          error(string.format("realize: a %s tensor of shape %s needs %.0f bytes, more than %s can hold (%d bytes)",
+            node.dtype.name, shape.format(shape.shared(node)), numel * node.dtype.itemsize + 0.0, device, limit), 0)
+        end
         buf = buffers.new(node.dtype, numel, device)
         if numel > 0 then kernels[#kernels + 1] = rangeify.kernel(node, buf, stored) end
       end
@@ -198,12 +203,20 @@ function M.run(outputs)
   if debug_level() >= 1 then io.stderr:write(M.summary(sched), "\n") end
   if #sched.kernels > 0 then
     local lower = require "tcl.lower"
-    for _, k in ipairs(sched.kernels) do
-      local program = lower.compile(k.ast, { name = k.name })
-      local args = {}
-      for i, b in ipairs(k.buffers) do args[i] = buffers.get(b) end
-      program:run(args)
+    -- every buffer and program first, so running out of memory or a failed compile stops
+    -- the realize before any kernel has run
+    local programs, args = {}, {}
+    for n, k in ipairs(sched.kernels) do
+      programs[n] = lower.compile(k.ast, { name = k.name })
+      local list = {}
+      for i, b in ipairs(k.buffers) do
+        local ok, storage = pcall(buffers.get, b)
+        if not ok then error("realize: " .. tostring(storage), 0) end
+        list[i] = storage
+      end
+      args[n] = list
     end
+    for n, program in ipairs(programs) do program:run(args[n]) end
   end
   return sched.outputs, sched
 end

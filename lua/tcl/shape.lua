@@ -22,6 +22,15 @@ local core = require "tcl.core"
 
 local M = {}
 
+-- Shapes tcl accepts: at most MAX_NDIM dims, every size and the element count at most
+-- MAX_NUMEL. 2^53 elements is past any memory, and low enough that every size, stride,
+-- flat index and byte size (8 bytes an element at most) fits in a 64-bit integer with room
+-- to spare (and is exact in a double). Checking each shape where it is made means that no
+-- size arithmetic on a checked shape can overflow.
+M.MAX_NDIM = 64
+M.MAX_NUMEL = 1 << 53
+local MAX_NDIM, MAX_NUMEL = M.MAX_NDIM, M.MAX_NUMEL
+
 local memo = {}                                  -- node id -> shape list (never modified)
 local userdata_of = setmetatable({}, { __mode = "v" }) -- node id -> the node's userdata
 local memo_count, prune_at = 0, 4096
@@ -33,7 +42,31 @@ function M.format(s)
   return "(" .. table.concat(parts, ", ") .. ")"
 end
 
---- The number of elements of a shape (1 for a scalar).
+--- nil when s is a shape tcl accepts (see MAX_NUMEL), else what is wrong with it, worded to
+-- follow the shape ("has more than 2^53 elements ..."). Sizes are checked one by one before
+-- they are multiplied, so nothing here can overflow.
+function M.problem(s)
+  if #s > MAX_NDIM then return string.format("has %d dims, more than the %d a tensor may have", #s, MAX_NDIM) end
+  local empty = false
+  for i = 1, #s do
+    local d = s[i]
+    if math.type(d) ~= "integer" or d < 0 then
+      return string.format("has size %s in dim %d, not a non-negative integer", tostring(d), i)
+    end
+    if d > MAX_NUMEL then return string.format("has size %d in dim %d, more than 2^53", d, i) end
+    if d == 0 then empty = true end
+  end
+  if empty then return nil end
+  local n = 1
+  for i = 1, #s do
+    if s[i] > MAX_NUMEL // n then return "has more than 2^53 elements (the most a tensor may have)" end
+    n = n * s[i]
+  end
+  return nil
+end
+
+--- The number of elements of a shape (1 for a scalar). The shape must be one tcl accepts
+-- (M.problem); then the product cannot overflow.
 function M.numel(s)
   local n = 1
   for i = 1, #s do n = n * s[i] end
@@ -105,6 +138,17 @@ function rules.BUFFER(node)
   return { arg[2] }
 end
 
+-- Sizes and amounts from a node's arg, checked before any arithmetic on them.
+local function size_list(node, arg, what)
+  int_list(node, arg, what)
+  for i = 1, #arg do
+    if arg[i] < 0 or arg[i] > MAX_NUMEL then
+      fail(node, "%s %s has an entry outside 0..2^53", what, M.format(arg))
+    end
+  end
+  return arg
+end
+
 function rules.CONST() return {} end
 
 function rules.RESHAPE(node, srcs)
@@ -112,6 +156,8 @@ function rules.RESHAPE(node, srcs)
   for i = 1, #new do
     if new[i] < 0 then fail(node, "negative size in the new shape %s", M.format(new)) end
   end
+  local problem = M.problem(new)
+  if problem then fail(node, "the new shape %s %s", M.format(new), problem) end
   if M.numel(new) ~= M.numel(srcs[1]) then
     fail(node, "cannot reshape %s (%d elements) to %s (%d elements)", M.format(srcs[1]), M.numel(srcs[1]),
       M.format(new), M.numel(new))
@@ -134,10 +180,10 @@ function rules.PERMUTE(node, srcs)
 end
 
 function rules.EXPAND(node, srcs)
-  local new, in_shape = int_list(node, node.arg, "the new shape"), srcs[1]
+  local new, in_shape = size_list(node, node.arg, "the new shape"), srcs[1]
   check_rank(node, in_shape, #new, 1, "the new shape")
   for i = 1, #new do
-    if new[i] ~= in_shape[i] and (in_shape[i] ~= 1 or new[i] < 0) then
+    if new[i] ~= in_shape[i] and in_shape[i] ~= 1 then
       fail(node, "cannot expand %s to %s: only size-1 axes grow", M.format(in_shape), M.format(new))
     end
   end
@@ -145,13 +191,11 @@ function rules.EXPAND(node, srcs)
 end
 
 function rules.PAD(node, srcs)
-  local pads, in_shape = int_list(node, node.arg, "the padding"), srcs[1]
+  local pads, in_shape = size_list(node, node.arg, "the padding"), srcs[1]
   check_rank(node, in_shape, #pads, 2, "the padding")
   local out = {}
   for i = 1, #in_shape do
-    local before, after = pads[2 * i - 1], pads[2 * i]
-    if before < 0 or after < 0 then fail(node, "negative padding %s (use SHRINK)", M.format(pads)) end
-    out[i] = in_shape[i] + before + after
+    out[i] = in_shape[i] + pads[2 * i - 1] + pads[2 * i]
   end
   return out
 end
@@ -226,12 +270,18 @@ local function compute(node)
   local src_nodes = node.src
   local srcs = {}
   for i, s in ipairs(src_nodes) do srcs[i] = M.shared(s) end
-  if rule then return rule(node, srcs, src_nodes) end
-  if ALU[op] then
+  local result
+  if rule then
+    result = rule(node, srcs, src_nodes)
+  elseif ALU[op] then
     if #srcs == 0 then fail(node, "an ALU op needs sources") end
-    return M.copy(same_as_sources(node, srcs))
+    result = M.copy(same_as_sources(node, srcs))
+  else
+    error(string.format("shape.of: %s is not a tensor-graph op (see ENCODINGS.md, \"Tensor graph\")", op), 0)
   end
-  error(string.format("shape.of: %s is not a tensor-graph op (see ENCODINGS.md, \"Tensor graph\")", op), 0)
+  local problem = M.problem(result)
+  if problem then fail(node, "its shape %s %s", M.format(result), problem) end
+  return result
 end
 
 --- The memoized shape of node. The list is shared: never modify it (use shape.of for a copy).

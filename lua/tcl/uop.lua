@@ -30,13 +30,23 @@ end
 
 M.format_value = format_value
 
--- One line per node; a node met again is shown as a reference to its first line.
+-- Indentation stops growing here, so a deep chain prints in linear size; deeper lines say
+-- their depth instead.
+local MAX_INDENT = 24
+
+local function indent_for(depth)
+  if depth <= MAX_INDENT then return string.rep("  ", depth) end
+  return string.rep("  ", MAX_INDENT) .. "[depth " .. depth .. "] "
+end
+
+-- One line per node; a node met again is shown as a reference to its first line, so every
+-- node is printed once and the output is linear in the graph's size.
 local function render_tree(root)
   local lines, number_of, next_number = {}, {}, 0
   local stack = { { node = root, depth = 0 } }
   while #stack > 0 do
     local item = table.remove(stack)
-    local node, indent = item.node, string.rep("  ", item.depth)
+    local node, indent = item.node, indent_for(item.depth)
     local seen = number_of[node]
     if seen then
       lines[#lines + 1] = string.format("%s%%%d  (shared, above)", indent, seen)
