@@ -10,6 +10,7 @@
 /* Nodes with up to SLAB_MAX_SRC sources come from per-context free lists carved out of
  * big chunks (one malloc per chunk instead of per node). */
 enum { SLAB_MAX_SRC = 4, SLAB_CHUNK_BYTES = 1 << 16 };
+enum { MIN_TABLE_CAP = 1024 }; /* intern table slots: a power of two, at most half full */
 typedef struct slab_chunk { struct slab_chunk *next; } slab_chunk;
 
 struct tcl_ctx {
@@ -17,6 +18,7 @@ struct tcl_ctx {
     slab_chunk *chunks;
     struct slot { uint64_t hash; tcl_uop *node; } *slots; /* open addressing, linear probing, backward-shift deletion; the hash kept in the slot so probing never touches a node */
     size_t cap, live;
+    size_t frees_since_resize; /* when to shrink (table_maybe_shrink) */
     uint64_t next_id;
     uint32_t mark;
     tcl_uop *pinned;      /* see tcl_ctx_pin */
@@ -30,7 +32,7 @@ struct tcl_ctx {
 tcl_ctx *tcl_ctx_new(void) {
     tcl_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
-    ctx->cap = 1024;
+    ctx->cap = MIN_TABLE_CAP;
     ctx->slots = calloc(ctx->cap, sizeof *ctx->slots);
     if (!ctx->slots) { free(ctx); return NULL; }
     for (int i = 0; i < TCL_OP_COUNT; i++) {
@@ -110,6 +112,7 @@ void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...) {
 }
 
 size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
+size_t tcl_ctx_table_capacity(const tcl_ctx *ctx) { return ctx->cap; }
 
 void tcl_ctx_pin(tcl_ctx *ctx, tcl_uop *u) {
     tcl_uop *previous = ctx->pinned;
@@ -179,8 +182,7 @@ static bool node_matches(const tcl_uop *u, int op, int dtype, tcl_uop *const *sr
     return tcl_arg_equal(&u->arg, arg) && tcl_arg_equal(&u->tag, tag);
 }
 
-static bool table_grow(tcl_ctx *ctx) {
-    size_t ncap = ctx->cap * 2;
+static bool table_resize(tcl_ctx *ctx, size_t ncap) {
     struct slot *slots = calloc(ncap, sizeof *slots);
     if (!slots) return false;
     for (size_t i = 0; i < ctx->cap; i++) {
@@ -192,7 +194,21 @@ static bool table_grow(tcl_ctx *ctx) {
     free(ctx->slots);
     ctx->slots = slots;
     ctx->cap = ncap;
+    ctx->frees_since_resize = 0;
     return true;
+}
+
+static bool table_grow(tcl_ctx *ctx) { return table_resize(ctx, ctx->cap * 2); }
+
+/* After a big graph dies the table shrinks again, so a long-running program's memory follows
+ * its live nodes: once it is under 1/16 full and twice its size in nodes have been freed since
+ * it was last resized (so a program that builds and frees graphs of one size in turn keeps
+ * its table), to 4x the live count. A failed allocation keeps the larger table. */
+static void table_maybe_shrink(tcl_ctx *ctx) {
+    if (ctx->cap <= MIN_TABLE_CAP || ctx->live * 16 >= ctx->cap || ctx->frees_since_resize < 2 * ctx->cap) return;
+    size_t ncap = MIN_TABLE_CAP;
+    while (ncap < ctx->live * 4) ncap *= 2;
+    table_resize(ctx, ncap);
 }
 
 static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
@@ -209,6 +225,7 @@ static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
     }
     ctx->slots[i].node = NULL;
     ctx->live--;
+    ctx->frees_since_resize++;
 }
 
 static const tcl_arg no_arg = {TCL_ARG_NONE, 0, {.i = 0}};
@@ -312,6 +329,7 @@ void tcl_uop_unref(tcl_uop *u) {
         if (top == 0) break;
         pending = ctx->free_stack[--top];
     }
+    table_maybe_shrink(ctx);
 }
 
 tcl_uop_props *tcl_uop_props_get(tcl_uop *u) {

@@ -56,6 +56,8 @@ void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...)
 #endif
     ;
 size_t tcl_ctx_live_count(const tcl_ctx *ctx);
+/* Slots of the intern table (it grows with the live nodes and shrinks after they die). */
+size_t tcl_ctx_table_capacity(const tcl_ctx *ctx);
 /* The context's pin: one reference it holds for a caller across a call that may drop other
  * references (a Lua allocation that runs finalizers). tcl_ctx_pin takes a reference to u and
  * releases the previous pin, if any (left there when the caller was interrupted by an error);

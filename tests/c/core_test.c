@@ -450,6 +450,35 @@ static void test_table_deletions(void) {
     tcl_ctx_free(ctx);
 }
 
+/* The intern table follows the live nodes down again after a big graph dies, once enough
+ * churn has passed; building and freeing one size in turn does not resize it. */
+static void test_table_shrinks(void) {
+    tcl_ctx *ctx = tcl_ctx_new();
+    size_t initial = tcl_ctx_table_capacity(ctx);
+    enum { BIG = 200000 };
+    tcl_uop **nodes = calloc(BIG, sizeof *nodes);
+    for (int64_t i = 0; i < BIG; i++) nodes[i] = make_const(ctx, TCL_INT64, tcl_arg_int(i));
+    size_t big_cap = tcl_ctx_table_capacity(ctx);
+    CHECK(big_cap >= 2 * BIG);
+    for (int i = 0; i < BIG; i++) tcl_uop_unref(nodes[i]);
+    CHECK(tcl_ctx_table_capacity(ctx) == big_cap); /* one build and free: kept for the next one */
+    for (int64_t i = 0; i < BIG; i++) nodes[i] = make_const(ctx, TCL_INT64, tcl_arg_int(i));
+    CHECK(tcl_ctx_table_capacity(ctx) == big_cap); /* the same size again: no resize */
+    for (int i = 0; i < BIG; i++) tcl_uop_unref(nodes[i]);
+    /* small churn: after twice the table's size in frees, it shrinks to fit the few live nodes */
+    tcl_uop *keep = make_const(ctx, TCL_INT64, tcl_arg_int(-1));
+    for (size_t round = 0; tcl_ctx_table_capacity(ctx) == big_cap && round < 4 * big_cap; round++)
+        tcl_uop_unref(make_const(ctx, TCL_INT64, tcl_arg_int((int64_t)round)));
+    CHECK(tcl_ctx_table_capacity(ctx) == initial);
+    tcl_uop *again = make_const(ctx, TCL_INT64, tcl_arg_int(-1));
+    CHECK(again == keep); /* still found after the rehash */
+    tcl_uop_unref(again);
+    tcl_uop_unref(keep);
+    CHECK(tcl_ctx_live_count(ctx) == 0);
+    free(nodes);
+    tcl_ctx_free(ctx);
+}
+
 /* ---- toposort ---- */
 
 static size_t position_in(tcl_uop *const *order, size_t count, const tcl_uop *u) {
@@ -880,6 +909,7 @@ int main(int argc, char **argv) {
     test_float_bit_patterns();
     test_freeing();
     test_table_deletions();
+    test_table_shrinks();
     test_toposort();
     test_error_paths();
     test_content_hash();
