@@ -23,6 +23,7 @@
 #define STAT_ROWS_KEY "tcl.rewrite.stat_rows" /* only with REWRITE_STATS: counts of collected rules */
 #define TRACES_KEY "tcl.rewrite.traces"
 #define MAX_PATTERN_DEPTH 64
+#define MAX_TRACED_PASSES 1000 /* traces() keeps the newest passes, so tracing a long run stays bounded */
 
 typedef struct rule_box { tcl_rule *rule; } rule_box;
 typedef struct matcher_box { tcl_matcher *m; } matcher_box;
@@ -424,7 +425,15 @@ static int l_graph_rewrite(lua_State *L) {
         lua_setfield(L, -2, "after");
         lua_pushvalue(L, hook.trace_index);
         lua_setfield(L, -2, "matches");
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
+        if (n >= MAX_TRACED_PASSES) { /* keep the newest: drop the oldest record */
+            for (lua_Integer i = 1; i < n; i++) {
+                lua_rawgeti(L, -2, i + 1);
+                lua_rawseti(L, -3, i);
+            }
+            n--;
+        }
+        lua_rawseti(L, -2, n + 1);
         lua_pop(L, 1);
     }
     return 1;
@@ -475,7 +484,7 @@ static int l_substitute(lua_State *L) {
     return 1;
 }
 
-/* rewrite.traces() -> list of recorded passes; rewrite.clear_traces() */
+/* rewrite.traces() -> list of recorded passes (the newest MAX_TRACED_PASSES); rewrite.clear_traces() */
 static int l_traces(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, TRACES_KEY);
     return 1;
