@@ -2,7 +2,8 @@
 # test.sh — the one test command, for a fresh Debian 12 machine or a working copy:
 #   1. scripts/setup.sh installs whatever Debian packages are missing;
 #   2. builds Debug in build/ and Sanitize (ASan + UBSan) in build-asan/;
-#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build.
+#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build;
+#   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it.
 # Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
 # runs, "N passed, N failed[, N skipped]"; the exit status is non-zero when a test failed,
 # a build failed or busted stopped early. A build or run that fails without test counts
@@ -133,6 +134,40 @@ if build build-asan Sanitize; then
 else
   failed=$((failed + 1))
 fi
+
+# --- TSan (ThreadSanitizer) -------------------------------------------------------------
+# Several states realizing on threads at once (tests/c/states_on_threads.c), built with
+# ThreadSanitizer: a data race between states is a report and a failure. Only that program
+# and the library under it are built.
+echo "== test: building TSan in build-tsan/ (states_on_threads)"
+tsan_log=$(mktemp)
+if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=TSan >"$tsan_log" 2>&1 &&
+   cmake --build build-tsan -j "$jobs" --target states_on_threads >>"$tsan_log" 2>&1; then
+  echo "== test: states on threads under ThreadSanitizer"
+  set +e
+  TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}" build-tsan/tests/states_on_threads 4 100 2>&1 | tee "$tsan_log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  line=$(grep '^states_on_threads: ' "$tsan_log" | tail -n 1 || true)
+  p=$(sed -n 's/^states_on_threads: \([0-9]*\) passed.*/\1/p' <<<"$line")
+  f=$(sed -n 's/.* \([0-9]*\) failed$/\1/p' <<<"$line")
+  if [ -z "$p" ] || [ -z "$f" ]; then
+    echo "test: states_on_threads under TSan stopped before its summary (exit status $rc); counted as 1 failure"
+    failed=$((failed + 1))
+  else
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      echo "test: states_on_threads under TSan exited with status $rc (a ThreadSanitizer report?); counted as 1 failure"
+      failed=$((failed + 1))
+    fi
+  fi
+else
+  cat "$tsan_log"
+  echo "test: building TSan in build-tsan/ failed" >&2
+  failed=$((failed + 1))
+fi
+rm -f "$tsan_log"
 
 summary="$passed passed, $failed failed"
 [ "$pending" -gt 0 ] && summary+=", $pending skipped"
