@@ -14,7 +14,7 @@ local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local M = {}
 
 local tensor_arg = check.tensor
-local MAX_NUMEL = require("tcl.shape").MAX_NUMEL
+local MAX_NUMEL, shape_problem = require("tcl.shape").MAX_NUMEL, require("tcl.shape").problem
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)
@@ -417,6 +417,9 @@ M["repeat"] = function(x, ...)
     with_ones[2 * i - 1], with_ones[2 * i] = 1, size
     expanded[2 * i - 1], expanded[2 * i] = counts[i], size
     result[i] = counts[i] * size
+  end
+  if shape_problem(result) then
+    fail("repeat", "repeating %s by %s gives more than 2^53 elements", shape_str(x._shape), shape_str(counts))
   end
   return nodes.reshape(nodes.expand(nodes.reshape(x, with_ones), expanded), result)
 end
