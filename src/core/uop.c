@@ -1,8 +1,6 @@
 /* uop.c — the intern table, reference counting and cached walks. Layer: core. */
 #include "uop.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -26,7 +24,7 @@ struct tcl_ctx {
     size_t free_cap;
     uint64_t op_name_hash[TCL_OP_COUNT];       /* stable content-hash inputs */
     uint64_t dtype_name_hash[TCL_DTYPE_COUNT];
-    char err[1024];
+    tcl_error error; /* the last failure of a call on this context */
 };
 
 tcl_ctx *tcl_ctx_new(void) {
@@ -102,14 +100,9 @@ void tcl_ctx_free(tcl_ctx *ctx) {
     free(ctx);
 }
 
-const char *tcl_ctx_error(const tcl_ctx *ctx) { return ctx->err; }
-
-void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    va_end(ap);
-}
+tcl_error *tcl_ctx_last_error(tcl_ctx *ctx) { return &ctx->error; }
+const char *tcl_ctx_error(const tcl_ctx *ctx) { return ctx->error.message; }
+tcl_status tcl_ctx_status(const tcl_ctx *ctx) { return ctx->error.status; }
 
 size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
 size_t tcl_ctx_table_capacity(const tcl_ctx *ctx) { return ctx->cap; }
@@ -256,18 +249,19 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
                      const tcl_arg *tag) {
     if (!arg) arg = &no_arg;
     if (!tag) tag = &no_arg;
-    if (!tcl_op_valid(op)) { tcl_ctx_set_error(ctx, "unknown op id %d", op); return NULL; }
-    if (!tcl_dtype_valid(dtype)) { tcl_ctx_set_error(ctx, "unknown dtype id %d", dtype); return NULL; }
+    tcl_error *e = &ctx->error;
+    if (!tcl_op_valid(op)) { tcl_fail(e, TCL_ERR_INVALID, "unknown op id %d", op); return NULL; }
+    if (!tcl_dtype_valid(dtype)) { tcl_fail(e, TCL_ERR_INVALID, "unknown dtype id %d", dtype); return NULL; }
     const tcl_op_info *info = tcl_op_get((tcl_op)op);
     if (info->nsrc >= 0 && (size_t)info->nsrc != nsrc) {
-        tcl_ctx_set_error(ctx, "%s takes %d source(s), got %zu", info->name, info->nsrc, nsrc);
+        tcl_fail(e, TCL_ERR_INVALID, "%s takes %d source(s), got %zu", info->name, info->nsrc, nsrc);
         return NULL;
     }
-    if (nsrc > UINT32_MAX) { tcl_ctx_set_error(ctx, "too many sources (%zu)", nsrc); return NULL; }
+    if (nsrc > UINT32_MAX) { tcl_fail(e, TCL_ERR_LIMIT, "too many sources (%zu)", nsrc); return NULL; }
     for (size_t i = 0; i < nsrc; i++) {
-        if (!src[i]) { tcl_ctx_set_error(ctx, "%s: source %zu is missing", info->name, i + 1); return NULL; }
+        if (!src[i]) { tcl_fail(e, TCL_ERR_INVALID, "%s: source %zu is missing", info->name, i + 1); return NULL; }
         if (src[i]->ctx != ctx) {
-            tcl_ctx_set_error(ctx, "%s: source %zu belongs to another tcl state", info->name, i + 1);
+            tcl_fail(e, TCL_ERR_INVALID, "%s: source %zu belongs to another tcl state", info->name, i + 1);
             return NULL;
         }
     }
@@ -301,7 +295,7 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
     ctx->live++;
     return u;
 oom:
-    tcl_ctx_set_error(ctx, "out of memory creating a %s node", info->name);
+    tcl_fail(e, TCL_ERR_MEMORY, "out of memory creating a %s node", info->name);
     return NULL;
 }
 
@@ -333,12 +327,14 @@ void tcl_uop_unref(tcl_uop *u) {
 }
 
 tcl_uop_props *tcl_uop_props_get(tcl_uop *u) {
-    if (!u->props) u->props = calloc(1, sizeof *u->props);
+    if (!u->props && !(u->props = calloc(1, sizeof *u->props)))
+        tcl_fail(&u->ctx->error, TCL_ERR_MEMORY, "out of memory for the properties of a %s node",
+                 tcl_op_get((tcl_op)u->op)->name);
     return u->props;
 }
 
 tcl_uop *const *tcl_uop_toposort(tcl_uop *u, size_t *count) {
-    tcl_uop_props *p = tcl_uop_props_get(u);
+    tcl_uop_props *p = tcl_uop_props_get(u); /* sets the error itself */
     if (!p) return NULL;
     if (p->toposort) { *count = p->ntoposort; return p->toposort; }
     tcl_ctx *ctx = u->ctx;
@@ -379,6 +375,6 @@ tcl_uop *const *tcl_uop_toposort(tcl_uop *u, size_t *count) {
 oom:
     free(out);
     free(stack);
-    tcl_ctx_set_error(ctx, "out of memory in toposort");
+    tcl_fail(&ctx->error, TCL_ERR_MEMORY, "out of memory in toposort");
     return NULL;
 }

@@ -16,6 +16,7 @@
 
 #include "arg.h"
 #include "dtype.h"
+#include "error.h"
 #include "ops.h"
 
 typedef struct tcl_ctx tcl_ctx;
@@ -45,16 +46,15 @@ struct tcl_uop {
     tcl_uop *src[];
 };
 
+/* NULL only when out of memory (core/error.h, rule 4). */
 tcl_ctx *tcl_ctx_new(void);
 /* Frees the context and every node still alive in it. */
 void tcl_ctx_free(tcl_ctx *ctx);
-/* Message of the last failed call on this context ("" if none). */
+/* The context's tcl_error: every function of the context that fails writes it (error.h). */
+tcl_error *tcl_ctx_last_error(tcl_ctx *ctx);
+/* Message and status of the last failed call on this context ("" and TCL_OK if none). */
 const char *tcl_ctx_error(const tcl_ctx *ctx);
-void tcl_ctx_set_error(tcl_ctx *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+tcl_status tcl_ctx_status(const tcl_ctx *ctx);
 size_t tcl_ctx_live_count(const tcl_ctx *ctx);
 /* Slots of the intern table (it grows with the live nodes and shrinks after they die). */
 size_t tcl_ctx_table_capacity(const tcl_ctx *ctx);
@@ -78,9 +78,9 @@ tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size
 static inline tcl_uop *tcl_uop_ref(tcl_uop *u) { u->refcount++; return u; }
 void tcl_uop_unref(tcl_uop *u);
 
-/* Sources first, u last; cached on u. NULL on out of memory. */
+/* Sources first, u last; cached on u. NULL on out of memory (the context's error set). */
 tcl_uop *const *tcl_uop_toposort(tcl_uop *u, size_t *count);
-/* Props record of u, allocated on first use; NULL on out of memory. */
+/* Props record of u, allocated on first use; NULL on out of memory (the context's error set). */
 tcl_uop_props *tcl_uop_props_get(tcl_uop *u);
 
 #endif

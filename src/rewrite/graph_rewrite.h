@@ -12,8 +12,9 @@
 
 #define TCL_REWRITE_DEFAULT_MAX_GROWTH ((size_t)1 << 20)
 
-/* Called for every rule that fires, when set (tracing). */
-typedef void (*tcl_rewrite_trace_fn)(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after);
+/* Called for every rule that fires, when set (tracing). A status other than TCL_OK (its
+ * message in the context's error) aborts the rewrite. */
+typedef tcl_status (*tcl_rewrite_trace_fn)(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after);
 
 typedef struct tcl_rewrite_opts {
     const tcl_matcher *children_first; /* may be NULL */
@@ -36,7 +37,8 @@ typedef struct tcl_rewrite_opts {
 tcl_uop *tcl_graph_rewrite(tcl_uop *root, const tcl_rewrite_opts *opts);
 
 /* Replaces each key node by its value throughout the graph (parents first: a replaced
- * node's sources are not visited). New reference, or NULL on out of memory. */
+ * node's sources are not visited). New reference, or NULL with the context's error set
+ * (out of memory). */
 tcl_uop *tcl_substitute(tcl_uop *root, tcl_uop *const *keys, tcl_uop *const *values, size_t n);
 
 #endif

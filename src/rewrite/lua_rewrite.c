@@ -308,14 +308,12 @@ static int traceback_handler(lua_State *L) {
     return 1;
 }
 
-static tcl_uop *call_lua_rule(void *data, const tcl_rewrite_call *call) {
+static tcl_status call_lua_rule(void *data, const tcl_rewrite_call *call, tcl_uop **out) {
     lua_hook *h = data;
     lua_State *L = h->L;
-    if (!lua_checkstack(L, 6)) {
-        tcl_ctx_set_error(call->ctx, "rule at %s: Lua stack overflow", call->rule->location);
-        *call->error = true;
-        return NULL;
-    }
+    tcl_error *e = tcl_ctx_last_error(call->ctx);
+    *out = NULL;
+    if (!lua_checkstack(L, 6)) return tcl_fail(e, TCL_ERR_LIMIT, "rule at %s: Lua stack overflow", call->rule->location);
     lua_pushcfunction(L, traceback_handler);
     int handler = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, call->rule->callback_ref);
@@ -327,30 +325,27 @@ static tcl_uop *call_lua_rule(void *data, const tcl_rewrite_call *call) {
     }
     lua_pushvalue(L, h->ctx_index);
     if (lua_pcall(L, 2, 1, handler) != LUA_OK) {
-        tcl_ctx_set_error(call->ctx, "rule at %s failed: %s", call->rule->location, lua_tostring(L, -1));
+        tcl_fail(e, TCL_ERR_CALLBACK, "rule at %s failed: %s", call->rule->location, lua_tostring(L, -1));
         lua_pop(L, 2);
-        *call->error = true;
-        return NULL;
+        return TCL_ERR_CALLBACK;
     }
-    tcl_uop *result = NULL;
+    tcl_status status = TCL_OK;
     if (!lua_isnil(L, -1)) {
-        result = tcl_lua_test_uop(L, -1);
-        if (!result) {
-            tcl_ctx_set_error(call->ctx, "rule at %s returned a %s; a rewrite must return a UOp or nil",
+        tcl_uop *result = tcl_lua_test_uop(L, -1);
+        if (result)
+            *out = tcl_uop_ref(result);
+        else
+            status = tcl_fail(e, TCL_ERR_CALLBACK, "rule at %s returned a %s; a rewrite must return a UOp or nil",
                               call->rule->location, luaL_typename(L, -1));
-            *call->error = true;
-        } else {
-            tcl_uop_ref(result);
-        }
     }
     lua_pop(L, 2);
-    return result;
+    return status;
 }
 
-static void record_match(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after) {
+static tcl_status record_match(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after) {
     lua_hook *h = data;
     lua_State *L = h->L;
-    if (!h->trace_index || !lua_checkstack(L, 4)) return;
+    if (!h->trace_index || !lua_checkstack(L, 4)) return TCL_OK;
     lua_createtable(L, 0, 3);
     lua_pushstring(L, rule->location);
     lua_setfield(L, -2, "rule");
@@ -359,6 +354,7 @@ static void record_match(void *data, const tcl_rule *rule, tcl_uop *before, tcl_
     tcl_lua_push_uop(L, after);
     lua_setfield(L, -2, "after");
     lua_rawseti(L, h->trace_index, (lua_Integer)lua_rawlen(L, h->trace_index) + 1);
+    return TCL_OK;
 }
 
 /* rewrite.graph_rewrite(root, matcher|nil, {parents_first=, ctx=, name=, trace=, max_chain=, max_growth=}) */
@@ -446,9 +442,8 @@ static int l_rewrite_once(lua_State *L) {
     lua_settop(L, 3);
     lua_hook hook = {L, 3, 0};
     tcl_match_env env = {u->ctx, &hook, call_lua_rule, &hook, env_flag("REWRITE_STATS"), NULL};
-    bool error = false;
-    tcl_uop *r = tcl_matcher_apply(m, u, &env, &error);
-    if (error) {
+    tcl_uop *r;
+    if (tcl_matcher_apply(m, u, &env, &r) != TCL_OK) {
         lua_pushstring(L, tcl_ctx_error(u->ctx));
         return lua_error(L);
     }

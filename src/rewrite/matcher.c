@@ -47,29 +47,25 @@ static int single_op(const tcl_pat *p) {
     return found;
 }
 
-static bool pattern_check(tcl_ctx *ctx, const tcl_pat *p, uint32_t nslots) {
-    if (p->slot >= (int)nslots) { tcl_ctx_set_error(ctx, "pattern binding slot out of range"); return false; }
-    if (p->src_mode == TCL_SRC_ANY_ORDER && p->nsrc > TCL_PAT_MAX_ANY_ORDER) {
-        tcl_ctx_set_error(ctx, "a pattern lists %u sources in any order (at most %d)", p->nsrc,
-                          TCL_PAT_MAX_ANY_ORDER);
-        return false;
-    }
-    if (p->src_mode == TCL_SRC_EACH && p->nsrc != 1) {
-        tcl_ctx_set_error(ctx, "an 'every source' pattern needs exactly one source pattern");
-        return false;
-    }
-    for (uint32_t i = 0; i < p->nsrc; i++)
-        if (!pattern_check(ctx, p->src[i], nslots)) return false;
-    for (uint32_t i = 0; i < p->nalt; i++)
-        if (!pattern_check(ctx, p->alt[i], nslots)) return false;
-    return true;
+static tcl_status pattern_check(tcl_error *e, const tcl_pat *p, uint32_t nslots) {
+    if (p->slot >= (int)nslots) return tcl_fail(e, TCL_ERR_INVALID, "pattern binding slot out of range");
+    if (p->src_mode == TCL_SRC_ANY_ORDER && p->nsrc > TCL_PAT_MAX_ANY_ORDER)
+        return tcl_fail(e, TCL_ERR_LIMIT, "a pattern lists %u sources in any order (at most %d)", p->nsrc,
+                        TCL_PAT_MAX_ANY_ORDER);
+    if (p->src_mode == TCL_SRC_EACH && p->nsrc != 1)
+        return tcl_fail(e, TCL_ERR_INVALID, "an 'every source' pattern needs exactly one source pattern");
+    tcl_status status = TCL_OK;
+    for (uint32_t i = 0; i < p->nsrc && status == TCL_OK; i++) status = pattern_check(e, p->src[i], nslots);
+    for (uint32_t i = 0; i < p->nalt && status == TCL_OK; i++) status = pattern_check(e, p->alt[i], nslots);
+    return status;
 }
 
 tcl_rule *tcl_rule_new(tcl_ctx *ctx, tcl_pat *pat, char **slot_names, uint32_t nslots, const char *location) {
+    tcl_error *e = tcl_ctx_last_error(ctx);
     tcl_rule *r = calloc(1, sizeof *r);
-    if (!r) { tcl_ctx_set_error(ctx, "out of memory creating a rule"); goto fail; }
+    if (!r) { tcl_fail(e, TCL_ERR_MEMORY, "out of memory creating a rule"); goto fail; }
     if (nslots > TCL_RULE_MAX_SLOTS) {
-        tcl_ctx_set_error(ctx, "a rule binds %u names (at most %d)", nslots, TCL_RULE_MAX_SLOTS);
+        tcl_fail(e, TCL_ERR_LIMIT, "a rule binds %u names (at most %d)", nslots, TCL_RULE_MAX_SLOTS);
         goto fail;
     }
     r->pat = pat;
@@ -77,8 +73,8 @@ tcl_rule *tcl_rule_new(tcl_ctx *ctx, tcl_pat *pat, char **slot_names, uint32_t n
     for (uint32_t i = 0; i < nslots; i++) r->slot_names[i] = slot_names[i];
     r->callback_ref = -1;
     r->location = strdup(location ? location : "?");
-    if (!r->location) { tcl_ctx_set_error(ctx, "out of memory creating a rule"); tcl_rule_free(r); return NULL; }
-    if (!pattern_check(ctx, pat, nslots)) { tcl_rule_free(r); return NULL; }
+    if (!r->location) { tcl_fail(e, TCL_ERR_MEMORY, "out of memory creating a rule"); tcl_rule_free(r); return NULL; }
+    if (pattern_check(e, pat, nslots) != TCL_OK) { tcl_rule_free(r); return NULL; }
     bool any = false;
     pattern_root_ops(pat, &r->root_ops, &any);
     if (any) memset(&r->root_ops, 0xff, sizeof r->root_ops);
@@ -136,7 +132,7 @@ typedef struct match_state {
     tcl_uop *binds[TCL_RULE_MAX_SLOTS];
     tcl_match_env *env;
     tcl_uop *result;
-    bool *error;
+    tcl_status status; /* of the rewrite that ran last */
 } match_state;
 
 typedef struct cont cont;
@@ -241,22 +237,18 @@ static double now_seconds(void) {
  * it produced a different node or failed. */
 static bool run_rewrite(match_state *s, const cont *self) {
     (void)self;
-    tcl_rewrite_call call = {s->env->ctx, s->rule, s->root, s->binds, s->env->user_ctx, s->error};
-    tcl_uop *r;
-    if (s->rule->native) r = s->rule->native(&call);
-    else if (s->env->callback) r = s->env->callback(s->env->callback_data, &call);
-    else {
-        tcl_ctx_set_error(s->env->ctx, "rule at %s has no rewrite", s->rule->location);
-        *s->error = true;
-        return true;
-    }
-    if (*s->error) { tcl_uop_unref(r); return true; }
+    tcl_rewrite_call call = {s->env->ctx, s->rule, s->root, s->binds, s->env->user_ctx};
+    tcl_error *e = tcl_ctx_last_error(s->env->ctx);
+    tcl_uop *r = NULL;
+    if (s->rule->native) s->status = s->rule->native(&call, &r);
+    else if (s->env->callback) s->status = s->env->callback(s->env->callback_data, &call, &r);
+    else s->status = tcl_fail(e, TCL_ERR_INVALID, "rule at %s has no rewrite", s->rule->location);
+    if (s->status != TCL_OK) { tcl_uop_unref(r); return true; }
     if (r == s->root) { tcl_uop_unref(r); r = NULL; }
     if (!r) return false;
     if (r->ctx != s->env->ctx) {
-        tcl_ctx_set_error(s->env->ctx, "rule at %s returned a node of another tcl state", s->rule->location);
+        s->status = tcl_fail(e, TCL_ERR_CALLBACK, "rule at %s returned a node of another tcl state", s->rule->location);
         tcl_uop_unref(r);
-        *s->error = true;
         return true;
     }
     s->result = r;
@@ -269,9 +261,10 @@ static tcl_opset child_ops(const tcl_uop *u) {
     return set;
 }
 
-tcl_uop *tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env, bool *error) {
+tcl_status tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env, tcl_uop **out) {
+    *out = NULL;
     uint32_t n = m->by_op_len[u->op];
-    if (!n) return NULL;
+    if (!n) return TCL_OK;
     const tcl_rule *const *rules = m->by_op[u->op];
     tcl_opset present = child_ops(u);
     for (uint32_t i = 0; i < n; i++) {
@@ -284,7 +277,7 @@ tcl_uop *tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env,
         memset(s.binds, 0, rule->nslots * sizeof s.binds[0]); /* slots past nslots are never read */
         s.env = env;
         s.result = NULL;
-        s.error = error;
+        s.status = TCL_OK;
         static const cont final = {run_rewrite, NULL, NULL, NULL, 0, 0, false};
         double t0 = env->count_stats ? now_seconds() : 0;
         match(&s, rule->pat, u, &final);
@@ -294,10 +287,14 @@ tcl_uop *tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env,
             stats->seconds += now_seconds() - t0;
             if (s.result) stats->matches++;
         }
-        if (*error) return NULL;
-        if (s.result) { env->fired = rule; return s.result; }
+        if (s.status != TCL_OK) return s.status;
+        if (s.result) {
+            env->fired = rule;
+            *out = s.result;
+            return TCL_OK;
+        }
     }
-    return NULL;
+    return TCL_OK;
 }
 
 tcl_uop *tcl_rewrite_binding(const tcl_rewrite_call *call, const char *name) {

@@ -1,8 +1,10 @@
 /* natives.c — rewrites written in C for the hottest rules. Layer: rewrite.
  * A rule file names one instead of a Lua function: { x + 0, "return_x" }.
  *
- * Every native returns a new reference (or NULL for "no rewrite"); a native that needs a
- * binding its pattern did not provide reports a rule error instead of guessing. */
+ * Every native follows tcl_native_rewrite's contract (pattern.h): TCL_OK with *out a new
+ * reference or NULL for "no rewrite", or a failure with the message in the context's error.
+ * A native that needs a binding its pattern did not provide fails instead of guessing.
+ * Helpers that build nodes return NULL exactly when they failed (the context's error set). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,44 +13,46 @@
 #include "pattern.h"
 #include "rewrite/bounds.h"
 
-static tcl_uop *missing_binding(const tcl_rewrite_call *call, const char *native, const char *name) {
-    tcl_ctx_set_error(call->ctx, "rule at %s: native '%s' needs a pattern that binds %s", call->rule->location,
-                      native, name);
-    *call->error = true;
-    return NULL;
+static tcl_status missing_binding(const tcl_rewrite_call *call, const char *native, const char *name) {
+    return tcl_fail(tcl_ctx_last_error(call->ctx), TCL_ERR_INVALID,
+                    "rule at %s: native '%s' needs a pattern that binds %s", call->rule->location, native, name);
+}
+
+static tcl_status out_of_memory(const tcl_rewrite_call *call) {
+    return tcl_fail(tcl_ctx_last_error(call->ctx), TCL_ERR_MEMORY, "rule at %s: out of memory", call->rule->location);
+}
+
+/* A native's result from a node builder: the node, or the builder's failure (NULL). */
+static tcl_status built(const tcl_rewrite_call *call, tcl_uop *node, tcl_uop **out) {
+    *out = node;
+    return node ? TCL_OK : tcl_ctx_status(call->ctx);
 }
 
 /* The node bound as "x": the identity rules (x+0, x*1, x//1, ...). */
-static tcl_uop *return_x(const tcl_rewrite_call *call) {
+static tcl_status return_x(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *x = tcl_rewrite_binding(call, "x");
+    *out = NULL;
     if (!x) return missing_binding(call, "return_x", "x");
-    return tcl_uop_ref(x);
+    *out = tcl_uop_ref(x);
+    return TCL_OK;
 }
 
-/* A CONST of dtype holding value; NULL (with the ctx error set) only on out of memory. */
+/* A CONST of dtype holding value. */
 static tcl_uop *const_node(const tcl_rewrite_call *call, int dtype, tcl_arg value) {
-    tcl_uop *c = tcl_uop_new(call->ctx, TCL_OP_CONST, dtype, NULL, 0, &value, NULL);
-    if (!c) *call->error = true;
-    return c;
+    return tcl_uop_new(call->ctx, TCL_OP_CONST, dtype, NULL, 0, &value, NULL);
 }
 
-/* op(a, b) from two new references, which it consumes; NULL on failure. */
+/* op(a, b) from two new references, which it consumes. A NULL operand is an earlier
+ * builder's failure, passed on. */
 static tcl_uop *binary_node(const tcl_rewrite_call *call, int op, int dtype, tcl_uop *a, tcl_uop *b) {
     tcl_uop *r = NULL;
     if (a && b) {
         tcl_uop *src[2] = {a, b};
         r = tcl_uop_new(call->ctx, op, dtype, src, 2, NULL, NULL);
-        if (!r) *call->error = true;
     }
     if (a) tcl_uop_unref(a);
     if (b) tcl_uop_unref(b);
     return r;
-}
-
-static tcl_uop *out_of_memory(const tcl_rewrite_call *call) {
-    tcl_ctx_set_error(call->ctx, "rule at %s: out of memory", call->rule->location);
-    *call->error = true;
-    return NULL;
 }
 
 /* An ALU op (or CAST/BITCAST) whose sources are all CONST becomes the CONST that
@@ -56,30 +60,32 @@ static tcl_uop *out_of_memory(const tcl_rewrite_call *call) {
  * per float dtype. Not folded: results tcl_alu_exec calls undefined (integer division by
  * zero, out-of-range shifts, NaN cast to int, ...), since a device may compute anything
  * there, and CONSTs whose arg does not fit their dtype (malformed input is left alone). */
-static tcl_uop *fold_constants(const tcl_rewrite_call *call) {
+static tcl_status fold_constants(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *u = call->root;
     tcl_scalar src[3];
-    if (u->nsrc == 0 || u->nsrc > 3) return NULL;
+    *out = NULL;
+    if (u->nsrc == 0 || u->nsrc > 3) return TCL_OK;
     for (uint32_t i = 0; i < u->nsrc; i++) {
         const tcl_uop *s = u->src[i];
-        if (s->op != TCL_OP_CONST || !tcl_scalar_from_arg(&s->arg, s->dtype, &src[i])) return NULL;
+        if (s->op != TCL_OP_CONST || !tcl_scalar_from_arg(&s->arg, s->dtype, &src[i])) return TCL_OK;
     }
-    tcl_scalar out;
-    if (tcl_alu_exec(u->op, u->dtype, src, (int)u->nsrc, &out) != TCL_ALU_OK) return NULL;
-    return const_node(call, u->dtype, tcl_scalar_to_arg(out));
+    tcl_scalar value;
+    if (tcl_alu_exec(u->op, u->dtype, src, (int)u->nsrc, &value) != TCL_ALU_OK) return TCL_OK;
+    return built(call, const_node(call, u->dtype, tcl_scalar_to_arg(value)), out);
 }
 
 /* An integer or bool node whose interval (rewrite/bounds.h) is a single value is that
  * value: comparisons decided by the ranges, x // c with 0 <= x < c, ... The interval
  * is sound for every assignment of the variables, so the replacement is exact. */
-static tcl_uop *fold_to_bounds(const tcl_rewrite_call *call) {
+static tcl_status fold_to_bounds(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *u = call->root;
     int64_t vmin, vmax;
-    if (u->op == TCL_OP_CONST || !tcl_uop_bounds(u, &vmin, &vmax) || vmin != vmax) return NULL;
+    *out = NULL;
+    if (u->op == TCL_OP_CONST || !tcl_uop_bounds(u, &vmin, &vmax) || vmin != vmax) return TCL_OK;
     /* on uint64 a vmax of INT64_MAX means "no upper bound known" (bounds.h) */
-    if (u->dtype == TCL_UINT64 && vmax == INT64_MAX) return NULL;
+    if (u->dtype == TCL_UINT64 && vmax == INT64_MAX) return TCL_OK;
     tcl_arg value = u->dtype == TCL_BOOL ? tcl_arg_bool(vmin != 0) : tcl_arg_int(vmin);
-    return const_node(call, u->dtype, value);
+    return built(call, const_node(call, u->dtype, value), out);
 }
 
 /* ---- canonical sums of signed integers (see lua/patterns/symbolic.lua's header) ----
@@ -224,17 +230,18 @@ static void recombine_divmod(term_list *terms, int dtype) {
     }
 }
 
-/* acc + v (acc may be NULL: then v). Consumes both references; NULL on failure. */
+/* acc + v (acc may be NULL: then v). Consumes both references. */
 static tcl_uop *append_term(const tcl_rewrite_call *call, int dtype, tcl_uop *acc, tcl_uop *v) {
     return acc ? binary_node(call, TCL_OP_ADD, dtype, acc, v) : v;
 }
 
-/* base * coeff as a node (base itself when coeff is 1); a new reference or NULL. */
+/* base * coeff as a node (base itself when coeff is 1); a new reference. */
 static tcl_uop *scaled_term(const tcl_rewrite_call *call, int dtype, tcl_uop *base, int64_t coeff) {
     if (coeff == 1) return tcl_uop_ref(base);
     return binary_node(call, TCL_OP_MUL, dtype, tcl_uop_ref(base), const_node(call, dtype, tcl_arg_int(coeff)));
 }
 
+/* The sum of the terms and k as a left-leaning ADD chain; a new reference. */
 static tcl_uop *build_sum(const tcl_rewrite_call *call, int dtype, const term_list *terms, int64_t k) {
     tcl_uop *acc = NULL;
     for (size_t i = 0; i < terms->count; i++) {
@@ -248,10 +255,11 @@ static tcl_uop *build_sum(const tcl_rewrite_call *call, int dtype, const term_li
 
 /* The canonical form of the ADD chain at the root (returning the root itself when it is
  * canonical already: the matcher reads that as "no rewrite"). */
-static tcl_uop *normalize_sum(const tcl_rewrite_call *call) {
+static tcl_status normalize_sum(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *root = call->root;
     const tcl_dtype_info *info = tcl_dtype_get(root->dtype);
-    if (root->op != TCL_OP_ADD || !info || !info->is_int || info->is_unsigned) return NULL;
+    *out = NULL;
+    if (root->op != TCL_OP_ADD || !info || !info->is_int || info->is_unsigned) return TCL_OK;
     term_list terms;
     terms_init(&terms);
     int64_t k;
@@ -261,9 +269,9 @@ static tcl_uop *normalize_sum(const tcl_rewrite_call *call) {
     }
     merge_like_terms(&terms, root->dtype);
     recombine_divmod(&terms, root->dtype);
-    tcl_uop *sum = build_sum(call, root->dtype, &terms, k);
+    tcl_status status = built(call, build_sum(call, root->dtype, &terms, k), out);
     terms_free(&terms);
-    return sum;
+    return status;
 }
 
 /* ---- division and modulo of a signed integer by a constant c > 1 ----
@@ -322,56 +330,64 @@ static bool exact_sum_interval(int dtype, const term_list *terms, int64_t k, int
 }
 
 /* x // c -> q and x % c -> x - q*c when the ranges of x fix the quotient q. */
-static tcl_uop *fold_fixed_quotient(const tcl_rewrite_call *call, bool floor, bool is_div, tcl_uop *x, int64_t c) {
+static tcl_status fold_fixed_quotient(const tcl_rewrite_call *call, bool floor, bool is_div, tcl_uop *x, int64_t c,
+                                      tcl_uop **out) {
     int dtype = call->root->dtype;
     int64_t lo, hi;
-    if (!tcl_uop_bounds(x, &lo, &hi) || !exact_small(lo) || !exact_small(hi) || (!floor && lo < 0)) return NULL;
+    *out = NULL;
+    if (!tcl_uop_bounds(x, &lo, &hi) || !exact_small(lo) || !exact_small(hi) || (!floor && lo < 0)) return TCL_OK;
     int64_t q = floor_div(lo, c);
-    if (q != floor_div(hi, c)) return NULL;
-    if (is_div) return const_node(call, dtype, tcl_arg_int(q));
-    if (q == 0) return tcl_uop_ref(x);
-    return binary_node(call, TCL_OP_ADD, dtype, tcl_uop_ref(x),
-                       const_node(call, dtype, tcl_arg_int(wrapped(TCL_OP_MUL, dtype, q, -c))));
+    if (q != floor_div(hi, c)) return TCL_OK;
+    if (is_div) return built(call, const_node(call, dtype, tcl_arg_int(q)), out);
+    if (q == 0) return built(call, tcl_uop_ref(x), out);
+    return built(call,
+                 binary_node(call, TCL_OP_ADD, dtype, tcl_uop_ref(x),
+                             const_node(call, dtype, tcl_arg_int(wrapped(TCL_OP_MUL, dtype, q, -c)))),
+                 out);
 }
 
 /* (x*c + y) // c -> x + y // c and (x*c + y) % c -> y % c: the terms that are multiples of
  * c, and the multiple of c in the constant, leave the division. */
-static tcl_uop *take_out_multiples(const tcl_rewrite_call *call, bool floor, bool is_div, const term_list *terms,
-                                   int64_t k, int64_t c) {
+static tcl_status take_out_multiples(const tcl_rewrite_call *call, bool floor, bool is_div, const term_list *terms,
+                                     int64_t k, int64_t c, tcl_uop **out) {
     int op = call->root->op, dtype = call->root->dtype;
     term_list quotient, rest;
     terms_init(&quotient);
     terms_init(&rest);
-    tcl_uop *result = NULL;
+    tcl_status status = TCL_OK;
     bool ok = true;
+    *out = NULL;
     for (size_t i = 0; i < terms->count && ok; i++) {
         sum_term t = terms->items[i];
         ok = t.coeff % c == 0 ? terms_push(&quotient, t.base, t.coeff / c) : terms_push(&rest, t.base, t.coeff);
     }
     int64_t kq = floor_div(k, c), kr = floor_mod(k, c), rlo, rhi;
     if (!ok) {
-        out_of_memory(call);
+        status = out_of_memory(call);
     } else if ((quotient.count > 0 || kq != 0) && exact_sum_interval(dtype, &rest, kr, &rlo, &rhi) &&
                (floor || rlo >= 0)) {
-        result = binary_node(call, op, dtype, build_sum(call, dtype, &rest, kr), const_node(call, dtype, tcl_arg_int(c)));
+        tcl_uop *result =
+            binary_node(call, op, dtype, build_sum(call, dtype, &rest, kr), const_node(call, dtype, tcl_arg_int(c)));
         if (is_div && result) result = binary_node(call, TCL_OP_ADD, dtype, build_sum(call, dtype, &quotient, kq), result);
+        status = built(call, result, out);
     }
     terms_free(&quotient);
     terms_free(&rest);
-    return result;
+    return status;
 }
 
 /* A common factor g of c and the terms, with a remainder r in [0, g):
  * (g*X + r) // c -> X // (c/g) and (g*X + r) % c -> (X % (c/g))*g + r. */
-static tcl_uop *divide_common_factor(const tcl_rewrite_call *call, bool is_div, const term_list *terms, int64_t k,
-                                     int64_t c) {
+static tcl_status divide_common_factor(const tcl_rewrite_call *call, bool is_div, const term_list *terms, int64_t k,
+                                       int64_t c, tcl_uop **out) {
     int op = call->root->op, dtype = call->root->dtype;
     term_list scaled, rest;
     terms_init(&scaled);
     terms_init(&rest);
-    tcl_uop *result = NULL;
+    tcl_status status = TCL_OK;
     int64_t g = c;
     bool ok = true;
+    *out = NULL;
     for (size_t i = 0; i < terms->count; i++)
         if (gcd(terms->items[i].coeff, c) > 1) g = gcd(g, terms->items[i].coeff);
     for (size_t i = 0; i < terms->count && ok; i++) {
@@ -380,55 +396,57 @@ static tcl_uop *divide_common_factor(const tcl_rewrite_call *call, bool is_div, 
     }
     int64_t kq = floor_div(k, g), kr = floor_mod(k, g), rlo, rhi, xlo, xhi;
     if (!ok) {
-        out_of_memory(call);
+        status = out_of_memory(call);
     } else if (g > 1 && !(g == c && rest.count == terms->count) && exact_sum_interval(dtype, &rest, kr, &rlo, &rhi) &&
                rlo >= 0 && rhi < g && exact_sum_interval(dtype, &scaled, kq, &xlo, &xhi)) {
-        result = binary_node(call, op, dtype, build_sum(call, dtype, &scaled, kq),
-                             const_node(call, dtype, tcl_arg_int(c / g)));
+        tcl_uop *result = binary_node(call, op, dtype, build_sum(call, dtype, &scaled, kq),
+                                      const_node(call, dtype, tcl_arg_int(c / g)));
         if (!is_div && result)
             result = binary_node(call, TCL_OP_ADD, dtype,
                                  binary_node(call, TCL_OP_MUL, dtype, result, const_node(call, dtype, tcl_arg_int(g))),
                                  build_sum(call, dtype, &rest, kr));
+        status = built(call, result, out);
     }
     terms_free(&scaled);
     terms_free(&rest);
-    return result;
+    return status;
 }
 
 /* x // c and x % c for a signed dtype and a constant c > 1 (the root's second source). */
-static tcl_uop *fold_divmod(const tcl_rewrite_call *call) {
+static tcl_status fold_divmod(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *root = call->root;
     int op = root->op;
     bool floor = op == TCL_OP_FLOORDIV || op == TCL_OP_FLOORMOD, is_div = op == TCL_OP_FLOORDIV || op == TCL_OP_IDIV;
     const tcl_dtype_info *info = tcl_dtype_get(root->dtype);
     int64_t c;
-    if (!floor && op != TCL_OP_IDIV && op != TCL_OP_MOD) return NULL;
-    if (!info->is_int || info->is_unsigned || !const_value(root->src[1], &c) || c <= 1 || c > EXACT_LIMIT) return NULL;
+    *out = NULL;
+    if (!floor && op != TCL_OP_IDIV && op != TCL_OP_MOD) return TCL_OK;
+    if (!info->is_int || info->is_unsigned || !const_value(root->src[1], &c) || c <= 1 || c > EXACT_LIMIT) return TCL_OK;
     tcl_uop *x = root->src[0];
-    tcl_uop *r = fold_fixed_quotient(call, floor, is_div, x, c);
-    if (r || *call->error) return r;
+    tcl_status status = fold_fixed_quotient(call, floor, is_div, x, c, out);
+    if (status != TCL_OK || *out) return status;
 
     term_list terms;
     terms_init(&terms);
     int64_t k, lo, hi;
     if (!flatten_sum(x, &terms, &k)) {
-        r = out_of_memory(call);
+        status = out_of_memory(call);
     } else if (exact_sum_interval(root->dtype, &terms, k, &lo, &hi) && (floor || lo >= 0)) {
-        r = take_out_multiples(call, floor, is_div, &terms, k, c);
-        if (!r && !*call->error) r = divide_common_factor(call, is_div, &terms, k, c);
+        status = take_out_multiples(call, floor, is_div, &terms, k, c, out);
+        if (status == TCL_OK && !*out) status = divide_common_factor(call, is_div, &terms, k, c, out);
     }
     terms_free(&terms);
-    return r;
+    return status;
 }
 
 typedef struct native_entry { const char *name; tcl_native_rewrite fn; } native_entry;
 
 /* A one-source op (CAST) whose source already has the node's dtype is that source: a test the
  * pattern language cannot state, kept in C because it runs on every CAST. */
-static tcl_uop *drop_same_dtype(const tcl_rewrite_call *call) {
+static tcl_status drop_same_dtype(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *u = call->root;
-    if (u->nsrc != 1 || u->src[0]->dtype != u->dtype) return NULL;
-    return tcl_uop_ref(u->src[0]);
+    *out = u->nsrc == 1 && u->src[0]->dtype == u->dtype ? tcl_uop_ref(u->src[0]) : NULL;
+    return TCL_OK;
 }
 
 static const native_entry natives[] = {

@@ -52,18 +52,19 @@ void tcl_pat_free(tcl_pat *p);
 
 typedef struct tcl_rule tcl_rule;
 
-/* What a rewrite sees. Returns a new reference, or NULL for "no rewrite";
- * set *error (with the context's error message) to abort the whole rewrite. */
+/* What a rewrite sees. */
 typedef struct tcl_rewrite_call {
     tcl_ctx *ctx;
     const tcl_rule *rule;
     tcl_uop *root;
     tcl_uop *const *binds; /* by slot */
     void *user_ctx;        /* the context value handed to graph_rewrite */
-    bool *error;
 } tcl_rewrite_call;
 
-typedef tcl_uop *(*tcl_native_rewrite)(const tcl_rewrite_call *call);
+/* A rewrite. TCL_OK with *out a new reference to the replacement, or NULL for "no rewrite".
+ * Another status (its message in the context's error) aborts the whole rewrite; *out is
+ * then NULL. */
+typedef tcl_status (*tcl_native_rewrite)(const tcl_rewrite_call *call, tcl_uop **out);
 /* Native rewrites by name, for rule files that name one instead of a Lua function. */
 tcl_native_rewrite tcl_native_rewrite_find(const char *name);
 /* Name of the i-th native rewrite (0-based), or NULL past the end. */
@@ -85,13 +86,15 @@ struct tcl_rule {
     double seconds;
 };
 
-/* Takes ownership of pat and the slot names. Returns NULL and sets the ctx error if the
- * pattern is malformed (too many slots, any-order lists that are too long). */
+/* Takes ownership of pat and the slot names (also when it fails). Returns NULL with the
+ * context's error set if the pattern is malformed (too many slots, any-order lists that are
+ * too long) or memory runs out. */
 tcl_rule *tcl_rule_new(tcl_ctx *ctx, tcl_pat *pat, char **slot_names, uint32_t nslots, const char *location);
 void tcl_rule_free(tcl_rule *r);
 
-/* The hook through which non-native rules are called (the Lua binding provides it). */
-typedef tcl_uop *(*tcl_rule_callback)(void *hook_data, const tcl_rewrite_call *call);
+/* The hook through which non-native rules are called (the Lua binding provides it); the same
+ * contract as tcl_native_rewrite. */
+typedef tcl_status (*tcl_rule_callback)(void *hook_data, const tcl_rewrite_call *call, tcl_uop **out);
 
 /* Rules filed by root op, in their given order; borrowed: the creator keeps the rules alive. */
 typedef struct tcl_matcher {
@@ -99,6 +102,7 @@ typedef struct tcl_matcher {
     const tcl_rule **by_op[TCL_OP_COUNT];
 } tcl_matcher;
 
+/* NULL only when out of memory (core/error.h, rule 4). */
 tcl_matcher *tcl_matcher_new(const tcl_rule *const *rules, uint32_t nrules);
 void tcl_matcher_free(tcl_matcher *m);
 
@@ -111,8 +115,9 @@ typedef struct tcl_match_env {
     const tcl_rule *fired; /* out: the rule that produced the last result */
 } tcl_match_env;
 
-/* Tries the matcher's rules on u in order; returns the first rewrite result (new
- * reference) that differs from u, or NULL. On a rewrite error returns NULL with *error set. */
-tcl_uop *tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env, bool *error);
+/* Tries the matcher's rules on u in order. TCL_OK with *out the first rewrite result (a new
+ * reference) that differs from u, or NULL when no rule rewrote u. A failing rewrite stops
+ * the search: its status is returned (message in the context's error) and *out is NULL. */
+tcl_status tcl_matcher_apply(const tcl_matcher *m, tcl_uop *u, tcl_match_env *env, tcl_uop **out);
 
 #endif
