@@ -55,7 +55,7 @@ bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
     switch (src->kind) {
     case TCL_ARG_STR: {
         char *s = malloc((size_t)src->len + 1);
-        if (!s) return false;
+        if (!s) break;
         if (src->len) memcpy(s, src->v.s, src->len);
         s[src->len] = '\0';
         dst->v.s = s;
@@ -64,7 +64,7 @@ bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
     case TCL_ARG_INTS: {
         if (src->len == 0) { dst->v.ints = NULL; return true; }
         int64_t *ints = malloc(src->len * sizeof(int64_t));
-        if (!ints) return false;
+        if (!ints) break;
         memcpy(ints, src->v.ints, src->len * sizeof(int64_t));
         dst->v.ints = ints;
         return true;
@@ -72,11 +72,12 @@ bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
     case TCL_ARG_TUPLE: {
         if (src->len == 0) { dst->v.items = NULL; return true; }
         tcl_arg *items = calloc(src->len, sizeof(tcl_arg));
-        if (!items) return false;
+        if (!items) break;
         for (uint32_t i = 0; i < src->len; i++) {
             if (!tcl_arg_copy(&items[i], &src->v.items[i])) {
                 for (uint32_t j = 0; j < i; j++) tcl_arg_free(&items[j]);
                 free(items);
+                *dst = tcl_arg_none();
                 return false;
             }
         }
@@ -85,6 +86,9 @@ bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
     }
     default: return true;
     }
+    /* out of memory: dst must not keep src's borrowed storage, which tcl_arg_free would free */
+    *dst = tcl_arg_none();
+    return false;
 }
 
 void tcl_arg_free(tcl_arg *a) {

@@ -50,7 +50,8 @@ static inline tcl_arg tcl_arg_dtype(int dt) { tcl_arg a = {TCL_ARG_DTYPE, 0, {.d
 
 uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed);
 bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b);
-/* Deep copy into freshly allocated storage owned by dst; false when out of memory. */
+/* Deep copy into freshly allocated storage owned by dst; false when out of memory (then dst
+ * is none, so freeing it is harmless). */
 bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src);
 /* Frees storage made by tcl_arg_copy. */
 void tcl_arg_free(tcl_arg *a);

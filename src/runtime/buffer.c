@@ -31,25 +31,25 @@ bool tcl_device_known(const char *device) {
     return false;
 }
 
-tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, char *err, size_t errcap) {
+tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err) {
     if (!tcl_device_known(device)) {
-        snprintf(err, errcap, "unknown device '%s' (available: EMU)", device ? device : "(null)");
+        tcl_fail(err, TCL_ERR_INVALID, "unknown device '%s' (available: EMU)", device ? device : "(null)");
         return NULL;
     }
     if (!tcl_dtype_valid(dtype) || dtype == TCL_VOID) {
-        snprintf(err, errcap, "a buffer needs a value dtype, not %s",
+        tcl_fail(err, TCL_ERR_INVALID, "a buffer needs a value dtype, not %s",
                  tcl_dtype_valid(dtype) ? tcl_dtype_get(dtype)->name : "an invalid dtype");
         return NULL;
     }
     size_t itemsize = tcl_dtype_get(dtype)->itemsize;
     if (numel > SIZE_MAX / itemsize || numel * itemsize > tcl_device_max_buffer_bytes(device)) {
-        snprintf(err, errcap, "a buffer of %zu %s elements is larger than %s can address (%" PRIu64 " bytes)", numel,
-                 tcl_dtype_get(dtype)->name, device, tcl_device_max_buffer_bytes(device));
+        tcl_fail(err, TCL_ERR_LIMIT, "a buffer of %zu %s elements is larger than %s can address (%" PRIu64 " bytes)",
+                 numel, tcl_dtype_get(dtype)->name, device, tcl_device_max_buffer_bytes(device));
         return NULL;
     }
     tcl_buffer *b = malloc(sizeof *b);
     if (!b) {
-        snprintf(err, errcap, "out of memory allocating a buffer");
+        tcl_fail(err, TCL_ERR_MEMORY, "out of memory allocating a buffer");
         return NULL;
     }
     memset(b, 0, sizeof *b);
@@ -61,7 +61,7 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, char *er
     if (b->nbytes > 0) {
         b->data = calloc(numel, itemsize);
         if (!b->data) {
-            snprintf(err, errcap, "out of memory allocating %zu bytes for a buffer of %zu %s elements on %s",
+            tcl_fail(err, TCL_ERR_MEMORY, "out of memory allocating %zu bytes for a buffer of %zu %s elements on %s",
                      b->nbytes, numel, tcl_dtype_get(dtype)->name, device);
             free(b);
             return NULL;

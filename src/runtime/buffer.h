@@ -8,8 +8,8 @@
  * tcl_scalar_from_bits), so a buffer and a CONST of the same value hold the same bits.
  *
  * A buffer owns its storage; who owns the buffer is up to the caller (the Lua binding: one
- * userdata per buffer, freed by its finalizer). Errors are returned as a status with the
- * message written into a caller's buffer (no global state). */
+ * userdata per buffer, freed by its finalizer). Errors go into a tcl_error the caller passes
+ * (core/error.h; no global state). */
 #ifndef TCLC_RUNTIME_BUFFER_H
 #define TCLC_RUNTIME_BUFFER_H
 
@@ -19,9 +19,8 @@
 #include <string.h>
 
 #include "core/alu.h"
+#include "core/error.h"
 
-/* Room for any runtime error message (callers pass buffers of this size). */
-#define TCL_RT_ERR_CAP 512
 /* Longest device name, terminator included. */
 #define TCL_DEVICE_NAME_CAP 16
 
@@ -34,9 +33,9 @@ typedef struct tcl_buffer {
     unsigned char *data; /* NULL when nbytes == 0; zero-filled at allocation */
 } tcl_buffer;
 
-/* A new zero-filled buffer, or NULL with a message in err (unknown device, void dtype, size
- * overflow, out of memory). numel 0 is allowed. */
-tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, char *err, size_t errcap);
+/* A new zero-filled buffer, or NULL with err set (unknown device, void dtype, size overflow,
+ * out of memory). numel 0 is allowed. */
+tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err);
 void tcl_buffer_free(tcl_buffer *b);
 
 /* True when device names a device this runtime has. */

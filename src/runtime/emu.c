@@ -108,8 +108,8 @@ void tcl_emu_program_free(tcl_emu_program *p) {
 typedef struct builder {
     tcl_emu_program *p;
     tcl_uop *const *nodes;
-    char *err;
-    size_t errcap;
+    size_t n;
+    tcl_error *err;
     /* PARAM and DEFINE_REG as they are met (slots checked once all are known) */
     emu_mem_info *params, *regs;
     int32_t *param_at, *reg_at; /* instruction of each */
@@ -117,32 +117,22 @@ typedef struct builder {
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
 } builder;
 
-/* Formats fmt after the first `used` characters of err (what a snprintf of a prefix
- * returned). Returns the new length, or -1 when err is full or on an encoding error. */
-static int append_vf(char *err, size_t errcap, int used, const char *fmt, va_list ap) {
-    if (used < 0 || (size_t)used >= errcap) return -1;
-    int w = vsnprintf(err + used, errcap - (size_t)used, fmt, ap);
-    return w < 0 || (size_t)(used + w) >= errcap ? -1 : used + w;
-}
-
 /* fail's instruction for a problem of the whole kernel. */
 #define WHOLE_KERNEL SIZE_MAX
 
-/* "kernel 'name': instruction i (OP): <message>" ("kernel 'name': <message>" for
- * WHOLE_KERNEL), always false (for `return fail(...)`). */
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static bool fail(builder *b, size_t i, const char *fmt, ...) {
-    int used = i == WHOLE_KERNEL
-                   ? snprintf(b->err, b->errcap, "kernel '%s': ", b->p->name)
-                   : snprintf(b->err, b->errcap, "kernel '%s': instruction %zu (%s): ", b->p->name, i,
-                              op_name(b->nodes[i]->op));
+/* Fails with status s and "kernel 'name': instruction i (OP): <message>" ("kernel 'name':
+ * <message>" for WHOLE_KERNEL); returns s. */
+TCL_PRINTF_LIKE(4, 5)
+static tcl_status fail(builder *b, tcl_status s, size_t i, const char *fmt, ...) {
+    if (i == WHOLE_KERNEL)
+        tcl_fail(b->err, s, "kernel '%s': ", b->p->name);
+    else
+        tcl_fail(b->err, s, "kernel '%s': instruction %zu (%s): ", b->p->name, i, op_name(b->nodes[i]->op));
     va_list ap;
     va_start(ap, fmt);
-    append_vf(b->err, b->errcap, used, fmt, ap);
+    tcl_error_vappend(b->err, fmt, ap);
     va_end(ap);
-    return false;
+    return s;
 }
 
 /* The i-th integer of a {a, b} arg (an int list or a tuple of ints). */
@@ -200,26 +190,26 @@ static const char *not_value_reason(const emu_inst *in) {
     return "not a value";
 }
 
-static bool add_mem(builder *b, size_t i, bool is_param) {
+static tcl_status add_mem(builder *b, size_t i, bool is_param) {
     const tcl_uop *u = b->nodes[i];
     int64_t slot, numel;
-    if (u->nsrc != 0) return fail(b, i, "takes no sources, got %u", u->nsrc);
-    if (u->dtype == TCL_VOID) return fail(b, i, "needs an element dtype, not void");
+    if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
+    if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs an element dtype, not void");
     if (!arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) ||
         !(u->arg.kind == TCL_ARG_INTS || u->arg.kind == TCL_ARG_TUPLE) || u->arg.len != 2)
-        return fail(b, i, "arg must be {slot, numel}");
-    if (slot < 0 || slot > INT32_MAX) return fail(b, i, "slot %" PRId64 " is out of range", slot);
-    if (numel < 0) return fail(b, i, "numel %" PRId64 " is negative", numel);
-    if ((uint64_t)numel > SIZE_MAX / 8) return fail(b, i, "numel %" PRId64 " is too large", numel);
+        return fail(b, TCL_ERR_INVALID, i, "arg must be {slot, numel}");
+    if (slot < 0 || slot > INT32_MAX) return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is out of range", slot);
+    if (numel < 0) return fail(b, TCL_ERR_INVALID, i, "numel %" PRId64 " is negative", numel);
+    if ((uint64_t)numel > SIZE_MAX / 8) return fail(b, TCL_ERR_LIMIT, i, "numel %" PRId64 " is too large", numel);
     if (!is_param && numel > TCL_EMU_MAX_REG_ELEMENTS)
-        return fail(b, i, "a register array of %" PRId64 " elements is larger than the %d a thread may hold", numel,
+        return fail(b, TCL_ERR_LIMIT, i, "a register array of %" PRId64 " elements is larger than the %d a thread may hold", numel,
                     TCL_EMU_MAX_REG_ELEMENTS);
     emu_mem_info *list = is_param ? b->params : b->regs;
     int32_t *at = is_param ? b->param_at : b->reg_at;
     size_t *count = is_param ? &b->nparams : &b->nregs;
     for (size_t k = 0; k < *count; k++)
         if (list[k].slot == slot)
-            return fail(b, i, "slot %" PRId64 " is already taken by instruction %d", slot, (int)at[k]);
+            return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is already taken by instruction %d", slot, (int)at[k]);
     emu_mem_info *m = &list[*count];
     memset(m, 0, sizeof *m);
     m->dtype = u->dtype;
@@ -232,34 +222,34 @@ static bool add_mem(builder *b, size_t i, bool is_param) {
     /* params: the slot; scratch: encoded as -(index + 2) until the param count is known */
     in->mem = is_param ? (int32_t)slot : -(int32_t)(*count) - 2;
     (*count)++;
-    return true;
+    return TCL_OK;
 }
 
-static bool check_alu(builder *b, size_t i) {
+static tcl_status check_alu(builder *b, size_t i) {
     const tcl_uop *u = b->nodes[i];
     const tcl_op_info *info = tcl_op_get(u->op);
     emu_inst *in = &b->p->inst[i];
-    if ((int)u->nsrc != info->nsrc) return fail(b, i, "takes %d sources, got %u", info->nsrc, u->nsrc);
-    if (u->dtype == TCL_VOID) return fail(b, i, "needs a value dtype, not void");
+    if ((int)u->nsrc != info->nsrc) return fail(b, TCL_ERR_INVALID, i, "takes %d sources, got %u", info->nsrc, u->nsrc);
+    if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs a value dtype, not void");
     /* the dtypes are valid exactly when the ALU accepts them: ask it with zero operands */
     tcl_scalar s[3], out;
     char types[64] = "";
     size_t used = 0;
     for (uint32_t k = 0; k < u->nsrc; k++) {
         const emu_inst *src = &b->p->inst[b->p->srcs[in->src_off + k]];
-        if (!is_value(src)) return fail(b, i, "source %u (%s) is %s", k + 1, op_name(src->op), not_value_reason(src));
+        if (!is_value(src)) return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is %s", k + 1, op_name(src->op), not_value_reason(src));
         s[k] = tcl_scalar_from_bits(0, src->dtype);
         int w = snprintf(types + used, sizeof types - used, "%s%s", k ? ", " : "", dtype_name(src->dtype));
         if (w > 0 && (size_t)w < sizeof types - used) used += (size_t)w;
     }
     if (tcl_alu_exec(u->op, u->dtype, s, (int)u->nsrc, &out) == TCL_ALU_INVALID)
-        return fail(b, i, "is not defined for operands (%s) giving %s", types, dtype_name(u->dtype));
+        return fail(b, TCL_ERR_INVALID, i, "is not defined for operands (%s) giving %s", types, dtype_name(u->dtype));
     in->kind = K_ALU;
     in->nval = (uint8_t)u->nsrc;
-    return true;
+    return TCL_OK;
 }
 
-static bool check_node(builder *b, size_t i) {
+static tcl_status check_node(builder *b, size_t i) {
     tcl_emu_program *p = b->p;
     const tcl_uop *u = b->nodes[i];
     emu_inst *in = &p->inst[i];
@@ -272,107 +262,107 @@ static bool check_node(builder *b, size_t i) {
     case TCL_OP_PARAM: return add_mem(b, i, true);
     case TCL_OP_DEFINE_REG: return add_mem(b, i, false);
     case TCL_OP_SINK:
-    case TCL_OP_GROUP: in->kind = K_NOP; return true;
+    case TCL_OP_GROUP: in->kind = K_NOP; return TCL_OK;
     case TCL_OP_CONST:
-        if (u->nsrc != 0) return fail(b, i, "takes no sources, got %u", u->nsrc);
-        if (u->dtype == TCL_VOID) return fail(b, i, "needs a value dtype, not void");
+        if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
+        if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs a value dtype, not void");
         if (!tcl_scalar_from_arg(&u->arg, u->dtype, &in->imm))
-            return fail(b, i, "arg is not a value of dtype %s", dtype_name(u->dtype));
+            return fail(b, TCL_ERR_INVALID, i, "arg is not a value of dtype %s", dtype_name(u->dtype));
         in->kind = K_CONST;
-        return true;
+        return TCL_OK;
     case TCL_OP_RANGE:
-        if (u->nsrc < 1) return fail(b, i, "needs its end as source 1");
-        if (!is_signed_int(u->dtype)) return fail(b, i, "dtype must be index or a signed int, not %s", dtype_name(u->dtype));
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs its end as source 1");
+        if (!is_signed_int(u->dtype)) return fail(b, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", dtype_name(u->dtype));
         if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
-            return fail(b, i, "end must be an integer value, not %s %s", dtype_name(s0->dtype), op_name(s0->op));
+            return fail(b, TCL_ERR_INVALID, i, "end must be an integer value, not %s %s", dtype_name(s0->dtype), op_name(s0->op));
         in->kind = K_RANGE;
         in->wide = s0->dtype == TCL_UINT64;
         in->imm = tcl_scalar_from_bits(0, u->dtype);
-        return true;
+        return TCL_OK;
     case TCL_OP_END:
-        if (u->dtype != TCL_VOID) return fail(b, i, "must be void, not %s", dtype_name(u->dtype));
+        if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name(u->dtype));
         in->kind = K_END; /* pairing is checked by the caller */
-        return true;
+        return TCL_OK;
     case TCL_OP_INDEX:
-        if (u->nsrc != 2) return fail(b, i, "takes (buffer, index), got %u sources", u->nsrc);
-        if (!is_buffer_inst(s0)) return fail(b, i, "source 1 (%s) is not a PARAM or DEFINE_REG", op_name(s0->op));
+        if (u->nsrc != 2) return fail(b, TCL_ERR_INVALID, i, "takes (buffer, index), got %u sources", u->nsrc);
+        if (!is_buffer_inst(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not a PARAM or DEFINE_REG", op_name(s0->op));
         if (!is_value(s1) || !tcl_dtype_get(s1->dtype)->is_int)
-            return fail(b, i, "the index must be an integer value, not %s %s", dtype_name(s1->dtype), op_name(s1->op));
+            return fail(b, TCL_ERR_INVALID, i, "the index must be an integer value, not %s %s", dtype_name(s1->dtype), op_name(s1->op));
         if (u->dtype != s0->dtype)
-            return fail(b, i, "dtype %s differs from its buffer's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its buffer's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
         in->kind = K_INDEX;
         in->wide = s1->dtype == TCL_UINT64;
         in->mem = s0->mem;
-        return true;
+        return TCL_OK;
     case TCL_OP_LOAD:
-        if (u->nsrc != 1 && u->nsrc != 2) return fail(b, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
-        if (s0->kind != K_INDEX) return fail(b, i, "source 1 (%s) is not an INDEX", op_name(s0->op));
+        if (u->nsrc != 1 && u->nsrc != 2) return fail(b, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
+        if (s0->kind != K_INDEX) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not an INDEX", op_name(s0->op));
         if (u->dtype != s0->dtype)
-            return fail(b, i, "dtype %s differs from its INDEX's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its INDEX's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
         if (s1 && (!is_value(s1) || s1->dtype != TCL_BOOL))
-            return fail(b, i, "the gate must be a bool value, not %s %s", dtype_name(s1->dtype), op_name(s1->op));
+            return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", dtype_name(s1->dtype), op_name(s1->op));
         in->kind = K_LOAD;
         in->mem = s0->mem;
         in->imm = tcl_scalar_from_bits(0, u->dtype);
-        return true;
+        return TCL_OK;
     case TCL_OP_STORE:
-        if (u->nsrc != 2 && u->nsrc != 3) return fail(b, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
-        if (u->dtype != TCL_VOID) return fail(b, i, "must be void, not %s", dtype_name(u->dtype));
-        if (s0->kind != K_INDEX) return fail(b, i, "source 1 (%s) is not an INDEX", op_name(s0->op));
-        if (!is_value(s1)) return fail(b, i, "source 2 (%s) is %s", op_name(s1->op), not_value_reason(s1));
+        if (u->nsrc != 2 && u->nsrc != 3) return fail(b, TCL_ERR_INVALID, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
+        if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name(u->dtype));
+        if (s0->kind != K_INDEX) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not an INDEX", op_name(s0->op));
+        if (!is_value(s1)) return fail(b, TCL_ERR_INVALID, i, "source 2 (%s) is %s", op_name(s1->op), not_value_reason(s1));
         if (s1->dtype != s0->dtype)
-            return fail(b, i, "value dtype %s differs from its INDEX's %s", dtype_name(s1->dtype), dtype_name(s0->dtype));
+            return fail(b, TCL_ERR_INVALID, i, "value dtype %s differs from its INDEX's %s", dtype_name(s1->dtype), dtype_name(s0->dtype));
         if (s2 && (!is_value(s2) || s2->dtype != TCL_BOOL))
-            return fail(b, i, "the gate must be a bool value, not %s %s", dtype_name(s2->dtype), op_name(s2->op));
+            return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", dtype_name(s2->dtype), op_name(s2->op));
         in->kind = K_STORE;
         in->mem = s0->mem;
-        return true;
+        return TCL_OK;
     case TCL_OP_SPECIAL: {
-        if (u->nsrc != 1) return fail(b, i, "takes (size), got %u sources", u->nsrc);
-        if (!is_signed_int(u->dtype)) return fail(b, i, "dtype must be index or a signed int, not %s", dtype_name(u->dtype));
+        if (u->nsrc != 1) return fail(b, TCL_ERR_INVALID, i, "takes (size), got %u sources", u->nsrc);
+        if (!is_signed_int(u->dtype)) return fail(b, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", dtype_name(u->dtype));
         if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
-            return fail(b, i, "size must be an integer value, not %s %s", dtype_name(s0->dtype), op_name(s0->op));
+            return fail(b, TCL_ERR_INVALID, i, "size must be an integer value, not %s %s", dtype_name(s0->dtype), op_name(s0->op));
         int which = -1;
         if (u->arg.kind == TCL_ARG_STR)
             for (int k = 0; k < 6; k++)
                 if (strlen(special_names[k]) == u->arg.len && memcmp(special_names[k], u->arg.v.s, u->arg.len) == 0)
                     which = k;
-        if (which < 0) return fail(b, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
+        if (which < 0) return fail(b, TCL_ERR_INVALID, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
         in->kind = K_SPECIAL;
         in->which = which;
         in->wide = s0->dtype == TCL_UINT64;
         in->imm = tcl_scalar_from_bits(0, u->dtype);
         if (s0->kind == K_CONST) {
             int64_t size = reg_int(s0->imm, in->wide);
-            if (size <= 0 || size > UINT32_MAX) return fail(b, i, "size %" PRId64 " is out of range", size);
+            if (size <= 0 || size > UINT32_MAX) return fail(b, TCL_ERR_INVALID, i, "size %" PRId64 " is out of range", size);
             if (b->special_size[which] && b->special_size[which] != size)
-                return fail(b, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", special_names[which], size,
+                return fail(b, TCL_ERR_INVALID, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", special_names[which], size,
                             b->special_size[which]);
             b->special_size[which] = size;
         }
-        return true;
+        return TCL_OK;
     }
     case TCL_OP_AFTER:
-        if (u->nsrc < 1) return fail(b, i, "needs the value it passes on as source 1");
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs the value it passes on as source 1");
         if (u->dtype != s0->dtype)
-            return fail(b, i, "dtype %s differs from its source's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its source's %s", dtype_name(u->dtype), dtype_name(s0->dtype));
         if (is_buffer_inst(s0)) {
             in->kind = K_BUFFER;
             in->mem = s0->mem;
         } else if (is_value(s0)) {
             in->kind = K_ALIAS;
         } else {
-            return fail(b, i, "source 1 (%s) is neither a buffer nor a value", op_name(s0->op));
+            return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is neither a buffer nor a value", op_name(s0->op));
         }
-        return true;
+        return TCL_OK;
     default: break;
     }
     if (info->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY)) return check_alu(b, i);
-    return fail(b, i, "op is not supported by the EMU device");
+    return fail(b, TCL_ERR_INVALID, i, "op is not supported by the EMU device");
 }
 
 /* Fills the instruction's sources and loop, and pairs RANGE/END (stack of open loops). */
-static bool link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t *open, size_t *nopen, uint32_t *src_off) {
+static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t *open, size_t *nopen, uint32_t *src_off) {
     tcl_emu_program *p = b->p;
     const tcl_uop *u = b->nodes[i];
     emu_inst *in = &p->inst[i];
@@ -387,49 +377,50 @@ static bool link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t *open,
     for (uint32_t k = 0; k < u->nsrc; k++) {
         void *v = tcl_ptrmap_get(index_of, u->src[k]);
         if (!v)
-            return fail(b, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]->op));
+            return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]->op));
         int32_t s = (int32_t)((uintptr_t)v - 1);
         p->srcs[(*src_off)++] = s;
         if (k == 0) in->a = s;
         else if (k == 1) in->b = s;
         else if (k == 2) in->c = s;
         if (!ordering_only(u->op, k) && !visible(p, s, in->loop))
-            return fail(b, i, "source %u (instruction %d, %s) was defined inside a loop that is closed here", k + 1,
+            return fail(b, TCL_ERR_INVALID, i, "source %u (instruction %d, %s) was defined inside a loop that is closed here", k + 1,
                         (int)s, op_name(u->src[k]->op));
     }
     if (u->op == TCL_OP_RANGE) {
         open[(*nopen)++] = (int32_t)i;
     } else if (u->op == TCL_OP_END) {
-        if (u->nsrc < 1) return fail(b, i, "needs the RANGE it closes as its last source");
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs the RANGE it closes as its last source");
         int32_t r = p->srcs[in->src_off + u->nsrc - 1];
         if (p->inst[r].op != TCL_OP_RANGE)
-            return fail(b, i, "last source (%s) is not the RANGE it closes", op_name(p->inst[r].op));
+            return fail(b, TCL_ERR_INVALID, i, "last source (%s) is not the RANGE it closes", op_name(p->inst[r].op));
         if (p->inst[r].jump >= 0)
-            return fail(b, i, "RANGE at instruction %d was already closed at instruction %d", (int)r,
+            return fail(b, TCL_ERR_INVALID, i, "RANGE at instruction %d was already closed at instruction %d", (int)r,
                         (int)p->inst[r].jump);
         if (*nopen == 0 || open[*nopen - 1] != r)
-            return fail(b, i, "closes RANGE at instruction %d, but the innermost open loop is %s", (int)r,
+            return fail(b, TCL_ERR_INVALID, i, "closes RANGE at instruction %d, but the innermost open loop is %s", (int)r,
                         *nopen ? "another RANGE" : "none");
         (*nopen)--;
         in->loop = *nopen ? open[*nopen - 1] : -1;
         in->jump = r;
         p->inst[r].jump = (int32_t)i;
     }
-    return tcl_ptrmap_put(index_of, u, (void *)(uintptr_t)(i + 1)) ? true : fail(b, i, "out of memory");
+    if (!tcl_ptrmap_put(index_of, u, (void *)(uintptr_t)(i + 1))) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
+    return TCL_OK;
 }
 
 /* Slots of the params must be 0..n-1; scratch gets its offsets; memory ids get final. */
-static bool finish_memory(builder *b) {
+static tcl_status finish_memory(builder *b) {
     tcl_emu_program *p = b->p;
     for (size_t k = 0; k < b->nparams; k++)
         if (b->params[k].slot >= (int64_t)b->nparams)
-            return fail(b, (size_t)b->param_at[k], "PARAM slots must be 0..%zu (one per kernel argument), got %" PRId64,
+            return fail(b, TCL_ERR_INVALID, (size_t)b->param_at[k], "PARAM slots must be 0..%zu (one per kernel argument), got %" PRId64,
                         b->nparams - 1, b->params[k].slot);
     p->nparams = b->nparams;
     p->params = calloc(b->nparams ? b->nparams : 1, sizeof *p->params);
     p->nregs = b->nregs;
     p->regs = calloc(b->nregs ? b->nregs : 1, sizeof *p->regs);
-    if (!p->params || !p->regs) return fail(b, WHOLE_KERNEL, "out of memory");
+    if (!p->params || !p->regs) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     for (size_t k = 0; k < b->nparams; k++) p->params[b->params[k].slot] = b->params[k];
     size_t offset = 0;
     for (size_t k = 0; k < b->nregs; k++) {
@@ -437,7 +428,7 @@ static bool finish_memory(builder *b) {
         offset = (offset + 7) & ~(size_t)7;
         size_t bytes = p->regs[k].numel * p->regs[k].itemsize;
         if (offset + bytes > TCL_EMU_MAX_SCRATCH_BYTES)
-            return fail(b, WHOLE_KERNEL, "register arrays need more than the %d bytes of scratch memory a thread may hold",
+            return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL, "register arrays need more than the %d bytes of scratch memory a thread may hold",
                         TCL_EMU_MAX_SCRATCH_BYTES);
         p->regs[k].offset = offset;
         offset += bytes;
@@ -445,10 +436,10 @@ static bool finish_memory(builder *b) {
     p->scratch_bytes = offset;
     for (size_t i = 0; i < p->n; i++)
         if (p->inst[i].mem <= -2) p->inst[i].mem = (int32_t)p->nparams + (-p->inst[i].mem - 2);
-    return true;
+    return TCL_OK;
 }
 
-static bool resolve_launch(builder *b, const tcl_launch *given) {
+static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
     tcl_launch *l = &b->p->launch;
     memset(l, 0, sizeof *l);
     if (given) *l = *given;
@@ -456,101 +447,88 @@ static bool resolve_launch(builder *b, const tcl_launch *given) {
         uint32_t *dim = k < 3 ? &l->global[k] : &l->local[k - 3];
         int64_t size = b->special_size[k];
         if (size && *dim && (int64_t)*dim != size)
-            return fail(b, WHOLE_KERNEL, "SPECIAL %s has size %" PRId64 " but the launch's %s size %d is %u", special_names[k],
+            return fail(b, TCL_ERR_INVALID, WHOLE_KERNEL, "SPECIAL %s has size %" PRId64 " but the launch's %s size %d is %u", special_names[k],
                                size, k < 3 ? "global" : "local", k % 3, *dim);
         if (!*dim) *dim = size ? (uint32_t)size : 1;
     }
-    return true;
+    return TCL_OK;
 }
 
-tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, size_t n, const tcl_launch *launch,
-                                     char *err, size_t errcap) {
-    if (!name) name = "kernel";
-    if (n > INT32_MAX / 2) {
-        snprintf(err, errcap, "kernel '%s': %zu instructions is too many", name, n);
-        return NULL;
-    }
-    tcl_emu_program *p = calloc(1, sizeof *p);
-    if (!p) {
-        snprintf(err, errcap, "out of memory building kernel '%s'", name);
-        return NULL;
-    }
-    builder b;
-    memset(&b, 0, sizeof b);
-    b.p = p;
-    b.nodes = nodes;
-    b.err = err;
-    b.errcap = errcap;
-    tcl_ptrmap index_of;
-    tcl_ptrmap_init(&index_of);
-    int32_t *open = NULL;
-    bool ok = false;
-
-    size_t len = strlen(name);
-    p->name = malloc(len + 1);
-    if (!p->name) {
-        snprintf(err, errcap, "out of memory building kernel '%s'", name);
-        goto done;
-    }
-    memcpy(p->name, name, len + 1);
-    size_t total_src = 0;
+/* Links and checks every node, then lays out memory and the launch. The builder's lists and
+ * the open-loop stack are the caller's to free. */
+static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const tcl_launch *launch) {
+    tcl_emu_program *p = b->p;
+    tcl_uop *const *nodes = b->nodes;
+    size_t n = b->n, total_src = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!nodes[i]) {
-            snprintf(err, errcap, "kernel '%s': entry %zu of the list is not a node", name, i);
-            goto done;
-        }
+        if (!nodes[i])
+            return tcl_fail(b->err, TCL_ERR_INVALID, "kernel '%s': entry %zu of the list is not a node", p->name, i);
         total_src += nodes[i]->nsrc;
     }
-    if (total_src > INT32_MAX) {
-        fail(&b, WHOLE_KERNEL, "too many sources");
-        goto done;
-    }
+    if (total_src > INT32_MAX) return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL, "too many sources");
     size_t cap = n ? n : 1;
     p->inst = calloc(cap, sizeof *p->inst);
     p->srcs = calloc(total_src ? total_src : 1, sizeof *p->srcs);
-    open = calloc(cap, sizeof *open);
-    b.params = calloc(cap, sizeof *b.params);
-    b.regs = calloc(cap, sizeof *b.regs);
-    b.param_at = calloc(cap, sizeof *b.param_at);
-    b.reg_at = calloc(cap, sizeof *b.reg_at);
-    if (!p->inst || !p->srcs || !open || !b.params || !b.regs || !b.param_at || !b.reg_at) {
-        fail(&b, WHOLE_KERNEL, "out of memory");
-        goto done;
-    }
+    *open = calloc(cap, sizeof **open);
+    b->params = calloc(cap, sizeof *b->params);
+    b->regs = calloc(cap, sizeof *b->regs);
+    b->param_at = calloc(cap, sizeof *b->param_at);
+    b->reg_at = calloc(cap, sizeof *b->reg_at);
+    if (!p->inst || !p->srcs || !*open || !b->params || !b->regs || !b->param_at || !b->reg_at)
+        return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     p->n = n; /* from here tcl_emu_program_free frees the args of every instruction */
 
     size_t nopen = 0;
     uint32_t src_off = 0;
+    tcl_status status;
     for (size_t i = 0; i < n; i++) {
-        if (tcl_ptrmap_get(&index_of, nodes[i])) {
-            fail(&b, i, "the node appears twice in the list");
-            goto done;
-        }
-        if (!link_node(&b, i, &index_of, open, &nopen, &src_off)) goto done;
-        if (!check_node(&b, i)) goto done;
-        if (!tcl_arg_copy(&p->inst[i].arg, &nodes[i]->arg)) {
-            p->inst[i].arg = tcl_arg_none();
-            fail(&b, i, "out of memory");
-            goto done;
-        }
+        if (tcl_ptrmap_get(index_of, nodes[i])) return fail(b, TCL_ERR_INVALID, i, "the node appears twice in the list");
+        if ((status = link_node(b, i, index_of, *open, &nopen, &src_off)) != TCL_OK) return status;
+        if ((status = check_node(b, i)) != TCL_OK) return status;
+        if (!tcl_arg_copy(&p->inst[i].arg, &nodes[i]->arg)) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
     }
-    if (nopen) {
-        fail(&b, (size_t)open[nopen - 1], "the loop is never closed by an END");
-        goto done;
-    }
-    ok = finish_memory(&b) && resolve_launch(&b, launch);
+    if (nopen) return fail(b, TCL_ERR_INVALID, (size_t)(*open)[nopen - 1], "the loop is never closed by an END");
+    if ((status = finish_memory(b)) != TCL_OK || (status = resolve_launch(b, launch)) != TCL_OK) return status;
     /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
-    p->bytes = sizeof *p + len + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
+    p->bytes = sizeof *p + strlen(p->name) + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
                (p->nparams + p->nregs) * sizeof(emu_mem_info) + n * 16;
+    return TCL_OK;
+}
 
-done:
+tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, size_t n, const tcl_launch *launch,
+                                     tcl_error *err) {
+    if (!name) name = "kernel";
+    if (n > INT32_MAX / 2) {
+        tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %zu instructions is too many", name, n);
+        return NULL;
+    }
+    tcl_emu_program *p = calloc(1, sizeof *p);
+    size_t len = strlen(name);
+    if (p) p->name = malloc(len + 1);
+    if (!p || !p->name) {
+        tcl_fail(err, TCL_ERR_MEMORY, "out of memory building kernel '%s'", name);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->name, name, len + 1);
+
+    builder b;
+    memset(&b, 0, sizeof b);
+    b.p = p;
+    b.nodes = nodes;
+    b.n = n;
+    b.err = err;
+    tcl_ptrmap index_of;
+    tcl_ptrmap_init(&index_of);
+    int32_t *open = NULL;
+    tcl_status status = build(&b, &index_of, &open, launch);
     tcl_ptrmap_free(&index_of);
     free(open);
     free(b.params);
     free(b.regs);
     free(b.param_at);
     free(b.reg_at);
-    if (!ok) {
+    if (status != TCL_OK) {
         tcl_emu_program_free(p);
         return NULL;
     }
@@ -593,33 +571,31 @@ static bool many_threads(const tcl_launch *l) {
     return l->global[0] * (uint64_t)l->global[1] * l->global[2] * l->local[0] * l->local[1] * l->local[2] > 1;
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 6, 7)))
-#endif
-static int run_error(const tcl_emu_program *p, const emu_thread *t, size_t pc, char *err, size_t errcap,
-                     const char *fmt, ...) {
-    int used = snprintf(err, errcap, "kernel '%s': instruction %zu (%s): ", p->name, pc, op_name(p->inst[pc].op));
+/* "kernel 'name': instruction pc (OP): <message>", and which thread when there are several. */
+TCL_PRINTF_LIKE(5, 6)
+static tcl_status run_error(const tcl_emu_program *p, const emu_thread *t, size_t pc, tcl_error *err,
+                            const char *fmt, ...) {
+    tcl_fail(err, TCL_ERR_RUNTIME, "kernel '%s': instruction %zu (%s): ", p->name, pc, op_name(p->inst[pc].op));
     va_list ap;
     va_start(ap, fmt);
-    used = append_vf(err, errcap, used, fmt, ap);
+    tcl_error_vappend(err, fmt, ap);
     va_end(ap);
-    if (used >= 0 && many_threads(&p->launch))
-        snprintf(err + used, errcap - (size_t)used, " (thread gidx (%" PRId64 ",%" PRId64 ",%" PRId64
-                 ") lidx (%" PRId64 ",%" PRId64 ",%" PRId64 "))", t->ids[0], t->ids[1], t->ids[2], t->ids[3],
-                 t->ids[4], t->ids[5]);
-    return -1;
+    if (many_threads(&p->launch))
+        tcl_error_append(err, " (thread gidx (%" PRId64 ",%" PRId64 ",%" PRId64 ") lidx (%" PRId64 ",%" PRId64
+                         ",%" PRId64 "))", t->ids[0], t->ids[1], t->ids[2], t->ids[3], t->ids[4], t->ids[5]);
+    return TCL_ERR_RUNTIME;
 }
 
-static int out_of_bounds(const tcl_emu_program *p, const emu_thread *t, size_t pc, int64_t idx, char *err,
-                         size_t errcap) {
+static tcl_status out_of_bounds(const tcl_emu_program *p, const emu_thread *t, size_t pc, int64_t idx,
+                                tcl_error *err) {
     int32_t m = p->inst[pc].mem;
     bool param = (size_t)m < p->nparams;
     const emu_mem_info *info = param ? &p->params[m] : &p->regs[(size_t)m - p->nparams];
-    return run_error(p, t, pc, err, errcap, "index %" PRId64 " is out of bounds for %s slot %" PRId64 " (%zu elements)",
+    return run_error(p, t, pc, err, "index %" PRId64 " is out of bounds for %s slot %" PRId64 " (%zu elements)",
                      idx, param ? "PARAM" : "DEFINE_REG", info->slot, info->numel);
 }
 
-static int run_thread(const tcl_emu_program *p, emu_thread *t, char *err, size_t errcap) {
+static tcl_status run_thread(const tcl_emu_program *p, emu_thread *t, tcl_error *err) {
     tcl_scalar *r = t->regs;
     const emu_inst *inst = p->inst;
     size_t n = p->n;
@@ -636,7 +612,7 @@ static int run_thread(const tcl_emu_program *p, emu_thread *t, char *err, size_t
             if (in->nval > 1) s[1] = r[in->b];
             if (in->nval > 2) s[2] = r[in->c];
             if (tcl_alu_exec(in->op, in->dtype, s, in->nval, &r[pc]) == TCL_ALU_INVALID)
-                return run_error(p, t, pc, err, errcap, "the ALU rejected the operands");
+                return run_error(p, t, pc, err, "the ALU rejected the operands");
             break;
         }
         case K_RANGE:
@@ -657,7 +633,7 @@ static int run_thread(const tcl_emu_program *p, emu_thread *t, char *err, size_t
             if (in->b >= 0 && !r[in->b].v.b) { r[pc] = in->imm; break; }
             int64_t idx = r[in->a].v.i;
             const emu_mem *m = &t->mem[in->mem];
-            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err, errcap);
+            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err);
             r[pc] = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), in->dtype);
             break;
         }
@@ -665,14 +641,14 @@ static int run_thread(const tcl_emu_program *p, emu_thread *t, char *err, size_t
             if (in->c >= 0 && !r[in->c].v.b) break;
             int64_t idx = r[in->a].v.i;
             const emu_mem *m = &t->mem[in->mem];
-            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err, errcap);
+            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err);
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
         case K_SPECIAL: {
             int64_t id = t->ids[in->which], size = reg_int(r[in->a], in->wide);
             if (id >= size)
-                return run_error(p, t, pc, err, errcap, "thread id %" PRId64 " is outside the size %" PRId64 " of %s",
+                return run_error(p, t, pc, err, "thread id %" PRId64 " is outside the size %" PRId64 " of %s",
                                  id, size, special_names[in->which]);
             r[pc] = in->imm;
             r[pc].v.i = id;
@@ -680,44 +656,37 @@ static int run_thread(const tcl_emu_program *p, emu_thread *t, char *err, size_t
         }
         }
     }
-    return 0;
+    return TCL_OK;
 }
 
-int tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds, char *err,
-                        size_t errcap) {
-    if (nbufs != p->nparams) {
-        snprintf(err, errcap, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
-                 p->nparams == 1 ? "" : "s", nbufs);
-        return -1;
-    }
+tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                               tcl_error *err) {
+    if (nbufs != p->nparams)
+        return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
+                        p->nparams == 1 ? "" : "s", nbufs);
     for (size_t k = 0; k < nbufs; k++) {
         const tcl_buffer *buf = bufs[k];
         const emu_mem_info *want = &p->params[k];
-        if (!buf) {
-            snprintf(err, errcap, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
-            return -1;
-        }
-        if (strcmp(buf->device, "EMU") != 0) {
-            snprintf(err, errcap, "kernel '%s': buffer %zu (slot %zu) is on device %s, not EMU", p->name, k + 1, k,
-                     buf->device);
-            return -1;
-        }
-        if (buf->dtype != want->dtype || buf->numel != want->numel) {
-            snprintf(err, errcap, "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu",
-                     p->name, k + 1, k, dtype_name(buf->dtype), buf->numel, dtype_name(want->dtype), want->numel);
-            return -1;
-        }
+        if (!buf)
+            return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
+        if (strcmp(buf->device, "EMU") != 0)
+            return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is on device %s, not EMU",
+                            p->name, k + 1, k, buf->device);
+        if (buf->dtype != want->dtype || buf->numel != want->numel)
+            return tcl_fail(err, TCL_ERR_INVALID,
+                            "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu", p->name,
+                            k + 1, k, dtype_name(buf->dtype), buf->numel, dtype_name(want->dtype), want->numel);
     }
 
     emu_thread t;
     memset(&t, 0, sizeof t);
-    int status = -1;
+    tcl_status status;
     size_t nmem = p->nparams + p->nregs;
     t.regs = calloc(p->n ? p->n : 1, sizeof *t.regs);
     t.mem = calloc(nmem ? nmem : 1, sizeof *t.mem);
     t.scratch = calloc(p->scratch_bytes ? p->scratch_bytes : 1, 1);
     if (!t.regs || !t.mem || !t.scratch) {
-        snprintf(err, errcap, "kernel '%s': out of memory for registers", p->name);
+        status = tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory for registers", p->name);
         goto done;
     }
     for (size_t k = 0; k < p->nparams; k++) {
@@ -734,18 +703,18 @@ int tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_
 
     const tcl_launch *l = &p->launch;
     double start = now_seconds();
-    status = 0;
-    for (uint32_t gz = 0; gz < l->global[2] && !status; gz++)
-        for (uint32_t gy = 0; gy < l->global[1] && !status; gy++)
-            for (uint32_t gx = 0; gx < l->global[0] && !status; gx++)
+    status = TCL_OK;
+    for (uint32_t gz = 0; gz < l->global[2] && status == TCL_OK; gz++)
+        for (uint32_t gy = 0; gy < l->global[1] && status == TCL_OK; gy++)
+            for (uint32_t gx = 0; gx < l->global[0] && status == TCL_OK; gx++)
                 /* one work group: its threads one after another (no barriers yet) */
-                for (uint32_t lz = 0; lz < l->local[2] && !status; lz++)
-                    for (uint32_t ly = 0; ly < l->local[1] && !status; ly++)
-                        for (uint32_t lx = 0; lx < l->local[0] && !status; lx++) {
+                for (uint32_t lz = 0; lz < l->local[2] && status == TCL_OK; lz++)
+                    for (uint32_t ly = 0; ly < l->local[1] && status == TCL_OK; ly++)
+                        for (uint32_t lx = 0; lx < l->local[0] && status == TCL_OK; lx++) {
                             int64_t ids[6] = {gx, gy, gz, lx, ly, lz};
                             memcpy(t.ids, ids, sizeof ids);
                             if (p->scratch_bytes) memset(t.scratch, 0, p->scratch_bytes);
-                            status = run_thread(p, &t, err, errcap);
+                            status = run_thread(p, &t, err);
                         }
     if (seconds) *seconds = now_seconds() - start;
 

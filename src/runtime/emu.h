@@ -52,10 +52,10 @@ typedef struct tcl_launch {
 typedef struct tcl_emu_program tcl_emu_program;
 
 /* Builds a program from n nodes in execution order. name is copied; launch may be NULL
- * (all sizes "not given"). Returns NULL with a message in err on an invalid program or
- * out of memory. The nodes are only read: the program keeps no references to them. */
+ * (all sizes "not given"). Returns NULL with err set on an invalid program or out of memory.
+ * The nodes are only read: the program keeps no references to them. */
 tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, size_t n, const tcl_launch *launch,
-                                     char *err, size_t errcap);
+                                     tcl_error *err);
 void tcl_emu_program_free(tcl_emu_program *p);
 
 const char *tcl_emu_program_name(const tcl_emu_program *p);
@@ -69,14 +69,14 @@ void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, si
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p);
 
 /* Runs every thread on bufs (one per PARAM slot, in slot order): checks their number,
- * device, dtype and numel first. Returns 0 and the elapsed seconds, or -1 with a message
- * in err (a mismatch, an out-of-bounds access naming kernel, instruction and index, out of
+ * device, dtype and numel first. Returns TCL_OK and the elapsed seconds, or a failure with
+ * err set (a mismatch, an out-of-bounds access naming kernel, instruction and index, out of
  * memory). Buffers written before an error keep what was written. */
-int tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds, char *err,
-                        size_t errcap);
+tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                               tcl_error *err);
 
 /* A readable listing, one instruction per line, indented by loop depth. A malloc'd string
- * the caller frees, or NULL when out of memory. */
+ * the caller frees, or NULL when out of memory (core/error.h, rule 4). */
 char *tcl_emu_program_dump(const tcl_emu_program *p);
 
 #endif

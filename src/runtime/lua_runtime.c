@@ -58,9 +58,9 @@ static int l_buffer(lua_State *L) {
     buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->b = NULL;
     luaL_setmetatable(L, BUFFER_MT);
-    char err[TCL_RT_ERR_CAP];
-    box->b = tcl_buffer_new(device, dtype, (size_t)numel, err, sizeof err);
-    if (!box->b) return luaL_error(L, "runtime.buffer: %s", err);
+    tcl_error err;
+    box->b = tcl_buffer_new(device, dtype, (size_t)numel, &err);
+    if (!box->b) return luaL_error(L, "runtime.buffer: %s", err.message);
     return 1;
 }
 
@@ -228,9 +228,9 @@ static int l_program(lua_State *L) {
     program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->p = NULL;
     luaL_setmetatable(L, PROGRAM_MT);
-    char err[TCL_RT_ERR_CAP];
-    box->p = tcl_emu_program_new(name, nodes, n, &launch, err, sizeof err);
-    if (!box->p) return luaL_error(L, "runtime.program: %s", err);
+    tcl_error err;
+    box->p = tcl_emu_program_new(name, nodes, n, &launch, &err);
+    if (!box->p) return luaL_error(L, "runtime.program: %s", err.message);
     return 1;
 }
 
@@ -301,9 +301,9 @@ static int program_run(lua_State *L) {
                               (lua_Integer)i + 1, luaL_typename(L, -1));
         lua_pop(L, 1);
     }
-    char err[TCL_RT_ERR_CAP];
+    tcl_error err;
     double seconds = 0;
-    if (tcl_emu_program_run(p, bufs, n, &seconds, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+    if (tcl_emu_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
     lua_pushnumber(L, seconds);
     return 1;
 }
