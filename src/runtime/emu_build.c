@@ -1,0 +1,472 @@
+/* emu_build.c — building an EMU program from a linear list of kernel nodes: validation of
+ * every node (each failure names the kernel, the instruction and its op), RANGE/END pairing,
+ * memory layout and launch sizes; and the built program's lifetime and properties (emu.h).
+ * Layer: runtime. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ptrmap.h"
+#include "emu_program.h"
+
+const char *const tcl_emu_special_names[6] = {"gidx0", "gidx1", "gidx2", "lidx0", "lidx1", "lidx2"};
+
+static bool is_signed_int(int dt) {
+    const tcl_dtype_info *d = tcl_dtype_get(dt);
+    return d->is_int && !d->is_unsigned;
+}
+
+typedef struct builder {
+    tcl_emu_program *p;
+    tcl_uop *const *nodes;
+    size_t n;
+    tcl_error *err;
+    /* PARAM and DEFINE_REG as they are met (slots checked once all are known) */
+    emu_mem_info *params, *regs;
+    int32_t *param_at, *reg_at; /* instruction of each */
+    size_t nparams, nregs;
+    int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
+} builder;
+
+/* fail's instruction for a problem of the whole kernel. */
+#define WHOLE_KERNEL SIZE_MAX
+
+/* Fails with status s and "kernel 'name': instruction i (OP): <message>" ("kernel 'name':
+ * <message>" for WHOLE_KERNEL); returns s. */
+TCL_PRINTF_LIKE(4, 5)
+static tcl_status fail(builder *b, tcl_status s, size_t i, const char *fmt, ...) {
+    if (i == WHOLE_KERNEL)
+        tcl_fail(b->err, s, "kernel '%s': ", b->p->name);
+    else
+        tcl_fail(b->err, s, "kernel '%s': instruction %zu (%s): ", b->p->name, i, tcl_emu_op_name(b->nodes[i]->op));
+    va_list ap;
+    va_start(ap, fmt);
+    tcl_error_vappend(b->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The i-th integer of a {a, b} arg (an int list or a tuple of ints). */
+static bool arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out) {
+    if (a->kind == TCL_ARG_INTS && i < a->len) { *out = a->v.ints[i]; return true; }
+    if (a->kind == TCL_ARG_TUPLE && i < a->len && a->v.items[i].kind == TCL_ARG_INT) {
+        *out = a->v.items[i].v.i;
+        return true;
+    }
+    return false;
+}
+
+/* Whether instruction s's register may be read at instruction i (whose innermost loop is
+ * `loop`): s is at top level, or inside a loop that encloses i. A RANGE's own register
+ * lives inside its loop. */
+static bool visible(const tcl_emu_program *p, int32_t s, int32_t loop) {
+    int32_t def = p->inst[s].kind == K_RANGE ? s : p->inst[s].loop;
+    for (int32_t l = loop; l >= 0; l = p->inst[l].loop)
+        if (l == def) return true;
+    return def < 0;
+}
+
+/* Source positions that only order (nothing is read from them). */
+static bool ordering_only(int op, uint32_t k) {
+    switch (op) {
+    case TCL_OP_SINK:
+    case TCL_OP_GROUP:
+    case TCL_OP_END: return true;
+    case TCL_OP_RANGE:
+    case TCL_OP_AFTER: return k > 0;
+    default: return false;
+    }
+}
+
+static bool is_buffer_inst(const emu_inst *in) { return in->kind == K_BUFFER; }
+
+/* Whether the instruction's register holds a value of its dtype (not memory, an address
+ * computed by INDEX, or nothing). */
+static bool is_value(const emu_inst *in) {
+    switch ((emu_kind)in->kind) {
+    case K_CONST:
+    case K_ALU:
+    case K_RANGE:
+    case K_LOAD:
+    case K_SPECIAL:
+    case K_ALIAS: return in->dtype != TCL_VOID;
+    default: return false;
+    }
+}
+
+/* Why an operand is not a value, for messages. */
+static const char *not_value_reason(const emu_inst *in) {
+    if (in->kind == K_INDEX) return "an address (LOAD it first)";
+    if (in->kind == K_BUFFER) return "a buffer";
+    return "not a value";
+}
+
+static tcl_status add_mem(builder *b, size_t i, bool is_param) {
+    const tcl_uop *u = b->nodes[i];
+    int64_t slot, numel;
+    if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
+    if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs an element dtype, not void");
+    if (!arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) ||
+        !(u->arg.kind == TCL_ARG_INTS || u->arg.kind == TCL_ARG_TUPLE) || u->arg.len != 2)
+        return fail(b, TCL_ERR_INVALID, i, "arg must be {slot, numel}");
+    if (slot < 0 || slot > INT32_MAX) return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is out of range", slot);
+    if (numel < 0) return fail(b, TCL_ERR_INVALID, i, "numel %" PRId64 " is negative", numel);
+    if ((uint64_t)numel > SIZE_MAX / 8) return fail(b, TCL_ERR_LIMIT, i, "numel %" PRId64 " is too large", numel);
+    if (!is_param && numel > TCL_EMU_MAX_REG_ELEMENTS)
+        return fail(b, TCL_ERR_LIMIT, i, "a register array of %" PRId64 " elements is larger than the %d a thread may hold", numel,
+                    TCL_EMU_MAX_REG_ELEMENTS);
+    emu_mem_info *list = is_param ? b->params : b->regs;
+    int32_t *at = is_param ? b->param_at : b->reg_at;
+    size_t *count = is_param ? &b->nparams : &b->nregs;
+    for (size_t k = 0; k < *count; k++)
+        if (list[k].slot == slot)
+            return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is already taken by instruction %d", slot, (int)at[k]);
+    emu_mem_info *m = &list[*count];
+    memset(m, 0, sizeof *m);
+    m->dtype = u->dtype;
+    m->slot = slot;
+    m->numel = (size_t)numel;
+    m->itemsize = tcl_dtype_get(u->dtype)->itemsize;
+    at[*count] = (int32_t)i;
+    emu_inst *in = &b->p->inst[i];
+    in->kind = K_BUFFER;
+    /* params: the slot; scratch: encoded as -(index + 2) until the param count is known */
+    in->mem = is_param ? (int32_t)slot : -(int32_t)(*count) - 2;
+    (*count)++;
+    return TCL_OK;
+}
+
+static tcl_status check_alu(builder *b, size_t i) {
+    const tcl_uop *u = b->nodes[i];
+    const tcl_op_info *info = tcl_op_get(u->op);
+    emu_inst *in = &b->p->inst[i];
+    if ((int)u->nsrc != info->nsrc) return fail(b, TCL_ERR_INVALID, i, "takes %d sources, got %u", info->nsrc, u->nsrc);
+    if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs a value dtype, not void");
+    /* the dtypes are valid exactly when the ALU accepts them: ask it with zero operands */
+    tcl_scalar s[3], out;
+    char types[64] = "";
+    size_t used = 0;
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        const emu_inst *src = &b->p->inst[b->p->srcs[in->src_off + k]];
+        if (!is_value(src)) return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is %s", k + 1, tcl_emu_op_name(src->op), not_value_reason(src));
+        s[k] = tcl_scalar_from_bits(0, src->dtype);
+        int w = snprintf(types + used, sizeof types - used, "%s%s", k ? ", " : "", tcl_emu_dtype_name(src->dtype));
+        if (w > 0 && (size_t)w < sizeof types - used) used += (size_t)w;
+    }
+    if (tcl_alu_exec(u->op, u->dtype, s, (int)u->nsrc, &out) == TCL_ALU_INVALID)
+        return fail(b, TCL_ERR_INVALID, i, "is not defined for operands (%s) giving %s", types, tcl_emu_dtype_name(u->dtype));
+    in->kind = K_ALU;
+    in->nval = (uint8_t)u->nsrc;
+    return TCL_OK;
+}
+
+static tcl_status check_node(builder *b, size_t i) {
+    tcl_emu_program *p = b->p;
+    const tcl_uop *u = b->nodes[i];
+    emu_inst *in = &p->inst[i];
+    const emu_inst *s0 = u->nsrc > 0 ? &p->inst[in->a] : NULL;
+    const emu_inst *s1 = u->nsrc > 1 ? &p->inst[in->b] : NULL;
+    const emu_inst *s2 = u->nsrc > 2 ? &p->inst[in->c] : NULL;
+    const tcl_op_info *info = tcl_op_get(u->op);
+
+    switch (u->op) {
+    case TCL_OP_PARAM: return add_mem(b, i, true);
+    case TCL_OP_DEFINE_REG: return add_mem(b, i, false);
+    case TCL_OP_SINK:
+    case TCL_OP_GROUP: in->kind = K_NOP; return TCL_OK;
+    case TCL_OP_CONST:
+        if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
+        if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs a value dtype, not void");
+        if (!tcl_scalar_from_arg(&u->arg, u->dtype, &in->imm))
+            return fail(b, TCL_ERR_INVALID, i, "arg is not a value of dtype %s", tcl_emu_dtype_name(u->dtype));
+        in->kind = K_CONST;
+        return TCL_OK;
+    case TCL_OP_RANGE:
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs its end as source 1");
+        if (!is_signed_int(u->dtype)) return fail(b, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", tcl_emu_dtype_name(u->dtype));
+        if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
+            return fail(b, TCL_ERR_INVALID, i, "end must be an integer value, not %s %s", tcl_emu_dtype_name(s0->dtype), tcl_emu_op_name(s0->op));
+        in->kind = K_RANGE;
+        in->wide = s0->dtype == TCL_UINT64;
+        in->imm = tcl_scalar_from_bits(0, u->dtype);
+        return TCL_OK;
+    case TCL_OP_END:
+        if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
+        in->kind = K_END; /* pairing is checked by the caller */
+        return TCL_OK;
+    case TCL_OP_INDEX:
+        if (u->nsrc != 2) return fail(b, TCL_ERR_INVALID, i, "takes (buffer, index), got %u sources", u->nsrc);
+        if (!is_buffer_inst(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not a PARAM or DEFINE_REG", tcl_emu_op_name(s0->op));
+        if (!is_value(s1) || !tcl_dtype_get(s1->dtype)->is_int)
+            return fail(b, TCL_ERR_INVALID, i, "the index must be an integer value, not %s %s", tcl_emu_dtype_name(s1->dtype), tcl_emu_op_name(s1->op));
+        if (u->dtype != s0->dtype)
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its buffer's %s", tcl_emu_dtype_name(u->dtype), tcl_emu_dtype_name(s0->dtype));
+        in->kind = K_INDEX;
+        in->wide = s1->dtype == TCL_UINT64;
+        in->mem = s0->mem;
+        return TCL_OK;
+    case TCL_OP_LOAD:
+        if (u->nsrc != 1 && u->nsrc != 2) return fail(b, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
+        if (s0->kind != K_INDEX) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not an INDEX", tcl_emu_op_name(s0->op));
+        if (u->dtype != s0->dtype)
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its INDEX's %s", tcl_emu_dtype_name(u->dtype), tcl_emu_dtype_name(s0->dtype));
+        if (s1 && (!is_value(s1) || s1->dtype != TCL_BOOL))
+            return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", tcl_emu_dtype_name(s1->dtype), tcl_emu_op_name(s1->op));
+        in->kind = K_LOAD;
+        in->mem = s0->mem;
+        in->imm = tcl_scalar_from_bits(0, u->dtype);
+        return TCL_OK;
+    case TCL_OP_STORE:
+        if (u->nsrc != 2 && u->nsrc != 3) return fail(b, TCL_ERR_INVALID, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
+        if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
+        if (s0->kind != K_INDEX) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not an INDEX", tcl_emu_op_name(s0->op));
+        if (!is_value(s1)) return fail(b, TCL_ERR_INVALID, i, "source 2 (%s) is %s", tcl_emu_op_name(s1->op), not_value_reason(s1));
+        if (s1->dtype != s0->dtype)
+            return fail(b, TCL_ERR_INVALID, i, "value dtype %s differs from its INDEX's %s", tcl_emu_dtype_name(s1->dtype), tcl_emu_dtype_name(s0->dtype));
+        if (s2 && (!is_value(s2) || s2->dtype != TCL_BOOL))
+            return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", tcl_emu_dtype_name(s2->dtype), tcl_emu_op_name(s2->op));
+        in->kind = K_STORE;
+        in->mem = s0->mem;
+        return TCL_OK;
+    case TCL_OP_SPECIAL: {
+        if (u->nsrc != 1) return fail(b, TCL_ERR_INVALID, i, "takes (size), got %u sources", u->nsrc);
+        if (!is_signed_int(u->dtype)) return fail(b, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", tcl_emu_dtype_name(u->dtype));
+        if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
+            return fail(b, TCL_ERR_INVALID, i, "size must be an integer value, not %s %s", tcl_emu_dtype_name(s0->dtype), tcl_emu_op_name(s0->op));
+        int which = -1;
+        if (u->arg.kind == TCL_ARG_STR)
+            for (int k = 0; k < 6; k++)
+                if (strlen(tcl_emu_special_names[k]) == u->arg.len && memcmp(tcl_emu_special_names[k], u->arg.v.s, u->arg.len) == 0)
+                    which = k;
+        if (which < 0) return fail(b, TCL_ERR_INVALID, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
+        in->kind = K_SPECIAL;
+        in->which = which;
+        in->wide = s0->dtype == TCL_UINT64;
+        in->imm = tcl_scalar_from_bits(0, u->dtype);
+        if (s0->kind == K_CONST) {
+            int64_t size = tcl_emu_reg_int(s0->imm, in->wide);
+            if (size <= 0 || size > UINT32_MAX) return fail(b, TCL_ERR_INVALID, i, "size %" PRId64 " is out of range", size);
+            if (b->special_size[which] && b->special_size[which] != size)
+                return fail(b, TCL_ERR_INVALID, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", tcl_emu_special_names[which], size,
+                            b->special_size[which]);
+            b->special_size[which] = size;
+        }
+        return TCL_OK;
+    }
+    case TCL_OP_AFTER:
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs the value it passes on as source 1");
+        if (u->dtype != s0->dtype)
+            return fail(b, TCL_ERR_INVALID, i, "dtype %s differs from its source's %s", tcl_emu_dtype_name(u->dtype), tcl_emu_dtype_name(s0->dtype));
+        if (is_buffer_inst(s0)) {
+            in->kind = K_BUFFER;
+            in->mem = s0->mem;
+        } else if (is_value(s0)) {
+            in->kind = K_ALIAS;
+        } else {
+            return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is neither a buffer nor a value", tcl_emu_op_name(s0->op));
+        }
+        return TCL_OK;
+    default: break;
+    }
+    if (info->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY)) return check_alu(b, i);
+    return fail(b, TCL_ERR_INVALID, i, "op is not supported by the EMU device");
+}
+
+/* Fills the instruction's sources and loop, and pairs RANGE/END (stack of open loops). */
+static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t *open, size_t *nopen, uint32_t *src_off) {
+    tcl_emu_program *p = b->p;
+    const tcl_uop *u = b->nodes[i];
+    emu_inst *in = &p->inst[i];
+    in->op = (uint16_t)u->op;
+    in->dtype = (uint8_t)u->dtype;
+    in->a = in->b = in->c = -1;
+    in->jump = in->mem = -1;
+    in->which = -1;
+    in->loop = *nopen ? open[*nopen - 1] : -1;
+    in->src_off = *src_off;
+    in->nsrc = u->nsrc;
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        void *v = tcl_ptrmap_get(index_of, u->src[k]);
+        if (!v)
+            return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, tcl_emu_op_name(u->src[k]->op));
+        int32_t s = (int32_t)((uintptr_t)v - 1);
+        p->srcs[(*src_off)++] = s;
+        if (k == 0) in->a = s;
+        else if (k == 1) in->b = s;
+        else if (k == 2) in->c = s;
+        if (!ordering_only(u->op, k) && !visible(p, s, in->loop))
+            return fail(b, TCL_ERR_INVALID, i, "source %u (instruction %d, %s) was defined inside a loop that is closed here", k + 1,
+                        (int)s, tcl_emu_op_name(u->src[k]->op));
+    }
+    if (u->op == TCL_OP_RANGE) {
+        open[(*nopen)++] = (int32_t)i;
+    } else if (u->op == TCL_OP_END) {
+        if (u->nsrc < 1) return fail(b, TCL_ERR_INVALID, i, "needs the RANGE it closes as its last source");
+        int32_t r = p->srcs[in->src_off + u->nsrc - 1];
+        if (p->inst[r].op != TCL_OP_RANGE)
+            return fail(b, TCL_ERR_INVALID, i, "last source (%s) is not the RANGE it closes", tcl_emu_op_name(p->inst[r].op));
+        if (p->inst[r].jump >= 0)
+            return fail(b, TCL_ERR_INVALID, i, "RANGE at instruction %d was already closed at instruction %d", (int)r,
+                        (int)p->inst[r].jump);
+        if (*nopen == 0 || open[*nopen - 1] != r)
+            return fail(b, TCL_ERR_INVALID, i, "closes RANGE at instruction %d, but the innermost open loop is %s", (int)r,
+                        *nopen ? "another RANGE" : "none");
+        (*nopen)--;
+        in->loop = *nopen ? open[*nopen - 1] : -1;
+        in->jump = r;
+        p->inst[r].jump = (int32_t)i;
+    }
+    if (!tcl_ptrmap_put(index_of, u, (void *)(uintptr_t)(i + 1))) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
+    return TCL_OK;
+}
+
+/* Slots of the params must be 0..n-1; scratch gets its offsets; memory ids get final. */
+static tcl_status finish_memory(builder *b) {
+    tcl_emu_program *p = b->p;
+    for (size_t k = 0; k < b->nparams; k++)
+        if (b->params[k].slot >= (int64_t)b->nparams)
+            return fail(b, TCL_ERR_INVALID, (size_t)b->param_at[k], "PARAM slots must be 0..%zu (one per kernel argument), got %" PRId64,
+                        b->nparams - 1, b->params[k].slot);
+    p->nparams = b->nparams;
+    p->params = calloc(b->nparams ? b->nparams : 1, sizeof *p->params);
+    p->nregs = b->nregs;
+    p->regs = calloc(b->nregs ? b->nregs : 1, sizeof *p->regs);
+    if (!p->params || !p->regs) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    for (size_t k = 0; k < b->nparams; k++) p->params[b->params[k].slot] = b->params[k];
+    size_t offset = 0;
+    for (size_t k = 0; k < b->nregs; k++) {
+        p->regs[k] = b->regs[k];
+        offset = (offset + 7) & ~(size_t)7;
+        size_t bytes = p->regs[k].numel * p->regs[k].itemsize;
+        if (offset + bytes > TCL_EMU_MAX_SCRATCH_BYTES)
+            return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL, "register arrays need more than the %d bytes of scratch memory a thread may hold",
+                        TCL_EMU_MAX_SCRATCH_BYTES);
+        p->regs[k].offset = offset;
+        offset += bytes;
+    }
+    p->scratch_bytes = offset;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->inst[i].mem <= -2) p->inst[i].mem = (int32_t)p->nparams + (-p->inst[i].mem - 2);
+    return TCL_OK;
+}
+
+static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
+    tcl_launch *l = &b->p->launch;
+    memset(l, 0, sizeof *l);
+    if (given) *l = *given;
+    for (int k = 0; k < 6; k++) {
+        uint32_t *dim = k < 3 ? &l->global[k] : &l->local[k - 3];
+        int64_t size = b->special_size[k];
+        if (size && *dim && (int64_t)*dim != size)
+            return fail(b, TCL_ERR_INVALID, WHOLE_KERNEL, "SPECIAL %s has size %" PRId64 " but the launch's %s size %d is %u", tcl_emu_special_names[k],
+                               size, k < 3 ? "global" : "local", k % 3, *dim);
+        if (!*dim) *dim = size ? (uint32_t)size : 1;
+    }
+    return TCL_OK;
+}
+
+/* Links and checks every node, then lays out memory and the launch. The builder's lists and
+ * the open-loop stack are the caller's to free. */
+static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const tcl_launch *launch) {
+    tcl_emu_program *p = b->p;
+    tcl_uop *const *nodes = b->nodes;
+    size_t n = b->n, total_src = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i])
+            return tcl_fail(b->err, TCL_ERR_INVALID, "kernel '%s': entry %zu of the list is not a node", p->name, i);
+        total_src += nodes[i]->nsrc;
+    }
+    if (total_src > INT32_MAX) return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL, "too many sources");
+    size_t cap = n ? n : 1;
+    p->inst = calloc(cap, sizeof *p->inst);
+    p->srcs = calloc(total_src ? total_src : 1, sizeof *p->srcs);
+    *open = calloc(cap, sizeof **open);
+    b->params = calloc(cap, sizeof *b->params);
+    b->regs = calloc(cap, sizeof *b->regs);
+    b->param_at = calloc(cap, sizeof *b->param_at);
+    b->reg_at = calloc(cap, sizeof *b->reg_at);
+    if (!p->inst || !p->srcs || !*open || !b->params || !b->regs || !b->param_at || !b->reg_at)
+        return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    p->n = n; /* from here tcl_emu_program_free frees the args of every instruction */
+
+    size_t nopen = 0;
+    uint32_t src_off = 0;
+    tcl_status status;
+    for (size_t i = 0; i < n; i++) {
+        if (tcl_ptrmap_get(index_of, nodes[i])) return fail(b, TCL_ERR_INVALID, i, "the node appears twice in the list");
+        if ((status = link_node(b, i, index_of, *open, &nopen, &src_off)) != TCL_OK) return status;
+        if ((status = check_node(b, i)) != TCL_OK) return status;
+        if (!tcl_arg_copy(&p->inst[i].arg, &nodes[i]->arg)) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
+    }
+    if (nopen) return fail(b, TCL_ERR_INVALID, (size_t)(*open)[nopen - 1], "the loop is never closed by an END");
+    if ((status = finish_memory(b)) != TCL_OK || (status = resolve_launch(b, launch)) != TCL_OK) return status;
+    /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
+    p->bytes = sizeof *p + strlen(p->name) + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
+               (p->nparams + p->nregs) * sizeof(emu_mem_info) + n * 16;
+    return TCL_OK;
+}
+
+tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, size_t n, const tcl_launch *launch,
+                                     tcl_error *err) {
+    if (!name) name = "kernel";
+    if (n > INT32_MAX / 2) {
+        tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %zu instructions is too many", name, n);
+        return NULL;
+    }
+    tcl_emu_program *p = calloc(1, sizeof *p);
+    size_t len = strlen(name);
+    if (p) p->name = malloc(len + 1);
+    if (!p || !p->name) {
+        tcl_fail(err, TCL_ERR_MEMORY, "out of memory building kernel '%s'", name);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->name, name, len + 1);
+
+    builder b;
+    memset(&b, 0, sizeof b);
+    b.p = p;
+    b.nodes = nodes;
+    b.n = n;
+    b.err = err;
+    tcl_ptrmap index_of;
+    tcl_ptrmap_init(&index_of);
+    int32_t *open = NULL;
+    tcl_status status = build(&b, &index_of, &open, launch);
+    tcl_ptrmap_free(&index_of);
+    free(open);
+    free(b.params);
+    free(b.regs);
+    free(b.param_at);
+    free(b.reg_at);
+    if (status != TCL_OK) {
+        tcl_emu_program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+const char *tcl_emu_program_name(const tcl_emu_program *p) { return p->name; }
+size_t tcl_emu_program_size(const tcl_emu_program *p) { return p->n; }
+size_t tcl_emu_program_bytes(const tcl_emu_program *p) { return p->bytes; }
+size_t tcl_emu_program_nparams(const tcl_emu_program *p) { return p->nparams; }
+tcl_launch tcl_emu_program_launch(const tcl_emu_program *p) { return p->launch; }
+
+void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, size_t *numel) {
+    *dtype = p->params[slot].dtype;
+    *numel = p->params[slot].numel;
+}
+
+void tcl_emu_program_free(tcl_emu_program *p) {
+    if (!p) return;
+    if (p->inst)
+        for (size_t i = 0; i < p->n; i++) tcl_arg_free(&p->inst[i].arg);
+    free(p->inst);
+    free(p->srcs);
+    free(p->params);
+    free(p->regs);
+    free(p->name);
+    free(p);
+}

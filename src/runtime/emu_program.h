@@ -1,0 +1,89 @@
+/* emu_program.h — the layout of a built EMU program, shared by the files of the EMU device:
+ * emu_build.c makes it, emu_run.c interprets it, emu_listing.c prints it. Layer: runtime.
+ * Private to src/runtime (not installed; other layers see only emu.h).
+ *
+ * A program is an array of instructions, one per node, sources as instruction indices.
+ * Execution keeps one register (a tcl_scalar) per instruction: a loop body overwrites its
+ * registers on every iteration, which is all SSA values inside loops need. RANGE and END
+ * are jumps: RANGE starts its loop (or jumps past its END), END increments the loop
+ * variable and jumps back to the instruction after its RANGE. */
+#ifndef TCLC_RUNTIME_EMU_PROGRAM_H
+#define TCLC_RUNTIME_EMU_PROGRAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/ops.h"
+#include "emu.h"
+
+/* What an instruction does at run time. */
+typedef enum emu_kind {
+    K_NOP,     /* SINK, GROUP: ordering only */
+    K_BUFFER,  /* PARAM, DEFINE_REG, AFTER of a buffer: names memory, computes nothing */
+    K_CONST,
+    K_ALU,     /* every ALU op, CAST, BITCAST */
+    K_RANGE,
+    K_END,
+    K_INDEX,
+    K_LOAD,
+    K_STORE,
+    K_SPECIAL,
+    K_ALIAS,   /* AFTER of a value: the value */
+} emu_kind;
+
+typedef struct emu_inst {
+    uint8_t kind;
+    uint8_t dtype;
+    uint16_t op;
+    uint8_t nval;      /* ALU: number of operands a, b, c */
+    uint8_t wide;      /* INDEX, RANGE, SPECIAL: the integer operand is uint64 (may exceed int64) */
+    int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate) */
+    int32_t jump;      /* RANGE: its END; END: its RANGE */
+    int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise */
+    int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
+    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx */
+    uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
+    tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */
+    tcl_arg arg;       /* copy of the node's arg, for the listing */
+} emu_inst;
+
+/* A kernel argument or a scratch buffer. */
+typedef struct emu_mem_info {
+    int dtype;
+    int64_t slot;
+    size_t numel, itemsize;
+    size_t offset; /* scratch: byte offset in a thread's scratch block */
+} emu_mem_info;
+
+struct tcl_emu_program {
+    char *name;
+    emu_inst *inst;
+    size_t n;
+    int32_t *srcs;
+    size_t nparams, nregs;
+    emu_mem_info *params; /* by slot */
+    emu_mem_info *regs;   /* memory id nparams + i */
+    size_t scratch_bytes;
+    tcl_launch launch;
+    size_t bytes; /* heap bytes held, about */
+};
+
+/* SPECIAL's arg names, by the index an instruction's `which` holds: gidx0..2, lidx0..2. */
+extern const char *const tcl_emu_special_names[6];
+
+/* Names for messages and the listing, "?" for an id that is not valid. */
+static inline const char *tcl_emu_op_name(int op) { return tcl_op_valid(op) ? tcl_op_get((tcl_op)op)->name : "?"; }
+static inline const char *tcl_emu_dtype_name(int dt) {
+    return tcl_dtype_valid(dt) ? tcl_dtype_get((tcl_dtype)dt)->name : "?";
+}
+
+/* An integer register the build checked to be a non-bool int, as int64: only uint64 (wide)
+ * needs care, and its values past INT64_MAX saturate (they are out of range of any buffer
+ * and any loop anyway). */
+static inline int64_t tcl_emu_reg_int(tcl_scalar s, bool wide) {
+    if (wide) return s.v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)s.v.u;
+    return s.v.i; /* sign-extended, or zero-extended below 64 bits: the same integer */
+}
+
+#endif
