@@ -12,39 +12,42 @@
 
 typedef enum value_class { CLASS_NONE, CLASS_BOOL, CLASS_SIGNED, CLASS_UNSIGNED, CLASS_FLOAT } value_class;
 
-/* Class and bit width per dtype, derived from the one dtype list at compile time: every
- * executed ALU op asks for them (the EMU runs this per instruction), so no function calls. */
-#define CLASS_FROM_FLAGS(is_float, is_int, is_unsigned) \
-    ((is_float) ? CLASS_FLOAT : !(is_int) ? CLASS_NONE : (is_unsigned) ? CLASS_UNSIGNED : CLASS_SIGNED)
+/* Class, bit width and float storage format per dtype, derived from the one dtype list (and
+ * the float format list, whose IDs are the float dtypes') at compile time: every executed
+ * ALU op asks for them (the EMU runs this per instruction), so no function calls. bool is
+ * neither int nor float in the list, and has a class of its own. */
+#define CLASS_FROM_FLAGS(id, is_float, is_int, is_unsigned) \
+    (TCL_##id == TCL_BOOL ? CLASS_BOOL                      \
+     : (is_float)         ? CLASS_FLOAT                     \
+     : !(is_int)          ? CLASS_NONE                      \
+     : (is_unsigned)      ? CLASS_UNSIGNED                  \
+                          : CLASS_SIGNED)
 static const uint8_t dtype_class[TCL_DTYPE_COUNT] = {
-#define X(id, name, size, isf, isi, isu) [TCL_##id] = CLASS_FROM_FLAGS(isf, isi, isu),
+#define X(id, name, size, is_float, is_int, is_unsigned, float_max) \
+    [TCL_##id] = CLASS_FROM_FLAGS(id, is_float, is_int, is_unsigned),
     TCL_DTYPE_LIST(X)
 #undef X
 };
+#undef CLASS_FROM_FLAGS
 static const uint8_t dtype_width[TCL_DTYPE_COUNT] = {
-#define X(id, name, size, isf, isi, isu) [TCL_##id] = 8 * (size),
+#define X(id, name, size, is_float, is_int, is_unsigned, float_max) [TCL_##id] = 8 * (size),
     TCL_DTYPE_LIST(X)
 #undef X
 };
+/* Non-float dtypes have no format; they are never asked for one (0 would read as float16). */
+static const uint8_t dtype_format[TCL_DTYPE_COUNT] = {
+#define X(id, exp_bits, man_bits, bias, ieee_specials, saturate) [TCL_##id] = TCL_FMT_##id,
+    TCL_FLOAT_FORMAT_LIST(X)
+#undef X
+};
 
-static value_class class_of(int dtype) {
-    if ((unsigned)dtype >= TCL_DTYPE_COUNT) return CLASS_NONE;
-    if (dtype == TCL_BOOL) return CLASS_BOOL; /* bool is neither int nor float in the list */
-    return (value_class)dtype_class[dtype];
+static value_class class_of(tcl_dtype dtype) {
+    return (unsigned)dtype < TCL_DTYPE_COUNT ? (value_class)dtype_class[dtype] : CLASS_NONE;
 }
 
-static unsigned width_of(int dtype) { return dtype_width[dtype]; }
+static unsigned width_of(tcl_dtype dtype) { return dtype_width[dtype]; }
 
-static tcl_float_format format_of(int dtype) {
-    switch (dtype) {
-    case TCL_FLOAT16: return TCL_FMT_FLOAT16;
-    case TCL_BFLOAT16: return TCL_FMT_BFLOAT16;
-    case TCL_FP8E4M3: return TCL_FMT_FP8E4M3;
-    case TCL_FP8E5M2: return TCL_FMT_FP8E5M2;
-    case TCL_FLOAT32: return TCL_FMT_FLOAT32;
-    default: return TCL_FMT_FLOAT64;
-    }
-}
+static tcl_float_format format_of(tcl_dtype dtype) { return (tcl_float_format)dtype_format[dtype]; }
 
 static uint64_t width_mask(unsigned width) { return width >= 64 ? UINT64_MAX : (UINT64_C(1) << width) - 1; }
 
@@ -64,7 +67,7 @@ tcl_scalar tcl_scalar_of_float(double v) { tcl_scalar s = {TCL_FLOAT64, {.f = v}
 tcl_scalar tcl_scalar_of_bool(bool v) { tcl_scalar s = {TCL_BOOL, {.b = v}}; return s; }
 
 /* The low bits of an integer result, read as a value of dtype (bool: nonzero is true). */
-static tcl_scalar wrap_int(int dtype, uint64_t bits) {
+static tcl_scalar wrap_int(tcl_dtype dtype, uint64_t bits) {
     tcl_scalar s;
     s.dtype = dtype;
     if (dtype == TCL_BOOL) { s.v.b = bits != 0; return s; }
@@ -86,13 +89,13 @@ static uint64_t int_bits(tcl_scalar x) {
     }
 }
 
-static tcl_scalar float_value(int dtype, double f) {
+static tcl_scalar float_value(tcl_dtype dtype, double f) {
     tcl_scalar s = {dtype, {.f = f}};
     return s;
 }
 
 /* f rounded to the float dtype. */
-static tcl_scalar round_float(int dtype, double f) {
+static tcl_scalar round_float(tcl_dtype dtype, double f) {
     if (dtype == TCL_FLOAT64) return float_value(dtype, f);
     if (dtype == TCL_FLOAT32 && !isnan(f)) return float_value(dtype, (float)f);
     tcl_float_format fmt = format_of(dtype);
@@ -102,7 +105,7 @@ static tcl_scalar round_float(int dtype, double f) {
 /* ---- casts ---- */
 
 /* Truncation toward zero, saturating outside the target range (NaN -> 0). */
-static int float_to_int(double f, int dtype, tcl_scalar *out) {
+static tcl_alu_result float_to_int(double f, tcl_dtype dtype, tcl_scalar *out) {
     unsigned width = width_of(dtype);
     double t = trunc(f);
     if (class_of(dtype) == CLASS_SIGNED) {
@@ -120,7 +123,7 @@ static int float_to_int(double f, int dtype, tcl_scalar *out) {
     return TCL_ALU_OK;
 }
 
-static int cast_checked(tcl_scalar x, int dtype, tcl_scalar *out) {
+static tcl_alu_result cast_checked(tcl_scalar x, tcl_dtype dtype, tcl_scalar *out) {
     value_class from = class_of(x.dtype), to = class_of(dtype);
     if (from == CLASS_NONE || to == CLASS_NONE) { *out = void_scalar(); return TCL_ALU_INVALID; }
     if (to == CLASS_BOOL) {
@@ -140,7 +143,7 @@ static int cast_checked(tcl_scalar x, int dtype, tcl_scalar *out) {
     return TCL_ALU_OK;
 }
 
-tcl_scalar tcl_scalar_cast(tcl_scalar x, int dtype) {
+tcl_scalar tcl_scalar_cast(tcl_scalar x, tcl_dtype dtype) {
     tcl_scalar out;
     cast_checked(x, dtype, &out);
     return out;
@@ -154,7 +157,7 @@ uint64_t tcl_scalar_bits(tcl_scalar x) {
     }
 }
 
-tcl_scalar tcl_scalar_from_bits(uint64_t bits, int dtype) {
+tcl_scalar tcl_scalar_from_bits(uint64_t bits, tcl_dtype dtype) {
     switch (class_of(dtype)) {
     case CLASS_NONE: return void_scalar();
     case CLASS_FLOAT: return float_value(dtype, tcl_float_bits_to_double(format_of(dtype), bits));
@@ -196,7 +199,7 @@ static double float_min(double x, double y) {
     return x < y ? x : y;
 }
 
-static int float_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
+static tcl_alu_result float_op(tcl_op op, tcl_dtype dtype, const tcl_scalar *src, tcl_scalar *out) {
     double x = src[0].v.f, y = 0, z = 0, r;
     if (tcl_op_get(op)->nsrc >= 2) y = src[1].v.f;
     if (tcl_op_get(op)->nsrc >= 3) z = src[2].v.f;
@@ -230,7 +233,7 @@ static int float_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
 /* ---- integer ops ---- */
 
 /* The quotient and remainder of a / b, truncated (C) or floored (Lua). */
-static int int_divide(int op, int dtype, tcl_scalar a, tcl_scalar b, tcl_scalar *out) {
+static tcl_alu_result int_divide(tcl_op op, tcl_dtype dtype, tcl_scalar a, tcl_scalar b, tcl_scalar *out) {
     bool want_quotient = op == TCL_OP_IDIV || op == TCL_OP_FLOORDIV;
     bool floored = op == TCL_OP_FLOORDIV || op == TCL_OP_FLOORMOD;
     if (int_bits(b) == 0) { *out = wrap_int(dtype, 0); return TCL_ALU_UNDEFINED; }
@@ -248,7 +251,7 @@ static int int_divide(int op, int dtype, tcl_scalar a, tcl_scalar b, tcl_scalar 
     return TCL_ALU_OK;
 }
 
-static int int_shift(int op, int dtype, tcl_scalar a, tcl_scalar b, tcl_scalar *out) {
+static tcl_alu_result int_shift(tcl_op op, tcl_dtype dtype, tcl_scalar a, tcl_scalar b, tcl_scalar *out) {
     unsigned width = width_of(dtype);
     bool negative = class_of(dtype) == CLASS_SIGNED && a.v.i < 0;
     bool in_range = class_of(dtype) == CLASS_SIGNED ? b.v.i >= 0 && b.v.i < (int64_t)width : b.v.u < width;
@@ -283,7 +286,7 @@ static uint64_t threefry2x32(uint64_t x, uint64_t key) {
     return (uint64_t)x1 << 32 | x0;
 }
 
-static int int_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
+static tcl_alu_result int_op(tcl_op op, tcl_dtype dtype, const tcl_scalar *src, tcl_scalar *out) {
     bool is_bool = dtype == TCL_BOOL, is_signed = class_of(dtype) == CLASS_SIGNED;
     uint64_t x = int_bits(src[0]), y = 0, r;
     if (tcl_op_get(op)->nsrc >= 2) y = int_bits(src[1]);
@@ -325,7 +328,7 @@ static int int_op(int op, int dtype, const tcl_scalar *src, tcl_scalar *out) {
 
 /* ---- comparisons ---- */
 
-static bool compare(int op, tcl_scalar a, tcl_scalar b) {
+static bool compare(tcl_op op, tcl_scalar a, tcl_scalar b) {
     switch (class_of(a.dtype)) {
     case CLASS_FLOAT:
         return op == TCL_OP_CMPLT ? a.v.f < b.v.f : op == TCL_OP_CMPNE ? a.v.f != b.v.f : a.v.f == b.v.f;
@@ -340,7 +343,7 @@ static bool compare(int op, tcl_scalar a, tcl_scalar b) {
 
 /* ---- dispatch ---- */
 
-int tcl_alu_exec(int op, int dtype, const tcl_scalar *src, int nsrc, tcl_scalar *out) {
+tcl_alu_result tcl_alu_exec(tcl_op op, tcl_dtype dtype, const tcl_scalar *src, int nsrc, tcl_scalar *out) {
     *out = void_scalar();
     if (!tcl_op_valid(op) || class_of(dtype) == CLASS_NONE) return TCL_ALU_INVALID;
     const tcl_op_info *info = tcl_op_get(op);
@@ -373,7 +376,7 @@ int tcl_alu_exec(int op, int dtype, const tcl_scalar *src, int nsrc, tcl_scalar 
     return int_op(op, dtype, src, out);
 }
 
-const char *tcl_alu_undefined_reason(int op, const tcl_scalar *src, int nsrc) {
+const char *tcl_alu_undefined_reason(tcl_op op, const tcl_scalar *src, int nsrc) {
     switch (op) {
     case TCL_OP_IDIV:
     case TCL_OP_MOD:
@@ -390,7 +393,7 @@ const char *tcl_alu_undefined_reason(int op, const tcl_scalar *src, int nsrc) {
 
 /* ---- CONST args ---- */
 
-bool tcl_scalar_from_arg(const tcl_arg *a, int dtype, tcl_scalar *out) {
+bool tcl_scalar_from_arg(const tcl_arg *a, tcl_dtype dtype, tcl_scalar *out) {
     if (!a) return false;
     switch (class_of(dtype)) {
     case CLASS_BOOL:

@@ -56,9 +56,10 @@
 #include "arg.h"
 #include "dtype.h"
 #include "float_formats.h"
+#include "ops.h"
 
 typedef struct tcl_scalar {
-    int dtype;
+    tcl_dtype dtype;
     union {
         int64_t i;  /* signed ints and index, sign-extended */
         uint64_t u; /* unsigned ints, zero-extended */
@@ -67,12 +68,13 @@ typedef struct tcl_scalar {
     } v;
 } tcl_scalar;
 
-/* Results of tcl_alu_exec. */
-enum {
+/* What tcl_alu_exec says about a result. Not an error report (core/error.h, rule 5): the
+ * caller decides what an invalid or undefined result means for it, and says so itself. */
+typedef enum tcl_alu_result {
     TCL_ALU_INVALID = -1,  /* not an ALU op, wrong number of sources, or dtypes it does not take */
     TCL_ALU_OK = 0,
     TCL_ALU_UNDEFINED = 1, /* defined here, undefined on devices: *out holds our value, do not fold */
-};
+} tcl_alu_result;
 
 /* Values of the natural dtypes (int64, uint64, float64, bool). */
 tcl_scalar tcl_scalar_of_int(int64_t v);
@@ -82,25 +84,25 @@ tcl_scalar tcl_scalar_of_bool(bool v);
 
 /* x converted to dtype by CAST's rules. An invalid or void dtype on either side gives a
  * scalar of dtype TCL_VOID. */
-tcl_scalar tcl_scalar_cast(tcl_scalar x, int dtype);
+tcl_scalar tcl_scalar_cast(tcl_scalar x, tcl_dtype dtype);
 /* Storage bits of x (itemsize bytes, zero-extended), and the value stored in bits (bits
  * above the itemsize are ignored). */
 uint64_t tcl_scalar_bits(tcl_scalar x);
-tcl_scalar tcl_scalar_from_bits(uint64_t bits, int dtype);
+tcl_scalar tcl_scalar_from_bits(uint64_t bits, tcl_dtype dtype);
 
 /* Evaluates op on nsrc sources into *out; dtype is the result's dtype (bool for
  * comparisons). Returns TCL_ALU_OK, TCL_ALU_UNDEFINED or TCL_ALU_INVALID (then *out is a
  * TCL_VOID scalar). */
-int tcl_alu_exec(int op, int dtype, const tcl_scalar *src, int nsrc, tcl_scalar *out);
+tcl_alu_result tcl_alu_exec(tcl_op op, tcl_dtype dtype, const tcl_scalar *src, int nsrc, tcl_scalar *out);
 /* Why tcl_alu_exec returned TCL_ALU_UNDEFINED for these sources (a static string). */
-const char *tcl_alu_undefined_reason(int op, const tcl_scalar *src, int nsrc);
+const char *tcl_alu_undefined_reason(tcl_op op, const tcl_scalar *src, int nsrc);
 
 /* CONST args (ENCODINGS.md): integer args for int/index/unsigned dtypes, float args for
  * float dtypes, boolean args for bool. uint64 values above INT64_MAX are stored as their
  * two's complement int64. tcl_scalar_from_arg fails on another arg kind or an integer
  * outside the dtype's range (uint64 accepts every int64); a float arg is rounded to the
  * dtype. */
-bool tcl_scalar_from_arg(const tcl_arg *a, int dtype, tcl_scalar *out);
+bool tcl_scalar_from_arg(const tcl_arg *a, tcl_dtype dtype, tcl_scalar *out);
 tcl_arg tcl_scalar_to_arg(tcl_scalar x);
 
 #endif

@@ -20,7 +20,7 @@ uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed) {
     case TCL_ARG_FLOAT: { uint64_t bits; memcpy(&bits, &a->v.f, 8); return mix2(h, bits); }
     case TCL_ARG_BOOL: return mix2(h, a->v.b);
     case TCL_ARG_DTYPE: { /* by name, so content hashes survive a reordered dtype table */
-        const tcl_dtype_info *info = tcl_dtype_get((tcl_dtype)a->v.dtype);
+        const tcl_dtype_info *info = tcl_dtype_get(a->v.dtype);
         return info ? XXH3_64bits_withSeed(info->name, strlen(info->name), h) : mix2(h, (uint64_t)a->v.dtype);
     }
     case TCL_ARG_STR: return XXH3_64bits_withSeed(a->v.s, a->len, h);

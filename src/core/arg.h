@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dtype.h"
+
 /* How deeply tuples may nest: the walks over args recurse, and args come from user data. */
 #define TCL_ARG_MAX_DEPTH 32
 
@@ -30,7 +32,7 @@ typedef struct tcl_arg {
         int64_t i;
         double f;
         bool b;
-        int dtype;
+        tcl_dtype dtype;
         const char *s;
         const int64_t *ints;
         const struct tcl_arg *items;
@@ -46,7 +48,7 @@ static inline tcl_arg tcl_arg_str(const char *s) {
     tcl_arg a = {TCL_ARG_STR, (uint32_t)strlen(s), {.s = s}};
     return a;
 }
-static inline tcl_arg tcl_arg_dtype(int dt) { tcl_arg a = {TCL_ARG_DTYPE, 0, {.dtype = dt}}; return a; }
+static inline tcl_arg tcl_arg_dtype(tcl_dtype dt) { tcl_arg a = {TCL_ARG_DTYPE, 0, {.dtype = dt}}; return a; }
 
 uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed);
 bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b);

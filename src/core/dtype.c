@@ -1,28 +1,30 @@
-/* dtype.c — dtype facts and the promotion lattice. Layer: core. */
+/* dtype.c — dtype facts (the table generated from TCL_DTYPE_LIST) and the promotion lattice.
+ * Layer: core. */
 #include "dtype.h"
 
-#include <float.h>
 #include <string.h>
 
+/* Half the number of values of an integer dtype of `size` bytes, 2^(8*size - 1), as a double
+ * (the mask keeps void's size 0 from a negative shift count; void never uses the value). */
+#define HALF_RANGE(size) ((double)((uint64_t)1 << ((8 * (size) - 1) & 63)))
+/* The smallest and largest values as doubles: +-float_max for floats, the two's complement or
+ * unsigned range of an integer's width, [0, 1] for bool, 0 for void. */
+#define MIN_VALUE(id, size, is_float, is_int, is_unsigned, float_max) \
+    ((is_float) ? -(float_max) : (is_int) && !(is_unsigned) ? -HALF_RANGE(size) : 0)
+#define MAX_VALUE(id, size, is_float, is_int, is_unsigned, float_max) \
+    ((is_float) ? (float_max) : (is_int) ? HALF_RANGE(size) * ((is_unsigned) ? 2 : 1) - 1 : TCL_##id == TCL_BOOL)
+
 static const tcl_dtype_info dtype_table[TCL_DTYPE_COUNT] = {
-    [TCL_VOID] = {"void", 0, false, false, false, 0, 0},
-    [TCL_INDEX] = {"index", 8, false, true, false, -9223372036854775808.0, 9223372036854775807.0},
-    [TCL_BOOL] = {"bool", 1, false, false, false, 0, 1},
-    [TCL_INT8] = {"int8", 1, false, true, false, -128, 127},
-    [TCL_UINT8] = {"uint8", 1, false, true, true, 0, 255},
-    [TCL_INT16] = {"int16", 2, false, true, false, -32768, 32767},
-    [TCL_UINT16] = {"uint16", 2, false, true, true, 0, 65535},
-    [TCL_INT32] = {"int32", 4, false, true, false, -2147483648.0, 2147483647.0},
-    [TCL_UINT32] = {"uint32", 4, false, true, true, 0, 4294967295.0},
-    [TCL_INT64] = {"int64", 8, false, true, false, -9223372036854775808.0, 9223372036854775807.0},
-    [TCL_UINT64] = {"uint64", 8, false, true, true, 0, 18446744073709551615.0},
-    [TCL_FP8E4M3] = {"fp8e4m3", 1, true, false, false, -448.0, 448.0},
-    [TCL_FP8E5M2] = {"fp8e5m2", 1, true, false, false, -57344.0, 57344.0},
-    [TCL_FLOAT16] = {"float16", 2, true, false, false, -65504.0, 65504.0},
-    [TCL_BFLOAT16] = {"bfloat16", 2, true, false, false, -3.3895313892515355e38, 3.3895313892515355e38},
-    [TCL_FLOAT32] = {"float32", 4, true, false, false, -FLT_MAX, FLT_MAX},
-    [TCL_FLOAT64] = {"float64", 8, true, false, false, -DBL_MAX, DBL_MAX},
+#define X(id, name, size, is_float, is_int, is_unsigned, float_max)              \
+    [TCL_##id] = {#name, (size), (is_float), (is_int), (is_unsigned),            \
+                  MIN_VALUE(id, size, is_float, is_int, is_unsigned, float_max), \
+                  MAX_VALUE(id, size, is_float, is_int, is_unsigned, float_max)},
+    TCL_DTYPE_LIST(X)
+#undef X
 };
+#undef MAX_VALUE
+#undef MIN_VALUE
+#undef HALF_RANGE
 
 /* Direct successors in the promotion lattice (JAX-style, as in tinygrad). Bit i = dtype i. */
 #define B(d) (1u << TCL_##d)
@@ -59,9 +61,9 @@ static const struct { const char *alias; tcl_dtype dt; } aliases[] = {
     {"uint", TCL_UINT32},   {"ulong", TCL_UINT64}, {"bf16", TCL_BFLOAT16},
 };
 
-const char *tcl_dtype_alias(int i, int *dtype) {
+const char *tcl_dtype_alias(int i, tcl_dtype *dtype) {
     if (i < 0 || (size_t)i >= sizeof aliases / sizeof aliases[0]) return NULL;
-    *dtype = (int)aliases[i].dt;
+    *dtype = aliases[i].dt;
     return aliases[i].alias;
 }
 
@@ -86,36 +88,27 @@ static uint32_t ancestors(tcl_dtype dt) {
     return set;
 }
 
-int tcl_dtype_promote(tcl_dtype a, tcl_dtype b) {
-    if (!tcl_dtype_valid((int)a) || !tcl_dtype_valid((int)b) || a == TCL_VOID || b == TCL_VOID) return -1;
-    if (a == b) return (int)a;
+bool tcl_dtype_promote(tcl_dtype a, tcl_dtype b, tcl_dtype *out) {
+    if (!tcl_dtype_valid((int)a) || !tcl_dtype_valid((int)b) || a == TCL_VOID || b == TCL_VOID) return false;
+    if (a == b) { *out = a; return true; }
     uint32_t common = ancestors(a) & ancestors(b);
     for (int i = 0; i < TCL_DTYPE_COUNT; i++)
-        if (common & (1u << i)) return i; /* lowest priority common ancestor */
-    return -1;
+        if (common & (1u << i)) { *out = (tcl_dtype)i; return true; } /* lowest priority common ancestor */
+    return false;
+}
+
+/* The largest value of an integer dtype or bool, from its width: every bit set, less the
+ * sign bit of a signed dtype. */
+uint64_t tcl_dtype_umax(tcl_dtype dt) {
+    if (dt == TCL_BOOL) return 1;
+    const tcl_dtype_info *d = tcl_dtype_get(dt);
+    if (!d || !d->is_int) return 0;
+    unsigned unused_bits = 64 - 8u * d->itemsize + (d->is_unsigned ? 0 : 1);
+    return UINT64_MAX >> unused_bits;
 }
 
 int64_t tcl_dtype_imin(tcl_dtype dt) {
-    switch (dt) {
-    case TCL_INT8: return INT8_MIN;
-    case TCL_INT16: return INT16_MIN;
-    case TCL_INT32: return INT32_MIN;
-    case TCL_INT64: case TCL_INDEX: return INT64_MIN;
-    default: return 0;
-    }
-}
-
-uint64_t tcl_dtype_umax(tcl_dtype dt) {
-    switch (dt) {
-    case TCL_BOOL: return 1;
-    case TCL_INT8: return INT8_MAX;
-    case TCL_UINT8: return UINT8_MAX;
-    case TCL_INT16: return INT16_MAX;
-    case TCL_UINT16: return UINT16_MAX;
-    case TCL_INT32: return INT32_MAX;
-    case TCL_UINT32: return UINT32_MAX;
-    case TCL_INT64: case TCL_INDEX: return INT64_MAX;
-    case TCL_UINT64: return UINT64_MAX;
-    default: return 0;
-    }
+    const tcl_dtype_info *d = tcl_dtype_get(dt);
+    if (!d || !d->is_int || d->is_unsigned) return 0;
+    return -(int64_t)tcl_dtype_umax(dt) - 1; /* two's complement: -max - 1, with no overflow */
 }

@@ -12,20 +12,15 @@
 typedef struct float_format {
     uint8_t exp_bits, man_bits;
     int bias;
-    /* IEEE specials: the all-ones exponent holds inf (fraction 0) and NaN. Otherwise ("fn")
-     * it holds ordinary numbers, except that all-ones exponent and fraction is NaN. */
-    bool ieee_specials;
-    /* Finite values past the largest finite one become +-max finite instead of inf. */
+    bool ieee_specials; /* see TCL_FLOAT_FORMAT_LIST */
     bool saturate;
 } float_format;
 
 static const float_format formats[TCL_FMT_COUNT] = {
-    [TCL_FMT_FLOAT16] = {5, 10, 15, true, false},
-    [TCL_FMT_BFLOAT16] = {8, 7, 127, true, false},
-    [TCL_FMT_FP8E4M3] = {4, 3, 7, false, true},
-    [TCL_FMT_FP8E5M2] = {5, 2, 15, true, true},
-    [TCL_FMT_FLOAT32] = {8, 23, 127, true, false},
-    [TCL_FMT_FLOAT64] = {11, 52, 1023, true, false},
+#define X(id, exp_bits, man_bits, bias, ieee_specials, saturate) \
+    [TCL_FMT_##id] = {(exp_bits), (man_bits), (bias), (ieee_specials), (saturate)},
+    TCL_FLOAT_FORMAT_LIST(X)
+#undef X
 };
 
 static uint64_t low_mask(unsigned bits) { return bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1; }

@@ -22,13 +22,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* X(ID, exponent bits, fraction bits, exponent bias, IEEE specials, saturate). ID is also the
+ * dtype stored in the format (core/dtype.h). IEEE specials: the all-ones exponent holds inf
+ * (fraction 0) and NaN; without them ("fn") it holds ordinary numbers, except that all-ones
+ * exponent and fraction is NaN. Saturate: finite values past the largest finite one become
+ * +-max finite instead of inf. */
+#define TCL_FLOAT_FORMAT_LIST(X)              \
+    X(FLOAT16, 5, 10, 15, true, false)        \
+    X(BFLOAT16, 8, 7, 127, true, false)       \
+    X(FP8E4M3, 4, 3, 7, false, true)          \
+    X(FP8E5M2, 5, 2, 15, true, true)          \
+    X(FLOAT32, 8, 23, 127, true, false)       \
+    X(FLOAT64, 11, 52, 1023, true, false)
+
 typedef enum tcl_float_format {
-    TCL_FMT_FLOAT16,
-    TCL_FMT_BFLOAT16,
-    TCL_FMT_FP8E4M3,
-    TCL_FMT_FP8E5M2,
-    TCL_FMT_FLOAT32,
-    TCL_FMT_FLOAT64,
+#define X(id, exp_bits, man_bits, bias, ieee_specials, saturate) TCL_FMT_##id,
+    TCL_FLOAT_FORMAT_LIST(X)
+#undef X
     TCL_FMT_COUNT
 } tcl_float_format;
 

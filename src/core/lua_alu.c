@@ -28,8 +28,9 @@
  * {value, dtype} pair. */
 static tcl_scalar check_value(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    int explicit_dtype = -1;
-    if (lua_type(L, idx) == LUA_TTABLE) {
+    bool has_explicit_dtype = lua_type(L, idx) == LUA_TTABLE;
+    tcl_dtype explicit_dtype = TCL_VOID;
+    if (has_explicit_dtype) {
         if (lua_rawgeti(L, idx, 2) == LUA_TNIL) luaL_argerror(L, idx, "{value, dtype} pair without a dtype");
         explicit_dtype = tcl_lua_check_dtype(L, lua_gettop(L));
         lua_rawgeti(L, idx, 1);
@@ -48,7 +49,7 @@ static tcl_scalar check_value(lua_State *L, int idx) {
         return tcl_scalar_of_bool(false); /* not reached */
     }
     lua_pop(L, 1);
-    if (explicit_dtype >= 0) {
+    if (has_explicit_dtype) {
         s = tcl_scalar_cast(s, explicit_dtype);
         if (s.dtype == TCL_VOID) luaL_argerror(L, idx, "a value cannot have dtype void");
     }
@@ -56,7 +57,7 @@ static tcl_scalar check_value(lua_State *L, int idx) {
 }
 
 /* The operand at idx converted to dtype, unless it names its own dtype. */
-static tcl_scalar check_operand(lua_State *L, int idx, int dtype) {
+static tcl_scalar check_operand(lua_State *L, int idx, tcl_dtype dtype) {
     bool explicit_dtype = lua_type(L, idx) == LUA_TTABLE;
     tcl_scalar s = check_value(L, idx);
     return explicit_dtype ? s : tcl_scalar_cast(s, dtype);
@@ -67,11 +68,11 @@ static void push_scalar(lua_State *L, tcl_scalar s) {
     tcl_lua_push_arg(L, &a);
 }
 
-static const char *dtype_name(int dtype) { return tcl_dtype_get(dtype)->name; }
+static const char *dtype_name(tcl_dtype dtype) { return tcl_dtype_get(dtype)->name; }
 
 static int l_exec(lua_State *L) {
-    int op = tcl_lua_check_op(L, 1);
-    int dtype = tcl_lua_check_dtype(L, 2);
+    tcl_op op = tcl_lua_check_op(L, 1);
+    tcl_dtype dtype = tcl_lua_check_dtype(L, 2);
     const tcl_op_info *info = tcl_op_get(op);
     if (!(info->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY)))
         return luaL_error(L, "alu.exec: %s is not an ALU op", info->name);
@@ -85,14 +86,14 @@ static int l_exec(lua_State *L) {
     bool comparison = (info->groups & TCL_G_COMPARISON) != 0;
     tcl_scalar src[3];
     for (int i = 0; i < nsrc; i++) {
-        int operand_dtype = dtype;
+        tcl_dtype operand_dtype = dtype;
         if (op == TCL_OP_WHERE && i == 0) operand_dtype = TCL_BOOL;
         if (op == TCL_OP_CAST || op == TCL_OP_BITCAST) src[i] = check_value(L, 3 + i);
         else src[i] = check_operand(L, 3 + i, operand_dtype);
     }
-    int result_dtype = comparison ? TCL_BOOL : dtype;
+    tcl_dtype result_dtype = comparison ? TCL_BOOL : dtype;
     tcl_scalar out;
-    int status = tcl_alu_exec(op, result_dtype, src, nsrc, &out);
+    tcl_alu_result status = tcl_alu_exec(op, result_dtype, src, nsrc, &out);
     if (status == TCL_ALU_INVALID) {
         luaL_Buffer b;
         luaL_buffinit(L, &b);
@@ -115,20 +116,20 @@ static int l_exec(lua_State *L) {
     return 1;
 }
 
-static int check_value_dtype(lua_State *L, int idx) {
-    int dtype = tcl_lua_check_dtype(L, idx);
+static tcl_dtype check_value_dtype(lua_State *L, int idx) {
+    tcl_dtype dtype = tcl_lua_check_dtype(L, idx);
     if (dtype == TCL_VOID) luaL_argerror(L, idx, "void has no values");
     return dtype;
 }
 
 static int l_cast(lua_State *L) {
-    int dtype = check_value_dtype(L, 2);
+    tcl_dtype dtype = check_value_dtype(L, 2);
     push_scalar(L, tcl_scalar_cast(check_value(L, 1), dtype));
     return 1;
 }
 
 static int l_bits(lua_State *L) {
-    int dtype = check_value_dtype(L, 2);
+    tcl_dtype dtype = check_value_dtype(L, 2);
     uint64_t bits = tcl_scalar_bits(tcl_scalar_cast(check_value(L, 1), dtype));
     tcl_arg as_int = tcl_scalar_to_arg(tcl_scalar_of_uint(bits)); /* 64-bit patterns above INT64_MAX become negative */
     lua_pushinteger(L, as_int.v.i);
@@ -137,7 +138,7 @@ static int l_bits(lua_State *L) {
 
 static int l_from_bits(lua_State *L) {
     lua_Integer bits = luaL_checkinteger(L, 1);
-    int dtype = check_value_dtype(L, 2);
+    tcl_dtype dtype = check_value_dtype(L, 2);
     unsigned width = 8u * tcl_dtype_get(dtype)->itemsize;
     if (width < 64 && (bits < 0 || (uint64_t)bits >> width))
         return luaL_argerror(L, 1, lua_pushfstring(L, "%I does not fit the %d bits of %s", bits, (int)width,

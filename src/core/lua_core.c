@@ -18,7 +18,7 @@
 
 typedef struct ctx_box { tcl_ctx *ctx; } ctx_box;
 typedef struct uop_box { tcl_uop *u; } uop_box;
-typedef struct dtype_box { int id; } dtype_box;
+typedef struct dtype_box { tcl_dtype id; } dtype_box;
 
 tcl_ctx *tcl_lua_ctx(lua_State *L) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY) != LUA_TUSERDATA) {
@@ -34,25 +34,26 @@ tcl_ctx *tcl_lua_ctx(lua_State *L) {
 
 /* ---- dtypes ---- */
 
-void tcl_lua_push_dtype(lua_State *L, int dtype) {
+void tcl_lua_push_dtype(lua_State *L, tcl_dtype dtype) {
     lua_getfield(L, LUA_REGISTRYINDEX, DTYPE_OBJS_KEY);
     lua_rawgeti(L, -1, dtype);
     lua_remove(L, -2);
 }
 
-int tcl_lua_check_dtype(lua_State *L, int idx) {
+tcl_dtype tcl_lua_check_dtype(lua_State *L, int idx) {
     dtype_box *d = luaL_testudata(L, idx, DTYPE_MT);
     if (d) return d->id;
     if (lua_type(L, idx) == LUA_TSTRING) {
         int id = tcl_dtype_from_name(lua_tostring(L, idx));
-        if (id < 0) return luaL_argerror(L, idx, lua_pushfstring(L, "unknown dtype '%s'", lua_tostring(L, idx)));
-        return id;
+        if (id < 0) luaL_argerror(L, idx, lua_pushfstring(L, "unknown dtype '%s'", lua_tostring(L, idx)));
+        return (tcl_dtype)id;
     }
-    return luaL_typeerror(L, idx, "dtype or dtype name");
+    luaL_typeerror(L, idx, "dtype or dtype name");
+    return TCL_VOID; /* not reached: luaL_typeerror raises */
 }
 
 static int dtype_index(lua_State *L) {
-    int id = ((dtype_box *)luaL_checkudata(L, 1, DTYPE_MT))->id;
+    tcl_dtype id = ((dtype_box *)luaL_checkudata(L, 1, DTYPE_MT))->id;
     const tcl_dtype_info *info = tcl_dtype_get(id);
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "name") == 0) lua_pushstring(L, info->name);
@@ -83,9 +84,8 @@ static int l_dtype(lua_State *L) {
 }
 
 static int l_promote(lua_State *L) {
-    int a = tcl_lua_check_dtype(L, 1), b = tcl_lua_check_dtype(L, 2);
-    int r = tcl_dtype_promote(a, b);
-    if (r < 0)
+    tcl_dtype a = tcl_lua_check_dtype(L, 1), b = tcl_lua_check_dtype(L, 2), r;
+    if (!tcl_dtype_promote(a, b, &r))
         return luaL_error(L, "promote: no common dtype for %s and %s", tcl_dtype_get(a)->name, tcl_dtype_get(b)->name);
     tcl_lua_push_dtype(L, r);
     return 1;
@@ -93,22 +93,23 @@ static int l_promote(lua_State *L) {
 
 /* ---- ops ---- */
 
-int tcl_lua_check_op(lua_State *L, int idx) {
+tcl_op tcl_lua_check_op(lua_State *L, int idx) {
     if (lua_type(L, idx) == LUA_TSTRING) {
         int op = tcl_op_from_name(lua_tostring(L, idx));
-        if (op < 0) return luaL_argerror(L, idx, lua_pushfstring(L, "unknown op '%s'", lua_tostring(L, idx)));
-        return op;
+        if (op < 0) luaL_argerror(L, idx, lua_pushfstring(L, "unknown op '%s'", lua_tostring(L, idx)));
+        return (tcl_op)op;
     }
     if (lua_isinteger(L, idx)) {
         lua_Integer op = lua_tointeger(L, idx);
-        if (!tcl_op_valid((int)op)) return luaL_argerror(L, idx, "op id out of range");
-        return (int)op;
+        if (op < 0 || op >= TCL_OP_COUNT) luaL_argerror(L, idx, "op id out of range");
+        return (tcl_op)op;
     }
-    return luaL_typeerror(L, idx, "op name");
+    luaL_typeerror(L, idx, "op name");
+    return TCL_OP_NOOP; /* not reached: luaL_typeerror raises */
 }
 
 static int l_op_in(lua_State *L) {
-    int op = tcl_lua_check_op(L, 1);
+    tcl_op op = tcl_lua_check_op(L, 1);
     const char *group = luaL_checkstring(L, 2);
     for (const tcl_group_info *g = tcl_op_groups; g->name; g++)
         if (strcmp(g->name, group) == 0) { lua_pushboolean(L, tcl_op_in(op, g->bit)); return 1; }
@@ -265,11 +266,11 @@ static int uop_gc(lua_State *L) {
 }
 
 
-static int fast_check_op(lua_State *L, int idx) {
+static tcl_op fast_check_op(lua_State *L, int idx) {
     if (lua_type(L, idx) == LUA_TSTRING) {
         lua_pushvalue(L, idx);
-        if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNUMBER) {
-            int op = (int)lua_tointeger(L, -1);
+        if (lua_rawget(L, lua_upvalueindex(2)) == LUA_TNUMBER) { /* the table of op names: valid ids */
+            tcl_op op = (tcl_op)lua_tointeger(L, -1);
             lua_pop(L, 1);
             return op;
         }
@@ -278,7 +279,7 @@ static int fast_check_op(lua_State *L, int idx) {
     return tcl_lua_check_op(L, idx);
 }
 
-static int fast_check_dtype(lua_State *L, int idx) {
+static tcl_dtype fast_check_dtype(lua_State *L, int idx) {
     if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
         bool is_dtype = lua_rawequal(L, -1, lua_upvalueindex(4));
         lua_pop(L, 1);
@@ -286,7 +287,7 @@ static int fast_check_dtype(lua_State *L, int idx) {
     } else if (lua_type(L, idx) == LUA_TSTRING) {
         lua_pushvalue(L, idx);
         if (lua_rawget(L, lua_upvalueindex(3)) == LUA_TUSERDATA) {
-            int id = ((dtype_box *)lua_touserdata(L, -1))->id;
+            tcl_dtype id = ((dtype_box *)lua_touserdata(L, -1))->id;
             lua_pop(L, 1);
             return id;
         }
@@ -298,7 +299,7 @@ static int fast_check_dtype(lua_State *L, int idx) {
 /* Reads the list of sources at idx into src (stack_src when it fits, else a userdata pushed
  * on the stack). uop_mt is the index of the UOp metatable, compared directly for speed. */
 static tcl_uop **read_sources(lua_State *L, int idx, int uop_mt, tcl_uop **stack_src, size_t stack_cap,
-                              size_t *nsrc, const char *fn, int op) {
+                              size_t *nsrc, const char *fn, tcl_op op) {
     tcl_uop **src = stack_src;
     *nsrc = 0;
     if (lua_isnoneornil(L, idx)) return src;
@@ -324,8 +325,8 @@ static tcl_uop **read_sources(lua_State *L, int idx, int uop_mt, tcl_uop **stack
 static int l_uop_fast(lua_State *L) {
     tcl_ctx *ctx = ((ctx_box *)lua_touserdata(L, lua_upvalueindex(1)))->ctx;
     lua_settop(L, 5);
-    int op = fast_check_op(L, 1);
-    int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : fast_check_dtype(L, 2);
+    tcl_op op = fast_check_op(L, 1);
+    tcl_dtype dtype = lua_isnoneornil(L, 2) ? TCL_VOID : fast_check_dtype(L, 2);
     tcl_uop *stack_src[8];
     size_t nsrc;
     tcl_uop **src = read_sources(L, 3, lua_upvalueindex(6), stack_src, 8, &nsrc, "uop", op);
@@ -344,8 +345,8 @@ static int l_uop_fast(lua_State *L) {
 static int l_find(lua_State *L) {
     tcl_ctx *ctx = tcl_lua_ctx(L);
     lua_settop(L, 5);
-    int op = tcl_lua_check_op(L, 1);
-    int dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
+    tcl_op op = tcl_lua_check_op(L, 1);
+    tcl_dtype dtype = lua_isnoneornil(L, 2) ? TCL_VOID : tcl_lua_check_dtype(L, 2);
     luaL_getmetatable(L, UOP_MT);
     int uop_mt = lua_gettop(L);
     tcl_uop *stack_src[8];
@@ -449,7 +450,7 @@ static void register_tables(lua_State *L) {
     lua_createtable(L, 0, TCL_DTYPE_COUNT);
     for (int i = 0; i < TCL_DTYPE_COUNT; i++) {
         dtype_box *d = lua_newuserdatauv(L, sizeof *d, 0);
-        d->id = i;
+        d->id = (tcl_dtype)i;
         luaL_setmetatable(L, DTYPE_MT);
         lua_pushvalue(L, -1);
         lua_rawseti(L, -4, i);
@@ -549,7 +550,7 @@ int luaopen_tcl_core(lua_State *L) {
     lua_newtable(L); /* dtype names and aliases -> dtype objects */
     for (int i = 0; i < TCL_DTYPE_COUNT; i++) { tcl_lua_push_dtype(L, i); lua_setfield(L, -2, tcl_dtype_get(i)->name); }
     const char *alias;
-    int alias_dtype;
+    tcl_dtype alias_dtype;
     for (int i = 0; (alias = tcl_dtype_alias(i, &alias_dtype)) != NULL; i++) {
         tcl_lua_push_dtype(L, alias_dtype);
         lua_setfield(L, -2, alias);

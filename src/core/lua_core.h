@@ -15,11 +15,11 @@ void tcl_lua_push_uop(lua_State *L, tcl_uop *u);
 /* Borrowed node at idx, or a Lua error naming the argument. */
 tcl_uop *tcl_lua_check_uop(lua_State *L, int idx);
 tcl_uop *tcl_lua_test_uop(lua_State *L, int idx);
-void tcl_lua_push_dtype(lua_State *L, int dtype);
+void tcl_lua_push_dtype(lua_State *L, tcl_dtype dtype);
 /* A dtype object or a dtype name at idx; Lua error otherwise. */
-int tcl_lua_check_dtype(lua_State *L, int idx);
+tcl_dtype tcl_lua_check_dtype(lua_State *L, int idx);
 /* An op name or op id at idx; Lua error otherwise. */
-int tcl_lua_check_op(lua_State *L, int idx);
+tcl_op tcl_lua_check_op(lua_State *L, int idx);
 /* Converts the Lua value at idx to an arg. Storage lives in userdata pushed on the stack
  * (so a Lua error cannot leak it); returns how many values were pushed. */
 int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what);

@@ -147,7 +147,7 @@ static inline uint64_t hash_finish(uint64_t h) {
     return h ^ (h >> 33);
 }
 
-static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h, uint64_t tag_h) {
+static uint64_t identity_hash(tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h, uint64_t tag_h) {
     uint64_t h = hash_word(0x243f6a8885a308d3ull, ((uint64_t)op << 40) | ((uint64_t)dtype << 32) | (uint64_t)nsrc);
     h = hash_word(h, arg_h);
     h = hash_word(h, tag_h);
@@ -155,7 +155,7 @@ static uint64_t identity_hash(int op, int dtype, tcl_uop *const *src, size_t nsr
     return hash_finish(h);
 }
 
-static uint64_t content_hash(const tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+static uint64_t content_hash(const tcl_ctx *ctx, tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc,
                              uint64_t arg_h, uint64_t tag_h) {
     uint64_t h = hash_word(0x13198a2e03707344ull, ctx->op_name_hash[op]);
     h = hash_word(h, ctx->dtype_name_hash[dtype]);
@@ -167,7 +167,7 @@ static uint64_t content_hash(const tcl_ctx *ctx, int op, int dtype, tcl_uop *con
 }
 
 /* Called once the slot's hash equals the key's, so the hash is not compared again. */
-static bool node_matches(const tcl_uop *u, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+static bool node_matches(const tcl_uop *u, tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc,
                          const tcl_arg *arg, const tcl_arg *tag) {
     if (u->op != op || u->dtype != dtype || u->nsrc != nsrc) return false;
     for (size_t i = 0; i < nsrc; i++)
@@ -224,7 +224,7 @@ static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
 static const tcl_arg no_arg = {TCL_ARG_NONE, 0, {.i = 0}};
 
 /* The live node equal to the given fields (h: their identity hash), or NULL. */
-static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, int op, int dtype, tcl_uop *const *src, size_t nsrc,
+static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc,
                              const tcl_arg *arg, const tcl_arg *tag) {
     size_t mask = ctx->cap - 1;
     for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)

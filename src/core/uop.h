@@ -69,10 +69,13 @@ uint32_t tcl_ctx_next_mark(tcl_ctx *ctx);
 
 /* Returns a new reference to the interned node, or NULL with the context's error set
  * (unknown op or dtype, wrong source count, a source of another context, out of memory).
- * The node takes its own references to the sources; arg and tag are copied (NULL = none). */
+ * The node takes its own references to the sources; arg and tag are copied (NULL = none).
+ * op and dtype are raw ids checked here (hence int, not tcl_op/tcl_dtype): every node passes
+ * this gate, so a bad id from any caller is an error instead of a corrupt node. */
 tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc,
                      const tcl_arg *arg, const tcl_arg *tag);
-/* The live node equal to (op, dtype, src, arg, tag), or NULL; creates nothing, takes no reference. */
+/* The live node equal to (op, dtype, src, arg, tag), or NULL (also for an invalid op or
+ * dtype id); creates nothing, takes no reference. */
 tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
                       const tcl_arg *tag);
 static inline tcl_uop *tcl_uop_ref(tcl_uop *u) { u->refcount++; return u; }

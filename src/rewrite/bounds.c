@@ -36,26 +36,25 @@ static wide wide_max(wide a, wide b) { return a > b ? a : b; }
 static bool interval_contains(interval a, wide v) { return a.lo <= v && v <= a.hi; }
 static bool is_single(interval a) { return a.lo == a.hi; }
 
-bool tcl_dtype_has_bounds(int dtype) {
-    if (!tcl_dtype_valid(dtype)) return false;
-    return dtype == TCL_BOOL || tcl_dtype_get((tcl_dtype)dtype)->is_int;
+bool tcl_dtype_has_bounds(tcl_dtype dtype) {
+    return dtype == TCL_BOOL || tcl_dtype_get(dtype)->is_int;
 }
 
 /* The values a dtype can hold: uint64's end is UINT64_MAX here, outside int64. */
-static interval dtype_range(int dtype) {
-    return make_interval((wide)tcl_dtype_imin((tcl_dtype)dtype), (wide)tcl_dtype_umax((tcl_dtype)dtype));
+static interval dtype_range(tcl_dtype dtype) {
+    return make_interval((wide)tcl_dtype_imin(dtype), (wide)tcl_dtype_umax(dtype));
 }
 
 /* An exact result the machine can hold keeps its interval; otherwise the value wrapped
  * (or the op was undefined) and may be anything the dtype holds. */
-static interval fit_to_dtype(int dtype, interval exact) {
+static interval fit_to_dtype(tcl_dtype dtype, interval exact) {
     interval full = dtype_range(dtype);
     if (exact.lo > exact.hi) return full; /* an empty interval would be a rule bug: stay sound */
     if (exact.lo < full.lo || exact.hi > full.hi) return full;
     return exact;
 }
 
-static int dtype_bit_width(int dtype) { return 8 * tcl_dtype_get((tcl_dtype)dtype)->itemsize; }
+static int dtype_bit_width(tcl_dtype dtype) { return 8 * tcl_dtype_get(dtype)->itemsize; }
 
 /* ---- the cache in u->props ---- */
 
@@ -125,19 +124,19 @@ static wide low_bits_mask(wide v) {
 static bool excludes_zero(interval b) { return b.lo > 0 || b.hi < 0; }
 
 /* MIN / -1 and MIN % -1 overflow in signed dtypes: undefined in C and LLVM (x86 traps). */
-static bool may_divide_min_by_minus_one(int dtype, interval a, interval b) {
-    wide dtype_min = tcl_dtype_imin((tcl_dtype)dtype);
+static bool may_divide_min_by_minus_one(tcl_dtype dtype, interval a, interval b) {
+    wide dtype_min = tcl_dtype_imin(dtype);
     return dtype_min < 0 && a.lo <= dtype_min && interval_contains(b, -1);
 }
 
-static interval rule_divide(int op, int dtype, interval a, interval b) {
+static interval rule_divide(tcl_op op, tcl_dtype dtype, interval a, interval b) {
     if (!excludes_zero(b)) return dtype_range(dtype);
     /* MIN / -1's exact quotient is MAX + 1, which fit_to_dtype already widens. */
     return corners(a, b, op == TCL_OP_IDIV ? div_truncating : div_flooring);
 }
 
 /* Floor remainder: the sign of the divisor, |r| < |b|. */
-static interval rule_floormod(int dtype, interval a, interval b) {
+static interval rule_floormod(tcl_dtype dtype, interval a, interval b) {
     if (!excludes_zero(b) || may_divide_min_by_minus_one(dtype, a, b)) return dtype_range(dtype);
     if (is_single(b)) {
         wide c = b.lo, q = div_flooring(a.lo, c);
@@ -157,7 +156,7 @@ static interval rule_floormod(int dtype, interval a, interval b) {
 }
 
 /* C remainder: the sign of the dividend, |r| < |b| and |r| <= |a|. */
-static interval rule_mod(int dtype, interval a, interval b) {
+static interval rule_mod(tcl_dtype dtype, interval a, interval b) {
     if (!excludes_zero(b) || may_divide_min_by_minus_one(dtype, a, b)) return dtype_range(dtype);
     if (is_single(b)) {
         wide c = b.lo, q = a.lo / c;
@@ -177,7 +176,7 @@ static interval truth(bool known, bool value) {
     return single_value(value ? 1 : 0);
 }
 
-static interval rule_compare(int op, interval a, interval b) {
+static interval rule_compare(tcl_op op, interval a, interval b) {
     switch (op) {
     case TCL_OP_CMPLT:
         if (a.hi < b.lo) return truth(true, true);
@@ -198,7 +197,7 @@ static bool within_bool(interval a) { return a.lo >= 0 && a.hi <= 1; }
 
 /* Two's complement bitwise ops. Values of one sign compare the same as signed and as
  * unsigned bit patterns, which is what the sign-split rules below rest on. */
-static interval rule_bitwise(int op, int dtype, interval a, interval b) {
+static interval rule_bitwise(tcl_op op, tcl_dtype dtype, interval a, interval b) {
     interval full = dtype_range(dtype);
     bool a_bool = within_bool(a), b_bool = within_bool(b);
     bool a_nonneg = a.lo >= 0, b_nonneg = b.lo >= 0, a_neg = a.hi < 0, b_neg = b.hi < 0;
@@ -240,13 +239,13 @@ static interval rule_bitwise(int op, int dtype, interval a, interval b) {
     }
 }
 
-static interval rule_shift(int op, int dtype, interval a, interval amount) {
+static interval rule_shift(tcl_op op, tcl_dtype dtype, interval a, interval amount) {
     /* shifting by the width or more, or by a negative amount, is undefined */
     if (amount.lo < 0 || amount.hi >= dtype_bit_width(dtype)) return dtype_range(dtype);
     return corners(a, amount, op == TCL_OP_SHL ? shift_left_exact : shift_right_arithmetic);
 }
 
-static interval rule_cast(int dtype, bool have_source, interval s) {
+static interval rule_cast(tcl_dtype dtype, bool have_source, interval s) {
     if (dtype == TCL_BOOL) { /* x != 0 */
         if (!have_source) return make_interval(0, 1);
         if (s.lo > 0 || s.hi < 0) return single_value(1);
@@ -256,7 +255,7 @@ static interval rule_cast(int dtype, bool have_source, interval s) {
     return have_source ? s : dtype_range(dtype); /* kept only if it fits the target */
 }
 
-static interval rule_where(int dtype, const bool have[3], const interval s[3]) {
+static interval rule_where(tcl_dtype dtype, const bool have[3], const interval s[3]) {
     interval full = dtype_range(dtype);
     if (have[0] && (s[0].lo > 0 || s[0].hi < 0)) return have[1] ? s[1] : full;
     if (have[0] && s[0].lo == 0 && s[0].hi == 0) return have[2] ? s[2] : full;
@@ -264,7 +263,7 @@ static interval rule_where(int dtype, const bool have[3], const interval s[3]) {
     return make_interval(wide_min(s[1].lo, s[2].lo), wide_max(s[1].hi, s[2].hi));
 }
 
-static interval rule_const(int dtype, const tcl_arg *arg) {
+static interval rule_const(tcl_dtype dtype, const tcl_arg *arg) {
     switch (arg->kind) {
     case TCL_ARG_INT: return single_value(arg->v.i); /* out of the dtype's range: widened */
     case TCL_ARG_BOOL: return single_value(arg->v.b ? 1 : 0);
@@ -273,7 +272,7 @@ static interval rule_const(int dtype, const tcl_arg *arg) {
 }
 
 /* DEFINE_VAR's arg is {name, min, max}; anything else is malformed and gets the range. */
-static interval rule_define_var(int dtype, const tcl_arg *arg) {
+static interval rule_define_var(tcl_dtype dtype, const tcl_arg *arg) {
     interval full = dtype_range(dtype);
     if (arg->kind != TCL_ARG_TUPLE || arg->len < 3) return full;
     const tcl_arg *lo = &arg->v.items[1], *hi = &arg->v.items[2];
@@ -284,7 +283,7 @@ static interval rule_define_var(int dtype, const tcl_arg *arg) {
 
 /* RANGE and SPECIAL run over [0, end - 1]. When end is at most 0 the loop never runs and
  * its variable is never observed; [0, 0] keeps the interval non-empty. */
-static interval rule_loop_index(int dtype, bool have_end, interval end) {
+static interval rule_loop_index(tcl_dtype dtype, bool have_end, interval end) {
     interval full = dtype_range(dtype);
     if (!have_end) return make_interval(0, full.hi);
     if (end.hi <= 0) return single_value(0);
@@ -325,7 +324,7 @@ static uint32_t sources_used(const tcl_uop *u) {
 
 /* The interval of u from its sources' cached intervals (filled by the caller). */
 static interval compute_interval(const tcl_uop *u) {
-    int dtype = u->dtype;
+    tcl_dtype dtype = u->dtype;
     interval full = dtype_range(dtype);
     interval s[3] = {{0, 0}, {0, 0}, {0, 0}};
     bool have[3] = {false, false, false};

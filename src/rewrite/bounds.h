@@ -33,6 +33,6 @@
 bool tcl_uop_bounds(tcl_uop *u, int64_t *vmin, int64_t *vmax);
 
 /* True when the dtype's nodes have an interval: integer dtypes (index included) and bool. */
-bool tcl_dtype_has_bounds(int dtype);
+bool tcl_dtype_has_bounds(tcl_dtype dtype);
 
 #endif

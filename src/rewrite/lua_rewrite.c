@@ -85,7 +85,7 @@ static void build_pattern(lua_State *L, int idx, tcl_pat *p, slot_table *slots, 
         uint32_t n = (uint32_t)lua_rawlen(L, -1);
         for (uint32_t i = 1; i <= n; i++) {
             lua_rawgeti(L, -1, i);
-            int op = tcl_lua_check_op(L, -1);
+            tcl_op op = tcl_lua_check_op(L, -1);
             tcl_opset_add(&p->ops, op);
             lua_pop(L, 1);
         }

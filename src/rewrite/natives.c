@@ -38,13 +38,13 @@ static tcl_status return_x(const tcl_rewrite_call *call, tcl_uop **out) {
 }
 
 /* A CONST of dtype holding value. */
-static tcl_uop *const_node(const tcl_rewrite_call *call, int dtype, tcl_arg value) {
+static tcl_uop *const_node(const tcl_rewrite_call *call, tcl_dtype dtype, tcl_arg value) {
     return tcl_uop_new(call->ctx, TCL_OP_CONST, dtype, NULL, 0, &value, NULL);
 }
 
 /* op(a, b) from two new references, which it consumes. A NULL operand is an earlier
  * builder's failure, passed on. */
-static tcl_uop *binary_node(const tcl_rewrite_call *call, int op, int dtype, tcl_uop *a, tcl_uop *b) {
+static tcl_uop *binary_node(const tcl_rewrite_call *call, tcl_op op, tcl_dtype dtype, tcl_uop *a, tcl_uop *b) {
     tcl_uop *r = NULL;
     if (a && b) {
         tcl_uop *src[2] = {a, b};
@@ -130,7 +130,7 @@ static void terms_free(term_list *l) {
 }
 
 /* a op b for two values of a signed dtype, wrapped like the machine (ADD and MUL only). */
-static int64_t wrapped(int op, int dtype, int64_t a, int64_t b) {
+static int64_t wrapped(tcl_op op, tcl_dtype dtype, int64_t a, int64_t b) {
     tcl_scalar src[2] = {tcl_scalar_cast(tcl_scalar_of_int(a), dtype), tcl_scalar_cast(tcl_scalar_of_int(b), dtype)};
     tcl_scalar out;
     if (tcl_alu_exec(op, dtype, src, 2, &out) != TCL_ALU_OK) return 0; /* not reached for ADD/MUL */
@@ -191,7 +191,7 @@ static ptrdiff_t find_term(const term_list *terms, size_t count, const tcl_uop *
 }
 
 /* Merges like terms in place, keeping each base at its first occurrence. */
-static void merge_like_terms(term_list *terms, int dtype) {
+static void merge_like_terms(term_list *terms, tcl_dtype dtype) {
     size_t kept = 0;
     for (size_t i = 0; i < terms->count; i++) {
         sum_term t = terms->items[i];
@@ -204,7 +204,7 @@ static void merge_like_terms(term_list *terms, int dtype) {
 
 /* (x % c)*m + (x // c)*(m*c) -> x*m, for MOD with IDIV and FLOORMOD with FLOORDIV: the
  * remainder plus c times the quotient is x for every x and every c != 0. */
-static void recombine_divmod(term_list *terms, int dtype) {
+static void recombine_divmod(term_list *terms, tcl_dtype dtype) {
     for (size_t i = 0; i < terms->count; i++) {
         sum_term *rem = &terms->items[i];
         int div_op = rem->base->op == TCL_OP_MOD ? TCL_OP_IDIV : rem->base->op == TCL_OP_FLOORMOD ? TCL_OP_FLOORDIV : -1;
@@ -231,18 +231,18 @@ static void recombine_divmod(term_list *terms, int dtype) {
 }
 
 /* acc + v (acc may be NULL: then v). Consumes both references. */
-static tcl_uop *append_term(const tcl_rewrite_call *call, int dtype, tcl_uop *acc, tcl_uop *v) {
+static tcl_uop *append_term(const tcl_rewrite_call *call, tcl_dtype dtype, tcl_uop *acc, tcl_uop *v) {
     return acc ? binary_node(call, TCL_OP_ADD, dtype, acc, v) : v;
 }
 
 /* base * coeff as a node (base itself when coeff is 1); a new reference. */
-static tcl_uop *scaled_term(const tcl_rewrite_call *call, int dtype, tcl_uop *base, int64_t coeff) {
+static tcl_uop *scaled_term(const tcl_rewrite_call *call, tcl_dtype dtype, tcl_uop *base, int64_t coeff) {
     if (coeff == 1) return tcl_uop_ref(base);
     return binary_node(call, TCL_OP_MUL, dtype, tcl_uop_ref(base), const_node(call, dtype, tcl_arg_int(coeff)));
 }
 
 /* The sum of the terms and k as a left-leaning ADD chain; a new reference. */
-static tcl_uop *build_sum(const tcl_rewrite_call *call, int dtype, const term_list *terms, int64_t k) {
+static tcl_uop *build_sum(const tcl_rewrite_call *call, tcl_dtype dtype, const term_list *terms, int64_t k) {
     tcl_uop *acc = NULL;
     for (size_t i = 0; i < terms->count; i++) {
         if (terms->items[i].coeff == 0) continue;
@@ -308,8 +308,8 @@ static int64_t gcd(int64_t a, int64_t b) {
 
 /* The interval of sum(coeff*base) + k over true integers, when the machine provably
  * computes it without wrapping: every product fits the dtype and so does the total. */
-static bool exact_sum_interval(int dtype, const term_list *terms, int64_t k, int64_t *lo_out, int64_t *hi_out) {
-    wide dmin = tcl_dtype_imin((tcl_dtype)dtype), dmax = (wide)tcl_dtype_umax((tcl_dtype)dtype);
+static bool exact_sum_interval(tcl_dtype dtype, const term_list *terms, int64_t k, int64_t *lo_out, int64_t *hi_out) {
+    wide dmin = tcl_dtype_imin(dtype), dmax = (wide)tcl_dtype_umax(dtype);
     wide lo = k, hi = k;
     if (!exact_small(k)) return false;
     for (size_t i = 0; i < terms->count; i++) {
@@ -332,7 +332,7 @@ static bool exact_sum_interval(int dtype, const term_list *terms, int64_t k, int
 /* x // c -> q and x % c -> x - q*c when the ranges of x fix the quotient q. */
 static tcl_status fold_fixed_quotient(const tcl_rewrite_call *call, bool floor, bool is_div, tcl_uop *x, int64_t c,
                                       tcl_uop **out) {
-    int dtype = call->root->dtype;
+    tcl_dtype dtype = call->root->dtype;
     int64_t lo, hi;
     *out = NULL;
     if (!tcl_uop_bounds(x, &lo, &hi) || !exact_small(lo) || !exact_small(hi) || (!floor && lo < 0)) return TCL_OK;
@@ -350,7 +350,8 @@ static tcl_status fold_fixed_quotient(const tcl_rewrite_call *call, bool floor, 
  * c, and the multiple of c in the constant, leave the division. */
 static tcl_status take_out_multiples(const tcl_rewrite_call *call, bool floor, bool is_div, const term_list *terms,
                                      int64_t k, int64_t c, tcl_uop **out) {
-    int op = call->root->op, dtype = call->root->dtype;
+    tcl_op op = call->root->op;
+    tcl_dtype dtype = call->root->dtype;
     term_list quotient, rest;
     terms_init(&quotient);
     terms_init(&rest);
@@ -380,7 +381,8 @@ static tcl_status take_out_multiples(const tcl_rewrite_call *call, bool floor, b
  * (g*X + r) // c -> X // (c/g) and (g*X + r) % c -> (X % (c/g))*g + r. */
 static tcl_status divide_common_factor(const tcl_rewrite_call *call, bool is_div, const term_list *terms, int64_t k,
                                        int64_t c, tcl_uop **out) {
-    int op = call->root->op, dtype = call->root->dtype;
+    tcl_op op = call->root->op;
+    tcl_dtype dtype = call->root->dtype;
     term_list scaled, rest;
     terms_init(&scaled);
     terms_init(&rest);
@@ -415,7 +417,7 @@ static tcl_status divide_common_factor(const tcl_rewrite_call *call, bool is_div
 /* x // c and x % c for a signed dtype and a constant c > 1 (the root's second source). */
 static tcl_status fold_divmod(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *root = call->root;
-    int op = root->op;
+    tcl_op op = root->op;
     bool floor = op == TCL_OP_FLOORDIV || op == TCL_OP_FLOORMOD, is_div = op == TCL_OP_FLOORDIV || op == TCL_OP_IDIV;
     const tcl_dtype_info *info = tcl_dtype_get(root->dtype);
     int64_t c;

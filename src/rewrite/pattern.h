@@ -19,8 +19,8 @@ _Static_assert(TCL_DTYPE_COUNT <= 32, "dtype sets are 32-bit masks");
 
 typedef struct tcl_opset { uint64_t bits[2]; } tcl_opset;
 
-static inline bool tcl_opset_has(const tcl_opset *s, int op) { return (s->bits[op >> 6] >> (op & 63)) & 1u; }
-static inline void tcl_opset_add(tcl_opset *s, int op) { s->bits[op >> 6] |= 1ull << (op & 63); }
+static inline bool tcl_opset_has(const tcl_opset *s, tcl_op op) { return (s->bits[op >> 6] >> (op & 63)) & 1u; }
+static inline void tcl_opset_add(tcl_opset *s, tcl_op op) { s->bits[op >> 6] |= 1ull << (op & 63); }
 
 typedef enum tcl_src_mode {
     TCL_SRC_FREE,     /* sources are not constrained */

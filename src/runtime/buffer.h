@@ -26,7 +26,7 @@
 
 typedef struct tcl_buffer {
     char device[TCL_DEVICE_NAME_CAP];
-    int dtype;
+    tcl_dtype dtype;
     size_t numel;
     size_t itemsize;
     size_t nbytes;
@@ -34,7 +34,7 @@ typedef struct tcl_buffer {
 } tcl_buffer;
 
 /* A new zero-filled buffer, or NULL with err set (unknown device, void dtype, size overflow,
- * out of memory). numel 0 is allowed. */
+ * out of memory). numel 0 is allowed. dtype is a raw id, checked here. */
 tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err);
 void tcl_buffer_free(tcl_buffer *b);
 

@@ -64,7 +64,7 @@ size_t tcl_emu_program_size(const tcl_emu_program *p);
 size_t tcl_emu_program_bytes(const tcl_emu_program *p);
 size_t tcl_emu_program_nparams(const tcl_emu_program *p);
 /* dtype and numel of parameter slot (slot < nparams). */
-void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, size_t *numel);
+void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, tcl_dtype *dtype, size_t *numel);
 /* The launch, with every size resolved (>= 1). */
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p);
 

@@ -13,7 +13,7 @@
 
 const char *const tcl_emu_special_names[6] = {"gidx0", "gidx1", "gidx2", "lidx0", "lidx1", "lidx2"};
 
-static bool is_signed_int(int dt) {
+static bool is_signed_int(tcl_dtype dt) {
     const tcl_dtype_info *d = tcl_dtype_get(dt);
     return d->is_int && !d->is_unsigned;
 }
@@ -69,7 +69,7 @@ static bool visible(const tcl_emu_program *p, int32_t s, int32_t loop) {
 }
 
 /* Source positions that only order (nothing is read from them). */
-static bool ordering_only(int op, uint32_t k) {
+static bool ordering_only(tcl_op op, uint32_t k) {
     switch (op) {
     case TCL_OP_SINK:
     case TCL_OP_GROUP:
@@ -454,7 +454,7 @@ size_t tcl_emu_program_bytes(const tcl_emu_program *p) { return p->bytes; }
 size_t tcl_emu_program_nparams(const tcl_emu_program *p) { return p->nparams; }
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p) { return p->launch; }
 
-void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, int *dtype, size_t *numel) {
+void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, tcl_dtype *dtype, size_t *numel) {
     *dtype = p->params[slot].dtype;
     *numel = p->params[slot].numel;
 }

@@ -50,7 +50,7 @@ typedef struct emu_inst {
 
 /* A kernel argument or a scratch buffer. */
 typedef struct emu_mem_info {
-    int dtype;
+    tcl_dtype dtype;
     int64_t slot;
     size_t numel, itemsize;
     size_t offset; /* scratch: byte offset in a thread's scratch block */

@@ -49,7 +49,7 @@ static tcl_buffer *test_buffer(lua_State *L, int idx) {
 }
 
 static int l_buffer(lua_State *L) {
-    int dtype = tcl_lua_check_dtype(L, 1);
+    tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
     if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
     lua_Integer numel = lua_tointeger(L, 2);
     if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
@@ -71,7 +71,7 @@ static int buffer_gc(lua_State *L) {
     return 0;
 }
 
-static const char *dtype_name(int dt) { return tcl_dtype_get(dt)->name; }
+static const char *dtype_name(tcl_dtype dt) { return tcl_dtype_get(dt)->name; }
 
 static int buffer_tostring(lua_State *L) {
     tcl_buffer *b = tcl_lua_check_buffer(L, 1);
@@ -267,7 +267,7 @@ static int program_index(lua_State *L) {
             size_t n = tcl_emu_program_nparams(p);
             lua_createtable(L, (int)n, 0);
             for (size_t i = 0; i < n; i++) {
-                int dtype;
+                tcl_dtype dtype;
                 size_t numel;
                 tcl_emu_program_param(p, i, &dtype, &numel);
                 lua_createtable(L, 0, 2);

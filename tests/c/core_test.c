@@ -69,15 +69,15 @@ static tcl_arg float_bits_arg(uint64_t bits) {
     return tcl_arg_float(f);
 }
 
-static tcl_uop *make_const(tcl_ctx *ctx, int dtype, tcl_arg arg) {
+static tcl_uop *make_const(tcl_ctx *ctx, tcl_dtype dtype, tcl_arg arg) {
     return tcl_uop_new(ctx, TCL_OP_CONST, dtype, NULL, 0, &arg, NULL);
 }
 
-static tcl_uop *make_unary(tcl_ctx *ctx, int op, int dtype, tcl_uop *x) {
+static tcl_uop *make_unary(tcl_ctx *ctx, tcl_op op, tcl_dtype dtype, tcl_uop *x) {
     return tcl_uop_new(ctx, op, dtype, &x, 1, NULL, NULL);
 }
 
-static tcl_uop *make_binary(tcl_ctx *ctx, int op, int dtype, tcl_uop *a, tcl_uop *b) {
+static tcl_uop *make_binary(tcl_ctx *ctx, tcl_op op, tcl_dtype dtype, tcl_uop *a, tcl_uop *b) {
     tcl_uop *src[2] = {a, b};
     return tcl_uop_new(ctx, op, dtype, src, 2, NULL, NULL);
 }
