@@ -232,30 +232,44 @@ tcl_uop *tcl_lua_check_uop(lua_State *L, int idx) {
 }
 
 /* The node's userdata, looked up in (and added to) the node cache at cache_idx; a new one
- * gets the metatable at mt_idx, or the registry's UOp metatable when mt_idx is 0. */
-static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx) {
-    if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) return;
+ * gets the metatable at mt_idx, or the registry's UOp metatable when mt_idx is 0. With
+ * `adopt` the caller hands over a reference of its own to u (a node it just built), which
+ * nothing may leak: the userdata takes it, or it is dropped when u has a userdata already. */
+static void push_uop_with(lua_State *L, tcl_uop *u, int cache_idx, int mt_idx, bool adopt) {
+    if (lua_rawgeti(L, cache_idx, (lua_Integer)u->id) == LUA_TUSERDATA) {
+        if (adopt) tcl_uop_unref(u); /* the userdata holds a reference of its own */
+        return;
+    }
     lua_pop(L, 1);
     /* A miss does not mean u has no userdata: the weak cache drops an entry as soon as its
      * userdata is unreachable, before that userdata's finalizer has run. Allocating the new
      * userdata may run that finalizer and release the last reference to u, so the context
-     * pins u across the allocation (a memory error leaves the pin to the next push). */
+     * pins u across the allocation. A memory error leaves the pin (the caller's reference,
+     * when adopted) to the next push or to the context's end, so nothing leaks. */
     tcl_ctx_pin(u->ctx, u);
+    if (adopt) tcl_uop_unref(u);
     uop_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->u = tcl_ctx_unpin(u->ctx);
+    box->u = NULL; /* owns nothing until its metatable (with __gc) is set */
     if (mt_idx) {
         lua_pushvalue(L, mt_idx);
         lua_setmetatable(L, -2);
     } else {
         luaL_setmetatable(L, UOP_MT);
     }
+    box->u = tcl_ctx_unpin(u->ctx);
     lua_pushvalue(L, -1);
     lua_rawseti(L, cache_idx, (lua_Integer)u->id);
 }
 
 void tcl_lua_push_uop(lua_State *L, tcl_uop *u) {
     lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);
-    push_uop_with(L, u, lua_gettop(L), 0);
+    push_uop_with(L, u, lua_gettop(L), 0, false);
+    lua_remove(L, -2);
+}
+
+void tcl_lua_push_new_uop(lua_State *L, tcl_uop *u) {
+    lua_getfield(L, LUA_REGISTRYINDEX, NODE_CACHE_KEY);
+    push_uop_with(L, u, lua_gettop(L), 0, true);
     lua_remove(L, -2);
 }
 
@@ -335,8 +349,7 @@ static int l_uop_fast(lua_State *L) {
     tcl_lua_to_arg(L, 5, &tag, "uop tag");
     tcl_uop *u = tcl_uop_new(ctx, op, dtype, src, nsrc, &arg, &tag);
     if (!u) return luaL_error(L, "uop: %s", tcl_ctx_error(ctx));
-    push_uop_with(L, u, lua_upvalueindex(5), lua_upvalueindex(6));
-    tcl_uop_unref(u);
+    push_uop_with(L, u, lua_upvalueindex(5), lua_upvalueindex(6), true);
     return 1;
 }
 

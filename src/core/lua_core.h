@@ -12,6 +12,10 @@ int luaopen_tcl_core(lua_State *L);
 tcl_ctx *tcl_lua_ctx(lua_State *L);
 /* Pushes the one userdata of node u (the userdata holds its own reference). */
 void tcl_lua_push_uop(lua_State *L, tcl_uop *u);
+/* The same for a node the caller holds a reference to (one it just built), which this takes
+ * over, also when the push raises a memory error: `tcl_lua_push_new_uop(L, u)` replaces
+ * `tcl_lua_push_uop(L, u); tcl_uop_unref(u);`, which would leak u on that error. */
+void tcl_lua_push_new_uop(lua_State *L, tcl_uop *u);
 /* Borrowed node at idx, or a Lua error naming the argument. */
 tcl_uop *tcl_lua_check_uop(lua_State *L, int idx);
 tcl_uop *tcl_lua_test_uop(lua_State *L, int idx);

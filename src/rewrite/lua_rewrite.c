@@ -220,19 +220,31 @@ static void push_stat_row(lua_State *L, const tcl_rule *r) {
     lua_setfield(L, -2, "seconds");
 }
 
+/* Protected: with REWRITE_STATS, appends the counts of the rule (argument 1) to the rows the
+ * report at close prints. */
+static int keep_stat_row(lua_State *L) {
+    const tcl_rule *rule = lua_touserdata(L, 1);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY) != LUA_TTABLE) return 0;
+    push_stat_row(L, rule);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    return 0;
+}
+
 static int rule_gc(lua_State *L) {
     rule_box *rb = luaL_checkudata(L, 1, RULE_MT);
-    if (rb->rule) {
-        /* with REWRITE_STATS, a dying rule leaves its counts for the report at close */
-        if (rb->rule->attempts && lua_getfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY) == LUA_TTABLE) {
-            push_stat_row(L, rb->rule);
-            lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        }
-        lua_pop(L, 1);
-        if (rb->rule->callback_ref >= 0) luaL_unref(L, LUA_REGISTRYINDEX, rb->rule->callback_ref);
-        tcl_rule_free(rb->rule);
-        rb->rule = NULL;
+    tcl_rule *rule = rb->rule;
+    if (!rule) return 0;
+    rb->rule = NULL;
+    /* a dying rule leaves its counts for the report; in protected mode, so that a memory error
+     * cannot skip the free below (the counts are lost then) */
+    if (rule->attempts) {
+        lua_pushcfunction(L, keep_stat_row);
+        lua_pushlightuserdata(L, rule);
+        if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
     }
+    int callback_ref = rule->callback_ref;
+    tcl_rule_free(rule);
+    if (callback_ref >= 0) luaL_unref(L, LUA_REGISTRYINDEX, callback_ref);
     return 0;
 }
 
@@ -308,6 +320,22 @@ static int traceback_handler(lua_State *L) {
     return 1;
 }
 
+/* The Lua work of the hooks below that may raise (every allocation may: a table, a node's
+ * userdata) runs in protected mode: they are called from inside the C rewriter, whose memory
+ * an error unwinding through it would leak. */
+
+/* Protected: pushes the bindings table {name = node} of the rule call (argument 1). */
+static int push_bindings(lua_State *L) {
+    const tcl_rewrite_call *call = lua_touserdata(L, 1);
+    lua_createtable(L, 0, (int)call->rule->nslots);
+    for (uint32_t i = 0; i < call->rule->nslots; i++) {
+        if (!call->binds[i]) continue;
+        tcl_lua_push_uop(L, call->binds[i]);
+        lua_setfield(L, -2, call->rule->slot_names[i]);
+    }
+    return 1;
+}
+
 static tcl_status call_lua_rule(void *data, const tcl_rewrite_call *call, tcl_uop **out) {
     lua_hook *h = data;
     lua_State *L = h->L;
@@ -317,11 +345,12 @@ static tcl_status call_lua_rule(void *data, const tcl_rewrite_call *call, tcl_uo
     lua_pushcfunction(L, traceback_handler);
     int handler = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, call->rule->callback_ref);
-    lua_createtable(L, 0, (int)call->rule->nslots);
-    for (uint32_t i = 0; i < call->rule->nslots; i++) {
-        if (!call->binds[i]) continue;
-        tcl_lua_push_uop(L, call->binds[i]);
-        lua_setfield(L, -2, call->rule->slot_names[i]);
+    lua_pushcfunction(L, push_bindings);
+    lua_pushlightuserdata(L, (void *)call);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) { /* a memory error: the only one push_bindings raises */
+        tcl_fail(e, TCL_ERR_MEMORY, "rule at %s: %s", call->rule->location, lua_tostring(L, -1));
+        lua_pop(L, 3);
+        return TCL_ERR_MEMORY;
     }
     lua_pushvalue(L, h->ctx_index);
     if (lua_pcall(L, 2, 1, handler) != LUA_OK) {
@@ -342,18 +371,40 @@ static tcl_status call_lua_rule(void *data, const tcl_rewrite_call *call, tcl_uo
     return status;
 }
 
+typedef struct traced_match {
+    const tcl_rule *rule;
+    tcl_uop *before, *after;
+} traced_match;
+
+/* Protected: appends {rule =, before =, after =} for the match (argument 1) to the list
+ * (argument 2). */
+static int append_match(lua_State *L) {
+    const traced_match *m = lua_touserdata(L, 1);
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, m->rule->location);
+    lua_setfield(L, -2, "rule");
+    tcl_lua_push_uop(L, m->before);
+    lua_setfield(L, -2, "before");
+    tcl_lua_push_uop(L, m->after);
+    lua_setfield(L, -2, "after");
+    lua_rawseti(L, 2, (lua_Integer)lua_rawlen(L, 2) + 1);
+    return 0;
+}
+
 static tcl_status record_match(void *data, const tcl_rule *rule, tcl_uop *before, tcl_uop *after) {
     lua_hook *h = data;
     lua_State *L = h->L;
-    if (!h->trace_index || !lua_checkstack(L, 4)) return TCL_OK;
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, rule->location);
-    lua_setfield(L, -2, "rule");
-    tcl_lua_push_uop(L, before);
-    lua_setfield(L, -2, "before");
-    tcl_lua_push_uop(L, after);
-    lua_setfield(L, -2, "after");
-    lua_rawseti(L, h->trace_index, (lua_Integer)lua_rawlen(L, h->trace_index) + 1);
+    if (!h->trace_index || !lua_checkstack(L, 4)) return TCL_OK; /* a trace is best effort */
+    traced_match m = {rule, before, after};
+    lua_pushcfunction(L, append_match);
+    lua_pushlightuserdata(L, &m);
+    lua_pushvalue(L, h->trace_index);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+        tcl_status status = tcl_fail(tcl_ctx_last_error(before->ctx), TCL_ERR_MEMORY, "graph_rewrite: tracing: %s",
+                                     lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return status;
+    }
     return TCL_OK;
 }
 
@@ -408,8 +459,7 @@ static int l_graph_rewrite(lua_State *L) {
         lua_pushstring(L, tcl_ctx_error(root->ctx));
         return lua_error(L);
     }
-    tcl_lua_push_uop(L, result);
-    tcl_uop_unref(result);
+    tcl_lua_push_new_uop(L, result);
     if (trace) { /* one record per pass: name, before, after, matches */
         lua_getfield(L, LUA_REGISTRYINDEX, TRACES_KEY);
         lua_createtable(L, 0, 4);
@@ -447,9 +497,8 @@ static int l_rewrite_once(lua_State *L) {
         lua_pushstring(L, tcl_ctx_error(u->ctx));
         return lua_error(L);
     }
-    if (!r) { lua_pushnil(L); return 1; }
-    tcl_lua_push_uop(L, r);
-    tcl_uop_unref(r);
+    if (r) tcl_lua_push_new_uop(L, r);
+    else lua_pushnil(L);
     return 1;
 }
 
@@ -474,8 +523,7 @@ static int l_substitute(lua_State *L) {
     }
     tcl_uop *r = tcl_substitute(root, keys, vals, n);
     if (!r) return luaL_error(L, "%s", tcl_ctx_error(root->ctx));
-    tcl_lua_push_uop(L, r);
-    tcl_uop_unref(r);
+    tcl_lua_push_new_uop(L, r);
     return 1;
 }
 
@@ -520,8 +568,8 @@ static int by_seconds_desc(const void *a, const void *b) {
  * (it was marked for finalization first), merges rows by location and prints them. */
 static int print_stats_at_close(lua_State *L) {
     lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    stat_row *rows = malloc((size_t)(n ? n : 1) * sizeof *rows);
-    if (!rows) return 0;
+    /* a userdata, not malloc: the reads below may raise (a memory error) */
+    stat_row *rows = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *rows, 0);
     size_t count = 0;
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 1, i);
@@ -544,7 +592,6 @@ static int print_stats_at_close(lua_State *L) {
     for (size_t i = 0; i < count; i++)
         fprintf(stderr, "%10.3f %12llu %12llu  %s\n", rows[i].seconds * 1e3, (unsigned long long)rows[i].matches,
                 (unsigned long long)rows[i].attempts, rows[i].location);
-    free(rows);
     return 0;
 }
 

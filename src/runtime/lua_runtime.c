@@ -16,7 +16,8 @@
  *   runtime.max_buffer_bytes(device) -> the largest buffer the device can hold, in bytes (nil: unknown)
  *
  * Each Buffer and Program userdata owns its C object and frees it in its finalizer; C
- * objects are built into a userdata that already exists, so a Lua error never leaks one. */
+ * objects are built into a userdata that already exists, so a Lua error never leaks one.
+ * Other C memory a binding holds while Lua may raise is owned by a box (core/lua_box.h). */
 #include "lua_runtime.h"
 
 #include <lauxlib.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/lua_box.h"
 #include "core/lua_core.h"
 #include "emu.h"
 
@@ -310,10 +312,13 @@ static int program_run(lua_State *L) {
 
 static int program_dump(lua_State *L) {
     tcl_emu_program *p = check_program(L, 1);
-    char *text = tcl_emu_program_dump(p);
-    if (!text) return luaL_error(L, "Program:dump: out of memory");
-    lua_pushstring(L, text);
-    free(text);
+    /* the text is malloc'd and pushing it may raise: a to-be-closed box owns it, and frees it
+     * when this function returns or raises */
+    tcl_lua_box *text = tcl_lua_box_push(L, free);
+    lua_toclose(L, -1);
+    text->ptr = tcl_emu_program_dump(p);
+    if (!text->ptr) return luaL_error(L, "Program:dump: out of memory");
+    lua_pushstring(L, text->ptr);
     return 1;
 }
 

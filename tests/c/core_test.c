@@ -1,7 +1,9 @@
 /* core_test.c — C tests of the core layer (src/core): interning and identity, every field
  * making a difference, float constants by bit pattern, freeing (deep chains, wide DAGs,
  * table deletions), cached toposort, error paths, content hashes across contexts, contexts
- * on two threads (C and Lua states), and node identity shared between C and Lua.
+ * on two threads (C and Lua states), node identity shared between C and Lua, and the Lua
+ * bindings under a memory error at every allocation (no leak, no crash: the Sanitize build's
+ * leak checker sees any C memory a Lua error leaked).
  *
  * Usage: core_test [repository root]   (default: the source tree it was built from)
  * The root's lua/ is Lua's package.path and tests/fixed_graph.lua the Lua twin of
@@ -22,6 +24,8 @@
 #include "core/lua_core.h"
 #include "core/uop.h"
 #include "fixed_graph.h"
+#include "rewrite/lua_rewrite.h"
+#include "runtime/lua_runtime.h"
 
 /* ---- checks ---- */
 
@@ -902,6 +906,108 @@ static void test_c_and_lua_identity(const char *source_root) {
     lua_close(L);
 }
 
+
+/* ---- the Lua bindings under memory errors ---- */
+
+/* A Lua allocator that refuses every allocation once `allowed` have been made while
+ * `limiting` (frees and shrinking always work, as Lua requires). */
+typedef struct limited_memory {
+    bool limiting;
+    size_t allowed;
+} limited_memory;
+
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    limited_memory *m = ud;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (m->limiting && nsize > (ptr ? osize : 0)) {
+        if (m->allowed == 0) return NULL;
+        m->allowed--;
+    }
+    return realloc(ptr, nsize);
+}
+
+/* Every binding that holds C memory or a node reference while Lua may raise: nodes built
+ * (each pushed as a new reference), a rewrite calling a Lua rule with tracing on, rewrite_once,
+ * substitute, an EMU program built, run and listed. */
+static const char memory_error_script[] =
+    "local core, rewrite, runtime = require 'tcl.core', require 'tcl.rewrite', require 'tcl.runtime'\n"
+    "local function c(v) return core.uop('CONST', 'int32', nil, v) end\n"
+    "local sum = core.uop('ADD', 'int32', {c(1), c(2)})\n"
+    "local rule = rewrite.rule({op = {core.ops.ADD}, name = 'x'}, function(b)\n"
+    "  return core.uop('SUB', 'int32', {b.x:source(1), core.uop('NEG', 'int32', {b.x:source(2)})})\n"
+    "end, 'memory_errors:1')\n"
+    "local m = rewrite.matcher({rule})\n"
+    "local out = rewrite.graph_rewrite(core.uop('NEG', 'int32', {sum}), m, {trace = true})\n"
+    "rewrite.rewrite_once(sum, m)\n"
+    "rewrite.substitute(out, {[c(1)] = c(5)})\n"
+    "local list = {}\n"
+    "local function add(op, dtype, src, arg) local n = core.uop(op, dtype, src, arg); list[#list + 1] = n; return n end\n"
+    "local param = add('PARAM', 'int32', nil, {0, 2})\n"
+    "local index = add('INDEX', 'int32', {param, add('CONST', 'index', nil, 1)})\n"
+    "add('STORE', nil, {index, add('CONST', 'int32', nil, 7)})\n"
+    "local program = runtime.program(list, {name = 'memory_errors'})\n"
+    "local buffer = runtime.buffer('int32', 2)\n"
+    "program:run({buffer})\n"
+    "return program:dump(), buffer:read()[2]\n";
+
+static lua_State *open_limited_state(limited_memory *memory) {
+    lua_State *L = lua_newstate(limited_alloc, memory);
+    if (!L) return NULL;
+    luaL_openlibs(L);
+    static const luaL_Reg modules[] = {{"tcl.core", luaopen_tcl_core}, {"tcl.alu", luaopen_tcl_alu},
+                                       {"tcl.rewrite", luaopen_tcl_rewrite}, {"tcl.runtime", luaopen_tcl_runtime},
+                                       {NULL, NULL}};
+    for (const luaL_Reg *m = modules; m->name; m++) {
+        luaL_requiref(L, m->name, m->func, 0);
+        lua_pop(L, 1);
+    }
+    return L;
+}
+
+/* Runs the script with a budget of 0, 1, 2, ... allocations until it succeeds: every
+ * allocation it makes fails once, in its own state. */
+static void test_lua_memory_errors(void) {
+    size_t failed_runs = 0, unexpected = 0;
+    bool succeeded = false;
+    for (size_t budget = 0; budget < 100000 && !succeeded; budget++) {
+        limited_memory memory = {false, 0};
+        lua_State *L = open_limited_state(&memory);
+        if (!L) {
+            CHECK(L != NULL);
+            return;
+        }
+        if (luaL_loadstring(L, memory_error_script) != LUA_OK) {
+            CHECK_CONTAINS(lua_tostring(L, -1), "(the script compiles)");
+            lua_close(L);
+            return;
+        }
+        memory.allowed = budget;
+        memory.limiting = true;
+        int status = lua_pcall(L, 0, 2, 0);
+        memory.limiting = false;
+        if (status == LUA_OK) {
+            succeeded = true;
+            CHECK_CONTAINS(lua_tostring(L, -2), "kernel 'memory_errors': 5 instructions");
+            CHECK(lua_tointeger(L, -1) == 7);
+        } else {
+            failed_runs++;
+            /* a memory error, or the message of a binding that reports one in its own words */
+            const char *msg = lua_tostring(L, -1);
+            if (!msg || !(strstr(msg, "not enough memory") || strstr(msg, "out of memory") ||
+                          strstr(msg, "error in error handling"))) {
+                if (unexpected++ < 3) fprintf(stderr, "  budget %zu: unexpected error: %s\n", budget, msg ? msg : "?");
+            }
+        }
+        lua_close(L);
+    }
+    CHECK(succeeded);
+    CHECK(failed_runs > 100); /* the script allocates; each of those allocations failed once */
+    CHECK(unexpected == 0);
+}
+
 int main(int argc, char **argv) {
     const char *source_root = argc > 1 ? argv[1] : TCLC_TEST_SOURCE_ROOT;
     test_identical_construction();
@@ -915,6 +1021,7 @@ int main(int argc, char **argv) {
     test_content_hash();
     test_contexts_on_threads(source_root);
     test_c_and_lua_identity(source_root);
+    test_lua_memory_errors();
     printf("core_test: %d passed, %d failed\n", checks_passed, checks_failed);
     return checks_failed ? 1 : 0;
 }
