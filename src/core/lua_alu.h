@@ -4,6 +4,8 @@
 
 #include <lua.h>
 
-int luaopen_tcl_alu(lua_State *L);
+#include "lua_export.h"
+
+TCL_LUAOPEN_API int luaopen_tcl_alu(lua_State *L);
 
 #endif

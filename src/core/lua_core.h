@@ -5,9 +5,10 @@
 
 #include <lua.h>
 
+#include "lua_export.h"
 #include "uop.h"
 
-int luaopen_tcl_core(lua_State *L);
+TCL_LUAOPEN_API int luaopen_tcl_core(lua_State *L);
 /* The context owned by this Lua state (opens tcl.core if needed). */
 tcl_ctx *tcl_lua_ctx(lua_State *L);
 /* Pushes the one userdata of node u (the userdata holds its own reference). */

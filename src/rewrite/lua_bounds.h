@@ -4,6 +4,8 @@
 
 #include <lua.h>
 
-int luaopen_tcl_bounds(lua_State *L);
+#include "core/lua_export.h"
+
+TCL_LUAOPEN_API int luaopen_tcl_bounds(lua_State *L);
 
 #endif

@@ -6,8 +6,9 @@
 #include <lua.h>
 
 #include "buffer.h"
+#include "core/lua_export.h"
 
-int luaopen_tcl_runtime(lua_State *L);
+TCL_LUAOPEN_API int luaopen_tcl_runtime(lua_State *L);
 /* The buffer of the Buffer userdata at idx, or a Lua error naming the argument. */
 tcl_buffer *tcl_lua_check_buffer(lua_State *L, int idx);
 
