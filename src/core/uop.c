@@ -147,7 +147,8 @@ static inline uint64_t hash_finish(uint64_t h) {
     return h ^ (h >> 33);
 }
 
-static uint64_t identity_hash(tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h, uint64_t tag_h) {
+static uint64_t identity_hash(tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc, uint64_t arg_h,
+                              uint64_t tag_h) {
     uint64_t h = hash_word(0x243f6a8885a308d3ull, ((uint64_t)op << 40) | ((uint64_t)dtype << 32) | (uint64_t)nsrc);
     h = hash_word(h, arg_h);
     h = hash_word(h, tag_h);
@@ -224,8 +225,8 @@ static void table_remove(tcl_ctx *ctx, tcl_uop *u) {
 static const tcl_arg no_arg = {TCL_ARG_NONE, 0, {.i = 0}};
 
 /* The live node equal to the given fields (h: their identity hash), or NULL. */
-static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, tcl_op op, tcl_dtype dtype, tcl_uop *const *src, size_t nsrc,
-                             const tcl_arg *arg, const tcl_arg *tag) {
+static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, tcl_op op, tcl_dtype dtype, tcl_uop *const *src,
+                             size_t nsrc, const tcl_arg *arg, const tcl_arg *tag) {
     size_t mask = ctx->cap - 1;
     for (size_t i = h & mask; ctx->slots[i].node; i = (i + 1) & mask)
         if (ctx->slots[i].hash == h && node_matches(ctx->slots[i].node, op, dtype, src, nsrc, arg, tag))

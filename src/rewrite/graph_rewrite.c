@@ -33,7 +33,9 @@ typedef struct rewriter {
     uint32_t nrecent;
 } rewriter;
 
-static tcl_status out_of_memory(rewriter *rw) { return tcl_fail(rw->error, TCL_ERR_MEMORY, "graph_rewrite: out of memory"); }
+static tcl_status out_of_memory(rewriter *rw) {
+    return tcl_fail(rw->error, TCL_ERR_MEMORY, "graph_rewrite: out of memory");
+}
 
 static tcl_status push(rewriter *rw, tcl_uop *node, uint32_t chain, uint8_t stage) {
     if (rw->sp == rw->cap) {

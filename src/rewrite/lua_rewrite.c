@@ -341,7 +341,8 @@ static tcl_status call_lua_rule(void *data, const tcl_rewrite_call *call, tcl_uo
     lua_State *L = h->L;
     tcl_error *e = tcl_ctx_last_error(call->ctx);
     *out = NULL;
-    if (!lua_checkstack(L, 6)) return tcl_fail(e, TCL_ERR_LIMIT, "rule at %s: Lua stack overflow", call->rule->location);
+    if (!lua_checkstack(L, 6))
+        return tcl_fail(e, TCL_ERR_LIMIT, "rule at %s: Lua stack overflow", call->rule->location);
     lua_pushcfunction(L, traceback_handler);
     int handler = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, call->rule->callback_ref);

@@ -369,7 +369,8 @@ static tcl_status take_out_multiples(const tcl_rewrite_call *call, bool floor, b
                (floor || rlo >= 0)) {
         tcl_uop *result =
             binary_node(call, op, dtype, build_sum(call, dtype, &rest, kr), const_node(call, dtype, tcl_arg_int(c)));
-        if (is_div && result) result = binary_node(call, TCL_OP_ADD, dtype, build_sum(call, dtype, &quotient, kq), result);
+        if (is_div && result)
+            result = binary_node(call, TCL_OP_ADD, dtype, build_sum(call, dtype, &quotient, kq), result);
         status = built(call, result, out);
     }
     terms_free(&quotient);
@@ -423,7 +424,8 @@ static tcl_status fold_divmod(const tcl_rewrite_call *call, tcl_uop **out) {
     int64_t c;
     *out = NULL;
     if (!floor && op != TCL_OP_IDIV && op != TCL_OP_MOD) return TCL_OK;
-    if (!info->is_int || info->is_unsigned || !const_value(root->src[1], &c) || c <= 1 || c > EXACT_LIMIT) return TCL_OK;
+    if (!info->is_int || info->is_unsigned || !const_value(root->src[1], &c) || c <= 1 || c > EXACT_LIMIT)
+        return TCL_OK;
     tcl_uop *x = root->src[0];
     tcl_status status = fold_fixed_quotient(call, floor, is_div, x, c, out);
     if (status != TCL_OK || *out) return status;

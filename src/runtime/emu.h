@@ -4,7 +4,8 @@
  * EMU is the reference semantics of kernels: every ALU op goes through tcl_alu_exec (the
  * one definition of scalar semantics, core/alu.h), every load and store through the
  * storage conversions of buffer.h, and every memory access is bounds-checked. Other
- * devices are tested against it.
+ * devices are tested against it. Built in emu_build.c, run in emu_run.c, listed in
+ * emu_listing.c; emu_program.h is the program layout they share.
  *
  * A program is built from a linear list of kernel nodes (src/core/ENCODINGS.md,
  * "Kernels"): each node after its sources, a RANGE opening a loop that its END closes.
