@@ -596,6 +596,42 @@ static void test_error_paths(void) {
     tcl_ctx_free(NULL); /* allowed */
 }
 
+/* ---- the error convention (core/error.h) ---- */
+
+static void test_error_convention(void) {
+    tcl_error e;
+    tcl_error_clear(&e);
+    CHECK(e.status == TCL_OK && e.message[0] == '\0');
+    /* a message built in parts: the setter returns its status, appending keeps it */
+    CHECK(tcl_fail(&e, TCL_ERR_RUNTIME, "kernel '%s': ", "k") == TCL_ERR_RUNTIME);
+    CHECK(tcl_error_append(&e, "index %d", 4) == TCL_ERR_RUNTIME);
+    CHECK(strcmp(e.message, "kernel 'k': index 4") == 0);
+    /* a message longer than the buffer is cut; appending to a full one changes nothing */
+    static char long_text[2 * TCL_ERROR_MESSAGE_CAP];
+    memset(long_text, 'x', sizeof long_text - 1);
+    tcl_fail(&e, TCL_ERR_INVALID, "%s", long_text);
+    CHECK(e.status == TCL_ERR_INVALID && strlen(e.message) == TCL_ERROR_MESSAGE_CAP - 1);
+    tcl_error_append(&e, "more");
+    CHECK(strlen(e.message) == TCL_ERROR_MESSAGE_CAP - 1 && strchr(e.message, 'm') == NULL);
+    tcl_error_clear(&e);
+    CHECK(e.status == TCL_OK && e.message[0] == '\0');
+    CHECK(strcmp(tcl_status_name(TCL_ERR_MEMORY), "out of memory") == 0);
+    CHECK(strcmp(tcl_status_name(TCL_OK), "ok") == 0);
+
+    /* a context keeps its last failure, status and message, until the next one */
+    tcl_ctx *ctx = tcl_ctx_new();
+    CHECK(tcl_ctx_status(ctx) == TCL_OK && tcl_ctx_error(ctx)[0] == '\0');
+    CHECK(tcl_uop_new(ctx, TCL_OP_ADD, TCL_INT32, NULL, 0, NULL, NULL) == NULL);
+    CHECK(tcl_ctx_status(ctx) == TCL_ERR_INVALID);
+    CHECK(tcl_ctx_last_error(ctx)->status == TCL_ERR_INVALID);
+    CHECK(tcl_ctx_error(ctx) == tcl_ctx_last_error(ctx)->message);
+    tcl_uop *c = make_const(ctx, TCL_INT32, tcl_arg_int(1));
+    CHECK(c != NULL && tcl_ctx_status(ctx) == TCL_ERR_INVALID); /* a success leaves it */
+    CHECK_CONTAINS(tcl_ctx_error(ctx), "ADD takes 2 source(s), got 0");
+    tcl_uop_unref(c);
+    tcl_ctx_free(ctx);
+}
+
 /* ---- content hash ---- */
 
 static void test_content_hash(void) {
@@ -1018,6 +1054,7 @@ int main(int argc, char **argv) {
     test_table_shrinks();
     test_toposort();
     test_error_paths();
+    test_error_convention();
     test_content_hash();
     test_contexts_on_threads(source_root);
     test_c_and_lua_identity(source_root);
