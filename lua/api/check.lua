@@ -33,9 +33,15 @@ end
 local fail = M.fail
 
 --- "(2, 3)", "(4,)" and "()" like Python tuples, so shapes read the same as in tinygrad.
+--  Entries that are not numbers (a list the user gave) are shown by their type name.
 function M.shape_str(shape)
-  if #shape == 1 then return "(" .. shape[1] .. ",)" end
-  return "(" .. table.concat(shape, ", ") .. ")"
+  local parts = {}
+  for i = 1, #shape do
+    local v = shape[i]
+    parts[i] = type(v) == "number" and tostring(v) or M.type_name(v)
+  end
+  if #parts == 1 then return "(" .. parts[1] .. ",)" end
+  return "(" .. table.concat(parts, ", ") .. ")"
 end
 
 --- A short description of a Lua value for "expected X, got Y" messages.
@@ -88,29 +94,32 @@ M.MAX_HOST_VALUES = 1 << 27
 --  build in a Lua list.
 function M.host_values(fn, n, things)
   if n > M.MAX_HOST_VALUES then
-    fail(fn, "%s %s are more than the 2^27 (%d) built in one Lua list", string.format("%.0f", n), things or "values",
-      M.MAX_HOST_VALUES)
+    fail(fn, "%s %s are more than the 2^27 (%d) built in one Lua list", n < 2 ^ 64 and string.format("%.0f", n)
+      or string.format("%g", n), things or "values", M.MAX_HOST_VALUES)
   end
   return n
 end
 
+-- The user-facing name of each function of the Tensor class and of each metamethod of its
+-- instances (api.tensor fills it: function -> name). Looked up by identity, so the name does
+-- not depend on how the user called the function (`local mm = Tensor.matmul; mm(a, b)`).
+M.function_names = setmetatable({}, { __mode = "k" })
+
 --- The name of the user-facing function that is running: the outermost frame of the API
 --  (metamethods by their operation: __mul is "mul", __call "Tensor"). For errors raised
 --  where only the shape of a result is known.
---  The frame's name is unknown when it was tail-called; then this says "Tensor": the
---  functions check the shapes they make from their arguments themselves, and this is only
---  the safety net.
+--  A function that was tail-called from another one of the API is named by itself (the
+--  caller's frame is gone); the functions check the shapes they make from their arguments
+--  themselves, and this is only the safety net.
 function M.api_function()
   local outermost, level = nil, 2
   while true do
-    local info = debug.getinfo(level, "Snt")
+    local info = debug.getinfo(level, "Sf")
     if info == nil or not is_api_frame(info) then break end
     outermost = info
     level = level + 1
   end
-  local name = outermost and not outermost.istailcall and outermost.name
-  if not name or name == "__call" then return "Tensor" end
-  return (name:gsub("^__", ""))
+  return outermost and M.function_names[outermost.func] or "Tensor"
 end
 
 --- An integer >= minimum.
@@ -129,7 +138,7 @@ end
 --- A table; `nil` is allowed when optional is true.
 function M.table(fn, what, v, optional)
   if v == nil and optional then return nil end
-  if type(v) ~= "table" then fail(fn, "%s must be a table, got %s", what, M.type_name(v)) end
+  if type(v) ~= "table" or class.is_tensor(v) then fail(fn, "%s must be a table, got %s", what, M.type_name(v)) end
   return v
 end
 
@@ -152,7 +161,7 @@ function M.dims(fn, dims, shape)
     for a = 0, #shape - 1 do axes[#axes + 1] = a end
     return axes
   end
-  if type(dims) == "table" then
+  if type(dims) == "table" and not class.is_tensor(dims) then
     local seen = {}
     for _, d in ipairs(dims) do
       local a = M.dim(fn, d, shape)
@@ -174,7 +183,7 @@ function M.shape_args(fn, ...)
   local n = select("#", ...)
   local first = ...
   local list, next_index
-  if type(first) == "table" then
+  if type(first) == "table" and not class.is_tensor(first) then
     list, next_index = first, 2
   else
     list, next_index = {}, 1
@@ -202,7 +211,9 @@ end
 --- A shape given as one argument: a size or a table of sizes (full, randint).
 function M.shape(fn, shape)
   if type(shape) == "number" then shape = { shape } end
-  if type(shape) ~= "table" then fail(fn, "shape must be a table of sizes, got %s", M.type_name(shape)) end
+  if type(shape) ~= "table" or class.is_tensor(shape) then
+    fail(fn, "shape must be a table of sizes, got %s", M.type_name(shape))
+  end
   return (M.shape_args(fn, shape))
 end
 
@@ -214,7 +225,7 @@ function M.shape_and_options(fn, ...)
   local opts = nil
   if next_index <= n then
     opts = select(next_index, ...)
-    if type(opts) ~= "table" then fail(fn, "sizes must be integers, got %s", M.type_name(opts)) end
+    if type(opts) ~= "table" or class.is_tensor(opts) then fail(fn, "sizes must be integers, got %s", M.type_name(opts)) end
     if next_index < n then fail(fn, "too many arguments: a shape and an options table expected") end
   end
   return shape, opts
@@ -223,7 +234,7 @@ end
 --- Options table {dtype=, device=, ...}: nil becomes {}, unknown keys fail.
 function M.options(fn, opts, known)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(fn, "options must be a table, got %s", M.type_name(opts)) end
+  if type(opts) ~= "table" or class.is_tensor(opts) then fail(fn, "options must be a table, got %s", M.type_name(opts)) end
   for k in pairs(opts) do
     if not known[k] then fail(fn, "unknown option '%s'", tostring(k)) end
   end

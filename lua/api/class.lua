@@ -25,7 +25,7 @@ local properties = {
 }
 
 instance_mt.__index = function(t, key)
-  if math.type(key) == "integer" then return Tensor.index(t, key) end
+  if type(key) == "number" then return Tensor.index(t, key) end -- t[2.0] too; t[1.5] fails
   local method = Tensor[key]
   if method ~= nil then return method end
   local property = properties[key]
@@ -33,9 +33,11 @@ instance_mt.__index = function(t, key)
   return nil
 end
 
--- Properties and methods cannot be overwritten on a tensor; other fields (user annotations) can.
+-- Properties, methods and elements cannot be overwritten on a tensor; other fields (user
+-- annotations) can. A nil key is refused as for any table, but naming Tensor.
 instance_mt.__newindex = function(t, key, value)
-  if properties[key] or Tensor[key] ~= nil or math.type(key) == "integer" then
+  if key == nil then error("Tensor: cannot set a field whose key is nil", 2) end
+  if properties[key] or Tensor[key] ~= nil or type(key) == "number" then
     error("Tensor: cannot set '" .. tostring(key) .. "' (tensors are immutable; ops build new ones)", 2)
   end
   rawset(t, key, value)

@@ -133,14 +133,17 @@ function M.scalar(value, opts)
   return from_values(dtype, { alu.cast(value, dtype) }, {}, device)
 end
 
-function M.full(shape, value, opts)
-  local fn = "full"
-  shape = check.shape(fn, shape)
+-- full under the name fn ("full" or "full_like"); shape is checked.
+local function full_as(fn, shape, value, opts)
   if type(value) ~= "number" and type(value) ~= "boolean" then
     fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
   end
   local dtype, device = options(fn, opts, rules.of_value(value))
   return nodes.const(value, dtype, shape, device)
+end
+
+function M.full(shape, value, opts)
+  return full_as("full", check.shape("full", shape), value, opts)
 end
 
 -- zeros and ones: a CONST fill, float32 unless a dtype is given.
@@ -188,7 +191,7 @@ end
 
 function M.full_like(t, value, opts)
   local shape, o = like_options("full_like", t, opts)
-  return M.full(shape, value, o)
+  return full_as("full_like", shape, value, o)
 end
 
 --- arange(stop), arange(start, stop[, step]): start, start+step, ... up to stop (excluded).
@@ -242,26 +245,31 @@ function M.eye(n, m, opts)
   n = check.integer_at_least(fn, "n", n, 0)
   m = m == nil and n or check.integer_at_least(fn, "m", m, 0)
   check.shape_fits(fn, { n, m })
+  if not nodes.band_mask_fits(n, m) then fail(fn, "the %d x %d mask needs more than 2^53 elements", n, m) end
   local dtype, device = options(fn, opts, rules.default_float)
   return nodes.cast(nodes.band_mask(n, m, 0, 0, device), dtype)
 end
 
---- Keeps the elements on and above diagonal k of the last two dims (zeros elsewhere).
-function M.triu(x, k)
-  check.tensor("triu", x)
-  if #x._shape < 2 then fail("triu", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
-  k = k == nil and 0 or check.integer("triu", "diagonal", k)
+-- x with the elements outside the band lo <= col - row <= hi of its last two dims zeroed;
+-- the result keeps x's dtype (false for bool).
+local function band(fn, x, k, lower)
+  check.tensor(fn, x)
+  if #x._shape < 2 then fail(fn, "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
+  k = k == nil and 0 or check.integer(fn, "diagonal", k)
   local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
-  return nodes.band_mask(rows, cols, k, math.huge, x.device):where(x, 0)
+  if not nodes.band_mask_fits(rows, cols) then
+    fail(fn, "the %d x %d mask of %s needs more than 2^53 elements", rows, cols, check.shape_str(x._shape))
+  end
+  local lo, hi = k, math.huge
+  if lower then lo, hi = -math.huge, k end
+  local zero = nodes.const(0, x.uop.dtype, {}, x.device)
+  return nodes.band_mask(rows, cols, lo, hi, x.device):where(x, zero)
 end
 
+--- Keeps the elements on and above diagonal k of the last two dims (zeros elsewhere).
+function M.triu(x, k) return band("triu", x, k, false) end
+
 --- Keeps the elements on and below diagonal k of the last two dims (zeros elsewhere).
-function M.tril(x, k)
-  check.tensor("tril", x)
-  if #x._shape < 2 then fail("tril", "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
-  k = k == nil and 0 or check.integer("tril", "diagonal", k)
-  local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
-  return nodes.band_mask(rows, cols, -math.huge, k, x.device):where(x, 0)
-end
+function M.tril(x, k) return band("tril", x, k, true) end
 
 return M

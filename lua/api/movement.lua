@@ -15,11 +15,12 @@ local M = {}
 
 local tensor_arg = check.tensor
 local MAX_NUMEL, shape_problem = require("tcl.shape").MAX_NUMEL, require("tcl.shape").problem
+local MAX_NDIM = require("tcl.shape").MAX_NDIM
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)
   local list = ...
-  if type(list) ~= "table" then list = table.pack(...) ; list.n = nil end
+  if type(list) ~= "table" or is_tensor(list) then list = table.pack(...) ; list.n = nil end
   local out = {}
   for i = 1, #list do out[i] = check.integer(fn, what, list[i]) end
   return out
@@ -34,6 +35,8 @@ local function reshape_as(fn, x, ...)
   local sizes = int_list(fn, "size", ...)
   local numel = nodes.numel(x._shape)
   local infer_at, known = nil, 1
+  -- a target with a 0 has no elements, however large its other sizes (each at most 2^53)
+  for _, s in ipairs(sizes) do if s == 0 then known = 0 end end
   for i, s in ipairs(sizes) do
     if s == -1 then
       if infer_at then fail(fn, "only one size can be -1, got %s", shape_str(sizes)) end
@@ -59,7 +62,7 @@ local function reshape_as(fn, x, ...)
     fail(fn, "cannot reshape %s (%d elements) to %s (%d elements)", shape_str(x._shape), numel,
       shape_str(sizes), nodes.numel(sizes))
   end
-  return nodes.reshape(x, sizes)
+  return nodes.reshape(x, check.shape_fits(fn, sizes))
 end
 
 --- reshape(2, 3) or reshape({2, 3}); one size may be -1 (inferred). view is the same.
@@ -89,12 +92,12 @@ function M.unflatten(x, d, sizes)
   tensor_arg("unflatten", x)
   local axis = check.dim("unflatten", d, x._shape)
   check.table("unflatten", "sizes", sizes)
-  local inner = M.reshape(nodes.reshape(x, { x._shape[axis + 1] }), sizes)._shape
+  local inner = reshape_as("unflatten", nodes.reshape(x, { x._shape[axis + 1] }), sizes)._shape
   local shape = {}
   for i = 1, axis do shape[#shape + 1] = x._shape[i] end
   for _, s in ipairs(inner) do shape[#shape + 1] = s end
   for i = axis + 2, #x._shape do shape[#shape + 1] = x._shape[i] end
-  return nodes.reshape(x, shape)
+  return nodes.reshape(x, check.shape_fits("unflatten", shape))
 end
 
 --- Inserts a size-1 dim so that it becomes dim d of the result.
@@ -103,7 +106,7 @@ function M.unsqueeze(x, d)
   local axis = check.dim("unsqueeze", d, x._shape, 1)
   local shape = nodes.copy_shape(x)
   table.insert(shape, axis + 1, 1)
-  return nodes.reshape(x, shape)
+  return nodes.reshape(x, check.shape_fits("unsqueeze", shape))
 end
 
 --- Removes size-1 dims: all of them (d nil), or those of d (a dim or a table) that have size 1.
@@ -196,7 +199,7 @@ function M.pad(x, pairs, value)
   local grow, window, padded_shape = {}, {}, {}
   for i = 1, ndim do
     local pair = pairs[i] or { 0, 0 }
-    if type(pair) ~= "table" then fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair)) end
+    if type(pair) ~= "table" or is_tensor(pair) then fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair)) end
     local before = check.integer("pad", "padding", pair[1] or 0)
     local after = check.integer("pad", "padding", pair[2] or 0)
     local size = x._shape[i]
@@ -306,7 +309,7 @@ function M.slice(x, ...)
       lo = position("slice", "index", spec, d, x._shape)
       hi, kept = lo + 1, false
     elseif spec ~= nil then
-      if type(spec) ~= "table" then fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec)) end
+      if type(spec) ~= "table" or is_tensor(spec) then fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec)) end
       step = spec[3] == nil and 1 or check.integer("slice", "step", spec[3])
       if step == 0 then fail("slice", "step of dim %d must not be 0 (shape %s)", d, shape_str(x._shape)) end
       if step > 0 then
@@ -336,19 +339,18 @@ local function tensor_list(fn, list)
     fail(fn, "expected a list of tensors, got %s", check.type_name(list))
   end
   if #list == 0 then fail(fn, "needs at least one tensor") end
-  for i, t in ipairs(list) do
-    if not is_tensor(t) then fail(fn, "element %d is not a tensor but %s", i, check.type_name(t)) end
+  for i = 1, #list do -- not ipairs: a hole (nil) is reported, not taken for the end
+    if not is_tensor(list[i]) then fail(fn, "element %d is not a tensor but %s", i, check.type_name(list[i])) end
   end
   return list
 end
 
---- Joins tensors along dim d (default 1): each is padded to the full size and they are added.
-function M.cat(list, d)
-  tensor_list("cat", list)
+-- cat under the name fn ("cat", or "stack" for its parts) of a checked list.
+local function cat_as(fn, list, d)
   local first = list[1]
   local ndim = #first._shape
-  if ndim == 0 then fail("cat", "cannot join 0-d tensors (use stack)") end
-  local axis = check.dim("cat", d or 1, first._shape)
+  if ndim == 0 then fail(fn, "cannot join 0-d tensors (use stack)") end
+  local axis = check.dim(fn, d or 1, first._shape)
   local dtype, total = first.uop.dtype, 0
   for i, t in ipairs(list) do
     local ok = #t._shape == ndim
@@ -356,13 +358,16 @@ function M.cat(list, d)
       if k ~= axis + 1 and t._shape[k] ~= first._shape[k] then ok = false end
     end
     if not ok then
-      fail("cat", "shapes %s and %s do not match outside dim %d", shape_str(first._shape), shape_str(t._shape), axis + 1)
+      fail(fn, "shapes %s and %s do not match outside dim %d", shape_str(first._shape), shape_str(t._shape), axis + 1)
     end
-    if t.device ~= first.device then fail("cat", "tensors are on different devices, %s and %s", first.device, t.device) end
-    if i > 1 then dtype = rules.promote("cat", dtype, t.uop.dtype) end
+    if t.device ~= first.device then fail(fn, "tensors are on different devices, %s and %s", first.device, t.device) end
+    if i > 1 then dtype = rules.promote(fn, dtype, t.uop.dtype) end
     total = total + t._shape[axis + 1]
-    if total > MAX_NUMEL then fail("cat", "the joined dim %d would be longer than 2^53", axis + 1) end
+    if total > MAX_NUMEL then fail(fn, "the joined dim %d would be longer than 2^53", axis + 1) end
   end
+  local joined = nodes.copy_shape(first)
+  joined[axis + 1] = total
+  check.shape_fits(fn, joined)
   local result, offset = nil, 0
   for _, t in ipairs(list) do
     local grow = {}
@@ -377,6 +382,11 @@ function M.cat(list, d)
   return result
 end
 
+--- Joins tensors along dim d (default 1): each is padded to the full size and they are added.
+function M.cat(list, d)
+  return (cat_as("cat", tensor_list("cat", list), d))
+end
+
 --- Joins same-shape tensors along a new dim d (default 1).
 function M.stack(list, d)
   tensor_list("stack", list)
@@ -389,9 +399,9 @@ function M.stack(list, d)
     end
     local shape = nodes.copy_shape(t)
     table.insert(shape, axis + 1, 1)
-    parts[i] = nodes.reshape(t, shape)
+    parts[i] = nodes.reshape(t, check.shape_fits("stack", shape))
   end
-  return M.cat(parts, axis + 1)
+  return (cat_as("stack", parts, axis + 1))
 end
 
 --- Tiles x: repeat(2, 3) repeats dim 1 twice and dim 2 three times; more counts than dims
@@ -406,6 +416,9 @@ M["repeat"] = function(x, ...)
   end
   for _, c in ipairs(counts) do
     if c < 0 then fail("repeat", "counts must be >= 0, got %s", shape_str(counts)) end
+  end
+  if #counts > MAX_NDIM then
+    fail("repeat", "%d counts give as many dims, more than the %d a tensor may have", #counts, MAX_NDIM)
   end
   local lead = #counts - ndim
   local with_ones, expanded, result = {}, {}, {}
@@ -425,25 +438,26 @@ M["repeat"] = function(x, ...)
 end
 M.tile = M["repeat"]
 
---- Pieces along dim d (default 1): of `size` each (the last may be smaller), or of the
---  sizes in a table (they must add up to the dim). Returns a list of tensors.
-function M.split(x, size, d)
-  tensor_arg("split", x)
-  local axis = check.dim("split", d or 1, x._shape)
+-- split under the name fn ("split" or "chunk").
+local function split_as(fn, x, size, d)
+  tensor_arg(fn, x)
+  local axis = check.dim(fn, d or 1, x._shape)
   local n = x._shape[axis + 1]
   local sizes = {}
-  if type(size) == "table" then
+  if type(size) == "table" and not is_tensor(size) then
     local sum = 0
     for i, s in ipairs(size) do
-      sizes[i] = check.integer_at_least("split", "size", s, 0)
-      sum = sum + sizes[i]
+      sizes[i] = check.integer_at_least(fn, "size", s, 0)
+      sum = sum + sizes[i] -- at most n + 2^53: no overflow
+      if sum > n then break end
     end
     if sum ~= n then
-      fail("split", "sizes %s add up to %d, but dim %d of %s has %d", shape_str(sizes), sum, axis + 1, shape_str(x._shape), n)
+      fail(fn, "sizes %s add up to %s, but dim %d of %s has %d", shape_str(size), sum > n and "more" or tostring(sum),
+        axis + 1, shape_str(x._shape), n)
     end
   else
-    local step = check.integer_at_least("split", "size", size, 1)
-    check.host_values("split", (n + step - 1) // step, "pieces")
+    local step = check.integer_at_least(fn, "size", size, 1)
+    check.host_values(fn, (n + step - 1) // step, "pieces")
     for start = 0, n - 1, step do sizes[#sizes + 1] = math.min(step, n - start) end
     if n == 0 then sizes[1] = 0 end
   end
@@ -455,13 +469,17 @@ function M.split(x, size, d)
   return pieces
 end
 
+--- Pieces along dim d (default 1): of `size` each (the last may be smaller), or of the
+--  sizes in a table (they must add up to the dim). Returns a list of tensors.
+function M.split(x, size, d) return (split_as("split", x, size, d)) end
+
 --- At most n pieces of equal size (the last may be smaller) along dim d (default 1).
 function M.chunk(x, n, d)
   tensor_arg("chunk", x)
   n = check.integer_at_least("chunk", "number of chunks", n, 1)
   local axis = check.dim("chunk", d or 1, x._shape)
   local size = x._shape[axis + 1]
-  return M.split(x, math.max(1, (size + n - 1) // n), axis + 1)
+  return (split_as("chunk", x, math.max(1, (size + n - 1) // n), axis + 1))
 end
 
 --- A copy that the scheduler must store (a realize point).

@@ -10,6 +10,8 @@ local nodes = require "api.nodes"
 local rules = require "api.dtype_rules"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
+local MAX_NUMEL = require("tcl.shape").MAX_NUMEL
+local shape_problem = require("tcl.shape").problem
 local M = {}
 
 local function tensor_arg(fn, x, what)
@@ -51,6 +53,21 @@ local function matmul_as(fn, x, w)
       nw == 1 and 1 or nw - 1)
   end
   local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
+  -- the result: x's dims but the last, then w's last (a 1-d operand adds none); with k = 0
+  -- it has elements however empty x and w are
+  local batch -- nil when the batch dims do not broadcast (reported below)
+  if nw <= 2 then batch = slice_of(xs, 1, nx - 2)
+  elseif nx <= 2 then batch = slice_of(ws, 1, nw - 2)
+  else batch = try_broadcast(slice_of(xs, 1, nx - 2), slice_of(ws, 1, nw - 2)) end
+  if batch then
+    local result = slice_of(batch, 1, #batch)
+    if nx >= 2 then result[#result + 1] = xs[nx - 1] end
+    if nw >= 2 then result[#result + 1] = ws[nw] end
+    if shape_problem(result) then
+      fail(fn, "%s times %s gives shape %s, which %s", shape_str(xs), shape_str(ws), shape_str(result),
+        shape_problem(result))
+    end
+  end
   local product, reduce_dim
   if nw == 1 then
     product, reduce_dim = x:mul(w), -1                  -- (..., k) * (k)
@@ -59,6 +76,13 @@ local function matmul_as(fn, x, w)
   else
     local batch = try_broadcast(slice_of(xs, 1, nx - 2), slice_of(ws, 1, nw - 2))
     if batch == nil then fail(fn, "batch dims of %s and %s cannot be broadcast", shape_str(xs), shape_str(ws)) end
+    -- every product is made before the sum: (batch..., m, n, k) of them
+    local products = slice_of(batch, 1, #batch)
+    products[#products + 1], products[#products + 2], products[#products + 3] = xs[nx - 1], ws[nw], k
+    if shape_problem(products) then
+      fail(fn, "the products of %s and %s, of shape %s, cannot be made: that shape %s", shape_str(xs), shape_str(ws),
+        shape_str(products), shape_problem(products))
+    end
     -- (..., m, 1, k) * (..., 1, n, k), summed over k: the reduced dim is innermost for both
     local x_shape = slice_of(xs, 1, nx - 1)
     x_shape[#x_shape + 1], x_shape[#x_shape + 2] = 1, k
@@ -80,9 +104,14 @@ function M.linear(x, w, b)
   if b ~= nil then tensor_arg("linear", b, "bias") end
   local y = matmul_as("linear", x, w)
   if b == nil then return y end
-  if try_broadcast(y._shape, b._shape) == nil then
+  local out = try_broadcast(y._shape, b._shape)
+  if out == nil then
     fail("linear", "bias %s does not broadcast to the output %s of %s and %s", shape_str(b._shape),
       shape_str(y._shape), shape_str(x._shape), shape_str(w._shape))
+  end
+  if shape_problem(out) then
+    fail("linear", "bias %s broadcast with the output %s gives shape %s, which %s", shape_str(b._shape),
+      shape_str(y._shape), shape_str(out), shape_problem(out))
   end
   return y:add(b)
 end
@@ -171,7 +200,7 @@ local function per_dim(fn, what, v, n, default, minimum)
   local list = {}
   if type(v) == "number" then
     for i = 1, n do list[i] = check.integer_at_least(fn, what, v, minimum) end
-  elseif type(v) == "table" and #v == n then
+  elseif type(v) == "table" and not is_tensor(v) and #v == n then
     for i = 1, n do list[i] = check.integer_at_least(fn, what, v[i], minimum) end
   else
     fail(fn, "%s must be a number or a table of %d numbers, got %s", what, n, check.type_name(v))
@@ -183,10 +212,14 @@ end
 local function padding_pairs(fn, v, n)
   if v == nil then v = 0 end
   local pairs_ = {}
-  if type(v) == "table" and type(v[1]) == "table" then
+  if type(v) == "table" and not is_tensor(v) and type(v[1]) == "table" and not is_tensor(v[1]) then
     if #v ~= n then fail(fn, "padding needs %d {before, after} pairs, got %d", n, #v) end
     for i = 1, n do
-      pairs_[i] = { check.integer_at_least(fn, "padding", v[i][1], 0), check.integer_at_least(fn, "padding", v[i][2], 0) }
+      local pair = v[i]
+      if type(pair) ~= "table" or is_tensor(pair) then
+        fail(fn, "padding of spatial dim %d must be a {before, after} pair, got %s", i, check.type_name(pair))
+      end
+      pairs_[i] = { check.integer_at_least(fn, "padding", pair[1], 0), check.integer_at_least(fn, "padding", pair[2], 0) }
     end
   else
     for i, p in ipairs(per_dim(fn, "padding", v, n, 0, 0)) do pairs_[i] = { p, p } end
@@ -194,16 +227,39 @@ local function padding_pairs(fn, v, n)
   return pairs_
 end
 
+-- Whether the views windows() builds over `shape` fit: the step along axis L (kernel k,
+-- stride s, dilation d, o windows) holds at most (the other dims) * max(L, o * s, k * (L + d) + L)
+-- elements (see windows_along), and turns L into (k, o). Counted in floats, which do not
+-- overflow.
+local function windows_fit(shape, kernel, stride, dilation, out_sizes)
+  local n = #kernel
+  local lead = #shape - n
+  local current = {}
+  for i = 1, #shape do current[i] = shape[i] + 0.0 end
+  for i = 1, n do
+    local axis = lead + 2 * (i - 1) + 1
+    local L, k, s, d, o = current[axis], kernel[i] + 0.0, stride[i] + 0.0, dilation[i] + 0.0, out_sizes[i] + 0.0
+    local other = 1.0
+    for j, v in ipairs(current) do if j ~= axis then other = other * v end end
+    local widest = math.max(L, o * s, k * (L + d) + L)
+    if widest > MAX_NUMEL or other * widest > MAX_NUMEL then return false end
+    current[axis] = k
+    table.insert(current, axis + 1, o)
+  end
+  return true
+end
+
 -- Pads the last n dims by pairs with `value` and checks the windows fit; returns the padded
 -- tensor and the output sizes.
 local function pad_for_windows(fn, x, kernel, stride, dilation, pads, value)
   local n = #kernel
   local lead = #x._shape - n
-  local pad_list, out_sizes = {}, {}
+  local pad_list, out_sizes, padded_shape = {}, {}, slice_of(x._shape, 1, lead)
   for i = 1, lead do pad_list[i] = { 0, 0 } end
   for i = 1, n do
     pad_list[lead + i] = pads[i]
     local size = x._shape[lead + i] + pads[i][1] + pads[i][2]
+    padded_shape[lead + i] = size
     -- (no product past the size is formed: dilation and kernel may each be up to 2^53)
     local fits = kernel[i] == 1 or dilation[i] <= (size - 1) // (kernel[i] - 1)
     local reach = fits and dilation[i] * (kernel[i] - 1) + 1
@@ -219,6 +275,11 @@ local function pad_for_windows(fn, x, kernel, stride, dilation, pads, value)
   for i = 1, n do windows_shape[#windows_shape + 1] = out_sizes[i] end
   for i = 1, n do windows_shape[#windows_shape + 1] = kernel[i] end
   check.shape_fits(fn, windows_shape)
+  check.shape_fits(fn, padded_shape)
+  if not windows_fit(padded_shape, kernel, stride, dilation, out_sizes) then
+    fail(fn, "the windows of kernel %s (stride %s, dilation %s) over %s need more than 2^53 elements",
+      shape_str(kernel), shape_str(stride), shape_str(dilation), shape_str(padded_shape))
+  end
   return x:pad(pad_list, value), out_sizes
 end
 
@@ -250,6 +311,16 @@ function M.conv2d(x, w, b, opts)
   local pads = padding_pairs(fn, opts.padding, 2)
   local padded, out = pad_for_windows(fn, x, kernel, stride, dilation, pads, 0)
   local n = xs[1]
+  -- every input window meets every filter of its group before the sum; the result (which has
+  -- elements even when the channels are empty) is the products without the summed dims
+  local products = { n, groups, cout // groups, cin_per_group, out[1], out[2], kernel[1], kernel[2] }
+  local result = { n, cout, out[1], out[2] }
+  for _, shape in ipairs({ result, products }) do
+    if shape_problem(shape) then
+      fail(fn, "input %s and weight %s make shape %s, which %s", shape_str(xs), shape_str(ws), shape_str(shape),
+        shape_problem(shape))
+    end
+  end
   local win = windows(padded, kernel, stride, dilation, out) -- (N, Cin, OH, OW, kH, kW)
   win = win:reshape(n, groups, 1, cin_per_group, out[1], out[2], kernel[1], kernel[2])
   local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
@@ -332,6 +403,7 @@ function M.dropout(x, p)
   local tcl = package.loaded["tcl"]
   if not (tcl and tcl.training) or p == 0 then return x end
   if p == 1 then return x:mul(0) end
+  check.host_values("dropout", check.numel(x._shape)) -- the random numbers are made on the host
   local keep = class.Tensor.rand(x._shape, { device = x.device }):ge(p)
   return keep:where(x:mul(1 / (1 - p)), 0)
 end
@@ -347,6 +419,9 @@ function M.one_hot(x, n)
   if n == nil then n = math.max(0, x:max():item()) end
   n = check.integer_at_least("one_hot", "number of classes", n, 0)
   check.host_values("one_hot", n, "classes") -- the class numbers are an arange
+  local shape = nodes.copy_shape(x)
+  shape[#shape + 1] = n
+  check.shape_fits("one_hot", shape)
   local classes = class.Tensor.arange(1, n + 1, { device = x.device })
   return x:unsqueeze(-1):eq(classes):where(1, 0)
 end
@@ -363,13 +438,41 @@ function M.scaled_dot_product_attention(q, k, v, mask, causal)
     fail(fn, "query %s, key %s and value %s do not fit: need (..., L, E), (..., S, E) and (..., S, Ev)",
       shape_str(qs), shape_str(ks), shape_str(vs))
   end
-  local scores = q:matmul(k:transpose(-1, -2)):div(math.sqrt(qs[#qs]))
-  if causal then
-    local rows, cols = qs[#qs - 1], ks[#ks - 1]
-    scores = nodes.band_mask(rows, cols, -math.huge, 0, q.device):where(scores, -math.huge)
+  if mask ~= nil then tensor_arg(fn, mask, "mask") end
+  local batch = try_broadcast(slice_of(qs, 1, #qs - 2), slice_of(ks, 1, #ks - 2))
+  batch = batch and try_broadcast(batch, slice_of(vs, 1, #vs - 2))
+  if batch == nil then
+    fail(fn, "the batch dims of query %s, key %s and value %s cannot be broadcast", shape_str(qs), shape_str(ks),
+      shape_str(vs))
+  end
+  local L, S, E, Ev = qs[#qs - 1], ks[#ks - 1], qs[#qs], vs[#vs]
+  local function with(...)
+    local shape = slice_of(batch, 1, #batch)
+    for _, size in ipairs({ ... }) do shape[#shape + 1] = size end
+    return shape
+  end
+  -- the products made before each sum: q k^T and then the weights times v
+  for _, products in ipairs({ with(L, S, E), with(L, Ev, S) }) do
+    if shape_problem(products) then
+      fail(fn, "query %s, key %s and value %s make products of shape %s, which %s", shape_str(qs), shape_str(ks),
+        shape_str(vs), shape_str(products), shape_problem(products))
+    end
+  end
+  if causal and not nodes.band_mask_fits(L, S) then
+    fail(fn, "the causal %d x %d mask needs more than 2^53 elements", L, S)
   end
   if mask ~= nil then
-    tensor_arg(fn, mask, "mask")
+    local scores = with(L, S)
+    local masked = try_broadcast(scores, mask._shape)
+    if masked == nil or not check.same_shape(masked, scores) then
+      fail(fn, "mask %s does not broadcast to the scores %s", shape_str(mask._shape), shape_str(scores))
+    end
+  end
+  local scores = q:matmul(k:transpose(-1, -2)):div(math.sqrt(qs[#qs]))
+  if causal then
+    scores = nodes.band_mask(L, S, -math.huge, 0, q.device):where(scores, -math.huge)
+  end
+  if mask ~= nil then
     if mask.uop.dtype.is_bool then scores = mask:where(scores, -math.huge)
     else scores = scores:add(mask) end
   end
@@ -396,6 +499,7 @@ function M.cross_entropy(x, target, opts)
     if not check.same_shape(expected, target._shape) then
       fail(fn, "target %s does not fit logits %s: expected %s", shape_str(target._shape), shape_str(x._shape), shape_str(expected))
     end
+    check.host_values(fn, classes, "classes") -- one_hot's class numbers are an arange
     y = target:one_hot(classes)
     if class_dim == 2 and #y._shape > 2 then
       local order = { 1, #y._shape }
@@ -427,6 +531,7 @@ function M.sparse_categorical_crossentropy(x, labels, opts)
     fail(fn, "labels must be integers of shape %s for logits %s, got %s %s", shape_str(expected), shape_str(x._shape),
       labels.uop.dtype.name, shape_str(labels._shape))
   end
+  check.host_values(fn, x._shape[#x._shape], "classes") -- one_hot's class numbers are an arange
   local picked = x:log_softmax(-1):mul(labels:one_hot(x._shape[#x._shape])):sum(-1)
   if opts.ignore_index == nil then return picked:mean():neg() end
   local counted = labels:ne(check.any_integer(fn, "ignore_index", opts.ignore_index))

@@ -140,9 +140,16 @@ end
 --  W = rows + cols + 1 with V[q] = (lo <= q - rows <= hi), repeated `rows` times and read
 --  back with a row stride of W - 1, which shifts each row one place to the right:
 --  element (r, c) of the result is V[c + rows - r].
+--  A tall mask (rows > cols) is built as the transpose of the wide one with the band
+--  mirrored, so the intermediate row vector repeated min(rows, cols) times holds at most about
+--  twice the mask's elements (see band_mask_fits).
 function M.band_mask(rows, cols, lo, hi, device)
   local bool = core.dtypes.bool
   if rows == 0 or cols == 0 then return M.const(false, bool, { rows, cols }, device) end
+  if rows > cols then
+    -- (r, c) is in the band when -hi <= r - c <= -lo: element (c, r) of the wide mask
+    return M.permute(M.band_mask(cols, rows, -hi, -lo, device), { 1, 0 })
+  end
   local width = rows + cols + 1
   local first = math.max(0, math.min(width, rows + (lo == -math.huge and -width or lo)))
   local last = math.max(first, math.min(width, rows + (hi == math.huge and width or hi) + 1))
@@ -152,6 +159,13 @@ function M.band_mask(rows, cols, lo, hi, device)
   local flat = M.reshape(repeated, { rows * width })
   local strided = M.reshape(M.shrink(flat, { 0, rows * (width - 1) }), { rows, width - 1 })
   return M.shrink(strided, { 0, rows, rows, rows + cols })
+end
+
+--- Whether band_mask(rows, cols) fits: its intermediate of min * (rows + cols + 1) elements
+--  is at most 2^53 (no product past 2^53 is formed).
+function M.band_mask_fits(rows, cols)
+  local short = math.min(rows, cols)
+  return short == 0 or rows + cols + 1 <= shapes.MAX_NUMEL // short
 end
 
 M.numel = shapes.numel

@@ -5,7 +5,8 @@
 --           [3, 4]], shape=(2, 2), dtype=int32)
 --
 -- Columns are right-aligned to the widest shown value. Tensors of more than 1000 elements
--- are elided: dims longer than 6 show their first and last 3 entries around a "...".
+-- (or empty ones with more than 1000 empty brackets) are elided: dims longer than 6 show
+-- their first and last 3 entries around a "...".
 -- Printing realizes the entries it shows.
 local check = require "api.check"
 
@@ -64,7 +65,18 @@ local function float_formatter(values)
   return function(v) return special(v) or string.format(fixed, v) end
 end
 
-local function is_elided(shape) return check.numel(shape) > ELIDE_ABOVE end
+-- Whether long dims are elided: when there are more than ELIDE_ABOVE elements, or, for an
+-- empty tensor, more than ELIDE_ABOVE empty brackets (the dims before its first 0, whose
+-- product may be far above 2^53: it is not formed).
+local function is_elided(shape)
+  local n = 1
+  for _, size in ipairs(shape) do
+    if size == 0 then return false end
+    n = n * size
+    if n > ELIDE_ABOVE then return true end
+  end
+  return false
+end
 
 --- The printed form of flat row-major `values` of a tensor of `shape` and dtype name
 --  `dtype_name`. `values` holds every element, or (when `edges_only` is true and the tensor
@@ -139,7 +151,8 @@ function M.to_string(t)
       end
     end
   end
-  return M._render(shown:data(), shape, t.uop.dtype.name, elide)
+  local values = check.numel(shape) == 0 and {} or shown:data()
+  return M._render(values, shape, t.uop.dtype.name, elide)
 end
 
 return M

@@ -65,20 +65,17 @@ local function float_dtype(fn, opts)
   return dtype, device
 end
 
---- Uniform in [0, 1): rand(2, 3) or rand({2, 3}, {dtype=, device=}).
-function M.rand(...)
-  local shape, opts = check.shape_and_options("rand", ...)
-  local dtype, device = float_dtype("rand", opts)
+-- rand and randn under the name fn (also rand_like, randn_like) for a checked shape.
+local function rand_as(fn, shape, opts)
+  local dtype, device = float_dtype(fn, opts)
   local bits, flat = MANTISSA_BITS[dtype.name], {}
-  for i = 1, check.host_values("rand", check.numel(shape)) do flat[i] = uniform(bits) end
+  for i = 1, check.host_values(fn, check.numel(shape)) do flat[i] = uniform(bits) end
   return creation._from_values(dtype, flat, shape, device)
 end
 
---- Standard normal (Box-Muller on two uniforms).
-function M.randn(...)
-  local shape, opts = check.shape_and_options("randn", ...)
-  local dtype, device = float_dtype("randn", opts)
-  local flat, numel = {}, check.host_values("randn", check.numel(shape))
+local function randn_as(fn, shape, opts)
+  local dtype, device = float_dtype(fn, opts)
+  local flat, numel = {}, check.host_values(fn, check.numel(shape))
   local i = 1
   while i <= numel do
     local radius = math.sqrt(-2 * math.log(1 - uniform(53))) -- 1 - u is in (0, 1]: log is finite
@@ -88,6 +85,16 @@ function M.randn(...)
     i = i + 2
   end
   return creation._from_values(dtype, flat, shape, device)
+end
+
+--- Uniform in [0, 1): rand(2, 3) or rand({2, 3}, {dtype=, device=}).
+function M.rand(...)
+  return (rand_as("rand", check.shape_and_options("rand", ...)))
+end
+
+--- Standard normal (Box-Muller on two uniforms).
+function M.randn(...)
+  return (randn_as("randn", check.shape_and_options("randn", ...)))
 end
 
 --- Integers uniform in [low, high) (int32 unless a dtype is given): randint(0, 10, {2, 3}).
@@ -116,12 +123,12 @@ end
 
 function M.rand_like(t, opts)
   local shape, o = like("rand_like", t, opts)
-  return M.rand(shape, o)
+  return (rand_as("rand_like", shape, o))
 end
 
 function M.randn_like(t, opts)
   local shape, o = like("randn_like", t, opts)
-  return M.randn(shape, o)
+  return (randn_as("randn_like", shape, o))
 end
 
 return M

@@ -14,6 +14,7 @@ local rules = require "api.dtype_rules"
 
 local fail = check.fail
 local dtypes = core.dtypes
+local MAX_NUMEL = require("tcl.shape").MAX_NUMEL
 local M = {}
 
 local tensor_arg = check.tensor
@@ -73,8 +74,14 @@ function M.sum(x, dim, keepdim)
   return finish(nodes.cast(total, rules.sum_result(dt)), axes, keep)
 end
 
+--- Product; float16 and bfloat16 multiply in float32 and go back (their partial products
+--  overflow long before the result may), integers wrap in their own dtype.
 function M.prod(x, dim, keepdim)
   local axes, keep = reduction_args("prod", x, dim, keepdim)
+  local dt = x.uop.dtype
+  if dt.is_float and dt.itemsize < 4 then
+    return finish(nodes.cast(nodes.reduce(nodes.cast(x, dtypes.float32), "MUL", axes), dt), axes, keep)
+  end
   return finish(nodes.reduce(x, "MUL", axes), axes, keep)
 end
 
@@ -97,10 +104,10 @@ function M.mean(x, dim, keepdim)
   return finish(nodes.cast(total:div(count_of(x, axes)), out), axes, keep)
 end
 
---- Variance with `correction` (default 1, Bessel's): sum((x - mean)^2) / max(0, n - correction).
-function M.var(x, dim, keepdim, correction)
-  local axes, keep = reduction_args("var", x, dim, keepdim)
-  correction = correction == nil and 1 or check.number("var", "correction", correction)
+-- var under the name fn ("var" or "std").
+local function var_as(fn, x, dim, keepdim, correction)
+  local axes, keep = reduction_args(fn, x, dim, keepdim)
+  correction = correction == nil and 1 or check.number(fn, "correction", correction)
   local xf = nodes.cast(x, rules.float_of(x.uop.dtype))
   local n = count_of(x, axes)
   local centered = xf:sub(M.mean(xf, dim, true))
@@ -108,9 +115,13 @@ function M.var(x, dim, keepdim, correction)
   return finish(squares:div(math.max(0, n - correction)), axes, keep)
 end
 
+--- Variance with `correction` (default 1, Bessel's): sum((x - mean)^2) / max(0, n - correction).
+function M.var(x, dim, keepdim, correction)
+  return (var_as("var", x, dim, keepdim, correction))
+end
+
 function M.std(x, dim, keepdim, correction)
-  tensor_arg("std", x)
-  return M.var(x, dim, keepdim, correction):sqrt()
+  return var_as("std", x, dim, keepdim, correction):sqrt()
 end
 
 -- The single reduced dim of argmax/argmin: nil flattens.
@@ -125,6 +136,8 @@ local function arg_reduce(fn, x, dim, keepdim, values)
   local axis = check.dim(fn, dim, x._shape)
   local n = x._shape[axis + 1]
   if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end
+  -- the positions are a list made on the host (an arange)
+  check.host_values(fn, n, "positions")
   values = values or x
   local is_max = values:eq(nodes.reduce(values, "MAX", { axis }))
   -- NaN counts as the extreme, as in PyTorch: MAX propagates NaN, so a NaN maximum means
@@ -201,9 +214,17 @@ function M.cumsum(x, dim)
   if #x._shape == 0 then return nodes.cast(x, rules.sum_result(dt)) end
   local axis = check.dim("cumsum", dim or 1, x._shape)
   local n = x._shape[axis + 1]
+  -- every element of x meets the n x n mask: numel * n elements, and the mask's own
+  local numel = nodes.numel(x._shape)
+  if numel == 0 then return nodes.const(0, rules.sum_result(dt), nodes.copy_shape(x), x.device) end
+  if numel > MAX_NUMEL // n or not nodes.band_mask_fits(n, n) then
+    fail("cumsum", "a running sum over dim %d of size %d of %s needs more than 2^53 elements", axis + 1, n,
+      check.shape_str(x._shape))
+  end
   -- x[j] along a new inner dim: (..., 1, n, ...), the outer dim (i) to be broadcast
   local inner_shape = nodes.copy_shape(x)
   table.insert(inner_shape, axis + 1, 1)
+  check.shape_fits("cumsum", inner_shape) -- one dim more than x
   local inner = nodes.reshape(nodes.cast(x, rules.sum_accumulator(dt)), inner_shape)
   local mask_shape = {}
   for i = 1, #inner_shape do mask_shape[i] = 1 end

@@ -87,6 +87,16 @@ end
 function M.tolist(t)
   tensor_arg("tolist", t)
   check.host_values("tolist", check.numel(t._shape))
+  -- and the lists: one per entry of every dim but the last, down to the first 0 (an empty
+  -- tensor of shape (2^53, 0) would be 2^53 empty lists); counted in floats, which do not
+  -- overflow (at worst they reach inf, which is refused too)
+  local lists, above = 1.0, 1.0
+  for d = 1, #t._shape - 1 do
+    above = above * t._shape[d]
+    if above == 0 then break end
+    lists = lists + above
+  end
+  check.host_values("tolist", lists, "lists")
   local flat, shape = M.data(t), t._shape
   if #shape == 0 then return flat[1] end
   local position = 0
@@ -123,5 +133,22 @@ end
 
 install(M, "api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
+
+-- The user-facing names check.api_function reports (function -> name). An alias (clip,
+-- swish, tile) is the same function as the one it names, and reports that one's name.
+local ALIASES = { clip = true, swish = true, tile = true }
+for name, f in pairs(Tensor) do
+  if type(f) == "function" and not ALIASES[name] then check.function_names[f] = name end
+end
+check.function_names[Tensor.realize_all] = "realize"
+check.function_names[Tensor.new] = "Tensor"
+for key, f in pairs(class.instance_mt) do
+  if type(f) == "function" then
+    local name = key:gsub("^__", "")
+    check.function_names[f] = ({ unm = "neg", idiv = "floordiv", len = "size", newindex = "Tensor",
+      tostring = "to_string" })[name] or name
+  end
+end
+check.function_names[getmetatable(Tensor).__call] = "Tensor"
 
 return Tensor

@@ -406,7 +406,10 @@ R.same_dtype_functions = {
     return 0
   end,
   square = function(x) return x * x end,
-  relu = function(x) if x > 0 then return x end return math.type(x) == "integer" and 0 or 0.0 end,
+  relu = function(x)
+    if x > 0 or x ~= x then return x end -- NaN stays NaN, as in torch
+    return math.type(x) == "integer" and 0 or 0.0
+  end,
   floor = function(x) if math.type(x) == "integer" then return x end return math.floor(x) + 0.0 end,
   ceil = function(x) if math.type(x) == "integer" then return x end return math.ceil(x) + 0.0 end,
   trunc = function(x) if math.type(x) == "integer" then return x end return truncate(x) end,
@@ -1278,11 +1281,8 @@ end
 
 -- The tcl tensor holding the reference tensor's values (contiguous, realized or lazy).
 function R.to_tcl(Tensor, t)
-  if R.numel(t.shape) == 0 or #t.shape == 0 then
-    local flat = Tensor(#t.shape == 0 and t.data[1] or {}, { dtype = t.dtype })
-    if #t.shape == 0 then return flat end
-    return flat:reshape(t.shape)
-  end
+  if #t.shape == 0 then return Tensor(t.data[1], { dtype = t.dtype }) end -- false too
+  if R.numel(t.shape) == 0 then return Tensor({}, { dtype = t.dtype }):reshape(t.shape) end
   return Tensor(R.to_nested(t), { dtype = t.dtype })
 end
 
