@@ -1,5 +1,5 @@
 -- bench/rewrite_bench.lua — how fast the rewrite engine (src/rewrite) simplifies a large
--- index-arithmetic graph with the symbolic rules (lua/patterns/symbolic.lua).
+-- index-arithmetic graph with the symbolic rules (lua/tcl/patterns/symbolic.lua).
 --
 -- The graph: the index expressions of many kernels, each the chain of views a tensor
 -- program produces — reshapes (sums of loop RANGEs times strides, split again with floor
@@ -437,7 +437,7 @@ local LUA_EQUIVALENTS = {
 -- (each pattern also binds its root as __root, which the natives read from the call).
 local function symbolic_with_lua_rewrites()
   local original_rules = P.rules
-  local saved_module = package.loaded["patterns.symbolic"]
+  local saved_module = package.loaded["tcl.patterns.symbolic"]
   P.rules = function(entries)
     local replaced = {}
     for i, entry in ipairs(entries) do
@@ -450,10 +450,10 @@ local function symbolic_with_lua_rewrites()
     end
     return original_rules(replaced)
   end
-  package.loaded["patterns.symbolic"] = nil
-  local ok, module = pcall(require, "patterns.symbolic")
+  package.loaded["tcl.patterns.symbolic"] = nil
+  local ok, module = pcall(require, "tcl.patterns.symbolic")
   P.rules = original_rules
-  package.loaded["patterns.symbolic"] = saved_module
+  package.loaded["tcl.patterns.symbolic"] = saved_module
   if not ok then error(module, 0) end
   return module
 end
@@ -498,7 +498,7 @@ local function count_matches(rules, graph)
   return n, result
 end
 
-local symbolic = require("patterns.symbolic").symbolic
+local symbolic = require("tcl.patterns.symbolic").symbolic
 local lua_symbolic = symbolic_with_lua_rewrites().symbolic
 
 -- one untimed look at the graph: size, result, matches, and the two variants agreeing

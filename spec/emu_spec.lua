@@ -1,11 +1,11 @@
 -- spec/emu_spec.lua — the EMU device (src/runtime) through "tcl.runtime", and kernel ASTs
--- through tcl.lower. Hand-built linear programs and kernels are run and their results
+-- through tcl.codegen.lower. Hand-built linear programs and kernels are run and their results
 -- checked against naive Lua written here: integer wraparound with Lua's 64-bit integers, C
 -- and floor division from Lua's //, float16/bfloat16 rounding from the formats' definition
 -- (not through the C conversions), IEEE NaN rules by hand.
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.lower"
+local lower = require "tcl.codegen.lower"
 
 local u = tcl.uop
 local IDX, F32, F16, BF16, I32, BOOL = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "float16",
@@ -595,7 +595,7 @@ describe("EMU programs", function()
 end)
 
 ---------------------------------------------------------------------------------------------
--- kernel ASTs, lowered by tcl.lower and run on EMU
+-- kernel ASTs, lowered by tcl.codegen.lower and run on EMU
 
 local function param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
 local function c(v, dt) return u("CONST", dt or IDX, nil, v) end

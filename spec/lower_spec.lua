@@ -1,11 +1,15 @@
--- spec/lower_spec.lua — the lowering of kernels: the pass pipeline (patterns/pipeline.lua),
--- its rule sets (patterns/lowering.lua), the linearizer (tcl.linearize) and the compile
--- cache and DEBUG output of tcl.lower.
+-- spec/lower_spec.lua — the lowering of kernels: the pass pipeline (lua/tcl/patterns/pipeline.lua)
+-- run by the driver (tcl.codegen.lower), its rule sets (lua/tcl/patterns/lowering.lua) and
+-- hand-written passes (tcl.codegen.accumulators, tcl.codegen.merge_ends), the linearizer
+-- (tcl.codegen.linearize), the kernel cache (tcl.codegen.kernel_cache) and DEBUG output.
 local tcl = require "tcl"
-local pipeline = require "patterns.pipeline"
-local lowering = require "patterns.lowering"
-local linearize = require "tcl.linearize"
-local lower = require "tcl.lower"
+local pipeline = require "tcl.patterns.pipeline"
+local lowering = require "tcl.patterns.lowering"
+local linearize = require "tcl.codegen.linearize"
+local lower = require "tcl.codegen.lower"
+local kernel_cache = require "tcl.codegen.kernel_cache"
+local accumulators = require "tcl.codegen.accumulators"
+local merge_ends = require "tcl.codegen.merge_ends"
 local helper = require "spec.support.helper"
 
 local u = tcl.uop
@@ -48,7 +52,8 @@ describe("the pass pipeline", function()
     local names = {}
     for i, pass in ipairs(pipeline.passes) do
       assert.is_string(pass.name)
-      assert.is_true((pass.rules ~= nil) ~= (pass.fn ~= nil), pass.name .. ": rules or fn")
+      local kinds = (pass.rules and 1 or 0) + (pass.fn and 1 or 0) + (pass.pass and 1 or 0)
+      assert.equals(1, kinds, pass.name .. ": one of rules, fn or pass")
       names[i] = pass.name
     end
     assert.same({ "add loads", "initial symbolic", "optimize", "lower reduces", "merge ends" }, names)
@@ -62,6 +67,7 @@ describe("the pass pipeline", function()
       passes[i] = { name = pass.name, fn = function(s, ctx)
         ran[#ran + 1] = pass.name
         if pass.rules then return pass.rules:rewrite(s, { ctx = ctx }) end
+        if pass.pass then return require(pass.pass).run(s, ctx) end
         return pass.fn(s, ctx)
       end }
     end
@@ -69,11 +75,11 @@ describe("the pass pipeline", function()
     local reversed = {}
     for i = #passes, 1, -1 do reversed[#reversed + 1] = passes[i] end
     pipeline.passes = passes
-    local ok, err = pcall(pipeline.run, reduce_kernel("ADD", F32), { name = "t" })
+    local ok, err = pcall(lower.run_passes, reduce_kernel("ADD", F32), { name = "t" })
     pipeline.passes = reversed
     local ran_forward = ran
     ran = {}
-    pcall(pipeline.run, sink("E", store_end(param(F32, 0, 1), c(0), c(1.0, F32))), { name = "t" })
+    pcall(lower.run_passes, sink("E", store_end(param(F32, 0, 1), c(0), c(1.0, F32))), { name = "t" })
     pipeline.passes = saved
     assert.is_true(ok, err)
     local names = {}
@@ -93,8 +99,8 @@ describe("the pass pipeline", function()
       return nil -- unchanged
     end
     local ok, err = pcall(function()
-      pipeline.run(kernel, { name = "t" })
-      pipeline.run(kernel, { name = "t", noopt = true })
+      lower.run_passes(kernel, { name = "t" })
+      lower.run_passes(kernel, { name = "t", noopt = true })
     end)
     pipeline.opts.apply = nil
     assert.is_true(ok, err)
@@ -107,7 +113,7 @@ describe("the pass pipeline", function()
     local out, a = param(F32, 0, 2), param(F32, 1, 0)
     local ri, rj = range(2, 0), range(0, 1, "reduce")
     local red = u("REDUCE", F32, { u("INDEX", F32, { a, ri }), rj }, "ADD")
-    local lowered = pipeline.run(sink("r", store_end(out, ri, red, ri)), { name = "r" })
+    local lowered = lower.run_passes(sink("r", store_end(out, ri, red, ri)), { name = "r" })
     local n = count_ops(lowered)
     assert.is_nil(n.LOAD) -- the reduce of an empty range is 0: a is never read
     assert.equals(2, n.PARAM)
@@ -117,7 +123,7 @@ describe("the pass pipeline", function()
   it("names the kernel and the pass in errors", function()
     local saved = pipeline.passes
     pipeline.passes = { { name = "boom", fn = function() error("it broke", 0) end } }
-    local err = error_of(pipeline.run, sink("k"), { name = "k" })
+    local err = error_of(lower.run_passes, sink("k"), { name = "k" })
     pipeline.passes = saved
     assert.equals("kernel 'k': pass 'boom': it broke", err)
   end)
@@ -171,7 +177,7 @@ describe("lowering rules", function()
   } do
     local op, dt, ident = case[1], case[2], case[3]
     it(string.format("lower REDUCE %s on %s to an accumulator starting at %s", op, tostring(dt), tostring(ident)), function()
-      local lowered = lowering.lower_reduces(reduce_kernel(op, dt))
+      local lowered = accumulators.run(reduce_kernel(op, dt))
       local n = count_ops(lowered)
       assert.is_nil(n.REDUCE)
       local regs, inits = {}, {}
@@ -196,7 +202,7 @@ describe("lowering rules", function()
     local m = u("REDUCE", F32, { u("INDEX", F32, { a, r2 }), r2 }, "MAX")
     local scratch = u("DEFINE_REG", F32, nil, { 0, 2 })
     local keep = u("STORE", nil, { u("INDEX", F32, { scratch, c(0) }), c(0.0, F32) })
-    local lowered = lowering.lower_reduces(sink("r", keep, store_end(out, c(0), add(s, m))))
+    local lowered = accumulators.run(sink("r", keep, store_end(out, c(0), add(s, m))))
     local slots = {}
     for _, y in ipairs(lowered:toposort()) do
       if y.op == "DEFINE_REG" then slots[#slots + 1] = y.arg[1] end
@@ -212,9 +218,9 @@ describe("lowering rules", function()
     local s = u("REDUCE", F32, { v, rj }, "ADD")
     local m = u("REDUCE", F32, { v, rj }, "MAX")
     local k = sink("r", store_end(out, ri, add(s, m), ri))
-    local lowered = lowering.lower_reduces(k)
+    local lowered = accumulators.run(k)
     assert.equals(2, #linearize.analyze(lowered).ends[rj])
-    local merged = lowering.merge_ends(lowered)
+    local merged = merge_ends.run(lowered)
     local g = linearize.analyze(merged)
     assert.equals(1, #g.ends[rj])
     assert.equals(2, #g.ranges)
@@ -294,16 +300,16 @@ end)
 
 describe("lower.compile", function()
   it("memoizes by the AST's content: an identical kernel is one cache entry", function()
-    lower.clear_cache()
-    assert.equals(0, lower.cache_size())
+    kernel_cache.clear()
+    assert.equals(0, kernel_cache.size())
     local k1 = lower.compile(reduce_kernel("ADD", F32, "r_a"))
-    assert.equals(1, lower.cache_size())
+    assert.equals(1, kernel_cache.size())
     local k2 = lower.compile(reduce_kernel("ADD", F32, "r_a")) -- built again from scratch
     assert.equals(k1, k2)
-    assert.equals(1, lower.cache_size())
+    assert.equals(1, kernel_cache.size())
     local k3 = lower.compile(reduce_kernel("MAX", F32, "r_a"))
     assert.are_not.equal(k1, k3)
-    assert.equals(2, lower.cache_size())
+    assert.equals(2, kernel_cache.size())
     assert.equals(reduce_kernel("ADD", F32, "r_a"), k1.ast)
     assert.equals("r_a", k1.name)
     assert.equals("r_a", k1.program.name)
@@ -311,7 +317,7 @@ describe("lower.compile", function()
   end)
 
   it("keys the cache on the optimizer hook too", function()
-    lower.clear_cache()
+    kernel_cache.clear()
     local k = reduce_kernel("MUL", F32, "r_hook")
     local plain = lower.compile(k)
     pipeline.opts.apply = function() return nil end
@@ -319,7 +325,7 @@ describe("lower.compile", function()
     pipeline.opts.apply = nil
     assert.is_true(ok, hooked)
     assert.are_not.equal(plain, hooked)
-    assert.equals(2, lower.cache_size())
+    assert.equals(2, kernel_cache.size())
   end)
 
   it("rejects what is not a kernel SINK", function()
@@ -335,7 +341,10 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = ]] .. string.format("%q", helper.build_dir .. "/lua/?.so;") .. [[ .. package.cpath
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.lower"
+local lower = require "tcl.codegen.lower"
+local kernel_cache = require "tcl.codegen.kernel_cache"
+local accumulators = require "tcl.codegen.accumulators"
+local merge_ends = require "tcl.codegen.merge_ends"
 local u = tcl.uop
 local F32, IDX = tcl.dtype "float32", tcl.dtype "index"
 local out = u("PARAM", F32, nil, { 0, 2 })

@@ -1,4 +1,4 @@
--- spec/schedule_spec.lua — scheduling the tensor graph into kernels (lua/tcl/schedule.lua,
+-- spec/schedule_spec.lua — scheduling the tensor graph into kernels (lua/tcl/schedule/init.lua,
 -- rangeify.lua, shape.lua, buffers.lua).
 --
 -- Graphs are built directly as tensor-graph nodes (ENCODINGS.md) with small builders below,
@@ -6,19 +6,19 @@
 --   * the number of kernels (tinygrad's counts on the same shapes, reference notes §3.3);
 --   * the values, by running the kernels with the small kernel interpreter below, which
 --     also asserts that no load or store leaves its buffer (so PAD gating is checked);
---   * the values again through schedule.run (tcl.lower + the EMU runtime), when those are
+--   * the values again through schedule.run (tcl.codegen.lower + the EMU runtime), when those are
 --     built; until then those checks are skipped.
 -- Expected values come from naive Lua loops over the inputs, written from the definitions.
 local tcl = require "tcl"
 local alu = require "tcl.alu"
 local shape = require "tcl.shape"
-local buffers = require "tcl.buffers"
+local buffers = require "tcl.schedule.buffers"
 local schedule = require "tcl.schedule"
 
 local F32, INDEX, BOOL = tcl.dtype "float32", tcl.dtype "index", tcl.dtype "bool"
 
 local has_runtime = pcall(require, "tcl.runtime")
-local has_lower = has_runtime and pcall(require, "tcl.lower")
+local has_lower = has_runtime and pcall(require, "tcl.codegen.lower")
 
 ---------------------------------------------------------------------------------------------
 -- inputs: a registered BUFFER node viewed in a shape; values kept here for the interpreter
@@ -751,16 +751,16 @@ describe("schedule: kernels", function()
   end)
 
   it("identical kernels share one compile cache entry", function()
-    if not has_lower then pending("tcl.lower is not built yet") return end
-    local lower = require "tcl.lower"
+    if not has_lower then pending("tcl.codegen.lower is not built yet") return end
+    local kernel_cache = require "tcl.codegen.kernel_cache"
     local a, b = input({ 5, 3 }), input({ 5, 3 })
     local c, d = input({ 5, 3 }), input({ 5, 3 })
-    local before = lower.cache_size()
+    local before = kernel_cache.size()
     schedule.run({ sub(a, mul(b, a)) })
-    local after_first = lower.cache_size()
+    local after_first = kernel_cache.size()
     schedule.run({ sub(c, mul(d, c)) })
     assert.are.equal(before + 1, after_first)
-    assert.are.equal(after_first, lower.cache_size())
+    assert.are.equal(after_first, kernel_cache.size())
   end)
 
   it("are ordered by their buffer dependencies", function()
@@ -803,13 +803,15 @@ describe("schedule: kernels", function()
       local line = table.concat({ ... })
       if line:find("^schedule:") then lines[#lines + 1] = line end
     end }
+    local env = require "tcl.env"
+    local debug = env.DEBUG
     local ok, err = pcall(function()
-      schedule.debug = 1
+      env.DEBUG = 1
       schedule.run({ add(x, x) })
-      schedule.debug = 0
+      env.DEBUG = 0
       schedule.run({ add(x, x) })
     end)
-    io.stderr, schedule.debug = stderr, nil
+    io.stderr, env.DEBUG = stderr, debug
     assert(ok, err)
     assert.are.same({ "schedule: 1 kernel: E_2_3\n" }, lines)
   end)

@@ -1,5 +1,5 @@
 -- spec/symbolic_fuzz_spec.lua — randomized equivalence check of the symbolic simplifier
--- (lua/patterns/symbolic.lua) and of the interval analysis (tcl.bounds).
+-- (lua/tcl/patterns/symbolic.lua) and of the interval analysis (tcl.bounds).
 --
 -- Thousands of random integer and bool expressions over variables with random ranges
 -- (negative ones included), RANGE loop variables and constants, built from every integer
@@ -805,8 +805,8 @@ describe("the fuzzer", function()
   end)
 end)
 
-describe("patterns.symbolic", function()
-  local found, symbolic = pcall(require, "patterns.symbolic")
+describe("tcl.patterns.symbolic", function()
+  local found, symbolic = pcall(require, "tcl.patterns.symbolic")
 
   it("agrees with the original expression and with vmin/vmax on random expressions", function()
     assert(found, "patterns.symbolic is missing: " .. tostring(symbolic))

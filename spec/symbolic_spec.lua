@@ -1,4 +1,4 @@
--- spec/symbolic_spec.lua — the symbolic simplifier (lua/patterns/symbolic.lua and its native
+-- spec/symbolic_spec.lua — the symbolic simplifier (lua/tcl/patterns/symbolic.lua and its native
 -- rewrites in src/rewrite/natives.c: fold_constants, fold_to_bounds, normalize_sum,
 -- fold_divmod), one block per rule family: exact results (nodes are interned, so the
 -- expected node is built and compared by identity), cases that must not fire (floats,
@@ -6,7 +6,7 @@
 -- infinity / signed-zero results survive. (spec/symbolic_fuzz_spec.lua checks soundness.)
 local tcl = require "tcl"
 local alu = require "tcl.alu"
-local symbolic = require "patterns.symbolic"
+local symbolic = require "tcl.patterns.symbolic"
 
 local I, I32, U32, B, F32 = "index", "int32", "uint32", "bool", "float32"
 local INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -1,4 +1,4 @@
--- spec/tensor_api_spec.lua — the Tensor API (lua/api) as a contract: result shapes and dtypes
+-- spec/tensor_api_spec.lua — the Tensor API (lua/tcl/api) as a contract: result shapes and dtypes
 -- of every function (broadcasting, size-1 and size-0 dims), dtype promotion, property
 -- semantics, every error message, and that failed calls change nothing. The values of the
 -- graphs the API builds are checked here with a small evaluator of the tensor graph written
@@ -9,7 +9,7 @@ local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local alu = require "tcl.alu"
 local shape_of = require "tcl.shape"
-local buffers = require "tcl.buffers"
+local buffers = require "tcl.schedule.buffers"
 local Tensor = tcl.Tensor
 
 -- ---------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ end
 describe("the Tensor module", function()
   it("is tcl.Tensor, with tcl.realize and tcl.training", function()
     assert.are.equal("table", type(Tensor))
-    assert.are.equal(Tensor, require("api.tensor"))
+    assert.are.equal(Tensor, require("tcl.api.tensor"))
     assert.are.equal("function", type(tcl.realize))
     assert.is_false(tcl.training)
   end)
@@ -433,7 +433,7 @@ describe("Tensor random", function()
 
   it("the same seed gives the same numbers in another process", function()
     local script = "Tensor.manual_seed(3); local t = Tensor.rand(3); " ..
-      "print(table.concat(require('tcl.buffers').read(t.uop), ' '))"
+      "print(table.concat(require('tcl.schedule.buffers').read(t.uop), ' '))"
     local q = helper.shell_quote
     local s1, out1 = helper.run(q(helper.tcl_bin) .. " -e " .. q(script))
     local s2, out2 = helper.run(q(helper.tcl_bin) .. " -e " .. q(script))
@@ -1138,7 +1138,7 @@ describe("Tensor linear algebra and nn functions", function()
 end)
 
 describe("Tensor printing", function()
-  local render = require("api.print")._render
+  local render = require("tcl.api.print")._render
 
   it("lays out values like numpy with shape and dtype", function()
     assert.are.equal("Tensor([[1, 2],\n        [3, 4]], shape=(2, 2), dtype=int32)", render({ 1, 2, 3, 4 }, { 2, 2 }, "int32"))

@@ -1,4 +1,4 @@
--- spec/tensor_fuzz_spec.lua — a random fuzzer of the Tensor API (lua/api).
+-- spec/tensor_fuzz_spec.lua — a random fuzzer of the Tensor API (lua/tcl/api).
 --
 -- Each step picks a user-facing function at random (creation, random numbers, elementwise,
 -- movement, reductions, nn, getting data out; methods, static calls and Lua operators) and

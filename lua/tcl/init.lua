@@ -1,20 +1,25 @@
--- tcl — the Lua module of the tcl tensor compiler.
--- Loads the C core and gathers the public Lua API in one table.
+-- tcl — the Lua module of the tcl tensor compiler: gathers the public Lua API in one table.
+-- Nothing inside tcl requires this module; each stage has a folder of its own (DESIGN.md,
+-- "Data flow"), and dependencies point one way: api -> schedule -> codegen -> patterns ->
+-- the core bindings (tcl.core, tcl.uop, tcl.pattern, tcl.shape, tcl.env, C modules).
+--
+--   tcl.api        the Tensor API: lazy tensors (lua/tcl/api/)
+--   tcl.schedule   realize points, fusion, rangeify, buffers: kernels (lua/tcl/schedule/)
+--   tcl.codegen    lowering driver, kernel cache, linearizer, hand-written passes (lua/tcl/codegen/)
+--   tcl.patterns   rule files and the ordered pass pipeline (lua/tcl/patterns/)
 local core = require "tcl.core"
-local uop = require "tcl.uop"
+local UOp = require "tcl.uop"
 local pattern = require "tcl.pattern"
-local bounds = require "tcl.bounds"
-
--- Interval analysis of integer/bool nodes (src/rewrite/bounds.c): u:vmin(), u:vmax(), u:bounds().
-core.UOp.vmin = bounds.vmin
-core.UOp.vmax = bounds.vmax
-core.UOp.bounds = bounds.bounds
+local class = require "tcl.api.class"
+local Tensor = require "tcl.api.tensor"
+local kernel_cache = require "tcl.codegen.kernel_cache"
 
 local tcl = {
   core = core,
   version = core.version,
-  uop = core.uop,
-  UOp = uop,
+  env = require "tcl.env",
+  uop = core.uop, -- builds a node
+  UOp = UOp,      -- the node class: methods, operators, UOp.const
   dtypes = core.dtypes,
   dtype = core.dtype,
   promote = core.promote,
@@ -26,23 +31,20 @@ local tcl = {
   rules = pattern.rules,
   graph_rewrite = pattern.graph_rewrite,
   substitute = pattern.substitute,
+  -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
+  Tensor = Tensor,
+  realize = Tensor.realize_all,
+  -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
+  kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
 }
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end
 
--- The Tensor API (lua/api): tcl.Tensor, tcl.realize(t1, t2, ...) for one schedule of several
--- tensors, and tcl.training, which turns dropout on.
-tcl.Tensor = require "api.tensor"
-tcl.realize = tcl.Tensor.realize_all
-tcl.training = false
-
--- The compile cache (tcl.lower): its figures, its bound in bytes, emptying it. (tcl.lower
--- loads the rule files, which load this module: it is required when first used.)
-tcl.kernel_cache = {
-  stats = function() return require("tcl.lower").cache_stats() end,
-  set_limit = function(bytes) return require("tcl.lower").set_cache_limit(bytes) end,
-  clear = function() return require("tcl.lower").clear_cache() end,
-}
-
-return tcl
+-- tcl.training (read and written here, kept by the Tensor API) turns dropout on.
+return setmetatable(tcl, {
+  __index = function(_, key) if key == "training" then return class.training end end,
+  __newindex = function(t, key, value)
+    if key == "training" then class.training = value == true else rawset(t, key, value) end
+  end,
+})

@@ -14,6 +14,11 @@
 -- rewrite only when its pattern matched. A rewrite returns the replacement node, or nil.
 local core = require "tcl.core"
 local native = require "tcl.rewrite"
+local env = require "tcl.env"
+
+-- REWRITE_STATS: count every rule's tries, matches and time from the start (before any rule
+-- exists), and print them when the state closes.
+if env.REWRITE_STATS then native.report_stats() end
 
 local P = {}
 local Pat = {}
@@ -267,18 +272,25 @@ local function as_matcher(v, what)
 end
 
 --- Rewrites the graph under root to a fixed point with these rules (children first).
--- opts: ctx (handed to rewrites), parents_first (a rule set), name, trace, max_chain (successive
+-- opts: ctx (handed to rewrites), parents_first (a rule set), name, trace (default: REWRITE_TRACE),
+-- max_chain (successive
 -- replacements of one node), max_growth (new live nodes; default 2^20).
 local function checked(ok, result, ...)
   if not ok then error(result, 3) end -- report at the caller of rewrite/graph_rewrite
   return result, ...
 end
 
+-- trace defaults to REWRITE_TRACE (tcl.env)
+local function trace_of(opts)
+  if opts.trace == nil then return env.REWRITE_TRACE end
+  return opts.trace
+end
+
 function RuleSet:rewrite(root, opts)
   opts = opts or {}
   return checked(pcall(native.graph_rewrite, root, self:matcher(), {
     ctx = opts.ctx, parents_first = as_matcher(opts.parents_first, "parents_first"),
-    name = opts.name, trace = opts.trace, max_chain = opts.max_chain, max_growth = opts.max_growth,
+    name = opts.name, trace = trace_of(opts), max_chain = opts.max_chain, max_growth = opts.max_growth,
   }))
 end
 
@@ -292,7 +304,7 @@ function P.graph_rewrite(root, rules, opts)
   opts = opts or {}
   return checked(pcall(native.graph_rewrite, root, as_matcher(rules, "rules"), {
     ctx = opts.ctx, parents_first = as_matcher(opts.parents_first, "parents_first"),
-    name = opts.name, trace = opts.trace, max_chain = opts.max_chain, max_growth = opts.max_growth,
+    name = opts.name, trace = trace_of(opts), max_chain = opts.max_chain, max_growth = opts.max_growth,
   }))
 end
 

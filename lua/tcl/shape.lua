@@ -16,7 +16,7 @@
 --
 -- shape.of validates as it computes: a malformed node raises an error that names the
 -- function, the op and the shapes involved.
--- Only the core is needed (not the "tcl" module, which loads lua/api): so the Tensor API
+-- Only the core is needed (not the "tcl" module, which loads lua/tcl/api): so the Tensor API
 -- can share these helpers.
 local core = require "tcl.core"
 

@@ -553,9 +553,9 @@ int luaopen_tcl_core(lua_State *L) {
     lua_setfield(L, -2, "version");
 #endif
     lua_getfield(L, LUA_REGISTRYINDEX, UOP_METHODS_KEY);
-    lua_setfield(L, -2, "UOp"); /* Lua code adds methods (printing, helpers) to this table */
+    lua_setfield(L, -2, "uop_methods"); /* lua/tcl/uop.lua defines the methods and operators in it */
     luaL_getmetatable(L, UOP_MT);
-    lua_setfield(L, -2, "UOp_mt");
+    lua_setfield(L, -2, "uop_metatable");
 
     /* uop() with its lookups as upvalues */
     lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);

@@ -28,9 +28,11 @@
 typedef struct rule_box { tcl_rule *rule; } rule_box;
 typedef struct matcher_box { tcl_matcher *m; } matcher_box;
 
-static bool env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
+/* Whether rule statistics are counted in this state (rewrite.report_stats). */
+static bool stats_on(lua_State *L) {
+    bool on = lua_getfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY) == LUA_TTABLE;
+    lua_pop(L, 1);
+    return on;
 }
 
 /* ---- pattern tables -> tcl_pat ---- */
@@ -416,7 +418,7 @@ static int l_graph_rewrite(lua_State *L) {
     tcl_rewrite_opts opts;
     memset(&opts, 0, sizeof opts);
     opts.children_first = pm;
-    bool trace = env_flag("REWRITE_TRACE");
+    bool trace = false;
     const char *name = "graph_rewrite";
     lua_settop(L, 3);
     if (lua_istable(L, 3)) {
@@ -454,7 +456,7 @@ static int l_graph_rewrite(lua_State *L) {
     opts.user_ctx = &hook;
     opts.callback = call_lua_rule;
     opts.callback_data = &hook;
-    opts.count_stats = env_flag("REWRITE_STATS");
+    opts.count_stats = stats_on(L);
     tcl_uop *result = tcl_graph_rewrite(root, &opts);
     if (!result) { /* no position prefix: the Lua wrappers add the caller's */
         lua_pushstring(L, tcl_ctx_error(root->ctx));
@@ -492,7 +494,7 @@ static int l_rewrite_once(lua_State *L) {
     const tcl_matcher *m = check_matcher(L, 2);
     lua_settop(L, 3);
     lua_hook hook = {L, 3, 0};
-    tcl_match_env env = {u->ctx, &hook, call_lua_rule, &hook, env_flag("REWRITE_STATS"), NULL};
+    tcl_match_env env = {u->ctx, &hook, call_lua_rule, &hook, stats_on(L), NULL};
     tcl_uop *r;
     if (tcl_matcher_apply(m, u, &env, &r) != TCL_OK) {
         lua_pushstring(L, tcl_ctx_error(u->ctx));
@@ -596,6 +598,22 @@ static int print_stats_at_close(lua_State *L) {
     return 0;
 }
 
+/* rewrite.report_stats(): from now on count tries, matches and time per rule, and print the
+ * table to stderr when the state closes (tcl.pattern calls it when REWRITE_STATS is set,
+ * before any rule exists: the table is finalized after every rule, which adds its counts). */
+static int l_report_stats(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY) != LUA_TTABLE) {
+        lua_newtable(L);
+        lua_newtable(L);
+        lua_pushcfunction(L, print_stats_at_close);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_setfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
 /* rewrite.natives() -> list of the native rewrites' names */
 static int l_natives(lua_State *L) {
     lua_newtable(L);
@@ -635,19 +653,11 @@ int luaopen_tcl_rewrite(lua_State *L) {
         lua_setfield(L, LUA_REGISTRYINDEX, ALL_RULES_KEY);
     }
     lua_pop(L, 1);
-    if (env_flag("REWRITE_STATS") && lua_getfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY) != LUA_TTABLE) {
-        lua_newtable(L);
-        lua_newtable(L);
-        lua_pushcfunction(L, print_stats_at_close);
-        lua_setfield(L, -2, "__gc");
-        lua_setmetatable(L, -2);
-        lua_setfield(L, LUA_REGISTRYINDEX, STAT_ROWS_KEY);
-    }
-    lua_pop(L, 1);
     static const luaL_Reg funcs[] = {
         {"rule", l_rule},           {"matcher", l_matcher},   {"graph_rewrite", l_graph_rewrite},
         {"rewrite_once", l_rewrite_once}, {"substitute", l_substitute}, {"traces", l_traces},
         {"clear_traces", l_clear_traces}, {"stats", l_stats}, {"natives", l_natives},
+        {"report_stats", l_report_stats},
         {NULL, NULL},
     };
     luaL_newlib(L, funcs);

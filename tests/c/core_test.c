@@ -24,6 +24,7 @@
 #include "core/lua_core.h"
 #include "core/uop.h"
 #include "fixed_graph.h"
+#include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
 #include "runtime/lua_runtime.h"
 
@@ -769,6 +770,8 @@ static lua_State *open_lua_with_tcl(const char *source_root) {
     luaL_requiref(L, "tcl.core", luaopen_tcl_core, 0);
     lua_pop(L, 1);
     luaL_requiref(L, "tcl.alu", luaopen_tcl_alu, 0); /* tcl.uop builds CONSTs through it */
+    lua_pop(L, 1);
+    luaL_requiref(L, "tcl.bounds", luaopen_tcl_bounds, 0); /* and gives nodes vmin/vmax */
     lua_pop(L, 1);
     return L;
 }

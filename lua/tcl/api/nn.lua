@@ -1,17 +1,17 @@
--- api.nn — linear algebra and neural-network functions on tensors: matmul, linear, conv2d,
--- pooling, normalization, dropout, one_hot, attention and losses. Layer: lua/api.
+-- tcl.api.nn — linear algebra and neural-network functions on tensors: matmul, linear, conv2d,
+-- pooling, normalization, dropout, one_hot, attention and losses. Layer: lua/tcl/api.
 --
 -- All are compositions of the elementwise, movement and reduce methods, as in tinygrad:
 -- matmul is a broadcast multiply and a sum over the shared dim; convolution and pooling cut
 -- sliding windows out of the input with movement ops only (no copies), multiply and reduce.
-local class = require "api.class"
-local check = require "api.check"
-local nodes = require "api.nodes"
-local rules = require "api.dtype_rules"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
-local MAX_NUMEL = require("tcl.shape").MAX_NUMEL
-local shape_problem = require("tcl.shape").problem
+local shapes = require "tcl.shape"
+local MAX_NUMEL, shape_problem = shapes.MAX_NUMEL, shapes.problem
 local M = {}
 
 local function tensor_arg(fn, x, what)
@@ -400,8 +400,7 @@ function M.dropout(x, p)
   tensor_arg("dropout", x)
   p = p == nil and 0.5 or check.number("dropout", "p", p)
   if not (p >= 0 and p <= 1) then fail("dropout", "p must be in [0, 1], got %s", tostring(p)) end
-  local tcl = package.loaded["tcl"]
-  if not (tcl and tcl.training) or p == 0 then return x end
+  if not class.training or p == 0 then return x end
   if p == 1 then return x:mul(0) end
   check.host_values("dropout", check.numel(x._shape)) -- the random numbers are made on the host
   local keep = class.Tensor.rand(x._shape, { device = x.device }):ge(p)

@@ -1,5 +1,5 @@
--- api.nodes — builds tensor-graph nodes (src/core/ENCODINGS.md, "Tensor graph") for the
--- Tensor API. Layer: lua/api.
+-- tcl.api.nodes — builds tensor-graph nodes (src/core/ENCODINGS.md, "Tensor graph") for the
+-- Tensor API. Layer: lua/tcl/api.
 --
 -- These builders take and return tensors, know each node's encoding and its result shape,
 -- and skip nodes that would change nothing (a reshape to the same shape, a cast to the same
@@ -7,8 +7,8 @@
 -- themselves in the errors. Axes here are 0-based, as in node args.
 local core = require "tcl.core"
 local uop_helpers = require "tcl.uop"
-local class = require "api.class"
-local check = require "api.check"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
 local shapes = require "tcl.shape"
 
 local wrap = class.wrap

@@ -1,4 +1,4 @@
--- tcl.rangeify — turns one realize point of the tensor graph into a kernel AST: loops over
+-- tcl.schedule.rangeify — turns one realize point of the tensor graph into a kernel AST: loops over
 -- the output's elements (RANGE nodes), the value at those indices, and its store.
 -- Layer: Lua scheduler. Input: "Tensor graph" nodes; output: "Kernels" nodes
 -- (src/core/ENCODINGS.md). tcl.schedule decides the realize points and calls this per kernel.
@@ -15,7 +15,7 @@
 --   * a fused REDUCE_AXIS becomes REDUCE(value, RANGE...) over new "reduce" ranges;
 --   * ALU ops and casts are rebuilt on the walked sources; CONST stays as it is.
 --
--- The kernel (the contract with lowering, lua/tcl/lower.lua):
+-- The kernel (the contract with lowering, lua/tcl/codegen/lower.lua):
 --   SINK(END(...END(STORE(INDEX(PARAM0, out_index), value), r_last)..., r_first), arg={name})
 --   * one RANGE per output axis of size > 1, `RANGE(CONST end) arg={axis_id, "loop"}`; the
 --     END nodes close them, innermost (last axis) first; size-1 axes index with 0 and have
@@ -28,72 +28,41 @@
 -- the walk meets them), axis ids from 0 (output axes first, then reduce axes as the walk
 -- meets them), the name is made from the loop sizes, and the whole kernel is simplified by
 -- the symbolic rules (which also fold the index arithmetic of movement ops).
-local tcl = require "tcl"
-local const = require("tcl.uop").const
+local UOp = require "tcl.uop"
+local core = require "tcl.core"
+local pattern = require "tcl.pattern"
 local shape = require "tcl.shape"
-local symbolic = require "patterns.symbolic"
+local symbolic = require "tcl.patterns.symbolic"
 
 local M = {}
 
-local uop = tcl.uop
-local INDEX = tcl.dtype "index"
-local BOOL = tcl.dtype "bool"
+local new, const = UOp.new, UOp.const
+local INDEX = core.dtype "index"
 
----------------------------------------------------------------------------------------------
--- index arithmetic (small foldings here keep the trees small; symbolic does the rest)
+-- Index arithmetic is built with the node operators (tcl.uop); the symbolic rules fold it.
+-- Size-1 axes and unit strides are skipped where they are met, so trees start small.
+local ZERO = const(INDEX, 0)
 
-local function iconst(v) return uop("CONST", INDEX, nil, v) end
-local ZERO = iconst(0)
-
-local function is_const(u) return u.op == "CONST" end
-
-local function add(a, b)
-  if b == ZERO then return a end
-  if a == ZERO then return b end
-  if is_const(a) and is_const(b) then return iconst(a.arg + b.arg) end
-  return uop("ADD", INDEX, { a, b })
-end
-
-local function mul(a, k)
-  if k == 0 then return ZERO end
-  if k == 1 then return a end
-  if is_const(a) then return iconst(a.arg * k) end
-  return uop("MUL", INDEX, { a, iconst(k) })
-end
-
-local function floordiv(a, k)
-  if k == 1 then return a end
-  if is_const(a) then return iconst(a.arg // k) end
-  return uop("FLOORDIV", INDEX, { a, iconst(k) })
-end
-
-local function floormod(a, k)
-  if k == 1 then return ZERO end
-  if is_const(a) then return iconst(a.arg % k) end
-  return uop("FLOORMOD", INDEX, { a, iconst(k) })
-end
-
-local function lt(a, b) return uop("CMPLT", BOOL, { a, b }) end
-
+--- The conjunction of two validity conditions, either of which may be nil (always valid).
 local function both(a, b)
   if a == nil then return b end
   if b == nil then return a end
-  return uop("AND", BOOL, { a, b })
+  return a & b
 end
 
 --- The row-major flat index of the element at idx in a tensor of shape shp.
 local function flatten(idx, shp)
   local strides = shape.strides(shp)
-  local flat = ZERO
+  local flat = nil
   for i = 1, #shp do
-    if shp[i] ~= 1 then flat = add(flat, mul(idx[i], strides[i])) end
+    if shp[i] ~= 1 then
+      local term = strides[i] == 1 and idx[i] or idx[i] * strides[i]
+      flat = flat and flat + term or term
+    end
   end
-  return flat
+  return flat or ZERO
 end
 M.flatten = flatten
-
---- The zero of dtype d (PAD's fill).
-local function zero_of(d) return const(d, 0) end
 
 ---------------------------------------------------------------------------------------------
 -- movement ops: the source's indices from the node's indices (and a validity condition)
@@ -109,9 +78,9 @@ function movement.RESHAPE(_, idx, in_shape, out_shape)
     if in_shape[j] == 1 then
       out[j] = ZERO
     else
-      local q = floordiv(flat, strides[j])
+      local q = strides[j] == 1 and flat or flat // strides[j]
       -- the outermost split needs no modulo: a valid flat index is below the numel
-      out[j] = outermost and q or floormod(q, in_shape[j])
+      out[j] = outermost and q or q % in_shape[j]
       outermost = false
     end
   end
@@ -132,14 +101,14 @@ end
 
 function movement.SHRINK(node, idx)
   local win, out = node.arg, {}
-  for i = 1, #idx do out[i] = add(idx[i], iconst(win[2 * i - 1])) end
+  for i = 1, #idx do out[i] = win[2 * i - 1] == 0 and idx[i] or idx[i] + win[2 * i - 1] end
   return out
 end
 
 function movement.FLIP(node, idx, in_shape)
   local flags, out = node.arg, {}
   for i = 1, #idx do
-    out[i] = flags[i] == 1 and add(mul(idx[i], -1), iconst(in_shape[i] - 1)) or idx[i]
+    out[i] = flags[i] == 1 and idx[i] * -1 + (in_shape[i] - 1) or idx[i] -- i -> size-1-i
   end
   return out
 end
@@ -148,9 +117,9 @@ function movement.PAD(node, idx, in_shape)
   local pads, out, valid = node.arg, {}, nil
   for i = 1, #idx do
     local before, after = pads[2 * i - 1], pads[2 * i]
-    out[i] = add(idx[i], iconst(-before))
-    if before > 0 then valid = both(valid, lt(iconst(before - 1), idx[i])) end
-    if after > 0 then valid = both(valid, lt(idx[i], iconst(before + in_shape[i]))) end
+    out[i] = before == 0 and idx[i] or idx[i] + -before
+    if before > 0 then valid = both(valid, const(INDEX, before - 1):lt(idx[i])) end
+    if after > 0 then valid = both(valid, idx[i]:lt(before + in_shape[i])) end
   end
   return out, valid
 end
@@ -174,19 +143,19 @@ function Builder:param(buffer)
   if not param then
     local slot = #self.buffers
     self.buffers[slot + 1] = buffer
-    param = uop("PARAM", buffer.dtype, nil, { slot, buffer.arg[2] })
+    param = new("PARAM", buffer.dtype, nil, { slot, buffer.arg[2] })
     self.param_of[buffer.id] = param
   end
   return param
 end
 
 function Builder:load(buffer, flat, valid)
-  local at = uop("INDEX", buffer.dtype, { self:param(buffer), flat })
-  return uop("LOAD", buffer.dtype, valid and { at, valid } or { at })
+  local at = new("INDEX", buffer.dtype, { self:param(buffer), flat })
+  return new("LOAD", buffer.dtype, valid and { at, valid } or { at })
 end
 
 function Builder:new_range(size, kind)
-  local r = uop("RANGE", INDEX, { iconst(size) }, { self.next_axis, kind })
+  local r = new("RANGE", INDEX, { const(INDEX, size) }, { self.next_axis, kind })
   self.next_axis = self.next_axis + 1
   return r
 end
@@ -216,14 +185,14 @@ function Builder:compute(node, idx, valid)
     local in_idx, cond = move(node, idx, shape.shared(src[1]), shape.shared(node))
     if not cond then return self:value(src[1], in_idx, valid) end
     local inner = self:value(src[1], in_idx, both(valid, cond))
-    return uop("WHERE", node.dtype, { cond, inner, zero_of(node.dtype) })
+    return cond:where(inner, inner:const_like(0))
   end
   if op == "REDUCE_AXIS" then return self:reduce(node, idx, valid) end
   if op == "CONTIGUOUS" or op == "DETACH" then return self:value(src[1], idx, valid) end
-  if tcl.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
+  if core.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
     local vals = {}
     for i, s in ipairs(src) do vals[i] = self:value(s, idx, valid) end
-    return uop(op, node.dtype, vals, node.arg)
+    return new(op, node.dtype, vals, node.arg)
   end
   error(string.format("rangeify: %s is not a tensor-graph op it can fuse", op), 0)
 end
@@ -250,7 +219,7 @@ function Builder:reduce(node, idx, valid)
   if #ranges == 0 then return v end
   local srcs = { v }
   for i, r in ipairs(ranges) do srcs[i + 1] = r end
-  return uop("REDUCE", v.dtype, srcs, node.arg[1])
+  return new("REDUCE", v.dtype, srcs, node.arg[1])
 end
 
 ---------------------------------------------------------------------------------------------
@@ -281,10 +250,10 @@ local function drop_unused_params(sink, bufs)
     if param then
       local new_slot = #used
       used[new_slot + 1] = bufs[slot + 1]
-      if new_slot ~= slot then map[param] = uop("PARAM", param.dtype, nil, { new_slot, param.arg[2] }) end
+      if new_slot ~= slot then map[param] = new("PARAM", param.dtype, nil, { new_slot, param.arg[2] }) end
     end
   end
-  return tcl.substitute(sink, map), used
+  return pattern.substitute(sink, map), used
 end
 
 --- The kernel that computes realize point root into the BUFFER node out.
@@ -313,10 +282,10 @@ function M.kernel(root, out, stored)
     error(string.format("rangeify: the value of %s has dtype %s, expected %s", root.op, tostring(value.dtype),
       tostring(root.dtype)), 0)
   end
-  local store = uop("STORE", nil, { uop("INDEX", out.dtype, { b:param(out), flatten(idx, out_shape) }), value })
-  for i = #loops, 1, -1 do store = uop("END", nil, { store, loops[i] }) end
+  local store = new("STORE", nil, { new("INDEX", out.dtype, { b:param(out), flatten(idx, out_shape) }), value })
+  for i = #loops, 1, -1 do store = new("END", nil, { store, loops[i] }) end
   local name = kernel_name(loop_sizes, b.reduce_sizes)
-  local sink = symbolic.symbolic:rewrite(uop("SINK", nil, { store }, { name }))
+  local sink = symbolic.symbolic:rewrite(new("SINK", nil, { store }, { name }))
   local ast, used = drop_unused_params(sink, b.buffers)
   return { ast = ast, buffers = used, name = name }
 end

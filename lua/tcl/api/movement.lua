@@ -1,21 +1,21 @@
--- api.movement — Tensor methods that move data without computing on it: reshape, permute,
--- expand, pad, flip, slicing, indexing, cat/stack, repeat, split. Layer: lua/api.
+-- tcl.api.movement — Tensor methods that move data without computing on it: reshape, permute,
+-- expand, pad, flip, slicing, indexing, cat/stack, repeat, split. Layer: lua/tcl/api.
 --
 -- Dims and indices are 1-based, negative ones count from the end (-1 is the last); they
 -- become the 0-based axes of the RESHAPE/PERMUTE/EXPAND/PAD/SHRINK/FLIP nodes. Every result
 -- is a lazy view: no data is copied until a kernel reads it.
 local core = require "tcl.core"
-local class = require "api.class"
-local check = require "api.check"
-local nodes = require "api.nodes"
-local rules = require "api.dtype_rules"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local M = {}
 
 local tensor_arg = check.tensor
-local MAX_NUMEL, shape_problem = require("tcl.shape").MAX_NUMEL, require("tcl.shape").problem
-local MAX_NDIM = require("tcl.shape").MAX_NDIM
+local shapes = require "tcl.shape"
+local MAX_NUMEL, MAX_NDIM, shape_problem = shapes.MAX_NUMEL, shapes.MAX_NDIM, shapes.problem
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)

@@ -1,5 +1,5 @@
--- api.reduce — reductions (sum, mean, max, argmax, var, ...), softmax family and cumsum.
--- Layer: lua/api.
+-- tcl.api.reduce — reductions (sum, mean, max, argmax, var, ...), softmax family and cumsum.
+-- Layer: lua/tcl/api.
 --
 -- `dim` is nil (every dim), a dim or a table of dims (1-based, negative from the end);
 -- `keepdim` keeps the reduced dims as size 1. Each reduction is one REDUCE_AXIS node with
@@ -7,10 +7,10 @@
 -- RESHAPE that drops them unless keepdim. min is max of an order-reversing map, argmax a
 -- max over a mask of reversed positions.
 local core = require "tcl.core"
-local class = require "api.class"
-local check = require "api.check"
-local nodes = require "api.nodes"
-local rules = require "api.dtype_rules"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local fail = check.fail
 local dtypes = core.dtypes

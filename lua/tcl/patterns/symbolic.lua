@@ -1,8 +1,8 @@
--- patterns/symbolic.lua — the symbolic simplifier: algebra rules for index math, validity
--- masks and the safe part of float math. Layer: rule files (lua/patterns), run by the C
+-- tcl.patterns.symbolic — the symbolic simplifier: algebra rules for index math, validity
+-- masks and the safe part of float math. Layer: rule files (lua/tcl/patterns), run by the C
 -- rewrite engine; hot rules name native rewrites in src/rewrite/natives.c.
 --
---   local symbolic = require "patterns.symbolic"
+--   local symbolic = require "tcl.patterns.symbolic"
 --   local simpler = symbolic.symbolic:rewrite(node)
 --
 -- Rule sets (each a tcl.pattern rule set; `M.symbolic` combines them in this order):
@@ -38,15 +38,16 @@
 -- Floats are only rewritten where the result is bit-for-bit the same for NaN, infinities
 -- and signed zeros: x*1, x/1, x+(-0.0), x-(+0.0), -(-x), WHERE and same-operand rules,
 -- constant folding. Never x*0, x-x, x+0.0 or reassociation.
-local tcl = require "tcl"
+local UOp = require "tcl.uop"
+local core = require "tcl.core"
 local P = require "tcl.pattern"
 local alu = require "tcl.alu"
 local bounds = require "tcl.bounds"
 
 local M = {}
 
-local uop = tcl.uop
-local BOOL = tcl.dtype "bool"
+local new = UOp.new -- for rules that rebuild a node with its own op
+local BOOL = core.dtype "bool"
 
 ---------------------------------------------------------------------------------------------
 -- dtype classes (names, as pattern dtype lists)
@@ -54,7 +55,7 @@ local BOOL = tcl.dtype "bool"
 -- derived from the dtype table, so a dtype added there joins its class here
 local function dtype_names(keep)
   local list = {}
-  for name, d in pairs(tcl.dtypes) do
+  for name, d in pairs(core.dtypes) do
     if keep(d) then list[#list + 1] = name end
   end
   table.sort(list)
@@ -71,10 +72,10 @@ local function is_const(u) return u.op == "CONST" end
 -- constants and exact integer arithmetic
 
 -- CONSTs by CAST's rules: integers wrap to d's width, so ring arithmetic on coefficients stays exact
-local const = require("tcl.uop").const
+local const = UOp.const
 
 local TRUE, FALSE = const(BOOL, true), const(BOOL, false)
-local function NOT(x) return uop("CMPNE", BOOL, { x, TRUE }) end
+local function NOT(x) return x:ne(true) end
 
 -- Interval arithmetic on true (unwrapped) values is done on integers no larger than 2^52
 -- in magnitude, where Lua integers cannot overflow and doubles are exact; anything larger
@@ -130,7 +131,7 @@ end
 
 -- the dtype of a (possibly uint64) node decides whether vmax is a real bound (bounds.h)
 local function bounded_above(u)
-  return not (u.dtype == tcl.dtype "uint64" and vmax(u) == math.maxinteger)
+  return not (u.dtype == core.dtype "uint64" and vmax(u) == math.maxinteger)
 end
 
 --- CAST(CAST(x, mid), to) is CAST(x, to) when every value of x survives the cast to mid.
@@ -140,14 +141,14 @@ local function drop_inner_cast(m)
   if not mid.is_int or not bounds.bounds(src) then return nil end
   if not bounded_above(src) or not fits(mid, vmin(src), vmax(src)) then return nil end
   if m.root.dtype == src.dtype then return src end
-  return uop("CAST", m.root.dtype, { src })
+  return src:cast(m.root.dtype)
 end
 
 
 M.identities = P.rules {
   -- commutative ops keep a constant operand second
   { P.op("Commutative", { c, x }, { name = "root" }), function(m)
-    if not is_const(m.x) then return uop(m.root.op, m.root.dtype, { m.x, m.c }) end end },
+    if not is_const(m.x) then return new(m.root.op, m.root.dtype, { m.x, m.c }) end end },
   -- x + 0, x * 1, x * 0 (ints and bool only: for floats 0*x is NaN for x = inf or NaN)
   { P.var("x", INTS_BOOL) + 0, "return_x" },
   { x * 1, "return_x" },
@@ -158,19 +159,19 @@ M.identities = P.rules {
   { P.var("x", FLOATS) - c, function(m) if positive_zero(m.c.arg) then return m.x end end },
   -- x - 0, x - x for integers
   { P.var("x", INTS) - 0, "return_x" },
-  { P.var("x", INTS) - x, function(m) return const(m.x.dtype, 0) end },
+  { P.var("x", INTS) - x, function(m) return m.x:const_like(0) end },
   -- double negation: exact for ints (wrapping), floats and bool (logical not)
   { -(-x), "return_x" },
   -- division and modulo by 1 and -1 (both flavours), x // x and x % x when x != 0
   { P.op({ "FLOORDIV", "IDIV" }, { P.var("x", INTS), P.const(1) }), "return_x" },
-  { P.op({ "FLOORMOD", "MOD" }, { P.var("x", INTS), P.const(1) }), function(m) return const(m.x.dtype, 0) end },
+  { P.op({ "FLOORMOD", "MOD" }, { P.var("x", INTS), P.const(1) }), function(m) return m.x:const_like(0) end },
   { P.op({ "FLOORDIV", "IDIV" }, { P.var("x", SIGNED), P.const(-1) }), function(m)
-    return uop("MUL", m.x.dtype, { m.x, const(m.x.dtype, -1) }) end },
-  { P.op({ "FLOORMOD", "MOD" }, { P.var("x", SIGNED), P.const(-1) }), function(m) return const(m.x.dtype, 0) end },
+    return m.x * -1 end },
+  { P.op({ "FLOORMOD", "MOD" }, { P.var("x", SIGNED), P.const(-1) }), function(m) return m.x:const_like(0) end },
   { P.op({ "FLOORDIV", "IDIV" }, { P.var("x", INTS), x }), function(m)
-    if when_nonzero(m) then return const(m.x.dtype, 1) end end },
+    if when_nonzero(m) then return m.x:const_like(1) end end },
   { P.op({ "FLOORMOD", "MOD" }, { P.var("x", INTS), x }), function(m)
-    if when_nonzero(m) then return const(m.x.dtype, 0) end end },
+    if when_nonzero(m) then return m.x:const_like(0) end end },
   -- shifts by zero
   { P.op({ "SHL", "SHR" }, { x, P.const(0) }), "return_x" },
   -- WHERE: identical branches, a constant condition
@@ -197,7 +198,7 @@ M.identities = P.rules {
   { P.var("y", INTS):band(P.const(0):named "x"), "return_x" },
   { P.var("x", INTS):bor(0), "return_x" },
   { P.var("x", INTS):bxor(0), "return_x" },
-  { P.var("x", INTS_BOOL):bxor(x), function(m) return const(m.x.dtype, 0) end },
+  { P.var("x", INTS_BOOL):bxor(x), function(m) return m.x:const_like(0) end },
   { P.var("x", SIGNED):band(-1), "return_x" },
   { P.var("y", SIGNED):bor(P.const(-1):named "x"), "return_x" },
   -- absorption: x & (x | y) == x, x | (x & y) == x (bitwise, so ints and bool)
@@ -208,7 +209,7 @@ M.identities = P.rules {
     name = "inner" }), c2 }, { order = "any", name = "root", dtype = INTS_BOOL }), function(m)
     if m.inner.op ~= m.root.op or m.inner.dtype ~= m.root.dtype then return nil end
     local d = m.root.dtype
-    return uop(m.root.op, d, { m.x, uop(m.root.op, d, { m.c, m.c2 }) })
+    return new(m.root.op, d, { m.x, new(m.root.op, d, { m.c, m.c2 }) })
   end },
 }
 
@@ -232,9 +233,9 @@ M.boolean = P.rules {
   { P.var("x", "bool"):eq(false), function(m) return NOT(m.x) end },
   { P.op("NEG", { P.var("x", "bool") }), function(m) return NOT(m.x) end },
   -- bool arithmetic is logic (alu.h): + and max are OR, * and min are AND, - is XOR
-  { P.op({ "ADD", "MAX" }, { b, y }, { dtype = "bool" }), function(m) return uop("OR", BOOL, { m.b, m.y }) end },
-  { P.op({ "MUL", "MIN" }, { b, y }, { dtype = "bool" }), function(m) return uop("AND", BOOL, { m.b, m.y }) end },
-  { P.op("SUB", { b, y }, { dtype = "bool" }), function(m) return uop("XOR", BOOL, { m.b, m.y }) end },
+  { P.op({ "ADD", "MAX" }, { b, y }, { dtype = "bool" }), function(m) return m.b | m.y end },
+  { P.op({ "MUL", "MIN" }, { b, y }, { dtype = "bool" }), function(m) return m.b & m.y end },
+  { P.op("SUB", { b, y }, { dtype = "bool" }), function(m) return m.b ~ m.y end },
   -- !!x, x & !x, x | !x, x ^ !x
   { not_of(not_of(x)), "return_x" },
   { x:band(not_of(x)), function() return FALSE end },
@@ -242,18 +243,18 @@ M.boolean = P.rules {
   { x:bxor(not_of(x)), function() return TRUE end },
   -- !(a == b) is a != b and !(a != b) is a == b, for every operand dtype (NaN included)
   { not_of(P.op("CMPEQ", { x, y }, { name = "cmp" })), function(m)
-    return uop("CMPNE", BOOL, { m.x, m.y }) end },
+    return m.x:ne(m.y) end },
   { not_of(P.op("CMPNE", { x, y }, { name = "cmp" })), function(m)
-    if m.y ~= TRUE then return uop("CMPEQ", BOOL, { m.x, m.y }) end end },
+    if m.y ~= TRUE then return m.x:eq(m.y) end end },
   -- De Morgan where it saves an op: !a & !b -> !(a | b), !a | !b -> !(a & b)
-  { not_of(x):band(not_of(y)), function(m) return NOT(uop("OR", BOOL, { m.x, m.y })) end },
-  { not_of(x):bor(not_of(y)), function(m) return NOT(uop("AND", BOOL, { m.x, m.y })) end },
+  { not_of(x):band(not_of(y)), function(m) return NOT(m.x | m.y) end },
+  { not_of(x):bor(not_of(y)), function(m) return NOT(m.x & m.y) end },
   -- WHERE over booleans is logic; a negated condition swaps the branches
   { P.var("x"):where(true, false), "return_x" },
   { P.var("x"):where(false, true), function(m) return NOT(m.x) end },
-  { P.var("c"):where(P.var("x", "bool"), false), function(m) return uop("AND", BOOL, { m.c, m.x }) end },
-  { P.var("c"):where(true, P.var("x", "bool")), function(m) return uop("OR", BOOL, { m.c, m.x }) end },
-  { not_of(P.var("c", "bool")):where(x, y), function(m) return uop("WHERE", m.x.dtype, { m.c, m.y, m.x }) end },
+  { P.var("c"):where(P.var("x", "bool"), false), function(m) return m.c & m.x end },
+  { P.var("c"):where(true, P.var("x", "bool")), function(m) return m.c | m.x end },
+  { not_of(P.var("c", "bool")):where(x, y), function(m) return m.c:where(m.y, m.x) end },
 }
 
 ---------------------------------------------------------------------------------------------
@@ -263,33 +264,26 @@ local s = P.var("s", SIGNED)
 
 M.terms = P.rules {
   -- one negation: NEG(x) -> x*-1, a - b -> a + b*-1
-  { P.op("NEG", { s }), function(m) return uop("MUL", m.s.dtype, { m.s, const(m.s.dtype, -1) }) end },
-  { P.op("SUB", { s, y }), function(m)
-    local d = m.s.dtype
-    return uop("ADD", d, { m.s, uop("MUL", d, { m.y, const(d, -1) }) })
-  end },
+  { P.op("NEG", { s }), function(m) return m.s * -1 end },
+  { P.op("SUB", { s, y }), function(m) return m.s + m.y * -1 end },
   -- sums: flatten, merge like terms and constants, fold x%c + (x//c)*c, rebuild canonically
   { root("ADD", { dtype = SIGNED }), "normalize_sum" },
   -- products: (x*c1)*c2 -> x*(c1*c2), (x*c)*y -> (x*y)*c, (x+y)*c -> x*c + y*c
-  { (s * c) * c2, function(m) return uop("MUL", m.s.dtype, { m.s, uop("MUL", m.s.dtype, { m.c, m.c2 }) }) end },
+  { (s * c) * c2, function(m) return m.s * (m.c * m.c2) end },
   { (s * c) * y, function(m)
-    if not is_const(m.y) and not is_const(m.s) then
-      local d = m.s.dtype
-      return uop("MUL", d, { uop("MUL", d, { m.s, m.y }), m.c })
-    end
+    if not is_const(m.y) and not is_const(m.s) then return (m.s * m.y) * m.c end
   end },
   { P.op("ADD", { x, y }, { dtype = SIGNED, name = "sum" }) * c, function(m)
-    local d = m.sum.dtype
-    return uop("ADD", d, { uop("MUL", d, { m.x, m.c }), uop("MUL", d, { m.y, m.c }) })
+    return m.x * m.c + m.y * m.c
   end },
   -- index shifts are multiplications and floor divisions by powers of two
   { P.var("x", "index") << c, function(m)
     local n = m.c.arg
-    if n >= 0 and n < 63 then return uop("MUL", m.x.dtype, { m.x, const(m.x.dtype, 1 << n) }) end
+    if n >= 0 and n < 63 then return m.x * (1 << n) end
   end },
   { P.var("x", "index") >> c, function(m) -- arithmetic shift right is floor division
     local n = m.c.arg
-    if n >= 0 and n < 63 then return uop("FLOORDIV", m.x.dtype, { m.x, const(m.x.dtype, 1 << n) }) end
+    if n >= 0 and n < 63 then return m.x // (1 << n) end
   end },
 }
 
@@ -303,7 +297,7 @@ local function lt_move_const(m, x_left)
   if not (small(lo) and small(hi) and small(cv) and small(dv)) then return nil end
   if not fits(d, lo + cv, hi + cv) or not fits(d, dv - cv, dv - cv) then return nil end
   local moved = const(d, dv - cv)
-  return uop("CMPLT", BOOL, x_left and { m.x, moved } or { moved, m.x })
+  return x_left and m.x:lt(moved) or moved:lt(m.x)
 end
 
 --- x*c < d and d < x*c with x*c exact: divide by c (rounding so integers compare alike).
@@ -318,7 +312,8 @@ local function lt_divide(m, x_left)
   -- x*c < d  <=>  x < ceil(d/c);  d < x*c  <=>  floor(d/c) < x
   local bound = x_left and ceil_div(dv, cv) or dv // cv
   if not fits(d, bound, bound) then return nil end -- then the ranges decide it anyway
-  return uop("CMPLT", BOOL, x_left and { m.x, const(d, bound) } or { const(d, bound), m.x })
+  local k = const(d, bound)
+  return x_left and m.x:lt(k) or k:lt(m.x)
 end
 
 --- x // c < d -> x < d*c and d < x // c -> (d+1)*c - 1 < x (floor division, c > 0; C
@@ -329,14 +324,15 @@ local function lt_undivide(m, x_left)
   if m.div.op == "IDIV" and vmin(m.x) < 0 then return nil end
   local bound = x_left and dv * cv or (dv + 1) * cv - 1
   if not fits(d, bound, bound) then return nil end
-  return uop("CMPLT", BOOL, x_left and { m.x, const(d, bound) } or { const(d, bound), m.x })
+  local k = const(d, bound)
+  return x_left and m.x:lt(k) or k:lt(m.x)
 end
 
 --- x + c != d -> x != d - c and x*-1 != d -> x != -d: bijections of the wrapped ring.
 local function ne_move_const(m)
   local d = m.x.dtype
   local moved = m.sum.op == "ADD" and alu.exec("SUB", d, m.d.arg, m.c.arg) or alu.exec("MUL", d, m.d.arg, -1)
-  return uop(m.root.op, BOOL, { m.x, const(d, moved) })
+  return new(m.root.op, BOOL, { m.x, const(d, moved) })
 end
 
 local sx, bound = P.var("x", SIGNED), P.cvar "d"
@@ -369,7 +365,7 @@ local function nested_div(m)
   local d, a, bv = m.root.dtype, m.c.arg, m.c2.arg
   if m.inner.op ~= m.root.op or a <= 0 or bv <= 0 or not small(a) or not small(bv) then return nil end
   if a > LIMIT // bv or not fits(d, a * bv, a * bv) then return nil end
-  return uop(m.root.op, d, { m.x, const(d, a * bv) })
+  return new(m.root.op, d, { m.x, const(d, a * bv) })
 end
 
 --- (x % (c*k)) // c -> (x // c) % k and (x % (c*k)) % c -> x % c, c and k positive.
@@ -377,8 +373,8 @@ local function mod_then_divmod(m)
   local op, d, mv, cv = m.root.op, m.root.dtype, m.c.arg, m.c2.arg
   if MOD_OF[op] ~= m.inner.op or mv <= 0 or cv <= 0 or mv % cv ~= 0 then return nil end
   if not FLOOR[op] and vmin(m.x) < 0 then return nil end
-  if not IS_DIV[op] then return uop(op, d, { m.x, m.c2 }) end
-  return uop(MOD_OF[op], d, { uop(DIV_OF[op], d, { m.x, m.c2 }), const(d, mv // cv) })
+  if not IS_DIV[op] then return new(op, d, { m.x, m.c2 }) end
+  return new(MOD_OF[op], d, { new(DIV_OF[op], d, { m.x, m.c2 }), const(d, mv // cv) })
 end
 
 local DIVMOD = { "FLOORDIV", "FLOORMOD", "IDIV", "MOD" }

@@ -1,11 +1,14 @@
--- api.class — the Tensor class: what a tensor object holds, its metatable (properties,
--- integer indexing, Lua operators) and the constructor from a graph node. Layer: lua/api.
+-- tcl.api.class — the Tensor class: what a tensor object holds, its metatable (properties,
+-- integer indexing, Lua operators) and the constructor from a graph node. Layer: lua/tcl/api.
 --
 -- A tensor is a Lua table { uop = <tensor-graph node>, device = "EMU", _shape = {...} }.
 -- The node is lazy: nothing runs until realize. The shape is known when the node is built
 -- (every API function computes it while checking its arguments) and cached as _shape; the
 -- dtype is the node's. Methods live in the class table (filled by api.tensor from the concept
 -- modules); properties (shape, ndim, dtype) are computed on access.
+local env = require "tcl.env"
+local runtime = require "tcl.runtime"
+
 local M = {}
 
 local Tensor = {}
@@ -70,7 +73,7 @@ end
 --- The device name, checked against the devices the runtime has (EMU today).
 function M.checked_device(fn, name, origin)
   local upper = name:upper()
-  local available = require("tcl.runtime").devices
+  local available = runtime.devices
   for _, d in ipairs(available) do
     if d == upper then return upper end
   end
@@ -80,12 +83,14 @@ end
 
 --- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
 function M.default_device(fn)
-  local from_env = os.getenv("DEVICE")
-  if from_env and from_env ~= "" then return M.checked_device(fn or "Tensor", from_env, " from DEVICE") end
+  if env.DEVICE then return M.checked_device(fn or "Tensor", env.DEVICE, " from DEVICE") end
   return "EMU"
 end
 
--- Tensor(data, opts) builds a tensor (api.creation's Tensor.new).
+--- Whether dropout is on (tcl.training reads and writes it).
+M.training = false
+
+-- Tensor(data, opts) builds a tensor (tcl.api.creation's Tensor.new).
 setmetatable(Tensor, {
   __call = function(_, data, opts) return Tensor.new(data, opts) end,
   __name = "Tensor class",

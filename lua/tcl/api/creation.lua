@@ -1,28 +1,24 @@
--- api.creation — making tensors: from Lua data (Tensor(data, opts)), filled shapes (zeros,
--- ones, full, empty and their _like forms), ranges (arange, linspace) and eye. Layer: lua/api.
+-- tcl.api.creation — making tensors: from Lua data (Tensor(data, opts)), filled shapes (zeros,
+-- ones, full, empty and their _like forms), ranges (arange, linspace) and eye. Layer: lua/tcl/api.
 --
--- Lua data goes to the device through tcl.buffers (a BUFFER node of its values, reshaped);
+-- Lua data goes to the device through tcl.schedule.buffers (a BUFFER node of its values, reshaped);
 -- constant fills are a CONST broadcast to the shape, so they cost no memory until used;
 -- eye is a lazy band mask built from movement ops.
 local core = require "tcl.core"
 local alu = require "tcl.alu"
-local class = require "api.class"
-local check = require "api.check"
-local nodes = require "api.nodes"
-local rules = require "api.dtype_rules"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local is_tensor, fail, wrap = class.is_tensor, check.fail, class.wrap
 local dtypes = core.dtypes
 local MAX_NDIM = require("tcl.shape").MAX_NDIM
+local buffers = require "tcl.schedule.buffers"
 local M = {}
 
 local OPTIONS = { dtype = true, device = true }
 
-local function buffers()
-  local ok, module = pcall(require, "tcl.buffers")
-  if not ok then error("tcl.buffers is not available: " .. tostring(module), 0) end
-  return module
-end
 
 local function device_option(fn, device)
   if device == nil then return class.default_device(fn) end
@@ -42,7 +38,7 @@ M._options = options
 
 --- A tensor on `device` holding the Lua values `flat` (already of `dtype`'s kind), shaped.
 local function from_values(dtype, flat, shape, device)
-  local node = buffers().from_list(dtype, flat, device)
+  local node = buffers.from_list(dtype, flat, device)
   return nodes.reshape(wrap(node, { #flat }, device), shape)
 end
 M._from_values = from_values
@@ -162,7 +158,7 @@ function M.empty(...)
   local shape, opts = check.shape_and_options("empty", ...)
   local dtype, device = options("empty", opts, rules.default_float)
   local numel = check.numel(shape)
-  local node = buffers().new(dtype, numel, device)
+  local node = buffers.new(dtype, numel, device)
   return nodes.reshape(wrap(node, { numel }, device), shape)
 end
 

@@ -1,16 +1,16 @@
--- api.elementwise — elementwise Tensor methods: arithmetic with numpy broadcasting and
+-- tcl.api.elementwise — elementwise Tensor methods: arithmetic with numpy broadcasting and
 -- tinygrad's dtype promotion, comparisons, math functions, activations, where, casts.
--- Layer: lua/api.
+-- Layer: lua/tcl/api.
 --
 -- Operands are tensors or Lua numbers/booleans, on either side. Broadcasting is made explicit
 -- in the graph (RESHAPE + EXPAND), numbers become CONST nodes broadcast the same way, and
 -- every op is decomposed into the ALU ops of ENCODINGS.md: exp = EXP2(x * log2 e),
 -- log = LOG2(x) * ln 2, cos = 1 - 2 sin^2(x/2), and so on.
 local core = require "tcl.core"
-local class = require "api.class"
-local check = require "api.check"
-local nodes = require "api.nodes"
-local rules = require "api.dtype_rules"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local is_tensor, fail = class.is_tensor, check.fail
 local dtypes = core.dtypes

@@ -1,9 +1,9 @@
--- tcl.linearize — orders a lowered kernel's nodes into a linear program (DESIGN.md, data
+-- tcl.codegen.linearize — orders a lowered kernel's nodes into a linear program (DESIGN.md, data
 -- flow step 4): each node after its sources, a RANGE before everything inside its loop and
 -- its END after, every node in the innermost loop it needs and hoisted out of the loops it
 -- does not depend on. The result is deterministic: it depends only on the graph.
 --
---   local linearize = require "tcl.linearize"
+--   local linearize = require "tcl.codegen.linearize"
 --   local list = linearize.linearize(sink)      -- list of nodes, ready for runtime.program
 --   print(linearize.format(list))               -- one line per node (DEBUG=6)
 --
@@ -12,13 +12,15 @@
 -- the linearizer without REDUCEs; the rule helps passes that ask before lowering). The loop
 -- of a range r sits inside the loops of the ranges its END still uses (the END's own uses):
 -- that is the only nesting information a kernel carries, so every RANGE needs one END
--- (passes merge several ENDs of one range into one, see patterns/lowering.lua). A node is
+-- (passes merge several ENDs of one range into one, see lua/tcl/patterns/lowering.lua). A node is
 -- placed inside the loops it uses and all loops around those; the ranges of one node must
 -- nest in a chain, else the kernel is rejected with the node and ranges named.
 --
 -- Order inside a loop body (or at top level): its items are single nodes and whole inner
 -- loops; item B comes after item A when something in B uses something in A; among ready
 -- items the one holding the node earliest in the graph's toposort goes first.
+local format_arg = require("tcl.uop").format_arg
+
 local M = {}
 
 local EMPTY = {}
@@ -297,8 +299,6 @@ function M.linearize(sink)
   return out
 end
 
-local format_value = require("tcl.uop").format_value
-
 --- One line per node: position, op, dtype, sources (positions), arg; loops indented.
 function M.format(list)
   local at, lines, depth = {}, {}, 0
@@ -309,7 +309,7 @@ function M.format(list)
     for k, s in ipairs(u.src) do srcs[k] = at[s] and tostring(at[s]) or "?" end
     local line = string.format("%4d  %s%-10s %-8s", i - 1, string.rep("  ", depth), u.op, tostring(u.dtype))
     if #srcs > 0 then line = line .. " [" .. table.concat(srcs, ", ") .. "]" end
-    if u.arg ~= nil then line = line .. " " .. format_value(u.arg) end
+    if u.arg ~= nil then line = line .. " " .. format_arg(u.arg) end
     lines[#lines + 1] = line
     if u.op == "RANGE" then depth = depth + 1 end
   end

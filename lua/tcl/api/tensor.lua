@@ -1,5 +1,5 @@
--- api.tensor — the Tensor API's entry point (tcl.Tensor): gathers the concept modules into
--- the class, and gets data out: realize, data, tolist, item, numel, size. Layer: lua/api.
+-- tcl.api.tensor — the Tensor API's entry point (tcl.Tensor): gathers the concept modules into
+-- the class, and gets data out: realize, data, tolist, item, numel, size. Layer: lua/tcl/api.
 --
 --   local Tensor = require("tcl").Tensor
 --   local t = Tensor({{1, 2}, {3, 4}}) * 2 + 1      -- lazy: a graph of nodes
@@ -8,14 +8,16 @@
 -- Every concept module returns a table of functions; each becomes a field of the class, so
 -- it is a static function (Tensor.cat(list)) and a method (t:sum()) at once. Names starting
 -- with "_" are the modules' helpers for each other and stay out of the class.
-local class = require "api.class"
-local check = require "api.check"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local schedule = require "tcl.schedule"
+local buffers = require "tcl.schedule.buffers"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
 
 local CONCEPTS = {
-  "api.creation", "api.random", "api.elementwise", "api.movement", "api.reduce", "api.nn", "api.print",
+  "tcl.api.creation", "tcl.api.random", "tcl.api.elementwise", "tcl.api.movement", "tcl.api.reduce", "tcl.api.nn", "tcl.api.print",
 }
 
 local M = {}
@@ -58,7 +60,7 @@ function M.realize_all(...)
     end
   end
   if #pending > 0 then
-    local results = require("tcl.schedule").run(uops)
+    local results = schedule.run(uops)
     for i, t in ipairs(pending) do class.replace_uop(t, results[i]) end
   end
   return table.unpack(list, 1, list.n)
@@ -80,7 +82,7 @@ function M.data(t)
   if buffer == nil then
     fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
   end
-  return require("tcl.buffers").read(buffer)
+  return buffers.read(buffer)
 end
 
 --- The values as nested Lua tables following the shape; a 0-d tensor gives its value.
@@ -131,7 +133,7 @@ local function install(functions, from)
   end
 end
 
-install(M, "api.tensor")
+install(M, "tcl.api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
 
 -- The user-facing names check.api_function reports (function -> name). An alias (clip,

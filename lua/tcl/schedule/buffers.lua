@@ -1,4 +1,4 @@
--- tcl.buffers — realized storage of the tensor graph. Layer: Lua scheduler, over the runtime.
+-- tcl.schedule.buffers — realized storage of the tensor graph. Layer: Lua scheduler, over the runtime.
 --
 -- A realized tensor is a BUFFER node `uop("BUFFER", dtype, nil, {id, numel, device})`
 -- (src/core/ENCODINGS.md); its memory is a runtime Buffer (`require "tcl.runtime"`) that
@@ -15,7 +15,7 @@
 -- drops the runtime Buffer of the dead ones (its finalizer frees the memory at the next
 -- garbage collection). After collectgarbage(), a buffer that no tensor references is
 -- dropped by the next collect.
-local tcl = require "tcl"
+local core = require "tcl.core"
 
 local M = {}
 
@@ -36,7 +36,7 @@ local function load_runtime()
 end
 
 local function as_dtype(dtype, fn)
-  local ok, dt = pcall(tcl.dtype, dtype)
+  local ok, dt = pcall(core.dtype, dtype)
   if not ok then error(string.format("buffers.%s: unknown dtype %s", fn, tostring(dtype)), 3) end
   return dt
 end
@@ -52,7 +52,7 @@ function M.new(dtype, numel, device)
   if type(device) ~= "string" then error("buffers.new: device must be a string, got " .. type(device), 2) end
   next_id = next_id + 1
   registry[next_id] = { dtype = dt, numel = numel, device = device }
-  return tcl.uop("BUFFER", dt, nil, { next_id, numel, device })
+  return core.uop("BUFFER", dt, nil, { next_id, numel, device })
 end
 
 --- nil when a buffer of numel elements of dtype fits on device (or the runtime does not know
@@ -114,7 +114,7 @@ end
 -- Call collectgarbage() first to have unreferenced node userdata collected.
 function M.collect()
   local freed = 0
-  local find = tcl.core.find
+  local find = core.find
   for id, entry in pairs(registry) do
     if not find("BUFFER", entry.dtype, nil, { id, entry.numel, entry.device }) then
       registry[id] = nil -- the runtime Buffer's finalizer frees the memory

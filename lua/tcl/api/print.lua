@@ -1,5 +1,5 @@
--- api.print — tostring(t) / print(t): the values laid out like numpy and tinygrad print them,
--- followed by the shape and dtype. Layer: lua/api.
+-- tcl.api.print — tostring(t) / print(t): the values laid out like numpy and tinygrad print them,
+-- followed by the shape and dtype. Layer: lua/tcl/api.
 --
 --   Tensor([[1, 2],
 --           [3, 4]], shape=(2, 2), dtype=int32)
@@ -8,7 +8,7 @@
 -- (or empty ones with more than 1000 empty brackets) are elided: dims longer than 6 show
 -- their first and last 3 entries around a "...".
 -- Printing realizes the entries it shows.
-local check = require "api.check"
+local check = require "tcl.api.check"
 
 local M = {}
 

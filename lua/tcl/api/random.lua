@@ -1,14 +1,14 @@
--- api.random — random tensors (rand, randn, randint and _like forms) from one reproducible
--- stream, and Tensor.manual_seed. Layer: lua/api.
+-- tcl.api.random — random tensors (rand, randn, randint and _like forms) from one reproducible
+-- stream, and Tensor.manual_seed. Layer: lua/tcl/api.
 --
 -- The numbers are made on the host with xoshiro256** (64-bit Lua integers, which wrap like
 -- the C original) seeded through splitmix64, then uploaded as a buffer. The stream starts
 -- from seed 0, so a script gives the same numbers on every run; manual_seed(n) restarts it.
 -- Arguments are checked before any number is drawn, so a failed call does not move the stream.
 local alu = require "tcl.alu"
-local check = require "api.check"
-local creation = require "api.creation"
-local rules = require "api.dtype_rules"
+local check = require "tcl.api.check"
+local creation = require "tcl.api.creation"
+local rules = require "tcl.api.dtype_rules"
 
 local fail = check.fail
 local M = {}

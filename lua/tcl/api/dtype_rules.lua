@@ -1,12 +1,12 @@
--- api.dtype_rules — which dtype a result has: dtype arguments, the dtype of Lua data,
--- promotion of operands (tinygrad's rules), accumulation dtypes. Layer: lua/api.
+-- tcl.api.dtype_rules — which dtype a result has: dtype arguments, the dtype of Lua data,
+-- promotion of operands (tinygrad's rules), accumulation dtypes. Layer: lua/tcl/api.
 --
 -- The promotion lattice itself is the core's (tcl.promote, src/core/dtype.c); this file
 -- only adds the rules about Lua numbers, which are weak: next to a tensor a number takes
 -- the tensor's dtype when it fits its kind, so `int8_tensor + 1` stays int8 and
 -- `float16_tensor * 2.5` stays float16, but `int_tensor + 0.5` becomes float32.
 local core = require "tcl.core"
-local check = require "api.check"
+local check = require "tcl.api.check"
 
 local dtypes = core.dtypes
 local M = {}

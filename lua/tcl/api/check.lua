@@ -1,16 +1,16 @@
--- api.check — argument checking and error messages for the Tensor API. Layer: lua/api.
+-- tcl.api.check — argument checking and error messages for the Tensor API. Layer: lua/tcl/api.
 --
 -- Every misuse of the API is a Lua error whose message starts with the name of the user-facing
 -- function ("reshape: ...") and names the shapes involved. Errors are raised at the user's
--- line: the first stack frame outside lua/api, so a message points at the script, not at us.
+-- line: the first stack frame outside lua/tcl/api, so a message points at the script, not at us.
 -- All checks run before any node is built, so a failed call leaves nothing half-done.
-local class = require "api.class"
+local class = require "tcl.api.class"
 local shape_of = require "tcl.shape"
 
 local M = {}
 
 -- The directory of this file: frames whose source starts with it belong to the API.
-local API_SOURCE_PREFIX = debug.getinfo(1, "S").source:match("^(@.*[/\\])") or "@lua/api/"
+local API_SOURCE_PREFIX = debug.getinfo(1, "S").source:match("^(@.*[/\\])") or "@lua/tcl/api/"
 
 local function is_api_frame(info)
   return info.source:sub(1, #API_SOURCE_PREFIX) == API_SOURCE_PREFIX

@@ -1,0 +1,74 @@
+-- tcl.codegen.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
+-- a DEFINE_REG. Layer: codegen (a hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
+--
+-- REDUCE(value, r...) becomes, with acc a fresh one-element DEFINE_REG:
+--   init = STORE(INDEX(AFTER(acc, outer ranges...), 0), identity)   before the reduce loops
+--   cur  = INDEX(AFTER(acc, init, r...), 0)                          inside them
+--   END(...END(STORE(cur, op(LOAD(cur), value)), r_last)..., r_first)
+--   result LOAD(INDEX(AFTER(acc, that END), 0))                      after them
+-- The outer ranges (those the value uses besides its own) keep init inside their loops, so
+-- the accumulator restarts on each of their iterations; AFTER(acc, init, r...) keeps the
+-- accumulating load inside the reduce loops and after init. Accumulators take DEFINE_REG
+-- slots after the kernel's own.
+local UOp = require "tcl.uop"
+local P = require "tcl.pattern"
+local core = require "tcl.core"
+local linearize = require "tcl.codegen.linearize"
+local lowering = require "tcl.patterns.lowering"
+
+local M = {}
+
+local new = UOp.new
+local INDEX, VOID = core.dtype "index", core.dtype "void"
+
+local function lower_reduce(m, ctx)
+  local red = m.root
+  local d, op = red.dtype, lowering.reduce_op(red)
+  local src = red.src
+  local value = src[1]
+  if value.dtype ~= d then
+    error(string.format("REDUCE: dtype %s differs from its value's %s", tostring(d), tostring(value.dtype)), 0)
+  end
+  local rr, own = {}, {}
+  for i = 2, #src do
+    if src[i].op ~= "RANGE" then
+      error(string.format("REDUCE: source %d is a %s, not a RANGE", i, src[i].op), 0)
+    end
+    rr[#rr + 1] = src[i]
+    own[src[i]] = true
+  end
+  if #rr == 0 then return value end
+  local outer = {}
+  for _, r in ipairs(linearize.ranges_used(value)) do
+    if not own[r] then outer[#outer + 1] = r end
+  end
+
+  local slot = ctx.next_slot
+  ctx.next_slot = slot + 1
+  local zero = UOp.const(INDEX, 0)
+  local acc = new("DEFINE_REG", d, nil, { slot, 1 })
+  local acc_outer = #outer > 0 and new("AFTER", d, { acc, table.unpack(outer) }) or acc
+  local init = new("STORE", VOID, { new("INDEX", d, { acc_outer, zero }), lowering.identity(op, d) })
+  local cur = new("INDEX", d, { new("AFTER", d, { acc, init, table.unpack(rr) }), zero })
+  local e = new("STORE", VOID, { cur, new(op, d, { new("LOAD", d, { cur }), value }) })
+  for i = #rr, 1, -1 do e = new("END", VOID, { e, rr[i] }) end
+  return new("LOAD", d, { new("INDEX", d, { new("AFTER", d, { acc, e }), zero }) })
+end
+
+M.rules = P.rules {
+  { P.op("REDUCE", nil, { name = "root" }), lower_reduce },
+}
+
+--- The sink with every REDUCE lowered.
+function M.run(sink)
+  local next_slot = 0
+  local has_reduce = false
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "DEFINE_REG" then next_slot = math.max(next_slot, u.arg[1] + 1) end
+    if u.op == "REDUCE" then has_reduce = true end
+  end
+  if not has_reduce then return sink end
+  return M.rules:rewrite(sink, { ctx = { next_slot = next_slot }, name = "lower reduces" })
+end
+
+return M

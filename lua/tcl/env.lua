@@ -1,0 +1,50 @@
+-- tcl.env — the environment variables tcl reads, read once, when tcl loads. Layer: the
+-- package's facts (no other Lua module calls os.getenv).
+--
+--   local env = require "tcl.env"
+--   if env.DEBUG >= 2 then ... end
+--
+-- The fields are plain values: a script or a spec may change them at run time
+-- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them.
+--   DEBUG               integer, 0 when unset: 1 schedule summary, 2 per-kernel lines,
+--                       4 program listings, 5 kernel ASTs, 6 linearized programs
+--   NOOPT               boolean: no kernel optimizations (the pipeline's optimize pass)
+--   DEVICE              string or nil: the default device of new tensors (any case)
+--   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
+--   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
+--   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)
+-- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c.)
+
+--- A variable as a flag: set and not "0".
+local function flag(name)
+  local v = os.getenv(name)
+  return v ~= nil and v ~= "" and v ~= "0"
+end
+
+--- A variable as an integer (0 when unset or not an integer).
+local function integer(name)
+  return math.tointeger(tonumber(os.getenv(name) or "")) or 0
+end
+
+local function string_or_nil(name)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return nil end
+  return v
+end
+
+local DEFAULT_KERNEL_CACHE_MB = 64
+
+local function kernel_cache_bytes()
+  local mb = tonumber(os.getenv("TCL_KERNEL_CACHE_MB") or "")
+  if mb == nil or mb < 0 then mb = DEFAULT_KERNEL_CACHE_MB end
+  return math.floor(mb * (1 << 20))
+end
+
+return {
+  DEBUG = integer("DEBUG"),
+  NOOPT = flag("NOOPT"),
+  DEVICE = string_or_nil("DEVICE"),
+  REWRITE_TRACE = flag("REWRITE_TRACE"),
+  REWRITE_STATS = flag("REWRITE_STATS"),
+  KERNEL_CACHE_BYTES = kernel_cache_bytes(),
+}

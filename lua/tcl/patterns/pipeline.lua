@@ -1,0 +1,48 @@
+-- tcl.patterns.pipeline — the ordered passes that lower one kernel (DESIGN.md, data flow
+-- step 3). This table is the one truth for pass order: the lowering driver
+-- (tcl.codegen.lower) runs it top to bottom, then linearizes and builds the device program.
+--
+-- An entry is one of
+--   { name = "...", rules = <tcl.pattern rule set> }  one graph_rewrite of the kernel with
+--                                                     those rules, ctx handed to the rewrites
+--   { name = "...", fn = function(sink, ctx) -> sink }
+--   { name = "...", pass = "module" }                 a hand-written pass of a later stage
+--                                                     (lua/tcl/codegen/): the driver calls
+--                                                     require(module).run(sink, ctx)
+-- ctx is per kernel: { name = kernel name, noopt = NOOPT is set }. Passes are named by module
+-- so that this file, like every rule file, depends only on the core bindings.
+--
+-- The optimization slot. The pass "optimize" calls M.opts.apply(kernel_sink, ctx) when an
+-- optimizer has installed one (heuristics or BEAM: they return the kernel with its ranges
+-- split, upcast, ...; nil means unchanged), and nothing when NOOPT is set. None is installed
+-- yet, so it changes nothing. The driver keys its compile cache on NOOPT and on the installed
+-- hook, so installing one does not return stale programs.
+local symbolic = require "tcl.patterns.symbolic"
+local lowering = require "tcl.patterns.lowering"
+
+local M = {}
+
+--- Kernel optimizations: `apply(kernel_sink, ctx) -> kernel_sink | nil`, or nil for none.
+M.opts = { apply = nil }
+
+local function optimize(sink, ctx)
+  local apply = M.opts.apply
+  if ctx.noopt or apply == nil then return sink end
+  return apply(sink, ctx) or sink
+end
+
+M.passes = {
+  -- First: symbolic may turn WHERE(g, x, false) into g & x, which would lose the gate that
+  -- keeps a padded read in bounds; and loops that never run must go before anything is hoisted.
+  { name = "add loads", rules = lowering.empty + lowering.early },
+  -- Before optimizing: the optimizer reads loop sizes and index expressions in simplest form.
+  { name = "initial symbolic", rules = symbolic.symbolic },
+  -- While reductions are still REDUCE nodes over their ranges: opts split and retype ranges.
+  { name = "optimize", fn = optimize },
+  -- After the optimizer: accumulators depend on the final ranges of each reduction.
+  { name = "lower reduces", pass = "tcl.codegen.accumulators" },
+  -- Last: the linearizer needs exactly one END per RANGE, and lowering reduces adds ENDs.
+  { name = "merge ends", pass = "tcl.codegen.merge_ends" },
+}
+
+return M
