@@ -96,6 +96,22 @@ describe("cmake --install", function()
     assert.is_true(count > 0)
   end)
 
+  it("puts nothing but tcl's own names on the Lua search paths", function()
+    -- share/lua/5.4 and lib/lua/5.4 are shared with every other Lua library: generic names
+    -- there (api, patterns, schedule, ...) would shadow or be shadowed by theirs
+    local status, out = helper.run("ls -A " .. q(prefix .. "/share/lua/5.4"))
+    assert.equal(0, status)
+    assert.equal("tcl\n", out)
+    status, out = helper.run("ls -A " .. q(prefix .. "/lib/lua/5.4"))
+    assert.equal(0, status)
+    assert.equal("tcl.so\n", out)
+    -- and each stage is a folder under tcl/ (module names mirror folders: tcl.api.tensor)
+    for _, rel in ipairs { "tcl/api/tensor.lua", "tcl/schedule/init.lua", "tcl/codegen/lower.lua",
+      "tcl/patterns/pipeline.lua" } do
+      assert.is_true(exists(prefix .. "/share/lua/5.4/" .. rel), "missing " .. rel)
+    end
+  end)
+
   describe("the installed tcl program", function()
     local function tcl_bin() return prefix .. "/bin/tcl" end
 

@@ -277,3 +277,85 @@ describe("the content hash", function()
     end
   end)
 end)
+
+describe("UOp operators and methods (tcl.UOp)", function()
+  local UOp, P = tcl.UOp, tcl.pattern
+  local x = tcl.uop("DEFINE_VAR", "index", nil, "x")
+  local y = tcl.uop("DEFINE_VAR", "index", nil, "y")
+  local function node(op, dtype, src) return tcl.uop(op, dtype, src) end
+  local function c(v, dtype) return UOp.const(dtype or "index", v) end
+
+  it("are the methods of every node, and tcl.UOp is the table the binding looks them up in", function()
+    assert.are.equal(tcl.core.uop_methods, UOp)
+    assert.are.equal(UOp.tree, x.tree)
+    assert.are.equal(tcl.uop, UOp.new)
+  end)
+
+  it("build the node each operator names, a number taking the node's dtype", function()
+    assert.are.equal(node("ADD", "index", { x, y }), x + y)
+    assert.are.equal(node("SUB", "index", { x, c(3) }), x - 3)
+    assert.are.equal(node("MUL", "index", { c(4), x }), 4 * x)
+    assert.are.equal(node("FLOORDIV", "index", { x, c(2) }), x // 2)
+    assert.are.equal(node("FLOORMOD", "index", { x, c(2) }), x % 2)
+    assert.are.equal(node("IDIV", "index", { x, c(2) }), x:idiv(2))
+    assert.are.equal(node("MOD", "index", { x, c(2) }), x:cmod(2))
+    assert.are.equal(node("NEG", "index", { x }), -x)
+    assert.are.equal(node("AND", "index", { x, y }), x & y)
+    assert.are.equal(node("OR", "index", { x, y }), x | y)
+    assert.are.equal(node("XOR", "index", { x, y }), x ~ y)
+    assert.are.equal(node("SHL", "index", { x, c(1) }), x << 1)
+    assert.are.equal(node("SHR", "index", { x, c(1) }), x >> 1)
+    assert.are.equal(node("MAX", "index", { x, y }), x:max(y))
+    assert.are.equal(node("MIN", "index", { x, c(0) }), x:min(0))
+    local f = tcl.uop("DEFINE_VAR", "float32", nil, "f")
+    assert.are.equal(node("FDIV", "float32", { f, c(2.0, "float32") }), f / 2)
+    assert.are.equal(node("POW", "float32", { f, c(3.0, "float32") }), f ^ 3)
+    assert.are.equal(node("SQRT", "float32", { f }), f:sqrt())
+    -- the number is converted by CAST's rules: 2.7 in an index expression is 2
+    assert.are.equal(node("ADD", "index", { x, c(2) }), x + 2.7)
+  end)
+
+  it("compare into bool, choose with where, convert with cast, and make constants", function()
+    local bool = tcl.dtype "bool"
+    assert.are.equal(node("CMPLT", bool, { x, c(10) }), x:lt(10))
+    assert.are.equal(node("CMPLT", bool, { c(10), x }), x:gt(10))
+    assert.are.equal(node("CMPNE", bool, { x, y }), x:ne(y))
+    assert.are.equal(node("CMPEQ", bool, { x, y }), x:eq(y))
+    local cond = x:lt(y)
+    assert.are.equal(tcl.uop("WHERE", "index", { cond, x, c(0) }), cond:where(x, 0))
+    assert.are.equal(tcl.uop("WHERE", "index", { cond, c(1), y }), cond:where(1, y))
+    assert.are.equal(node("CAST", "int32", { x }), x:cast("int32"))
+    assert.are.equal(x, x:cast(tcl.dtype "index")) -- already that dtype
+    assert.are.equal(c(7), x:const_like(7))
+    assert.are.equal(tcl.uop("CONST", "float16", nil, 0.5), UOp.const("float16", 0.5))
+  end)
+
+  it("keep == as identity and simplify nothing", function()
+    assert.is_true(x + y == x + y) -- hash-consed: the same node
+    assert.is_false(x + y == y + x)
+    assert.are.equal("ADD", (x + 0).op)
+    assert.are.equal("MUL", (c(2) * c(3)).op)
+  end)
+
+  it("refuse operands of two dtypes and values that are not numbers, naming the op", function()
+    local i32 = tcl.uop("DEFINE_VAR", "int32", nil, "i")
+    assert.matches("ADD: operands of dtypes index and int32 %(convert one with cast%)", error_of(function() return x + i32 end))
+    assert.matches("MUL: an operand is a string, not a UOp, a number or a boolean", error_of(function() return x * "2" end))
+    assert.matches("WHERE: operands of dtypes index and int32", error_of(function() return x:lt(y):where(x, i32) end))
+  end)
+
+  it("mirror the pattern language: a pattern written with an operator matches the node built with it", function()
+    local a, b = P.var "a", P.var "b"
+    local cases = {
+      { a + b, x + y }, { a - b, x - y }, { a * b, x * y }, { a // b, x // y }, { a % b, x % y },
+      { a:idiv(b), x:idiv(y) }, { a:cmod(b), x:cmod(y) }, { a:max(b), x:max(y) }, { a:min(b), x:min(y) },
+      { a:lt(b), x:lt(y) }, { a:ne(b), x:ne(y) }, { a:eq(b), x:eq(y) }, { a & b, x & y }, { a | b, x | y },
+      { a ~ b, x ~ y }, { a << b, x << y }, { a >> b, x >> y }, { -a, -x }, { a:cast("int32"), x:cast("int32") },
+      { a:lt(b):where(a, b), x:lt(y):where(x, y) },
+    }
+    for i, case in ipairs(cases) do
+      local rules = P.rules { { case[1], function() return c(12345) end } }
+      assert.are.equal(c(12345), rules:apply_once(case[2]), "case " .. i .. ": " .. case[2].op)
+    end
+  end)
+end)
