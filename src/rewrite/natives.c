@@ -88,7 +88,7 @@ static tcl_status fold_to_bounds(const tcl_rewrite_call *call, tcl_uop **out) {
     return built(call, const_node(call, u->dtype, value), out);
 }
 
-/* ---- canonical sums of signed integers (see lua/patterns/symbolic.lua's header) ----
+/* ---- canonical sums of signed integers (see lua/tcl/patterns/symbolic.lua's header) ----
  * An ADD chain is flattened into terms base*coeff plus one constant, like terms (the same
  * base node) are merged, (x % c)*m + (x // c)*(m*c) pairs of one division flavour become
  * x*m, and the chain is rebuilt left-leaning: ((t1 + t2) + t3) + k, terms in the order of
@@ -280,7 +280,7 @@ static tcl_status normalize_sum(const tcl_rewrite_call *call, tcl_uop **out) {
  * the true values, so a rule fires only when vmin/vmax prove that the dividend's products
  * and total do not wrap (exact_sum_interval); wrapping intermediate sums are harmless,
  * since modulo 2^n they come back. Interval arithmetic stays within 2^52 in magnitude, the
- * same limit as the Lua rules in patterns/symbolic.lua; beyond it a rule declines. */
+ * same limit as the Lua rules in lua/tcl/patterns/symbolic.lua; beyond it a rule declines. */
 
 __extension__ typedef __int128 wide;
 #define EXACT_LIMIT ((int64_t)1 << 52)
