@@ -483,7 +483,7 @@ local function time_on_fresh_graphs(f)
     local t0 = os.clock()
     f(graph)
     times[run] = os.clock() - t0
-    graph = nil
+    graph = nil -- luacheck: ignore 311 (drops the reference for the collector)
   end
   fresh_state()
   return median(times)
@@ -513,7 +513,7 @@ do
   local lua_result
   lua_matches, lua_result = count_matches(lua_symbolic, graph)
   if lua_result ~= result then error("rewrite_bench: the Lua rewrites give another graph than the native ones") end
-  graph, result, lua_result = nil, nil, nil
+  graph, result, lua_result = nil, nil, nil -- luacheck: ignore 311 (drops the reference for the collector)
 end
 
 local native_time = time_on_fresh_graphs(function(g) symbolic:rewrite(g) end)
@@ -559,7 +559,8 @@ local function row(name, seconds, visits, matches)
   print(("%-38s %9.2f %12.3g %s %s"):format(name, seconds * 1e3, nodes / seconds, rate(visits), rate(matches)))
 end
 
-print(("rewrite_bench: %d kernels' view-chain index arithmetic, %d nodes, simplified to %d; median of %d runs, CPU time")
+print(("rewrite_bench: %d kernels' view-chain index arithmetic, %d nodes, simplified to %d; "
+  .. "median of %d runs, CPU time")
   :format(kernels, nodes, simplified_nodes, RUNS))
 print(("%-38s %9s %12s %12s %12s"):format("", "ms", "nodes/s", "visits/s", "matches/s"))
 row("symbolic, native hot rewrites", native_time, nodes + native_matches, native_matches)
@@ -567,5 +568,6 @@ row("symbolic, Lua functions for natives", lua_time, nodes + lua_matches, lua_ma
 row("baseline: toposort to a Lua list", toposort_time)
 row("baseline: Lua walk reading node.op", walk_time)
 row("baseline: Lua table walk (mirror)", table_walk_time)
-print(("matches: %d (native), %d (Lua); Lua rewrites cost %.2fx the native time; rewriting costs %.0fx a Lua table walk")
+print(("matches: %d (native), %d (Lua); Lua rewrites cost %.2fx the native time; "
+  .. "rewriting costs %.0fx a Lua table walk")
   :format(native_matches, lua_matches, lua_time / native_time, native_time / table_walk_time))

@@ -88,8 +88,8 @@ show("same node again", sum == tcl.uop("ADD", tcl.int32, { xv, tcl.uop("CONST", 
 local P = tcl.pattern
 local any = P.var "any"
 local identities = tcl.rules {
-  { any + 0, function(m) return m.any end },   -- any + 0 -> any
-  { any * 1, function(m) return m.any end },   -- any * 1 -> any
+  { any + 0, function(match) return match.any end },   -- any + 0 -> any
+  { any * 1, function(match) return match.any end },   -- any * 1 -> any
 }
 local zero, one = tcl.uop("CONST", tcl.int32, nil, 0), tcl.uop("CONST", tcl.int32, nil, 1)
 local padded = tcl.uop("MUL", tcl.int32, { tcl.uop("ADD", tcl.int32, { sum, zero }), one })

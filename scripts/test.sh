@@ -3,7 +3,8 @@
 #   1. scripts/setup.sh installs whatever Debian packages are missing;
 #   2. builds Debug in build/ and Sanitize (ASan + UBSan) in build-asan/;
 #   3. runs the whole busted suite (spec/**/*_spec.lua) against each build;
-#   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it.
+#   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it;
+#   5. runs luacheck over every Lua file (.luacheckrc): zero warnings.
 # Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
 # runs, "N passed, N failed[, N skipped]"; the exit status is non-zero when a test failed,
 # a build failed or busted stopped early. A build or run that fails without test counts
@@ -83,6 +84,18 @@ run_specs() {
     failed=$((failed + 1))
   fi
 }
+
+# --- luacheck -----------------------------------------------------------------------------
+# Every Lua file of the tree, with .luacheckrc's settings: zero warnings is one passed check.
+echo "== test: luacheck"
+if luacheck_out=$(luacheck . --formatter plain 2>&1); then
+  passed=$((passed + 1))
+  echo "luacheck: no warnings"
+else
+  echo "$luacheck_out"
+  echo "test: luacheck found warnings; counted as 1 failure"
+  failed=$((failed + 1))
+fi
 
 # --- Debug -------------------------------------------------------------------------------
 if build build Debug; then

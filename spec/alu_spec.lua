@@ -102,7 +102,8 @@ describe("tcl.alu integers", function()
       local f = new_failures()
       local vals = samples(d, 60)
       local function check(op, expected, got, ...)
-        if expected ~= got then fail(f, op .. "(" .. table.concat({ ... }, ", ") .. ") = " .. tostring(got) .. ", want " .. expected) end
+        if expected ~= got then fail(f, op .. "(" .. table.concat({ ... },
+            ", ") .. ") = " .. tostring(got) .. ", want " .. expected) end
       end
       for _, a in ipairs(vals) do
         check("NEG", wrap(-a, d), alu.exec("NEG", d.name, a), a)
@@ -128,7 +129,8 @@ describe("tcl.alu integers", function()
       local vals = samples(d, 40)
       for _, a in ipairs(vals) do
         for _, b in ipairs(vals) do
-          local lt, ne, eq = alu.exec("CMPLT", d.name, a, b), alu.exec("CMPNE", d.name, a, b), alu.exec("CMPEQ", d.name, a, b)
+          local lt, ne, eq = alu.exec("CMPLT", d.name, a, b), alu.exec("CMPNE", d.name, a, b), alu.exec("CMPEQ",
+              d.name, a, b)
           if lt ~= ult(a, b, d) or ne ~= (a ~= b) or eq ~= (a == b) then
             fail(f, string.format("%d vs %d: lt=%s ne=%s eq=%s", a, b, lt, ne, eq))
           end
@@ -235,7 +237,8 @@ describe("tcl.alu integers", function()
   end)
 
   it("takes MOD and FLOORMOD on floats exactly: C's fmod and Lua's float %", function()
-    local cases = { { 123456792.0, 7.0 }, { 1e10, 3.0 }, { -5.5, 2.0 }, { 5.5, -2.0 }, { -5.5, -2.0 }, { -1.0, -2.5 }, { -1e-300, 1.0 }, { 1e-300, -1.0 },
+    local cases = { { 123456792.0, 7.0 }, { 1e10, 3.0 }, { -5.5, 2.0 }, { 5.5, -2.0 }, { -5.5, -2.0 }, { -1.0, -2.5 },
+        { -1e-300, 1.0 }, { 1e-300, -1.0 },
       { 7.25, 0.5 }, { -0.0, 3.0 }, { 1e8, 0.7 } }
     for _, c in ipairs(cases) do
       local a, b = c[1], c[2]
@@ -696,7 +699,8 @@ describe("tcl.alu float arithmetic", function()
       }
       for _, c in ipairs(checks) do
         local want, got = ref_f32(c[2]), alu.exec(c[1], "float32", a, b)
-        if got ~= want then fail(f, string.format("%s(%s, %s) = %s, want %s", c[1], fmt(a), fmt(b), fmt(got), fmt(want))) end
+        if got ~= want then fail(f, string.format("%s(%s, %s) = %s, want %s", c[1], fmt(a), fmt(b), fmt(got),
+            fmt(want))) end
       end
       local s = alu.exec("SQRT", "float32", math.abs(a))
       if s ~= ref_f32(math.sqrt(math.abs(a))) then fail(f, "SQRT " .. fmt(a)) end

@@ -184,7 +184,8 @@ describe("EMU buffers", function()
     local hr, br = h:read(), bh:read()
     for i, x in ipairs(xs) do
       assert(same_float(hr[i], to_f16(x)), string.format("float16(%.17g) = %.17g, expected %.17g", x, hr[i], to_f16(x)))
-      assert(same_float(br[i], to_bf16(x)), string.format("bfloat16(%.17g) = %.17g, expected %.17g", x, br[i], to_bf16(x)))
+      assert(same_float(br[i], to_bf16(x)), string.format("bfloat16(%.17g) = %.17g, expected %.17g", x, br[i],
+          to_bf16(x)))
     end
     assert.equals(2048.0, hr[#xs - 2])
     assert.equals(2052.0, hr[#xs - 1])
@@ -241,7 +242,8 @@ describe("EMU buffers", function()
     assert.matches("unknown device 'CUDA'", error_of(rt.buffer, F32, 1, "CUDA"), 1, true)
     assert.matches("not void", error_of(rt.buffer, "void", 1), 1, true)
     assert.matches("unknown dtype 'float13'", error_of(rt.buffer, "float13", 1), 1, true)
-    assert.matches("a buffer of 9223372036854775807 float32 elements is larger than EMU can address (140737488355328 bytes)",
+    assert.matches("a buffer of 9223372036854775807 float32 elements is larger than EMU can address "
+      .. "(140737488355328 bytes)",
       error_of(rt.buffer, F32, math.maxinteger), 1, true)
     assert.matches("a buffer of 4611686018427387904 int8 elements is larger than EMU can address",
       error_of(rt.buffer, "int8", 1 << 62), 1, true)
@@ -412,7 +414,8 @@ describe("EMU programs", function()
     local bo, ba = rt.buffer(F32, 4), rt.buffer(F32, 4)
     ba:write { 1, 2, 3, 4 }
     local err = error_of(rt.program(list, { name = "shifted" }).run, rt.program(list, { name = "shifted" }), { bo, ba })
-    assert.matches(string.format("kernel 'shifted': instruction %d (LOAD): index 4 is out of bounds for PARAM slot 1 (4 elements)",
+    assert.matches(string.format(
+      "kernel 'shifted': instruction %d (LOAD): index 4 is out of bounds for PARAM slot 1 (4 elements)",
       load_at), err, 1, true)
     assert.same({ 2.0, 3.0, 4.0, 0.0 }, bo:read()) -- what ran before the error stays written
     -- a store past the end, and a negative index
@@ -421,7 +424,8 @@ describe("EMU programs", function()
     local st2 = add2("STORE", nil, { add2("INDEX", I32, { out2, const(add2, IDX, -1) }), const(add2, I32, 1) })
     add2("SINK", nil, { st2 })
     assert.matches("instruction 4 (STORE): index -1 is out of bounds for PARAM slot 0 (2 elements)",
-      error_of(rt.program(list2, { name = "neg" }).run, rt.program(list2, { name = "neg" }), { rt.buffer(I32, 2) }), 1, true)
+      error_of(rt.program(list2, { name = "neg" }).run, rt.program(list2, { name = "neg" }), { rt.buffer(I32, 2) }), 1,
+          true)
   end)
 
   it("run one thread per SPECIAL id, launch sizes from the SPECIALs", function()
@@ -534,7 +538,8 @@ describe("EMU programs", function()
     end)
 
     it("values defined in a closed loop are not read after it", function()
-      assert.matches("instruction 4 (CAST): source 1 (instruction 2, ADD) was defined inside a loop that is closed here",
+      assert.matches(
+        "instruction 4 (CAST): source 1 (instruction 2, ADD) was defined inside a loop that is closed here",
         build_error(function(add)
           local c = const(add, IDX, 2)
           local r = add("RANGE", IDX, { c }, { 0, "loop" })
@@ -627,7 +632,8 @@ describe("kernel ASTs on EMU", function()
     local r = range(6, 0)
     local v = u("MUL", F32, { u("INDEX", F32, { a, r }), u("INDEX", F32, { b, r }) })
     local bo = rt.buffer(F32, 6)
-    run_kernel(sink("E_6", store_end(out, r, v, r)), { bo, filled(F32, { 1, 2, 3, 4, 5, 6 }), filled(F32, { 2, 2, 2, 0.5, 0.5, -1 }) })
+    run_kernel(sink("E_6", store_end(out, r, v, r)), { bo, filled(F32, { 1, 2, 3, 4, 5, 6 }), filled(F32, { 2, 2, 2,
+        0.5, 0.5, -1 }) })
     assert.same({ 2.0, 4.0, 6.0, 2.0, 2.5, -6.0 }, bo:read())
   end)
 
@@ -712,7 +718,8 @@ describe("kernel ASTs on EMU", function()
     local idx = add_(add_(mul(ri, c(6)), mul(rj, c(3))), rk)
     local red = u("REDUCE", I32, { u("INDEX", I32, { a, idx }), rj, rk }, "ADD")
     local bo = rt.buffer(I32, 2)
-    run_kernel(sink("r_2_2_3", store_end(out, ri, red, ri)), { bo, filled(I32, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }) })
+    run_kernel(sink("r_2_2_3", store_end(out, ri, red, ri)), { bo, filled(I32, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+        12 }) })
     assert.same({ 21, 57 }, bo:read())
     -- out[0] = sum_i (a[i] * max_j b[i*3 + j])
     local o2, x, y = param(I32, 0, 1), param(I32, 1, 2), param(I32, 2, 6)
@@ -720,7 +727,8 @@ describe("kernel ASTs on EMU", function()
     local inner = u("REDUCE", I32, { u("INDEX", I32, { y, add_(mul(r1, c(3)), r2) }), r2 }, "MAX")
     local outer = u("REDUCE", I32, { mul(u("INDEX", I32, { x, r1 }), inner), r1 }, "ADD")
     local b2 = rt.buffer(I32, 1)
-    run_kernel(sink("r_nested", store_end(o2, c(0), outer)), { b2, filled(I32, { 2, 3 }), filled(I32, { 1, 9, 4, -1, -5, 7 }) })
+    run_kernel(sink("r_nested", store_end(o2, c(0), outer)), { b2, filled(I32, { 2, 3 }), filled(I32, { 1, 9, 4, -1,
+        -5, 7 }) })
     assert.same({ 2 * 9 + 3 * 7 }, b2:read())
   end)
 
@@ -763,7 +771,8 @@ describe("kernel ASTs on EMU", function()
     local x = u("INDEX", F32, { a, add_(r, c(-2)) })
     local v = u("WHERE", F32, { valid, x, c(0.0, F32) })
     local bo = rt.buffer(F32, 6)
-    local k = run_kernel(sink("E_pad", store_end(out, r, u("MUL", F32, { v, c(2.0, F32) }), r)), { bo, filled(F32, { 1, 2, 3, 4 }) })
+    local k = run_kernel(sink("E_pad", store_end(out, r, u("MUL", F32, { v, c(2.0, F32) }), r)), { bo, filled(F32, { 1,
+        2, 3, 4 }) })
     assert.same({ 0.0, 0.0, 2.0, 4.0, 6.0, 8.0 }, bo:read())
     assert.is_nil(k.program:dump():find("WHERE", 1, true)) -- the gated load is the WHERE
     -- loads the scheduler gated itself, under an expression: (i >= 2) ? a[i - 2] * 2 : 0
@@ -786,7 +795,8 @@ describe("kernel ASTs on EMU", function()
   it("accepts END over several ranges", function()
     local out = param(I32, 0, 6)
     local ri, rj = range(2, 0), range(3, 1)
-    local st = u("STORE", nil, { u("INDEX", I32, { out, add_(mul(ri, c(3)), rj) }), u("CAST", I32, { add_(mul(ri, c(10)), rj) }) })
+    local st = u("STORE", nil, { u("INDEX", I32, { out, add_(mul(ri, c(3)), rj) }), u("CAST", I32, { add_(mul(ri,
+        c(10)), rj) }) })
     local bo = rt.buffer(I32, 6)
     run_kernel(sink("E_2_3", u("END", nil, { st, ri, rj })), { bo })
     assert.same({ 0, 1, 2, 10, 11, 12 }, bo:read())

@@ -16,13 +16,6 @@ local function exists(path)
   return false
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)

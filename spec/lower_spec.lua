@@ -176,7 +176,8 @@ describe("lowering rules", function()
     { "ADD", I32, 0 }, { "MUL", I32, 1 }, { "MAX", I32, -2147483648 }, { "MAX", BOOL, false },
   } do
     local op, dt, ident = case[1], case[2], case[3]
-    it(string.format("lower REDUCE %s on %s to an accumulator starting at %s", op, tostring(dt), tostring(ident)), function()
+    it(string.format("lower REDUCE %s on %s to an accumulator starting at %s", op, tostring(dt), tostring(ident)),
+        function()
       local lowered = accumulators.run(reduce_kernel(op, dt))
       local n = count_ops(lowered)
       assert.is_nil(n.REDUCE)

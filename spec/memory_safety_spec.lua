@@ -83,7 +83,7 @@ describe("realize loops under garbage-collector pressure", function()
         local value = 1000000 + round
         local node = tcl.uop("CONST", I32, nil, value)
         local probe = setmetatable({ node }, { __mode = "v" })
-        node = nil
+        node = nil -- luacheck: ignore 311 (drops the reference for the collector)
         while probe[1] ~= nil do collectgarbage("step") end -- the atomic phase cleared weak values
         local again = tcl.core.find("CONST", I32, nil, value)
         if again ~= nil then
@@ -154,7 +154,8 @@ describe("size arithmetic", function()
     fails("^expand: shape %(1073741824, 1073741824%) has more than 2%^53", function()
       return Tensor.ones(1, 1):expand(2 ^ 30, 2 ^ 30)
     end)
-    fails("^pad: padding 4611686018427387904 is out of range", function() return Tensor.ones(3):pad({ { 2 ^ 62, 0 } }) end)
+    fails("^pad: padding 4611686018427387904 is out of range", function() return Tensor.ones(3):pad({ { 2 ^ 62,
+        0 } }) end)
     fails("^eye: shape %(1073741824, 1073741824%) has more than 2%^53 elements", Tensor.eye, 2 ^ 30)
     fails("^ones: shape %(1, 1, 1, 1, ", function()
       local sizes = {}
@@ -169,14 +170,16 @@ describe("size arithmetic", function()
     fails("^arange: 9223372036854775808 values are more than the 2%^27", Tensor.arange, 2 ^ 63)
     fails("^linspace: 4294967296 values are more than the 2%^27", Tensor.linspace, 0, 1, 2 ^ 32)
     fails("^rand: 1099511627776 values are more than the 2%^27", Tensor.rand, 2 ^ 20, 2 ^ 20)
-    fails("^data: 1099511627776 values are more than the 2%^27", function() return Tensor.ones(2 ^ 20, 2 ^ 20):data() end)
+    fails("^data: 1099511627776 values are more than the 2%^27", function() return Tensor.ones(2 ^ 20,
+        2 ^ 20):data() end)
     fails("^one_hot: 4294967296 classes are more than the 2%^27", function()
       return Tensor({ 1 }):one_hot(2 ^ 32)
     end)
   end)
 
   it("refuses a tensor larger than the device can hold when it is realized, before any kernel runs", function()
-    fails("^realize: a float32 tensor of shape %(1125899906842624%) needs 4503599627370496 bytes, more than EMU can hold %(140737488355328 bytes%)",
+    fails("^realize: a float32 tensor of shape %(1125899906842624%) needs 4503599627370496 bytes, "
+      .. "more than EMU can hold %(140737488355328 bytes%)",
       function() return (Tensor.ones(2 ^ 50) + 1):realize() end)
   end)
 

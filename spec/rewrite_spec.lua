@@ -250,7 +250,8 @@ describe("early rejection on the ops of a node's sources", function()
     node("ADD", "index", a, node("NEG", "index", a)), node("ADD", "index", node("NEG", "index", b), a),
     node("ADD", "index", node("NEG", "index", b), b), node("SUB", "index", one, two), node("SUB", "index", one, a),
     node("SUB", "index", a, a), tcl.uop("SINK", nil, { one, two }), tcl.uop("SINK", nil, { one, a }),
-    node("WHERE", "index", node("CMPLT", "bool", a, b), a, b), node("WHERE", "index", node("CMPLT", "bool", a, b), b, a),
+    node("WHERE", "index", node("CMPLT", "bool", a, b), a, b), node("WHERE", "index", node("CMPLT", "bool", a, b), b,
+        a),
   }
 
   it("changes no result", function()
@@ -474,7 +475,7 @@ describe("graph_rewrite", function()
     end
     assert.are.equal(300, steps)
     assert.are.equal(variable "gc_leaf", n)
-    root, result, n = nil, nil, nil
+    root, result, n = nil, nil, nil -- luacheck: ignore 311 (drops the reference for the collector)
     collectgarbage(); collectgarbage()
     assert.are.equal(baseline, tcl.live_nodes())
   end)
@@ -506,7 +507,7 @@ describe("graph_rewrite", function()
     end } }:rewrite(chain)
     assert(renamed ~= chain, "the leaf was not renamed")
     assert(P.substitute(renamed, { [other_leaf] = leaf }) == chain, "renaming back does not give the chain")
-    chain, renamed = nil, nil
+    chain, renamed = nil, nil -- luacheck: ignore 311 (drops the reference for the collector)
   end)
 end)
 
@@ -643,7 +644,8 @@ describe("malformed rules", function()
     local v = {}
     for i = 1, 7 do v[i] = P.var("v" .. i) end
     local line = current_line() + 1
-    expect_error_at(line, "at most 6", function() local s = P.rules { { P.op("SINK", v, { order = "any" }), "return_x" } }; return s end)
+    expect_error_at(line, "at most 6", function() local s = P.rules { { P.op("SINK", v, { order = "any" }),
+        "return_x" } }; return s end)
   end)
 end)
 
@@ -680,7 +682,7 @@ describe("a rewrite that fails", function()
     local fresh = {}
     for i = 1, 50 do fresh[i] = node("ADD", "index", const(5000 + i), zero) end
     local root = tcl.uop("SINK", nil, fresh)
-    fresh = nil
+    fresh = nil -- luacheck: ignore 311 (drops the reference for the collector)
     local ok, err = pcall(failing.rewrite, failing, root)
     assert.is_false(ok)
     assert.matches("deliberate failure in a rewrite", err, 1, true)
@@ -697,7 +699,7 @@ describe("a rewrite that fails", function()
     local working = P.rules { { x + 0, "return_x" } }
     local cleaned = working:rewrite(root)
     assert.are.equal(const(5001), cleaned:source(1))
-    root, cleaned = nil, nil
+    root, cleaned = nil, nil -- luacheck: ignore 311 (drops the reference for the collector)
     assert_no_leak()
   end)
 
@@ -722,7 +724,7 @@ describe("a rewrite that fails", function()
     local ok, err = pcall(failing_late.rewrite, failing_late, chain)
     assert.is_false(ok)
     assert.matches("late failure", err)
-    chain = nil
+    chain = nil -- luacheck: ignore 311 (drops the reference for the collector)
     assert_no_leak()
   end)
 end)

@@ -465,7 +465,8 @@ local function check_expression(rules, root, rng, count, first_values)
       local failure
       local bad, bad_value = bounds_violation(original_program, original_out)
       if bad then
-        failure = { kind = "value outside vmin/vmax", node = bad.node, value = bad_value, vmin = bad.vmin, vmax = bad.vmax }
+        failure = { kind = "value outside vmin/vmax", node = bad.node, value = bad_value, vmin = bad.vmin,
+            vmax = bad.vmax }
       else
         bad, bad_value = bounds_violation(simplified_program, simplified_out)
         if bad then
@@ -579,7 +580,8 @@ local function describe_failure(f, seed, case, original_size)
   if f.values then
     lines[#lines + 1] = "assignment:"
     for _, l in ipairs(leaves_of(f.root)) do
-      local name = l.node.op == "RANGE" and ("axis " .. tostring(l.node.arg[1])) or tostring(l.node.arg[1] or l.node.arg)
+      local name = l.node.op == "RANGE" and ("axis " .. tostring(l.node.arg[1]))
+        or tostring(l.node.arg[1] or l.node.arg)
       lines[#lines + 1] = ("  %s %s in [%d, %d] = %s"):format(l.node.op, name, l.lo, l.hi, tostring(f.values[l.node]))
     end
     lines[#lines + 1] = "original value:   " .. tostring(f.original_value)
@@ -773,7 +775,8 @@ describe("the fuzzer", function()
   it("finds a rule that brings in a division by zero", function()
     local zero = const("index", 0)
     local wrong = P.rules { { P.var("x", "index") * 1, function(m)
-      return tcl.uop("ADD", "index", { m.x, tcl.uop("MUL", "index", { tcl.uop("IDIV", "index", { m.x, zero }), zero }) })
+      return tcl.uop("ADD", "index", { m.x, tcl.uop("MUL", "index", { tcl.uop("IDIV", "index", { m.x, zero }),
+          zero }) })
     end } }
     local result = fuzz(wrong, { seed = 3, count = 3000 })
     assert.is_not_nil(result.failure, "the wrong rule was not caught")

@@ -38,7 +38,8 @@ local function op(name, dtype, ...)
   return tcl.uop(name, dtype, src)
 end
 local function binary(name) return function(a, b) local d = dtype_of(a, b); return op(name, d, a, b) end end
-local function compare(name) return function(a, b) return op(name, B, lift(a, dtype_of(a, b)), lift(b, dtype_of(a, b))) end end
+local function compare(name) return function(a, b) return op(name, B, lift(a, dtype_of(a, b)), lift(b, dtype_of(a,
+    b))) end end
 
 local add, sub, mul, fdiv = binary "ADD", binary "SUB", binary "MUL", binary "FDIV"
 local fdv, fmd, idv, cmd = binary "FLOORDIV", binary "FLOORMOD", binary "IDIV", binary "MOD"

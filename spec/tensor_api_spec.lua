@@ -241,7 +241,8 @@ describe("Tensor properties", function()
 
   it("size rejects bad dims", function()
     fails_with("size: dim 3 out of range for a 2-d tensor", Tensor.size, Tensor.ones(2, 3), 3)
-    fails_with("size: dim 0 out of range for a 2-d tensor of shape (2, 3) (dims are 1-based)", Tensor.size, Tensor.ones(2, 3), 0)
+    fails_with("size: dim 0 out of range for a 2-d tensor of shape (2, 3) (dims are 1-based)", Tensor.size,
+        Tensor.ones(2, 3), 0)
     fails_with("size: dim must be an integer, got string", Tensor.size, Tensor.ones(2, 3), "x")
   end)
 
@@ -449,7 +450,8 @@ describe("Tensor random", function()
     Tensor.manual_seed(11)
     fails_with("randint: high (1) must be greater than low (5)", Tensor.randint, 5, 1, { 3 })
     fails_with("rand: dtype must be a float dtype, got int32", Tensor.rand, 3, { dtype = "int32" })
-    fails_with("randint: dtype must be an integer dtype, got float32", Tensor.randint, 0, 3, { 3 }, { dtype = "float32" })
+    fails_with("randint: dtype must be an integer dtype, got float32", Tensor.randint, 0, 3, { 3 },
+        { dtype = "float32" })
     fails_with("manual_seed: seed must be an integer, got string", Tensor.manual_seed, "x")
     local after_failures = values(Tensor.rand(4))
     Tensor.manual_seed(11)
@@ -626,7 +628,8 @@ describe("Tensor elementwise", function()
     close({ 2.0, 0.5, 0.0, 0.5, 3.0 }, values(y:abs()))
     local f = {}
     for i, v in ipairs({ -2.0, -0.5, 0.0, 0.5, 3.0 }) do
-      f[i] = { math.exp(v), math.sin(v), math.cos(v), math.tan(v), 1 / (1 + math.exp(-v)), (math.exp(2 * v) - 1) / (math.exp(2 * v) + 1),
+      f[i] = { math.exp(v), math.sin(v), math.cos(v), math.tan(v), 1 / (1 + math.exp(-v)),
+          (math.exp(2 * v) - 1) / (math.exp(2 * v) + 1),
         math.log(1 + math.exp(v)), v * 1 / (1 + math.exp(-v)), v > 0 and v or math.exp(v) - 1, v < 0 and 0.01 * v or v }
     end
     local function column(k)
@@ -896,7 +899,8 @@ describe("Tensor movement", function()
   end)
 
   it("reject bad arguments, naming the function and the shapes", function()
-    fails_with("reshape: cannot reshape (2, 3) (6 elements) to (4, 2) (8 elements)", Tensor.reshape, Tensor.ones(2, 3), 4, 2)
+    fails_with("reshape: cannot reshape (2, 3) (6 elements) to (4, 2) (8 elements)", Tensor.reshape, Tensor.ones(2, 3),
+        4, 2)
     fails_with("reshape: cannot reshape (2, 3) (6 elements) to (4, -1)", Tensor.reshape, Tensor.ones(2, 3), 4, -1)
     fails_with("reshape: only one size can be -1, got (-1, -1)", Tensor.reshape, Tensor.ones(2, 3), -1, -1)
     fails_with("reshape: sizes must be >= 0 or -1, got (-2, -3)", Tensor.reshape, Tensor.ones(2, 3), -2, -3)
@@ -909,11 +913,13 @@ describe("Tensor movement", function()
     fails_with("expand: cannot expand (3,) to (-1, 3)", Tensor.expand, Tensor.ones(3), -1, 3)
     fails_with("flatten: start dim 3 is after end dim 1 for (2, 3, 4)", Tensor.flatten, x, 3, 1)
     fails_with("unsqueeze: dim 5 out of range for a 3-d tensor", Tensor.unsqueeze, x, 5)
-    fails_with("pad: 3 (before, after) pairs for a 2-d tensor of shape (2, 3)", Tensor.pad, Tensor.ones(2, 3), { {}, {}, {} })
+    fails_with("pad: 3 (before, after) pairs for a 2-d tensor of shape (2, 3)", Tensor.pad, Tensor.ones(2, 3), { {},
+        {}, {} })
     fails_with("pad: cannot crop dim 1 of (2, 3) by 2 and 1", Tensor.pad, Tensor.ones(2, 3), { { -2, -1 } })
     fails_with("pad: padding must be a table, got number", Tensor.pad, Tensor.ones(2), 1)
     fails_with("flip: dim 3 out of range for a 2-d tensor", Tensor.flip, Tensor.ones(2, 3), 3)
-    fails_with("narrow: start 4 with length 3 runs past dim 2 of size 5 in (2, 5)", Tensor.narrow, Tensor.ones(2, 5), 2, 4, 3)
+    fails_with("narrow: start 4 with length 3 runs past dim 2 of size 5 in (2, 5)", Tensor.narrow, Tensor.ones(2, 5),
+        2, 4, 3)
     fails_with("narrow: start 6 out of range for dim 2 of size 5", Tensor.narrow, Tensor.ones(2, 5), 2, 6, 1)
     fails_with("index: index 4 out of range for dim 1 of size 3 in (3,)", function() return Tensor.ones(3)[4] end)
     fails_with("index: index 0 out of range for dim 1 of size 3", function() return Tensor.ones(3)[0] end)
@@ -922,7 +928,8 @@ describe("Tensor movement", function()
     fails_with("slice: stop 5 out of range for dim 2 of size 4", Tensor.slice, Tensor.ones(3, 4), {}, { 1, 5 })
     fails_with("slice: step of dim 1 must not be 0", Tensor.slice, Tensor.ones(3), { 1, 3, 0 })
     fails_with("slice: 3 dims given for a 2-d tensor of shape (3, 4)", Tensor.slice, Tensor.ones(3, 4), {}, {}, {})
-    fails_with("cat: shapes (1, 2) and (2, 3) do not match outside dim 1", Tensor.cat, { Tensor.ones(1, 2), Tensor.ones(2, 3) })
+    fails_with("cat: shapes (1, 2) and (2, 3) do not match outside dim 1", Tensor.cat, { Tensor.ones(1, 2),
+        Tensor.ones(2, 3) })
     fails_with("cat: needs at least one tensor", Tensor.cat, {})
     fails_with("cat: element 2 is not a tensor but number", Tensor.cat, { Tensor.ones(1), 3 })
     fails_with("cat: expected a list of tensors, got Tensor", Tensor.cat, Tensor.ones(1))
@@ -968,7 +975,8 @@ describe("Tensor linear algebra and nn functions", function()
   end)
 
   it("linear is x:matmul(w) + b with w in x out", function()
-    local x, w, b = Tensor({ { 1.0, 2.0 } }), Tensor({ { 1.0, 0.0, 1.0 }, { 0.0, 1.0, 1.0 } }), Tensor({ 10.0, 20.0, 30.0 })
+    local x, w, b = Tensor({ { 1.0, 2.0 } }), Tensor({ { 1.0, 0.0, 1.0 }, { 0.0, 1.0, 1.0 } }), Tensor({ 10.0, 20.0,
+        30.0 })
     has(x:linear(w, b), { 1, 3 }, "float32")
     assert.are.same({ { 11.0, 22.0, 33.0 } }, values(x:linear(w, b)))
     assert.are.same({ { 1.0, 2.0, 3.0 } }, values(x:linear(w)))
@@ -976,7 +984,7 @@ describe("Tensor linear algebra and nn functions", function()
 
   -- A direct convolution, for comparison.
   local function naive_conv2d(x, w, stride, pad, dil, groups)
-    local N, C, H, W = #x, #x[1], #x[1][1], #x[1][1][1]
+    local N, H, W = #x, #x[1][1], #x[1][1][1]
     local O, Cg, KH, KW = #w, #w[1], #w[1][1], #w[1][1][1]
     local OH = (H + 2 * pad - dil * (KH - 1) - 1) // stride + 1
     local OW = (W + 2 * pad - dil * (KW - 1) - 1) // stride + 1
@@ -1011,10 +1019,12 @@ describe("Tensor linear algebra and nn functions", function()
 
   it("conv2d: shapes, groups, stride, padding, dilation and values", function()
     has(Tensor.ones(2, 3, 8, 8):conv2d(Tensor.ones(6, 3, 3, 3)), { 2, 6, 6, 6 }, "float32")
-    has(Tensor.ones(2, 3, 8, 8):conv2d(Tensor.ones(6, 3, 3, 3), Tensor.ones(6), { padding = 1 }), { 2, 6, 8, 8 }, "float32")
+    has(Tensor.ones(2, 3, 8, 8):conv2d(Tensor.ones(6, 3, 3, 3), Tensor.ones(6), { padding = 1 }), { 2, 6, 8, 8 },
+        "float32")
     has(Tensor.ones(1, 4, 9, 7):conv2d(Tensor.ones(6, 2, 3, 2), nil, { stride = { 2, 1 }, groups = 2, dilation = 2 }),
       { 1, 6, 3, 5 }, "float32")
-    has(Tensor.ones(1, 1, 5, 5):conv2d(Tensor.ones(1, 1, 3, 3), nil, { padding = { { 1, 0 }, { 0, 2 } } }), { 1, 1, 4, 5 })
+    has(Tensor.ones(1, 1, 5, 5):conv2d(Tensor.ones(1, 1, 3, 3), nil, { padding = { { 1, 0 }, { 0, 2 } } }), { 1, 1, 4,
+        5 })
     Tensor.manual_seed(5)
     for _, case in ipairs({ { 1, 1, 1, 1 }, { 2, 1, 1, 2 }, { 1, 2, 2, 1 }, { 3, 0, 1, 1 }, { 1, 0, 2, 2 } }) do
       local stride, pad, dil, groups = table.unpack(case)
@@ -1056,13 +1066,15 @@ describe("Tensor linear algebra and nn functions", function()
     local x = Tensor({ { 1.0, 2.0, 3.0 }, { 2.0, 4.0, 6.0 } })
     has(x:layernorm(), { 2, 3 }, "float32")
     local s = 1 / math.sqrt(2 / 3 + 1e-5)
-    close({ { -s, 0.0, s }, { -2 * (1 / math.sqrt(8 / 3 + 1e-5)), 0.0, 2 * (1 / math.sqrt(8 / 3 + 1e-5)) } }, values(x:layernorm()), 1e-5)
+    close({ { -s, 0.0, s }, { -2 * (1 / math.sqrt(8 / 3 + 1e-5)), 0.0, 2 * (1 / math.sqrt(8 / 3 + 1e-5)) } },
+        values(x:layernorm()), 1e-5)
     has(x:layernorm({ 1, 2 }, 1e-3), { 2, 3 }, "float32")
     local img = Tensor.ones(2, 3, 4, 4)
     local c = Tensor({ 1.0, 2.0, 3.0 })
     has(img:batchnorm(c, c, c, c), { 2, 3, 4, 4 }, "float32")
     has(img:batchnorm(nil, nil, c, c), { 2, 3, 4, 4 }, "float32")
-    local bn = values(Tensor({ { 1.0, 5.0 } }):batchnorm(Tensor({ 2.0, 1.0 }), Tensor({ 0.5, 0.0 }), Tensor({ 0.0, 1.0 }), Tensor({ 1.0, 0.5 })))
+    local bn = values(Tensor({ { 1.0, 5.0 } }):batchnorm(Tensor({ 2.0, 1.0 }), Tensor({ 0.5, 0.0 }), Tensor({ 0.0,
+        1.0 }), Tensor({ 1.0, 0.5 })))
     assert.are.same({ { 2.5, 2.0 } }, bn)
     assert.are.equal(img, img:dropout(0.5)) -- not training: the identity
     tcl.training = true
@@ -1109,31 +1121,47 @@ describe("Tensor linear algebra and nn functions", function()
   end)
 
   it("reject bad arguments, naming the function and the shapes", function()
-    fails_with("matmul: shapes (2, 3) and (4, 5) are not aligned: 3 (dim 2) ~= 4 (dim 1)", Tensor.matmul, Tensor.ones(2, 3), Tensor.ones(4, 5))
+    fails_with("matmul: shapes (2, 3) and (4, 5) are not aligned: 3 (dim 2) ~= 4 (dim 1)", Tensor.matmul,
+        Tensor.ones(2, 3), Tensor.ones(4, 5))
     fails_with("dot: shapes (3,) and (4,) are not aligned", Tensor.dot, Tensor.ones(3), Tensor.ones(4))
-    fails_with("matmul: batch dims of (2, 2, 3) and (5, 3, 4) cannot be broadcast", Tensor.matmul, Tensor.ones(2, 2, 3), Tensor.ones(5, 3, 4))
+    fails_with("matmul: batch dims of (2, 2, 3) and (5, 3, 4) cannot be broadcast", Tensor.matmul, Tensor.ones(2, 2,
+        3), Tensor.ones(5, 3, 4))
     fails_with("view: cannot reshape (2, 3) (6 elements) to (5,) (5 elements)", Tensor.view, Tensor.ones(2, 3), 5)
     fails_with("linear: shapes (2, 3) and (4, 5) are not aligned", Tensor.linear, Tensor.ones(2, 3), Tensor.ones(4, 5))
-    fails_with("linear: bias (4,) does not broadcast to the output (2, 5) of (2, 3) and (3, 5)", Tensor.linear, Tensor.ones(2, 3), Tensor.ones(3, 5), Tensor.ones(4))
+    fails_with("linear: bias (4,) does not broadcast to the output (2, 5) of (2, 3) and (3, 5)", Tensor.linear,
+        Tensor.ones(2, 3), Tensor.ones(3, 5), Tensor.ones(4))
     fails_with("maximum: expected a tensor or a number, got nil", Tensor.maximum, Tensor.ones(2), nil)
-    fails_with("matmul: needs tensors of at least 1 dim, got shapes () and (3,)", Tensor.matmul, Tensor(1.0), Tensor.ones(3))
+    fails_with("matmul: needs tensors of at least 1 dim, got shapes () and (3,)", Tensor.matmul, Tensor(1.0),
+        Tensor.ones(3))
     fails_with("matmul: other must be a tensor, got number", Tensor.matmul, Tensor.ones(3), 3)
     fails_with("linear: weight must be a tensor, got nil", Tensor.linear, Tensor.ones(3))
-    fails_with("conv2d: needs a 4-d input (N, C, H, W) and a 4-d weight, got (3, 8, 8) and (6, 3, 3, 3)", Tensor.conv2d, Tensor.ones(3, 8, 8), Tensor.ones(6, 3, 3, 3))
-    fails_with("conv2d: input (1, 4, 8, 8) and weight (6, 3, 3, 3) do not match", Tensor.conv2d, Tensor.ones(1, 4, 8, 8), Tensor.ones(6, 3, 3, 3))
-    fails_with("conv2d: kernel (3, 3) (dilation (1, 1)) does not fit the padded input (2, 2) of (1, 1, 2, 2)", Tensor.conv2d, Tensor.ones(1, 1, 2, 2), Tensor.ones(1, 1, 3, 3))
-    fails_with("conv2d: bias has shape (2,), expected (6,)", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3, 3, 3), Tensor.ones(2))
-    fails_with("conv2d: unknown option 'pading'", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3, 3, 3), nil, { pading = 1 })
-    fails_with("conv2d: stride must be >= 1, got 0", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3, 3, 3), nil, { stride = 0 })
+    fails_with("conv2d: needs a 4-d input (N, C, H, W) and a 4-d weight, got (3, 8, 8) and (6, 3, 3, 3)",
+        Tensor.conv2d, Tensor.ones(3, 8, 8), Tensor.ones(6, 3, 3, 3))
+    fails_with("conv2d: input (1, 4, 8, 8) and weight (6, 3, 3, 3) do not match", Tensor.conv2d, Tensor.ones(1, 4, 8,
+        8), Tensor.ones(6, 3, 3, 3))
+    fails_with("conv2d: kernel (3, 3) (dilation (1, 1)) does not fit the padded input (2, 2) of (1, 1, 2, 2)",
+        Tensor.conv2d, Tensor.ones(1, 1, 2, 2), Tensor.ones(1, 1, 3, 3))
+    fails_with("conv2d: bias has shape (2,), expected (6,)", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3,
+        3, 3), Tensor.ones(2))
+    fails_with("conv2d: unknown option 'pading'", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3, 3, 3), nil,
+        { pading = 1 })
+    fails_with("conv2d: stride must be >= 1, got 0", Tensor.conv2d, Tensor.ones(1, 3, 8, 8), Tensor.ones(6, 3, 3, 3),
+        nil, { stride = 0 })
     fails_with("max_pool2d: needs at least 2 dims, got (4,)", Tensor.max_pool2d, Tensor.ones(4), 2)
-    fails_with("avg_pool2d: kernel size must be a number or a table of 2 numbers, got nil", Tensor.avg_pool2d, Tensor.ones(4, 4))
-    fails_with("batchnorm: mean has shape (2,), expected (3,) for input (2, 3, 4)", Tensor.batchnorm, Tensor.ones(2, 3, 4), nil, nil, Tensor.ones(2), Tensor.ones(3))
+    fails_with("avg_pool2d: kernel size must be a number or a table of 2 numbers, got nil", Tensor.avg_pool2d,
+        Tensor.ones(4, 4))
+    fails_with("batchnorm: mean has shape (2,), expected (3,) for input (2, 3, 4)", Tensor.batchnorm, Tensor.ones(2, 3,
+        4), nil, nil, Tensor.ones(2), Tensor.ones(3))
     fails_with("dropout: p must be in [0, 1], got 1.5", Tensor.dropout, Tensor.ones(2), 1.5)
     fails_with("one_hot: needs an integer tensor of class indices, got float32", Tensor.one_hot, Tensor.ones(2), 3)
-    fails_with("scaled_dot_product_attention: query (2, 4), key (3, 5) and value (3, 4) do not fit", Tensor.scaled_dot_product_attention, Tensor.ones(2, 4), Tensor.ones(3, 5), Tensor.ones(3, 4))
-    fails_with("cross_entropy: target (3,) does not fit logits (2, 3)", Tensor.cross_entropy, Tensor.ones(2, 3), Tensor.ones(3, { dtype = "int32" }))
-    fails_with("cross_entropy: reduction must be 'mean', 'sum' or 'none', got avg", Tensor.cross_entropy, Tensor.ones(2, 3), Tensor({ 1, 2 }), { reduction = "avg" })
-    fails_with("sparse_categorical_crossentropy: labels must be integers of shape (2,) for logits (2, 3), got float32 (2,)", Tensor.sparse_categorical_crossentropy, Tensor.ones(2, 3), Tensor.ones(2))
+    fails_with("scaled_dot_product_attention: query (2, 4), key (3, 5) and value (3, 4) do not fit",
+        Tensor.scaled_dot_product_attention, Tensor.ones(2, 4), Tensor.ones(3, 5), Tensor.ones(3, 4))
+    fails_with("cross_entropy: target (3,) does not fit logits (2, 3)", Tensor.cross_entropy, Tensor.ones(2, 3),
+        Tensor.ones(3, { dtype = "int32" }))
+    fails_with("cross_entropy: reduction must be 'mean', 'sum' or 'none', got avg", Tensor.cross_entropy,
+        Tensor.ones(2, 3), Tensor({ 1, 2 }), { reduction = "avg" })
+    fails_with("sparse_categorical_crossentropy: labels must be integers of shape (2,) for logits (2, 3), "
+      .. "got float32 (2,)", Tensor.sparse_categorical_crossentropy, Tensor.ones(2, 3), Tensor.ones(2))
   end)
 end)
 
@@ -1141,16 +1169,22 @@ describe("Tensor printing", function()
   local render = require("tcl.api.print")._render
 
   it("lays out values like numpy with shape and dtype", function()
-    assert.are.equal("Tensor([[1, 2],\n        [3, 4]], shape=(2, 2), dtype=int32)", render({ 1, 2, 3, 4 }, { 2, 2 }, "int32"))
+    assert.are.equal("Tensor([[1, 2],\n        [3, 4]], shape=(2, 2), dtype=int32)", render({ 1, 2, 3, 4 }, { 2, 2 },
+        "int32"))
     assert.are.equal("Tensor(3.5, shape=(), dtype=float32)", render({ 3.5 }, {}, "float32"))
-    assert.are.equal("Tensor([ 1.000,  2.500, -0.125], shape=(3,), dtype=float32)", render({ 1.0, 2.5, -0.125 }, { 3 }, "float32"))
-    assert.are.equal("Tensor([ 1.0,  2.0, 30.0], shape=(3,), dtype=float32)", render({ 1.0, 2.0, 30.0 }, { 3 }, "float32"))
+    assert.are.equal("Tensor([ 1.000,  2.500, -0.125], shape=(3,), dtype=float32)", render({ 1.0, 2.5, -0.125 }, { 3 },
+        "float32"))
+    assert.are.equal("Tensor([ 1.0,  2.0, 30.0], shape=(3,), dtype=float32)", render({ 1.0, 2.0, 30.0 }, { 3 },
+        "float32"))
     assert.are.equal("Tensor([ true, false], shape=(2,), dtype=bool)", render({ true, false }, { 2 }, "bool"))
     assert.are.equal("Tensor([], shape=(0,), dtype=float32)", render({}, { 0 }, "float32"))
     assert.are.equal("Tensor([[],\n        []], shape=(2, 0), dtype=int32)", render({}, { 2, 0 }, "int32"))
-    assert.are.equal("Tensor([ nan,  inf, -inf,  1.5], shape=(4,), dtype=float32)", render({ 0 / 0, 1 / 0, -1 / 0, 1.5 }, { 4 }, "float32"))
-    assert.are.equal("Tensor([1.0000e+10, 1.0000e+00], shape=(2,), dtype=float32)", render({ 1e10, 1.0 }, { 2 }, "float32"))
-    assert.are.equal("Tensor([[[1, 2]],\n\n        [[3, 4]]], shape=(2, 1, 2), dtype=int32)", render({ 1, 2, 3, 4 }, { 2, 1, 2 }, "int32"))
+    assert.are.equal("Tensor([ nan,  inf, -inf,  1.5], shape=(4,), dtype=float32)", render({ 0 / 0, 1 / 0, -1 / 0,
+        1.5 }, { 4 }, "float32"))
+    assert.are.equal("Tensor([1.0000e+10, 1.0000e+00], shape=(2,), dtype=float32)", render({ 1e10, 1.0 }, { 2 },
+        "float32"))
+    assert.are.equal("Tensor([[[1, 2]],\n\n        [[3, 4]]], shape=(2, 1, 2), dtype=int32)", render({ 1, 2, 3, 4 },
+        { 2, 1, 2 }, "int32"))
   end)
 
   it("elides the middle of large tensors", function()
@@ -1211,7 +1245,8 @@ describe("Tensor data out", function()
     assert.are.equal("BUFFER", (y.uop.op == "RESHAPE" and y.uop.src[1] or y.uop).op)
     assert.are.same({ 15, 33 }, y:tolist())
     assert.are.equal(21, t:sum():item())
-    assert.are.same({ { 2.0, 3.0 }, { 4.0, 5.0 } }, (Tensor.ones(2, 2) + Tensor({ { 1.0, 2.0 }, { 3.0, 4.0 } })):tolist())
+    assert.are.same({ { 2.0, 3.0 }, { 4.0, 5.0 } }, (Tensor.ones(2, 2) + Tensor({ { 1.0, 2.0 }, { 3.0,
+        4.0 } })):tolist())
     assert.are.equal("Tensor([3.0, 5.0], shape=(2,), dtype=float32)", tostring(Tensor({ 1.0, 2.0 }) * 2 + 1))
     local a, b = Tensor.arange(4) + 1, Tensor.ones(2, 2) * 3
     local ra, rb = tcl.realize(a, b)
@@ -1244,7 +1279,8 @@ describe("Tensor data out", function()
       function() return m:pad({ { 1, 0 }, { -1, 2 } }, -3.5):flip(2) end,
       function() return Tensor.cat({ m, m:transpose():reshape(4, 5) * 2 }, 2):tril(1) end,
       function() return m:matmul(m:transpose()):triu() end,
-      function() return m:reshape(1, 4, 5):scaled_dot_product_attention(m:reshape(1, 4, 5), m:reshape(1, 4, 5), nil, true) end,
+      function() return m:reshape(1, 4, 5):scaled_dot_product_attention(m:reshape(1, 4, 5), m:reshape(1, 4, 5), nil,
+          true) end,
       function() return m:cross_entropy(Tensor({ 1, 5, 3, 2 })) end,
       function() return i % 3 + i // 2 * (i:abs() ^ 2):sign() end,
       function() return i:float():round():eq(i):where(i:max(), i:min()) end,

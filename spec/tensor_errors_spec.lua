@@ -124,7 +124,8 @@ describe("Tensor errors: incompatible shapes", function()
     expect_error(function() return x:batchnorm(c4, c4, c4, c4) end, "batchnorm:", "(2, 3, 4, 4)", "(4,)")
     expect_error(function() return Tensor.zeros(2, 3):cross_entropy(Tensor.zeros(2, 4)) end, "cross_entropy:", "(2, 3)",
       "(2, 4)")
-    expect_error(function() return Tensor.zeros(2, 3):sparse_categorical_crossentropy(Tensor.zeros(3, { dtype = "int32" })) end,
+    expect_error(function() return Tensor.zeros(2, 3):sparse_categorical_crossentropy(Tensor.zeros(3,
+        { dtype = "int32" })) end,
       "sparse_categorical_crossentropy:", "(2, 3)", "(3,)")
     local q = Tensor.zeros(3, 4)
     expect_error(function() return q:scaled_dot_product_attention(Tensor.zeros(3, 5), Tensor.zeros(3, 2)) end,

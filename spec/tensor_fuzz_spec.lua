@@ -584,7 +584,8 @@ op("Tensor", 3, function(ctx)
   if r == 1 then
     local v = scalar_of_kind(rng, rng:pick({ "int", "float", "bool" }), true)
     local dtype = R.dtype_of_value(v)
-    return { args = pack(v), call = function(...) return Tensor(...) end, ref = function() return R.scalar(v, dtype) end }
+    return { args = pack(v), call = function(...) return Tensor(...) end, ref = function() return R.scalar(v,
+        dtype) end }
   end
   if r == 2 then
     local e = ctx:tensor()
@@ -625,7 +626,8 @@ op("full", 2, function(ctx)
   local kind = rng:pick({ "int", "float", "bool" })
   local value = scalar_of_kind(rng, kind, true)
   local dtype = maybe(rng, 0.3, dtype_of_kind(rng, kind))
-  return { args = pack(rng:chance(0.8) and shape or (#shape == 1 and shape[1] or shape), value, dtype_options(rng, dtype)),
+  return { args = pack(rng:chance(0.8) and shape or (#shape == 1 and shape[1] or shape), value, dtype_options(rng,
+      dtype)),
     call = static("full"), strict = not huge, const = true,
     ref = filled_ref(shape, dtype or R.dtype_of_value(value), value) }
 end)
@@ -752,7 +754,9 @@ op("randint", 1, function(ctx)
     guard = function(_, _, s) return count_guard(type(s) == "table" and s or { s }) end,
     check = function(t)
       for _, v in ipairs(t:data()) do
-        if math.type(v) ~= "integer" or v < low or v >= high then return "random integer " .. show(v) .. " out of range" end
+        if math.type(v) ~= "integer" or v < low or v >= high then
+          return "random integer " .. show(v) .. " out of range"
+        end
       end
     end }
 end)
@@ -878,7 +882,8 @@ local UNARY = {
   float = "discrete", half = "discrete", double = "discrete", int = "discrete", long = "discrete",
   bool = "discrete", contiguous = "exact", is_floating_point = false,
 }
-local CAST_TO = { float = "float32", half = "float16", double = "float64", int = "int32", long = "int64", bool = "bool" }
+local CAST_TO = { float = "float32", half = "float16", double = "float64", int = "int32", long = "int64",
+    bool = "bool" }
 local FLOAT_FUNCTIONS = { exp = true, log = true, exp2 = true, log2 = true, sqrt = true, sin = true, cos = true,
   sigmoid = true, tanh = true, silu = true }
 
@@ -913,7 +918,9 @@ for name, kind in sorted_pairs(UNARY) do
       args = pack(e.t, maybe(rng, 0.5, rng:pick({ 0.5, 2, 1 })))
     end
     local call = method(name)
-    if name == "neg" and rng:chance(0.4) then call = function(x) if is_tensor(x) then return -x end return Tensor.neg(x) end end
+    if name == "neg" and rng:chance(0.4) then
+      call = function(x) if is_tensor(x) then return -x end return Tensor.neg(x) end
+    end
     return { args = args, call = call, ref = kind and ref or nil, kind = kind or nil, strict = not e.huge }
   end)
 end
@@ -957,7 +964,8 @@ for _, name in ipairs({ "clamp", "clip" }) do
     local k = kind_of_dtype(e.t.dtype.name)
     local function bound()
       if rng:chance(0.3) then return nil end
-      if rng:chance(0.3) then return ctx:fresh({ shape = rng:broadcast_partner(e.t.shape), kind = k, plain = true }).t end
+      if rng:chance(0.3) then return ctx:fresh({ shape = rng:broadcast_partner(e.t.shape), kind = k,
+          plain = true }).t end
       return scalar_of_kind(rng, k, true)
     end
     local lo, hi = bound(), bound()
@@ -986,16 +994,6 @@ op("bitcast", 1, function(ctx)
 end)
 
 -- movement ------------------------------------------------------------------------------------
-
-local function resolve_sizes(sizes, numel)
-  local out, known, infer = {}, 1, nil
-  for i, s in ipairs(sizes) do
-    out[i] = s
-    if s == -1 then infer = i else known = known * s end
-  end
-  if infer then out[infer] = numel // known end
-  return out
-end
 
 for _, name in ipairs({ "reshape", "view" }) do
   op(name, 2, function(ctx)
@@ -1331,7 +1329,8 @@ local REDUCTIONS = {
 for name, kind in sorted_pairs(REDUCTIONS) do
   op(name, 1.5, function(ctx)
     local rng = ctx.rng
-    local e = ctx:tensor({ huge_ok = true, kind = (name == "var" or name == "std" or name == "logsumexp") and "num" or nil })
+    local e = ctx:tensor({ huge_ok = true,
+        kind = (name == "var" or name == "std" or name == "logsumexp") and "num" or nil })
     local ndim = #e.t.shape
     local dims = dims_arg(rng, ndim)
     local keepdim = rng:pick({ true, false, "none" })
@@ -1424,7 +1423,8 @@ op("linear", 1, function(ctx)
   if rng:chance(0.3) then xs = { inputs } end
   local x = ctx:fresh({ shape = xs, kind = "float", dtype = "float32" })
   local w = ctx:fresh({ shape = { inputs, outputs }, dtype = "float32" })
-  local b = rng:chance(0.6) and ctx:fresh({ shape = rng:chance(0.8) and { outputs } or { 1 }, dtype = "float32" }) or nil
+  local b = rng:chance(0.6) and ctx:fresh({ shape = rng:chance(0.8) and { outputs } or { 1 },
+      dtype = "float32" }) or nil
   return { args = pack(x.t, w.t, b and b.t), call = method("linear"), kind = "arith", n = inputs,
     ref = function(tx, tw, tb) return R.linear(tx, tw, tb) end }
 end)
@@ -1550,7 +1550,8 @@ op("one_hot", 1, function(ctx)
   local rng = ctx.rng
   local classes = rng:integer(1, 5)
   local shape = rng:shape({ min_ndim = 0, max_ndim = 2, max_numel = 12 })
-  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 0, hi = classes + 1 } })
+  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 0,
+      hi = classes + 1 } })
   local n = maybe(rng, 0.7, classes)
   return { args = pack(e.t, n), call = method("one_hot"), kind = "discrete",
     guard = function(x, count)
@@ -1575,7 +1576,8 @@ op("scaled_dot_product_attention", 1, function(ctx)
   local q = ctx:fresh({ shape = shape(L, E), dtype = "float32", plain = true })
   local k = ctx:fresh({ shape = shape(S, E), dtype = "float32", plain = true })
   local v = ctx:fresh({ shape = shape(S, Ev), dtype = "float32", plain = true })
-  local mask = rng:chance(0.3) and ctx:fresh({ shape = { L, S }, dtype = rng:pick({ "bool", "float32" }), plain = true }) or nil
+  local mask = rng:chance(0.3) and ctx:fresh({ shape = { L, S }, dtype = rng:pick({ "bool", "float32" }),
+      plain = true }) or nil
   local causal = maybe(rng, 0.5, rng:chance(0.5))
   if causal and mask then mask = nil end
   if rng:chance(0.15) then
@@ -1705,7 +1707,9 @@ op("to_string", 1, function(ctx)
   local e = ctx:tensor({ huge_ok = true })
   if e.cost > SMALL and not e.const then return nil end
   return { args = pack(e.t), call = function(x) return tostring(x) end,
-    check = function(s) if type(s) ~= "string" or not s:find("^Tensor%(") then return "tostring gave " .. show(s) end end }
+    check = function(s)
+      if type(s) ~= "string" or not s:find("^Tensor%(") then return "tostring gave " .. show(s) end
+    end }
 end)
 
 op("Tensor", 0.3, function(ctx) -- setting a field: methods, properties and indices are refused
@@ -2099,11 +2103,12 @@ local function run_seed(seed, calls, report, totals)
     end
   end
   -- everything the seed made is garbage now: the live nodes come back to where they were
-  run = nil
+  run = nil -- luacheck: ignore 311 (drops the reference for the collector)
   collect_all()
   local live = tcl.live_nodes()
   if live > baseline + LEAK_SLACK then
-    report[#report + 1] = string.format("seed %d: %d live nodes after the run, %d before (a leak?)", seed, live, baseline)
+    report[#report + 1] = string.format("seed %d: %d live nodes after the run, %d before (a leak?)", seed, live,
+        baseline)
   end
 end
 

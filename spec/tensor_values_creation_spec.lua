@@ -47,8 +47,10 @@ describe("Tensor(data, opts)", function()
     for _, dtype in ipairs({ "int8", "uint8", "int16", "int32", "int64", "float32", "float16", "bool" }) do
       R.check(Tensor(ints, { dtype = dtype }), R.from_nested(ints, dtype), "Tensor(ints, " .. dtype .. ")")
     end
-    R.check(Tensor({ true, false }, { dtype = "float32" }), R.from_nested({ true, false }, "float32"), "bool -> float32")
-    R.check(Tensor({ 2.9, -2.9 }, { dtype = "int32" }), R.from_nested({ 2.9, -2.9 }, "int32"), "float -> int32 truncates")
+    R.check(Tensor({ true, false }, { dtype = "float32" }), R.from_nested({ true, false }, "float32"),
+        "bool -> float32")
+    R.check(Tensor({ 2.9, -2.9 }, { dtype = "int32" }), R.from_nested({ 2.9, -2.9 }, "int32"),
+        "float -> int32 truncates")
   end)
 
   it("copies or casts another tensor", function()
@@ -86,13 +88,16 @@ describe("Tensor filled creation", function()
     for _, name in ipairs({ "zeros", "ones" }) do
       local value = name == "zeros" and 0 or 1
       R.check(Tensor[name](2, 3), R.build({ 2, 3 }, "float32", function() return value end), name .. "(2, 3)")
-      R.check(Tensor[name]({ 3, 1, 2 }), R.build({ 3, 1, 2 }, "float32", function() return value end), name .. "({3, 1, 2})")
+      R.check(Tensor[name]({ 3, 1, 2 }), R.build({ 3, 1, 2 }, "float32", function() return value end),
+          name .. "({3, 1, 2})")
       R.check(Tensor[name](2, 2, { dtype = "int32" }), R.build({ 2, 2 }, "int32", function() return value end),
         name .. " int32")
-      R.check(Tensor[name]({ 4 }, { dtype = "bool" }), R.build({ 4 }, "bool", function() return value end), name .. " bool")
+      R.check(Tensor[name]({ 4 }, { dtype = "bool" }), R.build({ 4 }, "bool", function() return value end),
+          name .. " bool")
       R.check(Tensor[name]({}), R.build({}, "float32", function() return value end), name .. "({}) is 0-d")
       R.check(Tensor[name](0, 3), R.build({ 0, 3 }, "float32", function() return value end), name .. "(0, 3)")
-      R.check(Tensor[name](2, 3, { dtype = "float16" }):add(1), R.build({ 2, 3 }, "float16", function() return value + 1 end),
+      R.check(Tensor[name](2, 3, { dtype = "float16" }):add(1), R.build({ 2, 3 }, "float16",
+          function() return value + 1 end),
         name .. " float16, computed on")
     end
     local e = Tensor.empty(2, 3, { dtype = "int8" })
@@ -159,7 +164,8 @@ describe("Tensor ranges", function()
       R.check(Tensor.eye(n), R.build({ n, n }, "float32", function(i) return i[1] == i[2] and 1 or 0 end),
         "eye(" .. n .. ")")
     end
-    R.check(Tensor.eye(3, { dtype = "int32" }), R.build({ 3, 3 }, "int32", function(i) return i[1] == i[2] and 1 or 0 end),
+    R.check(Tensor.eye(3, { dtype = "int32" }), R.build({ 3, 3 }, "int32",
+        function(i) return i[1] == i[2] and 1 or 0 end),
       "eye int32")
     R.check(Tensor.eye(2):matmul(Tensor.eye(2)):add(1), R.build({ 2, 2 }, "float32", function(i)
       return (i[1] == i[2] and 1 or 0) + 1

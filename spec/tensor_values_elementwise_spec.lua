@@ -716,7 +716,8 @@ describe("Tensor elementwise: random fused expressions", function()
               label = "x" .. i .. view .. R.shape_string(leaf_shape) }
           else
             local ref = rng:tensor(leaf_shape, dtype, domain)
-            leaves[i] = { ref = ref, make = function() return T(ref) end, label = "x" .. i .. R.shape_string(leaf_shape) }
+            leaves[i] = { ref = ref, make = function() return T(ref) end,
+                label = "x" .. i .. R.shape_string(leaf_shape) }
           end
         end
         local ref, make, label = random_expression(rng, leaves, rng:integer(2, 4), dtype)

@@ -68,7 +68,8 @@ describe("Tensor matmul and dot", function()
     local w = rng:tensor({ 5, 4 }, "float32")
     local x = rng:tensor({ 3, 4 }, "float32")
     R.check(T(x):matmul(T(w):transpose(1, 2)), R.matmul(x, R.transpose(w, 1, 2)), "x @ w^T", REDUCE)
-    R.check(T(x):matmul(T(w):transpose(1, 2)):relu():sum(1), R.sum(R.unary("relu", R.matmul(x, R.transpose(w, 1, 2))), 1),
+    R.check(T(x):matmul(T(w):transpose(1, 2)):relu():sum(1), R.sum(R.unary("relu", R.matmul(x, R.transpose(w, 1, 2))),
+        1),
       "matmul then relu then sum", REDUCE)
   end)
 
@@ -104,14 +105,17 @@ describe("Tensor conv2d", function()
     { "padding 1", { 1, 2, 5, 5 }, { 2, 2, 3, 3 }, { padding = 1 }, true },
     { "dilation 2", { 1, 2, 5, 5 }, { 2, 2, 2, 2 }, { dilation = 2 }, false },
     { "groups 2", { 1, 2, 5, 5 }, { 4, 1, 3, 3 }, { groups = 2 }, true },
-    { "stride 2, padding 1, dilation 2", { 1, 2, 5, 5 }, { 2, 2, 2, 2 }, { stride = 2, padding = 1, dilation = 2 }, true },
+    { "stride 2, padding 1, dilation 2", { 1, 2, 5, 5 }, { 2, 2, 2, 2 }, { stride = 2, padding = 1, dilation = 2 },
+        true },
     { "1x1 kernel", { 2, 3, 3, 3 }, { 2, 3, 1, 1 }, {}, true },
     { "2x3 kernel", { 1, 2, 4, 5 }, { 2, 2, 2, 3 }, { padding = 1 }, false },
     { "batch 2, groups 2, stride 2", { 2, 4, 4, 4 }, { 2, 2, 2, 2 }, { groups = 2, stride = 2 }, true },
     { "per-dim stride and padding", { 1, 1, 5, 4 }, { 1, 1, 3, 2 }, { stride = { 2, 1 }, padding = { 1, 0 } }, true },
     { "kernel as large as the input", { 1, 2, 3, 3 }, { 2, 2, 3, 3 }, {}, true },
-    { "padding {{top, bottom}, {left, right}}", { 1, 2, 4, 4 }, { 2, 2, 3, 2 }, { padding = { { 1, 0 }, { 0, 2 } } }, true },
-    { "per-dim dilation and stride", { 1, 1, 5, 5 }, { 2, 1, 2, 2 }, { dilation = { 1, 2 }, stride = { 2, 1 } }, false },
+    { "padding {{top, bottom}, {left, right}}", { 1, 2, 4, 4 }, { 2, 2, 3, 2 }, { padding = { { 1, 0 }, { 0, 2 } } },
+        true },
+    { "per-dim dilation and stride", { 1, 1, 5, 5 }, { 2, 1, 2, 2 }, { dilation = { 1, 2 }, stride = { 2, 1 } },
+        false },
     { "groups 4 (depthwise)", { 1, 4, 3, 3 }, { 4, 1, 2, 2 }, { groups = 4, padding = 1 }, true },
   }
   for _, case in ipairs(CASES) do
@@ -133,7 +137,8 @@ describe("Tensor conv2d", function()
     local got = T(nhwc):permute(1, 4, 2, 3):conv2d(T(w_base):flip({ 3, 4 }), nil, { padding = 1 })
     R.check(got, R.conv2d(x, w, nil, { padding = 1 }), "conv2d of views", REDUCE)
     local padded_ref = R.pad(R.permute(nhwc, { 1, 4, 2, 3 }), { { 0, 0 }, { 0, 0 }, { 1, 0 }, { 0, 1 } }, 0.5)
-    local got_padded = T(nhwc):permute(1, 4, 2, 3):pad({ { 0, 0 }, { 0, 0 }, { 1, 0 }, { 0, 1 } }, 0.5):conv2d(T(w_base))
+    local got_padded = T(nhwc):permute(1, 4, 2, 3):pad({ { 0, 0 }, { 0, 0 }, { 1, 0 }, { 0, 1 } },
+        0.5):conv2d(T(w_base))
     R.check(got_padded, R.conv2d(padded_ref, w_base, nil, {}), "conv2d of a padded view", REDUCE)
     local h, hw = rng:tensor({ 1, 2, 4, 4 }, "float16"), rng:tensor({ 2, 2, 2, 2 }, "float16")
     R.check(T(h):conv2d(T(hw)), R.conv2d(h, hw, nil, {}), "conv2d float16", REDUCE)
@@ -339,7 +344,8 @@ describe("Tensor losses", function()
     local rng = R.random_for("cross_entropy more")
     local logits = rng:tensor({ 4, 3 }, "float32")
     local labels = R.from_nested({ 3, 1, 2, 3 }, "int32")
-    R.check(T(logits):cross_entropy(T(labels)), R.cross_entropy(logits, labels), "cross_entropy class indices", FUNCTION)
+    R.check(T(logits):cross_entropy(T(labels)), R.cross_entropy(logits, labels), "cross_entropy class indices",
+        FUNCTION)
     for _, reduction in ipairs({ "sum", "none", "mean" }) do
       R.check(T(logits):cross_entropy(T(labels), { reduction = reduction }),
         R.cross_entropy(logits, labels, { reduction = reduction }), "cross_entropy reduction " .. reduction, FUNCTION)
@@ -369,7 +375,8 @@ describe("Tensor losses", function()
     local with_ignored = R.from_nested({ 2, -1, 4, 1, -1, 3 }, "int32")
     local flat = R.reshape(logits, { 6, 4 })
     R.check(T(flat):sparse_categorical_crossentropy(T(with_ignored), { ignore_index = -1 }),
-      R.sparse_categorical_crossentropy(flat, with_ignored, -1), "sparse_categorical_crossentropy ignore_index", FUNCTION)
+      R.sparse_categorical_crossentropy(flat, with_ignored, -1), "sparse_categorical_crossentropy ignore_index",
+          FUNCTION)
   end)
 
   it("sparse_categorical_crossentropy with 1-based labels", function()

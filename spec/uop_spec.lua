@@ -143,7 +143,8 @@ describe("a UOp", function()
       for _ = 1, 10000 do chain = tcl.uop("NEG", "float32", { chain }) end
       local wide = {}
       -- (values no other spec keeps alive, so every node here is new)
-      for i = 1, 1000 do wide[i] = tcl.uop("ADD", "int64", { const("int64", 9000000 + i), const("int64", 7000000 + i) }) end
+      for i = 1, 1000 do wide[i] = tcl.uop("ADD", "int64", { const("int64", 9000000 + i), const("int64",
+          7000000 + i) }) end
       local sink = tcl.uop("SINK", nil, wide)
       return tcl.live_nodes() - base, chain.nsrc + sink.nsrc
     end
@@ -160,7 +161,7 @@ describe("a UOp", function()
     collect()
     assert.are.equal(base + 3, tcl.live_nodes())
     assert.are.equal(77.5, top:source(1):source(1).arg)
-    top = nil
+    top = nil -- luacheck: ignore 311 (drops the reference for the collector)
     collect()
     assert.are.equal(base, tcl.live_nodes())
   end)
@@ -339,8 +340,10 @@ describe("UOp operators and methods (tcl.UOp)", function()
 
   it("refuse operands of two dtypes and values that are not numbers, naming the op", function()
     local i32 = tcl.uop("DEFINE_VAR", "int32", nil, "i")
-    assert.matches("ADD: operands of dtypes index and int32 %(convert one with cast%)", error_of(function() return x + i32 end))
-    assert.matches("MUL: an operand is a string, not a UOp, a number or a boolean", error_of(function() return x * "2" end))
+    assert.matches("ADD: operands of dtypes index and int32 %(convert one with cast%)",
+        error_of(function() return x + i32 end))
+    assert.matches("MUL: an operand is a string, not a UOp, a number or a boolean",
+        error_of(function() return x * "2" end))
     assert.matches("WHERE: operands of dtypes index and int32", error_of(function() return x:lt(y):where(x, i32) end))
   end)
 

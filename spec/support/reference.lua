@@ -1147,26 +1147,26 @@ function R.cross_entropy(logits, target, opts)
   end)
   local reduction = opts.reduction or "mean"
   if reduction == "none" then return as_dtype(losses, dtype) end
-  local total = float_total(losses.data)
-  if reduction == "sum" then return R.scalar(total, dtype) end
-  return R.scalar(total / #losses.data, dtype)
+  local sum = float_total(losses.data)
+  if reduction == "sum" then return R.scalar(sum, dtype) end
+  return R.scalar(sum / #losses.data, dtype)
 end
 
 -- The mean over the labels (any leading shape) of -log_softmax(logits)[..., label], labels
 -- 1-based; labels equal to ignore_index do not count.
 function R.sparse_categorical_crossentropy(logits, labels, ignore_index)
   local log_probabilities = R.log_softmax(as_dtype(logits, "float64"), -1)
-  local total, count = 0.0, 0
+  local sum_of_losses, count = 0.0, 0
   R.each_index(labels.shape, function(index)
     local label = R.get(labels, index)
     if label ~= ignore_index then
       local full = copy(index)
       full[#full + 1] = label
-      total = total - R.get(log_probabilities, full)
+      sum_of_losses = sum_of_losses - R.get(log_probabilities, full)
       count = count + 1
     end
   end)
-  return R.scalar(total / count, R.float_of(logits.dtype))
+  return R.scalar(sum_of_losses / count, R.float_of(logits.dtype))
 end
 
 -- ---------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ return function(options)
     end
   end
 
-  handler.testEnd = function(element, parent, status)
+  handler.testEnd = function(_, _, status)
     write(marks[status] or "?")
     return nil, true
   end

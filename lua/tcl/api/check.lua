@@ -225,7 +225,9 @@ function M.shape_and_options(fn, ...)
   local opts = nil
   if next_index <= n then
     opts = select(next_index, ...)
-    if type(opts) ~= "table" or class.is_tensor(opts) then fail(fn, "sizes must be integers, got %s", M.type_name(opts)) end
+    if type(opts) ~= "table" or class.is_tensor(opts) then
+      fail(fn, "sizes must be integers, got %s", M.type_name(opts))
+    end
     if next_index < n then fail(fn, "too many arguments: a shape and an options table expected") end
   end
   return shape, opts
@@ -234,7 +236,9 @@ end
 --- Options table {dtype=, device=, ...}: nil becomes {}, unknown keys fail.
 function M.options(fn, opts, known)
   if opts == nil then return {} end
-  if type(opts) ~= "table" or class.is_tensor(opts) then fail(fn, "options must be a table, got %s", M.type_name(opts)) end
+  if type(opts) ~= "table" or class.is_tensor(opts) then
+    fail(fn, "options must be a table, got %s", M.type_name(opts))
+  end
   for k in pairs(opts) do
     if not known[k] then fail(fn, "unknown option '%s'", tostring(k)) end
   end

@@ -66,7 +66,8 @@ local function flatten(fn, data)
       local kind = type(node)
       if kind ~= "number" and kind ~= "boolean" then
         if kind == "table" and not is_tensor(node) then
-          fail(fn, "ragged data: %s is a table, expected a number (shape %s)", where_in(depth - 1), check.shape_str(shape))
+          fail(fn, "ragged data: %s is a table, expected a number (shape %s)", where_in(depth - 1),
+              check.shape_str(shape))
         end
         fail(fn, "data must hold numbers or booleans, got %s at %s", check.type_name(node), where_in(depth - 1))
       end

@@ -199,12 +199,15 @@ function M.pad(x, pairs, value)
   local grow, window, padded_shape = {}, {}, {}
   for i = 1, ndim do
     local pair = pairs[i] or { 0, 0 }
-    if type(pair) ~= "table" or is_tensor(pair) then fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair)) end
+    if type(pair) ~= "table" or is_tensor(pair) then
+      fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair))
+    end
     local before = check.integer("pad", "padding", pair[1] or 0)
     local after = check.integer("pad", "padding", pair[2] or 0)
     local size = x._shape[i]
     if size + math.min(before, 0) + math.min(after, 0) < 0 then
-      fail("pad", "cannot crop dim %d of %s by %d and %d", i, shape_str(x._shape), -math.min(before, 0), -math.min(after, 0))
+      fail("pad", "cannot crop dim %d of %s by %d and %d", i, shape_str(x._shape), -math.min(before, 0),
+          -math.min(after, 0))
     end
     window[2 * i - 1], window[2 * i] = math.max(-before, 0), size - math.max(-after, 0)
     grow[2 * i - 1], grow[2 * i] = math.max(before, 0), math.max(after, 0)
@@ -300,7 +303,9 @@ function M.slice(x, ...)
   tensor_arg("slice", x)
   local specs = table.pack(...)
   local ndim = #x._shape
-  if specs.n > ndim then fail("slice", "%d dims given for a %d-d tensor of shape %s", specs.n, ndim, shape_str(x._shape)) end
+  if specs.n > ndim then
+    fail("slice", "%d dims given for a %d-d tensor of shape %s", specs.n, ndim, shape_str(x._shape))
+  end
   local window, flips, steps, keep = {}, {}, {}, {}
   for d = 1, ndim do
     local size, spec = x._shape[d], specs[d]
@@ -309,7 +314,9 @@ function M.slice(x, ...)
       lo = position("slice", "index", spec, d, x._shape)
       hi, kept = lo + 1, false
     elseif spec ~= nil then
-      if type(spec) ~= "table" or is_tensor(spec) then fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec)) end
+      if type(spec) ~= "table" or is_tensor(spec) then
+        fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec))
+      end
       step = spec[3] == nil and 1 or check.integer("slice", "step", spec[3])
       if step == 0 then fail("slice", "step of dim %d must not be 0 (shape %s)", d, shape_str(x._shape)) end
       if step > 0 then

@@ -45,7 +45,9 @@ local function matmul_as(fn, x, w)
   tensor_arg(fn, w, "other")
   local xs, ws = x._shape, w._shape
   local nx, nw = #xs, #ws
-  if nx == 0 or nw == 0 then fail(fn, "needs tensors of at least 1 dim, got shapes %s and %s", shape_str(xs), shape_str(ws)) end
+  if nx == 0 or nw == 0 then
+    fail(fn, "needs tensors of at least 1 dim, got shapes %s and %s", shape_str(xs), shape_str(ws))
+  end
   local k = xs[nx]
   local kw = nw == 1 and ws[1] or ws[nw - 1]
   if k ~= kw then
@@ -74,7 +76,6 @@ local function matmul_as(fn, x, w)
   elseif nx == 1 then
     product, reduce_dim = x:reshape(k, 1):mul(w), -2    -- (k, 1) * (..., k, n)
   else
-    local batch = try_broadcast(slice_of(xs, 1, nx - 2), slice_of(ws, 1, nw - 2))
     if batch == nil then fail(fn, "batch dims of %s and %s cannot be broadcast", shape_str(xs), shape_str(ws)) end
     -- every product is made before the sum: (batch..., m, n, k) of them
     local products = slice_of(batch, 1, #batch)
@@ -219,7 +220,8 @@ local function padding_pairs(fn, v, n)
       if type(pair) ~= "table" or is_tensor(pair) then
         fail(fn, "padding of spatial dim %d must be a {before, after} pair, got %s", i, check.type_name(pair))
       end
-      pairs_[i] = { check.integer_at_least(fn, "padding", pair[1], 0), check.integer_at_least(fn, "padding", pair[2], 0) }
+      pairs_[i] = { check.integer_at_least(fn, "padding", pair[1], 0),
+        check.integer_at_least(fn, "padding", pair[2], 0) }
     end
   else
     for i, p in ipairs(per_dim(fn, "padding", v, n, 0, 0)) do pairs_[i] = { p, p } end
@@ -299,7 +301,8 @@ function M.conv2d(x, w, b, opts)
   local groups = opts.groups == nil and 1 or check.integer_at_least(fn, "groups", opts.groups, 1)
   local cout, cin_per_group = ws[1], ws[2]
   if xs[2] ~= cin_per_group * groups or cout % groups ~= 0 then
-    fail(fn, "input %s and weight %s do not match with %d group(s): input channels must be %d * %d and %d output channels must split into groups",
+    fail(fn, "input %s and weight %s do not match with %d group(s): input channels must be %d * %d and "
+      .. "%d output channels must split into groups",
       shape_str(xs), shape_str(ws), groups, cin_per_group, groups, cout)
   end
   if b ~= nil and (#b._shape ~= 1 or b._shape[1] ~= cout) then
@@ -414,7 +417,9 @@ end
 --  (n defaults to the largest index, which realizes x).
 function M.one_hot(x, n)
   tensor_arg("one_hot", x)
-  if not x.uop.dtype.is_int then fail("one_hot", "needs an integer tensor of class indices, got %s", x.uop.dtype.name) end
+  if not x.uop.dtype.is_int then
+    fail("one_hot", "needs an integer tensor of class indices, got %s", x.uop.dtype.name)
+  end
   if n == nil then n = math.max(0, x:max():item()) end
   n = check.integer_at_least("one_hot", "number of classes", n, 0)
   check.host_values("one_hot", n, "classes") -- the class numbers are an arange
@@ -496,7 +501,8 @@ function M.cross_entropy(x, target, opts)
     local expected = nodes.copy_shape(x)
     table.remove(expected, class_dim)
     if not check.same_shape(expected, target._shape) then
-      fail(fn, "target %s does not fit logits %s: expected %s", shape_str(target._shape), shape_str(x._shape), shape_str(expected))
+      fail(fn, "target %s does not fit logits %s: expected %s", shape_str(target._shape), shape_str(x._shape),
+          shape_str(expected))
     end
     check.host_values(fn, classes, "classes") -- one_hot's class numbers are an arange
     y = target:one_hot(classes)

@@ -17,7 +17,8 @@ local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
 
 local CONCEPTS = {
-  "tcl.api.creation", "tcl.api.random", "tcl.api.elementwise", "tcl.api.movement", "tcl.api.reduce", "tcl.api.nn", "tcl.api.print",
+  "tcl.api.creation", "tcl.api.random", "tcl.api.elementwise", "tcl.api.movement", "tcl.api.reduce",
+  "tcl.api.nn", "tcl.api.print",
 }
 
 local M = {}

@@ -152,7 +152,8 @@ function M.linearize(sink)
   for _, r in ipairs(ranges) do
     local list = g.ends[r]
     if not list then
-      error(string.format("linearize: %s (node %d) has no END: every loop must be closed", describe_range(r), pos[r]), 0)
+      error(string.format("linearize: %s (node %d) has no END: every loop must be closed", describe_range(r),
+        pos[r]), 0)
     end
     if #list > 1 then
       error(string.format("linearize: %s (node %d) is closed by %d ENDs (nodes %d and %d); merge them first",
@@ -162,7 +163,7 @@ function M.linearize(sink)
   end
 
   -- outer[k]: every range whose loop encloses range k's loop (closed under nesting)
-  local outer, outer_set, visiting = {}, {}, {}
+  local outer, visiting = {}, {}
   local function outer_of(k)
     local o = outer[k]
     if o then return o end
@@ -177,9 +178,10 @@ function M.linearize(sink)
     local set = {}
     for _, q in ipairs(o) do set[q] = true end
     if set[k] then
-      error(string.format("linearize: %s (node %d) would enclose its own loop", describe_range(ranges[k]), pos[ranges[k]]), 0)
+      error(string.format("linearize: %s (node %d) would enclose its own loop", describe_range(ranges[k]),
+        pos[ranges[k]]), 0)
     end
-    outer[k], outer_set[k] = o, set
+    outer[k] = o
     return o
   end
   for k = 1, #ranges do outer_of(k) end
@@ -239,7 +241,8 @@ function M.linearize(sink)
       end
       local it = by_key[key]
       if not it then
-        it = { key = key, loop = type(key) == "number", nodes = {}, first = pos[u], waiting = 0, users = {}, after = {} }
+        it = { key = key, loop = type(key) == "number", nodes = {}, first = pos[u], waiting = 0,
+          users = {}, after = {} }
         by_key[key] = it
         items[#items + 1] = it
       end
@@ -287,7 +290,8 @@ function M.linearize(sink)
       local stuck = {}
       for _, it in ipairs(items) do
         if it.waiting > 0 then
-          stuck[#stuck + 1] = it.loop and describe_range(ranges[it.key]) or string.format("node %d (%s)", pos[it.key], it.key.op)
+          stuck[#stuck + 1] = it.loop and describe_range(ranges[it.key])
+            or string.format("node %d (%s)", pos[it.key], it.key.op)
           if #stuck == 4 then break end
         end
       end

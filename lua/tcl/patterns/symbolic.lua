@@ -305,8 +305,8 @@ local function lt_divide(m, x_left)
   local d, cv, dv = m.x.dtype, m.c.arg, m.d.arg
   local lo, hi = bounds.bounds(m.x)
   if cv == 0 or not (small(lo) and small(hi) and small(cv) and small(dv)) then return nil end
-  local a, b = scale(cv, lo, hi)
-  if not a or not fits(d, a, b) then return nil end
+  local lo_scaled, hi_scaled = scale(cv, lo, hi)
+  if not lo_scaled or not fits(d, lo_scaled, hi_scaled) then return nil end
   local function ceil_div(p, q) return -((-p) // q) end
   if cv < 0 then cv, dv, x_left = -cv, -dv, not x_left end -- x*c < d  <=>  -d < x*|c|
   -- x*c < d  <=>  x < ceil(d/c);  d < x*c  <=>  floor(d/c) < x

@@ -132,7 +132,7 @@ function M.run(outputs)
   check_outputs(outputs, "run")
   buffers.collect()
   local sched = M.create(outputs)
-  if env.DEBUG >= 1 then io.stderr:write(M.summary(sched), "\n") end
+  if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
   if #sched.kernels > 0 then
     -- every buffer and program first, so running out of memory or a failed compile stops
     -- the realize before any kernel has run

@@ -1,0 +1,13 @@
+-- .luacheckrc — luacheck's configuration (scripts/test.sh runs `luacheck .`; zero warnings).
+std = "lua54"
+max_line_length = 120
+
+-- busted's globals (describe, it, assert, pending, ...) in the specs
+files["spec/**/*_spec.lua"] = { std = "+busted" }
+
+-- Scripts run by the `tcl` program, which preloads the globals `tcl` and `Tensor`
+files["examples/*.lua"] = { read_globals = { "tcl", "Tensor" } }
+files["bench/intern_bench.lua"] = { read_globals = { "tcl", "Tensor" } }
+
+-- Build trees hold no sources of ours
+exclude_files = { "build*/**" }
