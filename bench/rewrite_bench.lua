@@ -32,23 +32,8 @@ local TARGET_NODES = math.tointeger(tonumber(arg and arg[1] or "")) or 100000
 local RUNS = math.tointeger(tonumber(arg and arg[2] or "")) or 5
 local SEED = 12345
 
----------------------------------------------------------------------------------------------
--- seeded random numbers (splitmix64)
-
-local function new_rng(seed)
-  local state = seed
-  local rng = {}
-  function rng.next()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    return z ~ (z >> 31)
-  end
-  function rng.int(lo, hi) return lo + (rng.next() >> 2) % (hi - lo + 1) end
-  function rng.pick(list) return list[rng.int(1, #list)] end
-  return rng
-end
+-- seeded random numbers (splitmix64, shared with the specs)
+local new_rng = require("spec.support.splitmix").new
 
 ---------------------------------------------------------------------------------------------
 -- the graph: index arithmetic of view chains
@@ -96,12 +81,12 @@ end
 local function regroup(rng, shape)
   local factors = prime_factors(product(shape))
   for i = #factors, 2, -1 do
-    local j = rng.int(1, i)
+    local j = rng:integer(1, i)
     factors[i], factors[j] = factors[j], factors[i]
   end
   local out = {}
   for _, f in ipairs(factors) do
-    if #out > 0 and rng.int(1, 3) > 1 and out[#out] * f <= 256 then out[#out] = out[#out] * f
+    if #out > 0 and rng:integer(1, 3) > 1 and out[#out] * f <= 256 then out[#out] = out[#out] * f
     else out[#out + 1] = f end
   end
   if #out == 0 then out[1] = 1 end
@@ -130,7 +115,7 @@ local function permute_step(rng, idx, shape)
   local order = {}
   for i = 1, #idx do order[i] = i end
   for i = #order, 2, -1 do
-    local j = rng.int(1, i)
+    local j = rng:integer(1, i)
     order[i], order[j] = order[j], order[i]
   end
   local out, out_shape = {}, {}
@@ -139,8 +124,8 @@ local function permute_step(rng, idx, shape)
 end
 
 local function pad_step(rng, idx, shape, valid)
-  local d = rng.int(1, #idx)
-  local before, after = rng.int(1, 2), rng.int(0, 2)
+  local d = rng:integer(1, #idx)
+  local before, after = rng:integer(1, 2), rng:integer(0, 2)
   local inner = shape[d] - before - after
   if inner < 1 then return idx, shape, valid end
   local e = idx[d]
@@ -152,16 +137,16 @@ local function pad_step(rng, idx, shape, valid)
 end
 
 local function shrink_step(rng, idx, shape)
-  local d = rng.int(1, #idx)
-  local offset = rng.int(1, 3)
+  local d = rng:integer(1, #idx)
+  local offset = rng:integer(1, 3)
   local out, out_shape = table.move(idx, 1, #idx, 1, {}), table.move(shape, 1, #shape, 1, {})
   out[d] = add(idx[d], const(offset))
-  out_shape[d] = shape[d] + offset + rng.int(0, 2)
+  out_shape[d] = shape[d] + offset + rng:integer(0, 2)
   return out, out_shape
 end
 
 local function flip_step(rng, idx, shape)
-  local d = rng.int(1, #idx)
+  local d = rng:integer(1, #idx)
   local out = table.move(idx, 1, #idx, 1, {})
   out[d] = add(mul(idx[d], const(-1)), const(shape[d] - 1))
   return out, shape
@@ -172,13 +157,13 @@ local STEPS = { reshape_step, reshape_step, permute_step, pad_step, shrink_step,
 --- The gated buffer offset of one kernel: WHERE(valid, sum(index_i * stride_i), 0).
 local function kernel_index(rng, kernel)
   local shape, idx = {}, {}
-  for i = 1, rng.int(2, 4) do
-    shape[i] = rng.pick(DIMS)
+  for i = 1, rng:integer(2, 4) do
+    shape[i] = rng:pick(DIMS)
     idx[i] = make("RANGE", "index", { const(shape[i]) }, { kernel * 8 + i, 0 })
   end
   local valid
-  for _ = 1, rng.int(3, 7) do
-    local step = rng.pick(STEPS)
+  for _ = 1, rng:integer(3, 7) do
+    local step = rng:pick(STEPS)
     if step == pad_step then idx, shape, valid = pad_step(rng, idx, shape, valid)
     else idx, shape = step(rng, idx, shape) end
   end

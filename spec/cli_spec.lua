@@ -13,19 +13,12 @@ end
 local temp_files = {}
 local function temp_script(text)
   local path = os.tmpname()
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
+  helper.write(path, text)
   temp_files[#temp_files + 1] = path
   return path
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = helper.read
 
 local function plain(s) -- a string as a Lua pattern that matches it literally
   return (s:gsub("%p", "%%%0"))

@@ -8,11 +8,7 @@ local tests_dir = helper.build_dir .. "/tests"
 local core_test = tests_dir .. "/core_test"
 local hash_printer = tests_dir .. "/content_hash_print"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+local exists = helper.exists
 
 -- Runs Lua code in a separate stock lua5.4 process that finds tcl through LUA_PATH/LUA_CPATH.
 local function run_lua_process(code)

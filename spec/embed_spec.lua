@@ -7,12 +7,7 @@ local q = helper.shell_quote
 local examples = helper.build_dir .. "/examples/embed"
 local header = helper.root .. "/include/tclc.h"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = helper.read
 
 local function have(program)
   return helper.run("command -v " .. program) == 0

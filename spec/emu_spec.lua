@@ -602,17 +602,10 @@ end)
 ---------------------------------------------------------------------------------------------
 -- kernel ASTs, lowered by tcl.codegen.lower and run on EMU
 
-local function param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
-local function c(v, dt) return u("CONST", dt or IDX, nil, v) end
-local function range(n, axis, kind) return u("RANGE", IDX, { c(n) }, { axis, kind or "loop" }) end
-local function add_(a, b) return u("ADD", a.dtype, { a, b }) end
-local function mul(a, b) return u("MUL", a.dtype, { a, b }) end
-local function sink(name, ...) return u("SINK", nil, { ... }, { name }) end
-local function store_end(buf, idx, value, ...)
-  local e = u("STORE", nil, { u("INDEX", buf.dtype, { buf, idx }), value })
-  for _, r in ipairs { ... } do e = u("END", nil, { e, r }) end
-  return e
-end
+local kernels = require "spec.support.kernels"
+local param, c, range, sink, store_end = kernels.param, kernels.c, kernels.range, kernels.sink, kernels.store_end
+local function add_(a, b) return a + b end
+local function mul(a, b) return a * b end
 
 local function run_kernel(ast, buffers)
   local k = lower.compile(ast)

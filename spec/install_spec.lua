@@ -10,17 +10,7 @@ local q = helper.shell_quote
 local CLEAN_ENV = "env -u TCLC_LUA_DIR -u TCLC_BUILD_DIR -u TCLC_SOURCE_DIR "
 local PROBE = "print(tcl.uop('CONST', 'int32', nil, 7).arg, (require('tcl.install_probe')))"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local exists, write = helper.exists, helper.write
 
 -- The build under test's type, from its CMake cache ("Debug", "Sanitize", ...).
 local function build_type()

@@ -37,12 +37,7 @@ local function module_of(rel) -- "tcl/api/tensor.lua" -> "tcl.api.tensor"; ".../
   return (rel:gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", "."))
 end
 
-local function read(rel)
-  local f = assert(io.open(helper.root .. "/lua/" .. rel, "rb"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local function read(rel) return helper.read(helper.root .. "/lua/" .. rel) end
 
 --- The modules a file requires (code only: comment lines are skipped); with `pattern`, the
 -- names that match it instead.

@@ -13,7 +13,7 @@ local merge_ends = require "tcl.codegen.merge_ends"
 local helper = require "spec.support.helper"
 
 local u = tcl.uop
-local IDX, F32, I32, BOOL = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "int32", tcl.dtype "bool"
+local F32, I32, BOOL = tcl.dtype "float32", tcl.dtype "int32", tcl.dtype "bool"
 
 local function error_of(fn, ...)
   local ok, err = pcall(fn, ...)
@@ -21,17 +21,10 @@ local function error_of(fn, ...)
   return tostring(err)
 end
 
-local function param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
-local function c(v, dt) return u("CONST", dt or IDX, nil, v) end
-local function range(n, axis, kind) return u("RANGE", IDX, { c(n) }, { axis, kind or "loop" }) end
-local function add(a, b) return u("ADD", a.dtype, { a, b }) end
-local function mul(a, b) return u("MUL", a.dtype, { a, b }) end
-local function sink(name, ...) return u("SINK", nil, { ... }, { name }) end
-local function store_end(buf, idx, value, ...)
-  local e = u("STORE", nil, { u("INDEX", buf.dtype, { buf, idx }), value })
-  for _, r in ipairs { ... } do e = u("END", nil, { e, r }) end
-  return e
-end
+local kernels = require "spec.support.kernels"
+local param, c, range, sink, store_end = kernels.param, kernels.c, kernels.range, kernels.sink, kernels.store_end
+local function add(a, b) return a + b end
+local function mul(a, b) return a * b end
 
 local function count_ops(root)
   local n = {}

@@ -511,19 +511,23 @@ describe("graph_rewrite", function()
   end)
 end)
 
-describe("the loop guard", function()
-  local x = P.var "x"
+-- In a describe block: records the live nodes before each test; the function it returns checks
+-- that a test left no node behind (failed rewrites must release everything they built).
+local function leak_guard()
   local baseline
-
   before_each(function()
     collectgarbage(); collectgarbage()
     baseline = tcl.live_nodes()
   end)
-
-  local function assert_no_leak()
+  return function()
     collectgarbage(); collectgarbage()
     assert.are.equal(baseline, tcl.live_nodes())
   end
+end
+
+describe("the loop guard", function()
+  local x = P.var "x"
+  local assert_no_leak = leak_guard()
 
   it("stops a rule that never settles, naming it", function()
     local line = current_line() + 1
@@ -651,17 +655,7 @@ end)
 
 describe("a rewrite that fails", function()
   local x = P.var "x"
-  local baseline
-
-  before_each(function()
-    collectgarbage(); collectgarbage()
-    baseline = tcl.live_nodes()
-  end)
-
-  local function assert_no_leak()
-    collectgarbage(); collectgarbage()
-    assert.are.equal(baseline, tcl.live_nodes())
-  end
+  local assert_no_leak = leak_guard()
 
   it("by returning a wrong type is an error naming the rule", function()
     local line = current_line() + 1

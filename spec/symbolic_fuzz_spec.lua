@@ -33,43 +33,8 @@ local COUNT = integer_env("FUZZ_COUNT", 3000)
 local ONLY_CASE = integer_env("FUZZ_CASE", nil)
 local ASSIGNMENTS = 50
 
----------------------------------------------------------------------------------------------
 -- A seeded random generator (splitmix64), independent of math.random's global state.
-
-local function new_rng(seed)
-  local state = seed
-  local rng = {}
-  function rng.next()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    return z ~ (z >> 31)
-  end
-  --- Uniform integer in [lo, hi]; hi - lo must be below 2^62.
-  function rng.int(lo, hi)
-    return lo + (rng.next() >> 2) % (hi - lo + 1)
-  end
-  function rng.chance(p)
-    return (rng.next() >> 11) * (1.0 / 9007199254740992.0) < p
-  end
-  function rng.pick(list)
-    return list[rng.int(1, #list)]
-  end
-  --- A key of `weights` ({key = weight}), drawn by weight; keys sorted for reproducibility.
-  function rng.weighted(weights)
-    local keys, total = {}, 0
-    for k, w in pairs(weights) do keys[#keys + 1] = k; total = total + w end
-    table.sort(keys)
-    local r = (rng.next() >> 11) * (1.0 / 9007199254740992.0) * total
-    for _, k in ipairs(keys) do
-      r = r - weights[k]
-      if r < 0 then return k end
-    end
-    return keys[#keys]
-  end
-  return rng
-end
+local new_rng = require("spec.support.splitmix").new
 
 local function case_seed(seed, case) return seed * 1000003 + case * 7919 end
 
@@ -224,19 +189,19 @@ end
 --- A random [lo, hi] for a variable of the dtype: small, non-negative, negative, single
 -- points, wide, and next to the dtype's limits.
 local function random_range(rng, dtype)
-  local kind = rng.weighted { small = 4, nonneg = 4, negative = 2, point = 1, wide = 1.5, edge = 1 }
+  local kind = rng:weighted { small = 4, nonneg = 4, negative = 2, point = 1, wide = 1.5, edge = 1 }
   local lo, hi
-  if kind == "small" then lo = rng.int(-20, 20); hi = lo + rng.int(0, 40)
-  elseif kind == "nonneg" then lo = 0; hi = rng.int(0, rng.pick { 1, 7, 100, 1000 })
-  elseif kind == "negative" then hi = rng.int(-50, -1); lo = hi - rng.int(0, 100)
-  elseif kind == "point" then lo = rng.int(-10, 10); hi = lo
+  if kind == "small" then lo = rng:integer(-20, 20); hi = lo + rng:integer(0, 40)
+  elseif kind == "nonneg" then lo = 0; hi = rng:integer(0, rng:pick { 1, 7, 100, 1000 })
+  elseif kind == "negative" then hi = rng:integer(-50, -1); lo = hi - rng:integer(0, 100)
+  elseif kind == "point" then lo = rng:integer(-10, 10); hi = lo
   elseif kind == "wide" then
-    local span = dtype == "int32" and (1 << rng.int(16, 30)) or (1 << rng.int(20, 61))
-    lo = -rng.int(0, span); hi = rng.int(0, span)
+    local span = dtype == "int32" and (1 << rng:integer(16, 30)) or (1 << rng:integer(20, 61))
+    lo = -rng:integer(0, span); hi = rng:integer(0, span)
   else -- next to the dtype's limits
     local max = dtype == "int32" and (1 << 31) - 1 or math.maxinteger
-    if rng.chance(0.5) then hi = max; lo = max - rng.int(0, 1000)
-    else lo = -max - 1; hi = lo + rng.int(0, 1000) end
+    if rng:chance(0.5) then hi = max; lo = max - rng:integer(0, 1000)
+    else lo = -max - 1; hi = lo + rng:integer(0, 1000) end
   end
   return lo, hi
 end
@@ -244,16 +209,16 @@ end
 --- A random expression; returns its root.
 local function generate(rng)
   local leaves = { index = {}, int32 = {} }
-  for k = 1, rng.int(1, 3) do
+  for k = 1, rng:integer(1, 3) do
     local lo, hi = random_range(rng, "index")
     leaves.index[#leaves.index + 1] = tcl.uop("DEFINE_VAR", "index", nil, { "v" .. k, lo, hi })
   end
-  if rng.chance(0.4) then
+  if rng:chance(0.4) then
     local lo, hi = random_range(rng, "int32")
     leaves.int32[1] = tcl.uop("DEFINE_VAR", "int32", nil, { "w", lo, hi })
   end
-  for axis = 0, rng.int(0, 2) - 1 do
-    local range_end = const("index", rng.pick(RANGE_ENDS))
+  for axis = 0, rng:integer(0, 2) - 1 do
+    local range_end = const("index", rng:pick(RANGE_ENDS))
     leaves.index[#leaves.index + 1] = tcl.uop("RANGE", "index", { range_end }, { axis, 0 })
   end
   local made = { index = {}, int32 = {}, bool = {} } -- subexpressions, for sharing
@@ -268,39 +233,39 @@ local function generate(rng)
   end
 
   local function constant(dtype)
-    if dtype == "bool" then return const("bool", rng.chance(0.5)) end
-    if #used[dtype] > 0 and rng.chance(0.3) then return const(dtype, rng.pick(used[dtype])) end
-    if rng.chance(0.5) then return remember(dtype, rng.pick(CONSTANTS[dtype])) end
-    return remember(dtype, rng.int(-20, 20))
+    if dtype == "bool" then return const("bool", rng:chance(0.5)) end
+    if #used[dtype] > 0 and rng:chance(0.3) then return const(dtype, rng:pick(used[dtype])) end
+    if rng:chance(0.5) then return remember(dtype, rng:pick(CONSTANTS[dtype])) end
+    return remember(dtype, rng:integer(-20, 20))
   end
 
   --- A small positive constant (a stride or a shape), often one used before.
   local function shape(dtype)
     local mine = used[dtype]
-    if #mine > 0 and rng.chance(0.35) then
-      local v = rng.pick(mine)
+    if #mine > 0 and rng:chance(0.35) then
+      local v = rng:pick(mine)
       if v > 0 then return const(dtype, v) end -- big ones too: (x * 2^40) // 2^40 wraps
     end
-    return remember(dtype, rng.pick(DIVISORS))
+    return remember(dtype, rng:pick(DIVISORS))
   end
 
   local function leaf(dtype)
     if dtype == "bool" then
-      if rng.chance(0.2) then return constant("bool") end
+      if rng:chance(0.2) then return constant("bool") end
       return tcl.uop("CMPLT", "bool", { leaf("index"), constant("index") })
     end
-    if rng.chance(0.3) then return constant(dtype) end
+    if rng:chance(0.3) then return constant(dtype) end
     local own = leaves[dtype]
-    if #own > 0 and (dtype == "index" or rng.chance(0.7)) then return rng.pick(own) end
+    if #own > 0 and (dtype == "index" or rng:chance(0.7)) then return rng:pick(own) end
     local other = dtype == "index" and "int32" or "index"
-    if #leaves[other] > 0 then return tcl.uop("CAST", dtype, { rng.pick(leaves[other]) }) end
+    if #leaves[other] > 0 then return tcl.uop("CAST", dtype, { rng:pick(leaves[other]) }) end
     return constant(dtype)
   end
 
   local function divisor(dtype, depth)
-    local kind = rng.weighted { positive = 65, negative = 10, zero = 1, expression = 24 }
+    local kind = rng:weighted { positive = 65, negative = 10, zero = 1, expression = 24 }
     if kind == "positive" then return shape(dtype) end
-    if kind == "negative" then return const(dtype, -rng.pick(DIVISORS)) end
+    if kind == "negative" then return const(dtype, -rng:pick(DIVISORS)) end
     if kind == "zero" then return const(dtype, 0) end
     return expr(dtype, depth - 1)
   end
@@ -309,14 +274,14 @@ local function generate(rng)
   -- the index arithmetic of reshapes and permutes
   local function strided(dtype, depth)
     local sum
-    for _ = 1, rng.int(1, 3) do
+    for _ = 1, rng:integer(1, 3) do
       local term = tcl.uop("MUL", dtype, { leaf(dtype), shape(dtype) })
       sum = sum and tcl.uop("ADD", dtype, { sum, term }) or term
     end
-    if rng.chance(0.5) then sum = tcl.uop("ADD", dtype, { sum, expr(dtype, depth - 1) }) end
+    if rng:chance(0.5) then sum = tcl.uop("ADD", dtype, { sum, expr(dtype, depth - 1) }) end
     -- up to two divisions or remainders, as chains of reshapes give: (i // 4) % 3, (i % 12) // 4
-    for _ = 1, rng.weighted { [0] = 3, [1] = 5, [2] = 2 } do
-      local op = rng.weighted { FLOORDIV = 3, FLOORMOD = 3, IDIV = 1, MOD = 1 }
+    for _ = 1, rng:weighted { [0] = 3, [1] = 5, [2] = 2 } do
+      local op = rng:weighted { FLOORDIV = 3, FLOORMOD = 3, IDIV = 1, MOD = 1 }
       sum = tcl.uop(op, dtype, { sum, shape(dtype) })
     end
     return sum
@@ -329,61 +294,61 @@ local function generate(rng)
     ADD = 0.2, MUL = 0.2, MAX = 0.2, MIN = 0.2, SUB = 0.2, NEG = 0.2 }
 
   local function int_expr(dtype, depth)
-    local op = rng.weighted(INT_OPS)
+    local op = rng:weighted(INT_OPS)
     local d1 = depth - 1
     if op == "STRIDED" then return strided(dtype, depth) end
     if op == "NEG" then return tcl.uop("NEG", dtype, { expr(dtype, d1) }) end
     if op == "WHERE" then return tcl.uop("WHERE", dtype, { expr("bool", d1), expr(dtype, d1), expr(dtype, d1) }) end
     if op == "CAST" then
-      local from = rng.weighted { index = 2, int32 = 2, bool = 1 }
+      local from = rng:weighted { index = 2, int32 = 2, bool = 1 }
       if from == dtype then from = "bool" end
       return tcl.uop("CAST", dtype, { expr(from, d1) })
     end
     if DIVISIONS[op] then return tcl.uop(op, dtype, { expr(dtype, d1), divisor(dtype, depth) }) end
     if op == "SHL" or op == "SHR" then
-      return tcl.uop(op, dtype, { expr(dtype, d1), const(dtype, rng.int(0, 7)) })
+      return tcl.uop(op, dtype, { expr(dtype, d1), const(dtype, rng:integer(0, 7)) })
     end
     local a = expr(dtype, d1)
     local b
-    if rng.chance(0.1) then b = a -- x - x, x & x, max(x, x), ...
-    elseif (op == "ADD" or op == "MUL" or op == "SUB") and rng.chance(0.4) then b = constant(dtype)
+    if rng:chance(0.1) then b = a -- x - x, x & x, max(x, x), ...
+    elseif (op == "ADD" or op == "MUL" or op == "SUB") and rng:chance(0.4) then b = constant(dtype)
     else b = expr(dtype, d1) end
-    if rng.chance(0.5) then a, b = b, a end
+    if rng:chance(0.5) then a, b = b, a end
     return tcl.uop(op, dtype, { a, b })
   end
 
   local function bool_expr(depth)
-    local op = rng.weighted(BOOL_OPS)
+    local op = rng:weighted(BOOL_OPS)
     local d1 = depth - 1
     if op == "CMPLT" or op == "CMPNE" or op == "CMPEQ" then
-      local operand = rng.chance(0.75) and "index" or "int32"
+      local operand = rng:chance(0.75) and "index" or "int32"
       local a = expr(operand, d1)
-      local b = rng.chance(0.5) and constant(operand) or rng.chance(0.1) and a or expr(operand, d1)
+      local b = rng:chance(0.5) and constant(operand) or rng:chance(0.1) and a or expr(operand, d1)
       return tcl.uop(op, "bool", { a, b })
     end
-    if op == "CAST" then return tcl.uop("CAST", "bool", { expr(rng.chance(0.7) and "index" or "int32", d1) }) end
+    if op == "CAST" then return tcl.uop("CAST", "bool", { expr(rng:chance(0.7) and "index" or "int32", d1) }) end
     if op == "WHERE" then
-      local function branch() return rng.chance(0.3) and constant("bool") or expr("bool", d1) end
+      local function branch() return rng:chance(0.3) and constant("bool") or expr("bool", d1) end
       return tcl.uop("WHERE", "bool", { expr("bool", d1), branch(), branch() })
     end
     if op == "NOT" then return tcl.uop("CMPNE", "bool", { expr("bool", d1), const("bool", true) }) end
     if op == "NEG" then return tcl.uop("NEG", "bool", { expr("bool", d1) }) end
     local a = expr("bool", d1)
-    local b = rng.chance(0.3) and constant("bool") or rng.chance(0.15) and a or expr("bool", d1)
+    local b = rng:chance(0.3) and constant("bool") or rng:chance(0.15) and a or expr("bool", d1)
     return tcl.uop(op, "bool", { a, b })
   end
 
   function expr(dtype, depth)
-    if depth <= 0 or rng.chance(0.15) then return leaf(dtype) end
+    if depth <= 0 or rng:chance(0.15) then return leaf(dtype) end
     local pool = made[dtype]
-    if #pool > 0 and rng.chance(0.15) then return rng.pick(pool) end
+    if #pool > 0 and rng:chance(0.15) then return rng:pick(pool) end
     local u = dtype == "bool" and bool_expr(depth) or int_expr(dtype, depth)
     pool[#pool + 1] = u
     return u
   end
 
-  local dtype = rng.weighted { index = 6, int32 = 2.5, bool = 1.5 }
-  return expr(dtype, rng.weighted { [1] = 2, [2] = 3, [3] = 3, [4] = 2, [5] = 1.5 }) -- small ones find most bugs
+  local dtype = rng:weighted { index = 6, int32 = 2.5, bool = 1.5 }
+  return expr(dtype, rng:weighted { [1] = 2, [2] = 3, [3] = 3, [4] = 2, [5] = 1.5 }) -- small ones find most bugs
 end
 
 ---------------------------------------------------------------------------------------------
@@ -409,16 +374,16 @@ local function random_assignment(rng, leaves)
     local lo, hi = l.lo, l.hi
     local span = hi - lo -- negative when it does not fit in 64 bits
     local v
-    local kind = rng.weighted { low = 1, high = 1, zero = 0.5, near = 1, any = 4 }
+    local kind = rng:weighted { low = 1, high = 1, zero = 0.5, near = 1, any = 4 }
     if kind == "low" then v = lo
     elseif kind == "high" then v = hi
     elseif kind == "zero" and lo <= 0 and hi >= 0 then v = 0
     elseif kind == "near" then
-      local step = rng.int(0, 3)
+      local step = rng:integer(0, 3)
       if span >= 0 and step > span then step = span end
-      v = rng.chance(0.5) and lo + step or hi - step
-    elseif span >= 0 and span < (1 << 62) then v = rng.int(lo, hi)
-    else v = rng.chance(0.5) and lo + (rng.next() >> 2) or hi - (rng.next() >> 2) end
+      v = rng:chance(0.5) and lo + step or hi - step
+    elseif span >= 0 and span < (1 << 62) then v = rng:integer(lo, hi)
+    else v = rng:chance(0.5) and lo + (rng:next() >> 2) or hi - (rng:next() >> 2) end
     values[l.node] = v
   end
   return values

@@ -1,5 +1,5 @@
--- spec/support/helper.lua — shared facts for specs: where the build is, and running programs.
--- scripts/test.sh sets TCLC_BUILD_DIR; specs run from the repository root.
+-- spec/support/helper.lua — shared facts for specs: where the build is, running programs, and
+-- files. scripts/test.sh sets TCLC_BUILD_DIR; specs run from the repository root.
 local M = {}
 
 M.root = os.getenv("TCLC_SOURCE_DIR") or "."
@@ -12,6 +12,28 @@ local function read_all(path)
   local s = f:read("a")
   f:close()
   return s
+end
+
+--- Whether a file can be opened for reading.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+--- The contents of a file (an error if it cannot be read).
+function M.read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Writes text to a file (an error if it cannot be written).
+function M.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
 end
 
 --- Runs a shell command; returns exit status, stdout, stderr.

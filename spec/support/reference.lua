@@ -1172,7 +1172,10 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- seeded random generators (splitmix64)
 
-local Random = {}
+-- The generator of spec/support/splitmix.lua, with the methods below for shapes, values,
+-- tensors and views.
+local splitmix = require "spec.support.splitmix"
+local Random = setmetatable({}, { __index = splitmix.Generator })
 Random.__index = Random
 
 function R.random(seed)
@@ -1185,21 +1188,6 @@ function R.random_for(name)
   for i = 1, #name do seed = (seed ~ name:byte(i)) * 1099511628211 end
   return R.random(seed), seed
 end
-
--- 53 random bits as a non-negative integer.
-function Random:bits()
-  self.state = self.state + 0x9E3779B97F4A7C15
-  local z = self.state
-  z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-  z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-  z = z ~ (z >> 31)
-  return z >> 11
-end
-
-function Random:uniform(lo, hi) return lo + (hi - lo) * (self:bits() / 2.0 ^ 53) end
-function Random:integer(lo, hi) return lo + self:bits() % (hi - lo + 1) end
-function Random:chance(p) return self:uniform(0, 1) < p end
-function Random:pick(list) return list[self:integer(1, #list)] end
 
 function Random:permutation(n)
   local order = {}

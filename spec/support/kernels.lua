@@ -1,0 +1,30 @@
+-- spec/support/kernels.lua — builders of kernel ASTs (src/core/ENCODINGS.md, "Kernels") for the
+-- specs that lower and run kernels by hand (emu_spec, lower_spec). Index arithmetic can use the
+-- node operators (tcl.uop): add(a, b) is a + b.
+local tcl = require "tcl"
+
+local M = {}
+
+local u = tcl.uop
+local IDX = tcl.dtype "index"
+
+--- Kernel argument `slot`: a buffer of n elements of dtype dt.
+function M.param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
+
+--- A CONST of dtype dt (index when nil) holding v as given.
+function M.c(v, dt) return u("CONST", dt or IDX, nil, v) end
+
+--- A loop over [0, n) with axis id `axis` of kind "loop" (default) or "reduce".
+function M.range(n, axis, kind) return u("RANGE", IDX, { M.c(n) }, { axis, kind or "loop" }) end
+
+--- The kernel: a SINK named `name` over its stores.
+function M.sink(name, ...) return u("SINK", nil, { ... }, { name }) end
+
+--- STORE(INDEX(buf, idx), value) closed by one END per range given, innermost first.
+function M.store_end(buf, idx, value, ...)
+  local e = u("STORE", nil, { u("INDEX", buf.dtype, { buf, idx }), value })
+  for _, r in ipairs { ... } do e = u("END", nil, { e, r }) end
+  return e
+end
+
+return M
