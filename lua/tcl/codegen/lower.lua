@@ -38,6 +38,7 @@ local function params_of(sink)
 end
 
 local function run_pass(pass, sink, ctx)
+  if pass.when and not pass.when(ctx) then return true, sink end
   if pass.rules then return pcall(pass.rules.rewrite, pass.rules, sink, { ctx = ctx, name = pass.name }) end
   if pass.pass then return pcall(function() return require(pass.pass).run(sink, ctx) end) end
   return pcall(pass.fn, sink, ctx)

@@ -9,8 +9,12 @@
 --   { name = "...", pass = "module" }                 a hand-written pass of a later stage
 --                                                     (lua/tcl/codegen/): the driver calls
 --                                                     require(module).run(sink, ctx)
--- ctx is per kernel: { name = kernel name, noopt = NOOPT is set }. Passes are named by module
--- so that this file, like every rule file, depends only on the core bindings.
+-- Any entry may add `when = function(ctx) -> boolean`: the pass runs only for the kernels it
+-- says so (a device that lacks an op, ...).
+-- ctx is per kernel: { name = kernel name, noopt = NOOPT is set, device = "EMU" | "CPU" | ...,
+-- renderer = { name = "emu" | "llvm" | ..., lacks = { [op name] = true } } (the ops the
+-- renderer has no instruction for, so that a pass decomposes them) }. Passes are named by
+-- module so that this file, like every rule file, depends only on the core bindings.
 --
 -- The optimization slot. The pass "optimize" calls M.opts.apply(kernel_sink, ctx) when an
 -- optimizer has installed one (heuristics or BEAM: they return the kernel with its ranges
