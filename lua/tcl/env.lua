@@ -13,6 +13,10 @@
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
 --   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)
+--   THREADS             integer or nil: threads of the CPU device's pool (default: the cores)
+--   CACHELEVEL          integer, 1 when unset: 0 turns the on-disk cache of compiled kernels off
+--   CACHE_DIR           the on-disk cache's directory: TCL_CACHE, else $XDG_CACHE_HOME/tcl,
+--                       else ~/.cache/tcl (nil when none of them can be told)
 -- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c.)
 
 --- A variable as a flag: set and not "0".
@@ -32,6 +36,25 @@ local function string_or_nil(name)
   return v
 end
 
+--- A variable as a positive integer, or nil when unset (an error message names a bad value).
+local function positive_integer(name)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return nil end
+  local n = math.tointeger(tonumber(v))
+  if n == nil or n < 1 then error(string.format("%s must be a positive integer, got '%s'", name, v), 0) end
+  return n
+end
+
+local function cache_dir()
+  local dir = string_or_nil("TCL_CACHE")
+  if dir then return dir end
+  local xdg = string_or_nil("XDG_CACHE_HOME")
+  if xdg then return xdg .. "/tcl" end
+  local home = string_or_nil("HOME")
+  if home then return home .. "/.cache/tcl" end
+  return nil
+end
+
 local DEFAULT_KERNEL_CACHE_MB = 64
 
 local function kernel_cache_bytes()
@@ -47,4 +70,7 @@ return {
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
   KERNEL_CACHE_BYTES = kernel_cache_bytes(),
+  THREADS = positive_integer("THREADS"),
+  CACHELEVEL = math.tointeger(tonumber(os.getenv("CACHELEVEL") or "")) or 1,
+  CACHE_DIR = cache_dir(),
 }

@@ -1,12 +1,14 @@
 /* lua_core.c — Lua binding of dtypes, ops and UOps (module "tcl.core"). Layer: core.
  * Per Lua state: one tcl_ctx (freed by a finalizer), one userdata per live node (a
  * weak-valued cache keyed by node id), one userdata per dtype. All live in the registry. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "lua_core.h"
 
 #include <inttypes.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define CTX_KEY "tcl.core.ctx"
 #define NODE_CACHE_KEY "tcl.core.nodes"
@@ -446,6 +448,14 @@ static int l_graph_size(lua_State *L) {
     return 1;
 }
 
+/* core.clock() -> seconds of a monotonic wall clock (a float; only differences mean something) */
+static int l_clock(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
 static int l_live_count(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)tcl_ctx_live_count(tcl_lua_ctx(L)));
     return 1;
@@ -543,7 +553,7 @@ int luaopen_tcl_core(lua_State *L) {
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"toposort", l_toposort},
-        {"graph_size", l_graph_size},
+        {"graph_size", l_graph_size}, {"clock", l_clock},
         {NULL, NULL},
     };
     luaL_newlib(L, funcs);

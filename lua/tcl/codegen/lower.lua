@@ -1,26 +1,30 @@
--- tcl.codegen.lower — the lowering driver: from a scheduled kernel AST to a program that runs
+-- tcl.codegen.lower — the lowering driver: from scheduled kernel ASTs to programs that run
 -- (DESIGN.md, data flow steps 3-5): the passes of tcl.patterns.pipeline in order, the
--- linearizer (tcl.codegen.linearize) and a device program (tcl.runtime; EMU, the only
--- device for now). Layer: codegen.
+-- linearizer (tcl.codegen.linearize) and a device program built by the device's backend
+-- (tcl.codegen.emu: the EMU interpreter; tcl.codegen.llvm: LLVM-compiled CPU kernels).
+-- Layer: codegen.
 --
 --   local lower = require "tcl.codegen.lower"
---   local k = lower.compile(kernel_sink, { name = "E_16" })
+--   local k = lower.compile(kernel_sink, { name = "E_16", device = "CPU" })
 --   local seconds = k:run { out_buf, a_buf, b_buf }   -- buffers in PARAM slot order
---   k.program, k.ast, k.name
+--   k.program, k.ast, k.name, k.device, k.ops, k.bytes
+--   local ks = lower.compile_many({ {ast = sink1, name = "E_16"}, ... }, "CPU") -- in parallel
 --   local lowered = lower.run_passes(kernel_sink, { name = "E_16" })   -- the pipeline only
 --
 -- What the kernel must look like: lua/tcl/patterns/lowering.lua's header.
--- Compiles are memoized in tcl.codegen.kernel_cache by the AST's content hash (plus NOOPT
--- and the optimizer hook that is installed), so identical kernels share one program; a
--- cached kernel keeps the name of its first compile.
--- DEBUG (tcl.env): >= 2 one line per kernel run (name, time), >= 4 the program listing,
--- >= 5 the kernel AST, >= 6 the linear list; the last three once per compile. Lines go to
--- lower.log (stderr unless replaced).
-local runtime = require "tcl.runtime"
+-- Compiles are memoized in tcl.codegen.kernel_cache by the AST's content hash, the device,
+-- the backend's options, NOOPT and the optimizer hook that is installed, so identical kernels
+-- share one program; a cached kernel keeps the name of its first compile.
+-- DEBUG (tcl.env): >= 2 one line per kernel run (device, name, buffers, time, GFLOPS, GB/s)
+-- and the totals when the state closes, >= 3 the opts applied (none before the optimizer),
+-- >= 4 the program (LLVM IR, or EMU's listing), >= 5 the kernel AST, >= 6 the linear list,
+-- >= 7 the machine assembly (CPU); >= 3 once per compile. Lines go to lower.log (stderr
+-- unless replaced).
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
 local linearize = require "tcl.codegen.linearize"
 local kernel_cache = require "tcl.codegen.kernel_cache"
+local estimates = require "tcl.codegen.estimates"
 
 local M = {}
 
@@ -28,6 +32,27 @@ local M = {}
 function M.log(line)
   io.stderr:write(line, "\n")
 end
+
+---------------------------------------------------------------------------------------------
+-- backends, loaded when a device is first used (a device's backend may need libraries the
+-- others do not)
+
+local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm" }
+
+--- The backend of device (its module: see tcl.codegen.emu's header).
+function M.backend(device)
+  local name = BACKEND_OF[device]
+  if not name then
+    local known = {}
+    for d in pairs(BACKEND_OF) do known[#known + 1] = d end
+    table.sort(known)
+    error(string.format("unknown device '%s' (available: %s)", tostring(device), table.concat(known, ", ")), 0)
+  end
+  return require(name)
+end
+
+---------------------------------------------------------------------------------------------
+-- the pipeline
 
 local function params_of(sink)
   local out = {}
@@ -47,7 +72,7 @@ end
 --- Runs every pass of the pipeline on sink in order; errors name the kernel and the pass.
 -- The kernel keeps its arguments: a PARAM that passes made unused (a loop of size 0 removed,
 -- a read folded away) stays as a source of the SINK, so the program takes the buffers the
--- scheduler gives.
+-- scheduler gives. ctx: { name =, noopt =, device =, renderer = } (tcl.patterns.pipeline).
 function M.run_passes(sink, ctx)
   ctx = ctx or {}
   local params = params_of(sink)
@@ -71,55 +96,137 @@ function M.run_passes(sink, ctx)
   return sink
 end
 
+---------------------------------------------------------------------------------------------
+-- kernels, their runs, DEBUG and profiling
+
+-- Everything run since the state opened (DEBUG >= 2 prints it when the state closes).
+local totals = { kernels = 0, seconds = 0, ops = 0, bytes = 0 }
+local listeners = {} -- functions called with each run's record (tcl.profile)
+
+--- Calls fn(record) for every kernel run until the returned function is called. A record is
+-- { name =, device =, seconds =, ops =, bytes = }.
+function M.listen(fn)
+  listeners[fn] = true
+  return function() listeners[fn] = nil end
+end
+
+local function rate(amount, seconds)
+  if seconds <= 0 then return 0 end
+  return amount / seconds * 1e-9
+end
+
 local Kernel = {}
 Kernel.__index = Kernel
 
 --- Runs the kernel on buffers (a list in PARAM slot order); returns the elapsed seconds.
 function Kernel:run(buffers)
   local seconds = self.program:run(buffers)
+  totals.kernels, totals.seconds = totals.kernels + 1, totals.seconds + seconds
+  totals.ops, totals.bytes = totals.ops + self.ops, totals.bytes + self.bytes
   if env.DEBUG >= 2 then
-    M.log(string.format("*** %-4s %-32s arg %3d  tm %12.2fus", self.device, self.name, #buffers, seconds * 1e6))
+    M.log(string.format("*** %-4s %-32s arg %3d  tm %10.2fus  %8.2f GFLOPS %8.2f GB/s", self.device, self.name,
+      #buffers, seconds * 1e6, rate(self.ops, seconds), rate(self.bytes, seconds)))
+  end
+  if next(listeners) then
+    local record = { name = self.name, device = self.device, seconds = seconds, ops = self.ops, bytes = self.bytes }
+    for fn in pairs(listeners) do fn(record) end
   end
   return seconds
 end
 
 function Kernel:__tostring()
-  return string.format("Kernel(%s, %d instructions)", self.name, self.program.size)
+  return string.format("Kernel(%s on %s)", self.name, self.device)
 end
 
-local function kernel_name(sink, opts)
-  if opts.name then return tostring(opts.name) end
+--- What has run since the state opened: { kernels =, seconds =, ops =, bytes = }.
+function M.totals()
+  return { kernels = totals.kernels, seconds = totals.seconds, ops = totals.ops, bytes = totals.bytes }
+end
+
+-- The totals line at state close, when DEBUG >= 2 (a sentinel finalized with the state).
+M._report_at_close = setmetatable({}, { __gc = function()
+  if env.DEBUG >= 2 and totals.kernels > 0 then
+    io.stderr:write(string.format("*** total %d kernel runs, %.3f ms, %.2f GFLOPS, %.2f GB/s\n", totals.kernels,
+      totals.seconds * 1e3, rate(totals.ops, totals.seconds), rate(totals.bytes, totals.seconds)))
+  end
+end })
+
+local function kernel_name(sink, name)
+  if name then return tostring(name) end
   local arg = sink.arg
   if type(arg) == "table" and type(arg[1]) == "string" then return arg[1] end
   if type(arg) == "string" then return arg end
   return "kernel"
 end
 
---- Lowers, linearizes and builds the program of a kernel AST (a SINK); memoized.
+---------------------------------------------------------------------------------------------
+-- compiling
+
+local function check_sink(sink, level)
+  if type(sink) ~= "userdata" or sink.op ~= "SINK" then
+    error("lower.compile: expected a kernel SINK, got " .. (type(sink) == "userdata" and sink.op or type(sink)),
+      level)
+  end
+end
+
+--- Compiles kernels for one device: items are { ast = SINK, name = string or nil }. The
+-- pipeline and the linearizer run here, one kernel after another; the backend builds the
+-- programs that were not cached, all at once (the CPU backend compiles them on worker
+-- threads). Returns the kernels in the order of items.
+function M.compile_many(items, device)
+  device = device or "EMU"
+  local backend = M.backend(device)
+  local noopt, hook = env.NOOPT, pipeline.opts.apply
+  local suffix = "|" .. device .. "|" .. backend.options
+    .. (noopt and "|noopt" or (hook and "|" .. tostring(hook) or ""))
+  local debug = env.DEBUG
+  local kernels, jobs, job_of = {}, {}, {}
+  for i, item in ipairs(items) do
+    check_sink(item.ast, 3)
+    local sink = item.ast
+    local key = sink.content_hash .. suffix
+    local hit = kernel_cache.get(key)
+    if hit then
+      kernels[i] = hit
+    elseif job_of[key] then -- the same kernel twice in one batch: built once
+      job_of[key].also[#job_of[key].also + 1] = i
+    else
+      local name = kernel_name(sink, item.name)
+      if debug >= 3 then M.log(string.format("kernel '%s' opts: (none)", name)) end
+      if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
+      local ctx = { name = name, noopt = noopt, device = device, renderer = backend.renderer }
+      local lowered = M.run_passes(sink, ctx)
+      local ok, list = pcall(linearize.linearize, lowered)
+      if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
+      if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
+      local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
+        sink.content_hash, estimate = estimates.of(list) }
+      jobs[#jobs + 1] = job
+      job_of[key] = job
+    end
+  end
+  if #jobs > 0 then
+    local programs = backend.build_many(jobs)
+    for j, job in ipairs(jobs) do
+      local program = programs[j]
+      if debug >= 4 then M.log(program:dump()) end
+      if debug >= 7 and program.assembly then M.log(program:assembly()) end
+      local k = setmetatable({ name = job.name, device = device, ast = job.ast, program = program,
+        ops = job.estimate.ops, bytes = job.estimate.bytes }, Kernel)
+      kernel_cache.put(job.key, k)
+      kernels[job.index] = k
+      for _, i in ipairs(job.also) do kernels[i] = k end
+    end
+  end
+  return kernels
+end
+
+--- Lowers, linearizes and builds the program of a kernel AST (a SINK) for opts.device
+-- (default EMU); memoized.
 function M.compile(sink, opts)
   opts = opts or {}
-  if type(sink) ~= "userdata" or sink.op ~= "SINK" then
-    error("lower.compile: expected a kernel SINK, got " .. (type(sink) == "userdata" and sink.op or type(sink)), 2)
-  end
-  local noopt = env.NOOPT
-  local hook = pipeline.opts.apply
-  local key = sink.content_hash .. (noopt and "|noopt" or (hook and "|" .. tostring(hook) or ""))
-  local hit = kernel_cache.get(key)
-  if hit then return hit end
-
-  local name = kernel_name(sink, opts)
-  local debug = env.DEBUG
-  if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
-  local lowered = M.run_passes(sink, { name = name, noopt = noopt })
-  local ok, list = pcall(linearize.linearize, lowered)
-  if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
-  if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
-  local program = runtime.program(list, { name = name })
-  if debug >= 4 then M.log(program:dump()) end
-
-  local k = setmetatable({ name = name, device = "EMU", ast = sink, program = program }, Kernel)
-  kernel_cache.put(key, k)
-  return k
+  check_sink(sink, 3)
+  return M.compile_many({ { ast = sink, name = opts.name } }, opts.device)[1]
 end
 
 return M

@@ -1,0 +1,31 @@
+-- tcl.codegen.emu — the EMU backend of the lowering driver: the reference interpreter
+-- (src/runtime/emu_*.c) runs the linear program as it is. Layer: codegen.
+--
+-- A backend is { device =, renderer = { name =, lacks = { [op] = true } }, options = string,
+-- build_many(jobs) -> programs }: jobs are { name =, list = linear program, key = cache key };
+-- a program has :run(buffers) -> seconds, .name, .bytes, :dump() (DEBUG=4: its code) and,
+-- where the device has one, :assembly() (DEBUG=7).
+local runtime = require "tcl.runtime"
+
+local M = {
+  device = "EMU",
+  renderer = { name = "emu", lacks = {} }, -- EMU evaluates every ALU op through the scalar ALU
+  options = "emu",
+}
+
+local Program = {}
+Program.__index = Program
+
+function Program:run(buffers) return self.emu:run(buffers) end
+function Program:dump() return self.emu:dump() end
+
+function M.build_many(jobs)
+  local programs = {}
+  for i, job in ipairs(jobs) do
+    local emu = runtime.program(job.list, { name = job.name })
+    programs[i] = setmetatable({ name = job.name, emu = emu, bytes = emu.bytes }, Program)
+  end
+  return programs
+end
+
+return M
