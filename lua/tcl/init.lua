@@ -13,6 +13,7 @@ local pattern = require "tcl.pattern"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local kernel_cache = require "tcl.codegen.kernel_cache"
+local lower = require "tcl.codegen.lower"
 
 local tcl = {
   core = core,
@@ -37,6 +38,27 @@ local tcl = {
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
 }
+
+--- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).
+tcl.clock = core.clock
+
+--- tcl.profile(fn, ...) — calls fn(...) and returns a report and then fn's results. The report
+-- lists every kernel run during the call, in order: { kernels = { {name =, device =, seconds =,
+-- ops =, bytes =}, ... }, seconds = (kernel time), wall = (the whole call, seconds) }.
+function tcl.profile(fn, ...)
+  if type(fn) ~= "function" then error("profile: expected a function, got " .. type(fn), 2) end
+  local report = { kernels = {}, seconds = 0 }
+  local stop = lower.listen(function(record)
+    report.kernels[#report.kernels + 1] = record
+    report.seconds = report.seconds + record.seconds
+  end)
+  local start = core.clock()
+  local results = table.pack(pcall(fn, ...))
+  report.wall = core.clock() - start
+  stop()
+  if not results[1] then error(results[2], 0) end
+  return report, table.unpack(results, 2, results.n)
+end
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end
