@@ -10,7 +10,7 @@ set -euo pipefail
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check
           libxxhash-dev libffi-dev libreadline-dev)
 # LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
-LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev llvm-14-dev llvm-dev)
+LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev)
 
 installed() {
   # `dpkg -s` also succeeds for removed packages whose config files remain, so read the
@@ -22,7 +22,7 @@ installed() {
 }
 
 if ! command -v dpkg >/dev/null 2>&1; then
-  echo "setup: no dpkg here (not Debian?); make sure these are installed: ${PACKAGES[*]} llvm-dev (LLVM 14 or newer)" >&2
+  echo "setup: no dpkg here (not Debian?); make sure these are installed: ${PACKAGES[*]} llvm-19-dev (LLVM 15 or newer)" >&2
   exit 0
 fi
 
@@ -45,7 +45,7 @@ elif command -v sudo >/dev/null 2>&1; then
   as_root=(sudo)
 else
   all=("${missing[@]}")
-  [ $need_llvm -eq 1 ] && all+=(llvm-dev)
+  [ $need_llvm -eq 1 ] && all+=(llvm-19-dev)
   echo "setup: missing packages, and neither root nor sudo is available to install them." >&2
   echo "setup: as root, run:  apt-get install ${all[*]}" >&2
   exit 1
@@ -55,12 +55,13 @@ echo "setup: updating the package lists"
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 
 if [ $need_llvm -eq 1 ]; then
-  # DESIGN.md: prefer the newest LLVM Debian offers (better code for this CPU); plain
-  # llvm-dev (LLVM 14) is the fallback.
-  llvm_choice=llvm-dev
+  # DESIGN.md: the newest LLVM Debian offers (better code for this CPU); 15 is the oldest
+  # that has what the CPU device uses.
+  llvm_choice=""
   for p in "${LLVM_PACKAGES[@]}"; do
-    if [ "$p" != llvm-dev ] && apt-cache show "$p" >/dev/null 2>&1; then llvm_choice=$p; break; fi
+    if apt-cache show "$p" >/dev/null 2>&1; then llvm_choice=$p; break; fi
   done
+  [ -n "$llvm_choice" ] || { echo "setup: no LLVM 15 or newer in the package lists (${LLVM_PACKAGES[*]})" >&2; exit 1; }
   missing+=("$llvm_choice")
 fi
 
