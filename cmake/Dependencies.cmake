@@ -32,23 +32,23 @@ endif()
 
 # LLVM's C API: the newest llvm-config wins; 15 is the oldest supported (ORC LLJIT and
 # LLVMRunPasses with the new pass manager). tcl links LLVM's one shared library.
-find_program(LLVM_CONFIG NAMES llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15
+find_program(TCLC_LLVM_CONFIG NAMES llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15
                                llvm-config)
-if(NOT LLVM_CONFIG)
+if(NOT TCLC_LLVM_CONFIG)
   tclc_missing("LLVM (llvm-config)" "llvm-19-dev")
 endif()
-execute_process(COMMAND ${LLVM_CONFIG} --version OUTPUT_VARIABLE LLVM_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE)
+execute_process(COMMAND ${TCLC_LLVM_CONFIG} --version OUTPUT_VARIABLE LLVM_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(LLVM_VERSION VERSION_LESS 15)
   message(FATAL_ERROR "tcl: LLVM ${LLVM_VERSION} is too old (15 or newer).  apt-get install llvm-19-dev")
 endif()
-execute_process(COMMAND ${LLVM_CONFIG} --includedir OUTPUT_VARIABLE LLVM_INCLUDE_DIR OUTPUT_STRIP_TRAILING_WHITESPACE)
-execute_process(COMMAND ${LLVM_CONFIG} --libdir OUTPUT_VARIABLE LLVM_LIBRARY_DIR OUTPUT_STRIP_TRAILING_WHITESPACE)
+execute_process(COMMAND ${TCLC_LLVM_CONFIG} --includedir OUTPUT_VARIABLE LLVM_INCLUDE_DIR OUTPUT_STRIP_TRAILING_WHITESPACE)
+execute_process(COMMAND ${TCLC_LLVM_CONFIG} --libdir OUTPUT_VARIABLE LLVM_LIBRARY_DIR OUTPUT_STRIP_TRAILING_WHITESPACE)
 string(REGEX MATCH "^[0-9]+" LLVM_VERSION_MAJOR "${LLVM_VERSION}")
 find_library(LLVM_LIBRARY NAMES LLVM-${LLVM_VERSION_MAJOR} LLVM PATHS ${LLVM_LIBRARY_DIR} NO_DEFAULT_PATH)
 if(NOT LLVM_LIBRARY)
   tclc_missing("LLVM's shared library (libLLVM-${LLVM_VERSION_MAJOR}.so)" "llvm-${LLVM_VERSION_MAJOR}-dev")
 endif()
-message(STATUS "tcl: LLVM ${LLVM_VERSION} (${LLVM_CONFIG}, ${LLVM_LIBRARY})")
+message(STATUS "tcl: LLVM ${LLVM_VERSION} (${TCLC_LLVM_CONFIG}, ${LLVM_LIBRARY})")
 
 find_package(Threads REQUIRED)
 
