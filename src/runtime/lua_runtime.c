@@ -28,6 +28,7 @@
 #include "core/lua_box.h"
 #include "core/lua_core.h"
 #include "emu.h"
+#include "lua_cpu_pool.h"
 
 #define BUFFER_MT "tcl.Buffer"
 #define PROGRAM_MT "tcl.Program"
@@ -351,5 +352,6 @@ int luaopen_tcl_runtime(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "devices");
+    tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads */
     return 1;
 }
