@@ -1,6 +1,12 @@
 /* buffer.c — device buffers (see buffer.h). Layer: runtime.
- * Every device of this runtime keeps its buffers in host memory for now (EMU is the only
- * device); a GPU device will add its own allocator behind the same struct. */
+ * Every device of this runtime keeps its buffers in host memory for now (EMU and CPU); a GPU
+ * device will add its own allocator behind the same struct.
+ *
+ * CPU storage is calloc'd with TCL_CPU_BUFFER_ALIGN spare bytes and the data pointer rounded
+ * up inside it, rather than aligned_alloc + memset: calloc hands out fresh (mmap'd) pages of a
+ * large block without writing them, so a big buffer costs its page faults once, when a kernel
+ * writes it, not twice. A cached block holds its free-list link in its own first bytes (every
+ * CPU block with storage is at least TCL_CPU_BUFFER_ALIGN bytes). */
 #include "buffer.h"
 
 #include <inttypes.h>
@@ -11,9 +17,9 @@
 #include "core/dtype.h"
 
 /* The devices this runtime can allocate on. */
-static const char *const known_devices[] = {"EMU", NULL};
+static const char *const known_devices[] = {"EMU", "CPU", NULL};
 
-/* EMU keeps buffers in host memory: x86-64 and AArch64 user space is 2^47 bytes. */
+/* EMU and CPU keep buffers in host memory: x86-64 and AArch64 user space is 2^47 bytes. */
 #define HOST_ADDRESSABLE_BYTES ((uint64_t)1 << 47)
 
 uint64_t tcl_device_max_buffer_bytes(const char *device) {
@@ -31,9 +37,148 @@ bool tcl_device_known(const char *device) {
     return false;
 }
 
+/* ---- the cache of freed CPU storage ---- */
+
+/* What a cached block holds in its first bytes. */
+typedef struct free_block {
+    struct free_block *next;
+    void *allocation;
+} free_block;
+
+/* The cached blocks of one capacity. */
+typedef struct size_class {
+    size_t capacity;
+    free_block *blocks;
+    struct size_class *next; /* the next class in the same bucket */
+} size_class;
+
+#define CACHE_BUCKETS 64
+
+struct tcl_buffer_cache {
+    size_t refs;   /* the owner's (until released) and one per buffer made from the cache */
+    bool released; /* the owner let go: keep nothing more */
+    size_t max_bytes, held_bytes, held_blocks;
+    uint64_t reused;
+    size_class *buckets[CACHE_BUCKETS];
+};
+
+static size_t bucket_of(size_t capacity) {
+    return (size_t)(((uint64_t)(capacity / TCL_CPU_BUFFER_ALIGN) * UINT64_C(0x9E3779B97F4A7C15)) >> 58);
+}
+
+tcl_buffer_cache *tcl_buffer_cache_new(size_t max_bytes) {
+    tcl_buffer_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->refs = 1;
+    c->max_bytes = max_bytes;
+    return c;
+}
+
+/* Frees every cached block (the classes stay, empty). */
+static void cache_drop_blocks(tcl_buffer_cache *c) {
+    for (size_t i = 0; i < CACHE_BUCKETS; i++)
+        for (size_class *k = c->buckets[i]; k; k = k->next)
+            while (k->blocks) {
+                free_block *b = k->blocks;
+                k->blocks = b->next;
+                free(b->allocation);
+            }
+    c->held_bytes = c->held_blocks = 0;
+}
+
+static void cache_unref(tcl_buffer_cache *c) {
+    if (--c->refs > 0) return;
+    cache_drop_blocks(c);
+    for (size_t i = 0; i < CACHE_BUCKETS; i++)
+        for (size_class *k = c->buckets[i], *next; k; k = next) {
+            next = k->next;
+            free(k);
+        }
+    free(c);
+}
+
+void tcl_buffer_cache_release(tcl_buffer_cache *c) {
+    if (!c) return;
+    c->released = true;
+    cache_drop_blocks(c);
+    cache_unref(c);
+}
+
+tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *c) {
+    tcl_buffer_cache_stats s = {0, 0, 0, 0};
+    if (c) {
+        s.held_bytes = c->held_bytes;
+        s.held_blocks = c->held_blocks;
+        s.max_bytes = c->max_bytes;
+        s.reused = c->reused;
+    }
+    return s;
+}
+
+/* A cached block of this capacity, zero-filled, or NULL. */
+static unsigned char *cache_take(tcl_buffer_cache *c, size_t capacity, void **allocation) {
+    for (size_class *k = c->buckets[bucket_of(capacity)]; k; k = k->next) {
+        if (k->capacity != capacity) continue;
+        free_block *b = k->blocks;
+        if (!b) return NULL;
+        k->blocks = b->next;
+        c->held_bytes -= capacity;
+        c->held_blocks--;
+        c->reused++;
+        *allocation = b->allocation;
+        memset(b, 0, capacity); /* buffers start zero-filled, reused or not */
+        return (unsigned char *)b;
+    }
+    return NULL;
+}
+
+/* Keeps the block if the cache has room; false: the caller frees it. */
+static bool cache_give(tcl_buffer_cache *c, unsigned char *data, void *allocation, size_t capacity) {
+    if (c->released || capacity > c->max_bytes - c->held_bytes) return false;
+    size_t i = bucket_of(capacity);
+    size_class *k = c->buckets[i];
+    while (k && k->capacity != capacity) k = k->next;
+    if (!k) {
+        k = malloc(sizeof *k);
+        if (!k) return false;
+        k->capacity = capacity;
+        k->blocks = NULL;
+        k->next = c->buckets[i];
+        c->buckets[i] = k;
+    }
+    free_block *b = (free_block *)(void *)data;
+    b->next = k->blocks;
+    b->allocation = allocation;
+    k->blocks = b;
+    c->held_bytes += capacity;
+    c->held_blocks++;
+    return true;
+}
+
+/* ---- buffers ---- */
+
+/* Zero-filled CPU storage of the given capacity (a multiple of TCL_CPU_BUFFER_ALIGN),
+ * aligned to TCL_CPU_BUFFER_ALIGN; NULL when out of memory. */
+static unsigned char *cpu_storage(tcl_buffer_cache *cache, size_t capacity, void **allocation) {
+    if (cache) {
+        unsigned char *data = cache_take(cache, capacity, allocation);
+        if (data) return data;
+    }
+    unsigned char *raw = calloc(1, capacity + TCL_CPU_BUFFER_ALIGN);
+    if (!raw) return NULL;
+    *allocation = raw;
+    uintptr_t aligned = ((uintptr_t)raw + TCL_CPU_BUFFER_ALIGN - 1) & ~(uintptr_t)(TCL_CPU_BUFFER_ALIGN - 1);
+    return raw + (aligned - (uintptr_t)raw);
+}
+
 tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err) {
+    return tcl_buffer_new_cached(NULL, device, dtype, numel, err);
+}
+
+tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
+                                  tcl_error *err) {
     if (!tcl_device_known(device)) {
-        tcl_fail(err, TCL_ERR_INVALID, "unknown device '%s' (available: EMU)", device ? device : "(null)");
+        tcl_fail(err, TCL_ERR_INVALID, "unknown device '%s' (available: EMU, CPU)", device ? device : "(null)");
         return NULL;
     }
     if (!tcl_dtype_valid(dtype) || dtype == TCL_VOID) {
@@ -58,8 +203,16 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_erro
     b->numel = numel;
     b->itemsize = itemsize;
     b->nbytes = numel * itemsize;
+    bool cpu = strcmp(device, "CPU") == 0;
     if (b->nbytes > 0) {
-        b->data = calloc(numel, itemsize);
+        if (cpu) {
+            /* nbytes <= 2^47, so rounding up cannot overflow */
+            b->capacity = (b->nbytes + TCL_CPU_BUFFER_ALIGN - 1) / TCL_CPU_BUFFER_ALIGN * TCL_CPU_BUFFER_ALIGN;
+            b->data = cpu_storage(cache, b->capacity, &b->allocation);
+        } else {
+            b->capacity = b->nbytes;
+            b->data = b->allocation = calloc(numel, itemsize);
+        }
         if (!b->data) {
             tcl_fail(err, TCL_ERR_MEMORY, "out of memory allocating %zu bytes for a buffer of %zu %s elements on %s",
                      b->nbytes, numel, tcl_dtype_get(dtype)->name, device);
@@ -67,12 +220,17 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_erro
             return NULL;
         }
     }
+    if (cpu && cache) {
+        b->cache = cache;
+        cache->refs++;
+    }
     return b;
 }
 
 void tcl_buffer_free(tcl_buffer *b) {
     if (!b) return;
-    free(b->data);
+    if (!(b->cache && b->data && cache_give(b->cache, b->data, b->allocation, b->capacity))) free(b->allocation);
+    if (b->cache) cache_unref(b->cache);
     free(b);
 }
 

@@ -9,7 +9,14 @@
  *
  * A buffer owns its storage; who owns the buffer is up to the caller (the Lua binding: one
  * userdata per buffer, freed by its finalizer). Errors go into a tcl_error the caller passes
- * (core/error.h; no global state). */
+ * (core/error.h; no global state).
+ *
+ * Devices. "EMU" (the interpreter) and "CPU" (compiled kernels) both keep buffers in host
+ * memory. A CPU buffer's storage is 64-byte aligned and its capacity a multiple of 64 bytes
+ * (kernels may assume both). CPU storage can come from a buffer cache (one per Lua state):
+ * freed storage is kept by capacity, up to a bound in bytes, and handed to the next buffer of
+ * the same capacity, zero-filled again, so a sequence of kernels does not pay the allocator
+ * and the page faults each time. */
 #ifndef TCLC_RUNTIME_BUFFER_H
 #define TCLC_RUNTIME_BUFFER_H
 
@@ -24,19 +31,48 @@
 /* Longest device name, terminator included. */
 #define TCL_DEVICE_NAME_CAP 16
 
+typedef struct tcl_buffer_cache tcl_buffer_cache;
+
 typedef struct tcl_buffer {
     char device[TCL_DEVICE_NAME_CAP];
     tcl_dtype dtype;
     size_t numel;
     size_t itemsize;
     size_t nbytes;
-    unsigned char *data; /* NULL when nbytes == 0; zero-filled at allocation */
+    unsigned char *data; /* NULL when nbytes == 0; zero-filled at allocation; CPU: 64-byte aligned */
+    /* private to buffer.c: what free() takes, the usable bytes from data, and the cache the
+     * storage goes back to (NULL: none; the buffer holds a reference to it) */
+    void *allocation;
+    size_t capacity;
+    tcl_buffer_cache *cache;
 } tcl_buffer;
+
+/* The alignment of CPU storage, and the multiple its capacity is rounded up to. */
+#define TCL_CPU_BUFFER_ALIGN 64
 
 /* A new zero-filled buffer, or NULL with err set (unknown device, void dtype, size overflow,
  * out of memory). numel 0 is allowed. dtype is a raw id, checked here. */
 tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err);
+/* The same, taking CPU storage from cache when it holds storage of the right capacity (cache
+ * may be NULL; EMU buffers never use it). The buffer keeps a reference to the cache. */
+tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
+                                  tcl_error *err);
+/* Frees b; its CPU storage goes to its cache when the cache has room. NULL is allowed. */
 void tcl_buffer_free(tcl_buffer *b);
+
+/* A cache that keeps at most max_bytes of freed storage; NULL when out of memory. The caller
+ * holds one reference; each buffer made from it holds another. */
+tcl_buffer_cache *tcl_buffer_cache_new(size_t max_bytes);
+/* Drops the caller's reference: the cache frees the storage it holds, and itself once no
+ * buffer refers to it any more. NULL is allowed. */
+void tcl_buffer_cache_release(tcl_buffer_cache *cache);
+/* What the cache holds now: bytes of storage and number of blocks; and how many buffers it
+ * has supplied since it was made (for tests and statistics). */
+typedef struct tcl_buffer_cache_stats {
+    size_t held_bytes, held_blocks, max_bytes;
+    uint64_t reused;
+} tcl_buffer_cache_stats;
+tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *cache);
 
 /* True when device names a device this runtime has. */
 bool tcl_device_known(const char *device);

@@ -5,6 +5,7 @@
 
 #include <lauxlib.h>
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -100,9 +101,71 @@ static int l_configure_cpu(lua_State *L) {
     return 0;
 }
 
-/* runtime.cpu_threads() -> n, started */
+/* ---- the buffer cache ---- */
+
+#define BUFFER_CACHE_KEY "tcl.runtime.buffer_cache"
+#define BUFFER_CACHE_MT "tcl.BufferCache"
+
+typedef struct buffer_cache_box { tcl_buffer_cache *cache; } buffer_cache_box;
+
+static int buffer_cache_gc(lua_State *L) {
+    buffer_cache_box *box = luaL_checkudata(L, 1, BUFFER_CACHE_MT);
+    /* buffers still alive (finalized later at close) keep the cache until they are freed */
+    tcl_buffer_cache_release(box->cache);
+    box->cache = NULL;
+    return 0;
+}
+
+static size_t buffer_cache_bound(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t bound = TCL_LUA_BUFFER_CACHE_BYTES;
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 8 < bound)
+        bound = (size_t)((uint64_t)pages * (uint64_t)page / 8);
+    return bound;
+}
+
+tcl_buffer_cache *tcl_lua_buffer_cache(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, BUFFER_CACHE_KEY) == LUA_TUSERDATA) {
+        buffer_cache_box *box = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return box->cache;
+    }
+    lua_pop(L, 1);
+    buffer_cache_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->cache = NULL;
+    if (luaL_newmetatable(L, BUFFER_CACHE_MT)) {
+        lua_pushcfunction(L, buffer_cache_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    box->cache = tcl_buffer_cache_new(buffer_cache_bound());
+    if (!box->cache) luaL_error(L, "out of memory creating the CPU buffer cache");
+    lua_setfield(L, LUA_REGISTRYINDEX, BUFFER_CACHE_KEY);
+    return box->cache;
+}
+
+/* runtime.buffer_cache_stats() -> { held_bytes, held_blocks, max_bytes, reused } */
+static int l_buffer_cache_stats(lua_State *L) {
+    tcl_buffer_cache_stats s = tcl_buffer_cache_stats_of(tcl_lua_buffer_cache(L));
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)s.held_bytes);
+    lua_setfield(L, -2, "held_bytes");
+    lua_pushinteger(L, (lua_Integer)s.held_blocks);
+    lua_setfield(L, -2, "held_blocks");
+    lua_pushinteger(L, (lua_Integer)s.max_bytes);
+    lua_setfield(L, -2, "max_bytes");
+    lua_pushinteger(L, (lua_Integer)s.reused);
+    lua_setfield(L, -2, "reused");
+    return 1;
+}
+
+/* runtime.cpu_threads([start]) -> n, started */
 static int l_cpu_threads(lua_State *L) {
     cpu_pool_box *box = pool_box(L);
+    if (lua_toboolean(L, 1) && !box->pool) {
+        tcl_error err;
+        if (!tcl_lua_cpu_pool(L, &err)) return luaL_error(L, "runtime.cpu_threads: %s", err.message);
+    }
     lua_pushinteger(L, box_threads(box));
     lua_pushboolean(L, box->pool != NULL);
     return 2;
@@ -113,4 +176,6 @@ void tcl_lua_cpu_pool_setfuncs(lua_State *L) {
     lua_setfield(L, -2, "configure_cpu");
     lua_pushcfunction(L, l_cpu_threads);
     lua_setfield(L, -2, "cpu_threads");
+    lua_pushcfunction(L, l_buffer_cache_stats);
+    lua_setfield(L, -2, "buffer_cache_stats");
 }

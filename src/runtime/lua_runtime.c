@@ -58,11 +58,12 @@ static int l_buffer(lua_State *L) {
     if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
     const char *device = luaL_optstring(L, 3, "EMU");
     if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
+    tcl_buffer_cache *cache = tcl_lua_buffer_cache(L); /* CPU storage is reused per state */
     buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->b = NULL;
     luaL_setmetatable(L, BUFFER_MT);
     tcl_error err;
-    box->b = tcl_buffer_new(device, dtype, (size_t)numel, &err);
+    box->b = tcl_buffer_new_cached(cache, device, dtype, (size_t)numel, &err);
     if (!box->b) return luaL_error(L, "runtime.buffer: %s", err.message);
     return 1;
 }
