@@ -29,6 +29,7 @@
 #include "core/lua_core.h"
 #include "emu.h"
 #include "lua_cpu_pool.h"
+#include "lua_disk_cache.h"
 
 #define BUFFER_MT "tcl.Buffer"
 #define PROGRAM_MT "tcl.Program"
@@ -353,6 +354,7 @@ int luaopen_tcl_runtime(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "devices");
-    tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads */
+    tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads, buffer_cache_stats */
+    tcl_lua_disk_cache_setfuncs(L); /* cache_read, cache_write, cache_path */
     return 1;
 }
