@@ -1,6 +1,6 @@
 -- spec/cpu_runtime_spec.lua — the CPU device's runtime services (src/runtime): the thread pool
 -- (through the C program tests/c/pool_test and runtime.configure_cpu / cpu_threads), CPU
--- buffers and the per-state cache of their storage, and the on-disk cache
+-- buffers and the per-state cache of their storage (also tests/c/cpu_buffer_test), and the on-disk cache
 -- (runtime.cache_read / cache_write / cache_path), including corrupted, truncated and foreign
 -- entries and several processes writing one entry while this one reads it.
 local helper = require "spec.support.helper"
@@ -146,6 +146,17 @@ describe("CPU buffers", function()
     local emu = rt.buffer(F64, 4, "EMU"):copy_from(a)
     assert.are.same(a:read(), emu:read())
     assert.are.same(a:read(), rt.buffer(F64, 4, "CPU"):copy_from(emu):read())
+  end)
+
+  it("are 64-byte aligned, reuse their storage, and outlive their cache (tests/c/cpu_buffer_test)", function()
+    local program = helper.build_dir .. "/tests/cpu_buffer_test"
+    assert.is_true(helper.exists(program), "missing " .. program)
+    local status, stdout, stderr = helper.run(q(program))
+    assert.are.equal(0, status, stdout .. stderr)
+    local passed, failed = stdout:match("cpu_buffer_test: (%d+) passed, (%d+) failed\n$")
+    assert.is_not_nil(passed, stdout)
+    assert.are.equal("0", failed)
+    assert.is_true(tonumber(passed) >= 70, "only " .. passed .. " checks ran")
   end)
 
   it("may be empty", function()

@@ -1,0 +1,84 @@
+/* cpu_buffer_test.c — CPU buffers and the cache of their storage (src/runtime/buffer.h), where
+ * Lua cannot look: alignment, capacity, reuse of the same storage, the cache's bound, and a
+ * cache released before the buffers made from it (as at a Lua state's close). Layer: test.
+ * Run by spec/cpu_runtime_spec.lua. Ends with "cpu_buffer_test: N passed, M failed". */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "runtime/buffer.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (cond) passed++;                                                                                            \
+        else {                                                                                                         \
+            failed++;                                                                                                  \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+static int all_zero(const tcl_buffer *b) {
+    for (size_t i = 0; i < b->nbytes; i++)
+        if (b->data[i]) return 0;
+    return 1;
+}
+
+int main(void) {
+    tcl_error err;
+    /* alignment and zero fill for sizes around the 64-byte multiple, with and without a cache */
+    tcl_buffer_cache *cache = tcl_buffer_cache_new(1 << 20);
+    CHECK(cache != NULL, "cache");
+    static const size_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 1000, 4096, 1 << 20};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            tcl_buffer *b = tcl_buffer_new_cached(pass ? cache : NULL, "CPU", TCL_INT32, sizes[k], &err);
+            CHECK(b != NULL, "CPU buffer of %zu int32", sizes[k]);
+            if (!b) continue;
+            CHECK((uintptr_t)b->data % TCL_CPU_BUFFER_ALIGN == 0, "%zu int32: data %p not 64-byte aligned",
+                  sizes[k], (void *)b->data);
+            CHECK(all_zero(b), "%zu int32: not zero-filled", sizes[k]);
+            memset(b->data, 0xAB, b->nbytes);
+            tcl_buffer_free(b);
+        }
+    /* reuse: the same storage, zero-filled again; other sizes get other storage */
+    tcl_buffer *a = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT32, 100, &err);
+    unsigned char *first = a->data;
+    memset(a->data, 0xFF, a->nbytes);
+    tcl_buffer_free(a);
+    tcl_buffer_cache_stats s = tcl_buffer_cache_stats_of(cache);
+    CHECK(s.held_blocks >= 1 && s.held_bytes >= 448, "held %zu blocks, %zu bytes", s.held_blocks, s.held_bytes);
+    tcl_buffer *b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, &err); /* 400 bytes: capacity 448 too */
+    CHECK(b->data == first, "storage of the same capacity is reused");
+    CHECK(all_zero(b), "reused storage is zero-filled");
+    tcl_buffer *c = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 1000, &err);
+    CHECK(c->data != first, "another capacity gets other storage");
+    /* EMU ignores the cache */
+    tcl_buffer *e = tcl_buffer_new_cached(cache, "EMU", TCL_UINT8, 400, &err);
+    CHECK(e->cache == NULL, "EMU buffers do not use the cache");
+    tcl_buffer_free(e);
+    /* the bound: a block larger than the room left is freed, not kept */
+    tcl_buffer *big = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 2 << 20, &err);
+    size_t before = tcl_buffer_cache_stats_of(cache).held_bytes;
+    tcl_buffer_free(big);
+    CHECK(tcl_buffer_cache_stats_of(cache).held_bytes == before, "a block past the bound is not kept");
+    /* zero-size CPU buffers have no storage */
+    tcl_buffer *z = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT64, 0, &err);
+    CHECK(z && z->data == NULL && z->nbytes == 0, "zero-size buffer");
+    tcl_buffer_free(z);
+    /* the owner lets go first (a state's close finalizes in any order): live buffers keep the
+     * cache until they are freed, and their storage is then freed, not kept */
+    tcl_buffer_cache_release(cache);
+    tcl_buffer_free(b);
+    tcl_buffer_free(c); /* the last reference: the cache goes (valgrind/ASan see no leak) */
+    /* errors */
+    CHECK(tcl_buffer_new("GPU", TCL_FLOAT32, 1, &err) == NULL &&
+              strcmp(err.message, "unknown device 'GPU' (available: EMU, CPU)") == 0,
+          "unknown device: %s", err.message);
+    printf("cpu_buffer_test: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
