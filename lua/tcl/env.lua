@@ -7,9 +7,10 @@
 -- The fields are plain values: a script or a spec may change them at run time
 -- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them.
 --   DEBUG               integer, 0 when unset: 1 schedule summary, 2 per-kernel lines,
---                       4 program listings, 5 kernel ASTs, 6 linearized programs
+--                       3 applied opts, 4 program listings (LLVM IR on CPU), 5 kernel ASTs,
+--                       6 linearized programs, 7 machine assembly (CPU)
 --   NOOPT               boolean: no kernel optimizations (the pipeline's optimize pass)
---   DEVICE              string or nil: the default device of new tensors (any case)
+--   DEVICE              string or nil: the default device of new tensors (any case; CPU when unset)
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
 --   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)

@@ -28,6 +28,7 @@
 #include "core/lua_box.h"
 #include "core/lua_core.h"
 #include "emu.h"
+#include "lua_cpu.h"
 #include "lua_cpu_pool.h"
 #include "lua_disk_cache.h"
 
@@ -356,5 +357,6 @@ int luaopen_tcl_runtime(lua_State *L) {
     lua_setfield(L, -2, "devices");
     tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads, buffer_cache_stats */
     tcl_lua_disk_cache_setfuncs(L); /* cache_read, cache_write, cache_path */
+    tcl_lua_cpu_setfuncs(L);        /* cpu_program, cpu_loaded */
     return 1;
 }
