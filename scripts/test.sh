@@ -28,6 +28,7 @@ busted_bin=$(command -v busted || true)
 [ -n "$busted_bin" ] || give_up "busted not found (apt-get install lua-busted)"
 
 passed=0 failed=0 pending=0
+spec_paths=() # run_specs runs these spec files, or all of them when empty
 export TCLC_SOURCE_DIR="$root"
 
 # build DIR TYPE: configure (output shown only when it fails) and build.
@@ -59,7 +60,7 @@ run_specs() {
   log=$(mktemp)
   set +e
   env TCLC_BUILD_DIR="$root/$dir" "$@" \
-    lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} 2>&1 \
+    lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" 2>&1 \
     | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
@@ -98,8 +99,13 @@ else
 fi
 
 # --- Debug -------------------------------------------------------------------------------
+# The whole suite on the default device (CPU), then the Tensor API's specs again on EMU, the
+# reference interpreter (the differential spec compares the two devices directly).
 if build build Debug; then
   run_specs Debug build ""
+  spec_paths=(spec/tensor_*_spec.lua)
+  run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
+  spec_paths=()
 else
   failed=$((failed + 1))
 fi
