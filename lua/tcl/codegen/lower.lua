@@ -20,6 +20,7 @@
 -- >= 4 the program (LLVM IR, or EMU's listing), >= 5 the kernel AST, >= 6 the linear list,
 -- >= 7 the machine assembly (CPU); >= 3 once per compile. Lines go to lower.log (stderr
 -- unless replaced).
+local core = require "tcl.core"
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
 local linearize = require "tcl.codegen.linearize"
@@ -38,6 +39,7 @@ end
 -- others do not)
 
 local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm" }
+local loaded_backends = {}
 
 --- The backend of device (its module: see tcl.codegen.emu's header).
 function M.backend(device)
@@ -48,7 +50,25 @@ function M.backend(device)
     table.sort(known)
     error(string.format("unknown device '%s' (available: %s)", tostring(device), table.concat(known, ", ")), 0)
   end
-  return require(name)
+  local backend = require(name)
+  loaded_backends[device] = backend
+  return backend
+end
+
+-- How kernels were had since the state opened (see M.stats).
+local counts = { memory_hits = 0, built = 0, build_seconds = 0 }
+
+--- { memory_hits =, built =, build_seconds =, disk_hits = }: kernels found in the in-memory
+-- cache, programs built by backends (compiled, or read from a disk cache) and the time that
+-- took, and of those, the ones a backend read from its disk cache. Totals since the state
+-- opened (take differences).
+function M.stats()
+  local disk = 0
+  for _, backend in pairs(loaded_backends) do
+    if backend.stats then disk = disk + backend.stats.disk_hits end
+  end
+  return { memory_hits = counts.memory_hits, built = counts.built - disk, build_seconds = counts.build_seconds,
+    disk_hits = disk }
 end
 
 ---------------------------------------------------------------------------------------------
@@ -187,6 +207,7 @@ function M.compile_many(items, device)
     local key = sink.content_hash .. suffix
     local hit = kernel_cache.get(key)
     if hit then
+      counts.memory_hits = counts.memory_hits + 1
       kernels[i] = hit
     elseif job_of[key] then -- the same kernel twice in one batch: built once
       job_of[key].also[#job_of[key].also + 1] = i
@@ -206,7 +227,9 @@ function M.compile_many(items, device)
     end
   end
   if #jobs > 0 then
+    local start = core.clock()
     local programs = backend.build_many(jobs)
+    counts.built, counts.build_seconds = counts.built + #jobs, counts.build_seconds + (core.clock() - start)
     for j, job in ipairs(jobs) do
       local program = programs[j]
       if debug >= 4 then M.log(program:dump()) end

@@ -114,31 +114,44 @@ function M.create(outputs)
     results[node] = realized[i]
     stored_map[node] = stored_in[node.id]
   end
-  return { kernels = kernels, outputs = realized, results = results, stored = stored_map }
+  return { kernels = kernels, outputs = realized, results = results, stored = stored_map, device = device }
 end
 
---- One line per schedule: the number of kernels and their names.
-function M.summary(sched)
+--- One line per schedule: the number of kernels and their names; with timing (DEBUG=1 in
+-- run), the time spent scheduling and how the kernels were had: compiled, read from the
+-- device's disk cache, or found in memory.
+function M.summary(sched, timing)
   local names = {}
   for i, k in ipairs(sched.kernels) do names[i] = k.name end
-  return string.format("schedule: %d kernel%s%s%s", #names, #names == 1 and "" or "s", #names > 0 and ": " or "",
+  local line = string.format("schedule: %d kernel%s%s%s", #names, #names == 1 and "" or "s", #names > 0 and ": " or "",
     table.concat(names, ", "))
+  if timing then
+    line = line .. string.format(" | scheduled in %.2f ms; %d compiled in %.2f ms, %d from disk, %d in memory",
+      timing.schedule_seconds * 1e3, timing.compiled, timing.compile_seconds * 1e3, timing.from_disk,
+      timing.in_memory)
+  end
+  return line
 end
 
---- Realizes outputs: frees dead buffers, plans, compiles each kernel (tcl.codegen.lower, cached by
--- the kernel's content) and runs it. Returns the list of realized nodes (see create) and
--- the schedule.
+--- Realizes outputs: frees dead buffers, plans, compiles the kernels (tcl.codegen.lower, all at
+-- once: cached by content, the CPU device compiles on worker threads) and runs them. Returns
+-- the list of realized nodes (see create) and the schedule.
 function M.run(outputs)
   check_outputs(outputs, "run")
   buffers.collect()
+  local start = core.clock()
   local sched = M.create(outputs)
-  if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
-  if #sched.kernels > 0 then
+  local scheduled = core.clock()
+  if #sched.kernels == 0 then
+    if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
+  else
     -- every buffer and program first, so running out of memory or a failed compile stops
     -- the realize before any kernel has run
-    local programs, args = {}, {}
+    local items, args = {}, {}
+    for n, k in ipairs(sched.kernels) do items[n] = { ast = k.ast, name = k.name } end
+    local before = lower.stats()
+    local programs = lower.compile_many(items, sched.device)
     for n, k in ipairs(sched.kernels) do
-      programs[n] = lower.compile(k.ast, { name = k.name })
       local list = {}
       for i, b in ipairs(k.buffers) do
         local ok, storage = pcall(buffers.get, b)
@@ -146,6 +159,12 @@ function M.run(outputs)
         list[i] = storage
       end
       args[n] = list
+    end
+    if env.DEBUG >= 1 then
+      local after = lower.stats()
+      lower.log(M.summary(sched, { schedule_seconds = scheduled - start, compiled = after.built - before.built,
+        compile_seconds = after.build_seconds - before.build_seconds, from_disk = after.disk_hits - before.disk_hits,
+        in_memory = after.memory_hits - before.memory_hits }))
     end
     for n, program in ipairs(programs) do program:run(args[n]) end
   end
