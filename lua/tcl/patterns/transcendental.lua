@@ -1,0 +1,315 @@
+-- tcl.patterns.transcendental — EXP2, LOG2, SIN and POW on float32 rewritten into plain
+-- arithmetic (ADD, MUL, FDIV, TRUNC, CAST, BITCAST, shifts, AND, comparisons, WHERE), for
+-- renderers that have no instruction for them (renderer.lacks; the LLVM CPU renderer). Layer:
+-- rule files (lua/tcl/patterns), run by tcl.patterns.pipeline.
+--
+--   local transcendental = require "tcl.patterns.transcendental"
+--   local plain = transcendental.rules:rewrite(kernel)     -- every float32 EXP2/LOG2/SIN/POW
+--   transcendental.rules_for { EXP2 = true }              -- only the ops named
+--
+-- Only float32 is rewritten: float64 and the narrow floats are left to the renderer.
+-- The reference is EMU (src/core/alu.c): C's exp2/log2/sin/pow in double, rounded to float32.
+-- Every float32 op used here is correctly rounded (EMU and LLVM agree), so the results are the
+-- same on every device. No MULACC: EMU's float32 MULACC rounds once, LLVM's fmul+fadd twice.
+--
+-- Accuracy (max error in float32 ulps against the correctly rounded result, measured by
+-- spec/transcendental_spec.lua; M.ULP_BOUND is what the spec asserts):
+--   exp2  every x (denormal results, overflow to inf, NaN/inf exact)
+--   log2  every x > 0 (denormals included); 0 -> -inf, x < 0 -> NaN, inf, NaN exact
+--   sin   |x| <= M.SIN_LIMIT = 2^22; beyond it NaN (see M.sin)
+--   pow   every x, y, with C99 pow's special cases exact
+-- The building blocks are "double-float" pairs hi + lo of float32s (error-free transforms:
+-- Knuth's two_sum, Dekker's split and two_prod), so log2 and pow keep ~44 bits where it matters.
+local core = require "tcl.core"
+local P = require "tcl.pattern"
+local UOp = require "tcl.uop"
+
+local M = {}
+
+local F32, I32 = core.dtype "float32", core.dtype "int32"
+local new = UOp.new
+local INF, NAN = math.huge, 0.0 / 0.0
+
+--- The ulp bounds the spec asserts (measured maxima in the comments next to each function).
+M.ULP_BOUND = { EXP2 = 2, LOG2 = 2, SIN = 2, POW = 2 }
+
+---------------------------------------------------------------------------------------------
+-- float32 helpers (x, y nodes of dtype float32)
+
+local function f(v) return UOp.const(F32, v) end
+local function bits(x) return new("BITCAST", I32, { x }) end
+local function float_of_bits(n) return new("BITCAST", F32, { n }) end
+local function abs(x) return float_of_bits(bits(x):band(0x7fffffff)) end
+local function NOT(b) return b:ne(true) end
+local function isnan(x) return x:ne(x) end
+
+-- x rounded to the nearest integer (ties to even), for |x| <= 2^22: adding 1.5 * 2^23 leaves
+-- no fraction bits. The symbolic rules never reassociate floats, so the two steps stay.
+local ROUNDER = 12582912.0
+local function round(x) return (x + ROUNDER) - ROUNDER end
+
+-- Error-free transforms: a + b = s + e and a * b = p + e exactly (round to nearest, no overflow).
+local function two_sum(a, b)
+  local s = a + b
+  local bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+end
+-- the same when |a| >= |b| (or a == 0)
+local function fast_two_sum(a, b)
+  local s = a + b
+  return s, b - (s - a)
+end
+-- Dekker's split into two 12-bit halves (|a| < 2^115, so 4097 * a cannot overflow)
+local function split(a)
+  local t = a * 4097.0
+  local hi = t - (t - a)
+  return hi, a - hi
+end
+local function two_prod(a, b)
+  local p = a * b
+  local ah, al = split(a)
+  local bh, bl = split(b)
+  return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+end
+
+-- a polynomial c[1] + c[2] t + c[3] t^2 + ... by Horner's rule
+local function horner(t, c)
+  local acc = f(c[#c])
+  for k = #c - 1, 1, -1 do acc = acc * t + c[k] end
+  return acc
+end
+
+---------------------------------------------------------------------------------------------
+-- exp2
+
+-- 2^f = e^(f ln 2) on [-0.5, 0.5] by its Taylor series to degree 7: the first term left out,
+-- (0.5 ln 2)^8 / 8! < 6e-9, is far below float32's 6e-8.
+local EXP2_POLY = {}
+do
+  local term = 1.0
+  for k = 0, 7 do
+    EXP2_POLY[k + 1] = term
+    term = term * math.log(2) / (k + 1)
+  end
+end
+
+-- 2^n for an int32 n in [-126, 127], from its bits
+local function pow2(n) return float_of_bits((n + 127) << 23) end
+
+-- 2^(zh + zl) with |zl| tiny beside 1 (0 for exp2 itself). Clamping to [-152, 129] keeps n's
+-- scale in range and still gives 0 and inf: 2^-151.5 rounds to 0, 2^128.5 overflows.
+-- 2^n is applied in two factors so that every intermediate is normal and the last product
+-- rounds once: denormal results are correctly rounded from p, overflow gives inf.
+local function exp2_pair(zh, zl)
+  local clamped = zh:max(-152.0):min(129.0)
+  zl = clamped:eq(zh):where(zl, 0.0) -- a clamped input's zl may be huge (pow: y * log2 x)
+  local n = round(clamped)
+  local frac = (clamped - n) + zl -- clamped - n is exact
+  local p = horner(frac, EXP2_POLY)
+  local ni = n:cast(I32)
+  local half = ni >> 1
+  return (p * pow2(half)) * pow2(ni - half)
+end
+
+--- 2^x (EXP2). Measured max error 1 ulp (spec sweep).
+function M.exp2(x)
+  return isnan(x):where(x, exp2_pair(x, f(0.0)))
+end
+
+---------------------------------------------------------------------------------------------
+-- log2
+
+local LN2 = math.log(2)
+-- 2 / ln 2 as float32 hi + lo
+local K = 2 / LN2
+local K_HI = string.unpack("f", string.pack("f", K))
+local K_LO = K - K_HI
+-- the series atanh(s) = s + s^3/3 + s^5/5 + ...: terms after s, times 2 / ln 2
+local LOG2_TAIL = { K / 3, K / 5, K / 7, K / 9, K / 11 }
+
+-- log2 x as hi + lo for a finite x > 0 (denormals included): x = 2^e m with m in
+-- [sqrt(1/2), sqrt(2)), log2 m = (2 / ln 2) atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172.
+-- s and the leading term s (2 / ln 2) are double-float, the tail (|tail| < 0.01 |s K|) float32.
+local function log2_pair(x)
+  local denormal = x:lt(2.0 ^ -126)
+  local scaled = denormal:where(x * 2.0 ^ 23, x)
+  local b = bits(scaled)
+  local e = ((b >> 23) & 0xff) - 127
+  local m = float_of_bits((b & 0x7fffff) | 0x3f800000) -- [1, 2)
+  local big = m:gt(math.sqrt(2))
+  m = big:where(m * 0.5, m)
+  local ef = e:cast(F32) + big:where(f(1.0), 0.0) + denormal:where(f(-23.0), 0.0)
+  -- s = num / den as a double-float: num exact (m in [0.7, 1.42]), den = m + 1 exact as a pair
+  local num = m - 1.0
+  local den_hi, den_lo = two_sum(m, f(1.0))
+  local q = num / den_hi
+  local p, p_err = two_prod(q, den_hi)
+  local s_lo = (((num - p) - p_err) - q * den_lo) / den_hi -- num - p is exact (Sterbenz)
+  local s_hi
+  s_hi, s_lo = fast_two_sum(q, s_lo)
+  -- lead = s * K in double-float
+  local lead, lead_err = two_prod(s_hi, f(K_HI))
+  lead_err = lead_err + (s_hi * K_LO + s_lo * K_HI)
+  lead, lead_err = fast_two_sum(lead, lead_err)
+  local s2 = s_hi * s_hi
+  local tail = (s_hi * s2) * horner(s2, LOG2_TAIL)
+  local lm, lm_err = fast_two_sum(lead, tail)
+  lm_err = lm_err + lead_err
+  -- + e: |e| >= 1 > |log2 m|, or e == 0
+  local hi, lo = two_sum(ef, lm)
+  return fast_two_sum(hi, lo + lm_err)
+end
+
+--- log2 x (LOG2). Measured max error 1 ulp (spec sweep).
+function M.log2(x)
+  local r = (log2_pair(x))
+  r = x:eq(INF):where(x, r)
+  r = x:lt(0.0):where(NAN, r)
+  r = x:eq(0.0):where(-INF, r)
+  return isnan(x):where(x, r)
+end
+
+---------------------------------------------------------------------------------------------
+-- sin
+
+--- sin is accurate for |x| <= SIN_LIMIT (see M.sin).
+M.SIN_LIMIT = 2.0 ^ 22
+
+-- pi / 2 in three float32 parts of 24 bits each (Cody and Waite), cut from pi's hexadecimal
+-- digits: C1 + C2 + C3 is pi / 2 to 2^-72. C1 and C2 are truncations, so C3 >= 0.
+local PI_HEX_FRACTION = "243F6A8885A308D313198A2E03707344" -- pi = 3.243F6A88...
+local HALF_PI_PARTS = {}
+do
+  local bitstring = "11" -- pi's integer part, 3; pi / 2 has the same bits, the point one left
+  for digit in PI_HEX_FRACTION:gmatch(".") do
+    local v = tonumber(digit, 16)
+    for shift = 3, 0, -1 do bitstring = bitstring .. ((v >> shift) & 1) end
+  end
+  for part = 0, 2 do
+    local chunk = tonumber(bitstring:sub(part * 24 + 1, part * 24 + 24), 2)
+    if part == 2 and bitstring:sub(73, 73) == "1" then chunk = chunk + 1 end
+    HALF_PI_PARTS[part + 1] = chunk * 2.0 ^ (-23 - 24 * part)
+  end
+end
+M.HALF_PI_PARTS = HALF_PI_PARTS
+
+-- Taylor series on [-pi/4, pi/4]: sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2);
+-- the first terms left out are below 2e-9 relative.
+local SIN_POLY = { -1 / 6, 1 / 120, -1 / 5040, 1 / 362880 }
+local COS_POLY = { 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800 }
+
+--- sin x (SIN). x = q pi/2 + r, q = round(x 2/pi), with r as a double-float rh + rl: q * C1
+-- and q * C2 are exact pairs (two_prod), and the sum is compensated, so r keeps ~48 bits
+-- even where x is close to a multiple of pi/2. Then sin or cos of r by the quadrant q mod 4.
+-- Valid for |x| <= SIN_LIMIT = 2^22 (q < 2^21.4: the magic-number rounding of x 2/pi is exact,
+-- and q times the error of C1 + C2 + C3 (2^-72) stays below 2^-50, far below the smallest
+-- |r| of a float32 in range). Measured max error 1 ulp (spec sweep, the floats nearest the
+-- multiples of pi/2 included). Beyond SIN_LIMIT the result is NaN: not computed rather than
+-- silently wrong (a correct reduction needs Payne-Hanek with 2/pi to ~200 bits). NaN for inf and NaN.
+function M.sin(x)
+  local q = round(x * (2 / math.pi))
+  local p1, e1 = two_prod(q, f(HALF_PI_PARTS[1]))
+  local p2, e2 = two_prod(q, f(HALF_PI_PARTS[2]))
+  local p3 = q * HALF_PI_PARTS[3]
+  local t = x - p1 -- exact: p1 is within a factor 2 of x when q != 0
+  local s, c = two_sum(t, -e1)
+  local c2
+  s, c2 = two_sum(s, -p2)
+  c = ((c + c2) - e2) - p3
+  local rh, rl = fast_two_sum(s, c)
+  local r2 = rh * rh
+  local sin_r = rh + (rl + (rh * r2) * horner(r2, SIN_POLY))
+  -- cos: 1 - r^2/2 with its rounding error recovered, and the correction -rh rl for rl
+  local half = r2 * 0.5
+  local w = 1.0 - half
+  local cos_r = w + (((1.0 - w) - half) + ((r2 * r2) * horner(r2, COS_POLY) - rh * rl))
+  local qi = q:cast(I32)
+  local r = (qi & 1):eq(1):where(cos_r, sin_r)
+  r = (qi & 2):eq(2):where(-r, r)
+  r = x:eq(0.0):where(x, r) -- sin(-0) = -0
+  -- NaN, inf and |x| > SIN_LIMIT (x 2/pi no longer rounds to the nearest integer q): NaN
+  return NOT(abs(x):lt(M.SIN_LIMIT * (1 + 2.0 ^ -23))):where(f(NAN), r)
+end
+
+---------------------------------------------------------------------------------------------
+-- pow
+
+--- x ^ y (POW) = 2^(y log2 |x|), with log2 |x| and the product as double-float so that the
+-- exponent's error stays far below 2^-24 for every finite result; then C99 pow's special cases.
+-- Measured max error 1 ulp (spec sweep).
+function M.pow(x, y)
+  local ax = abs(x)
+  local lh, ll = log2_pair(ax)
+  local rough = y * lh
+  local extreme = NOT(abs(rough):lt(256.0)) -- the result is 0 or inf (or NaN): no pair needed
+  -- keeps split's 4097 * y finite (|y| >= 2^64 is extreme unless log2 |x| == 0, x = +-1)
+  local ys = extreme:bor(NOT(abs(y):lt(2.0 ^ 64))):where(f(0.0), y)
+  local zh, ze = two_prod(ys, lh)
+  local zl
+  zh, zl = fast_two_sum(zh, ze + ys * ll)
+  zh = extreme:where(rough, zh)
+  zl = extreme:where(0.0, zl)
+  local mag = exp2_pair(zh, zl)
+
+  local ay = abs(y)
+  local y_finite = ay:lt(INF)
+  local y_integer = new("TRUNC", F32, { y }):eq(y):band(y_finite)
+  local y_odd = y_integer:band(ay:lt(2.0 ^ 24)):band((y:cast(I32) & 1):eq(1))
+  local negate = bits(x):lt(0):band(y_odd) -- sign bit of x (-0 and -inf included)
+  local function signed(v) return negate:where(-v, v) end
+  local y_negative = y:lt(0.0)
+
+  local r = signed(mag)
+  r = x:lt(0.0):band(x:gt(-INF)):band(y_finite):band(NOT(y_integer)):where(NAN, r)
+  r = x:eq(0.0):where(signed(y_negative:where(f(INF), 0.0)), r)
+  r = ax:eq(INF):where(signed(y_negative:where(f(0.0), INF)), r)
+  local grows = ax:lt(1.0):eq(y_negative) -- |x|^y -> inf as |y| -> inf
+  r = ay:eq(INF):where(ax:eq(1.0):where(1.0, grows:where(f(INF), 0.0)), r)
+  r = isnan(x):bor(isnan(y)):where(NAN, r)
+  return y:eq(0.0):bor(x:eq(1.0)):where(1.0, r)
+end
+
+---------------------------------------------------------------------------------------------
+-- rules
+
+local x, y = P.var "x", P.var "y"
+local BUILD = {
+  EXP2 = { P.op("EXP2", { x }, { dtype = "float32" }), function(m) return M.exp2(m.x) end },
+  LOG2 = { P.op("LOG2", { x }, { dtype = "float32" }), function(m) return M.log2(m.x) end },
+  SIN = { P.op("SIN", { x }, { dtype = "float32" }), function(m) return M.sin(m.x) end },
+  POW = { P.op("POW", { x, y }, { dtype = "float32" }), function(m) return M.pow(m.x, m.y) end },
+}
+local ORDER = { "EXP2", "LOG2", "SIN", "POW" }
+
+local cache = {}
+--- The rule set that rewrites the float32 ops named in `ops` (a set { [op] = true }).
+function M.rules_for(ops)
+  local names = {}
+  for _, op in ipairs(ORDER) do
+    if ops[op] then names[#names + 1] = op end
+  end
+  local key = table.concat(names, ",")
+  if not cache[key] then
+    local list = {}
+    for k, op in ipairs(names) do list[k] = BUILD[op] end
+    cache[key] = P.rules(list)
+  end
+  return cache[key]
+end
+
+--- Every op this file decomposes.
+M.OPS = { EXP2 = true, LOG2 = true, SIN = true, POW = true }
+M.rules = M.rules_for(M.OPS)
+
+--- The pipeline pass: decompose the ops that ctx.renderer lacks.
+function M.run(sink, ctx)
+  local lacks = ctx and ctx.renderer and ctx.renderer.lacks or {}
+  local wanted = {}
+  for op in pairs(M.OPS) do
+    if lacks[op] then wanted[op] = true end
+  end
+  if next(wanted) == nil then return sink end
+  return M.rules_for(wanted):rewrite(sink, { name = "transcendental" })
+end
+
+return M
