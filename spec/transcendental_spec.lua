@@ -161,8 +161,10 @@ describe("the transcendental pass", function()
     assert.is_true(ops_in(lowered("SIN", F32, 4, false, {})).SIN)
     assert.is_true(ops_in(lowered("POW", F32, 4, true, nil)).POW)
     -- only the ops lacked
-    local seen = ops_in(lowered("SIN", F32, 4, false, { EXP2 = true }))
-    assert.is_true(seen.SIN)
+    assert.is_true(ops_in(lowered("SIN", F32, 4, false, { EXP2 = true })).SIN)
+    assert.is_nil(ops_in(lowered("EXP2", F32, 4, false, { EXP2 = true })).EXP2)
+    -- the rule set alone, without a ctx: every op
+    assert.is_nil(ops_in(transcendental.rules:rewrite(kernel("LOG2", F32, 4))).LOG2)
   end)
 
   it("has its pipeline entry after the optimizer, run only for renderers that lack something", function()

@@ -5,7 +5,7 @@
 --
 --   local transcendental = require "tcl.patterns.transcendental"
 --   local plain = transcendental.rules:rewrite(kernel)     -- every float32 EXP2/LOG2/SIN/POW
---   transcendental.rules_for { EXP2 = true }              -- only the ops named
+--   transcendental.run(kernel, ctx)      -- the pipeline pass: the ops ctx.renderer.lacks
 --
 -- Only float32 is rewritten: float64 and the narrow floats are left to the renderer.
 -- The reference is EMU (src/core/alu.c): C's exp2/log2/sin/pow in double, rounded to float32.
@@ -308,43 +308,32 @@ end
 -- rules
 
 local x, y = P.var "x", P.var "y"
-local BUILD = {
-  EXP2 = { P.op("EXP2", { x }, { dtype = "float32" }), function(m) return M.exp2(m.x) end },
-  LOG2 = { P.op("LOG2", { x }, { dtype = "float32" }), function(m) return M.log2(m.x) end },
-  SIN = { P.op("SIN", { x }, { dtype = "float32" }), function(m) return M.sin(m.x) end },
-  POW = { P.op("POW", { x, y }, { dtype = "float32" }), function(m) return M.pow(m.x, m.y) end },
-}
-local ORDER = { "EXP2", "LOG2", "SIN", "POW" }
 
-local cache = {}
---- The rule set that rewrites the float32 ops named in `ops` (a set { [op] = true }).
-function M.rules_for(ops)
-  local names = {}
-  for _, op in ipairs(ORDER) do
-    if ops[op] then names[#names + 1] = op end
-  end
-  local key = table.concat(names, ",")
-  if not cache[key] then
-    local list = {}
-    for k, op in ipairs(names) do list[k] = BUILD[op] end
-    cache[key] = P.rules(list)
-  end
-  return cache[key]
+-- With a pipeline ctx, only the ops its renderer lacks; with none, every op.
+local function wanted(ctx, op)
+  if ctx == nil then return true end
+  local lacks = ctx.renderer and ctx.renderer.lacks
+  return lacks ~= nil and lacks[op] == true
 end
 
 --- Every op this file decomposes.
 M.OPS = { EXP2 = true, LOG2 = true, SIN = true, POW = true }
-M.rules = M.rules_for(M.OPS)
+
+--- The rule set: float32 EXP2, LOG2, SIN and POW (those ctx.renderer.lacks when a ctx is given).
+M.rules = P.rules {
+  { P.op("EXP2", { x }, { dtype = "float32" }), function(m, ctx)
+    if wanted(ctx, "EXP2") then return M.exp2(m.x) end end },
+  { P.op("LOG2", { x }, { dtype = "float32" }), function(m, ctx)
+    if wanted(ctx, "LOG2") then return M.log2(m.x) end end },
+  { P.op("SIN", { x }, { dtype = "float32" }), function(m, ctx)
+    if wanted(ctx, "SIN") then return M.sin(m.x) end end },
+  { P.op("POW", { x, y }, { dtype = "float32" }), function(m, ctx)
+    if wanted(ctx, "POW") then return M.pow(m.x, m.y) end end },
+}
 
 --- The pipeline pass: decompose the ops that ctx.renderer lacks.
 function M.run(sink, ctx)
-  local lacks = ctx and ctx.renderer and ctx.renderer.lacks or {}
-  local wanted = {}
-  for op in pairs(M.OPS) do
-    if lacks[op] then wanted[op] = true end
-  end
-  if next(wanted) == nil then return sink end
-  return M.rules_for(wanted):rewrite(sink, { name = "transcendental" })
+  return M.rules:rewrite(sink, { ctx = ctx or {}, name = "transcendental" })
 end
 
 return M
