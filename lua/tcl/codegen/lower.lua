@@ -50,7 +50,10 @@ function M.backend(device)
     table.sort(known)
     error(string.format("unknown device '%s' (available: %s)", tostring(device), table.concat(known, ", ")), 0)
   end
-  local backend = require(name)
+  local ok, backend = pcall(require, name)
+  if not ok then
+    error(string.format("device '%s': its backend %s cannot be loaded: %s", device, name, tostring(backend)), 0)
+  end
   loaded_backends[device] = backend
   return backend
 end

@@ -1,0 +1,120 @@
+-- tcl.codegen.llvm — the CPU backend of the lowering driver (tcl.codegen.lower): kernels
+-- rendered to LLVM IR and compiled to object code by src/codegen (module tcl.llvm), loaded by
+-- the state's JIT and run on the thread pool (runtime.cpu_program). Layer: codegen.
+--
+-- A backend's shape: tcl.codegen.emu's header. Here:
+--   * renderer.lacks: the transcendental ops the pass tcl.patterns.transcendental turns into
+--     polynomials that LLVM vectorizes (float32); the renderer still has them for the types
+--     the pass leaves alone.
+--   * options: the renderer, LLVM's version and the host CPU (name and a hash of its
+--     features): part of the in-memory and on-disk cache keys.
+--   * Each kernel's entry symbol is named after its cache key, so identical kernels share
+--     code in the JIT and different kernels never collide.
+--   * The on-disk cache (tcl.env: CACHELEVEL, CACHE_DIR) holds each kernel's object code and
+--     facts, keyed by the cache key; a corrupt or foreign entry reads as absent
+--     (runtime.cache_read) and is compiled and written again. DEBUG >= 4 compiles anew, so
+--     the IR (and at 7 the assembly) can be shown.
+-- M.stats counts compiles and disk hits since the state opened.
+local env = require "tcl.env"
+local runtime = require "tcl.runtime"
+local llvm = require "tcl.llvm"
+local core = require "tcl.core"
+
+local M = {
+  device = "CPU",
+  renderer = { name = "llvm", lacks = { EXP2 = true, LOG2 = true, SIN = true, POW = true } },
+  stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
+}
+
+--- FNV-1a, 64 bits, as 16 hex digits: names and keys from long strings.
+local function fnv(s)
+  local h = -3750763034362895579 -- 0xcbf29ce484222325
+  for i = 1, #s do
+    h = (h ~ s:byte(i)) * 1099511628211
+  end
+  return string.format("%016x", h)
+end
+
+local target = llvm.target
+M.options = string.format("llvm%s-%s-%s-O2", llvm.version, target.cpu, fnv(target.features or ""))
+
+runtime.configure_cpu { threads = env.THREADS }
+
+---------------------------------------------------------------------------------------------
+-- the on-disk form of a compiled kernel
+
+local FORMAT = 1
+
+local function serialize(c)
+  local parts = { string.pack("<i4s4i8i8n", FORMAT, c.entry, c.nparams, c.parallel_size, c.work) }
+  for i = 1, c.nparams do
+    parts[#parts + 1] = string.pack("<s2i8", c.params[i].dtype.name, c.params[i].numel)
+  end
+  parts[#parts + 1] = string.pack("<s4", c.object)
+  return table.concat(parts)
+end
+
+local function deserialize(bytes)
+  local ok, c = pcall(function()
+    local format, entry, nparams, parallel_size, work, pos = string.unpack("<i4s4i8i8n", bytes)
+    if format ~= FORMAT then return nil end
+    local params = {}
+    for i = 1, nparams do
+      local name, numel
+      name, numel, pos = string.unpack("<s2i8", bytes, pos)
+      params[i] = { dtype = assert(core.dtypes[name]), numel = numel }
+    end
+    local object = string.unpack("<s4", bytes, pos)
+    return { entry = entry, nparams = nparams, parallel_size = parallel_size, work = work, params = params,
+      object = object }
+  end)
+  return ok and c or nil
+end
+
+local function disk_key(job) return job.key .. "|" .. M.options end
+
+---------------------------------------------------------------------------------------------
+-- building
+
+local Program = {}
+Program.__index = Program
+
+function Program:run(buffers) return self.cpu:run(buffers) end
+function Program:dump() return self.cpu:dump() end
+function Program:assembly() return self.cpu:assembly() end
+
+function M.build_many(jobs)
+  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
+  local compiled, misses, requests = {}, {}, {}
+  for i, job in ipairs(jobs) do
+    job.entry = "tcl_" .. fnv(disk_key(job))
+    local hit = dir and not fresh and runtime.cache_read(dir, disk_key(job))
+    compiled[i] = hit and deserialize(hit)
+    if compiled[i] then
+      M.stats.disk_hits = M.stats.disk_hits + 1
+    else
+      misses[#misses + 1] = i
+      requests[#requests + 1] = { job.list, { name = job.name, entry = job.entry, opt = 2, want_ir = env.DEBUG >= 4,
+        want_asm = env.DEBUG >= 7 } }
+    end
+  end
+  if #requests > 0 then
+    local start = core.clock()
+    local results = llvm.compile_many(requests)
+    M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
+    M.stats.compiled = M.stats.compiled + #requests
+    for j, i in ipairs(misses) do
+      compiled[i] = results[j]
+      if dir then runtime.cache_write(dir, disk_key(jobs[i]), serialize(results[j])) end
+    end
+  end
+  local programs = {}
+  for i, job in ipairs(jobs) do
+    local cpu = runtime.cpu_program(compiled[i], { name = job.name })
+    programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes }, Program)
+  end
+  return programs
+end
+
+return M
