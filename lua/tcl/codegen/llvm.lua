@@ -17,7 +17,8 @@
 -- M.stats counts compiles and disk hits since the state opened.
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
-local llvm = require "tcl.llvm"
+local have_llvm, llvm = pcall(require, "tcl.llvm")
+if not have_llvm then error("the LLVM renderer (module tcl.llvm) is not in this build", 0) end
 local core = require "tcl.core"
 
 local M = {
