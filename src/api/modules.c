@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "core/lua_alu.h"
+#include "codegen/lua_llvm.h"
 #include "core/lua_core.h"
 #include "lua_dir.h"
 #include "rewrite/lua_bounds.h"
@@ -21,6 +22,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.rewrite", luaopen_tcl_rewrite},
     {"tcl.bounds", luaopen_tcl_bounds},
     {"tcl.runtime", luaopen_tcl_runtime},
+    {"tcl.llvm", luaopen_tcl_llvm},
     {NULL, NULL},
 };
 

@@ -2,12 +2,13 @@
 #define _POSIX_C_SOURCE 200809L /* strdup, clock_gettime */
 #include "cpu_jit.h"
 
+#include "codegen/llvm_compile.h"
+
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +27,6 @@ struct tcl_cpu_jit {
     size_t nobjects, capacity, live;
 };
 
-static pthread_once_t native_target_once = PTHREAD_ONCE_INIT;
-static int native_target_failed;
-
-static void init_native_target(void) {
-    native_target_failed = LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter();
-}
 
 /* Moves LLVM's message into err and frees it. */
 static tcl_status fail_llvm(tcl_error *err, LLVMErrorRef e, const char *what) {
@@ -42,11 +37,7 @@ static tcl_status fail_llvm(tcl_error *err, LLVMErrorRef e, const char *what) {
 }
 
 tcl_cpu_jit *tcl_cpu_jit_new(tcl_error *err) {
-    pthread_once(&native_target_once, init_native_target);
-    if (native_target_failed) {
-        tcl_fail(err, TCL_ERR_RUNTIME, "CPU: LLVM has no native target for this host");
-        return NULL;
-    }
+    if (tcl_llvm_initialize(err) != TCL_OK) return NULL;
     tcl_cpu_jit *jit = calloc(1, sizeof *jit);
     if (!jit) {
         tcl_fail(err, TCL_ERR_MEMORY, "CPU: out of memory for the JIT");

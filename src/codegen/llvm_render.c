@@ -1,0 +1,1000 @@
+/* llvm_render.c — a kernel's linear program rendered as an LLVM IR function through the
+ * LLVM-C API (llvm_render.h). Layer: codegen.
+ *
+ * One walk over the list. Values live in registers of their "register type" (bool i1,
+ * integers iN, index i64, float32 and the narrow floats float, float64 double); buffers hold
+ * the dtype's storage format (bool as a byte, narrow floats as their bits). DEFINE_REG arrays
+ * are allocas of the register type in the entry block, which LLVM promotes to registers. A
+ * RANGE opens a loop (a guard, a body block with the counter's phi), its END closes it; a
+ * gated LOAD or STORE branches around the access, so a gated-off address is never touched
+ * (LLVM turns such branches into masked vector accesses where the target has them). */
+#include "llvm_render.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alu.h"
+#include "core/ptrmap.h"
+
+#include <llvm/Config/llvm-config.h>
+
+/* What an instruction's LLVM value is. */
+typedef enum value_kind {
+    V_NONE,    /* nothing (STORE, END, SINK, GROUP) */
+    V_VALUE,   /* a value in its register type */
+    V_BUFFER,  /* a pointer to a PARAM's memory (storage format) */
+    V_REGS,    /* a pointer to a DEFINE_REG array (register type) */
+    V_ADDRESS, /* INDEX: a pointer to one element of a buffer or register array */
+} value_kind;
+
+typedef struct open_loop {
+    size_t range;          /* its RANGE instruction */
+    LLVMValueRef counter;  /* the phi */
+    LLVMValueRef end;
+    LLVMBasicBlockRef body, exit;
+    double trips;          /* iterations of its body, enclosing loops included */
+} open_loop;
+
+typedef struct renderer {
+    tcl_ir *ir;
+    LLVMBuilderRef b;
+    const char *name;
+    tcl_uop *const *nodes;
+    size_t n;
+    tcl_error *err;
+    tcl_ptrmap index_of;   /* node -> instruction + 1 */
+    LLVMValueRef *value;   /* per instruction */
+    uint8_t *kind;         /* value_kind per instruction */
+    uint8_t *in_regs;      /* V_ADDRESS / V_BUFFER / V_REGS: 1 when the memory is a DEFINE_REG */
+    int32_t *defined_in;   /* the RANGE instruction of the innermost loop open at definition, -1: top */
+    uint8_t *open;         /* per instruction: 1 while it is a RANGE whose loop is open */
+    uint8_t *reg_update;   /* per instruction: a LOAD of a DEFINE_REG element (accumulator reads) */
+    open_loop *loops;
+    size_t nloops;
+    LLVMValueRef fn, start, end;
+    LLVMBasicBlockRef entry;
+    LLVMBuilderRef entry_builder; /* allocas go at the top of the entry block */
+    size_t parallel_range;        /* instruction of the parallel loop's RANGE, or SIZE_MAX */
+    int64_t parallel_size;
+    size_t reg_bytes;
+    double work;
+    tcl_llvm_kernel *out;
+} renderer;
+
+#define WHOLE_KERNEL SIZE_MAX
+
+static const char *op_name(const tcl_uop *u) { return tcl_op_get((tcl_op)u->op)->name; }
+static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
+
+/* "kernel 'name': instruction i (OP): <message>"; returns s. */
+TCL_PRINTF_LIKE(4, 5)
+static tcl_status fail(renderer *r, tcl_status s, size_t i, const char *fmt, ...) {
+    if (i == WHOLE_KERNEL) tcl_fail(r->err, s, "kernel '%s': ", r->name);
+    else tcl_fail(r->err, s, "kernel '%s': instruction %zu (%s): ", r->name, i, op_name(r->nodes[i]));
+    va_list ap;
+    va_start(ap, fmt);
+    tcl_error_vappend(r->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---- dtypes ---- */
+
+typedef enum dtype_class { C_BOOL, C_SIGNED, C_UNSIGNED, C_FLOAT, C_NONE } dtype_class;
+
+static dtype_class class_of(tcl_dtype d) {
+    if (d == TCL_BOOL) return C_BOOL;
+    const tcl_dtype_info *info = tcl_dtype_get(d);
+    if (info->is_float) return C_FLOAT;
+    if (info->is_int) return info->is_unsigned ? C_UNSIGNED : C_SIGNED;
+    return C_NONE;
+}
+
+static unsigned bit_width(tcl_dtype d) { return 8u * tcl_dtype_get(d)->itemsize; }
+
+static LLVMTypeRef reg_type(tcl_ir *ir, tcl_dtype d) {
+    switch (class_of(d)) {
+    case C_BOOL: return ir->i1;
+    case C_FLOAT: return d == TCL_FLOAT64 ? ir->f64 : ir->f32;
+    case C_SIGNED:
+    case C_UNSIGNED: return LLVMIntTypeInContext(ir->ctx, bit_width(d));
+    default: return NULL;
+    }
+}
+
+/* How dtype is kept in a buffer. */
+static LLVMTypeRef storage_type(tcl_ir *ir, tcl_dtype d) {
+    if (d == TCL_BOOL) return ir->i8;
+    if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_bits_type(ir, d);
+    return reg_type(ir, d);
+}
+
+static LLVMValueRef to_storage(renderer *r, LLVMValueRef v, tcl_dtype d) {
+    if (d == TCL_BOOL) return LLVMBuildZExt(r->b, v, r->ir->i8, "");
+    if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_encode_float(r->ir, d, v); /* exact: v is in the format */
+    return v;
+}
+
+static LLVMValueRef from_storage(renderer *r, LLVMValueRef v, tcl_dtype d) {
+    if (d == TCL_BOOL) return LLVMBuildICmp(r->b, LLVMIntNE, v, LLVMConstInt(r->ir->i8, 0, 0), "");
+    if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_decode(r->ir, d, v);
+    return v;
+}
+
+static bool is_index_math(tcl_dtype d) { return d == TCL_INDEX; }
+
+/* ---- arg helpers ---- */
+
+static bool arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out) {
+    if (a->kind == TCL_ARG_INTS && i < a->len) { *out = a->v.ints[i]; return true; }
+    if (a->kind == TCL_ARG_TUPLE && i < a->len && a->v.items[i].kind == TCL_ARG_INT) {
+        *out = a->v.items[i].v.i;
+        return true;
+    }
+    return false;
+}
+
+static bool arg_str_is(const tcl_arg *a, uint32_t i, const char *s) {
+    if (a->kind != TCL_ARG_TUPLE || i >= a->len || a->v.items[i].kind != TCL_ARG_STR) return false;
+    const tcl_arg *item = &a->v.items[i];
+    return strlen(s) == item->len && memcmp(item->v.s, s, item->len) == 0;
+}
+
+/* ---- structure ---- */
+
+static size_t source_index(const renderer *r, const tcl_uop *u, uint32_t k) {
+    return (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[k]) - 1;
+}
+
+/* Source positions that only order (nothing is read from them). */
+static bool ordering_only(tcl_op op, uint32_t k) {
+    switch (op) {
+    case TCL_OP_SINK:
+    case TCL_OP_GROUP:
+    case TCL_OP_END: return true;
+    case TCL_OP_RANGE:
+    case TCL_OP_AFTER: return k > 0;
+    default: return false;
+    }
+}
+
+/* The buffer an INDEX addresses, through AFTERs: the PARAM or DEFINE_REG instruction. */
+static const tcl_uop *memory_root(const tcl_uop *u) {
+    while (u->op == TCL_OP_AFTER && u->nsrc > 0) u = u->src[0];
+    return u;
+}
+
+/* The parallel loop: the one top-level loop, of a parallel axis type and constant size >= 2,
+ * when nothing outside it stores to a buffer (each part of a split run repeats what is
+ * outside the loop). Sets r->parallel_range and r->parallel_size. */
+static void find_parallel_loop(renderer *r) {
+    r->parallel_range = SIZE_MAX;
+    r->parallel_size = 0;
+    size_t depth = 0, top_ranges = 0, candidate = SIZE_MAX;
+    bool top_store = false;
+    for (size_t i = 0; i < r->n; i++) {
+        const tcl_uop *u = r->nodes[i];
+        if (u->op == TCL_OP_RANGE) {
+            if (depth == 0) { top_ranges++; candidate = i; }
+            depth++;
+        } else if (u->op == TCL_OP_END) {
+            if (depth > 0) depth--;
+        } else if (u->op == TCL_OP_STORE && depth == 0 && u->nsrc > 0 && u->src[0]->nsrc > 0 &&
+                   memory_root(u->src[0]->src[0])->op == TCL_OP_PARAM) {
+            top_store = true;
+        }
+    }
+    if (top_ranges != 1 || top_store) return;
+    const tcl_uop *range = r->nodes[candidate];
+    if (!(arg_str_is(&range->arg, 1, "loop") || arg_str_is(&range->arg, 1, "global"))) return;
+    const tcl_uop *end = range->nsrc > 0 ? range->src[0] : NULL;
+    if (!end || end->op != TCL_OP_CONST || end->arg.kind != TCL_ARG_INT || end->arg.v.i < 2) return;
+    r->parallel_range = candidate;
+    r->parallel_size = end->arg.v.i;
+}
+
+/* ---- the function ---- */
+
+static tcl_status collect_params(renderer *r) {
+    size_t count = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->nodes[i]->op == TCL_OP_PARAM) count++;
+    tcl_llvm_param *params = calloc(count ? count : 1, sizeof *params);
+    uint8_t *seen = calloc(count ? count : 1, 1);
+    if (!params || !seen) {
+        free(params);
+        free(seen);
+        return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    }
+    r->out->params = params;
+    r->out->nparams = count;
+    for (size_t i = 0; i < r->n; i++) {
+        const tcl_uop *u = r->nodes[i];
+        if (u->op != TCL_OP_PARAM) continue;
+        int64_t slot, numel;
+        if (u->nsrc != 0 || !arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2) {
+            free(seen);
+            return fail(r, TCL_ERR_INVALID, i, "arg must be {slot, numel} and it takes no sources");
+        }
+        if (slot < 0 || (uint64_t)slot >= count) {
+            free(seen);
+            return fail(r, TCL_ERR_INVALID, i, "PARAM slots must be 0..%zu (one per kernel argument), got %" PRId64,
+                        count - 1, slot);
+        }
+        if (seen[slot]) {
+            free(seen);
+            return fail(r, TCL_ERR_INVALID, i, "slot %" PRId64 " is taken twice", slot);
+        }
+        if (numel < 0) {
+            free(seen);
+            return fail(r, TCL_ERR_INVALID, i, "numel %" PRId64 " is negative", numel);
+        }
+        if (class_of((tcl_dtype)u->dtype) == C_NONE) {
+            free(seen);
+            return fail(r, TCL_ERR_INVALID, i, "needs an element dtype, not %s", dtype_name((tcl_dtype)u->dtype));
+        }
+        seen[slot] = 1;
+        params[slot].dtype = (tcl_dtype)u->dtype;
+        params[slot].numel = numel;
+    }
+    free(seen);
+    return TCL_OK;
+}
+
+static void add_attribute(renderer *r, unsigned index, const char *kind, uint64_t value) {
+    unsigned id = LLVMGetEnumAttributeKindForName(kind, strlen(kind));
+    LLVMAddAttributeAtIndex(r->fn, index, LLVMCreateEnumAttribute(r->ir->ctx, id, value));
+}
+
+static void make_function(renderer *r, const char *entry) {
+    tcl_ir *ir = r->ir;
+    size_t np = r->out->nparams;
+    LLVMTypeRef stack_types[64];
+    LLVMTypeRef *types = np + 2 <= 64 ? stack_types : malloc((np + 2) * sizeof *types);
+    if (!types) return;
+    for (size_t i = 0; i < np; i++) types[i] = ir->ptr;
+    types[np] = ir->i64;
+    types[np + 1] = ir->i64;
+    LLVMTypeRef fn_type = LLVMFunctionType(ir->void_type, types, (unsigned)(np + 2), 0);
+    if (types != stack_types) free(types);
+    r->fn = LLVMAddFunction(ir->mod, entry, fn_type);
+    add_attribute(r, LLVMAttributeFunctionIndex, "nounwind", 0);
+    /* FP operations raise no exceptions anyone reads: LLVM may speculate them */
+    LLVMAddAttributeAtIndex(r->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ir->ctx, "no-trapping-math", 16, "true", 4));
+    for (size_t i = 0; i < np; i++) {
+        /* the scheduler gives every slot its own buffer, 64-byte aligned by the CPU device */
+        add_attribute(r, (unsigned)i + 1, "noalias", 0);
+        add_attribute(r, (unsigned)i + 1, "nocapture", 0);
+        add_attribute(r, (unsigned)i + 1, "align", 64);
+        char name[32];
+        snprintf(name, sizeof name, "data%zu", i);
+        LLVMSetValueName2(LLVMGetParam(r->fn, (unsigned)i), name, strlen(name));
+    }
+    r->start = LLVMGetParam(r->fn, (unsigned)np);
+    r->end = LLVMGetParam(r->fn, (unsigned)np + 1);
+    LLVMSetValueName2(r->start, "start", 5);
+    LLVMSetValueName2(r->end, "end", 3);
+    r->entry = LLVMAppendBasicBlockInContext(ir->ctx, r->fn, "entry");
+    LLVMPositionBuilderAtEnd(r->b, r->entry);
+}
+
+static double current_trips(const renderer *r) { return r->nloops ? r->loops[r->nloops - 1].trips : 1.0; }
+
+/* ---- values ---- */
+
+/* Source k of instruction i as a value, checked: defined, visible here, a value. */
+static tcl_status value_of(renderer *r, size_t i, uint32_t k, LLVMValueRef *out) {
+    size_t s = source_index(r, r->nodes[i], k);
+    if (r->kind[s] != V_VALUE)
+        return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is %s", k + 1, op_name(r->nodes[s]),
+                    r->kind[s] == V_ADDRESS ? "an address (LOAD it first)" : r->kind[s] == V_NONE ? "not a value" : "a buffer");
+    *out = r->value[s];
+    return TCL_OK;
+}
+
+static LLVMValueRef const_value(renderer *r, tcl_dtype d, tcl_scalar s) {
+    tcl_ir *ir = r->ir;
+    switch (class_of(d)) {
+    case C_BOOL: return LLVMConstInt(ir->i1, s.v.b, 0);
+    case C_FLOAT: return LLVMConstReal(reg_type(ir, d), s.v.f);
+    default: return LLVMConstInt(reg_type(ir, d), tcl_scalar_bits(s), 0);
+    }
+}
+
+static LLVMValueRef int_const(LLVMTypeRef t, int64_t v) { return tcl_ir_int(t, v); }
+
+/* An index value as i64 (for addresses): widened by its signedness. */
+static LLVMValueRef as_i64(renderer *r, LLVMValueRef v, tcl_dtype d) {
+    if (LLVMTypeOf(v) == r->ir->i64) return v;
+    return class_of(d) == C_UNSIGNED || d == TCL_BOOL ? LLVMBuildZExt(r->b, v, r->ir->i64, "")
+                                                      : LLVMBuildSExt(r->b, v, r->ir->i64, "");
+}
+
+/* ---- casts ---- */
+
+static LLVMValueRef cast_value(renderer *r, LLVMValueRef x, tcl_dtype from, tcl_dtype to) {
+    tcl_ir *ir = r->ir;
+    LLVMBuilderRef b = r->b;
+    if (from == to) return x;
+    dtype_class cf = class_of(from), ct = class_of(to);
+    LLVMTypeRef t = reg_type(ir, to);
+    if (ct == C_BOOL) {
+        if (cf == C_FLOAT) return LLVMBuildFCmp(b, LLVMRealUNE, x, LLVMConstReal(LLVMTypeOf(x), 0.0), "");
+        return LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstInt(LLVMTypeOf(x), 0, 0), "");
+    }
+    if (cf == C_BOOL) return ct == C_FLOAT ? LLVMBuildUIToFP(b, x, t, "") : LLVMBuildZExt(b, x, t, "");
+    if (ct == C_FLOAT) {
+        bool narrow_to = tcl_ir_is_narrow_float(to);
+        if (cf == C_FLOAT) {
+            if (narrow_to) {
+                /* from a float64, or from another format's exact float32 value: one rounding */
+                return tcl_ir_narrow_decode(ir, to, tcl_ir_narrow_encode_float(ir, to, x));
+            }
+            LLVMTypeRef xt = LLVMTypeOf(x);
+            if (xt == t) return x; /* a narrow float's float32 value is exact */
+            return t == ir->f64 ? LLVMBuildFPExt(b, x, t, "") : LLVMBuildFPTrunc(b, x, t, "");
+        }
+        if (narrow_to) return tcl_ir_narrow_decode(ir, to, tcl_ir_narrow_encode_int(ir, to, x, cf == C_SIGNED));
+        return cf == C_SIGNED ? LLVMBuildSIToFP(b, x, t, "") : LLVMBuildUIToFP(b, x, t, "");
+    }
+    if (cf == C_FLOAT) { /* truncation toward zero, saturating, NaN -> 0: EMU's float_to_int */
+        LLVMTypeRef types[2] = {t, LLVMTypeOf(x)};
+        return tcl_ir_intrinsic(ir, ct == C_SIGNED ? "llvm.fptosi.sat" : "llvm.fptoui.sat", types, 2, &x, 1);
+    }
+    unsigned wf = bit_width(from), wt = bit_width(to);
+    if (wt < wf) return LLVMBuildTrunc(b, x, t, "");
+    if (wt == wf) return x;
+    return cf == C_SIGNED ? LLVMBuildSExt(b, x, t, "") : LLVMBuildZExt(b, x, t, "");
+}
+
+/* The bits of a value of dtype d, as an integer of its width. */
+static LLVMValueRef bits_of(renderer *r, LLVMValueRef x, tcl_dtype d) {
+    if (d == TCL_BOOL) return LLVMBuildZExt(r->b, x, r->ir->i8, "");
+    if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_encode_float(r->ir, d, x);
+    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, x, d == TCL_FLOAT64 ? r->ir->i64 : r->ir->i32, "");
+    return x;
+}
+
+static LLVMValueRef value_of_bits(renderer *r, LLVMValueRef bits, tcl_dtype d) {
+    if (d == TCL_BOOL) return LLVMBuildICmp(r->b, LLVMIntNE, bits, LLVMConstInt(LLVMTypeOf(bits), 0, 0), "");
+    if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_decode(r->ir, d, bits);
+    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, bits, reg_type(r->ir, d), "");
+    return bits;
+}
+
+/* ---- ALU ---- */
+
+/* Fast-math flags, where this LLVM's C API can set them (18 and newer). */
+static void set_fast_math(LLVMValueRef v, unsigned flags) {
+#if LLVM_VERSION_MAJOR >= 18
+    if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v)) LLVMSetFastMathFlags(v, LLVMGetFastMathFlags(v) | flags);
+#else
+    (void)v;
+    (void)flags;
+#endif
+}
+
+static LLVMValueRef float_alu(renderer *r, size_t i, tcl_op op, tcl_dtype d, LLVMValueRef *a) {
+    tcl_ir *ir = r->ir;
+    LLVMBuilderRef b = r->b;
+    bool narrow = tcl_ir_is_narrow_float(d), exact = false;
+    LLVMTypeRef t = LLVMTypeOf(a[0]);
+    LLVMValueRef v;
+    switch (op) {
+    case TCL_OP_NEG: v = LLVMBuildFNeg(b, a[0], ""); exact = true; break;
+    case TCL_OP_RECIPROCAL: v = LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), a[0], ""); break;
+    case TCL_OP_SQRT: v = tcl_ir_call1(ir, "llvm.sqrt", a[0]); break;
+    case TCL_OP_EXP2: v = tcl_ir_call1(ir, "llvm.exp2", a[0]); break;
+    case TCL_OP_LOG2: v = tcl_ir_call1(ir, "llvm.log2", a[0]); break;
+    case TCL_OP_SIN: v = tcl_ir_call1(ir, "llvm.sin", a[0]); break;
+    case TCL_OP_TRUNC: v = tcl_ir_call1(ir, "llvm.trunc", a[0]); exact = true; break;
+    case TCL_OP_ADD: v = LLVMBuildFAdd(b, a[0], a[1], ""); break;
+    case TCL_OP_SUB: v = LLVMBuildFSub(b, a[0], a[1], ""); break;
+    case TCL_OP_MUL: v = LLVMBuildFMul(b, a[0], a[1], ""); break;
+    case TCL_OP_FDIV: v = LLVMBuildFDiv(b, a[0], a[1], ""); break;
+    case TCL_OP_POW: v = tcl_ir_call2(ir, "llvm.pow", a[0], a[1]); break;
+    case TCL_OP_MOD: v = LLVMBuildFRem(b, a[0], a[1], ""); exact = true; break; /* fmod: exact, sign of x */
+    case TCL_OP_FLOORMOD: { /* fmod, then the sign of y where they differ (Lua's float %) */
+        LLVMValueRef m = LLVMBuildFRem(b, a[0], a[1], ""), zero = LLVMConstReal(t, 0.0);
+        LLVMValueRef m_pos = LLVMBuildFCmp(b, LLVMRealOGT, m, zero, ""), m_neg = LLVMBuildFCmp(b, LLVMRealOLT, m, zero, "");
+        LLVMValueRef y_pos = LLVMBuildFCmp(b, LLVMRealOGT, a[1], zero, ""), y_neg = LLVMBuildFCmp(b, LLVMRealOLT, a[1], zero, "");
+        LLVMValueRef differ = LLVMBuildOr(b, LLVMBuildAnd(b, m_pos, y_neg, ""), LLVMBuildAnd(b, m_neg, y_pos, ""), "");
+        v = LLVMBuildSelect(b, differ, LLVMBuildFAdd(b, m, a[1], ""), m, "");
+        break;
+    }
+    case TCL_OP_MAX: v = tcl_ir_call2(ir, "llvm.maximum", a[0], a[1]); exact = true; break;
+    case TCL_OP_MIN: v = tcl_ir_call2(ir, "llvm.minimum", a[0], a[1]); exact = true; break;
+    case TCL_OP_MULACC:
+        if (narrow) { /* in float64, one rounding to the format (products of narrow values are exact) */
+            LLVMValueRef w[3];
+            for (int k = 0; k < 3; k++) w[k] = LLVMBuildFPExt(b, a[k], ir->f64, "");
+            LLVMTypeRef f64 = ir->f64;
+            v = tcl_ir_intrinsic(ir, "llvm.fma", &f64, 1, w, 3);
+            return tcl_ir_narrow_decode(ir, d, tcl_ir_narrow_encode_float(ir, d, v));
+        }
+        v = tcl_ir_intrinsic(ir, "llvm.fma", &t, 1, a, 3);
+        break;
+    default: return NULL;
+    }
+    if (narrow && !exact) return tcl_ir_narrow_round(ir, d, v);
+    (void)i;
+    return v;
+}
+
+/* a / b and a % b of integers, C's truncation (floored: Lua's) with EMU's answers where C has
+ * none: 0 for a zero divisor, a wrapped quotient and remainder 0 for the minimum / -1. */
+static LLVMValueRef int_divide(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = r->b;
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef zero = int_const(t, 0), one = int_const(t, 1), minus_one = int_const(t, -1);
+    bool quotient = op == TCL_OP_IDIV || op == TCL_OP_FLOORDIV, floored = op == TCL_OP_FLOORDIV || op == TCL_OP_FLOORMOD;
+    LLVMValueRef b_zero = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+    if (class_of(d) == C_UNSIGNED) {
+        LLVMValueRef safe = LLVMBuildSelect(B, b_zero, one, b, "");
+        LLVMValueRef v = quotient ? LLVMBuildUDiv(B, a, safe, "") : LLVMBuildURem(B, a, safe, "");
+        return LLVMBuildSelect(B, b_zero, zero, v, "");
+    }
+    LLVMValueRef b_minus_one = LLVMBuildICmp(B, LLVMIntEQ, b, minus_one, "");
+    LLVMValueRef safe = LLVMBuildSelect(B, LLVMBuildOr(B, b_zero, b_minus_one, ""), one, b, "");
+    LLVMValueRef q = LLVMBuildSDiv(B, a, safe, ""), m = LLVMBuildSRem(B, a, safe, "");
+    q = LLVMBuildSelect(B, b_minus_one, LLVMBuildSub(B, zero, a, ""), q, "");
+    m = LLVMBuildSelect(B, b_minus_one, zero, m, "");
+    if (floored) { /* a remainder whose sign differs from b's moves one step */
+        LLVMValueRef differ = LLVMBuildAnd(
+            B, LLVMBuildICmp(B, LLVMIntNE, m, zero, ""),
+            LLVMBuildICmp(B, LLVMIntNE, LLVMBuildICmp(B, LLVMIntSLT, m, zero, ""), LLVMBuildICmp(B, LLVMIntSLT, b, zero, ""), ""),
+            "");
+        q = LLVMBuildSub(B, q, LLVMBuildZExt(B, differ, t, ""), "");
+        m = LLVMBuildAdd(B, m, LLVMBuildSelect(B, differ, b, zero, ""), "");
+    }
+    return LLVMBuildSelect(B, b_zero, zero, quotient ? q : m, "");
+}
+
+/* Shifts with EMU's answers for counts outside [0, width): 0, or -1 for a negative value
+ * shifted right. */
+static LLVMValueRef int_shift(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = r->b;
+    LLVMTypeRef t = LLVMTypeOf(a);
+    bool is_signed = class_of(d) == C_SIGNED;
+    LLVMValueRef zero = int_const(t, 0);
+    /* unsigned comparison: a negative signed count is out of range too */
+    LLVMValueRef in_range = LLVMBuildICmp(B, LLVMIntULT, b, int_const(t, bit_width(d)), "");
+    LLVMValueRef count = LLVMBuildSelect(B, in_range, b, zero, "");
+    if (op == TCL_OP_SHL) return LLVMBuildSelect(B, in_range, LLVMBuildShl(B, a, count, ""), zero, "");
+    LLVMValueRef shifted = is_signed ? LLVMBuildAShr(B, a, count, "") : LLVMBuildLShr(B, a, count, "");
+    LLVMValueRef outside = is_signed ? LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), int_const(t, -1), zero, "")
+                                     : zero;
+    return LLVMBuildSelect(B, in_range, shifted, outside, "");
+}
+
+/* Threefry-2x32-20 of core/alu.c: counter (low, high) of x, key (low, high) of key. */
+static LLVMValueRef threefry(renderer *r, LLVMValueRef x, LLVMValueRef key) {
+    static const unsigned rotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+    tcl_ir *ir = r->ir;
+    LLVMBuilderRef B = r->b;
+    LLVMValueRef k32 = int_const(ir->i64, 32);
+    LLVMValueRef k0 = LLVMBuildTrunc(B, key, ir->i32, ""), k1 = LLVMBuildTrunc(B, LLVMBuildLShr(B, key, k32, ""), ir->i32, "");
+    LLVMValueRef ks[3] = {k0, k1, LLVMBuildXor(B, LLVMBuildXor(B, k0, k1, ""), int_const(ir->i32, 0x1BD11BDA), "")};
+    LLVMValueRef x0 = LLVMBuildAdd(B, LLVMBuildTrunc(B, x, ir->i32, ""), ks[0], "");
+    LLVMValueRef x1 = LLVMBuildAdd(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, x, k32, ""), ir->i32, ""), ks[1], "");
+    LLVMTypeRef i32 = ir->i32;
+    for (unsigned group = 0; group < 5; group++) {
+        for (unsigned round = 0; round < 4; round++) {
+            x0 = LLVMBuildAdd(B, x0, x1, "");
+            LLVMValueRef args[3] = {x1, x1, int_const(i32, rotations[(group % 2) * 4 + round])};
+            x1 = LLVMBuildXor(B, tcl_ir_intrinsic(ir, "llvm.fshl", &i32, 1, args, 3), x0, "");
+        }
+        x0 = LLVMBuildAdd(B, x0, ks[(group + 1) % 3], "");
+        x1 = LLVMBuildAdd(B, x1, LLVMBuildAdd(B, ks[(group + 2) % 3], int_const(i32, group + 1), ""), "");
+    }
+    return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, x1, ir->i64, ""), k32, ""), LLVMBuildZExt(B, x0, ir->i64, ""), "");
+}
+
+static LLVMValueRef int_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef *a) {
+    LLVMBuilderRef B = r->b;
+    bool is_signed = class_of(d) == C_SIGNED;
+    LLVMTypeRef t = LLVMTypeOf(a[0]);
+    LLVMValueRef v;
+    switch (op) {
+    case TCL_OP_NEG: return LLVMBuildSub(B, int_const(t, 0), a[0], "");
+    case TCL_OP_TRUNC: return a[0];
+    case TCL_OP_ADD: v = LLVMBuildAdd(B, a[0], a[1], ""); break;
+    case TCL_OP_SUB: v = LLVMBuildSub(B, a[0], a[1], ""); break;
+    case TCL_OP_MUL: v = LLVMBuildMul(B, a[0], a[1], ""); break;
+    case TCL_OP_MULACC: return LLVMBuildAdd(B, LLVMBuildMul(B, a[0], a[1], ""), a[2], "");
+    case TCL_OP_AND: return LLVMBuildAnd(B, a[0], a[1], "");
+    case TCL_OP_OR: return LLVMBuildOr(B, a[0], a[1], "");
+    case TCL_OP_XOR: return LLVMBuildXor(B, a[0], a[1], "");
+    case TCL_OP_MAX: return tcl_ir_call2(r->ir, is_signed ? "llvm.smax" : "llvm.umax", a[0], a[1]);
+    case TCL_OP_MIN: return tcl_ir_call2(r->ir, is_signed ? "llvm.smin" : "llvm.umin", a[0], a[1]);
+    case TCL_OP_IDIV:
+    case TCL_OP_MOD:
+    case TCL_OP_FLOORDIV:
+    case TCL_OP_FLOORMOD: return int_divide(r, op, d, a[0], a[1]);
+    case TCL_OP_SHL:
+    case TCL_OP_SHR: return int_shift(r, op, d, a[0], a[1]);
+    case TCL_OP_THREEFRY: return threefry(r, a[0], a[1]);
+    default: return NULL;
+    }
+    /* index arithmetic is on integers that never wrap (sizes are at most 2^53): no-wrap facts
+     * help LLVM analyse addresses */
+    if (is_index_math(d)) LLVMSetNSW(v, 1);
+    return v;
+}
+
+/* bool operands: logic ops directly; arithmetic as EMU does it, on the 0/1 values, with a
+ * nonzero result true. */
+static LLVMValueRef bool_alu(renderer *r, tcl_op op, LLVMValueRef *a, int nsrc) {
+    LLVMBuilderRef B = r->b;
+    tcl_ir *ir = r->ir;
+    switch (op) {
+    case TCL_OP_NEG: return LLVMBuildNot(B, a[0], "");
+    case TCL_OP_TRUNC: return a[0];
+    case TCL_OP_AND:
+    case TCL_OP_MIN: return LLVMBuildAnd(B, a[0], a[1], "");
+    case TCL_OP_OR:
+    case TCL_OP_MAX: return LLVMBuildOr(B, a[0], a[1], "");
+    case TCL_OP_XOR: return LLVMBuildXor(B, a[0], a[1], "");
+    default: break;
+    }
+    LLVMValueRef w[3];
+    for (int k = 0; k < nsrc; k++) w[k] = LLVMBuildZExt(B, a[k], ir->i64, "");
+    LLVMValueRef v;
+    switch (op) {
+    case TCL_OP_ADD: v = LLVMBuildAdd(B, w[0], w[1], ""); break;
+    case TCL_OP_SUB: v = LLVMBuildSub(B, w[0], w[1], ""); break;
+    case TCL_OP_MUL: v = LLVMBuildMul(B, w[0], w[1], ""); break;
+    case TCL_OP_MULACC: v = LLVMBuildAdd(B, LLVMBuildMul(B, w[0], w[1], ""), w[2], ""); break;
+    default: return NULL;
+    }
+    return LLVMBuildICmp(B, LLVMIntNE, v, int_const(ir->i64, 0), "");
+}
+
+static LLVMValueRef compare(renderer *r, tcl_op op, tcl_dtype operands, LLVMValueRef x, LLVMValueRef y) {
+    LLVMBuilderRef B = r->b;
+    switch (class_of(operands)) {
+    case C_FLOAT: /* ordered < and ==, unordered !=: C's answers for NaN */
+        return LLVMBuildFCmp(B, op == TCL_OP_CMPLT ? LLVMRealOLT : op == TCL_OP_CMPNE ? LLVMRealUNE : LLVMRealOEQ, x, y, "");
+    case C_SIGNED: return LLVMBuildICmp(B, op == TCL_OP_CMPLT ? LLVMIntSLT : op == TCL_OP_CMPNE ? LLVMIntNE : LLVMIntEQ, x, y, "");
+    default: return LLVMBuildICmp(B, op == TCL_OP_CMPLT ? LLVMIntULT : op == TCL_OP_CMPNE ? LLVMIntNE : LLVMIntEQ, x, y, "");
+    }
+}
+
+/* Whether instruction s is a read of a DEFINE_REG element (an accumulator). */
+static bool reads_register(const renderer *r, const tcl_uop *u, uint32_t k) {
+    return r->reg_update[source_index(r, u, k)] != 0;
+}
+
+static tcl_status emit_alu(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    tcl_op op = (tcl_op)u->op;
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    const tcl_op_info *info = tcl_op_get(op);
+    if ((int)u->nsrc != info->nsrc) return fail(r, TCL_ERR_INVALID, i, "takes %d sources, got %u", info->nsrc, u->nsrc);
+    if (d == TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "needs a value dtype, not void");
+    LLVMValueRef a[3];
+    tcl_dtype src_dtype[3];
+    tcl_scalar zero[3], result;
+    char types[64] = "";
+    size_t used = 0;
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        tcl_status s = value_of(r, i, k, &a[k]);
+        if (s != TCL_OK) return s;
+        src_dtype[k] = (tcl_dtype)u->src[k]->dtype;
+        zero[k] = tcl_scalar_from_bits(0, src_dtype[k]);
+        int w = snprintf(types + used, sizeof types - used, "%s%s", k ? ", " : "", dtype_name(src_dtype[k]));
+        if (w > 0 && (size_t)w < sizeof types - used) used += (size_t)w;
+    }
+    /* valid exactly when the scalar ALU (EMU's) accepts the dtypes */
+    if (tcl_alu_exec(op, d, zero, (int)u->nsrc, &result) == TCL_ALU_INVALID)
+        return fail(r, TCL_ERR_INVALID, i, "is not defined for operands (%s) giving %s", types, dtype_name(d));
+    LLVMValueRef v = NULL;
+    switch (op) {
+    case TCL_OP_CAST: v = cast_value(r, a[0], src_dtype[0], d); break;
+    case TCL_OP_BITCAST: v = value_of_bits(r, bits_of(r, a[0], src_dtype[0]), d); break;
+    case TCL_OP_CMPLT:
+    case TCL_OP_CMPNE:
+    case TCL_OP_CMPEQ: v = compare(r, op, src_dtype[0], a[0], a[1]); break;
+    case TCL_OP_WHERE: v = LLVMBuildSelect(r->b, a[0], a[1], a[2], ""); break;
+    default:
+        switch (class_of(d)) {
+        case C_FLOAT: v = float_alu(r, i, op, d, a); break;
+        case C_BOOL: v = bool_alu(r, op, a, (int)u->nsrc); break;
+        default: v = int_alu(r, op, d, a); break;
+        }
+    }
+    if (!v) return fail(r, TCL_ERR_INVALID, i, "is not supported by the LLVM renderer for %s", dtype_name(d));
+    /* an accumulator update: reassociation (and contraction with a product feeding it) lets
+     * LLVM vectorize the reduction; documented in llvm_render.h */
+    if (class_of(d) == C_FLOAT && !tcl_ir_is_narrow_float(d) && (op == TCL_OP_ADD || op == TCL_OP_MUL) &&
+        (reads_register(r, u, 0) || reads_register(r, u, 1))) {
+        set_fast_math(v, LLVMFastMathAllowReassoc | (op == TCL_OP_ADD ? LLVMFastMathAllowContract : 0));
+        if (op == TCL_OP_ADD)
+            for (int k = 0; k < 2; k++)
+                if (LLVMIsAInstruction(a[k]) && LLVMGetInstructionOpcode(a[k]) == LLVMFMul)
+                    set_fast_math(a[k], LLVMFastMathAllowContract);
+    }
+    r->value[i] = v;
+    r->kind[i] = V_VALUE;
+    r->work += current_trips(r);
+    return TCL_OK;
+}
+
+/* ---- memory ---- */
+
+static tcl_status emit_define_reg(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    int64_t slot, numel;
+    if (u->nsrc != 0 || !arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2)
+        return fail(r, TCL_ERR_INVALID, i, "arg must be {slot, numel} and it takes no sources");
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (class_of(d) == C_NONE) return fail(r, TCL_ERR_INVALID, i, "needs an element dtype, not %s", dtype_name(d));
+    if (numel < 1 || numel > TCL_LLVM_MAX_REG_ELEMENTS)
+        return fail(r, TCL_ERR_LIMIT, i, "a register array of %" PRId64 " elements (1 to %d may be held)", numel,
+                    TCL_LLVM_MAX_REG_ELEMENTS);
+    r->reg_bytes += (size_t)numel * 8;
+    if (r->reg_bytes > TCL_LLVM_MAX_REG_BYTES)
+        return fail(r, TCL_ERR_LIMIT, i, "register arrays need more than the %d bytes a thread may hold", TCL_LLVM_MAX_REG_BYTES);
+    LLVMTypeRef array = LLVMArrayType(reg_type(r->ir, d), (unsigned)numel);
+    LLVMValueRef first = LLVMGetFirstInstruction(r->entry);
+    if (first) LLVMPositionBuilderBefore(r->entry_builder, first);
+    else LLVMPositionBuilderAtEnd(r->entry_builder, r->entry);
+    LLVMValueRef a = LLVMBuildAlloca(r->entry_builder, array, "");
+    LLVMSetAlignment(a, 64);
+    r->value[i] = a;
+    r->kind[i] = V_REGS;
+    r->in_regs[i] = 1;
+    return TCL_OK;
+}
+
+static tcl_status emit_index(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->nsrc != 2) return fail(r, TCL_ERR_INVALID, i, "takes (buffer, index), got %u sources", u->nsrc);
+    size_t s = source_index(r, u, 0);
+    if (r->kind[s] != V_BUFFER && r->kind[s] != V_REGS)
+        return fail(r, TCL_ERR_INVALID, i, "source 1 (%s) is not a PARAM or DEFINE_REG", op_name(r->nodes[s]));
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (d != (tcl_dtype)r->nodes[s]->dtype)
+        return fail(r, TCL_ERR_INVALID, i, "dtype %s differs from its buffer's %s", dtype_name(d),
+                    dtype_name((tcl_dtype)r->nodes[s]->dtype));
+    LLVMValueRef idx;
+    tcl_status st = value_of(r, i, 1, &idx);
+    if (st != TCL_OK) return st;
+    tcl_dtype idx_dtype = (tcl_dtype)u->src[1]->dtype;
+    dtype_class c = class_of(idx_dtype);
+    if (c != C_SIGNED && c != C_UNSIGNED)
+        return fail(r, TCL_ERR_INVALID, i, "the index must be an integer value, not %s", dtype_name(idx_dtype));
+    bool regs = r->in_regs[s];
+    LLVMTypeRef element = regs ? reg_type(r->ir, d) : storage_type(r->ir, d);
+    LLVMValueRef offset = as_i64(r, idx, idx_dtype);
+    /* in bounds for every access that happens: gates keep the others from being read */
+    r->value[i] = LLVMBuildInBoundsGEP2(r->b, element, r->value[s], &offset, 1, "");
+    r->kind[i] = V_ADDRESS;
+    r->in_regs[i] = regs;
+    return TCL_OK;
+}
+
+/* The INDEX instruction of a LOAD/STORE, checked. */
+static tcl_status address_of(renderer *r, size_t i, size_t *addr) {
+    const tcl_uop *u = r->nodes[i];
+    size_t s = source_index(r, u, 0);
+    if (r->kind[s] != V_ADDRESS) return fail(r, TCL_ERR_INVALID, i, "source 1 (%s) is not an INDEX", op_name(r->nodes[s]));
+    *addr = s;
+    return TCL_OK;
+}
+
+static tcl_status gate_of(renderer *r, size_t i, uint32_t k, LLVMValueRef *gate) {
+    tcl_status st = value_of(r, i, k, gate);
+    if (st != TCL_OK) return st;
+    if ((tcl_dtype)r->nodes[i]->src[k]->dtype != TCL_BOOL)
+        return fail(r, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s",
+                    dtype_name((tcl_dtype)r->nodes[i]->src[k]->dtype));
+    return TCL_OK;
+}
+
+static LLVMValueRef load_element(renderer *r, size_t addr, tcl_dtype d) {
+    bool regs = r->in_regs[addr];
+    LLVMTypeRef t = regs ? reg_type(r->ir, d) : storage_type(r->ir, d);
+    LLVMValueRef v = LLVMBuildLoad2(r->b, t, r->value[addr], "");
+    if (!regs) LLVMSetAlignment(v, tcl_dtype_get(d)->itemsize); /* registers: the type's own */
+    return regs ? v : from_storage(r, v, d);
+}
+
+static tcl_status emit_load(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->nsrc != 1 && u->nsrc != 2) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
+    size_t addr;
+    tcl_status st = address_of(r, i, &addr);
+    if (st != TCL_OK) return st;
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (d != (tcl_dtype)r->nodes[addr]->dtype)
+        return fail(r, TCL_ERR_INVALID, i, "dtype %s differs from its INDEX's %s", dtype_name(d),
+                    dtype_name((tcl_dtype)r->nodes[addr]->dtype));
+    if (u->nsrc == 1) {
+        r->value[i] = load_element(r, addr, d);
+    } else { /* a gated-off load yields 0 and touches nothing */
+        LLVMValueRef gate;
+        if ((st = gate_of(r, i, 1, &gate)) != TCL_OK) return st;
+        LLVMBasicBlockRef before = LLVMGetInsertBlock(r->b);
+        LLVMBasicBlockRef load_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_load");
+        LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "loaded");
+        LLVMBuildCondBr(r->b, gate, load_block, after);
+        LLVMPositionBuilderAtEnd(r->b, load_block);
+        LLVMValueRef v = load_element(r, addr, d);
+        LLVMBasicBlockRef load_end = LLVMGetInsertBlock(r->b);
+        LLVMBuildBr(r->b, after);
+        LLVMPositionBuilderAtEnd(r->b, after);
+        LLVMValueRef phi = LLVMBuildPhi(r->b, reg_type(r->ir, d), "");
+        LLVMValueRef zero = const_value(r, d, tcl_scalar_from_bits(0, d));
+        LLVMValueRef values[2] = {v, zero};
+        LLVMBasicBlockRef blocks[2] = {load_end, before};
+        LLVMAddIncoming(phi, values, blocks, 2);
+        r->value[i] = phi;
+    }
+    r->kind[i] = V_VALUE;
+    r->reg_update[i] = r->in_regs[addr];
+    r->work += current_trips(r);
+    return TCL_OK;
+}
+
+static tcl_status emit_store(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->nsrc != 2 && u->nsrc != 3) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
+    if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+    size_t addr;
+    tcl_status st = address_of(r, i, &addr);
+    if (st != TCL_OK) return st;
+    LLVMValueRef v;
+    if ((st = value_of(r, i, 1, &v)) != TCL_OK) return st;
+    tcl_dtype d = (tcl_dtype)r->nodes[addr]->dtype;
+    if ((tcl_dtype)u->src[1]->dtype != d)
+        return fail(r, TCL_ERR_INVALID, i, "value dtype %s differs from its INDEX's %s", dtype_name((tcl_dtype)u->src[1]->dtype),
+                    dtype_name(d));
+    LLVMBasicBlockRef after = NULL;
+    if (u->nsrc == 3) {
+        LLVMValueRef gate;
+        if ((st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
+        LLVMBasicBlockRef store_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_store");
+        after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "stored");
+        LLVMBuildCondBr(r->b, gate, store_block, after);
+        LLVMPositionBuilderAtEnd(r->b, store_block);
+    }
+    bool regs = r->in_regs[addr];
+    LLVMValueRef stored = LLVMBuildStore(r->b, regs ? v : to_storage(r, v, d), r->value[addr]);
+    if (!regs) LLVMSetAlignment(stored, tcl_dtype_get(d)->itemsize);
+    if (after) {
+        LLVMBuildBr(r->b, after);
+        LLVMPositionBuilderAtEnd(r->b, after);
+    }
+    r->kind[i] = V_NONE;
+    r->work += current_trips(r);
+    return TCL_OK;
+}
+
+/* ---- loops ---- */
+
+static tcl_status emit_range(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (u->nsrc < 1) return fail(r, TCL_ERR_INVALID, i, "needs its end as source 1");
+    if (class_of(d) != C_SIGNED) return fail(r, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", dtype_name(d));
+    LLVMValueRef end;
+    tcl_status st = value_of(r, i, 0, &end);
+    if (st != TCL_OK) return st;
+    tcl_dtype end_dtype = (tcl_dtype)u->src[0]->dtype;
+    dtype_class ec = class_of(end_dtype);
+    if (ec != C_SIGNED && ec != C_UNSIGNED)
+        return fail(r, TCL_ERR_INVALID, i, "end must be an integer value, not %s", dtype_name(end_dtype));
+    LLVMTypeRef t = reg_type(r->ir, d);
+    end = cast_value(r, end, end_dtype, d);
+    LLVMValueRef start = int_const(t, 0);
+    bool parallel = i == r->parallel_range;
+    if (parallel) { /* this call's part of the loop */
+        start = cast_value(r, r->start, TCL_INT64, d);
+        end = cast_value(r, r->end, TCL_INT64, d);
+    }
+    LLVMBasicBlockRef before = LLVMGetInsertBlock(r->b);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "loop");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "loop_exit");
+    int64_t size = 0;
+    bool runs = !parallel && LLVMIsAConstantInt(end) && (size = LLVMConstIntGetSExtValue(end)) > 0;
+    if (runs) LLVMBuildBr(r->b, body);
+    else LLVMBuildCondBr(r->b, LLVMBuildICmp(r->b, LLVMIntSLT, start, end, ""), body, exit);
+    LLVMPositionBuilderAtEnd(r->b, body);
+    LLVMValueRef counter = LLVMBuildPhi(r->b, t, "");
+    LLVMAddIncoming(counter, &start, &before, 1);
+    double outer_trips = current_trips(r);
+    open_loop *l = &r->loops[r->nloops++];
+    l->range = i;
+    l->counter = counter;
+    l->end = end;
+    l->body = body;
+    l->exit = exit;
+    const tcl_uop *size_node = u->src[0];
+    double trips = parallel ? (double)r->parallel_size
+                   : size_node->op == TCL_OP_CONST && size_node->arg.kind == TCL_ARG_INT ? (double)size_node->arg.v.i
+                                                                                          : 1.0;
+    l->trips = outer_trips * (trips > 0 ? trips : 0);
+    r->value[i] = counter;
+    r->kind[i] = V_VALUE;
+    r->open[i] = 1;
+    return TCL_OK;
+}
+
+static tcl_status emit_end(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+    if (u->nsrc < 1) return fail(r, TCL_ERR_INVALID, i, "needs the RANGE it closes as its last source");
+    size_t range = source_index(r, u, u->nsrc - 1);
+    if (r->nodes[range]->op != TCL_OP_RANGE)
+        return fail(r, TCL_ERR_INVALID, i, "last source (%s) is not the RANGE it closes", op_name(r->nodes[range]));
+    if (r->nloops == 0 || r->loops[r->nloops - 1].range != range)
+        return fail(r, TCL_ERR_INVALID, i, "closes RANGE at instruction %zu, but the innermost open loop is %s", range,
+                    r->nloops ? "another RANGE" : "none");
+    open_loop *l = &r->loops[--r->nloops];
+    LLVMTypeRef t = LLVMTypeOf(l->counter);
+    LLVMValueRef next = LLVMBuildAdd(r->b, l->counter, int_const(t, 1), "");
+    LLVMSetNSW(next, 1);
+    LLVMSetNUW(next, 1);
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(r->b);
+    LLVMBuildCondBr(r->b, LLVMBuildICmp(r->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
+    LLVMAddIncoming(l->counter, &next, &latch, 1);
+    LLVMPositionBuilderAtEnd(r->b, l->exit);
+    r->open[range] = 0;
+    r->kind[i] = V_NONE;
+    return TCL_OK;
+}
+
+/* ---- the walk ---- */
+
+/* Checks instruction i's sources: each earlier in the list and, where it is read, defined at
+ * top level or inside a loop still open here. */
+static tcl_status link_sources(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        void *at = tcl_ptrmap_get(&r->index_of, u->src[k]);
+        if (!at || (size_t)(uintptr_t)at - 1 >= i)
+            return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
+        size_t s = (size_t)(uintptr_t)at - 1;
+        if (ordering_only((tcl_op)u->op, k)) continue;
+        int32_t loop = r->defined_in[s];
+        if (loop >= 0 && !r->open[loop])
+            return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
+                        k + 1, s, op_name(r->nodes[s]));
+    }
+    return TCL_OK;
+}
+
+static tcl_status emit(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    tcl_status st = link_sources(r, i);
+    if (st != TCL_OK) return st;
+    r->defined_in[i] = r->nloops ? (int32_t)r->loops[r->nloops - 1].range : -1;
+    switch ((tcl_op)u->op) {
+    case TCL_OP_PARAM: {
+        int64_t slot = 0;
+        arg_int_at(&u->arg, 0, &slot); /* checked by collect_params */
+        r->value[i] = LLVMGetParam(r->fn, (unsigned)slot);
+        r->kind[i] = V_BUFFER;
+        return TCL_OK;
+    }
+    case TCL_OP_DEFINE_REG: return emit_define_reg(r, i);
+    case TCL_OP_SINK:
+    case TCL_OP_GROUP: r->kind[i] = V_NONE; return TCL_OK;
+    case TCL_OP_CONST: {
+        tcl_scalar s;
+        tcl_dtype d = (tcl_dtype)u->dtype;
+        if (u->nsrc != 0) return fail(r, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
+        if (class_of(d) == C_NONE) return fail(r, TCL_ERR_INVALID, i, "needs a value dtype, not %s", dtype_name(d));
+        if (!tcl_scalar_from_arg(&u->arg, d, &s))
+            return fail(r, TCL_ERR_INVALID, i, "arg is not a value of dtype %s", dtype_name(d));
+        r->value[i] = const_value(r, d, s);
+        r->kind[i] = V_VALUE;
+        return TCL_OK;
+    }
+    case TCL_OP_RANGE:
+        st = emit_range(r, i);
+        r->defined_in[i] = (int32_t)i; /* the counter lives inside its own loop */
+        return st;
+    case TCL_OP_END: return emit_end(r, i);
+    case TCL_OP_INDEX: return emit_index(r, i);
+    case TCL_OP_LOAD: return emit_load(r, i);
+    case TCL_OP_STORE: return emit_store(r, i);
+    case TCL_OP_AFTER: {
+        if (u->nsrc < 1) return fail(r, TCL_ERR_INVALID, i, "needs the value it passes on as source 1");
+        size_t s = source_index(r, u, 0);
+        if (u->dtype != r->nodes[s]->dtype)
+            return fail(r, TCL_ERR_INVALID, i, "dtype %s differs from its source's %s", dtype_name((tcl_dtype)u->dtype),
+                        dtype_name((tcl_dtype)r->nodes[s]->dtype));
+        if (r->kind[s] != V_VALUE && r->kind[s] != V_BUFFER && r->kind[s] != V_REGS)
+            return fail(r, TCL_ERR_INVALID, i, "source 1 (%s) is neither a buffer nor a value", op_name(r->nodes[s]));
+        r->value[i] = r->value[s];
+        r->kind[i] = r->kind[s];
+        r->in_regs[i] = r->in_regs[s];
+        r->reg_update[i] = r->reg_update[s];
+        return TCL_OK;
+    }
+    default: break;
+    }
+    if (tcl_op_get((tcl_op)u->op)->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY)) return emit_alu(r, i);
+    return fail(r, TCL_ERR_INVALID, i, "op is not supported by the LLVM renderer");
+}
+
+static tcl_status render(renderer *r, const char *entry) {
+    size_t n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        if (!r->nodes[i])
+            return tcl_fail(r->err, TCL_ERR_INVALID, "kernel '%s': entry %zu of the list is not a node", r->name, i);
+        if (tcl_ptrmap_get(&r->index_of, r->nodes[i]))
+            return fail(r, TCL_ERR_INVALID, i, "the node appears twice in the list");
+        if (!tcl_ptrmap_put(&r->index_of, r->nodes[i], (void *)(uintptr_t)(i + 1)))
+            return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    }
+    tcl_status st = collect_params(r);
+    if (st != TCL_OK) return st;
+    find_parallel_loop(r);
+    make_function(r, entry);
+    if (!r->fn) return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if ((st = emit(r, i)) != TCL_OK) return st;
+    if (r->nloops) return fail(r, TCL_ERR_INVALID, r->loops[r->nloops - 1].range, "the loop is never closed by an END");
+    LLVMBuildRetVoid(r->b);
+    return TCL_OK;
+}
+
+tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_uop *const *nodes, size_t n,
+                           tcl_llvm_kernel *out, tcl_error *err) {
+    memset(out, 0, sizeof *out);
+    renderer r;
+    memset(&r, 0, sizeof r);
+    r.ir = ir;
+    r.b = ir->b;
+    r.name = name ? name : "kernel";
+    r.nodes = nodes;
+    r.n = n;
+    r.err = err;
+    r.out = out;
+    tcl_ptrmap_init(&r.index_of);
+    size_t cap = n ? n : 1;
+    r.value = calloc(cap, sizeof *r.value);
+    r.kind = calloc(cap, 1);
+    r.in_regs = calloc(cap, 1);
+    r.open = calloc(cap, 1);
+    r.reg_update = calloc(cap, 1);
+    r.defined_in = calloc(cap, sizeof *r.defined_in);
+    r.loops = calloc(cap, sizeof *r.loops);
+    r.entry_builder = LLVMCreateBuilderInContext(ir->ctx);
+    tcl_status st;
+    if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops)
+        st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    else
+        st = render(&r, entry);
+    LLVMDisposeBuilder(r.entry_builder);
+    tcl_ptrmap_free(&r.index_of);
+    free(r.value);
+    free(r.kind);
+    free(r.in_regs);
+    free(r.open);
+    free(r.reg_update);
+    free(r.defined_in);
+    free(r.loops);
+    if (st != TCL_OK) {
+        tcl_llvm_kernel_free(out);
+        return st;
+    }
+    out->parallel_size = r.parallel_size;
+    out->work = r.work;
+    return TCL_OK;
+}
+
+void tcl_llvm_kernel_free(tcl_llvm_kernel *k) {
+    if (!k) return;
+    free(k->params);
+    k->params = NULL;
+    k->nparams = 0;
+}
