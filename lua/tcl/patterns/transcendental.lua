@@ -18,7 +18,7 @@
 -- spec/transcendental_spec.lua asserts, the figures are the spec's sweeps plus 500k random inputs each):
 --   exp2  1 ulp, every x (denormal results, overflow to inf); NaN, +-inf exact
 --   log2  1 ulp (1 of 500k random x), every x > 0 (denormals); 0 -> -inf, x < 0 -> NaN, inf, NaN
---   sin   1 ulp for |x| <= M.SIN_LIMIT = 2^22; beyond it NaN (see M.sin); sin(-0) = -0
+--   sin   1 ulp, every finite x (Payne-Hanek reduction beyond M.SIN_LIMIT = 2^22); sin(-0) = -0
 --   pow   1 ulp, every x, y; C99 pow's special cases exact
 -- Cost in the linear program (one op, its load and store included): exp2 81, log2 192,
 -- sin 173, pow 353 instructions.
@@ -31,6 +31,7 @@ local UOp = require "tcl.uop"
 local M = {}
 
 local F32, I32 = core.dtype "float32", core.dtype "int32"
+local I64, U64 = core.dtype "int64", core.dtype "uint64"
 local new = UOp.new
 local INF, NAN = math.huge, 0.0 / 0.0
 
@@ -197,7 +198,7 @@ end
 ---------------------------------------------------------------------------------------------
 -- sin
 
---- sin is accurate for |x| <= SIN_LIMIT (see M.sin).
+--- Where sin's argument reduction changes from Cody-Waite to Payne-Hanek (see M.sin).
 M.SIN_LIMIT = 2.0 ^ 22
 
 -- pi / 2 in three float32 parts of 24 bits each (Cody and Waite), cut from pi's hexadecimal
@@ -226,15 +227,73 @@ local TWO_OVER_PI_LO = 2 / math.pi - TWO_OVER_PI_HI
 local SIN_POLY = { -1 / 6, 1 / 120, -1 / 5040, 1 / 362880 }
 local COS_POLY = { 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800 }
 
---- sin x (SIN). x = q pi/2 + r, q = round(x 2/pi), with r as a double-float rh + rl: q * C1
--- and q * C2 are exact pairs (two_prod), and the sum is compensated, so r keeps ~48 bits
--- even where x is close to a multiple of pi/2. Then sin or cos of r by the quadrant q mod 4.
--- Valid for |x| <= SIN_LIMIT = 2^22 (q < 2^21.4: the magic-number rounding of x 2/pi is exact,
--- and q times the error of C1 + C2 + C3 (2^-72) stays below 2^-50, far below the smallest
--- |r| of a float32 in range). Measured max error 1 ulp (spec sweep, the floats nearest the
--- multiples of pi/2 included; 2% of 100k random x up to 2^22 off by 1). Beyond SIN_LIMIT the
--- result is NaN: not computed rather than silently wrong (a correct reduction there needs
--- Payne-Hanek with 2/pi to ~200 bits). NaN for inf and NaN.
+-- 2/pi's bits from the 2^2 place on (three zeros: 2/pi < 1), in 32-bit words: the table of the
+-- Payne-Hanek reduction. 2/pi = 0.A2F9836E... in hexadecimal (the digits are checked by the
+-- spec, which compares with C's sin in double).
+local TWO_OVER_PI_HEX = "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163AB"
+local TWO_OVER_PI_WORDS = {}
+do
+  local bitstring = "000"
+  for digit in TWO_OVER_PI_HEX:gmatch(".") do
+    local v = tonumber(digit, 16)
+    for shift = 3, 0, -1 do bitstring = bitstring .. ((v >> shift) & 1) end
+  end
+  for w = 0, 6 do TWO_OVER_PI_WORDS[w + 1] = tonumber(bitstring:sub(w * 32 + 1, w * 32 + 32), 2) end
+end
+
+local HALF_PI_HI = string.unpack("f", string.pack("f", math.pi / 2))
+local HALF_PI_LO = string.unpack("f", string.pack("f", math.pi / 2 - HALF_PI_HI))
+
+local function u64(v) return UOp.const(U64, v) end
+
+--- |x| = (q + r) pi/2 for |x| >= 2^22 (Payne-Hanek): q (int32, mod 4 is what matters) and r in
+-- [-1/2, 1/2] quarter turns, returned as radians rh + rl. |x| = m 2^(e-23) with a 24-bit m;
+-- only the bits of 2/pi from 2^-(e-24) on matter mod 4 (earlier ones make multiples of 4),
+-- and 96 of them leave an error below 2^-70: |x| 2/pi = P 2^-94 mod 4 with P = m * W, W that
+-- window (three 32-bit words picked by e), in 64-bit pieces. Bits 94 and 95 of P are q mod 4,
+-- bits 0..93 the fraction, of which the top 62 are kept (r is at least ~2^-30 for a float32
+-- x, so ~32 significant bits at the least).
+local function reduce_large(ax)
+  local ib = bits(ax)
+  local e = (ib >> 23) - 127
+  local m = new("CAST", U64, { (ib & 0x7fffff) | 0x800000 })
+  local j = (e - 22):max(0):min(105) -- where the window starts in the table (lanes below 2^22 clamp)
+  local at, c = j >> 5, new("CAST", U64, { j & 31 })
+  local function word(k) -- TWO_OVER_PI_WORDS[at + k] (1-based + 1)
+    local w = u64(TWO_OVER_PI_WORDS[k + 1])
+    for t = 1, 3 do w = at:eq(t):where(u64(TWO_OVER_PI_WORDS[t + k + 1]), w) end
+    return w
+  end
+  local words = { word(0), word(1), word(2), word(3) }
+  local function window(k) return (((words[k + 1] << 32) | words[k + 2]) >> (u64(32) - c)) & 0xffffffff end
+  local p0, p1, p2 = m * window(0), m * window(1), m * window(2) -- each below 2^56
+  local lo = p2 + (p1 << 32)
+  local carry = lo:lt(p2):where(u64(1), u64(0))
+  local hi = ((p1 >> 32) + p0 + carry) & 0xffffffff -- bits 64..95 of P
+  local q = new("CAST", I32, { (hi >> 30) & 3 })
+  local g = new("BITCAST", I64, { ((hi & 0x3fffffff) << 32) | (lo >> 32) }) -- the fraction * 2^62
+  local up = NOT(g:lt(1 << 61)) -- round q to nearest: r in [-1/2, 1/2)
+  q = q + up:where(UOp.const(I32, 1), UOp.const(I32, 0))
+  g = g - up:where(UOp.const(I64, 1 << 62), UOp.const(I64, 0))
+  -- g as a pair of float32s (exact to ~48 bits), scaled by 2^-62, then times pi/2
+  local gh = new("CAST", F32, { g })
+  local gl = new("CAST", F32, { g - new("CAST", I64, { gh }) })
+  local th, tl = gh * 2.0 ^ -62, gl * 2.0 ^ -62
+  local p, pe = two_prod(th, f(HALF_PI_HI))
+  pe = pe + (th * HALF_PI_LO + tl * HALF_PI_HI)
+  local rh, rl = fast_two_sum(p, pe)
+  return q, rh, rl
+end
+
+--- sin x (SIN). x = q pi/2 + r, then sin or cos of r (a double-float rh + rl) by the quadrant q
+-- mod 4. For |x| <= SIN_LIMIT = 2^22, q = round(x 2/pi) and r by Cody and Waite: q * C1 and
+-- q * C2 are exact pairs (two_prod), and the sum is compensated, so r keeps ~48 bits even
+-- where x is close to a multiple of pi/2 (q < 2^21.4: the magic-number rounding of x 2/pi is
+-- exact, and q times the error of C1 + C2 + C3 (2^-72) stays below 2^-50). Beyond, |x| is
+-- reduced by Payne-Hanek (reduce_large) and the sign applied at the end. Both reductions run
+-- for every lane and one is selected: no branch, so LLVM vectorizes it. Measured max error 1
+-- ulp (spec sweeps, the floats nearest the multiples of pi/2 included, and huge x up to the
+-- largest float32). NaN for inf and NaN.
 function M.sin(x)
   -- q from x 2/pi as a double-float, so that |r| <= pi/4 (1 + 2^-20) even for large x, where
   -- the rounded float32 quotient alone may be off by 0.2 and pick the wrong q
@@ -252,18 +311,24 @@ function M.sin(x)
   s, c2 = two_sum(s, -p2)
   c = ((c + c2) - e2) - p3
   local rh, rl = fast_two_sum(s, c)
+  local qi = q:cast(I32)
+  -- beyond SIN_LIMIT: |x|'s Payne-Hanek reduction instead (NaN and inf end up below)
+  local ax = abs(x)
+  local large = ax:gt(M.SIN_LIMIT)
+  local lq, lrh, lrl = reduce_large(ax)
+  qi, rh, rl = large:where(lq, qi), large:where(lrh, rh), large:where(lrl, rl)
   local r2, r2_err = two_prod(rh, rh)
   local sin_r = rh + (rl + (rh * r2) * horner(r2, SIN_POLY))
   -- cos: 1 - rh^2/2 exactly as w + (1 - w - half) - r2_err/2, the correction -rh rl for rl
   local half = r2 * 0.5
   local w = 1.0 - half
   local cos_r = w + (((1.0 - w) - half) + ((r2 * r2) * horner(r2, COS_POLY) - (r2_err * 0.5 + rh * rl)))
-  local qi = q:cast(I32)
   local r = (qi & 1):eq(1):where(cos_r, sin_r)
   r = (qi & 2):eq(2):where(-r, r)
+  r = large:band(x:lt(0.0)):where(-r, r) -- sin(-x) = -sin(x)
   r = x:eq(0.0):where(x, r) -- sin(-0) = -0
-  -- NaN, inf and |x| > SIN_LIMIT (x 2/pi no longer rounds to the nearest integer q): NaN
-  return NOT(abs(x):lt(M.SIN_LIMIT * (1 + 2.0 ^ -23))):where(f(NAN), r)
+  -- NaN and inf: NaN
+  return isnan(x - x):where(f(NAN), r)
 end
 
 ---------------------------------------------------------------------------------------------
