@@ -8,12 +8,15 @@
 --     the pass leaves alone.
 --   * options: the renderer, LLVM's version and the host CPU (name and a hash of its
 --     features): part of the in-memory and on-disk cache keys.
---   * Each kernel's entry symbol is named after its cache key, so identical kernels share
---     code in the JIT and different kernels never collide.
+--   * Kernels are first rendered only, to fingerprint their LLVM IR (llvm.fingerprint_many):
+--     the fingerprint plus the options key the on-disk cache, so any change of a rule file, a
+--     pass or the renderer that changes the code misses the cache, and nothing stale runs.
+--   * Each kernel's entry symbol is named after that key, so identical code shares one copy
+--     in the JIT and different code never collides.
 --   * The on-disk cache (tcl.env: CACHELEVEL, CACHE_DIR) holds each kernel's object code and
---     facts, keyed by the cache key; a corrupt or foreign entry reads as absent
---     (runtime.cache_read) and is compiled and written again. DEBUG >= 4 compiles anew, so
---     the IR (and at 7 the assembly) can be shown.
+--     facts; a corrupt or foreign entry reads as absent (runtime.cache_read) and is compiled
+--     and written again. DEBUG >= 4 compiles anew, so the IR (and at 7 the assembly) can be
+--     shown.
 -- M.stats counts compiles and disk hits since the state opened.
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
@@ -72,7 +75,6 @@ local function deserialize(bytes)
   return ok and c or nil
 end
 
-local function disk_key(job) return job.key .. "|" .. M.options end
 
 ---------------------------------------------------------------------------------------------
 -- building
@@ -84,13 +86,19 @@ function Program:run(buffers) return self.cpu:run(buffers) end
 function Program:dump() return self.cpu:dump() end
 function Program:assembly() return self.cpu:assembly() end
 
+local function threads() return env.THREADS or runtime.cpu_threads() end
+
 function M.build_many(jobs)
   local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
-  local compiled, misses, requests = {}, {}, {}
+  local renders = {}
+  for i, job in ipairs(jobs) do renders[i] = { job.list, { name = job.name } } end
+  local fingerprints = llvm.fingerprint_many(renders, { threads = threads() })
+  local compiled, misses, requests, keys = {}, {}, {}, {}
   for i, job in ipairs(jobs) do
-    job.entry = "tcl_" .. fnv(disk_key(job))
-    local hit = dir and not fresh and runtime.cache_read(dir, disk_key(job))
+    keys[i] = fingerprints[i] .. "|" .. M.options
+    job.entry = "tcl_" .. fnv(keys[i])
+    local hit = dir and not fresh and runtime.cache_read(dir, keys[i])
     compiled[i] = hit and deserialize(hit)
     if compiled[i] then
       M.stats.disk_hits = M.stats.disk_hits + 1
@@ -102,12 +110,12 @@ function M.build_many(jobs)
   end
   if #requests > 0 then
     local start = core.clock()
-    local results = llvm.compile_many(requests)
+    local results = llvm.compile_many(requests, { threads = threads() })
     M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
     M.stats.compiled = M.stats.compiled + #requests
     for j, i in ipairs(misses) do
       compiled[i] = results[j]
-      if dir then runtime.cache_write(dir, disk_key(jobs[i]), serialize(results[j])) end
+      if dir then runtime.cache_write(dir, keys[i], serialize(results[j])) end
     end
   end
   local programs = {}
