@@ -55,17 +55,20 @@ build() {
 run_specs() {
   local label=$1 dir=$2 helper=$3
   shift 3
-  local log rc summary
+  local log rc summary cache
   echo "== test: specs against $label ($dir/)"
   log=$(mktemp)
+  # a fresh on-disk kernel cache: every run compiles what it runs, whatever ran before
+  cache=$(mktemp -d)
   set +e
-  env TCLC_BUILD_DIR="$root/$dir" "$@" \
+  env TCLC_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
     lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" 2>&1 \
     | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
   summary=$(grep '^tclc-summary ' "$log" | tail -n 1 || true)
   rm -f "$log"
+  rm -rf "$cache"
   if [ -z "$summary" ]; then
     echo "test: $label: busted stopped before its summary (exit status $rc); counted as 1 failure"
     failed=$((failed + 1))

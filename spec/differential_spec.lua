@@ -7,8 +7,8 @@
 -- built lazily, on EMU, before anything runs), so every program is valid. The program then
 -- runs on both devices from the same host data and every value it made is compared:
 --   integers and bool: bitwise;
---   floats: |cpu - emu| <= rtol * (|emu| + scale) where rtol is a few units of the dtype's
---   precision times the depth of the value's chain (transcendentals on CPU are polynomial
+--   floats: |cpu - emu| <= rtol * (|emu| + scale) where rtol is a few units of the coarsest
+--   float precision in the value's chain times the depth of the chain (transcendentals on CPU are polynomial
 --   forms within 2 ulp of libm, EMU rounds libm's double result, and reductions on CPU may
 --   sum in another order: `reassoc` on accumulators) and scale is the largest magnitude of
 --   the value's inputs (cancellation); NaN must be NaN on both, infinities must agree.
@@ -245,29 +245,32 @@ end
 
 local function is_nan(v) return v ~= v end
 
--- The largest magnitude among a value's inputs, through the whole chain (cancellation bound).
+-- Per value, through its whole chain: the largest magnitude among its inputs (cancellation
+-- bound), its depth, and the coarsest float precision it went through (a float64 made from a
+-- float32 result carries that result's error).
 local function scales(program, data)
-  local scale, depth = {}, {}
+  local scale, depth, rtol = {}, {}, {}
   for i, step in ipairs(program) do
-    local s, d = 0, 0
+    local s, d, r = 0, 0, RTOL[step.dtype_name]
     for _, a in ipairs(step.args or {}) do
       s, d = math.max(s, scale[a]), math.max(d, depth[a])
+      if r and rtol[a] then r = math.max(r, rtol[a]) end
     end
     for _, v in ipairs(data[i]) do
       if type(v) == "number" and v == v and math.abs(v) ~= math.huge then s = math.max(s, math.abs(v)) end
     end
-    scale[i], depth[i] = s, d + 1
+    scale[i], depth[i], rtol[i] = s, d + 1, r
   end
-  return scale, depth
+  return scale, depth, rtol
 end
 
 -- The first disagreement between the two runs, or nil.
 local function disagreement(program, cpu, emu)
-  local scale, depth = scales(program, emu)
+  local scale, depth, rtols = scales(program, emu)
   for i = 1, #program do
     local a, b = cpu[i], emu[i]
     if #a ~= #b then return string.format("value %d: %d elements on CPU, %d on EMU", i, #a, #b) end
-    local rtol = RTOL[program[i].dtype_name]
+    local rtol = rtols[i]
     for j = 1, #a do
       local x, y = a[j], b[j]
       local same

@@ -793,7 +793,8 @@ describe("schedule: kernels", function()
     assert.are.equal("OTHER", sched.outputs[1].arg[3])
     local ok, err = pcall(schedule.create, { add(a, buffers.new(F32, 4)) })
     assert.is_false(ok)
-    assert.matches("schedule.create: the graph reads buffers on several devices %(OTHER and EMU%)", err)
+    assert.matches("schedule.create: the graph reads buffers on several devices %(OTHER and "
+      .. buffers.device .. "%)", err)
   end)
 
   it("print a summary, at DEBUG >= 1", function()
@@ -817,8 +818,11 @@ describe("schedule: kernels", function()
     lower.log, env.DEBUG = log, debug
     assert(ok, err)
     assert.are.equal(1, #lines)
-    assert.matches("^schedule: 1 kernel: E_2_3 | scheduled in [%d.]+ ms; [01] compiled in [%d.]+ ms, "
-      .. "0 from disk, [01] in memory$", lines[1])
+    local compiled, from_disk, in_memory = lines[1]:match("^schedule: 1 kernel: E_2_3 | scheduled in [%d.]+ ms; "
+      .. "(%d+) compiled in [%d.]+ ms, (%d+) from disk, (%d+) in memory$")
+    assert.is_truthy(compiled, lines[1])
+    -- the one kernel was had one way (a disk cache may hold it from an earlier run)
+    assert.are.equal(1, tonumber(compiled) + tonumber(from_disk) + tonumber(in_memory))
   end)
 
   it("reject a reduction whose dtype differs from its source's", function()
@@ -834,7 +838,7 @@ describe("buffers", function()
     local a, b = buffers.new(F32, 4), buffers.new("int32", 4)
     assert.are.equal("BUFFER", a.op)
     assert.are_not.equal(a.arg[1], b.arg[1])
-    assert.are.same({ a.arg[1], 4, "EMU" }, a.arg)
+    assert.are.same({ a.arg[1], 4, buffers.device }, a.arg)
     assert.are.equal(tcl.dtype "int32", b.dtype)
     assert.is_true(buffers.is_buffer(a))
   end)

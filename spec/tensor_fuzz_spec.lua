@@ -533,9 +533,12 @@ local function host_ok(n)
 end
 
 -- Tensor creation options: nil or { dtype = ... } (a name or a dtype object), sometimes
--- with a device (EMU, the one there is, in any case).
+-- with a device: the default one, named in any case (tensors on two devices do not mix).
+local DEFAULT_DEVICE = Tensor({ 1 }).device
 local function dtype_options(rng, dtype)
-  local device = rng:chance(0.15) and rng:pick({ "EMU", "emu", "Emu" }) or nil
+  local device = rng:chance(0.15)
+    and rng:pick({ DEFAULT_DEVICE, DEFAULT_DEVICE:lower(), DEFAULT_DEVICE:sub(1, 1) .. DEFAULT_DEVICE:sub(2):lower() })
+    or nil
   if dtype == nil then return device and { device = device } or nil end
   if rng:chance(0.2) then return { dtype = tcl.dtype(dtype), device = device } end
   return { dtype = dtype, device = device }

@@ -1,7 +1,7 @@
 -- tcl.api.class — the Tensor class: what a tensor object holds, its metatable (properties,
 -- integer indexing, Lua operators) and the constructor from a graph node. Layer: lua/tcl/api.
 --
--- A tensor is a Lua table { uop = <tensor-graph node>, device = "EMU", _shape = {...} }.
+-- A tensor is a Lua table { uop = <tensor-graph node>, device = "CPU", _shape = {...} }.
 -- The node is lazy: nothing runs until realize. The shape is known when the node is built
 -- (every API function computes it while checking its arguments) and cached as _shape; the
 -- dtype is the node's. Methods live in the class table (filled by api.tensor from the concept
@@ -70,7 +70,7 @@ function M.replace_uop(t, uop)
   rawset(t, "uop", uop)
 end
 
---- The device name, checked against the devices the runtime has (EMU today).
+--- The device name, checked against the devices the runtime has (EMU, CPU).
 function M.checked_device(fn, name, origin)
   local upper = name:upper()
   local available = runtime.devices
@@ -81,10 +81,10 @@ function M.checked_device(fn, name, origin)
     table.concat(available, ", ")), 0)
 end
 
---- The device a tensor is created on when none is given: DEVICE from the environment, else EMU.
+--- The device a tensor is created on when none is given: DEVICE from the environment, else CPU.
 function M.default_device(fn)
   if env.DEVICE then return M.checked_device(fn or "Tensor", env.DEVICE, " from DEVICE") end
-  return "EMU"
+  return "CPU"
 end
 
 --- Whether dropout is on (tcl.training reads and writes it).

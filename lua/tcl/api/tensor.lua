@@ -51,17 +51,21 @@ end
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
 function M.realize_all(...)
   local list = table.pack(...)
-  local pending, uops = {}, {}
+  local pending, uops, device = {}, {}, nil
   for i = 1, list.n do
     local t = list[i]
     if not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
     if stored_buffer(t.uop) == nil then
+      if device and t.device ~= device then
+        fail("realize", "the tensors are on several devices (%s and %s); realize them separately", device, t.device)
+      end
+      device = t.device
       pending[#pending + 1] = t
       uops[#uops + 1] = t.uop
     end
   end
   if #pending > 0 then
-    local results = schedule.run(uops)
+    local results = schedule.run(uops, { device = device })
     for i, t in ipairs(pending) do class.replace_uop(t, results[i]) end
   end
   return table.unpack(list, 1, list.n)

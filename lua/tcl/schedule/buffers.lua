@@ -16,11 +16,13 @@
 -- garbage collection). After collectgarbage(), a buffer that no tensor references is
 -- dropped by the next collect.
 local core = require "tcl.core"
+local env = require "tcl.env"
 
 local M = {}
 
---- The default device named in BUFFER args.
-M.device = "EMU"
+--- The default device named in BUFFER args: DEVICE's, else CPU (the Tensor API names one
+-- in every call; this serves callers that do not).
+M.device = env.DEVICE and env.DEVICE:upper() or "CPU"
 
 local registry = {} -- buffer id -> { dtype =, numel =, storage = runtime Buffer or nil }
 local next_id = 0

@@ -5,6 +5,7 @@
 --   local schedule = require "tcl.schedule"
 --   local s = schedule.create({ out1, out2 })   -- plan only: kernels, buffers, results
 --   local realized = schedule.run({ out1, out2 }) -- plan, compile (tcl.codegen.lower), run
+--   schedule.run(outputs, { device = "EMU" })   -- where a graph that reads no buffer runs
 --
 -- Which nodes are stored by a kernel of their own (the realize points) is the fusion policy
 -- of tcl.schedule.realize_points; everything else is fused into the kernels that use it. A
@@ -53,9 +54,9 @@ local function as_view(buf, shp)
   return core.uop("RESHAPE", buf.dtype, { buf }, shp)
 end
 
---- The device of the buffers the graph reads (the default when it reads none); kernels
--- run where their data is, so a graph over several devices is an error.
-local function graph_device(order)
+--- The device of the buffers the graph reads (`default`, else the default device, when it
+-- reads none); kernels run where their data is, so a graph over several devices is an error.
+local function graph_device(order, default)
   local device
   for _, node in ipairs(order) do
     if node.op == "BUFFER" then
@@ -67,7 +68,7 @@ local function graph_device(order)
       device = d
     end
   end
-  return device or buffers.device
+  return device or default or buffers.device
 end
 
 --- Plans the realization of outputs (a list of tensor-graph nodes). Returns
@@ -77,8 +78,9 @@ end
 --     stored = { [output node] = the BUFFER node holding its values } }
 -- A realized node is the result BUFFER node viewed in the output's shape: RESHAPE(BUFFER,
 -- shape), or the BUFFER itself when the shape is {numel}. Buffers are registered (tcl.schedule.buffers)
--- but allocated only when a kernel runs.
-function M.create(outputs)
+-- but allocated only when a kernel runs. opts.device: the device of a graph that reads no
+-- buffer (a constant, arange, ...); the default device when nil.
+function M.create(outputs, opts)
   check_outputs(outputs, "create")
   local sink = core.uop("SINK", nil, outputs)
   local order = sink:toposort()
@@ -86,7 +88,7 @@ function M.create(outputs)
     if node ~= sink then shape.shared(node) end
   end
   local realize = realize_points.decide(order, sink, outputs)
-  local device = graph_device(order)
+  local device = graph_device(order, opts and opts.device)
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
   local function stored(node) return stored_in[node.id] end
@@ -135,12 +137,12 @@ end
 
 --- Realizes outputs: frees dead buffers, plans, compiles the kernels (tcl.codegen.lower, all at
 -- once: cached by content, the CPU device compiles on worker threads) and runs them. Returns
--- the list of realized nodes (see create) and the schedule.
-function M.run(outputs)
+-- the list of realized nodes (see create) and the schedule. opts: as create's.
+function M.run(outputs, opts)
   check_outputs(outputs, "run")
   buffers.collect()
   local start = core.clock()
-  local sched = M.create(outputs)
+  local sched = M.create(outputs, opts)
   local scheduled = core.clock()
   if #sched.kernels == 0 then
     if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
