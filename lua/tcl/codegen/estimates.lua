@@ -1,20 +1,38 @@
 -- tcl.codegen.estimates — what one run of a linear program does: ALU operations executed and
--- bytes of the buffers it touches, for DEBUG's GFLOPS and GB/s and for tcl.profile. Layer:
--- codegen.
+-- bytes of the buffers it touches, for DEBUG's GFLOPS and GB/s and for tcl.profile, and the
+-- operations on data alone, to compare a schedule's work with its graph's. Layer: codegen.
 --
 -- Operations: every ALU node (and CAST) counts once per iteration of the loops around it;
--- loops have constant sizes (RANGE of a CONST), a loop of unknown size counts once. Bytes: the
--- size of every buffer argument (PARAM), each once: what a kernel that streams its buffers
--- moves between memory and the cores.
+-- loops have constant sizes (RANGE of a CONST), a loop of unknown size counts once. Value
+-- operations are those of them that compute on data: all but the address work, which is
+-- index arithmetic (dtype index) and the bool conditions made from it (loop bounds, the
+-- gates of padded loads: comparisons of indices and their conjunctions). Kernels keep index
+-- arithmetic in dtype index through the whole pipeline today; a pass that lowered it to
+-- int32 would have to teach this count its nodes. Bytes: the size of every buffer
+-- argument (PARAM), each once: what a kernel that streams its buffers moves between memory
+-- and the cores.
 local core = require "tcl.core"
 
 local M = {}
 
 local ALU = core.groups.ALU
+local INDEX, BOOL = core.dtype "index", core.dtype "bool"
 
---- { ops = n, bytes = n } of the linear program `list` (tcl.codegen.linearize's output).
+--- Whether u is address work, given the ids of the address work before it.
+local function addressing(u, address)
+  if u.dtype == INDEX then return true end
+  if u.dtype ~= BOOL then return false end
+  for _, s in ipairs(u.src) do
+    if not (address[s.id] or s.dtype == INDEX or s.op == "CONST") then return false end
+  end
+  return true
+end
+
+--- { ops = n, value_ops = n, bytes = n } of the linear program `list` (tcl.codegen.linearize's
+-- output).
 function M.of(list)
-  local ops, bytes = 0, 0
+  local ops, value_ops, bytes = 0, 0, 0
+  local address = {} -- ids of the address work seen so far
   local trips, depth = { 1 }, 1 -- trips[d]: iterations of the loop body at depth d
   for _, u in ipairs(list) do
     local op = u.op
@@ -26,12 +44,14 @@ function M.of(list)
     elseif op == "END" then
       depth = math.max(depth - 1, 1)
     elseif ALU[op] or op == "CAST" then
-      ops = ops + trips[depth]
+      local n = trips[depth]
+      ops = ops + n
+      if addressing(u, address) then address[u.id] = true else value_ops = value_ops + n end
     elseif op == "PARAM" then
       bytes = bytes + u.arg[2] * u.dtype.itemsize
     end
   end
-  return { ops = ops, bytes = bytes }
+  return { ops = ops, value_ops = value_ops, bytes = bytes }
 end
 
 return M

@@ -72,7 +72,8 @@ local function graph_device(order, default)
 end
 
 --- Plans the realization of outputs (a list of tensor-graph nodes). Returns
---   { kernels = { {ast=, buffers=, name=}... } in dependency order,
+--   { kernels = { {ast=, buffers=, name=, root=}... } in dependency order (root: the realize
+--     point the kernel stores),
 --     outputs = { the realized node of each output, in order },
 --     results = { [output node] = realized node },
 --     stored = { [output node] = the BUFFER node holding its values } }
@@ -104,7 +105,11 @@ function M.create(outputs, opts)
             node.dtype.name, shape.format(shape.shared(node)), numel * node.dtype.itemsize + 0.0, device, limit), 0)
         end
         buf = buffers.new(node.dtype, numel, device)
-        if numel > 0 then kernels[#kernels + 1] = rangeify.kernel(node, buf, stored) end
+        if numel > 0 then
+          local kernel = rangeify.kernel(node, buf, stored)
+          kernel.root = node
+          kernels[#kernels + 1] = kernel
+        end
       end
       stored_in[node.id] = buf
     end

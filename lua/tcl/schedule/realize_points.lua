@@ -1,25 +1,82 @@
 -- tcl.schedule.realize_points — the fusion policy: which nodes of a tensor graph are stored
 -- in a buffer by a kernel of their own. Layer: Lua scheduler (tcl.schedule plans the kernels).
 --
--- Realize points:
+-- A node that is not stored is fused: computed inside each kernel that uses it, as often as
+-- that kernel needs it. The policy stores what fusing would compute more than once:
 --   * the requested outputs and every CONTIGUOUS;
 --   * a REDUCE_AXIS whose result is broadcast (reached from a growing EXPAND through fused
---     nodes): fused, it would be recomputed for every broadcast element;
---   * a REDUCE_AXIS inside another reduction (reached from a REDUCE_AXIS's source through
---     fused nodes): fused, it would be recomputed on every step of the outer loop;
---   * a REDUCE_AXIS that several kernels need: reductions are computed once.
--- Everything else (elementwise and movement ops) is fused into each kernel that uses it,
--- recomputed there.
+--     nodes), sits inside another reduction (reached from a REDUCE_AXIS's source), or is
+--     needed by several kernels: reductions are never recomputed;
+--   * an elementwise node (ALU, CAST, BITCAST) that is broadcast or needed by several
+--     kernels, unless recomputing it is cheap (below). If its fused cone holds a reduction
+--     it is stored however cheap: storing it instead of the reduction costs no kernel (the
+--     reduction moves into its kernel), and its users load one value instead of redoing the
+--     elementwise tail (a matmul's bias and activation, a residual sum).
+-- Everything else (elementwise chains that one kernel uses without broadcast, and every
+-- movement op) is fused.
 --
--- These facts flow from consumers to sources, so one pass over the graph in reverse
--- topological order decides them: when a node is reached, all its consumers are decided.
+-- Cheap. For an elementwise node, let ops be the ALU/CAST/BITCAST nodes of its fused cone
+-- (what a kernel evaluates to compute one element, down to stored values, buffers and
+-- constants), loads the elements that cone reads, and evaluations how many times each
+-- element is computed if the node is fused, on average: each kernel using it adds the
+-- growth of the movement ops on the way (an EXPAND by n evaluates it n times); elementwise
+-- uses in one kernel count once (the kernel builder shares a value needed at the same
+-- indices). Recomputing is cheap when either
+--   1. ops <= CHEAP_OPS (2) and loads <= 1: a cast, a negation, x * 2 + 1 of one element the
+--      kernel would load anyway if the value were stored. That adds no memory traffic and
+--      about the work of the load's own address arithmetic, at any number of evaluations;
+--   2. ops * (evaluations - 1) <= RECOMPUTE_BUDGET (512): the extra work per element is at
+--      most what storing the element costs instead. A stored element is written and read
+--      back, 8 bytes for float32: the time of 160-240 ALU ops at the compute-to-bandwidth
+--      ratio of the machines tcl targets (an H100: 67 TFLOP/s over 3.35 TB/s; a 16-core
+--      Zen 4: 2 TFLOP/s over about 70 GB/s), and one more kernel launch, microseconds, which
+--      on tensors of a few hundred thousand elements is tens (CPU) to a thousand (H100) ops
+--      per element more. 512 is a round figure between those costs, a judgement rather
+--      than a measured optimum.
+--   Within the budget: a value that two or three kernels use (softmax's exponentials,
+--   layernorm's centered input) and attention's softmax weights inside weights @ values
+--   (4 ops, evaluated once per head dim: up to head size 129; 252 at GPT-2's 64), where
+--   recomputing and storing cost about the same and recomputing saves a kernel, as in
+--   tinygrad. Over it: GPT-2's layernorm outputs inside its qkv and fc linears (4 ops,
+--   evaluated 2304 and 3072 times), GELU of a loaded tensor inside a matmul (about 30 ops).
+-- Counting uses rather than distinct nodes, a node shared inside a cone counts at each use:
+-- the counts err toward storing. tinygrad decides the same question by structure: a stage is
+-- kept if it reads more than 3 buffers or holds a reduction that reads one, so it recomputes
+-- GELU (2 buffers, about 30 ops) inside the next matmul's reduction, once per output column.
+--
+-- How: the facts flow from consumers to sources, so one pass in reverse topological order
+-- decides them provisionally (every broadcast or shared node stored: when a node is reached,
+-- all its consumers are decided), and one pass in topological order then fuses the cheap
+-- elementwise ones (when a node is reached its sources are final, so its cone is known).
+-- Each pass visits each edge once. Evaluations come from the first pass, where consumers are
+-- still provisional: a consumer fused later multiplies its sources' evaluations, which its
+-- own test covers (its ops include theirs).
+local core = require "tcl.core"
 local shape = require "tcl.shape"
 
 local M = {}
 
+--- Extra ALU ops per element that recomputing a value may cost before it is stored instead
+-- (the header: about one round trip of the element through memory and a kernel launch).
+M.RECOMPUTE_BUDGET = 512
+--- Recomputing at most this many ops on at most one loaded element is always cheap.
+M.CHEAP_OPS = 2
+
+local ALU = core.groups.ALU
+local MOVEMENT = { RESHAPE = true, PERMUTE = true, EXPAND = true, SHRINK = true, FLIP = true, PAD = true }
+local COUNT_CAP = 1e12 -- op and load counts saturate (counted by uses, a deep DAG would overflow)
+
+local function elementwise(op) return ALU[op] or op == "CAST" or op == "BITCAST" end
+
 local function grows(expand, in_shape)
   local new = expand.arg
   for i = 1, #new do if new[i] ~= in_shape[i] then return true end end
+  return false
+end
+
+--- Whether src[j] is also an earlier source (x * x reads x once).
+local function repeated(src, j)
+  for k = 1, j - 1 do if src[k] == src[j] then return true end end
   return false
 end
 
@@ -35,39 +92,97 @@ function M.decide(order, sink, outputs)
   end
   -- Consumers of each node (each consumer once, however many of its sources the node is).
   -- Lists grow in node order, so a repeated source of node already ends with node.
-  local consumers = {}
-  for _, node in ipairs(order) do
-    for _, s in ipairs(node.src) do
+  local consumers, numel, sources = {}, {}, {} -- sources[i]: order[i]'s (a table made once)
+  for i, node in ipairs(order) do
+    if node ~= sink then numel[node.id] = shape.numel(shape.shared(node)) end
+    local src = node.src
+    sources[i] = src
+    for _, s in ipairs(src) do
       local list = consumers[s.id]
       if not list then list = {}; consumers[s.id] = list end
       if list[#list] ~= node then list[#list + 1] = node end
     end
   end
-  -- Reverse topological order: per node, the kernel that computes it (root), whether it is
-  -- broadcast in that kernel (expanded) and whether it is inside a reduction (in_reduce).
-  local root_of, expanded, in_reduce, none = {}, {}, {}, {}
+
+  -- Pass 1, reverse topological order: per node, the kernel that computes it (root), whether
+  -- it is broadcast in that kernel (expanded), whether it is inside a reduction (in_reduce),
+  -- and how many times its elements are evaluated if it is fused (evaluations).
+  local root_of, expanded, in_reduce, evaluations, none = {}, {}, {}, {}, {}
+  local provisional = {} -- elementwise nodes stored unless pass 2 finds them cheap
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
       local id = node.id
-      local root, exp, red = nil, false, false
-      for _, c in ipairs(consumers[id] or none) do
+      local root, exp, red, evals, per_kernel = nil, false, false, 0, nil
+      local uses = consumers[id] or none
+      for _, c in ipairs(uses) do
         if c ~= sink then
-          local cid = c.id
-          local c_root, c_exp, c_red
+          local cid, op = c.id, c.op
+          local c_root, c_exp, c_red, c_evals
           if realize[cid] then
-            c_root, c_exp, c_red = cid, false, false
+            c_root, c_exp, c_red, c_evals = cid, false, false, 1
           else
-            c_root, c_exp, c_red = root_of[cid], expanded[cid], in_reduce[cid]
+            c_root, c_exp, c_red, c_evals = root_of[cid], expanded[cid], in_reduce[cid], evaluations[cid]
           end
-          if c.op == "EXPAND" and grows(c, shape.shared(node)) then c_exp = true end
-          if c.op == "REDUCE_AXIS" then c_red = true end
+          if op == "EXPAND" and grows(c, shape.shared(node)) then c_exp = true end
+          if op == "REDUCE_AXIS" then c_red = true end
           if root == nil then root = c_root elseif root ~= c_root then root = MANY end
           exp, red = exp or c_exp, red or c_red
+          if MOVEMENT[op] then
+            if numel[id] > 0 then c_evals = c_evals * numel[cid] / numel[id] end
+            evals = evals + c_evals
+          elseif #uses > 1 and c_root ~= MANY and (elementwise(op) or op == "DETACH") then
+            -- elementwise uses in one kernel read the node at the same indices: once
+            per_kernel = per_kernel or {}
+            local counted = per_kernel[c_root] or 0
+            if c_evals > counted then
+              evals, per_kernel[c_root] = evals + c_evals - counted, c_evals
+            end
+          else
+            evals = evals + c_evals
+          end
         end
       end
-      if node.op == "REDUCE_AXIS" and (exp or red or root == MANY) then realize[id] = true end
-      root_of[id], expanded[id], in_reduce[id] = root, exp, red
+      if not realize[id] then
+        local op = node.op
+        if op == "REDUCE_AXIS" and (exp or red or root == MANY) then
+          realize[id] = true
+        elseif (exp or root == MANY) and elementwise(op) then
+          realize[id], provisional[id] = true, true
+        end
+      end
+      root_of[id], expanded[id], in_reduce[id], evaluations[id] = root, exp, red, evals
+    end
+  end
+
+  -- Pass 2, topological order: each node's fused cone (ops, loads, whether it holds a fused
+  -- reduction) with its sources' final decisions; the cheap provisional nodes are fused.
+  local ops, loads, has_reduce = {}, {}, {}
+  for i, node in ipairs(order) do
+    if node ~= sink then
+      local id, op, src = node.id, node.op, sources[i]
+      local n_ops, n_loads, reduce = elementwise(op) and 1 or 0, op == "BUFFER" and 1 or 0, false
+      if op == "REDUCE_AXIS" then
+        reduce = true -- matters only if it is fused: its consumers then hold a reduction
+      else
+        for j, s in ipairs(src) do
+          if not repeated(src, j) then
+            local sid = s.id
+            if realize[sid] then
+              n_loads = n_loads + 1
+            else
+              n_ops, n_loads = n_ops + ops[sid], n_loads + loads[sid]
+              reduce = reduce or has_reduce[sid]
+            end
+          end
+        end
+      end
+      if provisional[id] and not reduce then
+        local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
+          or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
+        if cheap then realize[id] = nil end
+      end
+      ops[id], loads[id], has_reduce[id] = math.min(n_ops, COUNT_CAP), math.min(n_loads, COUNT_CAP), reduce
     end
   end
   return realize
