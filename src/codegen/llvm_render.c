@@ -379,10 +379,41 @@ static void set_fast_math(LLVMValueRef v, unsigned flags) {
 #endif
 }
 
-static LLVMValueRef float_alu(renderer *r, size_t i, tcl_op op, tcl_dtype d, LLVMValueRef *a) {
+/* a * b + c of narrow floats as EMU computes it: the product is exact in float64, and the sum
+ * is rounded to odd (core/alu.c's fma_round_to_odd), so the one rounding to the format that
+ * follows is correct even where the float64 sum would sit on a false tie. */
+static LLVMValueRef fma_round_to_odd(renderer *r, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+    tcl_ir *ir = r->ir;
+    LLVMBuilderRef B = r->b;
+    LLVMValueRef p = LLVMBuildFMul(B, a, b, ""), s = LLVMBuildFAdd(B, p, c, "");
+    /* TwoSum: the exact error of s */
+    LLVMValueRef c_part = LLVMBuildFSub(B, s, p, "");
+    LLVMValueRef err = LLVMBuildFAdd(B, LLVMBuildFSub(B, p, LLVMBuildFSub(B, s, c_part, ""), ""),
+                                     LLVMBuildFSub(B, c, c_part, ""), "");
+    LLVMValueRef zero = LLVMConstReal(ir->f64, 0.0);
+    LLVMValueRef bits = LLVMBuildBitCast(B, s, ir->i64, "");
+    LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, err, zero, "");
+    LLVMValueRef even = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, int_const(ir->i64, 1), ""), int_const(ir->i64, 0), "");
+    LLVMValueRef finite = LLVMBuildFCmp(B, LLVMRealOLT, tcl_ir_call1(ir, "llvm.fabs", s), LLVMConstReal(ir->f64, INFINITY), "");
+    /* one step toward the exact value: up in magnitude when err has s's sign */
+    LLVMValueRef outward = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildFCmp(B, LLVMRealOGT, err, zero, ""),
+                                         LLVMBuildFCmp(B, LLVMRealOGT, s, zero, ""), "");
+    LLVMValueRef stepped = LLVMBuildAdd(B, bits, LLVMBuildSelect(B, outward, int_const(ir->i64, 1), int_const(ir->i64, -1), ""), "");
+    LLVMValueRef odd = LLVMBuildSelect(B, LLVMBuildAnd(B, LLVMBuildAnd(B, inexact, even, ""), finite, ""), stepped, bits, "");
+    return LLVMBuildBitCast(B, odd, ir->f64, "");
+}
+
+/* Float ops. float32 and float64 compute in their own type. The narrow formats hold float32
+ * values and compute in float32 (its 24 bits make the rounding to float16 or bfloat16 that
+ * follows exact for + - * / and sqrt), except the saturating fp8 formats: they compute in
+ * float64, where a result past float32's range is still finite and saturates as EMU's does. */
+static LLVMValueRef float_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef *in, int nsrc) {
     tcl_ir *ir = r->ir;
     LLVMBuilderRef b = r->b;
     bool narrow = tcl_ir_is_narrow_float(d), exact = false;
+    bool wide = d == TCL_FP8E4M3 || d == TCL_FP8E5M2 || (narrow && op == TCL_OP_MULACC);
+    LLVMValueRef a[3];
+    for (int k = 0; k < nsrc; k++) a[k] = wide ? LLVMBuildFPExt(b, in[k], ir->f64, "") : in[k];
     LLVMTypeRef t = LLVMTypeOf(a[0]);
     LLVMValueRef v;
     switch (op) {
@@ -410,20 +441,13 @@ static LLVMValueRef float_alu(renderer *r, size_t i, tcl_op op, tcl_dtype d, LLV
     case TCL_OP_MAX: v = tcl_ir_call2(ir, "llvm.maximum", a[0], a[1]); exact = true; break;
     case TCL_OP_MIN: v = tcl_ir_call2(ir, "llvm.minimum", a[0], a[1]); exact = true; break;
     case TCL_OP_MULACC:
-        if (narrow) { /* in float64, one rounding to the format (products of narrow values are exact) */
-            LLVMValueRef w[3];
-            for (int k = 0; k < 3; k++) w[k] = LLVMBuildFPExt(b, a[k], ir->f64, "");
-            LLVMTypeRef f64 = ir->f64;
-            v = tcl_ir_intrinsic(ir, "llvm.fma", &f64, 1, w, 3);
-            return tcl_ir_narrow_decode(ir, d, tcl_ir_narrow_encode_float(ir, d, v));
-        }
-        v = tcl_ir_intrinsic(ir, "llvm.fma", &t, 1, a, 3);
+        v = narrow ? fma_round_to_odd(r, a[0], a[1], a[2]) : tcl_ir_intrinsic(ir, "llvm.fma", &t, 1, a, 3);
         break;
     default: return NULL;
     }
-    if (narrow && !exact) return tcl_ir_narrow_round(ir, d, v);
-    (void)i;
-    return v;
+    if (!narrow) return v;
+    if (wide) return tcl_ir_narrow_decode(ir, d, tcl_ir_narrow_encode_float(ir, d, v));
+    return exact ? v : tcl_ir_narrow_round(ir, d, v);
 }
 
 /* a / b and a % b of integers, C's truncation (floored: Lua's) with EMU's answers where C has
@@ -603,7 +627,7 @@ static tcl_status emit_alu(renderer *r, size_t i) {
     case TCL_OP_WHERE: v = LLVMBuildSelect(r->b, a[0], a[1], a[2], ""); break;
     default:
         switch (class_of(d)) {
-        case C_FLOAT: v = float_alu(r, i, op, d, a); break;
+        case C_FLOAT: v = float_alu(r, op, d, a, (int)u->nsrc); break;
         case C_BOOL: v = bool_alu(r, op, a, (int)u->nsrc); break;
         default: v = int_alu(r, op, d, a); break;
         }
