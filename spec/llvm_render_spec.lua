@@ -87,10 +87,14 @@ local function ulp(dtype_name, v)
   local man = ({ float16 = 10, bfloat16 = 7, fp8e4m3 = 3, fp8e5m2 = 2, float32 = 23, float64 = 52 })[dtype_name]
   local min_exp = ({ float16 = -14, bfloat16 = -126, fp8e4m3 = -6, fp8e5m2 = -14, float32 = -126, float64 = -1022 })
     [dtype_name]
-  local _, e = math.frexp(math.abs(v))
-  if v == 0 or e - 1 < min_exp then e = min_exp + 1 end
   assert(d.is_float)
-  return 2.0 ^ (e - 1 - man)
+  local a, e = math.abs(v), min_exp -- e: the exponent of v's binade, at least the normal range's
+  if a ~= 0 then
+    e = math.max(min_exp, math.floor(math.log(a, 2)))
+    while 2.0 ^ e > a and e > min_exp do e = e - 1 end
+    while 2.0 ^ (e + 1) <= a do e = e + 1 end
+  end
+  return 2.0 ^ (e - man)
 end
 
 local function same(a, b, dtype_name, approximate)
@@ -180,7 +184,8 @@ describe("the LLVM renderer", function()
     for _, from in ipairs(ALL_DTYPES) do
       local values = edges(from)
       if dt(from).is_float then -- ties and halfway cases of every narrower format
-        for _, v in ipairs { 1.00048828125, 1.0009765625 * 3, 65519.99, 65520.0, 448.0, 464.0, 57344.0, 61440.0,
+        for _, v in ipairs { 1.00048828125, 1.0009765625 * 3, 65519.99, 65520.0, 448.0, 464.0, 57344.0,
+          61440.0,
           2.0 ^ -24, 2.0 ^ -25, 3 * 2.0 ^ -26, 2.0 ^ -133, 2.0 ^ -9, 2.0 ^ -10, 2.0 ^ -17, 1 + 2.0 ^ -8, 1 + 3 * 2.0 ^ -9,
           -(1 + 2.0 ^ -4), 0.1, 1e30, -1e-30, 2.0 ^ 31, 2.0 ^ 63, -2.0 ^ 63, 2.0 ^ 64, 4294967295.5 } do
           values[#values + 1] = v
