@@ -732,7 +732,7 @@ static LLVMValueRef load_element(renderer *r, size_t addr, tcl_dtype d) {
 static tcl_status emit_load(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 1 && u->nsrc != 2) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
-    size_t addr;
+    size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
     if (st != TCL_OK) return st;
     tcl_dtype d = (tcl_dtype)u->dtype;
@@ -770,7 +770,7 @@ static tcl_status emit_store(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 2 && u->nsrc != 3) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
     if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
-    size_t addr;
+    size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
     if (st != TCL_OK) return st;
     LLVMValueRef v;
