@@ -5,7 +5,7 @@
 -- Operands are tensors or Lua numbers/booleans, on either side. Broadcasting is made explicit
 -- in the graph (RESHAPE + EXPAND), numbers become CONST nodes broadcast the same way, and
 -- every op is decomposed into the ALU ops of ENCODINGS.md: exp = EXP2(x * log2 e),
--- log = LOG2(x) * ln 2, cos = 1 - 2 sin^2(x/2), and so on.
+-- log = LOG2(x) * ln 2, tan = SIN(x) / COS(x), and so on.
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -348,12 +348,7 @@ function M.sqrt(x) return unary("SQRT", float_arg("sqrt", x)) end
 function M.rsqrt(x) return unary("RECIPROCAL", unary("SQRT", float_arg("rsqrt", x))) end
 function M.reciprocal(x) return unary("RECIPROCAL", float_arg("reciprocal", x)) end
 function M.sin(x) return unary("SIN", float_arg("sin", x)) end
--- cos x = 1 - 2 sin^2(x/2): halving is exact, so large arguments keep sin's accuracy
--- (sin(x + pi/2) would round the shifted argument first).
-function M.cos(x)
-  local half_sine = unary("SIN", float_arg("cos", x):mul(0.5))
-  return half_sine:mul(half_sine):mul(-2):add(1)
-end
+function M.cos(x) return unary("COS", float_arg("cos", x)) end
 
 function M.tan(x)
   x = float_arg("tan", x)
