@@ -325,6 +325,15 @@ end
 
 local function unary(op, x) return nodes.alu(op, x.uop.dtype, { x }) end
 
+-- fn(x) for a float tensor x; for floats narrower than float32 (float16, bfloat16, fp8) computed
+-- in float32 and rounded once at the end: their own precision would lose what the forms below
+-- gain (the exponent of exp, tanh's polynomial).
+local function in_float32(fn, x)
+  local dt = x.uop.dtype
+  if dt.itemsize < 4 then return nodes.cast(fn(nodes.cast(x, dtypes.float32)), dt) end
+  return fn(x)
+end
+
 --- -x; for bool tensors it is logical not (as in tinygrad).
 function M.neg(x)
   tensor_arg("neg", x)
@@ -334,14 +343,49 @@ end
 
 function M.exp2(x) return unary("EXP2", float_arg("exp2", x)) end
 function M.log2(x) return unary("LOG2", float_arg("log2", x)) end
--- exp x = 2^(x log2 e). The product's rounding error is an error in the exponent, which grows
--- with |x|: for floats narrower than float32 it is made in float32, and rounded once at the end
--- (in bfloat16 it would be 7 % off at x = 17).
+
+-- exp's range reduction per dtype (Cody and Waite): x = k ln 2 + r with k = round(x log2 e),
+-- ln 2 = LN2_HI + LN2_LO where LN2_HI has few enough bits that k * LN2_HI is exact for every k
+-- of the clamped range (|k| < 2^8 in float32, 2^11 in float64), so x - k LN2_HI is exact and r
+-- has ~0.5 ulp of error. Inputs are clamped to [LO, HI], beyond which exp is 0 or inf anyway;
+-- ROUNDER rounds to an integer by adding and subtracting it (the float rules never reassociate).
+local EXP_REDUCTION = {
+  float32 = { int = dtypes.int32, mantissa = 23, bias = 127, lo = -110.0, hi = 100.0, rounder = 1.5 * 2.0 ^ 23,
+    ln2_hi = 0x1.62e4p-1, ln2_lo = 0x1.7f7d1cf79abcap-20 },
+  float64 = { int = dtypes.int64, mantissa = 52, bias = 1023, lo = -760.0, hi = 720.0, rounder = 1.5 * 2.0 ^ 52,
+    ln2_hi = 0x1.62e42fefa38p-1, ln2_lo = 0x1.ef35793c7673p-45 },
+}
+
+-- 2^k of dtype dt for an integer tensor k in the dtype's normal exponent range, from its bits.
+local function power_of_two(k, dt, p)
+  local biased = k:add(p.bias)
+  return M.bitcast(nodes.alu("SHL", p.int, { biased, like(biased, p.mantissa) }), dt)
+end
+
+-- e^x of a float32 or float64 tensor as two factors, a normal value and a power of 2, whose
+-- product is e^x rounded once: exp2(r log2 e) 2^(k >> 1) and 2^(k - (k >> 1)), with the
+-- Cody-Waite r above, so the exponent's rounding error is that of r log2 e with |r log2 e|
+-- <= 1/2 instead of growing with |x|. 2^k is built from bits; both of its factors are normal,
+-- so results near overflow are finite, past it inf, and denormal results round once.
+local function exp_factors(x)
+  local dt = x.uop.dtype
+  local p = EXP_REDUCTION[dt.name]
+  local clamped = x:maximum(p.lo):minimum(p.hi) -- NaN stays NaN
+  local kf = clamped:mul(LOG2_E):add(p.rounder):sub(p.rounder)
+  local r = clamped:sub(kf:mul(p.ln2_hi)):sub(kf:mul(p.ln2_lo))
+  local k = nodes.cast(kf, p.int)
+  local half = nodes.alu("SHR", p.int, { k, like(k, 1) })
+  return unary("EXP2", r:mul(LOG2_E)):mul(power_of_two(half, dt, p)), power_of_two(k:sub(half), dt, p)
+end
+
+--- e^x (exp_factors). Max error 1 ulp over the float32 range on CPU and EMU (ULP_BOUNDS.exp);
+-- overflows to inf and underflows to 0 where C's exp does. float16, bfloat16 and the fp8
+-- formats compute in float32 and round once at the end; float64 computes in float64.
 function M.exp(x)
   x = float_arg("exp", x)
-  local dt = x.uop.dtype
-  if dt.itemsize >= 4 then return unary("EXP2", x:mul(LOG2_E)) end
-  return nodes.cast(unary("EXP2", nodes.cast(x, dtypes.float32):mul(LOG2_E)), dt)
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.exp, x) end
+  local normal, scale = exp_factors(x)
+  return normal:mul(scale)
 end
 function M.log(x) return unary("LOG2", float_arg("log", x)):mul(LN_2) end
 function M.sqrt(x) return unary("SQRT", float_arg("sqrt", x)) end
@@ -419,33 +463,62 @@ function M.relu(x)
   return M.maximum(x, 0)
 end
 
+-- sigmoid x = (n / d) f for a float32 or float64 x: with e = e^-|x| = a f (exp_factors),
+-- d = 1 + e and n / d, f = a / d, f for x < 0 (e / (1 + e)) and 1 / d, 1 for x >= 0. Nothing
+-- overflows, n / d is normal and the last product rounds once, so a denormal result (x < -87)
+-- is rounded once from the float32 value, not from a denormal e.
+local function sigmoid_factors(x)
+  local a, f = exp_factors(M.abs(x):neg())
+  local negative = x:lt(0)
+  local d = a:mul(f):add(1)
+  return M.where(negative, a, like(x, 1)):div(d), M.where(negative, f, like(x, 1))
+end
+
+--- 1 / (1 + e^-x) (sigmoid_factors). Max error 2 ulp over the float32 range (ULP_BOUNDS.sigmoid):
+-- e^-|x|'s error, the rounding of 1 + e and the division's.
 function M.sigmoid(x)
   x = float_arg("sigmoid", x)
-  return M.exp(x:neg()):add(1):reciprocal()
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.sigmoid, x) end
+  local q, f = sigmoid_factors(x)
+  return q:mul(f)
 end
 
--- tanh x = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|), which never overflows; near 0,
--- where 1 - e cancels, its Taylor series to x^7 (exact to float32 precision for |x| < 0.05).
+-- tanh x / x - 1 = s P(s), s = x^2, on |x| < 1: a least-squares fit of relative error
+-- 2^-30.8 with the float32 coefficients (each fitted after the ones before it were rounded).
+local TANH_POLY = { -0x1.555552p-2, 0x1.111044p-3, -0x1.b9f8acp-5, 0x1.64d3f4p-6, -0x1.194358p-7, 0x1.91c5e2p-9,
+  -0x1.b4d302p-11, 0x1.f5564p-14 }
+
+--- tanh x: x + x s P(s) for |x| < 1, where 1 - e^-2|x| would cancel; beyond, 1 - 2 / (1 + e^2|x|)
+-- (its rounding errors are scaled by 2 / (1 + e^2|x|) / tanh|x| <= 0.31) with the sign of x;
+-- e^2|x| = inf gives 1. Both forms are computed and one selected (no branch).
 function M.tanh(x)
   x = float_arg("tanh", x)
-  local e = M.exp(M.abs(x):mul(-2))
-  local ratio = e:neg():add(1):div(e:add(1))
-  local far = M.where(x:lt(0), ratio:neg(), ratio)
-  local x2 = x:mul(x)
-  local near = x:mul(x2:mul(x2:mul(x2:mul(-17 / 315):add(2 / 15)):add(-1 / 3)):add(1))
-  return M.where(M.abs(x):lt(0.05), near, far)
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.tanh, x) end
+  local ax = M.abs(x)
+  local s = x:mul(x)
+  local poly = like(x, TANH_POLY[#TANH_POLY])
+  for k = #TANH_POLY - 1, 1, -1 do poly = poly:mul(s):add(TANH_POLY[k]) end
+  local near = x:add(x:mul(s):mul(poly))
+  local far = like(x, 1):sub(like(x, 2):div(M.exp(ax:mul(2)):add(1)))
+  return M.where(ax:lt(1), near, M.where(x:lt(0), far:neg(), far))
 end
 
---- GELU with the tanh approximation (tinygrad's).
+--- GELU with the tanh approximation (tinygrad's): 0.5 x (1 + tanh z) with z = sqrt(2/pi) (x + 0.044715 x^3),
+-- computed as x sigmoid(2z), the same function without 1 + tanh z's cancellation for x < 0.
 function M.gelu(x)
   x = float_arg("gelu", x)
-  local inner = x:mul(SQRT_2_OVER_PI):mul(x:mul(x):mul(0.044715):add(1))
-  return x:mul(0.5):mul(M.tanh(inner):add(1))
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.gelu, x) end
+  return x:mul(M.sigmoid(x:mul(2 * SQRT_2_OVER_PI):mul(x:mul(x):mul(0.044715):add(1))))
 end
 
+--- x sigmoid(x), with x applied before sigmoid's last factor so that denormal results round
+-- once; x below -110 is taken as -110 (the result is -0 either way), so silu(-inf) = -0, the limit.
+-- Max error 2 ulp over the float32 range (ULP_BOUNDS.silu).
 function M.silu(x)
   x = float_arg("silu", x)
-  return x:mul(M.sigmoid(x))
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.silu, x) end
+  local q, f = sigmoid_factors(x)
+  return x:maximum(EXP_REDUCTION[x.uop.dtype.name].lo):mul(q):mul(f)
 end
 M.swish = M.silu
 
