@@ -348,7 +348,7 @@ describe("the Tensor API's functions built on the decomposed ops", function()
       local want, got = realized(false, build), realized(true, build)
       for k = 1, #xs do
         if got[k] ~= want[k] then differ = differ + 1 end
-        -- a few ulps of the result; of 1 for the functions that cancel near 0 (1 - 2 sin^2, ...)
+        -- a few ulps of the result; of 1 for the functions near 0 where the result is (cos, tanh, ...)
         local floor = (name == "exp" or name == "log" or name == "pow") and 0 or 1
         assert(math.abs(got[k] - want[k]) <= 4e-7 * math.max(math.abs(want[k]), floor),
           string.format("%s(%.9g): %.9g, EMU %.9g", name, xs[k], got[k], want[k]))
