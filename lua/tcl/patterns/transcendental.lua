@@ -21,8 +21,10 @@
 --   sin   1 ulp, every finite x (Payne-Hanek reduction beyond M.SIN_LIMIT = 2^22); sin(-0) = -0
 --   cos   1 ulp, every finite x (sin's code, the quadrant shifted by one); cos(+-0) = 1
 --   pow   1 ulp, every x, y; C99 pow's special cases exact
--- Cost in the linear program (one op, its load and store included): exp2 81, log2 192,
--- sin 306, cos 301 (sin's, less its two sign selects), pow 353 instructions.
+-- Cost in the linear program (one op, its load and store included): exp2 83, log2 192,
+-- sin 309, cos 304 (sin's, less its two sign selects), pow 355 instructions. No float -> int
+-- CAST where an int is wanted from an integer-valued float (round_both): LLVM converts those
+-- one lane at a time on x86 (saturating fptosi), which made exp2 ~25% and sin ~15% slower.
 -- The building blocks are "double-float" pairs hi + lo of float32s (error-free transforms:
 -- Knuth's two_sum, Dekker's split and two_prod), so log2 and pow keep ~44 bits where it matters.
 local core = require "tcl.core"
@@ -51,8 +53,14 @@ local function isnan(x) return x:ne(x) end
 
 -- x rounded to the nearest integer (ties to even), for |x| <= 2^22: adding 1.5 * 2^23 leaves
 -- no fraction bits. The symbolic rules never reassociate floats, so the two steps stay.
-local ROUNDER = 12582912.0
+-- round_both also gives the integer as an int32: the bits of x + ROUNDER less ROUNDER's, which
+-- vectorizes where a float -> int CAST (saturating, LLVM's fptosi.sat) is done lane by lane on x86.
+local ROUNDER, ROUNDER_BITS = 12582912.0, 0x4b400000
 local function round(x) return (x + ROUNDER) - ROUNDER end
+local function round_both(x)
+  local shifted = x + ROUNDER
+  return shifted - ROUNDER, bits(shifted) - ROUNDER_BITS
+end
 
 -- Error-free transforms: a + b = s + e and a * b = p + e exactly (round to nearest, no overflow).
 local function two_sum(a, b)
@@ -114,7 +122,7 @@ local function pow2(n) return float_of_bits((n + 127) << 23) end
 -- rounded from p, overflow gives inf.
 local function exp2_pair(zh, zl)
   local clamped = zh:max(-152.0):min(129.0)
-  local n = round(clamped)
+  local n, ni = round_both(clamped)
   local frac = clamped - n -- exact
   local lead, lead_err = two_prod(frac, f(LN2_HI))
   local one, one_err = fast_two_sum(f(1.0), lead)
@@ -124,7 +132,6 @@ local function exp2_pair(zh, zl)
     low = low + (one + low) * (zl * LN2) -- the correction, with 2^f rounded
   end
   local p = one + low
-  local ni = n:cast(I32)
   local half = ni >> 1
   return (p * pow2(half)) * pow2(ni - half)
 end
@@ -311,7 +318,7 @@ local function sin_or_cos(x, cosine)
   s, c2 = two_sum(s, -p2)
   c = ((c + c2) - e2) - p3
   local rh, rl = fast_two_sum(s, c)
-  local qi = q:cast(I32)
+  local qi = bits(q + ROUNDER) - ROUNDER_BITS -- q as an int32 (round_both); for |x| > SIN_LIMIT, replaced below
   -- beyond SIN_LIMIT: |x|'s Payne-Hanek reduction instead (NaN and inf end up below)
   local ax = abs(x)
   local large = ax:gt(M.SIN_LIMIT)
