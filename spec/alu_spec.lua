@@ -255,7 +255,7 @@ describe("tcl.alu integers", function()
       assert.has_error(function() alu.exec(op, "float32", 1, 2) end,
         "alu.exec: " .. op .. " is not defined for dtype float32 (operands: float32 float32)")
     end
-    for _, op in ipairs({ "SQRT", "EXP2", "LOG2", "SIN", "RECIPROCAL" }) do
+    for _, op in ipairs({ "SQRT", "EXP2", "LOG2", "SIN", "COS", "RECIPROCAL" }) do
       assert.has_error(function() alu.exec(op, "int32", 4) end,
         "alu.exec: " .. op .. " is not defined for dtype int32 (operands: int32)")
     end
@@ -739,6 +739,9 @@ describe("tcl.alu float arithmetic", function()
     assert.are.equal(1024.0, alu.exec("POW", "float32", 2, 10))
     assert.are.equal(1.0, alu.exec("POW", "float32", NAN, 0))
     assert.are.equal(0.0, alu.exec("SIN", "float32", 0))
+    assert.are.equal(1.0, alu.exec("COS", "float32", -0.0))
+    assert.are.equal(math.cos(1e22), alu.exec("COS", "float64", 1e22)) -- C's cos in double
+    assert.is_true(isnan(alu.exec("COS", "float32", INF)))
     assert.are.equal(-2.0, alu.exec("TRUNC", "float32", -2.5))
     assert.is_true(is_neg_zero(alu.exec("TRUNC", "float64", -0.5)))
     assert.are.equal(INF, alu.exec("ADD", "float32", INF, 1))

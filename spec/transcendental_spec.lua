@@ -1,7 +1,7 @@
--- spec/transcendental_spec.lua — tcl.patterns.transcendental: float32 EXP2, LOG2, SIN and POW
+-- spec/transcendental_spec.lua — tcl.patterns.transcendental: float32 EXP2, LOG2, SIN, COS and POW
 -- decomposed into plain arithmetic, run on EMU with the pass forced (a renderer that lacks
 -- them), over sweeps of float32 inputs with their edges. The reference is Lua's math in double
--- (2^x, math.log(x, 2), math.sin, x^y: C's exp2/log2/sin/pow) rounded to float32 by a
+-- (2^x, math.log(x, 2), math.sin, math.cos, x^y: C's exp2/log2/sin/cos/pow) rounded to float32 by a
 -- string.pack round trip; errors are counted in float32 ulps, special values must be exact.
 -- Last, the Tensor API's composites (exp, log, cos, tanh, sigmoid, gelu, pow) realized on EMU
 -- with the pass forced against EMU's own. TRANSCENDENTAL_REPORT=1 prints the measured maxima.
@@ -16,7 +16,7 @@ local K = require "spec.support.kernels"
 local u = tcl.uop
 local F32, F64 = tcl.dtype "float32", tcl.dtype "float64"
 local NAN, INF = 0.0 / 0.0, math.huge
-local LACKS = { EXP2 = true, LOG2 = true, SIN = true, POW = true }
+local LACKS = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
 local REPORT = os.getenv("TRANSCENDENTAL_REPORT") -- print the measured maxima
 
 local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
@@ -148,11 +148,13 @@ end
 describe("the transcendental pass", function()
   before_each(function() math.randomseed(20261124) end)
 
-  it("replaces float32 EXP2, LOG2, SIN and POW by plain ops where the renderer lacks them", function()
-    for _, op in ipairs { "EXP2", "LOG2", "SIN", "POW" } do
+  it("replaces float32 EXP2, LOG2, SIN, COS and POW by plain ops where the renderer lacks them", function()
+    for _, op in ipairs { "EXP2", "LOG2", "SIN", "COS", "POW" } do
       local seen = ops_in(lowered(op, F32, 4, op == "POW", LACKS))
       assert.is_nil(seen[op], op)
-      for _, bad in ipairs { "EXP2", "LOG2", "SIN", "POW", "MULACC" } do assert.is_nil(seen[bad], op .. ": " .. bad) end
+      for _, bad in ipairs { "EXP2", "LOG2", "SIN", "COS", "POW", "MULACC" } do
+        assert.is_nil(seen[bad], op .. ": " .. bad)
+      end
     end
   end)
 
@@ -222,51 +224,54 @@ describe("float32 log2", function()
   end)
 end)
 
-describe("float32 sin", function()
-  before_each(function() math.randomseed(20261124) end)
+for _, case in ipairs { { "SIN", math.sin }, { "COS", math.cos } } do
+  local op, reference = case[1], case[2]
+  describe("float32 " .. op:lower(), function()
+    before_each(function() math.randomseed(20261124) end)
 
-  local LIMIT = transcendental.SIN_LIMIT
+    local LIMIT = transcendental.SIN_LIMIT
 
-  it("is within its bound for |x| <= SIN_LIMIT, multiples of pi/2 included", function()
-    local xs = uniform(10000, -4, 4)
-    append(xs, uniform(5000, -LIMIT, LIMIT))
-    for _ = 1, 5000 do -- every magnitude
-      local v = f32(2.0 ^ (math.random() * 140 - 140 + 17) * (math.random() < 0.5 and -1 or 1))
-      xs[#xs + 1] = v
-    end
-    -- the floats nearest the multiples of pi/2: all for small k, and every one within 2^-16 of
-    -- its multiple up to SIN_LIMIT (r = x - k pi/2 in double is good to ~2^-31 here)
-    local close = 0
-    for k = 1, math.floor(LIMIT * 2 / math.pi) do
-      local near = f32(k * math.pi / 2)
-      if k <= 2000 then
-        append(xs, { near, -near, f32(near * (1 + 2.0 ^ -23)), f32(near * (1 - 2.0 ^ -23)) })
-      elseif math.abs(near - k * math.pi / 2) < 2.0 ^ -16 then
-        append(xs, { near, -near })
-        close = close + 1
+    it("is within its bound for |x| <= SIN_LIMIT, multiples of pi/2 included", function()
+      local xs = uniform(10000, -4, 4)
+      append(xs, uniform(5000, -LIMIT, LIMIT))
+      for _ = 1, 5000 do -- every magnitude
+        local v = f32(2.0 ^ (math.random() * 140 - 140 + 17) * (math.random() < 0.5 and -1 or 1))
+        xs[#xs + 1] = v
       end
-    end
-    assert.is_true(close > 100)
-    append(xs, f32_list { MIN_DENORMAL, -MIN_DENORMAL, MIN_NORMAL, 1e-20, math.pi / 4,
-      f32(math.pi / 4) * (1 + 2.0 ^ -23), LIMIT, -LIMIT, 2.0 ^ 17, 105414.35, 71476.0625 })
-    check("SIN", math.sin, xs)
-  end)
+      -- the floats nearest the multiples of pi/2: all for small k, and every one within 2^-16 of
+      -- its multiple up to SIN_LIMIT (r = x - k pi/2 in double is good to ~2^-31 here)
+      local close = 0
+      for k = 1, math.floor(LIMIT * 2 / math.pi) do
+        local near = f32(k * math.pi / 2)
+        if k <= 2000 then
+          append(xs, { near, -near, f32(near * (1 + 2.0 ^ -23)), f32(near * (1 - 2.0 ^ -23)) })
+        elseif math.abs(near - k * math.pi / 2) < 2.0 ^ -16 then
+          append(xs, { near, -near })
+          close = close + 1
+        end
+      end
+      assert.is_true(close > 100)
+      append(xs, f32_list { MIN_DENORMAL, -MIN_DENORMAL, MIN_NORMAL, 1e-20, math.pi / 4,
+        f32(math.pi / 4) * (1 + 2.0 ^ -23), LIMIT, -LIMIT, 2.0 ^ 17, 105414.35, 71476.0625 })
+      check(op, reference, xs)
+    end)
 
-  it("is within its bound beyond SIN_LIMIT (Payne-Hanek), up to the largest float32", function()
-    local huge = append(uniform(2000, LIMIT, 1e38),
-      f32_list { LIMIT * (1 + 2.0 ^ -23), MAX_FLOAT, 2.0 ^ 24, 1e10, 3.0e38, 1.5e20, 6.2831855e30 })
-    for _ = 1, 6000 do -- every magnitude from 2^22 to 2^128, every significand
-      huge[#huge + 1] = f32(2.0 ^ (22 + math.random() * 106))
-    end
-    for e = 22, 127 do append(huge, f32_list { 2.0 ^ e, 2.0 ^ e * (2 - 2.0 ^ -23), 2.0 ^ e * 1.5 }) end
-    for k = 1, #huge do huge[#huge + 1] = -huge[k] end
-    check("SIN", math.sin, huge)
-  end)
+    it("is within its bound beyond SIN_LIMIT (Payne-Hanek), up to the largest float32", function()
+      local huge = append(uniform(2000, LIMIT, 1e38),
+        f32_list { LIMIT * (1 + 2.0 ^ -23), MAX_FLOAT, 2.0 ^ 24, 1e10, 3.0e38, 1.5e20, 6.2831855e30 })
+      for _ = 1, 6000 do -- every magnitude from 2^22 to 2^128, every significand
+        huge[#huge + 1] = f32(2.0 ^ (22 + math.random() * 106))
+      end
+      for e = 22, 127 do append(huge, f32_list { 2.0 ^ e, 2.0 ^ e * (2 - 2.0 ^ -23), 2.0 ^ e * 1.5 }) end
+      for k = 1, #huge do huge[#huge + 1] = -huge[k] end
+      check(op, reference, huge)
+    end)
 
-  it("keeps -0 and gives NaN for infinities and NaN", function()
-    exact("SIN", math.sin, append(f32_list { 1e-30, -1e-30, MIN_DENORMAL }, SPECIAL))
+    it("keeps sin(-0) = -0 and cos(+-0) = 1, and gives NaN for infinities and NaN", function()
+      exact(op, reference, append(f32_list { 1e-30, -1e-30, MIN_DENORMAL, -MIN_DENORMAL }, SPECIAL))
+    end)
   end)
-end)
+end
 
 describe("float32 pow", function()
   before_each(function() math.randomseed(20261124) end)
@@ -343,7 +348,7 @@ describe("the Tensor API's functions built on the decomposed ops", function()
       local want, got = realized(false, build), realized(true, build)
       for k = 1, #xs do
         if got[k] ~= want[k] then differ = differ + 1 end
-        -- a few ulps of the result; of 1 for the functions that cancel near 0 (1 - 2 sin^2, ...)
+        -- a few ulps of the result; of 1 for the functions near 0 where the result is (cos, tanh, ...)
         local floor = (name == "exp" or name == "log" or name == "pow") and 0 or 1
         assert(math.abs(got[k] - want[k]) <= 4e-7 * math.max(math.abs(want[k]), floor),
           string.format("%s(%.9g): %.9g, EMU %.9g", name, xs[k], got[k], want[k]))

@@ -101,7 +101,7 @@ function UOp.gt(a, b) return UOp.lt(b, a) end
 function UOp:neg() return metatable.__unm(self) end
 
 -- unary ALU ops as methods: x:sqrt(), x:exp2(), ...
-for _, op in ipairs { "EXP2", "LOG2", "SIN", "SQRT", "RECIPROCAL", "TRUNC" } do
+for _, op in ipairs { "EXP2", "LOG2", "SIN", "COS", "SQRT", "RECIPROCAL", "TRUNC" } do
   UOp[op:lower()] = function(x) return new(op, x.dtype, { x }) end
 end
 

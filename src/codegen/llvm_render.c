@@ -423,6 +423,7 @@ static LLVMValueRef float_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef 
     case TCL_OP_EXP2: v = tcl_ir_call1(ir, "llvm.exp2", a[0]); break;
     case TCL_OP_LOG2: v = tcl_ir_call1(ir, "llvm.log2", a[0]); break;
     case TCL_OP_SIN: v = tcl_ir_call1(ir, "llvm.sin", a[0]); break;
+    case TCL_OP_COS: v = tcl_ir_call1(ir, "llvm.cos", a[0]); break;
     case TCL_OP_TRUNC: v = tcl_ir_call1(ir, "llvm.trunc", a[0]); exact = true; break;
     case TCL_OP_ADD: v = LLVMBuildFAdd(b, a[0], a[1], ""); break;
     case TCL_OP_SUB: v = LLVMBuildFSub(b, a[0], a[1], ""); break;

@@ -210,6 +210,7 @@ static tcl_alu_result float_op(tcl_op op, tcl_dtype dtype, const tcl_scalar *src
     case TCL_OP_EXP2: r = exp2(x); break;
     case TCL_OP_LOG2: r = log2(x); break;
     case TCL_OP_SIN: r = sin(x); break;
+    case TCL_OP_COS: r = cos(x); break;
     case TCL_OP_TRUNC: r = trunc(x); break;
     case TCL_OP_ADD: r = x + y; break;
     case TCL_OP_SUB: r = x - y; break;

@@ -16,8 +16,8 @@
  *   for narrow formats in float_formats.h: fp8 results past the largest finite value
  *   saturate to it, float16 and bfloat16 overflow to inf).
  *   +, -, *, /, sqrt are correctly rounded for every float dtype (double has more than
- *   twice the precision of float32, so the double rounding is harmless). EXP2, LOG2, SIN
- *   and POW use the C library in double, then round: they may differ from a device's
+ *   twice the precision of float32, so the double rounding is harmless). EXP2, LOG2, SIN,
+ *   COS and POW use the C library in double, then round: they may differ from a device's
  *   implementation by an ulp, so folding rules may prefer not to fold them. POW follows C's
  *   pow (pow(x, 0) = 1 even for NaN x). MULACC is fused: a*b+c rounded once.
  *   IEEE semantics: NaN compares unequal to everything (CMPNE(NaN, NaN) is true, CMPLT with

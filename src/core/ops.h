@@ -112,6 +112,7 @@ enum {
     X(EXP2, TCL_G_UNARY_ALU, 1)                                                              \
     X(LOG2, TCL_G_UNARY_ALU, 1)                                                              \
     X(SIN, TCL_G_UNARY_ALU, 1)                                                               \
+    X(COS, TCL_G_UNARY_ALU, 1)                                                               \
     X(SQRT, TCL_G_UNARY_ALU, 1)                                                              \
     X(RECIPROCAL, TCL_G_UNARY_ALU, 1)                                                        \
     X(NEG, TCL_G_UNARY_ALU, 1)                                                               \

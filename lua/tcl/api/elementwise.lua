@@ -5,7 +5,7 @@
 -- Operands are tensors or Lua numbers/booleans, on either side. Broadcasting is made explicit
 -- in the graph (RESHAPE + EXPAND), numbers become CONST nodes broadcast the same way, and
 -- every op is decomposed into the ALU ops of ENCODINGS.md: exp = EXP2(x * log2 e),
--- log = LOG2(x) * ln 2, cos = 1 - 2 sin^2(x/2), and so on.
+-- log = LOG2(x) * ln 2, tan = SIN(x) / COS(x), and so on.
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -317,6 +317,22 @@ end
 -- ---------------------------------------------------------------------------------------
 -- unary math
 
+--- Max error in float32 ulps of each function against C's libm in double rounded once to
+-- float32 (double formulas for tanh, expm1, log1p, which Lua's math lacks), over the whole
+-- float32 range: edges, denormals, overflow and underflow thresholds, huge arguments.
+-- spec/tensor_transcendental_accuracy_spec.lua asserts them on the default device (CPU) and on
+-- EMU; the comment on each function says where its error comes from. Measured maxima (the
+-- spec's sweeps plus 1M random inputs each) equal the bounds on one device or both. In float64
+-- the same forms (float64 constants and polynomials) measure within 2 double ulps, gelu aside
+-- (its z error again: ~600 double ulps at x = -19). Above 2:
+-- silu (the product with x rounds once more than sigmoid), softplus (log1p's roundings), gelu
+-- (its argument z is rounded in float32, an error that exp multiplies by |2z|, up to ~90).
+M.ULP_BOUNDS = {
+  exp = 1, exp2 = 1, log = 1, log2 = 1, sqrt = 0, sin = 1, cos = 1, tan = 2, tanh = 1, sigmoid = 2, silu = 3,
+  softplus = 3, elu = 1, gelu = 256,
+  logsumexp = 2, -- tcl.api.reduce
+}
+
 --- x cast to the float dtype math functions compute in (float32 for int and bool tensors).
 local function float_arg(fn, x)
   tensor_arg(fn, x)
@@ -325,6 +341,15 @@ end
 
 local function unary(op, x) return nodes.alu(op, x.uop.dtype, { x }) end
 
+-- fn(x) for a float tensor x; for floats narrower than float32 (float16, bfloat16, fp8) computed
+-- in float32 and rounded once at the end: their own precision would lose what the forms below
+-- gain (the exponent of exp, tanh's polynomial).
+local function in_float32(fn, x)
+  local dt = x.uop.dtype
+  if dt.itemsize < 4 then return nodes.cast(fn(nodes.cast(x, dtypes.float32)), dt) end
+  return fn(x)
+end
+
 --- -x; for bool tensors it is logical not (as in tinygrad).
 function M.neg(x)
   tensor_arg("neg", x)
@@ -332,29 +357,74 @@ function M.neg(x)
   return unary("NEG", x)
 end
 
+--- 2^x (EXP2). Max error 1 ulp (ULP_BOUNDS.exp2): correctly rounded on EMU (C's exp2 in
+-- double), the polynomial form of tcl.patterns.transcendental on CPU.
 function M.exp2(x) return unary("EXP2", float_arg("exp2", x)) end
+--- log2 x (LOG2). Max error 1 ulp (ULP_BOUNDS.log2), as exp2.
 function M.log2(x) return unary("LOG2", float_arg("log2", x)) end
--- exp x = 2^(x log2 e). The product's rounding error is an error in the exponent, which grows
--- with |x|: for floats narrower than float32 it is made in float32, and rounded once at the end
--- (in bfloat16 it would be 7 % off at x = 17).
+
+-- exp's range reduction per dtype (Cody and Waite): x = k ln 2 + r with k = round(x log2 e),
+-- ln 2 = LN2_HI + LN2_LO where LN2_HI has few enough bits that k * LN2_HI is exact for every k
+-- of the clamped range (|k| < 2^8 in float32, 2^11 in float64), so x - k LN2_HI is exact and r
+-- has ~0.5 ulp of error. Inputs are clamped to [LO, HI], beyond which exp is 0 or inf anyway.
+-- ROUNDER rounds to an integer by adding and subtracting it (the float rules never reassociate);
+-- the sum's bits less ROUNDER's are k as an integer, which spares a float -> int conversion
+-- (LLVM's saturating one does not vectorize on x86).
+local EXP_REDUCTION = {
+  float32 = { int = dtypes.int32, mantissa = 23, bias = 127, lo = -110.0, hi = 100.0, rounder = 1.5 * 2.0 ^ 23,
+    rounder_bits = 0x4b400000, ln2_hi = 0x1.62e4p-1, ln2_lo = 0x1.7f7d1cf79abcap-20 },
+  float64 = { int = dtypes.int64, mantissa = 52, bias = 1023, lo = -760.0, hi = 720.0, rounder = 1.5 * 2.0 ^ 52,
+    rounder_bits = 0x4338000000000000, ln2_hi = 0x1.62e42fefa38p-1, ln2_lo = 0x1.ef35793c7673p-45 },
+}
+
+-- 2^k of dtype dt for an integer tensor k in the dtype's normal exponent range, from its bits.
+local function power_of_two(k, dt, p)
+  local biased = k:add(p.bias)
+  return M.bitcast(nodes.alu("SHL", p.int, { biased, like(biased, p.mantissa) }), dt)
+end
+
+-- e^x of a float32 or float64 tensor as two factors, a normal value and a power of 2, whose
+-- product is e^x rounded once: exp2(r log2 e) 2^(k >> 1) and 2^(k - (k >> 1)), with the
+-- Cody-Waite r above, so the exponent's rounding error is that of r log2 e with |r log2 e|
+-- <= 1/2 instead of growing with |x|. 2^k is built from bits; both of its factors are normal,
+-- so results near overflow are finite, past it inf, and denormal results round once.
+local function exp_factors(x)
+  local dt = x.uop.dtype
+  local p = EXP_REDUCTION[dt.name]
+  local clamped = x:maximum(p.lo):minimum(p.hi) -- NaN stays NaN
+  local shifted = clamped:mul(LOG2_E):add(p.rounder)
+  local kf = shifted:sub(p.rounder)
+  local r = clamped:sub(kf:mul(p.ln2_hi)):sub(kf:mul(p.ln2_lo))
+  local k = M.bitcast(shifted, p.int):sub(p.rounder_bits)
+  local half = nodes.alu("SHR", p.int, { k, like(k, 1) })
+  return unary("EXP2", r:mul(LOG2_E)):mul(power_of_two(half, dt, p)), power_of_two(k:sub(half), dt, p)
+end
+
+--- e^x (exp_factors). Max error 1 ulp over the float32 range on CPU and EMU (ULP_BOUNDS.exp;
+-- by the error terms, exp2's rounding, r's and r log2 e's, below 2); overflows to inf and
+-- underflows to 0 where C's exp does. float16, bfloat16 and the fp8 formats compute in float32
+-- and round once at the end; float64 computes in float64 (1 double ulp measured). Costs 31
+-- instructions more than EXP2 (the reduction, 2^k's bits): 114 for a kernel y = exp(x) on CPU
+-- (83 before), yet faster than before (1.8 against 2.0 ns an element, one thread, AVX-512).
 function M.exp(x)
   x = float_arg("exp", x)
-  local dt = x.uop.dtype
-  if dt.itemsize >= 4 then return unary("EXP2", x:mul(LOG2_E)) end
-  return nodes.cast(unary("EXP2", nodes.cast(x, dtypes.float32):mul(LOG2_E)), dt)
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.exp, x) end
+  local normal, scale = exp_factors(x)
+  return normal:mul(scale)
 end
+--- log x = log2(x) ln 2. Max error 1 ulp (ULP_BOUNDS.log): LOG2's, the product's rounding.
 function M.log(x) return unary("LOG2", float_arg("log", x)):mul(LN_2) end
+--- sqrt x (SQRT): correctly rounded (ULP_BOUNDS.sqrt = 0).
 function M.sqrt(x) return unary("SQRT", float_arg("sqrt", x)) end
 function M.rsqrt(x) return unary("RECIPROCAL", unary("SQRT", float_arg("rsqrt", x))) end
 function M.reciprocal(x) return unary("RECIPROCAL", float_arg("reciprocal", x)) end
+--- sin x (SIN). Max error 1 ulp (ULP_BOUNDS.sin) for every float32, huge arguments included.
 function M.sin(x) return unary("SIN", float_arg("sin", x)) end
--- cos x = 1 - 2 sin^2(x/2): halving is exact, so large arguments keep sin's accuracy
--- (sin(x + pi/2) would round the shifted argument first).
-function M.cos(x)
-  local half_sine = unary("SIN", float_arg("cos", x):mul(0.5))
-  return half_sine:mul(half_sine):mul(-2):add(1)
-end
+--- cos x (COS). Max error 1 ulp (ULP_BOUNDS.cos), as sin.
+function M.cos(x) return unary("COS", float_arg("cos", x)) end
 
+--- tan x = sin x / cos x. Max error 2 ulp (ULP_BOUNDS.tan): each quotient's error plus the
+-- division's; both share one argument reduction on CPU (the same nodes).
 function M.tan(x)
   x = float_arg("tan", x)
   return M.sin(x):div(M.cos(x))
@@ -424,42 +494,99 @@ function M.relu(x)
   return M.maximum(x, 0)
 end
 
+-- sigmoid x = (n / d) f for a float32 or float64 x: with e = e^-|x| = a f (exp_factors),
+-- d = 1 + e and n / d, f = a / d, f for x < 0 (e / (1 + e)) and 1 / d, 1 for x >= 0. Nothing
+-- overflows, n / d is normal and the last product rounds once, so a denormal result (x < -87)
+-- is rounded once from the float32 value, not from a denormal e.
+local function sigmoid_factors(x)
+  local a, f = exp_factors(M.abs(x):neg())
+  local negative = x:lt(0)
+  local d = a:mul(f):add(1)
+  return M.where(negative, a, like(x, 1)):div(d), M.where(negative, f, like(x, 1))
+end
+
+--- 1 / (1 + e^-x) (sigmoid_factors). Max error 2 ulp over the float32 range (ULP_BOUNDS.sigmoid):
+-- e^-|x|'s error, the rounding of 1 + e and the division's. Denormal results (x < -87.3), 0
+-- before, are within the bound too.
 function M.sigmoid(x)
   x = float_arg("sigmoid", x)
-  return M.exp(x:neg()):add(1):reciprocal()
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.sigmoid, x) end
+  local q, f = sigmoid_factors(x)
+  return q:mul(f)
 end
 
--- tanh x = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|), which never overflows; near 0,
--- where 1 - e cancels, its Taylor series to x^7 (exact to float32 precision for |x| < 0.05).
+-- tanh x / x - 1 = s P(s), s = x^2, on |x| < 1, per dtype: least-squares fits of relative error
+-- 2^-30.8 (float32) and 2^-56 (float64) with the rounded coefficients (each fitted after the
+-- ones before it were rounded).
+local TANH_POLY = {
+  float32 = { -0x1.555552p-2, 0x1.111044p-3, -0x1.b9f8acp-5, 0x1.64d3f4p-6, -0x1.194358p-7, 0x1.91c5e2p-9,
+    -0x1.b4d302p-11, 0x1.f5564p-14 },
+  float64 = { -0x1.5555555555507p-2, 0x1.111111110d2ddp-3, -0x1.ba1ba1b7eb215p-5, 0x1.664f48322c668p-6,
+    -0x1.226e2e6d78c63p-7, 0x1.d6d3084bc50f8p-9, -0x1.7d9b8d15ac1bep-10, 0x1.351fcf8b24a3cp-11,
+    -0x1.f32a95557df8dp-13, 0x1.8d57c8d24a407p-14, -0x1.2e688bba72e5ap-15, 0x1.9d2f4e1b2f0bp-17,
+    -0x1.c92860bf0f86fp-19, 0x1.5d3b84762976p-21, -0x1.0afd39ce9b8a2p-24 },
+}
+
+-- c[1] + c[2] t + c[3] t^2 + ... by Horner's rule (t a tensor)
+local function horner(t, c)
+  local acc = like(t, c[#c])
+  for k = #c - 1, 1, -1 do acc = acc:mul(t):add(c[k]) end
+  return acc
+end
+
+--- tanh x: x + x s P(s) for |x| < 1, where 1 - e^-2|x| would cancel; beyond, 1 - 2 / (1 + e^2|x|)
+-- (its rounding errors are scaled by 2 / (1 + e^2|x|) / tanh|x| <= 0.31) with the sign of x;
+-- e^2|x| = inf gives 1. Both forms are computed and one selected (no branch). Max error 1 ulp
+-- (ULP_BOUNDS.tanh; 4 with the former Taylor series below 0.05).
 function M.tanh(x)
   x = float_arg("tanh", x)
-  local e = M.exp(M.abs(x):mul(-2))
-  local ratio = e:neg():add(1):div(e:add(1))
-  local far = M.where(x:lt(0), ratio:neg(), ratio)
-  local x2 = x:mul(x)
-  local near = x:mul(x2:mul(x2:mul(x2:mul(-17 / 315):add(2 / 15)):add(-1 / 3)):add(1))
-  return M.where(M.abs(x):lt(0.05), near, far)
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.tanh, x) end
+  local ax = M.abs(x)
+  local s = x:mul(x)
+  local poly = horner(s, TANH_POLY[x.uop.dtype.name])
+  local near = M.where(x:eq(0), x, x:add(x:mul(s):mul(poly))) -- -0 + (+0) would lose -0
+  local far = like(x, 1):sub(like(x, 2):div(M.exp(ax:mul(2)):add(1)))
+  return M.where(ax:lt(1), near, M.where(x:lt(0), far:neg(), far))
 end
 
---- GELU with the tanh approximation (tinygrad's).
+--- GELU with the tanh approximation (tinygrad's): 0.5 x (1 + tanh z) with z = sqrt(2/pi) (x + 0.044715 x^3),
+-- computed as x sigmoid(2z), the same function without 1 + tanh z's cancellation for x < 0
+-- (which left no correct digit below x = -5). Max error 256 ulp (ULP_BOUNDS.gelu; 219 measured):
+-- z is rounded in float32 (~2.5 ulp), an error that e^2z multiplies by |2z|, up to ~90 where
+-- the result is still normal; 2 ulp for x >= 0, 4 on [-1, 0], 16 on [-3, -1].
 function M.gelu(x)
   x = float_arg("gelu", x)
-  local inner = x:mul(SQRT_2_OVER_PI):mul(x:mul(x):mul(0.044715):add(1))
-  return x:mul(0.5):mul(M.tanh(inner):add(1))
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.gelu, x) end
+  return x:mul(M.sigmoid(x:mul(2 * SQRT_2_OVER_PI):mul(x:mul(x):mul(0.044715):add(1))))
 end
 
+--- x sigmoid(x), with x applied before sigmoid's last factor so that denormal results round
+-- once; x below -110 is taken as -110 (the result is -0 either way), so silu(-inf) = -0, the limit.
+-- Max error 3 ulp over the float32 range (ULP_BOUNDS.silu): sigmoid's and the product's.
 function M.silu(x)
   x = float_arg("silu", x)
-  return x:mul(M.sigmoid(x))
+  if x.uop.dtype.itemsize < 4 then return in_float32(M.silu, x) end
+  local q, f = sigmoid_factors(x)
+  return x:maximum(EXP_REDUCTION[x.uop.dtype.name].lo):mul(q):mul(f)
 end
 M.swish = M.silu
 
---- log(1 + exp(beta x)) / beta, computed without overflow for large x.
+--- log(1 + exp(beta x)) / beta = max(beta x, 0) + log1p(e) / beta with e = exp(-|beta x|) <= 1,
+-- without overflow for large x. log1p(e) = log(u) e / (u - 1) with u = 1 + e rounded (u - 1 is
+-- exact; the ratio undoes u's rounding), e itself where u = 1: the result for x < -17 is e^x, not 0.
+-- Max error 3 ulp over the float32 range with beta = 1 (ULP_BOUNDS.softplus): e's error, log's,
+-- and the roundings of the product and the ratio.
 function M.softplus(x, beta)
   x = float_arg("softplus", x)
   beta = beta == nil and 1 or check.number("softplus", "beta", beta)
+  if x.uop.dtype.itemsize < 4 then
+    return in_float32(function(y) return M.softplus(y, beta) end, x)
+  end
   local bx = x:mul(beta)
-  return M.maximum(bx, 0):add(M.exp(M.abs(bx):neg()):add(1):log()):div(beta)
+  local e = M.exp(M.abs(bx):neg())
+  local u = e:add(1)
+  local log1p = M.where(u:eq(1), e, M.log(u):mul(e:div(u:sub(1))))
+  return M.maximum(bx, 0):add(log1p):div(beta)
 end
 
 function M.leaky_relu(x, slope)
@@ -468,10 +595,27 @@ function M.leaky_relu(x, slope)
   return M.where(x:lt(0), x:mul(slope), x)
 end
 
+-- expm1(x) / x - 1 = x Q(x) on [-1, 0], per dtype: least-squares fits of relative error 2^-33
+-- (float32) and 2^-61 (float64) with the rounded coefficients (fitted as TANH_POLY's).
+local EXPM1_POLY = {
+  float32 = { 0x1p-1, 0x1.55554ep-3, 0x1.5553dp-5, 0x1.10f2a4p-7, 0x1.69b9d4p-10, 0x1.86dab2p-13, 0x1.11c18cp-16 },
+  float64 = { 0x1.fffffffffffffp-2, 0x1.55555555554cdp-3, 0x1.5555555552318p-5, 0x1.111111107cbdcp-7,
+    0x1.6c16c14bfd5fp-10, 0x1.a019fd31f5687p-13, 0x1.a01998fb2bf24p-16, 0x1.71d79dd5d4e17p-19,
+    0x1.279b562066d35p-22, 0x1.aa0864e0afcd4p-26, 0x1.09461dec0f8c5p-29, 0x1.bd47a82c08ac2p-34 },
+}
+
+--- x for x > 0, alpha (e^x - 1) below: e^x - 1 as x + x^2 Q(x) on (-1, 0], where exp(x) - 1 would
+-- cancel, and exp(x) - 1 below -1 (its error scaled by e^x / (1 - e^x) <= 0.58). Max error 1 ulp
+-- over the float32 range with alpha = 1 (ULP_BOUNDS.elu).
 function M.elu(x, alpha)
   x = float_arg("elu", x)
   alpha = alpha == nil and 1.0 or check.number("elu", "alpha", alpha)
-  return M.where(x:gt(0), x, M.exp(x):sub(1):mul(alpha))
+  if x.uop.dtype.itemsize < 4 then
+    return in_float32(function(y) return M.elu(y, alpha) end, x)
+  end
+  local q = horner(x, EXPM1_POLY[x.uop.dtype.name])
+  local expm1 = M.where(x:gt(-1), x:add(x:mul(x):mul(q)), M.exp(x):sub(1))
+  return M.where(x:gt(0), x, expm1:mul(alpha))
 end
 
 return M

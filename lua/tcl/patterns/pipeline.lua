@@ -44,7 +44,7 @@ M.passes = {
   -- While reductions are still REDUCE nodes over their ranges: opts split and retype ranges.
   { name = "optimize", fn = optimize },
   -- After the optimizer (it sees one op per transcendental, and each upcast lane gets its own
-  -- expansion); only for renderers that lack EXP2/LOG2/SIN/POW (LLVM: yes, EMU: none).
+  -- expansion); only for renderers that lack EXP2/LOG2/SIN/COS/POW (LLVM: yes, EMU: none).
   { name = "transcendental", pass = "tcl.patterns.transcendental",
     when = function(ctx)
       return ctx.renderer ~= nil and ctx.renderer.lacks ~= nil and next(ctx.renderer.lacks) ~= nil

@@ -1,14 +1,14 @@
--- tcl.patterns.transcendental — EXP2, LOG2, SIN and POW on float32 rewritten into plain
+-- tcl.patterns.transcendental — EXP2, LOG2, SIN, COS and POW on float32 rewritten into plain
 -- arithmetic (ADD, MUL, FDIV, TRUNC, CAST, BITCAST, shifts, AND, comparisons, WHERE), for
 -- renderers that have no instruction for them (renderer.lacks; the LLVM CPU renderer). Layer:
 -- rule files (lua/tcl/patterns), run by tcl.patterns.pipeline.
 --
 --   local transcendental = require "tcl.patterns.transcendental"
---   local plain = transcendental.rules:rewrite(kernel)     -- every float32 EXP2/LOG2/SIN/POW
+--   local plain = transcendental.rules:rewrite(kernel)     -- every float32 EXP2/LOG2/SIN/COS/POW
 --   transcendental.run(kernel, ctx)      -- the pipeline pass: the ops ctx.renderer.lacks
 --
 -- Only float32 is rewritten: float64 and the narrow floats are left to the renderer.
--- The reference is EMU (src/core/alu.c): C's exp2/log2/sin/pow in double, rounded to float32.
+-- The reference is EMU (src/core/alu.c): C's exp2/log2/sin/cos/pow in double, rounded to float32.
 -- Every float32 op used here is correctly rounded, so the results are the same on every device
 -- that rounds plain float32 ops as IEEE says -- which the error-free transforms below also need:
 -- a renderer must not contract a*b+c into an fma (no fast-math on elementwise ops, as the LLVM
@@ -19,9 +19,12 @@
 --   exp2  1 ulp, every x (denormal results, overflow to inf); NaN, +-inf exact
 --   log2  1 ulp (1 of 500k random x), every x > 0 (denormals); 0 -> -inf, x < 0 -> NaN, inf, NaN
 --   sin   1 ulp, every finite x (Payne-Hanek reduction beyond M.SIN_LIMIT = 2^22); sin(-0) = -0
+--   cos   1 ulp, every finite x (sin's code, the quadrant shifted by one); cos(+-0) = 1
 --   pow   1 ulp, every x, y; C99 pow's special cases exact
--- Cost in the linear program (one op, its load and store included): exp2 81, log2 192,
--- sin 173, pow 353 instructions.
+-- Cost in the linear program (one op, its load and store included): exp2 83, log2 192,
+-- sin 309, cos 304 (sin's, less its two sign selects), pow 355 instructions. No float -> int
+-- CAST where an int is wanted from an integer-valued float (round_both): LLVM converts those
+-- one lane at a time on x86 (saturating fptosi), which made exp2 ~25% and sin ~15% slower.
 -- The building blocks are "double-float" pairs hi + lo of float32s (error-free transforms:
 -- Knuth's two_sum, Dekker's split and two_prod), so log2 and pow keep ~44 bits where it matters.
 local core = require "tcl.core"
@@ -36,7 +39,7 @@ local new = UOp.new
 local INF, NAN = math.huge, 0.0 / 0.0
 
 --- The ulp bounds the spec asserts (measured maxima in the comments next to each function).
-M.ULP_BOUND = { EXP2 = 1, LOG2 = 1, SIN = 1, POW = 1 }
+M.ULP_BOUND = { EXP2 = 1, LOG2 = 1, SIN = 1, COS = 1, POW = 1 }
 
 ---------------------------------------------------------------------------------------------
 -- float32 helpers (x, y nodes of dtype float32)
@@ -50,8 +53,14 @@ local function isnan(x) return x:ne(x) end
 
 -- x rounded to the nearest integer (ties to even), for |x| <= 2^22: adding 1.5 * 2^23 leaves
 -- no fraction bits. The symbolic rules never reassociate floats, so the two steps stay.
-local ROUNDER = 12582912.0
+-- round_both also gives the integer as an int32: the bits of x + ROUNDER less ROUNDER's, which
+-- vectorizes where a float -> int CAST (saturating, LLVM's fptosi.sat) is done lane by lane on x86.
+local ROUNDER, ROUNDER_BITS = 12582912.0, 0x4b400000
 local function round(x) return (x + ROUNDER) - ROUNDER end
+local function round_both(x)
+  local shifted = x + ROUNDER
+  return shifted - ROUNDER, bits(shifted) - ROUNDER_BITS
+end
 
 -- Error-free transforms: a + b = s + e and a * b = p + e exactly (round to nearest, no overflow).
 local function two_sum(a, b)
@@ -113,7 +122,7 @@ local function pow2(n) return float_of_bits((n + 127) << 23) end
 -- rounded from p, overflow gives inf.
 local function exp2_pair(zh, zl)
   local clamped = zh:max(-152.0):min(129.0)
-  local n = round(clamped)
+  local n, ni = round_both(clamped)
   local frac = clamped - n -- exact
   local lead, lead_err = two_prod(frac, f(LN2_HI))
   local one, one_err = fast_two_sum(f(1.0), lead)
@@ -123,7 +132,6 @@ local function exp2_pair(zh, zl)
     low = low + (one + low) * (zl * LN2) -- the correction, with 2^f rounded
   end
   local p = one + low
-  local ni = n:cast(I32)
   local half = ni >> 1
   return (p * pow2(half)) * pow2(ni - half)
 end
@@ -285,16 +293,15 @@ local function reduce_large(ax)
   return q, rh, rl
 end
 
---- sin x (SIN). x = q pi/2 + r, then sin or cos of r (a double-float rh + rl) by the quadrant q
--- mod 4. For |x| <= SIN_LIMIT = 2^22, q = round(x 2/pi) and r by Cody and Waite: q * C1 and
--- q * C2 are exact pairs (two_prod), and the sum is compensated, so r keeps ~48 bits even
--- where x is close to a multiple of pi/2 (q < 2^21.4: the magic-number rounding of x 2/pi is
--- exact, and q times the error of C1 + C2 + C3 (2^-72) stays below 2^-50). Beyond, |x| is
--- reduced by Payne-Hanek (reduce_large) and the sign applied at the end. Both reductions run
--- for every lane and one is selected: no branch, so LLVM vectorizes it. Measured max error 1
--- ulp (spec sweeps, the floats nearest the multiples of pi/2 included, and huge x up to the
--- largest float32). NaN for inf and NaN.
-function M.sin(x)
+-- sin x, or cos x when `cosine` (cos x = sin(x + pi/2): the quadrant one further on). x = q pi/2
+-- + r, then sin or cos of r (a double-float rh + rl) by the quadrant q mod 4. For |x| <=
+-- SIN_LIMIT = 2^22, q = round(x 2/pi) and r by Cody and Waite: q * C1 and q * C2 are exact pairs
+-- (two_prod), and the sum is compensated, so r keeps ~48 bits even where x is close to a
+-- multiple of pi/2 (q < 2^21.4: the magic-number rounding of x 2/pi is exact, and q times the
+-- error of C1 + C2 + C3 (2^-72) stays below 2^-50). Beyond, |x| is reduced by Payne-Hanek
+-- (reduce_large) and, for sin, the sign applied at the end (cos is even). Both reductions run
+-- for every lane and one is selected: no branch, so LLVM vectorizes it. NaN for inf and NaN.
+local function sin_or_cos(x, cosine)
   -- q from x 2/pi as a double-float, so that |r| <= pi/4 (1 + 2^-20) even for large x, where
   -- the rounded float32 quotient alone may be off by 0.2 and pick the wrong q
   local qh, ql = two_prod(x, f(TWO_OVER_PI_HI))
@@ -311,12 +318,13 @@ function M.sin(x)
   s, c2 = two_sum(s, -p2)
   c = ((c + c2) - e2) - p3
   local rh, rl = fast_two_sum(s, c)
-  local qi = q:cast(I32)
+  local qi = bits(q + ROUNDER) - ROUNDER_BITS -- q as an int32 (round_both); for |x| > SIN_LIMIT, replaced below
   -- beyond SIN_LIMIT: |x|'s Payne-Hanek reduction instead (NaN and inf end up below)
   local ax = abs(x)
   local large = ax:gt(M.SIN_LIMIT)
   local lq, lrh, lrl = reduce_large(ax)
   qi, rh, rl = large:where(lq, qi), large:where(lrh, rh), large:where(lrl, rl)
+  if cosine then qi = qi + 1 end
   local r2, r2_err = two_prod(rh, rh)
   local sin_r = rh + (rl + (rh * r2) * horner(r2, SIN_POLY))
   -- cos: 1 - rh^2/2 exactly as w + (1 - w - half) - r2_err/2, the correction -rh rl for rl
@@ -325,11 +333,22 @@ function M.sin(x)
   local cos_r = w + (((1.0 - w) - half) + ((r2 * r2) * horner(r2, COS_POLY) - (r2_err * 0.5 + rh * rl)))
   local r = (qi & 1):eq(1):where(cos_r, sin_r)
   r = (qi & 2):eq(2):where(-r, r)
-  r = large:band(x:lt(0.0)):where(-r, r) -- sin(-x) = -sin(x)
-  r = x:eq(0.0):where(x, r) -- sin(-0) = -0
+  if not cosine then
+    r = large:band(x:lt(0.0)):where(-r, r) -- sin(-x) = -sin(x)
+    r = x:eq(0.0):where(x, r) -- sin(-0) = -0
+  end
   -- NaN and inf: NaN
   return isnan(x - x):where(f(NAN), r)
 end
+
+--- sin x (SIN), by sin_or_cos. Measured max error 1 ulp (spec sweeps, the floats nearest the
+-- multiples of pi/2 included, and huge x up to the largest float32); sin(-0) = -0.
+function M.sin(x) return sin_or_cos(x, false) end
+
+--- cos x (COS), by sin_or_cos with the quadrant shifted by one: the same operations as sin
+-- less two selects. Measured max error 1 ulp (the same sweeps as sin); cos(+-0) = 1 exactly
+-- (q = 1, r = 0: cos_r = 1).
+function M.cos(x) return sin_or_cos(x, true) end
 
 ---------------------------------------------------------------------------------------------
 -- pow
@@ -382,9 +401,9 @@ local function wanted(ctx, op)
 end
 
 --- Every op this file decomposes.
-M.OPS = { EXP2 = true, LOG2 = true, SIN = true, POW = true }
+M.OPS = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
 
---- The rule set: float32 EXP2, LOG2, SIN and POW (those ctx.renderer.lacks when a ctx is given).
+--- The rule set: float32 EXP2, LOG2, SIN, COS and POW (those ctx.renderer.lacks when a ctx is given).
 M.rules = P.rules {
   { P.op("EXP2", { x }, { dtype = "float32" }), function(m, ctx)
     if wanted(ctx, "EXP2") then return M.exp2(m.x) end end },
@@ -392,6 +411,8 @@ M.rules = P.rules {
     if wanted(ctx, "LOG2") then return M.log2(m.x) end end },
   { P.op("SIN", { x }, { dtype = "float32" }), function(m, ctx)
     if wanted(ctx, "SIN") then return M.sin(m.x) end end },
+  { P.op("COS", { x }, { dtype = "float32" }), function(m, ctx)
+    if wanted(ctx, "COS") then return M.cos(m.x) end end },
   { P.op("POW", { x, y }, { dtype = "float32" }), function(m, ctx)
     if wanted(ctx, "POW") then return M.pow(m.x, m.y) end end },
 }
