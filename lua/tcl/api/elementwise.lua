@@ -412,6 +412,13 @@ function M.exp(x)
   local normal, scale = exp_factors(x)
   return normal:mul(scale)
 end
+--- e^x as exp2(x log2 e): three graph ops instead of exp's range reduction, with an error of
+-- about |x| 2^-24 relative (the rounding of the product, which exp2 scales by |x|). For the
+-- callers whose own error bound is of that size: softmax (x - max rounded first costs the
+-- same), where a cheap exponential lets the weights stay fused into attention's matmul.
+function M._exp_base2(x)
+  return unary("EXP2", x:mul(LOG2_E))
+end
 --- log x = log2(x) ln 2. Max error 1 ulp (ULP_BOUNDS.log): LOG2's, the product's rounding.
 function M.log(x) return unary("LOG2", float_arg("log", x)):mul(LN_2) end
 --- sqrt x (SQRT): correctly rounded (ULP_BOUNDS.sqrt = 0).

@@ -11,6 +11,7 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
+local elementwise = require "tcl.api.elementwise"
 
 local fail = check.fail
 local dtypes = core.dtypes
@@ -193,13 +194,15 @@ function M.logsumexp(x, dim, keepdim)
 end
 
 --- exp(x) / sum(exp(x)) along dim (default -1). Its error is mostly that of x - max rounded to
--- float32, which exp multiplies by |x - max| (64 ulp measured at x - max = -100; 122 with the
--- former exp): a relative error of about (4 + |x - max|) 2^-23.
+-- float32, which exp multiplies by |x - max|: a relative error of about (4 + |x - max|) 2^-23.
+-- Within that, the exponential is exp2((x - max) log2 e) (elementwise._exp_base2): three ops,
+-- so that the weights stay cheap to recompute and attention's softmax fuses into weights @
+-- values (tcl.schedule.realize_points), as in tinygrad.
 function M.softmax(x, dim)
   tensor_arg("softmax", x)
   local axes = #x._shape == 0 and {} or check.dims("softmax", dim or -1, x._shape)
   x = nodes.cast(x, rules.float_of(x.uop.dtype))
-  local e = x:sub(nodes.reduce(x, "MAX", axes)):exp()
+  local e = elementwise._exp_base2(x:sub(nodes.reduce(x, "MAX", axes)))
   return e:div(nodes.reduce(e, "ADD", axes))
 end
 
