@@ -35,6 +35,8 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
+  -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
+  jit = require("tcl.api.jit").jit,
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
 }
@@ -46,7 +48,9 @@ tcl.clock = core.clock
 -- lists every kernel run during the call, in order: { kernels = { {name =, device =, seconds =,
 -- ops =, bytes =}, ... }, seconds = (kernel time), wall = (the whole call, seconds) }.
 function tcl.profile(fn, ...)
-  if type(fn) ~= "function" then error("profile: expected a function, got " .. type(fn), 2) end
+  if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
+    error("profile: expected a function, got " .. type(fn), 2)
+  end
   local report = { kernels = {}, seconds = 0 }
   local stop = lower.listen(function(record)
     report.kernels[#report.kernels + 1] = record

@@ -106,9 +106,14 @@ function M.from_list(dtype, list, device)
   return node
 end
 
+--- While set, called as read_hook(node) before a buffer's contents go to the host (tcl.jit
+-- refuses host reads while it captures a plan).
+M.read_hook = nil
+
 --- The contents of a BUFFER node as a flat Lua list.
 function M.read(node)
   entry_of(node, "read")
+  if M.read_hook then M.read_hook(node) end
   return M.get(node):read()
 end
 

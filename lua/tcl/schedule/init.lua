@@ -23,6 +23,11 @@ local lower = require "tcl.codegen.lower"
 
 local M = {}
 
+--- While set, called as recorder(kernel, buffer_nodes, storages) for every kernel that run
+-- executes, in order (tcl.jit captures execution plans with it): the compiled kernel
+-- (tcl.codegen.lower), its BUFFER nodes and their runtime buffers, in PARAM slot order.
+M.recorder = nil
+
 local function check_outputs(outputs, fn)
   if type(outputs) ~= "table" or #outputs == 0 then
     error(string.format("schedule.%s: expected a non-empty list of tensor-graph nodes", fn), 3)
@@ -173,7 +178,11 @@ function M.run(outputs, opts)
         compile_seconds = after.build_seconds - before.build_seconds, from_disk = after.disk_hits - before.disk_hits,
         in_memory = after.memory_hits - before.memory_hits }))
     end
-    for n, program in ipairs(programs) do program:run(args[n]) end
+    local recorder = M.recorder
+    for n, program in ipairs(programs) do
+      program:run(args[n])
+      if recorder then recorder(program, sched.kernels[n].buffers, args[n]) end
+    end
   end
   return sched.outputs, sched
 end

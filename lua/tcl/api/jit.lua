@@ -1,0 +1,263 @@
+-- tcl.api.jit — execution plans (tcl.jit): a function of tensors captured once as the list of
+-- kernels it runs, then replayed on new inputs without scheduling, lowering or compiling.
+-- Layer: lua/tcl/api (over tcl.schedule).
+--
+--   local step = tcl.jit(function(x, w) return (x:matmul(w) + 1):relu() end)
+--   for i = 1, n do local y = step(batch[i], w) ... end
+--
+-- Calls with one signature (the shapes of the tensor arguments):
+--   1st  runs fn as usual (a warm-up: it compiles, and realizes lazy state fn reads once,
+--        such as weights, which a plan must not redo on every call);
+--   2nd  runs fn and captures every kernel it runs (tcl.schedule's recorder), with the runtime
+--        buffers each one reads and writes;
+--   3rd+ replay: the tensor arguments are realized, put in the slots where the captured call's
+--        arguments were, and the kernels run in order; fn is not called.
+-- A new combination of shapes starts over with a plan of its own. What must stay as captured
+-- is an error: the number of arguments, which of them are tensors, their dtypes and devices,
+-- which of them are the same tensor, and the values of non-tensor arguments (they are
+-- constants in the kernels; pass a value that changes as Tensor.scalar(v)).
+--
+-- fn must compute tensors only: reading values to the host while a plan is captured
+-- (tolist, item, print, data) is an error, since a replay cannot repeat it. It returns one
+-- or more tensors. Results of a replay are tensors over the plan's own buffers: the next call
+-- of the same plan overwrites them (as tinygrad's TinyJit does), so copy what must be kept
+-- (t:contiguous():realize() makes a new buffer) before calling again. An argument that is a
+-- result of the same plan is copied in first, so feeding results back (x = step(x)) is fine.
+--
+--   step:stats() -> { plans =, captured = (calls that captured), replayed =, kernels = (in
+--                     the plans) }
+local class = require "tcl.api.class"
+local tensor = require "tcl.api.tensor"
+local schedule = require "tcl.schedule"
+local buffers = require "tcl.schedule.buffers"
+local runtime = require "tcl.runtime"
+
+local M = {}
+
+local is_tensor = class.is_tensor
+
+local function message(fmt, ...) return "jit: " .. string.format(fmt, ...) end
+
+-- The BUFFER node a realized tensor's node views (a BUFFER, maybe reshaped).
+local function buffer_of(uop)
+  while uop.op == "RESHAPE" do uop = uop.src[1] end
+  return uop.op == "BUFFER" and uop or nil
+end
+
+local function describe(v)
+  if is_tensor(v) then return string.format("a %s tensor on %s", v.dtype.name, v.device) end
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+--- The calls' fixed facts (arity, kinds, dtypes, devices, constants) and the plan key (shapes
+-- and which tensor arguments are the same tensor).
+local function signature(args)
+  local fixed, key = { n = args.n }, {}
+  for i = 1, args.n do
+    local a = args[i]
+    if is_tensor(a) then
+      fixed[i] = { tensor = true, dtype = a.dtype, device = a.device }
+      local same = ""
+      for j = 1, i - 1 do
+        if is_tensor(args[j]) and args[j] == a then same = "=" .. j break end
+      end
+      key[#key + 1] = table.concat(a._shape, "x") .. same
+    else
+      fixed[i] = { value = a }
+      key[#key + 1] = "-"
+    end
+  end
+  return fixed, table.concat(key, ",")
+end
+
+--- nil when the call's fixed facts are the first call's, else what differs.
+local function misuse(first, now)
+  if now.n ~= first.n then
+    return message("called with %d arguments, but the function was first called with %d", now.n, first.n)
+  end
+  for i = 1, now.n do
+    local a, b = first[i], now[i]
+    if a.tensor ~= b.tensor then
+      return message("argument %d is %s, but it was %s when first called", i,
+        b.tensor and "a tensor" or "not a tensor", a.tensor and "a tensor" or "not a tensor")
+    elseif a.tensor and a.dtype ~= b.dtype then
+      return message("argument %d is %s, but the plans were captured with %s (a new dtype needs a new tcl.jit)",
+        i, b.dtype.name, a.dtype.name)
+    elseif a.tensor and a.device ~= b.device then
+      return message("argument %d is on %s, but the plans were captured on %s", i, b.device, a.device)
+    elseif not a.tensor and a.value ~= b.value and not (a.value ~= a.value and b.value ~= b.value) then
+      return message("argument %d is %s, but it was %s when first called: values that are not tensors are "
+        .. "compiled into the kernels (pass a changing value as Tensor.scalar(v))", i, describe(b.value),
+        describe(a.value))
+    end
+  end
+  return nil
+end
+
+local function tensors_in(args)
+  local list = {}
+  for i = 1, args.n do if is_tensor(args[i]) then list[#list + 1] = args[i] end end
+  return list
+end
+
+local function realize_inputs(args)
+  local list = tensors_in(args)
+  if #list > 0 then tensor.realize_all(table.unpack(list)) end
+end
+
+--- nil when fn's results are tensors, else why not.
+local function bad_results(results)
+  if results.n == 0 then return message("the function returned nothing; it must return tensors") end
+  for i = 1, results.n do
+    if not is_tensor(results[i]) then
+      return message("result %d is %s; a jitted function returns tensors only", i, describe(results[i]))
+    end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------
+-- capturing
+
+--- Runs fn on args while recording its kernels; returns the plan and fn's results.
+local function capture(fn, args)
+  local recorded = {}
+  schedule.recorder = function(kernel, nodes, storages)
+    recorded[#recorded + 1] = { kernel = kernel, nodes = nodes, storages = storages }
+  end
+  buffers.read_hook = function()
+    error("jit: the function read tensor values to the host (tolist, item, print, data) while its plan was "
+      .. "captured; a jitted function must only compute tensors", 0)
+  end
+  local results = table.pack(pcall(function()
+    local out = table.pack(fn(table.unpack(args, 1, args.n)))
+    local bad = bad_results(out)
+    if bad then error(bad, 0) end
+    tensor.realize_all(table.unpack(out, 1, out.n))
+    return out
+  end))
+  schedule.recorder, buffers.read_hook = nil, nil
+  if not results[1] then error(results[2], 0) end
+  local out = results[2]
+
+  -- where each argument's buffer was: its storage -> the (first) argument's position
+  local input_at = {}
+  for i = args.n, 1, -1 do
+    if is_tensor(args[i]) then input_at[buffers.get(buffer_of(args[i].uop))] = i end
+  end
+  local plan = { steps = {}, outputs = {}, made = {}, staging = {} }
+  for _, r in ipairs(recorded) do
+    local slots, list = {}, {}
+    for k, storage in ipairs(r.storages) do
+      local i = input_at[storage]
+      if i then slots[#slots + 1] = { k, i } else list[k] = storage end
+    end
+    -- nodes: keep the plan's BUFFER nodes alive, so tcl.schedule.buffers never frees their memory
+    plan.steps[#plan.steps + 1] = { kernel = r.kernel, buffers = list, inputs = slots, nodes = r.nodes }
+    plan.made[r.storages[1]] = true -- slot 0 is what the kernel writes
+  end
+  for i = 1, out.n do
+    local t = out[i]
+    local storage = buffers.get(buffer_of(t.uop))
+    -- a result that is an argument (returned as it came) is that call's argument on replay
+    local input = not plan.made[storage] and input_at[storage] or nil
+    plan.outputs[i] = { uop = t.uop, shape = t.shape, device = t.device, input = input }
+  end
+  return plan, out
+end
+
+---------------------------------------------------------------------------------------------
+-- replaying
+
+local function replay(plan, args)
+  realize_inputs(args)
+  local storages = {}
+  for i = 1, args.n do
+    local a = args[i]
+    if is_tensor(a) then
+      local storage = buffers.get(buffer_of(a.uop))
+      if plan.made[storage] then -- a result of this plan: the plan would overwrite what it reads
+        local copy = plan.staging[i]
+        if not copy then
+          copy = runtime.buffer(storage.dtype, storage.numel, storage.device)
+          plan.staging[i] = copy
+        end
+        copy:copy_from(storage)
+        storage = copy
+      end
+      storages[i] = storage
+    end
+  end
+  for _, step in ipairs(plan.steps) do
+    local list = step.buffers
+    for _, slot in ipairs(step.inputs) do list[slot[1]] = storages[slot[2]] end
+    step.kernel:run(list)
+  end
+  local results = {}
+  for i, o in ipairs(plan.outputs) do
+    results[i] = o.input and args[o.input] or class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
+  end
+  return table.unpack(results, 1, #plan.outputs)
+end
+
+---------------------------------------------------------------------------------------------
+-- the jitted function
+
+local Jit = {}
+Jit.__index = Jit
+Jit.__name = "tcl.jit"
+
+function Jit:__call(...)
+  local args = table.pack(...)
+  local fixed, key = signature(args)
+  if self.fixed then
+    local wrong = misuse(self.fixed, fixed)
+    if wrong then error(wrong, 2) end
+  else
+    self.fixed = fixed
+  end
+  local plan = self.plans[key]
+  if plan then
+    self.replayed = self.replayed + 1
+    return replay(plan, args)
+  end
+  realize_inputs(args)
+  local seen = (self.calls[key] or 0) + 1
+  self.calls[key] = seen
+  if seen == 1 then -- warm-up
+    local out = table.pack(self.fn(...))
+    local bad = bad_results(out)
+    if bad then error(bad, 2) end
+    return table.unpack(out, 1, out.n)
+  end
+  local out
+  plan, out = capture(self.fn, args)
+  self.plans[key] = plan
+  self.captured = self.captured + 1
+  return table.unpack(out, 1, out.n)
+end
+
+function Jit:stats()
+  local plans, kernels = 0, 0
+  for _, plan in pairs(self.plans) do
+    plans = plans + 1
+    kernels = kernels + #plan.steps
+  end
+  return { plans = plans, captured = self.captured, replayed = self.replayed, kernels = kernels }
+end
+
+function Jit:__tostring()
+  local s = self:stats()
+  return string.format("tcl.jit(%d plans, %d kernels)", s.plans, s.kernels)
+end
+
+--- tcl.jit(fn): fn as a jitted function (see the header).
+function M.jit(fn)
+  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
+    error("jit: expected a function, got " .. type(fn), 2)
+  end
+  return setmetatable({ fn = fn, plans = {}, calls = {}, captured = 0, replayed = 0 }, Jit)
+end
+
+return M
