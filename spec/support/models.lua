@@ -28,8 +28,7 @@ end
 -- Tensor: the Tensor class; sizes: { batch, seq, d_model, heads, hidden }; opts: { empty }.
 -- Returns out, { x =, <weight name> = ... } (every tensor the graph reads).
 function M.gpt2_layer(Tensor, sizes, opts)
-  local B, T, D, H, HID = sizes.batch, sizes.seq, sizes.d_model, sizes.heads, sizes.hidden
-  local Dh = D // H
+  local B, T, D, HID = sizes.batch, sizes.seq, sizes.d_model, sizes.hidden
   local input = inputs(Tensor, opts)
   local function weight(rows, cols) return input(1 / math.sqrt(rows), rows, cols) end
   local function vector(n) return input(0.5, n) end
@@ -42,6 +41,14 @@ function M.gpt2_layer(Tensor, sizes, opts)
     fc_w = weight(D, HID), fc_b = vector(HID),
     out_w = weight(HID, D), out_b = vector(D),
   }
+  return M.gpt2_layer_on(Tensor, sizes, p), p
+end
+
+--- The same block on given tensors p = { x =, ln1_w =, ... } (gpt2_layer's second result, or
+-- new ones of the same shapes): for callers that run the layer on new inputs (tcl.jit).
+function M.gpt2_layer_on(_, sizes, p)
+  local B, T, D, H = sizes.batch, sizes.seq, sizes.d_model, sizes.heads
+  local Dh = D // H
   local x = p.x
   local qkv = affine_layernorm(x, p.ln1_w, p.ln1_b):linear(p.qkv_w, p.qkv_b)           -- (B, T, 3D)
   local heads = {}
@@ -52,7 +59,7 @@ function M.gpt2_layer(Tensor, sizes, opts)
   attn = attn:transpose(2, 3):reshape(B, T, D)
   local h = x:add(attn:linear(p.proj_w, p.proj_b))
   local mlp = affine_layernorm(h, p.ln2_w, p.ln2_b):linear(p.fc_w, p.fc_b):gelu():linear(p.out_w, p.out_b)
-  return h:add(mlp), p
+  return h:add(mlp)
 end
 
 --- The 784-256-10 MLP's forward pass on a batch, then a softmax over the classes:

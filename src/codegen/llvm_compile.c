@@ -134,6 +134,60 @@ static tcl_status optimize(LLVMTargetMachineRef tm, LLVMModuleRef mod, tcl_llvm_
     return TCL_OK;
 }
 
+/* The function argument a pointer is an offset of (through GEPs), or NULL. */
+static LLVMValueRef base_argument(LLVMValueRef ptr) {
+    for (int depth = 0; depth < 64 && ptr; depth++) {
+        if (LLVMIsAArgument(ptr)) return ptr;
+        if (!LLVMIsAGetElementPtrInst(ptr) && !(LLVMIsAConstantExpr(ptr) && LLVMGetConstOpcode(ptr) == LLVMGetElementPtr))
+            return NULL;
+        ptr = LLVMGetOperand(ptr, 0);
+    }
+    return NULL;
+}
+
+/* Marks the aligned vector stores into the large outputs non-temporal (tcl_llvm_options) and,
+ * if any, fences before every return: streaming stores are weakly ordered, and the threads
+ * that run the next kernel must see them. Runs on the optimized IR. */
+static void stream_large_outputs(LLVMModuleRef mod, LLVMContextRef ctx, const tcl_llvm_job *job) {
+    int64_t limit = job->options.nontemporal_bytes;
+    if (limit <= 0) return;
+    LLVMValueRef fn = LLVMGetNamedFunction(mod, job->entry);
+    const tcl_llvm_kernel *k = &job->kernel;
+    bool streaming = false;
+    unsigned kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0));
+    LLVMValueRef node = LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one, 1));
+    LLVMTargetDataRef layout = LLVMGetModuleDataLayout(mod);
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+        for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+            if (!LLVMIsAStoreInst(in)) continue;
+            LLVMTypeRef type = LLVMTypeOf(LLVMGetOperand(in, 0));
+            if (LLVMGetTypeKind(type) != LLVMVectorTypeKind) continue;
+            LLVMValueRef arg = base_argument(LLVMGetOperand(in, 1));
+            if (!arg) continue;
+            for (size_t slot = 0; slot < k->nparams; slot++) {
+                if (LLVMGetParam(fn, (unsigned)slot) != arg) continue;
+                int64_t bytes = k->params[slot].numel * (int64_t)tcl_dtype_get(k->params[slot].dtype)->itemsize;
+                /* x86's streaming stores need the vector's own alignment */
+                if (bytes >= limit && LLVMGetAlignment(in) >= LLVMStoreSizeOfType(layout, type)) {
+                    LLVMSetMetadata(in, kind, node);
+                    streaming = true;
+                }
+            }
+        }
+    }
+    if (!streaming) return;
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+        LLVMValueRef last = LLVMGetLastInstruction(bb);
+        if (last && LLVMIsAReturnInst(last)) {
+            LLVMPositionBuilderBefore(b, last);
+            LLVMBuildFence(b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+        }
+    }
+    LLVMDisposeBuilder(b);
+}
+
 static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_llvm_job *job) {
     double start = now();
     tcl_ir ir;
@@ -148,13 +202,14 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
     LLVMDisposeTargetData(layout);
 
     tcl_status st = tcl_llvm_render(&ir, job->name, job->fingerprint_only ? "kernel" : job->entry, job->nodes, job->n,
-                                    &job->kernel, &job->err);
+                                    &job->options, &job->kernel, &job->err);
     if (st == TCL_OK && job->fingerprint_only) {
         /* the code, and the facts that are not in it (buffer sizes a kernel does not read, the
          * size of the parallel loop, whose bounds are arguments) */
         char *text = LLVMPrintModuleToString(ir.mod);
         char facts[64];
-        int len = snprintf(facts, sizeof facts, "|%lld|%.17g", (long long)job->kernel.parallel_size, job->kernel.work);
+        int len = snprintf(facts, sizeof facts, "|%lld|%.17g|%lld", (long long)job->kernel.parallel_size,
+                           job->kernel.work, (long long)job->options.nontemporal_bytes);
         XXH3_state_t *state = XXH3_createState();
         XXH128_hash_t h = {0, 0};
         if (state && XXH3_128bits_reset(state) == XXH_OK) {
@@ -194,6 +249,7 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
         LLVMDisposeMessage(message);
     }
     if (st == TCL_OK) st = optimize(tm, ir.mod, job);
+    if (st == TCL_OK) stream_large_outputs(ir.mod, ir.ctx, job);
     if (st == TCL_OK && job->want_asm) {
         /* emitting runs codegen passes over the module: the assembly comes from a copy */
         LLVMModuleRef copy = LLVMCloneModule(ir.mod);

@@ -36,6 +36,7 @@ typedef struct tcl_llvm_job {
     int opt_level;          /* 0..3: the pass pipeline default<On> */
     bool want_ir, want_asm; /* keep the rendered IR / the machine assembly as text */
     bool fingerprint_only;  /* render and fingerprint, compile nothing (entry is ignored) */
+    tcl_llvm_options options;
     /* what came out (owned by the job: tcl_llvm_job_clear) */
     tcl_error err;          /* err.status != TCL_OK: failed, err.message says why */
     tcl_llvm_kernel kernel;

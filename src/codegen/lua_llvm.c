@@ -2,10 +2,11 @@
  *
  *   local llvm = require "tcl.llvm"
  *   llvm.version                 LLVM's version ("19.1.7")
- *   llvm.target                  { triple =, cpu =, features = } of this host
+ *   llvm.target                  { triple =, cpu =, features =, cache_bytes = (last-level cache) } of this host
  *   llvm.compile_many(requests[, { threads = n }]) -> { compiled, ... }
  *     requests: { { list, opts }, ... }: a linear program (tcl.codegen.linearize) and
- *       { name =, entry = (the function's symbol), opt = 0..3 (default 2), want_ir =, want_asm = }
+ *       { name =, entry = (the function's symbol), opt = 0..3 (default 2), want_ir =, want_asm =,
+ *         nontemporal_bytes = (stores into outputs of at least this size bypass the caches) }
  *     compiled: { object = (ELF object code), entry =, nparams =, params = { {dtype =, numel =} },
  *       parallel_size =, work =, seconds =, ir = (when wanted), asm = (when wanted) }
  *     Compiles on `threads` threads (default: the cores online); a kernel that fails raises
@@ -20,6 +21,7 @@
 
 #include <lauxlib.h>
 #include <llvm/Config/llvm-config.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,6 +102,14 @@ static void read_request(lua_State *L, int req, lua_Integer i, batch *b) {
             job->opt_level = (int)level;
         }
         lua_pop(L, 1);
+        lua_getfield(L, opts, "nontemporal_bytes");
+        if (!lua_isnil(L, -1)) {
+            int ok;
+            lua_Integer bytes = lua_tointegerx(L, -1, &ok);
+            if (!ok || bytes < 0) luaL_error(L, "llvm.compile: nontemporal_bytes must be a count of bytes");
+            job->options.nontemporal_bytes = bytes;
+        }
+        lua_pop(L, 1);
         job->want_ir = opt_boolean(L, opts, "want_ir");
         job->want_asm = opt_boolean(L, opts, "want_asm");
     }
@@ -156,6 +166,31 @@ static void push_compiled(lua_State *L, const tcl_llvm_job *job) {
 static int default_threads(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
+}
+
+/* The size of the last-level cache one core sees, in bytes (0: not known), for the
+ * non-temporal store threshold. Linux's sysfs first: sysconf may report every L3 of the
+ * package together (384 MiB on an EPYC where a core shares 32 MiB). */
+static long last_level_cache_bytes(void) {
+    long best = 0;
+    for (int index = 0; index < 8; index++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        long size = 0;
+        char unit = 0;
+        if (fscanf(f, "%ld%c", &size, &unit) >= 1) {
+            if (unit == 'K') size <<= 10;
+            else if (unit == 'M') size <<= 20;
+            if (size > best) best = size;
+        }
+        fclose(f);
+    }
+    if (best > 0) return best;
+    long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return cache > 0 ? cache : 0;
 }
 
 /* compile_many(requests, options) with the target as upvalue 1 (and upvalue 2 true for
@@ -254,7 +289,9 @@ TCL_LUAOPEN_API int luaopen_tcl_llvm(lua_State *L) {
     lua_setfield(L, -2, "compile");
     lua_pushstring(L, LLVM_VERSION_STRING);
     lua_setfield(L, -2, "version");
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, last_level_cache_bytes());
+    lua_setfield(L, -2, "cache_bytes");
     lua_pushstring(L, box->t.triple);
     lua_setfield(L, -2, "triple");
     lua_pushstring(L, box->t.cpu);

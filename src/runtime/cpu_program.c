@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L /* strdup, clock_gettime */
 #include "cpu_program.h"
 
+#include "codegen/llvm_render.h"
+
 #include <ffi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,11 +117,19 @@ typedef struct split_run {
     size_t nparts;
 } split_run;
 
+/* Where part k of n starts: an even share, rounded down to TCL_LLVM_PART_ALIGN for loops the
+ * kernel assumes aligned parts of (codegen/llvm_render.h). */
+static int64_t part_start(int64_t size, size_t k, size_t n) {
+    if (k >= n) return size;
+    int64_t at = (int64_t)((__int128)size * (int64_t)k / (int64_t)n);
+    if (size >= TCL_LLVM_ALIGNED_PARTS_MIN) at -= at % TCL_LLVM_PART_ALIGN;
+    return at;
+}
+
 static void run_part(void *ctx, size_t part) {
     const split_run *s = ctx;
     int64_t size = s->p->parallel_size;
-    int64_t start = (int64_t)((__int128)size * (int64_t)part / (int64_t)s->nparts);
-    int64_t end = (int64_t)((__int128)size * (int64_t)(part + 1) / (int64_t)s->nparts);
+    int64_t start = part_start(size, part, s->nparts), end = part_start(size, part + 1, s->nparts);
     if (start < end) call(s->p, s->bufs, start, end);
 }
 

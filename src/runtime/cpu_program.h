@@ -5,7 +5,9 @@
  * The kernel ABI (src/codegen): void entry(void *p0, ..., void *p{n-1}, int64_t start,
  * int64_t end). When parallel_size > 0 the kernel's one top-level loop runs [start, end) of
  * [0, parallel_size); a run splits that range into parts on the pool when the kernel's work
- * (scalar operations of a whole run) is worth waking threads for, else calls it once. */
+ * (scalar operations of a whole run) is worth waking threads for, else calls it once. Parts
+ * of a loop of at least TCL_LLVM_ALIGNED_PARTS_MIN start at multiples of TCL_LLVM_PART_ALIGN
+ * (the kernels assume it: codegen/llvm_render.h). */
 #ifndef TCLC_RUNTIME_CPU_PROGRAM_H
 #define TCLC_RUNTIME_CPU_PROGRAM_H
 

@@ -42,6 +42,10 @@ end
 local target = llvm.target
 M.options = string.format("llvm%s-%s-%s-O2", llvm.version, target.cpu, fnv(target.features or ""))
 
+-- Outputs larger than the last-level cache are written with streaming stores: they would not
+-- stay in the cache for the next kernel, and bypassing it saves reading each line first.
+local NONTEMPORAL_BYTES = math.max(target.cache_bytes > 0 and target.cache_bytes or 32 << 20, 4 << 20)
+
 runtime.configure_cpu { threads = env.THREADS }
 
 ---------------------------------------------------------------------------------------------
@@ -92,7 +96,9 @@ function M.build_many(jobs)
   local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
   local renders = {}
-  for i, job in ipairs(jobs) do renders[i] = { job.list, { name = job.name } } end
+  for i, job in ipairs(jobs) do
+    renders[i] = { job.list, { name = job.name, nontemporal_bytes = NONTEMPORAL_BYTES } }
+  end
   local fingerprints = llvm.fingerprint_many(renders, { threads = threads() })
   local compiled, misses, requests, keys = {}, {}, {}, {}
   for i, job in ipairs(jobs) do
@@ -105,7 +111,7 @@ function M.build_many(jobs)
     else
       misses[#misses + 1] = i
       requests[#requests + 1] = { job.list, { name = job.name, entry = job.entry, opt = 2, want_ir = env.DEBUG >= 4,
-        want_asm = env.DEBUG >= 7 } }
+        want_asm = env.DEBUG >= 7, nontemporal_bytes = NONTEMPORAL_BYTES } }
     end
   end
   if #requests > 0 then

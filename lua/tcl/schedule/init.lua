@@ -19,6 +19,7 @@ local shape = require "tcl.shape"
 local buffers = require "tcl.schedule.buffers"
 local rangeify = require "tcl.schedule.rangeify"
 local realize_points = require "tcl.schedule.realize_points"
+local split_reduce = require "tcl.schedule.split_reduce"
 local lower = require "tcl.codegen.lower"
 
 local M = {}
@@ -93,7 +94,13 @@ function M.create(outputs, opts)
   for _, node in ipairs(order) do -- validates every node (sources first: shallow recursion)
     if node ~= sink then shape.shared(node) end
   end
-  local realize = realize_points.decide(order, sink, outputs)
+  -- the graph that is planned: large reductions split in two stages (its outputs, by position)
+  local planned = split_reduce.apply(outputs, order)
+  if planned ~= outputs then
+    sink = core.uop("SINK", nil, planned)
+    order = sink:toposort()
+  end
+  local realize = realize_points.decide(order, sink, planned)
   local device = graph_device(order, opts and opts.device)
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
@@ -122,9 +129,10 @@ function M.create(outputs, opts)
 
   local results, realized, stored_map = {}, {}, {}
   for i, node in ipairs(outputs) do
-    realized[i] = as_view(stored_in[node.id], shape.shared(node))
+    local stored_node = stored_in[planned[i].id]
+    realized[i] = as_view(stored_node, shape.shared(node))
     results[node] = realized[i]
-    stored_map[node] = stored_in[node.id]
+    stored_map[node] = stored_node
   end
   return { kernels = kernels, outputs = realized, results = results, stored = stored_map, device = device }
 end
