@@ -83,7 +83,7 @@ with torch.no_grad():
                                                  batch_first=True, norm_first=True).eval()
         x = torch.rand(1, 128, 768)
         mask = torch.nn.Transformer.generate_square_subsequent_mask(128)
-        print("torch_ms", med(lambda: layer(x, src_mask=mask, is_causal=True)) * 1e3)
+        print("torch_ms", med(lambda: layer(x, src_mask=mask)) * 1e3)
 ]]
 
 local function torch_ms(what, threads)

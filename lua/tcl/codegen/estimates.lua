@@ -1,6 +1,6 @@
--- tcl.codegen.estimates — what one run of a linear program does: ALU operations executed and
--- bytes of the buffers it touches, for DEBUG's GFLOPS and GB/s and for tcl.profile, and the
--- operations on data alone, to compare a schedule's work with its graph's. Layer: codegen.
+-- tcl.codegen.estimates — what one run of a linear program does: ALU operations executed, the
+-- operations on data alone (DEBUG's GFLOPS, tcl.profile's ops, and a schedule's work against
+-- its graph's), and the bytes of the buffers it touches (GB/s). Layer: codegen.
 --
 -- Operations: every ALU node (and CAST) counts once per iteration of the loops around it;
 -- loops have constant sizes (RANGE of a CONST), a loop of unknown size counts once. Value

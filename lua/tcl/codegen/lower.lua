@@ -238,7 +238,7 @@ function M.compile_many(items, device)
       if debug >= 4 then M.log(program:dump()) end
       if debug >= 7 and program.assembly then M.log(program:assembly()) end
       local k = setmetatable({ name = job.name, device = device, ast = job.ast, program = program,
-        ops = job.estimate.ops, bytes = job.estimate.bytes }, Kernel)
+        ops = job.estimate.value_ops, bytes = job.estimate.bytes }, Kernel)
       kernel_cache.put(job.key, k)
       kernels[job.index] = k
       for _, i in ipairs(job.also) do kernels[i] = k end
