@@ -315,6 +315,22 @@ describe("the LLVM renderer", function()
       assert.are.equal(0, two.parallel_size)
     end)
 
+    it("split their parallel loop across the pool when the work is worth it, every element done once", function()
+      local schedule = require "tcl.schedule"
+      local function program_of(t)
+        return lower.compile(schedule.create({ t.uop }).kernels[1].ast, { device = "CPU" }).program.cpu
+      end
+      local n = 300007 -- prime: the parts' ends are rounded to 16 elements but the last
+      local x = tcl.Tensor.arange(n)
+      local y = x * 3 + 1
+      assert.is_true(program_of(y):parts(2) > 1)
+      assert.are.equal(1, program_of(tcl.Tensor.arange(64) * 3 + 1):parts(2)) -- too little work to wake threads
+      local got = y:tolist()
+      for i = 1, n do
+        if got[i] ~= 3 * (i - 1) + 1 then error(string.format("element %d is %s", i, tostring(got[i]))) end
+      end
+    end)
+
     it("compile on several threads to the same code as on one", function()
       local requests, names = {}, {}
       for i = 1, 24 do
