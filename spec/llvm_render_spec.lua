@@ -297,8 +297,10 @@ describe("the LLVM renderer", function()
       local sum = u("REDUCE", dt "float32", { xr * xr, rr }, "ADD")
       local red = compiled(K.sink("red", u("STORE", nil, { u("INDEX", dt "float32", { K.param(dt "float32", 0, 1),
         K.c(0) }), sum })))
-      assert.matches("fadd reassoc contract float", red.ir)
-      assert.matches("fmul contract float", red.ir)
+      if tonumber(llvm.version:match("^%d+")) >= 18 then -- older C APIs cannot set the flags
+        assert.matches("fadd reassoc contract float", red.ir)
+        assert.matches("fmul contract float", red.ir)
+      end
       assert.are.equal(0, red.parallel_size) -- a top-level reduction is not split
       assert.are.same({ "float32", "float32" }, { red.params[1].dtype.name, red.params[2].dtype.name })
       assert.are.same({ 1, n }, { red.params[1].numel, red.params[2].numel })

@@ -374,13 +374,16 @@ static LLVMValueRef value_of_bits(renderer *r, LLVMValueRef bits, tcl_dtype d) {
 
 /* ---- ALU ---- */
 
-/* Fast-math flags, where this LLVM's C API can set them (18 and newer). */
-static void set_fast_math(LLVMValueRef v, unsigned flags) {
+/* Fast-math flags (reassociation, contraction), where this LLVM's C API can set them (18 and
+ * newer; with an older LLVM reductions keep their order and are not vectorized). */
+static void set_fast_math(LLVMValueRef v, bool reassoc, bool contract) {
 #if LLVM_VERSION_MAJOR >= 18
+    unsigned flags = (reassoc ? LLVMFastMathAllowReassoc : 0) | (contract ? LLVMFastMathAllowContract : 0);
     if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v)) LLVMSetFastMathFlags(v, LLVMGetFastMathFlags(v) | flags);
 #else
     (void)v;
-    (void)flags;
+    (void)reassoc;
+    (void)contract;
 #endif
 }
 
@@ -406,6 +409,26 @@ static LLVMValueRef fma_round_to_odd(renderer *r, LLVMValueRef a, LLVMValueRef b
     LLVMValueRef stepped = LLVMBuildAdd(B, bits, LLVMBuildSelect(B, outward, int_const(ir->i64, 1), int_const(ir->i64, -1), ""), "");
     LLVMValueRef odd = LLVMBuildSelect(B, LLVMBuildAnd(B, LLVMBuildAnd(B, inexact, even, ""), finite, ""), stepped, bits, "");
     return LLVMBuildBitCast(B, odd, ir->f64, "");
+}
+
+/* IEEE 754-2019 maximum / minimum (NaN propagates, -0 < +0), EMU's float_max / float_min.
+ * LLVM's intrinsics, which vectorize as reductions; before LLVM 18 (x86 cannot select them
+ * before 17) in plain compares and selects. */
+static LLVMValueRef float_max_min(renderer *r, bool max, LLVMValueRef x, LLVMValueRef y) {
+#if LLVM_VERSION_MAJOR >= 18
+    return tcl_ir_call2(r->ir, max ? "llvm.maximum" : "llvm.minimum", x, y);
+#else
+    LLVMBuilderRef B = r->b;
+    LLVMTypeRef bits = LLVMTypeOf(x) == r->ir->f64 ? r->ir->i64 : r->ir->i32;
+    LLVMValueRef x_negative = LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildBitCast(B, x, bits, ""), int_const(bits, 0), "");
+    LLVMValueRef larger = LLVMBuildFCmp(B, max ? LLVMRealOGT : LLVMRealOLT, x, y, "");
+    LLVMValueRef v = LLVMBuildSelect(B, larger, x, y, "");
+    /* equal: +0 is the larger of the zeros */
+    LLVMValueRef equal_pick = max ? LLVMBuildSelect(B, x_negative, y, x, "") : LLVMBuildSelect(B, x_negative, x, y, "");
+    v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, x, y, ""), equal_pick, v, "");
+    v = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, y, y, ""), y, v, "");
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, v, "");
+#endif
 }
 
 /* Float ops. float32 and float64 compute in their own type. The narrow formats hold float32
@@ -444,8 +467,8 @@ static LLVMValueRef float_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef 
         v = LLVMBuildSelect(b, differ, LLVMBuildFAdd(b, m, a[1], ""), m, "");
         break;
     }
-    case TCL_OP_MAX: v = tcl_ir_call2(ir, "llvm.maximum", a[0], a[1]); exact = true; break;
-    case TCL_OP_MIN: v = tcl_ir_call2(ir, "llvm.minimum", a[0], a[1]); exact = true; break;
+    case TCL_OP_MAX: v = float_max_min(r, true, a[0], a[1]); exact = true; break;
+    case TCL_OP_MIN: v = float_max_min(r, false, a[0], a[1]); exact = true; break;
     case TCL_OP_MULACC:
         v = narrow ? fma_round_to_odd(r, a[0], a[1], a[2]) : tcl_ir_intrinsic(ir, "llvm.fma", &t, 1, a, 3);
         break;
@@ -529,13 +552,14 @@ static LLVMValueRef int_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef *a
     LLVMBuilderRef B = r->b;
     bool is_signed = class_of(d) == C_SIGNED;
     LLVMTypeRef t = LLVMTypeOf(a[0]);
-    LLVMValueRef v;
     switch (op) {
     case TCL_OP_NEG: return LLVMBuildSub(B, int_const(t, 0), a[0], "");
     case TCL_OP_TRUNC: return a[0];
-    case TCL_OP_ADD: v = LLVMBuildAdd(B, a[0], a[1], ""); break;
-    case TCL_OP_SUB: v = LLVMBuildSub(B, a[0], a[1], ""); break;
-    case TCL_OP_MUL: v = LLVMBuildMul(B, a[0], a[1], ""); break;
+    /* index arithmetic is on integers that never wrap (sizes are at most 2^53): no-wrap facts
+     * help LLVM analyse addresses */
+    case TCL_OP_ADD: return is_index_math(d) ? LLVMBuildNSWAdd(B, a[0], a[1], "") : LLVMBuildAdd(B, a[0], a[1], "");
+    case TCL_OP_SUB: return is_index_math(d) ? LLVMBuildNSWSub(B, a[0], a[1], "") : LLVMBuildSub(B, a[0], a[1], "");
+    case TCL_OP_MUL: return is_index_math(d) ? LLVMBuildNSWMul(B, a[0], a[1], "") : LLVMBuildMul(B, a[0], a[1], "");
     case TCL_OP_MULACC: return LLVMBuildAdd(B, LLVMBuildMul(B, a[0], a[1], ""), a[2], "");
     case TCL_OP_AND: return LLVMBuildAnd(B, a[0], a[1], "");
     case TCL_OP_OR: return LLVMBuildOr(B, a[0], a[1], "");
@@ -551,10 +575,6 @@ static LLVMValueRef int_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef *a
     case TCL_OP_THREEFRY: return threefry(r, a[0], a[1]);
     default: return NULL;
     }
-    /* index arithmetic is on integers that never wrap (sizes are at most 2^53): no-wrap facts
-     * help LLVM analyse addresses */
-    if (is_index_math(d)) LLVMSetNSW(v, 1);
-    return v;
 }
 
 /* bool operands: logic ops directly; arithmetic as EMU does it, on the 0/1 values, with a
@@ -643,11 +663,10 @@ static tcl_status emit_alu(renderer *r, size_t i) {
      * LLVM vectorize the reduction; documented in llvm_render.h */
     if (class_of(d) == C_FLOAT && !tcl_ir_is_narrow_float(d) && (op == TCL_OP_ADD || op == TCL_OP_MUL) &&
         (reads_register(r, u, 0) || reads_register(r, u, 1))) {
-        set_fast_math(v, LLVMFastMathAllowReassoc | (op == TCL_OP_ADD ? LLVMFastMathAllowContract : 0));
+        set_fast_math(v, true, op == TCL_OP_ADD);
         if (op == TCL_OP_ADD)
             for (int k = 0; k < 2; k++)
-                if (LLVMIsAInstruction(a[k]) && LLVMGetInstructionOpcode(a[k]) == LLVMFMul)
-                    set_fast_math(a[k], LLVMFastMathAllowContract);
+                if (LLVMIsAInstruction(a[k]) && LLVMGetInstructionOpcode(a[k]) == LLVMFMul) set_fast_math(a[k], false, true);
     }
     r->value[i] = v;
     r->kind[i] = V_VALUE;
@@ -876,9 +895,7 @@ static tcl_status emit_end(renderer *r, size_t i) {
                     r->nloops ? "another RANGE" : "none");
     open_loop *l = &r->loops[--r->nloops];
     LLVMTypeRef t = LLVMTypeOf(l->counter);
-    LLVMValueRef next = LLVMBuildAdd(r->b, l->counter, int_const(t, 1), "");
-    LLVMSetNSW(next, 1);
-    LLVMSetNUW(next, 1);
+    LLVMValueRef next = LLVMBuildNSWAdd(r->b, l->counter, int_const(t, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(r->b);
     LLVMBuildCondBr(r->b, LLVMBuildICmp(r->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
     LLVMAddIncoming(l->counter, &next, &latch, 1);
