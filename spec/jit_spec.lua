@@ -98,6 +98,10 @@ for _, device in ipairs { "default", "EMU" } do
       local b = step(Tensor({ 5, 5, 5 }, opts):float())
       assert.are.same({ 10.0, 10.0, 10.0 }, b:tolist())
       assert.are.same(b:tolist(), a:tolist()) -- a is over the plan's buffer, as the header says
+      local kept = b:clone():realize()
+      step(Tensor({ 7, 7, 7 }, opts):float())
+      assert.are.same({ 10.0, 10.0, 10.0 }, kept:tolist())
+      assert.are.same({ 14.0, 14.0, 14.0 }, b:tolist())
     end)
 
     it("returns an argument it returns unchanged, as that call's argument", function()

@@ -632,6 +632,12 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
     local sched = check({ reshape(c, { 8 }), c }, 1, { e1_of(av), e1_of(av) })
     assert.are.equal(sched.outputs[1], sched.outputs[2].src[1])
   end)
+
+  it("COPY (clone) is a kernel and a buffer of its own, also of a stored buffer", function()
+    local a, av = input({ 2, 4 })
+    local copied = check({ node("COPY", { a }) }, 1, { av })
+    assert.are_not.equal(a, copied.outputs[1])
+  end)
 end)
 
 describe("schedule: movement ops as index arithmetic", function()

@@ -240,6 +240,7 @@ end
 
 local function same_shape(_, srcs) return M.copy(srcs[1]) end
 rules.CONTIGUOUS = same_shape
+rules.COPY = same_shape
 rules.DETACH = same_shape
 rules.CAST = same_shape
 

@@ -21,7 +21,7 @@
 -- (tolist, item, print, data) is an error, since a replay cannot repeat it. It returns one
 -- or more tensors. Results of a replay are tensors over the plan's own buffers: the next call
 -- of the same plan overwrites them (as tinygrad's TinyJit does), so copy what must be kept
--- (t:contiguous():realize() makes a new buffer) before calling again. An argument that is a
+-- (t:clone():realize()) before calling again. An argument that is a
 -- result of the same plan is copied in first, so feeding results back (x = step(x)) is fine.
 --
 --   step:stats() -> { plans =, captured = (calls that captured), replayed =, kernels = (in

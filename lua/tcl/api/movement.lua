@@ -489,10 +489,18 @@ function M.chunk(x, n, d)
   return (split_as("chunk", x, math.max(1, (size + n - 1) // n), axis + 1))
 end
 
---- A copy that the scheduler must store (a realize point).
+--- A copy that the scheduler must store (a realize point); a tensor already stored in order
+-- stays in its buffer.
 function M.contiguous(x)
   tensor_arg("contiguous", x)
   return nodes.contiguous(x)
+end
+
+--- A copy in a buffer of its own, also of a tensor already stored (to keep a result of
+-- tcl.jit past the plan's next call, say).
+function M.clone(x)
+  tensor_arg("clone", x)
+  return nodes.clone(x)
 end
 
 return M

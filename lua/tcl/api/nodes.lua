@@ -119,6 +119,10 @@ function M.contiguous(t)
   return node("CONTIGUOUS", t.uop.dtype, { t.uop }, nil, M.copy_shape(t), t.device)
 end
 
+function M.clone(t)
+  return node("COPY", t.uop.dtype, { t.uop }, nil, M.copy_shape(t), t.device)
+end
+
 --- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.
 function M.broadcast_to(t, shape)
   local have = t._shape

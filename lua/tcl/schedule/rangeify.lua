@@ -188,7 +188,7 @@ function Builder:compute(node, idx, valid)
     return cond:where(inner, inner:const_like(0))
   end
   if op == "REDUCE_AXIS" then return self:reduce(node, idx, valid) end
-  if op == "CONTIGUOUS" or op == "DETACH" then return self:value(src[1], idx, valid) end
+  if op == "CONTIGUOUS" or op == "DETACH" or op == "COPY" then return self:value(src[1], idx, valid) end
   if core.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
     local vals = {}
     for i, s in ipairs(src) do vals[i] = self:value(s, idx, valid) end
