@@ -131,14 +131,6 @@ static bool is_index_math(tcl_dtype d) { return d == TCL_INDEX; }
 
 /* ---- arg helpers ---- */
 
-static bool arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out) {
-    if (a->kind == TCL_ARG_INTS && i < a->len) { *out = a->v.ints[i]; return true; }
-    if (a->kind == TCL_ARG_TUPLE && i < a->len && a->v.items[i].kind == TCL_ARG_INT) {
-        *out = a->v.items[i].v.i;
-        return true;
-    }
-    return false;
-}
 
 static bool arg_str_is(const tcl_arg *a, uint32_t i, const char *s) {
     if (a->kind != TCL_ARG_TUPLE || i >= a->len || a->v.items[i].kind != TCL_ARG_STR) return false;
@@ -152,17 +144,6 @@ static size_t source_index(const renderer *r, const tcl_uop *u, uint32_t k) {
     return (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[k]) - 1;
 }
 
-/* Source positions that only order (nothing is read from them). */
-static bool ordering_only(tcl_op op, uint32_t k) {
-    switch (op) {
-    case TCL_OP_SINK:
-    case TCL_OP_GROUP:
-    case TCL_OP_END: return true;
-    case TCL_OP_RANGE:
-    case TCL_OP_AFTER: return k > 0;
-    default: return false;
-    }
-}
 
 /* The buffer an INDEX addresses, through AFTERs: the PARAM or DEFINE_REG instruction. */
 static const tcl_uop *memory_root(const tcl_uop *u) {
@@ -221,7 +202,7 @@ static tcl_status collect_params(renderer *r) {
         const tcl_uop *u = r->nodes[i];
         if (u->op != TCL_OP_PARAM) continue;
         int64_t slot, numel;
-        if (u->nsrc != 0 || !arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2) {
+        if (u->nsrc != 0 || !tcl_arg_int_at(&u->arg, 0, &slot) || !tcl_arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2) {
             free(seen);
             return fail(r, TCL_ERR_INVALID, i, "arg must be {slot, numel} and it takes no sources");
         }
@@ -679,7 +660,7 @@ static tcl_status emit_alu(renderer *r, size_t i) {
 static tcl_status emit_define_reg(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     int64_t slot, numel;
-    if (u->nsrc != 0 || !arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2)
+    if (u->nsrc != 0 || !tcl_arg_int_at(&u->arg, 0, &slot) || !tcl_arg_int_at(&u->arg, 1, &numel) || u->arg.len != 2)
         return fail(r, TCL_ERR_INVALID, i, "arg must be {slot, numel} and it takes no sources");
     tcl_dtype d = (tcl_dtype)u->dtype;
     if (class_of(d) == C_NONE) return fail(r, TCL_ERR_INVALID, i, "needs an element dtype, not %s", dtype_name(d));
@@ -916,7 +897,7 @@ static tcl_status link_sources(renderer *r, size_t i) {
         if (!at || (size_t)(uintptr_t)at - 1 >= i)
             return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
         size_t s = (size_t)(uintptr_t)at - 1;
-        if (ordering_only((tcl_op)u->op, k)) continue;
+        if (tcl_op_source_orders_only((tcl_op)u->op, k)) continue;
         int32_t loop = r->defined_in[s];
         if (loop >= 0 && !r->open[loop])
             return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
@@ -933,7 +914,7 @@ static tcl_status emit(renderer *r, size_t i) {
     switch ((tcl_op)u->op) {
     case TCL_OP_PARAM: {
         int64_t slot = 0;
-        arg_int_at(&u->arg, 0, &slot); /* checked by collect_params */
+        tcl_arg_int_at(&u->arg, 0, &slot); /* checked by collect_params */
         r->value[i] = LLVMGetParam(r->fn, (unsigned)slot);
         r->kind[i] = V_BUFFER;
         r->param_slot[i] = (int32_t)slot;

@@ -103,3 +103,15 @@ void tcl_arg_free(tcl_arg *a) {
     }
     *a = tcl_arg_none();
 }
+
+bool tcl_arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out) {
+    if (a->kind == TCL_ARG_INTS && i < a->len) {
+        *out = a->v.ints[i];
+        return true;
+    }
+    if (a->kind == TCL_ARG_TUPLE && i < a->len && a->v.items[i].kind == TCL_ARG_INT) {
+        *out = a->v.items[i].v.i;
+        return true;
+    }
+    return false;
+}

@@ -57,5 +57,8 @@ bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b);
 bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src);
 /* Frees storage made by tcl_arg_copy. */
 void tcl_arg_free(tcl_arg *a);
+/* The i-th integer of an int list or of a tuple whose i-th item is an integer (a {slot, numel}
+ * arg, say); false otherwise. */
+bool tcl_arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out);
 
 #endif

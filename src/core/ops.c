@@ -24,6 +24,17 @@ bool tcl_op_in(tcl_op op, uint32_t group_bits) {
     return tcl_op_valid((int)op) && (op_table[op].groups & group_bits) != 0;
 }
 
+bool tcl_op_source_orders_only(tcl_op op, uint32_t k) {
+    switch (op) {
+    case TCL_OP_SINK:
+    case TCL_OP_GROUP:
+    case TCL_OP_END: return true;
+    case TCL_OP_RANGE:
+    case TCL_OP_AFTER: return k > 0;
+    default: return false;
+    }
+}
+
 int tcl_op_from_name(const char *name) {
     if (!name) return -1;
     for (int i = 0; i < TCL_OP_COUNT; i++)

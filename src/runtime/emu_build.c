@@ -48,15 +48,6 @@ static tcl_status fail(builder *b, tcl_status s, size_t i, const char *fmt, ...)
     return s;
 }
 
-/* The i-th integer of a {a, b} arg (an int list or a tuple of ints). */
-static bool arg_int_at(const tcl_arg *a, uint32_t i, int64_t *out) {
-    if (a->kind == TCL_ARG_INTS && i < a->len) { *out = a->v.ints[i]; return true; }
-    if (a->kind == TCL_ARG_TUPLE && i < a->len && a->v.items[i].kind == TCL_ARG_INT) {
-        *out = a->v.items[i].v.i;
-        return true;
-    }
-    return false;
-}
 
 /* Whether instruction s's register may be read at instruction i (whose innermost loop is
  * `loop`): s is at top level, or inside a loop that encloses i. A RANGE's own register
@@ -68,17 +59,6 @@ static bool visible(const tcl_emu_program *p, int32_t s, int32_t loop) {
     return def < 0;
 }
 
-/* Source positions that only order (nothing is read from them). */
-static bool ordering_only(tcl_op op, uint32_t k) {
-    switch (op) {
-    case TCL_OP_SINK:
-    case TCL_OP_GROUP:
-    case TCL_OP_END: return true;
-    case TCL_OP_RANGE:
-    case TCL_OP_AFTER: return k > 0;
-    default: return false;
-    }
-}
 
 static bool is_buffer_inst(const emu_inst *in) { return in->kind == K_BUFFER; }
 
@@ -108,7 +88,7 @@ static tcl_status add_mem(builder *b, size_t i, bool is_param) {
     int64_t slot, numel;
     if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
     if (u->dtype == TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "needs an element dtype, not void");
-    if (!arg_int_at(&u->arg, 0, &slot) || !arg_int_at(&u->arg, 1, &numel) ||
+    if (!tcl_arg_int_at(&u->arg, 0, &slot) || !tcl_arg_int_at(&u->arg, 1, &numel) ||
         !(u->arg.kind == TCL_ARG_INTS || u->arg.kind == TCL_ARG_TUPLE) || u->arg.len != 2)
         return fail(b, TCL_ERR_INVALID, i, "arg must be {slot, numel}");
     if (slot < 0 || slot > INT32_MAX) return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is out of range", slot);
@@ -296,7 +276,7 @@ static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t 
         if (k == 0) in->a = s;
         else if (k == 1) in->b = s;
         else if (k == 2) in->c = s;
-        if (!ordering_only(u->op, k) && !visible(p, s, in->loop))
+        if (!tcl_op_source_orders_only(u->op, k) && !visible(p, s, in->loop))
             return fail(b, TCL_ERR_INVALID, i, "source %u (instruction %d, %s) was defined inside a loop that is closed here", k + 1,
                         (int)s, tcl_emu_op_name(u->src[k]->op));
     }
