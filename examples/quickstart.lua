@@ -65,6 +65,13 @@ local s, m = a:sum(2), a:max(1)
 tcl.realize(s, m)
 show("realized together", list(s:tolist()), list(m:tolist()))
 
+-- 6b. Devices, and a function compiled once and replayed: tcl.jit captures the kernels a
+-- function runs (on its second call) and replays them on new inputs of the same shapes.
+local net = tcl.jit(function(input) return input:linear(w1, b1):relu():linear(w2, b2):softmax(-1) end)
+for _ = 1, 3 do net(Tensor.randn(4, 3)) end
+local stats = net:stats()
+show("device, jit", x.device, string.format("%d kernels replayed %d time(s)", stats.kernels, stats.replayed))
+
 -- 7. Errors are Lua errors that name the function and the shapes.
 show("error", select(2, pcall(function() local c = a + Tensor.ones(4) return c end)))
 show("error", select(2, pcall(function() local c = a:reshape(4, 2) return c end)))
