@@ -123,6 +123,16 @@ for _, device in ipairs { "default", "EMU" } do
       assert.are.equal(2, step:stats().plans)
     end)
 
+    it("captures a jitted function called inside another's capture, kernels and all", function()
+      local inner = tcl.jit(function(x) return (x * 2):contiguous() + 1 end)
+      local outer = tcl.jit(function(x) return inner(x + 1) * 10 end)
+      for i = 1, 6 do
+        local x = Tensor.full({ 3 }, i, opts)
+        assert.are.same({ ((i + 1) * 2 + 1) * 10 }, { outer(x):tolist()[2] })
+      end
+      assert.is_true(outer:stats().kernels >= 3) -- its own two and the inner plan's
+    end)
+
     it("survives garbage collection: plans keep their buffers", function()
       local step = tcl.jit(function(x) return (x + 1):contiguous() * 3 end)
       local x = rand(64)

@@ -123,8 +123,11 @@ end
 --- Runs fn on args while recording its kernels; returns the plan and fn's results.
 local function capture(fn, args)
   local recorded = {}
+  -- a capture inside another's (a jitted function calling one) records for both
+  local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
   schedule.recorder = function(kernel, nodes, storages)
     recorded[#recorded + 1] = { kernel = kernel, nodes = nodes, storages = storages }
+    if outer_recorder then outer_recorder(kernel, nodes, storages) end
   end
   buffers.read_hook = function()
     error("jit: the function read tensor values to the host (tolist, item, print, data) while its plan was "
@@ -137,7 +140,7 @@ local function capture(fn, args)
     tensor.realize_all(table.unpack(out, 1, out.n))
     return out
   end))
-  schedule.recorder, buffers.read_hook = nil, nil
+  schedule.recorder, buffers.read_hook = outer_recorder, outer_read_hook
   if not results[1] then error(results[2], 0) end
   local out = results[2]
 
@@ -189,10 +192,12 @@ local function replay(plan, args)
       storages[i] = storage
     end
   end
+  local recorder = schedule.recorder -- set when this replay runs inside another plan's capture
   for _, step in ipairs(plan.steps) do
     local list = step.buffers
     for _, slot in ipairs(step.inputs) do list[slot[1]] = storages[slot[2]] end
     step.kernel:run(list)
+    if recorder then recorder(step.kernel, step.nodes, table.move(list, 1, #list, 1, {})) end
   end
   local results = {}
   for i, o in ipairs(plan.outputs) do
