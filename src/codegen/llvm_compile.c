@@ -202,7 +202,7 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
     LLVMDisposeTargetData(layout);
 
     tcl_status st = tcl_llvm_render(&ir, job->name, job->fingerprint_only ? "kernel" : job->entry, job->nodes, job->n,
-                                    &job->options, &job->kernel, &job->err);
+                                    &job->kernel, &job->err);
     if (st == TCL_OK && job->fingerprint_only) {
         /* the code, and the facts that are not in it (buffer sizes a kernel does not read, the
          * size of the parallel loop, whose bounds are arguments) */

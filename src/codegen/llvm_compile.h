@@ -28,6 +28,16 @@ tcl_status tcl_llvm_initialize(tcl_error *err);
 tcl_status tcl_llvm_host_target(tcl_llvm_target *t, tcl_error *err);
 void tcl_llvm_target_free(tcl_llvm_target *t);
 
+/* How to compile (a zeroed struct: the defaults). */
+typedef struct tcl_llvm_options {
+    /* Aligned vector stores into an output buffer of at least this many bytes bypass the
+     * caches (0: never): an output larger than the last-level cache is not there for the
+     * next kernel anyway, and a streaming store saves reading each line before writing it.
+     * Applied by llvm_compile.c to the vectorized code (LLVM's loop vectorizer does not
+     * vectorize scalar stores marked non-temporal). */
+    int64_t nontemporal_bytes;
+} tcl_llvm_options;
+
 typedef struct tcl_llvm_job {
     /* what to compile (borrowed) */
     const char *name, *entry;

@@ -1,6 +1,5 @@
 /* llvm_floats.c — the IR of conversions between values and the narrow float formats
- * (float16, bfloat16, fp8e4m3, fp8e5m2), and the shared IR helpers of llvm_ir.h.
- * Layer: codegen.
+ * (float16, bfloat16, fp8e4m3, fp8e5m2). Layer: codegen.
  *
  * The encoder is core/float_formats.c's round_magnitude written as branch-free integer IR:
  * a value is (sign, magnitude * 2^exp2) with an integer magnitude, which covers float32,
@@ -9,7 +8,6 @@
  * round float64 and integers twice, or not exist. */
 #include <llvm-c/Core.h>
 #include <math.h>
-#include <string.h>
 
 #include "llvm_ir.h"
 
@@ -36,38 +34,6 @@ bool tcl_ir_is_narrow_float(tcl_dtype dtype) {
 
 LLVMTypeRef tcl_ir_narrow_bits_type(tcl_ir *ir, tcl_dtype dtype) {
     return tcl_dtype_get(dtype)->itemsize == 2 ? ir->i16 : ir->i8;
-}
-
-void tcl_ir_init_types(tcl_ir *ir) {
-    LLVMContextRef c = ir->ctx;
-    ir->i1 = LLVMInt1TypeInContext(c);
-    ir->i8 = LLVMInt8TypeInContext(c);
-    ir->i16 = LLVMInt16TypeInContext(c);
-    ir->i32 = LLVMInt32TypeInContext(c);
-    ir->i64 = LLVMInt64TypeInContext(c);
-    ir->f32 = LLVMFloatTypeInContext(c);
-    ir->f64 = LLVMDoubleTypeInContext(c);
-    ir->ptr = LLVMPointerTypeInContext(c, 0);
-    ir->void_type = LLVMVoidTypeInContext(c);
-}
-
-LLVMValueRef tcl_ir_intrinsic(tcl_ir *ir, const char *name, LLVMTypeRef *types, size_t ntypes, LLVMValueRef *args,
-                              unsigned nargs) {
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ir->mod, id, types, ntypes);
-    LLVMTypeRef fn_type = LLVMIntrinsicGetType(ir->ctx, id, types, ntypes);
-    return LLVMBuildCall2(ir->b, fn_type, fn, args, nargs, "");
-}
-
-LLVMValueRef tcl_ir_call1(tcl_ir *ir, const char *name, LLVMValueRef x) {
-    LLVMTypeRef t = LLVMTypeOf(x);
-    return tcl_ir_intrinsic(ir, name, &t, 1, &x, 1);
-}
-
-LLVMValueRef tcl_ir_call2(tcl_ir *ir, const char *name, LLVMValueRef x, LLVMValueRef y) {
-    LLVMTypeRef t = LLVMTypeOf(x);
-    LLVMValueRef args[2] = {x, y};
-    return tcl_ir_intrinsic(ir, name, &t, 1, args, 2);
 }
 
 /* ---- 64-bit integer shorthands (every encoder step works on i64) ---- */

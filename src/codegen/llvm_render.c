@@ -62,8 +62,6 @@ typedef struct renderer {
     int64_t parallel_size;
     size_t reg_bytes;
     double work;
-    const tcl_llvm_options *options;
-    int32_t *param_slot;          /* per instruction: the PARAM slot a buffer or address is in, -1 */
     tcl_llvm_kernel *out;
 } renderer;
 
@@ -187,16 +185,13 @@ static tcl_status collect_params(renderer *r) {
     for (size_t i = 0; i < r->n; i++)
         if (r->nodes[i]->op == TCL_OP_PARAM) count++;
     tcl_llvm_param *params = calloc(count ? count : 1, sizeof *params);
-    bool *written = calloc(count ? count : 1, sizeof *written);
     uint8_t *seen = calloc(count ? count : 1, 1);
-    if (!params || !seen || !written) {
+    if (!params || !seen) {
         free(params);
-        free(written);
         free(seen);
         return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }
     r->out->params = params;
-    r->out->written = written;
     r->out->nparams = count;
     for (size_t i = 0; i < r->n; i++) {
         const tcl_uop *u = r->nodes[i];
@@ -706,7 +701,6 @@ static tcl_status emit_index(renderer *r, size_t i) {
     r->value[i] = LLVMBuildInBoundsGEP2(r->b, element, r->value[s], &offset, 1, "");
     r->kind[i] = V_ADDRESS;
     r->in_regs[i] = regs;
-    r->param_slot[i] = r->param_slot[s];
     return TCL_OK;
 }
 
@@ -798,8 +792,6 @@ static tcl_status emit_store(renderer *r, size_t i) {
     bool regs = r->in_regs[addr];
     LLVMValueRef stored = LLVMBuildStore(r->b, regs ? v : to_storage(r, v, d), r->value[addr]);
     if (!regs) LLVMSetAlignment(stored, tcl_dtype_get(d)->itemsize);
-    int32_t slot = r->param_slot[addr];
-    if (!regs && slot >= 0) r->out->written[slot] = true;
     if (after) {
         LLVMBuildBr(r->b, after);
         LLVMPositionBuilderAtEnd(r->b, after);
@@ -917,7 +909,6 @@ static tcl_status emit(renderer *r, size_t i) {
         tcl_arg_int_at(&u->arg, 0, &slot); /* checked by collect_params */
         r->value[i] = LLVMGetParam(r->fn, (unsigned)slot);
         r->kind[i] = V_BUFFER;
-        r->param_slot[i] = (int32_t)slot;
         return TCL_OK;
     }
     case TCL_OP_DEFINE_REG: return emit_define_reg(r, i);
@@ -953,7 +944,6 @@ static tcl_status emit(renderer *r, size_t i) {
         r->value[i] = r->value[s];
         r->kind[i] = r->kind[s];
         r->in_regs[i] = r->in_regs[s];
-        r->param_slot[i] = r->param_slot[s];
         r->reg_update[i] = r->reg_update[s];
         return TCL_OK;
     }
@@ -986,7 +976,7 @@ static tcl_status render(renderer *r, const char *entry) {
 }
 
 tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_uop *const *nodes, size_t n,
-                           const tcl_llvm_options *options, tcl_llvm_kernel *out, tcl_error *err) {
+                           tcl_llvm_kernel *out, tcl_error *err) {
     memset(out, 0, sizeof *out);
     renderer r;
     memset(&r, 0, sizeof r);
@@ -997,7 +987,6 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     r.n = n;
     r.err = err;
     r.out = out;
-    (void)options; /* read by llvm_compile.c after optimizing: no option changes the IR yet */
     tcl_ptrmap_init(&r.index_of);
     size_t cap = n ? n : 1;
     r.value = calloc(cap, sizeof *r.value);
@@ -1007,11 +996,9 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     r.reg_update = calloc(cap, 1);
     r.defined_in = calloc(cap, sizeof *r.defined_in);
     r.loops = calloc(cap, sizeof *r.loops);
-    r.param_slot = malloc(cap * sizeof *r.param_slot);
-    if (r.param_slot) for (size_t i = 0; i < cap; i++) r.param_slot[i] = -1;
     r.entry_builder = LLVMCreateBuilderInContext(ir->ctx);
     tcl_status st;
-    if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops || !r.param_slot)
+    if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops)
         st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     else
         st = render(&r, entry);
@@ -1024,7 +1011,6 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     free(r.reg_update);
     free(r.defined_in);
     free(r.loops);
-    free(r.param_slot);
     if (st != TCL_OK) {
         tcl_llvm_kernel_free(out);
         return st;
@@ -1037,8 +1023,6 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
 void tcl_llvm_kernel_free(tcl_llvm_kernel *k) {
     if (!k) return;
     free(k->params);
-    free(k->written);
     k->params = NULL;
-    k->written = NULL;
     k->nparams = 0;
 }

@@ -35,15 +35,6 @@
 #define TCL_LLVM_PART_ALIGN 16
 #define TCL_LLVM_ALIGNED_PARTS_MIN 4096
 
-/* How to compile (a zeroed struct: the defaults). */
-typedef struct tcl_llvm_options {
-    /* Aligned vector stores into an output buffer of at least this many bytes bypass the
-     * caches (0: never): an output larger than the last-level cache is not there for the
-     * next kernel anyway, and a streaming store saves reading each line before writing it.
-     * Applied by llvm_compile.c to the vectorized code (LLVM's loop vectorizer does not
-     * vectorize scalar stores marked non-temporal). */
-    int64_t nontemporal_bytes;
-} tcl_llvm_options;
 
 /* What a rendered kernel needs from its caller. */
 typedef struct tcl_llvm_param {
@@ -53,7 +44,6 @@ typedef struct tcl_llvm_param {
 
 typedef struct tcl_llvm_kernel {
     tcl_llvm_param *params; /* one per slot, slot order (malloc'd; tcl_llvm_kernel_free) */
-    bool *written;          /* per slot: the kernel stores into it (malloc'd) */
     size_t nparams;
     int64_t parallel_size;  /* 0: no parallel loop */
     double work;            /* instructions one run executes (loops of constant size) */
@@ -69,7 +59,7 @@ typedef struct tcl_llvm_kernel {
  * On success fills *out (free with tcl_llvm_kernel_free). Reads the nodes only, so several
  * threads may render kernels sharing nodes while their owner waits. */
 tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_uop *const *nodes, size_t n,
-                           const tcl_llvm_options *options, tcl_llvm_kernel *out, tcl_error *err);
+                           tcl_llvm_kernel *out, tcl_error *err);
 void tcl_llvm_kernel_free(tcl_llvm_kernel *k);
 
 #endif

@@ -126,7 +126,7 @@ static void read_request(lua_State *L, int req, lua_Integer i, batch *b) {
     }
     job->nodes = b->nodes[i];
     job->n = n;
-    lua_pop(L, opts ? 2 : 2); /* list, opts (or its nil) */
+    lua_pop(L, 2); /* list, and opts or its nil */
 }
 
 static void push_compiled(lua_State *L, const tcl_llvm_job *job) {
