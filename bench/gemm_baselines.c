@@ -13,10 +13,11 @@
  * with the median over the runs, wall clock (CLOCK_MONOTONIC). The sgemm and conv2d results
  * are checked against plain loops at a few points; a mismatch exits with status 1.
  *
- * Which kernels OpenBLAS runs is written to stderr. Debian 12's OpenBLAS (0.3.21) does not know
- * Zen 5 and runs its AVX2 (Haswell) kernels there, at about half of what its AVX-512 ones reach:
- * for the strongest baseline on such a CPU, run with OPENBLAS_CORETYPE=SkylakeX (read when the
- * library loads; it applies to torch's OpenBLAS too). A note on stderr says when it applies. */
+ * Which kernels OpenBLAS runs is written to stderr, with a note when they leave this CPU's
+ * AVX-512 unused. OPENBLAS_CORETYPE in the environment (read when the library loads; torch's
+ * OpenBLAS reads it too) overrides OpenBLAS's own choice: on Zen 5, Debian 12's OpenBLAS
+ * (0.3.21) picks its AVX-512 Cooperlake kernels, and OPENBLAS_CORETYPE=Haswell halves the
+ * figures. For the strongest baseline, run without it. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <immintrin.h>
@@ -97,8 +98,9 @@ static void openblas_note(const char *what, int threads) {
     static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
     for (size_t i = 0; i < sizeof avx512_cores / sizeof *avx512_cores; i++)
         if (strcasecmp(core, avx512_cores[i]) == 0) return;
-    fprintf(stderr, "%s: note: this CPU has AVX-512 but OpenBLAS runs its %s kernels; "
-                    "OPENBLAS_CORETYPE=SkylakeX may be faster\n", what, core);
+    const char *forced = getenv("OPENBLAS_CORETYPE");
+    fprintf(stderr, "%s: note: this CPU has AVX-512 but OpenBLAS runs its %s kernels (%s%s)\n", what,
+            core, forced ? "OPENBLAS_CORETYPE=" : "its own choice", forced ? forced : "");
 #endif
 }
 
