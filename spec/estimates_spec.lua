@@ -9,7 +9,7 @@ local estimates = require "tcl.codegen.estimates"
 
 local function estimate(t)
   local k = schedule.create({ t.uop }).kernels[1]
-  local ctx = { name = k.name, device = "EMU", renderer = lower.backend("EMU").renderer }
+  local ctx = { name = k.name, device = "EMU", renderer = lower.backend("EMU").renderer, noopt = true }
   return estimates.of(linearize.linearize(lower.run_passes(k.ast, ctx)))
 end
 

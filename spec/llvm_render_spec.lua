@@ -285,13 +285,13 @@ describe("the LLVM renderer", function()
     it("get noalias, 64-byte aligned buffers and fast-math flags only on accumulators", function()
       local n = 64
       local a = K.param(dt "float32", 1, n)
-      local r = K.range(n, 0)
+      local r = K.range(n, 0, "thread")
       local x = u("LOAD", dt "float32", { u("INDEX", dt "float32", { a, r }) })
       local ew = compiled(K.sink("ew", K.store_end(K.param(dt "float32", 0, n), r, x * x + x, r)))
       assert.matches("ptr noalias nocapture align 64 %%data0", ew.ir)
       assert.is_nil(ew.ir:find("reassoc", 1, true))
       assert.is_nil(ew.ir:find("contract", 1, true))
-      assert.are.equal(n, ew.parallel_size) -- its one loop is split across threads
+      assert.are.equal(n, ew.parallel_size) -- its one loop is a thread axis: split across threads
       local rr = K.range(n, 1, "reduce")
       local xr = u("LOAD", dt "float32", { u("INDEX", dt "float32", { a, rr }) })
       local sum = u("REDUCE", dt "float32", { xr * xr, rr }, "ADD")
@@ -322,11 +322,13 @@ describe("the LLVM renderer", function()
       local function program_of(t)
         return lower.compile(schedule.create({ t.uop }).kernels[1].ast, { device = "CPU" }).program.cpu
       end
-      local n = 300007 -- prime: the parts' ends are rounded to 16 elements but the last
+      local n = 300007 -- prime: the default heuristic pads the axis to split it into thread parts
       local x = tcl.Tensor.arange(n)
       local y = x * 3 + 1
       assert.is_true(program_of(y):parts(2) > 1)
       assert.are.equal(1, program_of(tcl.Tensor.arange(64) * 3 + 1):parts(2)) -- too little work to wake threads
+      local noopt = lower.compile(schedule.create({ (x * 5).uop }).kernels[1].ast, { device = "CPU", noopt = true })
+      assert.are.equal(1, noopt.program.cpu:parts(2)) -- no THREAD opt: one call
       local got = y:tolist()
       for i = 1, n do
         if got[i] ~= 3 * (i - 1) + 1 then error(string.format("element %d is %s", i, tostring(got[i]))) end
@@ -338,7 +340,7 @@ describe("the LLVM renderer", function()
       for i = 1, 24 do
         local n = 16 * i
         local a = K.param(dt "float32", 1, n)
-        local r = K.range(n, 0)
+        local r = K.range(n, 0, "thread")
         local x = u("LOAD", dt "float32", { u("INDEX", dt "float32", { a, r }) })
         local sink = K.sink("k" .. i, K.store_end(K.param(dt "float32", 0, n), r, x * (i + 0.5) + x:max(x * x), r))
         local list = linearize.linearize(lower.run_passes(sink, { name = "k" .. i }))

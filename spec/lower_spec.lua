@@ -49,7 +49,8 @@ describe("the pass pipeline", function()
       assert.equals(1, kinds, pass.name .. ": one of rules, fn or pass")
       names[i] = pass.name
     end
-    assert.same({ "add loads", "initial symbolic", "optimize", "transcendental", "lower reduces", "merge ends" }, names)
+    assert.same({ "add loads", "initial symbolic", "optimize", "expand", "transcendental", "lower reduces",
+      "merge ends" }, names)
   end)
 
   it("runs its passes in the table's order", function()
@@ -83,9 +84,11 @@ describe("the pass pipeline", function()
     assert.same(back, ran)
   end)
 
-  it("has an optimization slot that applies nothing unless a hook is installed, and never with NOOPT", function()
+  it("has an optimization slot that applies the installed hook (the optimizer's by default), never with NOOPT",
+    function()
     local kernel = reduce_kernel("ADD", F32)
-    assert.is_nil(pipeline.opts.apply)
+    assert.equals(require("tcl.codegen.optimize").apply, pipeline.opts.apply)
+    local saved = pipeline.opts.apply
     local seen = {}
     pipeline.opts.apply = function(k, ctx)
       seen[#seen + 1] = { k, ctx.noopt }
@@ -95,7 +98,7 @@ describe("the pass pipeline", function()
       lower.run_passes(kernel, { name = "t" })
       lower.run_passes(kernel, { name = "t", noopt = true })
     end)
-    pipeline.opts.apply = nil
+    pipeline.opts.apply = saved
     assert.is_true(ok, err)
     assert.equals(1, #seen)
     assert.equals("SINK", seen[1][1].op)
@@ -305,8 +308,10 @@ describe("lower.compile", function()
     assert.are_not.equal(k1, k3)
     assert.equals(2, kernel_cache.size())
     assert.equals(reduce_kernel("ADD", F32, "r_a"), k1.ast)
-    assert.equals("r_a", k1.name)
-    assert.equals("r_a", k1.program.name)
+    -- the optimizer renames the kernel after its loops (here: the reduction unrolled whole)
+    assert.equals("r_4_8r", k1.name)
+    assert.equals("r_4_8r", k1.program.name)
+    assert.equals("r_a", lower.compile(reduce_kernel("ADD", F32, "r_a"), { noopt = true }).name)
     assert.is_function(k1.run)
   end)
 

@@ -10,6 +10,10 @@
 --                       3 applied opts, 4 program listings (LLVM IR on CPU), 5 kernel ASTs,
 --                       6 linearized programs, 7 machine assembly (CPU)
 --   NOOPT               boolean: no kernel optimizations (the pipeline's optimize pass)
+--   BEAM                integer, 0 when unset: the beam width of the kernel search (0: heuristics)
+--   IGNORE_BEAM_CACHE   boolean: search again even when the on-disk BEAM cache has the kernel
+--   HEURISTICS          string or nil: a Lua file whose function replaces the default
+--                       heuristic (TCL_HEURISTICS)
 --   DEVICE              string or nil: the default device of new tensors (any case; CPU when unset)
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
@@ -67,6 +71,9 @@ end
 return {
   DEBUG = integer("DEBUG"),
   NOOPT = flag("NOOPT"),
+  BEAM = integer("BEAM"),
+  IGNORE_BEAM_CACHE = flag("IGNORE_BEAM_CACHE"),
+  HEURISTICS = string_or_nil("TCL_HEURISTICS"),
   DEVICE = string_or_nil("DEVICE"),
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),

@@ -10,6 +10,7 @@
 #include "codegen/lua_llvm.h"
 #include "core/lua_core.h"
 #include "lua_dir.h"
+#include "opt/lua_opt.h"
 #include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
 #include "runtime/lua_runtime.h"
@@ -23,6 +24,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.bounds", luaopen_tcl_bounds},
     {"tcl.runtime", luaopen_tcl_runtime},
     {"tcl.llvm", luaopen_tcl_llvm},
+    {"tcl.opt", luaopen_tcl_opt},
     {NULL, NULL},
 };
 

@@ -5,6 +5,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -188,6 +189,28 @@ static void stream_large_outputs(LLVMModuleRef mod, LLVMContextRef ctx, const tc
     LLVMDisposeBuilder(b);
 }
 
+/* Every loop of the kernel gets the hint llvm.loop.vectorize.enable = false (on the branches
+ * back to a loop's body, which the renderer names "loop..."): a per-loop hint, because the
+ * pass builder's option to turn the loop vectorizer off did not keep it from vectorizing
+ * (LLVM 19). Runs on the rendered IR. */
+static void forbid_loop_vectorizer(LLVMModuleRef mod, LLVMContextRef ctx, const tcl_llvm_job *job) {
+    LLVMValueRef fn = LLVMGetNamedFunction(mod, job->entry);
+    unsigned kind = LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9);
+    LLVMMetadataRef self = LLVMTemporaryMDNode(ctx, NULL, 0);
+    LLVMMetadataRef hint[2] = {LLVMMDStringInContext2(ctx, "llvm.loop.vectorize.enable", 26),
+                               LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(ctx), 0, 0))};
+    LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ctx, hint, 2)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(self, id); /* the loop id refers to itself, as LLVM requires */
+    LLVMValueRef node = LLVMMetadataAsValue(ctx, id);
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+        LLVMValueRef last = LLVMGetLastInstruction(bb);
+        if (!last || !LLVMIsABranchInst(last) || !LLVMIsConditional(last)) continue;
+        const char *target = LLVMGetBasicBlockName(LLVMValueAsBasicBlock(LLVMGetOperand(last, 2)));
+        if (!strncmp(target, "loop", 4) && strncmp(target, "loop_exit", 9)) LLVMSetMetadata(last, kind, node);
+    }
+}
+
 static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_llvm_job *job) {
     double start = now();
     tcl_ir ir;
@@ -207,9 +230,10 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
         /* the code, and the facts that are not in it (buffer sizes a kernel does not read, the
          * size of the parallel loop, whose bounds are arguments) */
         char *text = LLVMPrintModuleToString(ir.mod);
-        char facts[64];
-        int len = snprintf(facts, sizeof facts, "|%lld|%.17g|%lld", (long long)job->kernel.parallel_size,
-                           job->kernel.work, (long long)job->options.nontemporal_bytes);
+        char facts[80];
+        int len = snprintf(facts, sizeof facts, "|%lld|%.17g|%lld|%d", (long long)job->kernel.parallel_size,
+                           job->kernel.work, (long long)job->options.nontemporal_bytes,
+                           (int)job->options.no_loop_vectorize);
         XXH3_state_t *state = XXH3_createState();
         XXH128_hash_t h = {0, 0};
         if (state && XXH3_128bits_reset(state) == XXH_OK) {
@@ -248,6 +272,7 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
                           message ? message : "");
         LLVMDisposeMessage(message);
     }
+    if (st == TCL_OK && job->options.no_loop_vectorize) forbid_loop_vectorizer(ir.mod, ir.ctx, job);
     if (st == TCL_OK) st = optimize(tm, ir.mod, job);
     if (st == TCL_OK) stream_large_outputs(ir.mod, ir.ctx, job);
     if (st == TCL_OK && job->want_asm) {

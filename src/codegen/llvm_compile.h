@@ -36,6 +36,10 @@ typedef struct tcl_llvm_options {
      * Applied by llvm_compile.c to the vectorized code (LLVM's loop vectorizer does not
      * vectorize scalar stores marked non-temporal). */
     int64_t nontemporal_bytes;
+    /* Leave LLVM's loop vectorizer off: the kernel's vectors are its upcast lanes (the
+     * optimizer's register tiles, which the SLP vectorizer packs); the loop vectorizer would
+     * instead vectorize the reduction loop around them, with gathers and spilled tiles. */
+    bool no_loop_vectorize;
 } tcl_llvm_options;
 
 typedef struct tcl_llvm_job {

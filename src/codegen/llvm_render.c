@@ -149,7 +149,7 @@ static const tcl_uop *memory_root(const tcl_uop *u) {
     return u;
 }
 
-/* The parallel loop: the one top-level loop, of a parallel axis type and constant size >= 2,
+/* The parallel loop: the one top-level loop, of axis type "thread" and constant size >= 2,
  * when nothing outside it stores to a buffer (each part of a split run repeats what is
  * outside the loop). Sets r->parallel_range and r->parallel_size. */
 static void find_parallel_loop(renderer *r) {
@@ -171,7 +171,7 @@ static void find_parallel_loop(renderer *r) {
     }
     if (top_ranges != 1 || top_store) return;
     const tcl_uop *range = r->nodes[candidate];
-    if (!(arg_str_is(&range->arg, 1, "loop") || arg_str_is(&range->arg, 1, "global"))) return;
+    if (!arg_str_is(&range->arg, 1, "thread")) return;
     const tcl_uop *end = range->nsrc > 0 ? range->src[0] : NULL;
     if (!end || end->op != TCL_OP_CONST || end->arg.kind != TCL_ARG_INT || end->arg.v.i < 2) return;
     r->parallel_range = candidate;
@@ -820,11 +820,6 @@ static tcl_status emit_range(renderer *r, size_t i) {
     LLVMValueRef start = int_const(t, 0);
     bool parallel = i == r->parallel_range;
     if (parallel) { /* this call's part of the loop */
-        if (r->parallel_size >= TCL_LLVM_ALIGNED_PARTS_MIN) { /* the caller's promise (llvm_render.h) */
-            LLVMValueRef low = LLVMBuildAnd(r->b, r->start, int_const(r->ir->i64, TCL_LLVM_PART_ALIGN - 1), "");
-            LLVMValueRef aligned = LLVMBuildICmp(r->b, LLVMIntEQ, low, int_const(r->ir->i64, 0), "");
-            tcl_ir_intrinsic(r->ir, "llvm.assume", NULL, 0, &aligned, 1);
-        }
         start = cast_value(r, r->start, TCL_INT64, d);
         end = cast_value(r, r->end, TCL_INT64, d);
     }

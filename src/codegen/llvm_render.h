@@ -8,11 +8,10 @@
  *   void entry(ptr noalias align 64 %data0, ..., i64 %start, i64 %end)
  *
  * one pointer per PARAM slot. When the kernel has a parallel loop (its one top-level loop,
- * of axis type "loop" or "global", of constant size >= 2, and no store to a buffer outside
- * it) that loop runs [start, end) and parallel_size is its size; otherwise start and end are
- * not read and parallel_size is 0. A caller that splits the loop into parts starts every part
- * but the first at a multiple of TCL_LLVM_PART_ALIGN when parallel_size is at least
- * TCL_LLVM_ALIGNED_PARTS_MIN (the function assumes it, so vector stores are known aligned).
+ * of axis type "thread" (the THREAD opt, src/opt/kernel_opt.h), of constant size >= 2, and no
+ * store to a buffer outside it) that loop runs [start, end) and parallel_size is its size;
+ * otherwise start and end are not read and parallel_size is 0. The CPU device runs each
+ * iteration of a thread axis as one part on its pool.
  *
  * Semantics are EMU's (core/alu.c), including its definitions of what C leaves undefined:
  * integer division by zero gives 0, the minimum / -1 wraps, shifts outside [0, width) give 0
@@ -32,8 +31,6 @@
 #include "core/uop.h"
 #include "llvm_ir.h"
 
-#define TCL_LLVM_PART_ALIGN 16
-#define TCL_LLVM_ALIGNED_PARTS_MIN 4096
 
 
 /* What a rendered kernel needs from its caller. */

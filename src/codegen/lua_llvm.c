@@ -6,7 +6,8 @@
  *   llvm.compile_many(requests[, { threads = n }]) -> { compiled, ... }
  *     requests: { { list, opts }, ... }: a linear program (tcl.codegen.linearize) and
  *       { name =, entry = (the function's symbol), opt = 0..3 (default 2), want_ir =, want_asm =,
- *         nontemporal_bytes = (stores into outputs of at least this size bypass the caches) }
+ *         nontemporal_bytes = (stores into outputs of at least this size bypass the caches),
+ *         loop_vectorize = (false: LLVM's loop vectorizer stays off; default on) }
  *     compiled: { object = (ELF object code), entry =, nparams =, params = { {dtype =, numel =} },
  *       parallel_size =, work =, seconds =, ir = (when wanted), asm = (when wanted) }
  *     Compiles on `threads` threads (default: the cores online); a kernel that fails raises
@@ -109,6 +110,9 @@ static void read_request(lua_State *L, int req, lua_Integer i, batch *b) {
             if (!ok || bytes < 0) luaL_error(L, "llvm.compile: nontemporal_bytes must be a count of bytes");
             job->options.nontemporal_bytes = bytes;
         }
+        lua_pop(L, 1);
+        lua_getfield(L, opts, "loop_vectorize");
+        job->options.no_loop_vectorize = !lua_isnil(L, -1) && !lua_toboolean(L, -1);
         lua_pop(L, 1);
         job->want_ir = opt_boolean(L, opts, "want_ir");
         job->want_asm = opt_boolean(L, opts, "want_asm");

@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-/* More parts than threads even out parts that finish at different times. */
-#define PARTS_PER_THREAD 4
 /* The arguments of a call live on the stack: at most this many buffers (4 KiB). */
 #define STACK_PARAMS 256
 
@@ -114,29 +112,16 @@ static void call(const tcl_cpu_program *p, tcl_buffer *const *bufs, int64_t star
 typedef struct split_run {
     const tcl_cpu_program *p;
     tcl_buffer *const *bufs;
-    size_t nparts;
 } split_run;
-
-/* Where part k of n starts: an even share, rounded down to TCL_LLVM_PART_ALIGN for loops the
- * kernel assumes aligned parts of (codegen/llvm_render.h). */
-static int64_t part_start(int64_t size, size_t k, size_t n) {
-    if (k >= n) return size;
-    int64_t at = (int64_t)((__int128)size * (int64_t)k / (int64_t)n);
-    if (size >= TCL_LLVM_ALIGNED_PARTS_MIN) at -= at % TCL_LLVM_PART_ALIGN;
-    return at;
-}
 
 static void run_part(void *ctx, size_t part) {
     const split_run *s = ctx;
-    int64_t size = s->p->parallel_size;
-    int64_t start = part_start(size, part, s->nparts), end = part_start(size, part + 1, s->nparts);
-    if (start < end) call(s->p, s->bufs, start, end);
+    call(s->p, s->bufs, (int64_t)part, (int64_t)part + 1);
 }
 
 int tcl_cpu_program_parts(const tcl_cpu_program *p, int threads) {
-    if (threads < 2 || p->parallel_size < 2 || p->work < TCL_CPU_PARALLEL_MIN_WORK) return 1;
-    int64_t parts = (int64_t)threads * PARTS_PER_THREAD;
-    return (int)(parts < p->parallel_size ? parts : p->parallel_size);
+    if (threads < 2 || p->parallel_size < 2) return 1;
+    return p->parallel_size > INT32_MAX ? INT32_MAX : (int)p->parallel_size;
 }
 
 tcl_status tcl_cpu_program_run(const tcl_cpu_program *p, tcl_buffer *const *bufs, size_t nbufs, tcl_pool *pool,
@@ -162,7 +147,7 @@ tcl_status tcl_cpu_program_run(const tcl_cpu_program *p, tcl_buffer *const *bufs
     double start = now();
     int parts = tcl_cpu_program_parts(p, pool ? tcl_pool_threads(pool) : 1);
     if (parts > 1) {
-        split_run s = {p, bufs, (size_t)parts};
+        split_run s = {p, bufs};
         tcl_pool_run(pool, (size_t)parts, run_part, &s);
     } else {
         call(p, bufs, 0, p->parallel_size);

@@ -3,11 +3,10 @@
  * Layer: runtime.
  *
  * The kernel ABI (src/codegen): void entry(void *p0, ..., void *p{n-1}, int64_t start,
- * int64_t end). When parallel_size > 0 the kernel's one top-level loop runs [start, end) of
- * [0, parallel_size); a run splits that range into parts on the pool when the kernel's work
- * (scalar operations of a whole run) is worth waking threads for, else calls it once. Parts
- * of a loop of at least TCL_LLVM_ALIGNED_PARTS_MIN start at multiples of TCL_LLVM_PART_ALIGN
- * (the kernels assume it: codegen/llvm_render.h). */
+ * int64_t end). When parallel_size > 0 the kernel's one top-level loop is a thread axis (the
+ * THREAD opt) of parallel_size iterations: a run hands each iteration to the pool as one part
+ * (start = k, end = k + 1); with one thread it calls [0, parallel_size) once. Whether the
+ * work is worth the threads is the optimizer's decision, made before the kernel exists. */
 #ifndef TCLC_RUNTIME_CPU_PROGRAM_H
 #define TCLC_RUNTIME_CPU_PROGRAM_H
 
@@ -18,10 +17,6 @@
 #include "core/dtype.h"
 #include "cpu_jit.h"
 #include "thread_pool.h"
-
-/* Below this many scalar operations a kernel runs on the calling thread: waking the pool
- * costs about 100 µs on a quiet machine (thread_pool.c measures it). */
-#define TCL_CPU_PARALLEL_MIN_WORK ((double)(1 << 18))
 
 typedef struct tcl_cpu_param {
     tcl_dtype dtype;

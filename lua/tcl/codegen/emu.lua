@@ -1,7 +1,8 @@
 -- tcl.codegen.emu — the EMU backend of the lowering driver: the reference interpreter
 -- (src/runtime/emu_*.c) runs the linear program as it is. Layer: codegen.
 --
--- A backend is { device =, renderer = { name =, lacks = { [op] = true } }, options = string,
+-- A backend is { device =, renderer = { name =, lacks = { [op] = true }, opt_caps = function },
+-- options = string,
 -- build_many(jobs) -> programs }: jobs are { name =, list = linear program, key = cache key };
 -- a program has :run(buffers) -> seconds, .name, .bytes, :dump() (DEBUG=4: its code) and,
 -- where the device has one, :assembly() (DEBUG=7).
@@ -12,6 +13,13 @@ local M = {
   renderer = { name = "emu", lacks = {} }, -- EMU evaluates every ALU op through the scalar ALU
   options = "emu",
 }
+
+--- The optimizer's view of EMU: one thread, scalar registers, no workgroups (until its GPU
+-- mode), so the opts that apply are the ones that reshape loops (UPCAST, UNROLL, PADTO, SWAP).
+function M.renderer.opt_caps()
+  return { has_threads = false, threads = 1, has_local = false, has_shared = false, vector_bytes = 4,
+    vector_registers = 16, cache = { l1 = 0, l2 = 0, l3 = 0 } }
+end
 
 local Program = {}
 Program.__index = Program

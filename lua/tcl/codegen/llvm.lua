@@ -30,6 +30,29 @@ local M = {
   stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
 }
 
+-- The data caches of cpu0 from sysfs: { l1 =, l2 =, l3 = } bytes (0 where unknown).
+local function host_caches()
+  local out = { l1 = 0, l2 = 0, l3 = 0 }
+  for i = 0, 7 do
+    local dir = "/sys/devices/system/cpu/cpu0/cache/index" .. i .. "/"
+    local function read(name)
+      local f = io.open(dir .. name)
+      if not f then return nil end
+      local v = f:read("l")
+      f:close()
+      return v
+    end
+    local level, kind, size = read("level"), read("type"), read("size")
+    if not level then break end
+    local n, unit = (size or ""):match("^(%d+)([KMG]?)")
+    if n and kind ~= "Instruction" then
+      local bytes = tonumber(n) * ({ K = 1 << 10, M = 1 << 20, G = 1 << 30 })[unit] or tonumber(n)
+      out["l" .. level] = bytes
+    end
+  end
+  return out
+end
+
 --- FNV-1a, 64 bits, as 16 hex digits: names and keys from long strings.
 local function fnv(s)
   local h = -3750763034362895579 -- 0xcbf29ce484222325
@@ -47,6 +70,22 @@ M.options = string.format("llvm%s-%s-%s-O2", llvm.version, target.cpu, fnv(targe
 local NONTEMPORAL_BYTES = math.max(target.cache_bytes > 0 and target.cache_bytes or 32 << 20, 4 << 20)
 
 runtime.configure_cpu { threads = env.THREADS }
+
+local features = target.features or ""
+local avx512 = features:find("+avx512f", 1, true) ~= nil
+local avx = features:find("+avx", 1, true) ~= nil
+local caches = host_caches()
+
+--- What the optimizer may use on this CPU (src/opt/kernel_opt.h's caps, plus the facts the
+-- heuristics read): threads of the pool, bytes per vector register and how many there are,
+-- cache sizes. A function: THREADS may change at run time.
+function M.renderer.opt_caps()
+  return {
+    has_threads = true, threads = env.THREADS or runtime.cpu_threads(), has_local = false, has_shared = false,
+    vector_bytes = avx512 and 64 or avx and 32 or 16, vector_registers = avx512 and 32 or 16,
+    cache = { l1 = caches.l1, l2 = caches.l2, l3 = caches.l3 > 0 and caches.l3 or target.cache_bytes },
+  }
+end
 
 ---------------------------------------------------------------------------------------------
 -- the on-disk form of a compiled kernel
@@ -97,7 +136,10 @@ function M.build_many(jobs)
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
   local renders = {}
   for i, job in ipairs(jobs) do
-    renders[i] = { job.list, { name = job.name, nontemporal_bytes = NONTEMPORAL_BYTES } }
+    -- a kernel with upcast lanes brings its own vectors (src/codegen/llvm_compile.h)
+    job.loop_vectorize = not (job.opts and job.opts:find("UPCAST", 1, true))
+    renders[i] = { job.list, { name = job.name, nontemporal_bytes = NONTEMPORAL_BYTES,
+      loop_vectorize = job.loop_vectorize } }
   end
   local fingerprints = llvm.fingerprint_many(renders, { threads = threads() })
   local compiled, misses, requests, keys = {}, {}, {}, {}
@@ -111,7 +153,7 @@ function M.build_many(jobs)
     else
       misses[#misses + 1] = i
       requests[#requests + 1] = { job.list, { name = job.name, entry = job.entry, opt = 2, want_ir = env.DEBUG >= 4,
-        want_asm = env.DEBUG >= 7, nontemporal_bytes = NONTEMPORAL_BYTES } }
+        want_asm = env.DEBUG >= 7, nontemporal_bytes = NONTEMPORAL_BYTES, loop_vectorize = job.loop_vectorize } }
     end
   end
   if #requests > 0 then

@@ -26,6 +26,9 @@ local pipeline = require "tcl.patterns.pipeline"
 local linearize = require "tcl.codegen.linearize"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 local estimates = require "tcl.codegen.estimates"
+local optimize = require "tcl.codegen.optimize"
+
+if pipeline.opts.apply == nil then pipeline.opts.apply = optimize.apply end
 
 local M = {}
 
@@ -192,16 +195,19 @@ local function check_sink(sink, level)
   end
 end
 
---- Compiles kernels for one device: items are { ast = SINK, name = string or nil }. The
+--- Compiles kernels for one device: items are { ast = SINK, name = string or nil }; options
+-- { noopt =, beam = } override NOOPT and BEAM for these kernels. The
 -- pipeline and the linearizer run here, one kernel after another; the backend builds the
 -- programs that were not cached, all at once (the CPU backend compiles them on worker
 -- threads). Returns the kernels in the order of items.
-function M.compile_many(items, device)
+function M.compile_many(items, device, options)
   device = device or "EMU"
+  options = options or {}
   local backend = M.backend(device)
-  local noopt, hook = env.NOOPT, pipeline.opts.apply
-  local suffix = "|" .. device .. "|" .. backend.options
-    .. (noopt and "|noopt" or (hook and "|" .. tostring(hook) or ""))
+  local noopt, hook = options.noopt or env.NOOPT, pipeline.opts.apply
+  local beam = options.beam or env.BEAM
+  local hook_key = hook == optimize.apply and optimize.key() .. "|beam" .. beam or tostring(hook)
+  local suffix = "|" .. device .. "|" .. backend.options .. (noopt and "|noopt" or (hook and "|" .. hook_key or ""))
   local debug = env.DEBUG
   local kernels, jobs, job_of = {}, {}, {}
   for i, item in ipairs(items) do
@@ -216,15 +222,19 @@ function M.compile_many(items, device)
       job_of[key].also[#job_of[key].also + 1] = i
     else
       local name = kernel_name(sink, item.name)
-      if debug >= 3 then M.log(string.format("kernel '%s' opts: (none)", name)) end
       if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
-      local ctx = { name = name, noopt = noopt, device = device, renderer = backend.renderer }
+      local ctx = { name = name, noopt = noopt, beam = beam, device = device, renderer = backend.renderer }
       local lowered = M.run_passes(sink, ctx)
+      if debug >= 3 then
+        M.log(string.format("kernel '%s' opts: %s%s", ctx.name, ctx.opts or "(none)", ctx.name ~= name and
+          string.format(" (was '%s')", name) or ""))
+      end
+      name = ctx.name
       local ok, list = pcall(linearize.linearize, lowered)
       if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
       if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
       local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
-        sink.content_hash, estimate = estimates.of(list) }
+        sink.content_hash, estimate = estimates.of(list), opts = ctx.opts }
       jobs[#jobs + 1] = job
       job_of[key] = job
     end
@@ -248,11 +258,11 @@ function M.compile_many(items, device)
 end
 
 --- Lowers, linearizes and builds the program of a kernel AST (a SINK) for opts.device
--- (default EMU); memoized.
+-- (default EMU); memoized. opts: { name =, device =, noopt =, beam = }.
 function M.compile(sink, opts)
   opts = opts or {}
   check_sink(sink, 3)
-  return M.compile_many({ { ast = sink, name = opts.name } }, opts.device)[1]
+  return M.compile_many({ { ast = sink, name = opts.name } }, opts.device, opts)[1]
 end
 
 return M

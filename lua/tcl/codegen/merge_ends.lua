@@ -35,11 +35,16 @@ local function merge_ends_once(sink)
     if a and a >= next_axis then next_axis = a + 1 end
   end
   local function key(set) return table.concat(set, ",") end
+  -- the nodes an END depends on, as a set, built once per END (an upcast kernel has hundreds)
+  local reach_of = {}
   local function depends(a, b) -- a uses b
-    for _, u in ipairs(a:toposort()) do
-      if u == b then return true end
+    local reach = reach_of[a]
+    if not reach then
+      reach = {}
+      for _, u in ipairs(a:toposort()) do reach[u] = true end
+      reach_of[a] = reach
     end
-    return false
+    return reach[b] == true
   end
 
   -- g.ends[r] is in toposort order, so an END can depend only on the ones before it

@@ -18,9 +18,9 @@
 --
 -- The optimization slot. The pass "optimize" calls M.opts.apply(kernel_sink, ctx) when an
 -- optimizer has installed one (heuristics or BEAM: they return the kernel with its ranges
--- split, upcast, ...; nil means unchanged), and nothing when NOOPT is set. None is installed
--- yet, so it changes nothing. The driver keys its compile cache on NOOPT and on the installed
--- hook, so installing one does not return stale programs.
+-- split, upcast, ...; nil means unchanged), and nothing when NOOPT is set. The lowering
+-- driver installs tcl.codegen.optimize's unless something else was installed first, and keys
+-- its compile cache on NOOPT and on the hook, so changing either never returns stale programs.
 local symbolic = require "tcl.patterns.symbolic"
 local lowering = require "tcl.patterns.lowering"
 
@@ -43,6 +43,8 @@ M.passes = {
   { name = "initial symbolic", rules = symbolic.symbolic },
   -- While reductions are still REDUCE nodes over their ranges: opts split and retype ranges.
   { name = "optimize", fn = optimize },
+  -- Right after: upcast and unroll axes become one copy of the code per lane.
+  { name = "expand", pass = "tcl.codegen.expand" },
   -- After the optimizer (it sees one op per transcendental, and each upcast lane gets its own
   -- expansion); only for renderers that lack EXP2/LOG2/SIN/COS/POW (LLVM: yes, EMU: none).
   { name = "transcendental", pass = "tcl.patterns.transcendental",

@@ -1,0 +1,135 @@
+-- tcl.codegen.expand — the pass "expand": upcast and unroll axes become straight-line code,
+-- one copy of the computation per lane. Layer: codegen (a hand-written pass of the pipeline,
+-- lua/tcl/patterns/pipeline.lua), right after the optimizer.
+--
+-- An UNROLL axis u of a REDUCE(value, r..., u) becomes REDUCE(op(value[u=0], value[u=1], ...),
+-- r...): the lanes are combined by the reduction's op in a balanced tree, then accumulated as
+-- before. An UPCAST axis of a store's END chain becomes one STORE per lane (GROUP of them)
+-- inside the chain's other loops. Lanes are the computation with the axis replaced by a
+-- constant, so a value that does not depend on the axis is shared by every lane (hash
+-- consing): a register tile of a matmul reads each row of A once per lane of B's axis only.
+-- Contiguous lanes (loads and stores at consecutive addresses, the same op on each lane)
+-- are what LLVM's SLP vectorizer turns into vector instructions, so each upcast lane of a
+-- unit-stride axis ends up in one lane of a vector register.
+--
+-- Afterwards the index arithmetic is simplified again (lane constants fold into offsets).
+local UOp = require "tcl.uop"
+local P = require "tcl.pattern"
+local core = require "tcl.core"
+local symbolic = require "tcl.patterns.symbolic"
+
+local M = {}
+
+local new, const = UOp.new, UOp.const
+local INDEX, VOID = core.dtype "index", core.dtype "void"
+
+local function axis_type(r)
+  local arg = r.arg
+  return type(arg) == "table" and arg[2] or nil
+end
+
+local function size_of(r)
+  local n = r:source(1)
+  if n.op ~= "CONST" or math.type(n.arg) ~= "integer" then
+    error(string.format("expand: %s axis %s has no constant size", tostring(axis_type(r)), tostring(r.arg[1])), 0)
+  end
+  return n.arg
+end
+
+-- Every assignment of constants to the ranges, the last range fastest: a list of maps.
+local function lanes(ranges)
+  local out = { {} }
+  for _, r in ipairs(ranges) do
+    local grown = {}
+    for _, lane in ipairs(out) do
+      for v = 0, size_of(r) - 1 do
+        local m = {}
+        for k, x in pairs(lane) do m[k] = x end
+        m[r] = const(INDEX, v)
+        grown[#grown + 1] = m
+      end
+    end
+    out = grown
+  end
+  return out
+end
+
+-- op over the values in a balanced tree (more independent work than a chain).
+local function tree(op, dtype, values)
+  while #values > 1 do
+    local next_level = {}
+    for i = 1, #values, 2 do
+      next_level[#next_level + 1] = values[i + 1] and new(op, dtype, { values[i], values[i + 1] }) or values[i]
+    end
+    values = next_level
+  end
+  return values[1]
+end
+
+local reduce_op = require("tcl.patterns.lowering").reduce_op
+
+local function unroll_reduce(m)
+  local red = m.root
+  local src = red.src
+  local keep, unrolled = {}, {}
+  for i = 2, #src do
+    if axis_type(src[i]) == "unroll" then unrolled[#unrolled + 1] = src[i] else keep[#keep + 1] = src[i] end
+  end
+  if #unrolled == 0 then return nil end
+  local values = {}
+  for _, lane in ipairs(lanes(unrolled)) do values[#values + 1] = P.substitute(src[1], lane) end
+  local combined = tree(reduce_op(red), red.dtype, values)
+  if #keep == 0 then return combined end
+  return new("REDUCE", red.dtype, { combined, table.unpack(keep) }, red.arg, red.tag)
+end
+
+local unroll_rules = P.rules {
+  { P.op("REDUCE", nil, { name = "root" }), unroll_reduce },
+}
+
+-- One source of the SINK: its END chain with the upcast ranges expanded into lanes.
+local function upcast_chain(top)
+  local ranges, body = {}, top
+  while body.op == "END" and #body.src == 2 and body:source(2).op == "RANGE" do
+    ranges[#ranges + 1] = body:source(2)
+    body = body:source(1)
+  end
+  local keep, upcast = {}, {}
+  for _, r in ipairs(ranges) do
+    if axis_type(r) == "upcast" then upcast[#upcast + 1] = r else keep[#keep + 1] = r end
+  end
+  if #upcast == 0 then return top end
+  -- ranges[] is outermost first; lanes are taken in that order, the innermost axis fastest
+  local stores = {}
+  for _, lane in ipairs(lanes(upcast)) do stores[#stores + 1] = P.substitute(body, lane) end
+  local e = #stores == 1 and stores[1] or new("GROUP", VOID, stores)
+  for i = #keep, 1, -1 do e = new("END", VOID, { e, keep[i] }) end
+  return e
+end
+
+--- The sink with every upcast and unroll axis expanded (unchanged when there are none).
+function M.run(sink)
+  local found = false
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "RANGE" then
+      local t = axis_type(u)
+      if t == "upcast" or t == "unroll" then found = true break end
+    end
+  end
+  if not found then return sink end
+  sink = unroll_rules:rewrite(sink, { name = "expand unroll" })
+  local src, changed = sink.src, false
+  for i, s in ipairs(src) do
+    local e = upcast_chain(s)
+    if e ~= s then src[i], changed = e, true end
+  end
+  if changed then sink = sink:replace { src = src } end
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "RANGE" and axis_type(u) == "upcast" then
+      error("expand: an upcast axis is used outside the END chains of the kernel's stores", 0)
+    end
+  end
+  return symbolic.symbolic:rewrite(sink, { name = "symbolic after expand" })
+end
+
+return M

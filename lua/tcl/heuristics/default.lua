@@ -1,0 +1,133 @@
+-- tcl.heuristics.default — the default heuristic: the opts every kernel gets unless NOOPT,
+-- BEAM or another heuristic (TCL_HEURISTICS, tcl.set_heuristic) says otherwise. The API it
+-- uses is tcl.heuristics.kernel's.
+--
+-- In order:
+--  1. Register tile. A reduction whose output has an axis that some read does not use (a
+--     matmul's rows: B does not depend on them) gets a tile of accumulators that live in
+--     registers through the whole reduction: the unit-stride output axis is upcast by one or
+--     two vector widths (LLVM turns those lanes into vector registers), a reuse axis by as many
+--     rows as the remaining registers hold. Each value loaded inside the reduction then feeds
+--     a whole row or column of the tile instead of one output.
+--  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
+--     tiles reads stays in the L2 cache while every row of tiles passes over it.
+--  3. Small reductions are unrolled whole (up to 8 steps, 4 when a tile exists).
+--  4. Threads. The outermost output axis that splits evenly is split into parts for the
+--     CPU pool, when the kernel does enough work to pay for waking the threads.
+local M = {}
+
+-- Below this many steps of the innermost body, a kernel runs on one thread: waking the pool
+-- costs about 100 µs on a quiet machine.
+M.THREAD_MIN_WORK = 1 << 18
+
+local function first_store(buffers)
+  for _, b in ipairs(buffers) do
+    if b.store then return b end
+  end
+end
+
+-- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
+local function plan_tile(k)
+  local caps = k.caps
+  local reduce = k:axes("reduce")
+  if #reduce == 0 then return nil end
+  local buffers = k:buffers()
+  local store = first_store(buffers)
+  if not store then return nil end
+  local lanes = math.max(1, (caps.vector_bytes or 4) // math.max(1, store.itemsize))
+  local outputs = k:axes("global", "loop")
+  local vec
+  for _, r in ipairs(outputs) do
+    if store.strides[r.axis] == 1 then vec = r end
+  end
+  if not vec then return nil end
+  -- a reuse axis: some read uses the vector axis but not this one
+  local reuse
+  for _, r in ipairs(outputs) do
+    if r ~= vec and store.strides[r.axis] ~= 0 then
+      for _, b in ipairs(buffers) do
+        if not b.store and b.strides[r.axis] == 0 and (b.strides[vec.axis] or 1) ~= 0 then reuse = r end
+      end
+    end
+  end
+  if not reuse then return nil end
+  local vec_amount
+  for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
+    if v <= 16 * 2 and vec.size % v == 0 then vec_amount = v break end
+  end
+  if not vec_amount then return nil end
+  local registers = caps.vector_registers or 16
+  local vectors = math.max(1, vec_amount // lanes)
+  local rows_max = math.max(1, (registers - 4) // vectors)
+  local rows
+  for _, r in ipairs { 8, 6, 4, 3, 2 } do
+    if r <= rows_max and reuse.size % r == 0 then rows = r break end
+  end
+  if not rows then return nil end
+  return vec, vec_amount, reuse, rows
+end
+
+local function upcast(k, axis, amount)
+  -- UPCAST takes at most 16 at a time: two steps for 32
+  if amount > 16 and amount % 16 == 0 then
+    k:apply("UPCAST", axis, 16)
+    return k:apply("UPCAST", axis, amount // 16)
+  end
+  return k:apply("UPCAST", axis, amount)
+end
+
+local function axis_number(k, size_type_order)
+  -- the ranges are renumbered after each opt: find a range by its position among outputs
+  local outs = k:axes("global", "loop")
+  return outs[size_type_order] and outs[size_type_order].axis
+end
+
+function M.optimize(k)
+  local vec, vec_amount, reuse, rows = plan_tile(k)
+  local tiled = false
+  if vec then
+    -- positions among the output axes stay put while only upcasts are applied
+    local outs = k:axes("global", "loop")
+    local vec_pos, reuse_pos
+    for i, r in ipairs(outs) do
+      if r.axis == vec.axis then vec_pos = i end
+      if r.axis == reuse.axis then reuse_pos = i end
+    end
+    upcast(k, vec.axis, vec_amount)
+    k:apply("UPCAST", axis_number(k, reuse_pos), rows)
+    -- the column axis outermost: the panel of the reused read stays in cache
+    if vec_pos > reuse_pos then
+      local a, b = axis_number(k, reuse_pos), axis_number(k, vec_pos)
+      if a and b and k:ranges()[a].size > 1 and k:ranges()[b].size > 1 then k:try_apply("SWAP", a, b) end
+    end
+    tiled = true
+  end
+  local reduce = k:axes("reduce")
+  local last = reduce[#reduce]
+  if last and last.size <= (tiled and 4 or 8) then
+    k:apply("UNROLL", #reduce, 0)
+  end
+  if k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
+    M.split_threads(k, k.caps.threads)
+  end
+end
+
+--- THREAD on the outermost output axis that a part count (4, 2 or 1 per thread) divides; when
+-- none does, the first large axis is padded (PADTO: the extra steps are gated off) to a
+-- multiple of 2 parts per thread first.
+function M.split_threads(k, t)
+  local outputs = k:axes("global", "loop")
+  for _, r in ipairs(outputs) do
+    for _, n in ipairs { 4 * t, 2 * t, t } do
+      if r.size % n == 0 and k:try_apply("THREAD", r.axis, n) then return true end
+    end
+  end
+  for _, r in ipairs(outputs) do
+    if r.size >= 16 * t and k:try_apply("PADTO", r.axis, 2 * t) then
+      return k:try_apply("THREAD", r.axis, 2 * t)
+    end
+  end
+  return false
+end
+
+return M.optimize

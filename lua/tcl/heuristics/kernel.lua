@@ -1,0 +1,142 @@
+-- tcl.heuristics.kernel — the kernel as a heuristic sees it: facts about its loops and buffers,
+-- the renderer's capabilities, and apply(). A heuristic is a function(kernel) that applies
+-- opts; the optimizer (tcl.codegen.optimize) hands it one of these per kernel.
+--
+--   kernel.name, kernel.device              "r_64_48_32", "CPU"
+--   kernel.caps                             the renderer's capabilities:
+--       threads (CPU pool), vector_bytes (bytes per vector register), vector_registers,
+--       cache = { l1 =, l2 =, l3 = } (bytes), has_threads, has_local, has_shared
+--   kernel:ranges()      { { axis =, size =, type = }, ... } in loop order, outermost first;
+--                        axis is the number opts take (1-based); type is one of "thread",
+--                        "global", "loop", "local", "group_reduce", "upcast", "reduce", "unroll"
+--   kernel:axes(type, ...)   the ranges of those types, in order
+--   kernel:buffers()     { { slot =, dtype =, itemsize =, store = bool, strides = { [axis] = n } }, ... }
+--                        one entry per access (a buffer read twice appears twice); strides[axis]
+--                        is how many elements the address moves per step of that axis: 0 when
+--                        the access does not use the axis, nil when it is not affine in it
+--   kernel:reduce_ops()  { "ADD", "MAX", ... } of the kernel's reductions
+--   kernel:output_size() product of the sizes of the non-reduce axes
+--   kernel:work()        product of all axis sizes (one step of the innermost body each)
+--   kernel:apply(op, axis, amount)      raises the opt's error when it is invalid
+--   kernel:try_apply(op, axis, amount)  true, or false and the error; the kernel is unchanged
+--   kernel:opts()        the opts applied so far: { { op, axis, amount }, ... }
+--
+-- Axis numbers follow tcl.opt (src/opt/kernel_opt.h): UPCAST, LOCAL, THREAD, PADTO and SWAP
+-- count every range, UNROLL the reduce and group_reduce ones, GROUP and GROUPTOP the reduce
+-- ones. After an opt, ranges are renumbered: read kernel:ranges() again.
+local M = {}
+
+local Kernel = {}
+Kernel.__index = Kernel
+
+--- Wraps an opt kernel (tcl.opt.kernel) for a heuristic.
+function M.wrap(opt_kernel, info)
+  return setmetatable({ _k = opt_kernel, name = info.name, device = info.device, caps = info.caps }, Kernel)
+end
+
+function Kernel:ranges()
+  local out = {}
+  for i, r in ipairs(self._k:ranges()) do out[i] = { axis = r.axis, size = r.size, type = r.type } end
+  return out
+end
+
+function Kernel:axes(...)
+  local want = {}
+  for _, t in ipairs { ... } do want[t] = true end
+  local out = {}
+  for _, r in ipairs(self:ranges()) do
+    if want[r.type] then out[#out + 1] = r end
+  end
+  return out
+end
+
+-- The affine form of an index expression: { [RANGE] = coefficient }, or nil when it is not
+-- affine (division, modulo, a load...). memo caches subexpressions.
+local function affine(u, memo)
+  local hit = memo[u]
+  if hit ~= nil then return hit or nil end
+  local out
+  if u.op == "CONST" and math.type(u.arg) == "integer" then
+    out = {}
+  elseif u.op == "RANGE" then
+    out = { [u] = 1 }
+  elseif u.op == "ADD" or u.op == "SUB" then
+    local a, b = affine(u:source(1), memo), affine(u:source(2), memo)
+    if a and b then
+      out = {}
+      for r, c in pairs(a) do out[r] = c end
+      local sign = u.op == "SUB" and -1 or 1
+      for r, c in pairs(b) do out[r] = (out[r] or 0) + sign * c end
+    end
+  elseif u.op == "MUL" then
+    local a, b = u:source(1), u:source(2)
+    if b.op ~= "CONST" then a, b = b, a end
+    if b.op == "CONST" and math.type(b.arg) == "integer" then
+      local fa = affine(a, memo)
+      if fa then
+        out = {}
+        for r, c in pairs(fa) do out[r] = c * b.arg end
+      end
+    end
+  end
+  memo[u] = out or false
+  return out
+end
+
+function Kernel:buffers()
+  local ranges = self._k:ranges()
+  local graph = self._k:graph()
+  local memo, out = {}, {}
+  local function entry(index, store)
+    local buf = index:source(1)
+    while buf.op == "AFTER" do buf = buf:source(1) end
+    if buf.op ~= "PARAM" then return end
+    local form = #index.src >= 2 and affine(index:source(2), memo) or {}
+    local strides = {}
+    for _, r in ipairs(ranges) do
+      if form then strides[r.axis] = form[r.range] or 0 end
+    end
+    out[#out + 1] = { slot = buf.arg[1], dtype = index.dtype, itemsize = index.dtype.itemsize, store = store,
+      strides = strides }
+  end
+  for _, u in ipairs(graph:toposort()) do
+    if u.op == "LOAD" and u:source(1).op == "INDEX" then entry(u:source(1), false) end
+    if u.op == "STORE" and u:source(1).op == "INDEX" then entry(u:source(1), true) end
+  end
+  return out
+end
+
+function Kernel:reduce_ops()
+  local out = {}
+  for _, u in ipairs(self._k:graph():toposort()) do
+    if u.op == "REDUCE" then out[#out + 1] = type(u.arg) == "table" and u.arg[1] or u.arg end
+  end
+  return out
+end
+
+local REDUCE_LIKE = { reduce = true, group_reduce = true, unroll = true }
+
+function Kernel:output_size()
+  local n = 1
+  for _, r in ipairs(self:ranges()) do
+    if not REDUCE_LIKE[r.type] then n = n * r.size end
+  end
+  return n
+end
+
+function Kernel:work()
+  local n = 1
+  for _, r in ipairs(self:ranges()) do n = n * r.size end
+  return n
+end
+
+function Kernel:apply(op, axis, amount)
+  self._k:apply(op, axis, amount)
+  return self
+end
+
+function Kernel:try_apply(op, axis, amount) return self._k:try_apply(op, axis, amount) end
+
+function Kernel:opts() return self._k:opts() end
+
+return M
