@@ -10,13 +10,20 @@
  *   k:opts_text() -> "UPCAST(1,4) UNROLL(1,4)"
  *   k:name()   k:graph() (the SINK as it stands)   k:sink() (named, opts in its arg)   k:copy()
  *   opt.optops, opt.axis_types   lists of the names
+ *   opt.beam_search({ kernel, ... }, params, measure) -> best kernel, seconds, candidates, rounds
+ *     src/opt/beam.h: the seeds are not changed; params { width =, rounds =, seed =, progress =,
+ *     label = }; measure(sinks, best) -> { seconds | false, ... }, one per candidate SINK (named,
+ *     opts in its arg), false (or inf) for a candidate that must not win; an error in measure
+ *     aborts the search with that error.
  *
  * Axes are 1-based like the rest of the Lua API; NOLOCALS takes no axis. */
 #include "lua_opt.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdlib.h>
 
+#include "beam.h"
 #include "core/lua_core.h"
 #include "kernel_opt.h"
 
@@ -227,6 +234,83 @@ static int l_caps(lua_State *L) {
     return 1;
 }
 
+typedef struct measure_call { lua_State *L; int fn; } measure_call;
+
+/* The measure callback of a search: calls the Lua function with the candidates' sinks. */
+static int call_measure(lua_State *L) {
+    tcl_opt_kernel *const *ks = lua_touserdata(L, 1);
+    size_t n = (size_t)lua_tointeger(L, 2);
+    double best = lua_tonumber(L, 3);
+    double *seconds = lua_touserdata(L, 4);
+    lua_pushvalue(L, 5); /* the function */
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        tcl_uop *s = tcl_opt_kernel_sink(ks[i]);
+        if (!s) return luaL_error(L, "BEAM: %s", tcl_ctx_error(tcl_opt_kernel_graph(ks[i])->ctx));
+        tcl_lua_push_new_uop(L, s);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_pushnumber(L, best);
+    lua_call(L, 2, 1);
+    if (!lua_istable(L, -1)) return luaL_error(L, "BEAM: measure must return a list of times");
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        seconds[i] = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : HUGE_VAL;
+        if (!(seconds[i] >= 0)) seconds[i] = HUGE_VAL;
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static tcl_status measure_trampoline(void *ud, tcl_opt_kernel *const *ks, size_t n, double best, double *seconds) {
+    measure_call *m = ud;
+    lua_State *L = m->L;
+    lua_pushcfunction(L, call_measure);
+    lua_pushlightuserdata(L, (void *)ks);
+    lua_pushinteger(L, (lua_Integer)n);
+    lua_pushnumber(L, best);
+    lua_pushlightuserdata(L, seconds);
+    lua_pushvalue(L, m->fn);
+    if (lua_pcall(L, 5, 0, 0) != LUA_OK) {
+        tcl_fail(tcl_ctx_last_error(tcl_opt_kernel_graph(ks[0])->ctx), TCL_ERR_CALLBACK, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return TCL_ERR_CALLBACK;
+    }
+    return TCL_OK;
+}
+
+static int l_beam_search(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    lua_Integer nseeds = luaL_len(L, 1);
+    if (nseeds < 1 || nseeds > 64) return luaL_error(L, "opt.beam_search: 1 to 64 seed kernels, got %I", nseeds);
+    tcl_opt_kernel *seeds[64];
+    for (lua_Integer i = 0; i < nseeds; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        seeds[i] = check_kernel(L, -1);
+        lua_pop(L, 1);
+    }
+    tcl_beam_params p = {0};
+    p.width = (int)opt_int(L, 2, "width", 1);
+    p.max_rounds = (int)opt_int(L, 2, "rounds", 0);
+    p.seed = (uint64_t)opt_int(L, 2, "seed", 0);
+    p.progress = opt_bool(L, 2, "progress");
+    lua_getfield(L, 2, "label");
+    p.label = lua_tostring(L, -1); /* kept on the stack for the search */
+    if (p.width < 1 || p.width > 64) return luaL_error(L, "opt.beam_search: width must be 1 to 64, got %d", p.width);
+    kernel_box *box = push_box(L); /* the result's owner, before the search allocates it */
+    measure_call m = {L, 3};
+    tcl_beam_result r;
+    if (tcl_beam_search(seeds, (size_t)nseeds, &p, measure_trampoline, &m, &r) != TCL_OK)
+        return luaL_error(L, "%s", tcl_ctx_error(tcl_opt_kernel_graph(seeds[0])->ctx));
+    box->k = r.best;
+    lua_pushnumber(L, r.seconds);
+    lua_pushinteger(L, (lua_Integer)r.tried);
+    lua_pushinteger(L, r.rounds);
+    return 4;
+}
+
 int luaopen_tcl_opt(lua_State *L) {
     tcl_lua_ctx(L); /* the context first: it must outlive every kernel (finalized last) */
     if (luaL_newmetatable(L, KERNEL_MT)) {
@@ -241,7 +325,7 @@ int luaopen_tcl_opt(lua_State *L) {
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
-    static const luaL_Reg funcs[] = {{"kernel", l_kernel}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"kernel", l_kernel}, {"beam_search", l_beam_search}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_createtable(L, TCL_OPTOP_COUNT, 0);
     for (int i = 0; i < TCL_OPTOP_COUNT; i++) {

@@ -7,6 +7,7 @@
  *     :read()            -> list: integers (int dtypes; uint64 past INT64_MAX as negative, like
  *                          CONST args), floats (float dtypes), booleans (bool)
  *     :copy_from(other)  same dtype and numel
+ *     :max_difference(other) -> largest |a - b| / (1 + |b|) (inf: NaN against a number)
  *   runtime.program(nodes, {name =, global_size = {x,y,z}, local_size = {x,y,z}}) -> Program
  *     nodes: a linear list of kernel nodes (emu.h says which and how they run)
  *     .name .size .bytes (heap memory held) .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
@@ -21,6 +22,7 @@
 #include "lua_runtime.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +167,38 @@ static int buffer_copy_from(lua_State *L) {
                           (lua_Integer)src->numel, dtype_name(dst->dtype), (lua_Integer)dst->numel);
     if (src != dst && dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
     lua_settop(L, 1);
+    return 1;
+}
+
+static double scalar_as_double(tcl_scalar x) {
+    const tcl_dtype_info *info = tcl_dtype_get(x.dtype);
+    if (info->is_float) return x.v.f;
+    if (x.dtype == TCL_BOOL) return x.v.b;
+    return info->is_unsigned ? (double)x.v.u : (double)x.v.i;
+}
+
+/* Buffer:max_difference(other) -> the largest |a - b| / (1 + |b|) over the elements (b: other),
+ * inf where one is NaN and the other is not: how far a result is from a reference, without
+ * reading either into Lua. */
+static int buffer_max_difference(lua_State *L) {
+    tcl_buffer *a = tcl_lua_check_buffer(L, 1);
+    tcl_buffer *b = test_buffer(L, 2);
+    if (!b) return luaL_argerror(L, 2, "expected a Buffer");
+    if (a->dtype != b->dtype || a->numel != b->numel)
+        return luaL_error(L, "Buffer:max_difference: %s x %I against %s x %I", dtype_name(a->dtype),
+                          (lua_Integer)a->numel, dtype_name(b->dtype), (lua_Integer)b->numel);
+    double worst = 0;
+    for (size_t i = 0; i < a->numel; i++) {
+        double x = scalar_as_double(tcl_buffer_get(a, i)), y = scalar_as_double(tcl_buffer_get(b, i));
+        if (x != x || y != y) {
+            if ((x != x) != (y != y)) worst = HUGE_VAL;
+            continue;
+        }
+        if (x == y) continue; /* also equal infinities */
+        double d = fabs(x - y) / (1 + fabs(y));
+        if (d != d || d > worst) worst = d != d ? HUGE_VAL : d;
+    }
+    lua_pushnumber(L, worst);
     return 1;
 }
 
@@ -332,7 +366,8 @@ int luaopen_tcl_runtime(lua_State *L) {
     static const luaL_Reg buffer_meta[] = {
         {"__index", buffer_index}, {"__gc", buffer_gc}, {"__tostring", buffer_tostring}, {NULL, NULL}};
     static const luaL_Reg buffer_methods[] = {
-        {"write", buffer_write}, {"read", buffer_read}, {"copy_from", buffer_copy_from}, {NULL, NULL}};
+        {"write", buffer_write}, {"read", buffer_read}, {"copy_from", buffer_copy_from},
+        {"max_difference", buffer_max_difference}, {NULL, NULL}};
     if (luaL_newmetatable(L, BUFFER_MT)) luaL_setfuncs(L, buffer_meta, 0);
     lua_pop(L, 1);
     luaL_newlib(L, buffer_methods);

@@ -223,7 +223,10 @@ function M.compile_many(items, device, options)
     else
       local name = kernel_name(sink, item.name)
       if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
-      local ctx = { name = name, noopt = noopt, beam = beam, device = device, renderer = backend.renderer }
+      -- an AST optimized already (BEAM's candidates) carries its opts in its arg
+      local carried = type(sink.arg) == "table" and type(sink.arg[2]) == "string" and sink.arg[2] or nil
+      local ctx = { name = name, noopt = noopt, beam = beam, device = device, renderer = backend.renderer,
+        opts = carried }
       local lowered = M.run_passes(sink, ctx)
       if debug >= 3 then
         M.log(string.format("kernel '%s' opts: %s%s", ctx.name, ctx.opts or "(none)", ctx.name ~= name and

@@ -1,0 +1,229 @@
+-- tcl.codegen.beam — BEAM=N: the kernel's opts found by search (src/opt/beam.c), with the
+-- device-specific half here: candidates compiled in parallel (the CPU backend compiles a batch
+-- on worker threads), proven safe before they run, timed on real buffers and checked against
+-- the unoptimized kernel's values. Layer: codegen.
+--
+--   beam.search(opt_kernel, sink, ctx, width, info) -> opt kernel with the winning opts
+--
+-- Per candidate: a kernel whose unguarded loads and stores cannot be proven in bounds (the
+-- interval analysis of tcl.bounds over its index expressions) is rejected without running, so
+-- a bad opt cannot crash the search; one that fails to compile is skipped; the rest run on
+-- search buffers (inputs filled from the seed, the same for every candidate) at most three
+-- times, stopping early past 3x the best time, and the minimum counts; a candidate whose
+-- outputs differ from the unoptimized kernel's (relative 1e-3) is dropped, with a warning at
+-- DEBUG >= 1. The beam is seeded with the heuristic's kernel and the prefixes of its opt list
+-- (the unoptimized kernel when the heuristic applies nothing).
+--
+-- The winner's opts are stored in the on-disk cache (tcl.env: CACHELEVEL, CACHE_DIR; entries
+-- are checksummed by runtime.cache_write) under the kernel's content hash, the device, the
+-- backend's options (renderer, LLVM version, CPU) and the width; a later run replays them
+-- (an entry that no longer applies is searched again). IGNORE_BEAM_CACHE=1 searches anyway.
+-- M.quiet turns the progress line off. M.hooks.mutate(sink, i) (specs only) may replace
+-- candidate i's kernel before it is checked: how the specs make a candidate that would crash
+-- or compute wrong values.
+local opt = require "tcl.opt"
+local env = require "tcl.env"
+local runtime = require "tcl.runtime"
+local bounds = require "tcl.bounds"
+local core = require "tcl.core"
+
+local M = { hooks = {}, seed = 1, runs = 3, quiet = false }
+
+local TOLERANCE = 1e-3
+
+local function warn(line) require("tcl.codegen.optimize").warn(line) end
+
+-- The buffer a LOAD/STORE's INDEX addresses, through AFTERs.
+local function root_of(index)
+  local b = index:source(1)
+  while b.op == "AFTER" do b = b:source(1) end
+  return b
+end
+
+--- { [slot] = { dtype =, numel =, stored = bool } } of the kernel's PARAMs.
+local function params_of(sink)
+  local out = {}
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "PARAM" then
+      out[u.arg[1]] = out[u.arg[1]] or { dtype = u.dtype, numel = u.arg[2], stored = false }
+    elseif u.op == "STORE" and u:source(1).op == "INDEX" then
+      local b = root_of(u:source(1))
+      if b.op == "PARAM" then
+        out[b.arg[1]] = out[b.arg[1]] or { dtype = b.dtype, numel = b.arg[2] }
+        out[b.arg[1]].stored = true
+      end
+    end
+  end
+  return out
+end
+
+--- nil when every ungated load and store of the kernel provably stays inside its buffer,
+-- else a description of the first that may not.
+function M.unsafe_access(sink)
+  for _, u in ipairs(sink:toposort()) do
+    local gated = (u.op == "LOAD" and #u.src >= 2) or (u.op == "STORE" and #u.src >= 3)
+    if (u.op == "LOAD" or u.op == "STORE") and not gated and u:source(1).op == "INDEX" then
+      local index = u:source(1)
+      local b = root_of(index)
+      if b.op == "PARAM" and #index.src >= 2 then
+        local lo, hi = bounds.bounds(index:source(2))
+        if lo == nil or lo < 0 or hi >= b.arg[2] then
+          return string.format("%s of buffer %d at [%s, %s], outside [0, %d)", u.op, b.arg[1], tostring(lo),
+            tostring(hi), b.arg[2])
+        end
+      end
+    end
+  end
+  return nil
+end
+
+-- Deterministic inputs in [-1, 1) (integers in [-8, 8), booleans alternating).
+local function fill(buffer, seed)
+  local values, state = {}, seed * 2654435761 % 4294967296
+  local dt = buffer.dtype
+  for i = 1, buffer.numel do
+    state = (state * 1103515245 + 12345) % 2147483648
+    local x = state / 2147483648 * 2 - 1
+    if dt == core.dtype "bool" then values[i] = i % 2 == 0
+    elseif dt.is_float then values[i] = x
+    else values[i] = math.floor(x * 8) end
+  end
+  buffer:write(values)
+end
+
+local function search_buffers(params, device, seed)
+  local buffers, outputs = {}, {}
+  for slot = 0, #params do
+    local p = params[slot]
+    if not p then error(string.format("BEAM: the kernel has no buffer in slot %d", slot), 0) end
+    buffers[slot + 1] = runtime.buffer(p.dtype, p.numel, device)
+    if p.stored then outputs[#outputs + 1] = slot + 1 else fill(buffers[slot + 1], seed + slot) end
+  end
+  return buffers, outputs
+end
+
+local function cache_key(sink, ctx, width, backend)
+  return string.format("beam|%s|%s|%s|%d", sink.content_hash, ctx.device, backend.options, width)
+end
+
+--- Applies an opts text ("UPCAST(1,4) SWAP(1,2) NOLOCALS") to a copy of k; nil when one fails.
+function M.replay(k, text)
+  local c = k:copy()
+  for item in text:gmatch("%S+") do
+    local op, axis, amount = item:match("^(%u+)%((%d+),(%d+)%)$")
+    local ok
+    if op then ok = c:try_apply(op, tonumber(axis), tonumber(amount))
+    else ok = item == "NOLOCALS" and c:try_apply("NOLOCALS") end
+    if not ok then return nil end
+  end
+  return c
+end
+
+function M.search(k, sink, ctx, width, info)
+  local lower = require "tcl.codegen.lower"
+  local optimize = require "tcl.codegen.optimize"
+  local backend = lower.backend(ctx.device)
+  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local key = cache_key(sink, ctx, width, backend)
+  if dir and not env.IGNORE_BEAM_CACHE then
+    local text = runtime.cache_read(dir, key)
+    if text then
+      local replayed = M.replay(k, text)
+      if replayed then return replayed end
+      warn(string.format("kernel '%s': the BEAM cache's opts (%s) no longer apply; searching again",
+        tostring(ctx.name), text))
+    end
+  end
+
+  local params = params_of(sink)
+  local buffers, outputs = search_buffers(params, ctx.device, M.seed)
+  local reference = {}
+  local base = lower.compile(sink, { device = ctx.device, noopt = true, name = ctx.name })
+  base.program:run(buffers)
+  for i, slot in ipairs(outputs) do
+    reference[i] = runtime.buffer(buffers[slot].dtype, buffers[slot].numel, ctx.device)
+    reference[i]:copy_from(buffers[slot])
+  end
+
+  local function check(kernel, label)
+    for i, slot in ipairs(outputs) do
+      local d = buffers[slot]:max_difference(reference[i])
+      if not (d <= TOLERANCE) then
+        if env.DEBUG >= 1 then
+          warn(string.format("BEAM: kernel '%s' (%s) computes wrong values (difference %g): dropped",
+            tostring(kernel.name), label, d))
+        end
+        return false
+      end
+    end
+    return true
+  end
+
+  local counter = 0
+  local function measure(sinks, best)
+    local items, usable = {}, {}
+    for i, s in ipairs(sinks) do
+      counter = counter + 1
+      if M.hooks.mutate then s = M.hooks.mutate(s, counter) or s end
+      local why = M.unsafe_access(s)
+      if why then
+        if env.DEBUG >= 1 then warn(string.format("BEAM: a candidate of '%s' is not provably safe (%s): skipped",
+          tostring(ctx.name), why)) end
+      else
+        items[#items + 1] = { ast = s }
+        usable[#items] = i
+      end
+    end
+    local compiled
+    local ok = pcall(function() compiled = lower.compile_many(items, ctx.device, { noopt = true }) end)
+    if not ok then -- one failed: compile each on its own to find it
+      compiled = {}
+      for j, item in ipairs(items) do
+        local fine, kernel = pcall(lower.compile_many, { item }, ctx.device, { noopt = true })
+        compiled[j] = fine and kernel[1] or false
+      end
+    end
+    local times = {}
+    for j in ipairs(items) do
+      local kernel, t = compiled[j], false
+      if kernel then
+        local fastest = math.huge
+        for _ = 1, M.runs do
+          local ran, seconds = pcall(kernel.program.run, kernel.program, buffers)
+          if not ran then fastest = math.huge break end
+          if seconds < fastest then fastest = seconds end
+          if fastest > 3 * best then break end
+        end
+        if fastest < math.huge and check(kernel, sinks[usable[j]].arg[2] or "") then t = fastest end
+      end
+      times[usable[j]] = t
+    end
+    for i = 1, #sinks do
+      if times[i] == nil then times[i] = false end
+    end
+    return times
+  end
+
+  -- the heuristic's kernel and the prefixes of its opt list (their neighbours are the other
+  -- tile shapes and loop orders), or the unoptimized kernel when the heuristic applies
+  -- nothing (its neighbours are mostly far slower: timing them is most of a search's time)
+  local heuristic = optimize.run_heuristic(k, info)
+  local seeds = { heuristic and #heuristic:opts() > 0 and heuristic or k }
+  if heuristic then
+    local applied = heuristic:opts()
+    for n = #applied - 1, 1, -1 do
+      local prefix = {}
+      for i = 1, n do
+        local o = applied[i]
+        prefix[i] = o[1] == "NOLOCALS" and "NOLOCALS" or string.format("%s(%d,%d)", o[1], o[2], o[3])
+      end
+      seeds[#seeds + 1] = M.replay(k, table.concat(prefix, " "))
+    end
+  end
+  local best = opt.beam_search(seeds, { width = width, seed = M.seed, progress = not M.quiet,
+    label = tostring(ctx.name) }, measure)
+  if dir then runtime.cache_write(dir, key, best:opts_text()) end
+  return best
+end
+
+return M
