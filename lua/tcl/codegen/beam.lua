@@ -148,7 +148,7 @@ function M.search(k, sink, ctx, width, info)
   local function check(kernel, label)
     for i, slot in ipairs(outputs) do
       local d = buffers[slot]:max_difference(reference[i])
-      if not (d <= TOLERANCE) then
+      if d > TOLERANCE then
         if env.DEBUG >= 1 then
           warn(string.format("BEAM: kernel '%s' (%s) computes wrong values (difference %g): dropped",
             tostring(kernel.name), label, d))
