@@ -37,6 +37,9 @@ local tcl = {
   realize = Tensor.realize_all,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
+  -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
+  -- kernels compiled from then on (README, "Kernel optimization")
+  set_heuristic = require("tcl.codegen.optimize").set_heuristic,
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
 }

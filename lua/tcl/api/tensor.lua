@@ -49,6 +49,8 @@ end
 
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
+local realize_options -- the options of the realize being run (Tensor:realize{...})
+
 function M.realize_all(...)
   local list = table.pack(...)
   local pending, uops, device = {}, {}, nil
@@ -65,16 +67,34 @@ function M.realize_all(...)
     end
   end
   if #pending > 0 then
-    local results = schedule.run(uops, { device = device })
+    local o = realize_options or {}
+    local results = schedule.run(uops, { device = device, noopt = o.noopt, beam = o.beam })
     for i, t in ipairs(pending) do class.replace_uop(t, results[i]) end
   end
   return table.unpack(list, 1, list.n)
 end
 
 --- Computes t (and what it depends on); returns t.
-function M.realize(t)
+-- options: { noopt = true } (no kernel opts, like NOOPT=1) or { beam = n } (BEAM=n) for the
+-- kernels of this realize only.
+function M.realize(t, options)
   tensor_arg("realize", t)
-  M.realize_all(t)
+  if options ~= nil then
+    if type(options) ~= "table" then fail("realize", "options must be a table, not %s", check.type_name(options)) end
+    for key, v in pairs(options) do
+      if key == "noopt" then
+        if type(v) ~= "boolean" then fail("realize", "noopt must be a boolean, not %s", check.type_name(v)) end
+      elseif key == "beam" then
+        if math.type(v) ~= "integer" or v < 0 then fail("realize", "beam must be an integer >= 0, got %s", tostring(v)) end
+      else
+        fail("realize", "unknown option '%s' (known: noopt, beam)", tostring(key))
+      end
+    end
+  end
+  realize_options = options
+  local ok, err = pcall(M.realize_all, t)
+  realize_options = nil
+  if not ok then error(err, 0) end
   return t
 end
 

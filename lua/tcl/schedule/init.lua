@@ -155,7 +155,8 @@ end
 
 --- Realizes outputs: frees dead buffers, plans, compiles the kernels (tcl.codegen.lower, all at
 -- once: cached by content, the CPU device compiles on worker threads) and runs them. Returns
--- the list of realized nodes (see create) and the schedule. opts: as create's.
+-- the list of realized nodes (see create) and the schedule. opts: as create's, plus noopt and
+-- beam (per-call NOOPT and BEAM for these kernels).
 function M.run(outputs, opts)
   check_outputs(outputs, "run")
   buffers.collect()
@@ -170,7 +171,7 @@ function M.run(outputs, opts)
     local items, args = {}, {}
     for n, k in ipairs(sched.kernels) do items[n] = { ast = k.ast, name = k.name } end
     local before = lower.stats()
-    local programs = lower.compile_many(items, sched.device)
+    local programs = lower.compile_many(items, sched.device, { noopt = opts and opts.noopt, beam = opts and opts.beam })
     for n, k in ipairs(sched.kernels) do
       local list = {}
       for i, b in ipairs(k.buffers) do
