@@ -85,7 +85,9 @@ function M.realize(t, options)
       if key == "noopt" then
         if type(v) ~= "boolean" then fail("realize", "noopt must be a boolean, not %s", check.type_name(v)) end
       elseif key == "beam" then
-        if math.type(v) ~= "integer" or v < 0 then fail("realize", "beam must be an integer >= 0, got %s", tostring(v)) end
+        if math.type(v) ~= "integer" or v < 0 then
+          fail("realize", "beam must be an integer >= 0, got %s", tostring(v))
+        end
       else
         fail("realize", "unknown option '%s' (known: noopt, beam)", tostring(key))
       end
