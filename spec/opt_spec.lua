@@ -564,6 +564,23 @@ end
     assert.are.equal("default", optimize.heuristic_name())
   end)
 
+  it("examples/heuristic_upcast_only.lua threads and upcasts, with NOOPT's values", function()
+    local path = helper.root .. "/examples/heuristic_upcast_only.lua"
+    local case = { name = "matmul 4x6 @ 6x8", inputs = { { { 4, 6 }, "float" }, { { 6, 8 }, "float" } },
+      fn = function(a, b) return a:matmul(b) end }
+    for _, device in ipairs(DEVICES) do
+      local got, compiled, warnings = H.run(case, device, path)
+      assert.are.same({}, warnings)
+      assert.is_nil(H.mismatch(case, got, H.reference(case, device)))
+      assert.are.equal(1, #compiled)
+      local threads = device == "CPU" and lower.backend("CPU").renderer.opt_caps().threads or 1
+      local threaded = threads > 1 and 4 % threads == 0
+      assert.are.equal(threaded, compiled[1].opts:find("THREAD(1," .. threads .. ")", 1, true) ~= nil)
+      assert.matches("UPCAST%(%d,4%)$", compiled[1].opts)
+      assert.matches("_4u_6$", compiled[1].name)
+    end
+  end)
+
   it("TCL_HEURISTICS picks the file when tcl starts", function()
     local path = temp_file(UPCAST_LAST)
     local script = temp_file([[
