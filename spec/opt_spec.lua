@@ -324,6 +324,7 @@ describe("random valid opt lists give NOOPT's values", function()
           describe_kernels(compiled))
         assert.are.same({}, warnings, context)
         assert.is_nil(H.mismatch(case, got, want), context)
+        assert.is_true(#compiled > 0, context .. ": nothing was compiled")
         check_compiled(context, seen, compiled)
         kernels = kernels + #compiled
         for _, c in ipairs(compiled) do with_opts = with_opts + (c.opts ~= "" and 1 or 0) end
