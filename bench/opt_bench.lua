@@ -136,7 +136,7 @@ function parts.matmul(tcl, threads)
     -- BEAM's search must be there (tcl.codegen.beam) and read the environment
     local ok, err = pcall(require, "tcl.codegen.beam")
     if not ok then
-      info("beam_unavailable", (tostring(err):match("^[^\n]*")))
+      info("beam_unavailable", (tostring(err):match("^[^\n]*"):gsub(":%s*$", "")))
       return
     end
   end
@@ -321,9 +321,20 @@ function report.gpt2_layer(threads_prefix)
   if f.gpt2_layer_kernels_ms then print_kernels(infos, "gpt2_layer", f.gpt2_layer_kernels_ms) end
 end
 
+-- The 1-minute load average: on a shared machine, figures taken under load are not comparable
+-- (the FMA peak with all threads then falls short of the cores times the one-thread figure).
+local function load_average()
+  local f = io.open("/proc/loadavg", "r")
+  if not f then return "" end
+  local first = f:read("l") or ""
+  f:close()
+  local one = first:match("^(%S+)")
+  return one and ", load average " .. one .. " before" or ""
+end
+
 local function parent(which)
   for _, threads in ipairs { "", "1" } do
-    print(threads == "" and "== default threads (the cores)" or "== THREADS=1")
+    print((threads == "" and "== default threads (the cores)" or "== THREADS=1") .. load_average())
     for _, what in ipairs(which) do
       report[what](threads == "" and "" or "THREADS=1 ")
     end
