@@ -91,7 +91,8 @@ function Kernel:buffers()
     local buf = index:source(1)
     while buf.op == "AFTER" do buf = buf:source(1) end
     if buf.op ~= "PARAM" then return end
-    local form = #index.src >= 2 and affine(index:source(2), memo) or {}
+    local form = {} -- an INDEX without an index addresses element 0
+    if #index.src >= 2 then form = affine(index:source(2), memo) end -- nil: not affine
     local strides = {}
     for _, r in ipairs(ranges) do
       if form then strides[r.axis] = form[r.range] or 0 end
