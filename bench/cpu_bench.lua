@@ -12,48 +12,19 @@
 -- in a child process, twice: with the default threads (the cores) and with THREADS=1, and
 -- one table is printed per setting. BENCH_BUILD (default build-rel) names the build whose
 -- bench/cpu_baselines is the C baseline; BENCH_RUNS (default 11) the runs per median.
+local support = require "bench.support"
+local shell_quote, capture, figure = support.shell_quote, support.capture, support.figure
+
 local RUNS = tonumber(os.getenv("BENCH_RUNS") or "") or 11
 
 local build = os.getenv("BENCH_BUILD") or "build-rel"
 local self_path = arg and arg[0] or "bench/cpu_bench.lua"
-
-local function median(values)
-  local sorted = {}
-  for i, v in ipairs(values) do sorted[i] = v end
-  table.sort(sorted)
-  return sorted[(#sorted + 1) // 2]
-end
-
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function capture(command)
-  local pipe = assert(io.popen(command .. " 2>&1"))
-  local out = pipe:read("a")
-  pipe:close()
-  return out
-end
 
 ---------------------------------------------------------------------------------------------
 -- the parts (run in a child process: `cpu_bench.lua --child part`); each prints lines
 -- "figure <name> <value> <unit>" that the parent collects
 
 local parts = {}
-
-local function figure(name, value, unit)
-  io.write(string.format("figure %s %.6g %s\n", name, value, unit))
-end
-
--- The median kernel time and wall time of a jitted call of fn(...).
-local function jitted_median(tcl, fn, ...)
-  local step = tcl.jit(fn)
-  for _ = 1, 3 do step(...) end -- warm-up, capture, a first replay (first touch of the buffers)
-  local kernel, wall = {}, {}
-  for i = 1, RUNS do
-    local report = tcl.profile(step, ...)
-    kernel[i], wall[i] = report.seconds, report.wall
-  end
-  return median(kernel), median(wall)
-end
 
 local function baseline(args)
   local out = capture(shell_quote(build .. "/bench/cpu_baselines") .. " " .. args)
@@ -95,7 +66,7 @@ function parts.ew(tcl, threads)
   local n = 1 << 24
   local a, b = tcl.Tensor.rand(n), tcl.Tensor.rand(n)
   tcl.realize(a, b)
-  local k = jitted_median(tcl, function(x, y) return x * y + 1 end, a, b)
+  local k = support.jitted_median(tcl, RUNS, function(x, y) return x * y + 1 end, a, b)
   figure("ew_tcl_gbs", 3 * 4 * n / k * 1e-9, "GB/s")
   local _, c_gbs = baseline("ew " .. n)
   if c_gbs then figure("ew_c_gbs", c_gbs, "GB/s") end
@@ -106,7 +77,7 @@ end
 function parts.sum(tcl, threads)
   local n = 1 << 24
   local a = tcl.Tensor.rand(n):realize()
-  local k = jitted_median(tcl, function(x) return x:sum() end, a)
+  local k = support.jitted_median(tcl, RUNS, function(x) return x:sum() end, a)
   figure("sum_tcl_gbs", 4 * n / k * 1e-9, "GB/s")
   local _, c_gbs = baseline("sum " .. n)
   if c_gbs then figure("sum_c_gbs", c_gbs, "GB/s") end
@@ -117,7 +88,7 @@ end
 function parts.softmax(tcl, threads)
   local r, c = 4096, 1024
   local a = tcl.Tensor.rand(r, c):realize()
-  local k = jitted_median(tcl, function(x) return x:softmax(-1) end, a)
+  local k = support.jitted_median(tcl, RUNS, function(x) return x:softmax(-1) end, a)
   figure("softmax_tcl_ms", k * 1e3, "ms")
   local c_ms = baseline("softmax " .. r .. " " .. c)
   if c_ms then figure("softmax_c_ms", c_ms, "ms") end
@@ -153,16 +124,8 @@ end
 -- A GPT-2 small layer's forward, steady state, against torch's TransformerEncoderLayer
 -- (pre-layernorm, GELU, causal mask) on the same sizes.
 function parts.gpt2_forward(tcl, threads)
-  local models = require "spec.support.models"
-  local sizes = models.GPT2_SMALL
-  local _, p = models.gpt2_layer(tcl.Tensor, sizes)
-  local function layer(x)
-    local weights = {}
-    for k, v in pairs(p) do weights[k] = v end
-    weights.x = x
-    return models.gpt2_layer_on(tcl.Tensor, sizes, weights)
-  end
-  local _, wall = jitted_median(tcl, layer, p.x)
+  local layer, x = support.gpt2_layer(tcl)
+  local _, wall = support.jitted_median(tcl, RUNS, layer, x)
   figure("gpt2_forward_tcl_ms", wall * 1e3, "ms")
   local t = torch_ms("gpt2", threads)
   if t then figure("gpt2_forward_torch_ms", t, "ms") end
@@ -172,7 +135,7 @@ end
 function parts.replay(tcl)
   local n = 100
   local x = tcl.Tensor.rand(16):realize()
-  local kernel, wall = jitted_median(tcl, function(t)
+  local kernel, wall = support.jitted_median(tcl, RUNS, function(t)
     for _ = 1, n do t = (t + 1):contiguous() end
     return t
   end, x)

@@ -24,6 +24,9 @@
 -- BENCH_BUILD (default build-rel) names the build whose bench/gemm_baselines runs; BENCH_RUNS
 -- (default 11) the runs per median; BENCH_BEAM_TIMEOUT (default 240) the seconds the BEAM child
 -- may take per thread setting (the figures it printed by then are kept).
+local support = require "bench.support"
+local shell_quote, capture, figure = support.shell_quote, support.capture, support.figure
+
 local RUNS = tonumber(os.getenv("BENCH_RUNS") or "") or 11
 local BEAM_TIMEOUT = tonumber(os.getenv("BENCH_BEAM_TIMEOUT") or "") or 240
 local SIZES = { 256, 512, 1024, 2048 }
@@ -31,50 +34,15 @@ local SIZES = { 256, 512, 1024, 2048 }
 local build = os.getenv("BENCH_BUILD") or "build-rel"
 local self_path = arg and arg[0] or "bench/opt_bench.lua"
 
-local function median(values)
-  local sorted = {}
-  for i, v in ipairs(values) do sorted[i] = v end
-  table.sort(sorted)
-  return sorted[(#sorted + 1) // 2]
-end
-
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function capture(command)
-  local pipe = assert(io.popen(command .. " 2>&1"))
-  local out = pipe:read("a")
-  pipe:close()
-  return out
-end
-
 ---------------------------------------------------------------------------------------------
 -- the parts (run in a child process: `opt_bench.lua --child part`); each prints lines
 -- "figure <name> <value> <unit>" and "info <name> <text>" that the parent collects
 
 local parts = {}
 
-local function figure(name, value, unit)
-  io.write(string.format("figure %s %.6g %s\n", name, value, unit))
-  io.flush()
-end
-
 local function info(name, text)
   io.write(string.format("info %s %s\n", name, text))
   io.flush()
-end
-
--- The median kernel time and wall time of a jitted call of fn(...), and the kernels of the
--- median run (by kernel time).
-local function jitted_median(tcl, fn, ...)
-  local step = tcl.jit(fn)
-  for _ = 1, 3 do step(...) end -- warm-up, capture, a first replay (first touch of the buffers)
-  local reports = {}
-  for i = 1, RUNS do reports[i] = tcl.profile(step, ...) end
-  local wall = {}
-  for i, r in ipairs(reports) do wall[i] = r.wall end
-  table.sort(reports, function(x, y) return x.seconds < y.seconds end)
-  local mid = reports[(#reports + 1) // 2]
-  return mid.seconds, median(wall), mid.kernels
 end
 
 -- "info <prefix>_kernel_<i> <name> <ms>" for the n kernels that take the most time.
@@ -147,7 +115,7 @@ function parts.matmul(tcl, threads)
       local start = tcl.clock()
       a:matmul(b):realize()
       figure("matmul_N" .. n .. "_first_ms", (tcl.clock() - start) * 1e3, "ms")
-      local k, _, kernels = jitted_median(tcl, function(x, y) return x:matmul(y) end, a, b)
+      local k, _, kernels = support.jitted_median(tcl, RUNS, function(x, y) return x:matmul(y) end, a, b)
       figure("matmul_N" .. n .. "_tcl_gflops", 2 * n ^ 3 / k * 1e-9, "GFLOPS")
       info("matmul_N" .. n .. "_kernel", kernels[1] and kernels[1].name or "?")
     end)
@@ -168,7 +136,8 @@ function parts.conv2d(tcl, threads)
   local c = CONV
   local x = tcl.Tensor.rand(c.batch, c.cin, c.hw, c.hw):realize()
   local w = tcl.Tensor.rand(c.cout, c.cin, c.k, c.k):realize()
-  local k, _, kernels = jitted_median(tcl, function(xx, ww) return xx:conv2d(ww, nil, { padding = 1 }) end, x, w)
+  local function conv(xx, ww) return xx:conv2d(ww, nil, { padding = 1 }) end
+  local k, _, kernels = support.jitted_median(tcl, RUNS, conv, x, w)
   local flops = 2 * c.batch * c.cout * c.hw * c.hw * c.cin * c.k * c.k
   figure("conv2d_tcl_ms", k * 1e3, "ms")
   figure("conv2d_tcl_gflops", flops / k * 1e-9, "GFLOPS")
@@ -179,16 +148,8 @@ end
 
 -- A GPT-2 small layer's forward, steady state (as bench/cpu_bench.lua's gpt2_forward).
 function parts.gpt2_layer(tcl, threads)
-  local models = require "spec.support.models"
-  local sizes = models.GPT2_SMALL
-  local _, p = models.gpt2_layer(tcl.Tensor, sizes)
-  local function layer(x)
-    local weights = {}
-    for name, v in pairs(p) do weights[name] = v end
-    weights.x = x
-    return models.gpt2_layer_on(tcl.Tensor, sizes, weights)
-  end
-  local k, wall, kernels = jitted_median(tcl, layer, p.x)
+  local layer, x = support.gpt2_layer(tcl)
+  local k, wall, kernels = support.jitted_median(tcl, RUNS, layer, x)
   figure("gpt2_layer_tcl_ms", wall * 1e3, "ms")
   figure("gpt2_layer_kernels_ms", k * 1e3, "ms")
   top_kernels("gpt2_layer", kernels, 6)

@@ -1,0 +1,59 @@
+-- bench/support.lua — what the Lua benchmarks share: medians, running a shell command, the
+-- "figure" lines a child prints for its parent, the jitted median of a function, and the
+-- GPT-2 small layer both CPU benchmarks time. Loaded as require "bench.support" (the
+-- benchmarks run from the repository root with ./?.lua on LUA_PATH).
+local M = {}
+
+function M.median(values)
+  local sorted = {}
+  for i, v in ipairs(values) do sorted[i] = v end
+  table.sort(sorted)
+  return sorted[(#sorted + 1) // 2]
+end
+
+function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+--- A command's stdout and stderr together.
+function M.capture(command)
+  local pipe = assert(io.popen(command .. " 2>&1"))
+  local out = pipe:read("a")
+  pipe:close()
+  return out
+end
+
+--- "figure <name> <value> <unit>": one figure for the parent process.
+function M.figure(name, value, unit)
+  io.write(string.format("figure %s %.6g %s\n", name, value, unit))
+  io.flush()
+end
+
+--- The median kernel time and wall time of `runs` jitted calls of fn(...), and the kernels of
+-- the median run (by kernel time).
+function M.jitted_median(tcl, runs, fn, ...)
+  local step = tcl.jit(fn)
+  for _ = 1, 3 do step(...) end -- warm-up, capture, a first replay (first touch of the buffers)
+  local reports, wall = {}, {}
+  for i = 1, runs do
+    reports[i] = tcl.profile(step, ...)
+    wall[i] = reports[i].wall
+  end
+  table.sort(reports, function(x, y) return x.seconds < y.seconds end)
+  local mid = reports[(#reports + 1) // 2]
+  return mid.seconds, M.median(wall), mid.kernels
+end
+
+--- A GPT-2 small layer (spec/support/models.lua) as a function of its input, and that input.
+function M.gpt2_layer(tcl)
+  local models = require "spec.support.models"
+  local sizes = models.GPT2_SMALL
+  local _, p = models.gpt2_layer(tcl.Tensor, sizes)
+  local function layer(x)
+    local weights = {}
+    for name, v in pairs(p) do weights[name] = v end
+    weights.x = x
+    return models.gpt2_layer_on(tcl.Tensor, sizes, weights)
+  end
+  return layer, p.x
+end
+
+return M
