@@ -207,7 +207,7 @@ function M.search(k, sink, ctx, width, info)
   -- the heuristic's kernel and the prefixes of its opt list (their neighbours are the other
   -- tile shapes and loop orders), or the unoptimized kernel when the heuristic applies
   -- nothing (its neighbours are mostly far slower: timing them is most of a search's time)
-  local heuristic = optimize.run_heuristic(k, info)
+  local heuristic = optimize.run_heuristic(k:copy(), info)
   local seeds = { heuristic and #heuristic:opts() > 0 and heuristic or k }
   if heuristic then
     local applied = heuristic:opts()

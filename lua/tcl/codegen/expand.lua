@@ -107,8 +107,10 @@ local function upcast_chain(top)
   return e
 end
 
---- The sink with every upcast and unroll axis expanded (unchanged when there are none).
-function M.run(sink)
+--- The sink with every upcast and unroll axis expanded (unchanged when there are none). Sets
+-- ctx.upcast_lanes when a store was expanded into lanes: the backend then takes its vectors
+-- from the lanes (tcl.codegen.llvm turns its loop vectorizer off).
+function M.run(sink, ctx)
   local found = false
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" then
@@ -123,7 +125,10 @@ function M.run(sink)
     local e = upcast_chain(s)
     if e ~= s then src[i], changed = e, true end
   end
-  if changed then sink = sink:replace { src = src } end
+  if changed then
+    sink = sink:replace { src = src }
+    if ctx then ctx.upcast_lanes = true end
+  end
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" and axis_type(u) == "upcast" then
       error("expand: an upcast axis is used outside the END chains of the kernel's stores", 0)

@@ -137,7 +137,7 @@ function M.build_many(jobs)
   local renders = {}
   for i, job in ipairs(jobs) do
     -- a kernel with upcast lanes brings its own vectors (src/codegen/llvm_compile.h)
-    job.loop_vectorize = not (job.opts and job.opts:find("UPCAST", 1, true))
+    job.loop_vectorize = not job.upcast_lanes
     renders[i] = { job.list, { name = job.name, nontemporal_bytes = NONTEMPORAL_BYTES,
       loop_vectorize = job.loop_vectorize } }
   end

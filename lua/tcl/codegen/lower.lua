@@ -237,7 +237,7 @@ function M.compile_many(items, device, options)
       if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
       if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
       local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
-        sink.content_hash, estimate = estimates.of(list), opts = ctx.opts }
+        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes }
       jobs[#jobs + 1] = job
       job_of[key] = job
     end

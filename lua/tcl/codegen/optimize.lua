@@ -66,17 +66,17 @@ function M.key()
   return string.format("%s#%d|beam%d", heuristic().name, generation, env.BEAM)
 end
 
---- The heuristic's opts on a copy of the kernel; nil (and a warning) when it fails.
+--- Applies the heuristic's opts to k (changed in place) and returns it; nil (and a warning)
+-- when the heuristic fails.
 function M.run_heuristic(k, info)
   local h = heuristic()
-  local work = k:copy()
-  local ok, err = pcall(h.fn, kernel_api.wrap(work, info))
+  local ok, err = pcall(h.fn, kernel_api.wrap(k, info))
   if not ok then
     M.warn(string.format("kernel '%s': heuristic '%s' failed (opts applied: %s): %s; the kernel runs without opts",
-      tostring(info.name), h.name, work:opts_text() ~= "" and work:opts_text() or "none", tostring(err)))
+      tostring(info.name), h.name, k:opts_text() ~= "" and k:opts_text() or "none", tostring(err)))
     return nil
   end
-  return work
+  return k
 end
 
 function M.apply(sink, ctx)

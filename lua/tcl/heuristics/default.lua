@@ -53,7 +53,7 @@ local function plan_tile(k)
   if not reuse then return nil end
   local vec_amount
   for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
-    if v <= 16 * 2 and vec.size % v == 0 then vec_amount = v break end
+    if v <= 32 and vec.size % v == 0 then vec_amount = v break end -- 32: two UPCASTs of 16
   end
   if not vec_amount then return nil end
   local registers = caps.vector_registers or 16
@@ -76,10 +76,11 @@ local function upcast(k, axis, amount)
   return k:apply("UPCAST", axis, amount)
 end
 
-local function axis_number(k, size_type_order)
-  -- the ranges are renumbered after each opt: find a range by its position among outputs
+-- The axis number of the output range at `position` among the output ranges (opts renumber
+-- the axes, but only upcasts were applied, which add no output ranges).
+local function axis_number(k, position)
   local outs = k:axes("global", "loop")
-  return outs[size_type_order] and outs[size_type_order].axis
+  return outs[position] and outs[position].axis
 end
 
 function M.optimize(k)
@@ -98,7 +99,7 @@ function M.optimize(k)
     -- the column axis outermost: the panel of the reused read stays in cache
     if vec_pos > reuse_pos then
       local a, b = axis_number(k, reuse_pos), axis_number(k, vec_pos)
-      if a and b and k:ranges()[a].size > 1 and k:ranges()[b].size > 1 then k:try_apply("SWAP", a, b) end
+      if a and b then k:try_apply("SWAP", a, b) end
     end
     tiled = true
   end
