@@ -52,7 +52,7 @@ local function object_of(entry, add)
 end
 
 local function compiled(entry, add, n)
-  return { object = object_of(entry, add), entry = entry, nparams = 2, parallel_size = n, work = 3 * n,
+  return { object = object_of(entry, add), entry = entry, nparams = 2, parallel_size = n,
     params = { { dtype = f32, numel = n }, { dtype = f32, numel = n } } }
 end
 

@@ -231,9 +231,8 @@ static void compile_one(const tcl_llvm_target *t, LLVMTargetMachineRef tm, tcl_l
          * size of the parallel loop, whose bounds are arguments) */
         char *text = LLVMPrintModuleToString(ir.mod);
         char facts[80];
-        int len = snprintf(facts, sizeof facts, "|%lld|%.17g|%lld|%d", (long long)job->kernel.parallel_size,
-                           job->kernel.work, (long long)job->options.nontemporal_bytes,
-                           (int)job->options.no_loop_vectorize);
+        int len = snprintf(facts, sizeof facts, "|%lld|%lld|%d", (long long)job->kernel.parallel_size,
+                           (long long)job->options.nontemporal_bytes, (int)job->options.no_loop_vectorize);
         XXH3_state_t *state = XXH3_createState();
         XXH128_hash_t h = {0, 0};
         if (state && XXH3_128bits_reset(state) == XXH_OK) {

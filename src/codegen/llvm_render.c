@@ -36,7 +36,6 @@ typedef struct open_loop {
     LLVMValueRef counter;  /* the phi */
     LLVMValueRef end;
     LLVMBasicBlockRef body, exit;
-    double trips;          /* iterations of its body, enclosing loops included */
 } open_loop;
 
 typedef struct renderer {
@@ -61,7 +60,6 @@ typedef struct renderer {
     size_t parallel_range;        /* instruction of the parallel loop's RANGE, or SIZE_MAX */
     int64_t parallel_size;
     size_t reg_bytes;
-    double work;
     tcl_llvm_kernel *out;
 } renderer;
 
@@ -264,7 +262,6 @@ static void make_function(renderer *r, const char *entry) {
     LLVMPositionBuilderAtEnd(r->b, r->entry);
 }
 
-static double current_trips(const renderer *r) { return r->nloops ? r->loops[r->nloops - 1].trips : 1.0; }
 
 /* ---- values ---- */
 
@@ -646,7 +643,6 @@ static tcl_status emit_alu(renderer *r, size_t i) {
     }
     r->value[i] = v;
     r->kind[i] = V_VALUE;
-    r->work += current_trips(r);
     return TCL_OK;
 }
 
@@ -763,7 +759,6 @@ static tcl_status emit_load(renderer *r, size_t i) {
     }
     r->kind[i] = V_VALUE;
     r->reg_update[i] = r->in_regs[addr];
-    r->work += current_trips(r);
     return TCL_OK;
 }
 
@@ -797,7 +792,6 @@ static tcl_status emit_store(renderer *r, size_t i) {
         LLVMPositionBuilderAtEnd(r->b, after);
     }
     r->kind[i] = V_NONE;
-    r->work += current_trips(r);
     return TCL_OK;
 }
 
@@ -833,18 +827,12 @@ static tcl_status emit_range(renderer *r, size_t i) {
     LLVMPositionBuilderAtEnd(r->b, body);
     LLVMValueRef counter = LLVMBuildPhi(r->b, t, "");
     LLVMAddIncoming(counter, &start, &before, 1);
-    double outer_trips = current_trips(r);
     open_loop *l = &r->loops[r->nloops++];
     l->range = i;
     l->counter = counter;
     l->end = end;
     l->body = body;
     l->exit = exit;
-    const tcl_uop *size_node = u->src[0];
-    double trips = parallel ? (double)r->parallel_size
-                   : size_node->op == TCL_OP_CONST && size_node->arg.kind == TCL_ARG_INT ? (double)size_node->arg.v.i
-                                                                                          : 1.0;
-    l->trips = outer_trips * (trips > 0 ? trips : 0);
     r->value[i] = counter;
     r->kind[i] = V_VALUE;
     r->open[i] = 1;
@@ -1011,7 +999,6 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
         return st;
     }
     out->parallel_size = r.parallel_size;
-    out->work = r.work;
     return TCL_OK;
 }
 

@@ -43,7 +43,6 @@ typedef struct tcl_llvm_kernel {
     tcl_llvm_param *params; /* one per slot, slot order (malloc'd; tcl_llvm_kernel_free) */
     size_t nparams;
     int64_t parallel_size;  /* 0: no parallel loop */
-    double work;            /* instructions one run executes (loops of constant size) */
 } tcl_llvm_kernel;
 
 /* The largest DEFINE_REG array, and all of them together, that a kernel may hold (on the

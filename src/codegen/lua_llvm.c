@@ -9,7 +9,7 @@
  *         nontemporal_bytes = (stores into outputs of at least this size bypass the caches),
  *         loop_vectorize = (false: LLVM's loop vectorizer stays off; default on) }
  *     compiled: { object = (ELF object code), entry =, nparams =, params = { {dtype =, numel =} },
- *       parallel_size =, work =, seconds =, ir = (when wanted), asm = (when wanted) }
+ *       parallel_size =, seconds =, ir = (when wanted), asm = (when wanted) }
  *     Compiles on `threads` threads (default: the cores online); a kernel that fails raises
  *     the error of the first one ("kernel 'E_4': instruction 3 (LOAD): ...").
  *   llvm.compile(list, opts) -> compiled            one kernel
@@ -153,8 +153,6 @@ static void push_compiled(lua_State *L, const tcl_llvm_job *job) {
     lua_setfield(L, -2, "params");
     lua_pushinteger(L, job->kernel.parallel_size);
     lua_setfield(L, -2, "parallel_size");
-    lua_pushnumber(L, job->kernel.work);
-    lua_setfield(L, -2, "work");
     lua_pushnumber(L, job->seconds);
     lua_setfield(L, -2, "seconds");
     if (job->ir) {

@@ -18,7 +18,6 @@ struct tcl_cpu_program {
     tcl_cpu_param *params;
     size_t nparams;
     int64_t parallel_size;
-    double work;
     tcl_cpu_jit *jit;
     size_t handle;
     void *fn;
@@ -43,7 +42,7 @@ static char *copy_text(const char *s, bool *failed) {
 
 tcl_cpu_program *tcl_cpu_program_new(tcl_cpu_jit *jit, const char *name, const char *entry, const void *object,
                                      size_t size, const tcl_cpu_param *params, size_t nparams, int64_t parallel_size,
-                                     double work, const char *ir, const char *assembly, tcl_error *err) {
+                                     const char *ir, const char *assembly, tcl_error *err) {
     tcl_cpu_program *p = calloc(1, sizeof *p);
     if (!p) {
         tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
@@ -63,7 +62,6 @@ tcl_cpu_program *tcl_cpu_program_new(tcl_cpu_jit *jit, const char *name, const c
     if (nparams) memcpy(p->params, params, nparams * sizeof *params);
     p->nparams = nparams;
     p->parallel_size = parallel_size;
-    p->work = work;
     for (size_t i = 0; i < nparams; i++) p->arg_types[i] = &ffi_type_pointer;
     p->arg_types[nparams] = &ffi_type_sint64;
     p->arg_types[nparams + 1] = &ffi_type_sint64;
@@ -160,7 +158,6 @@ const char *tcl_cpu_program_name(const tcl_cpu_program *p) { return p->name; }
 size_t tcl_cpu_program_nparams(const tcl_cpu_program *p) { return p->nparams; }
 const tcl_cpu_param *tcl_cpu_program_params(const tcl_cpu_program *p) { return p->params; }
 int64_t tcl_cpu_program_parallel_size(const tcl_cpu_program *p) { return p->parallel_size; }
-double tcl_cpu_program_work(const tcl_cpu_program *p) { return p->work; }
 size_t tcl_cpu_program_bytes(const tcl_cpu_program *p) { return p->bytes; }
 const char *tcl_cpu_program_ir(const tcl_cpu_program *p) { return p->ir; }
 const char *tcl_cpu_program_assembly(const tcl_cpu_program *p) { return p->assembly; }

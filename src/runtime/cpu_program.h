@@ -29,7 +29,7 @@ typedef struct tcl_cpu_program tcl_cpu_program;
  * slots; ir and assembly: texts kept for DEBUG (may be NULL). NULL with err on failure. */
 tcl_cpu_program *tcl_cpu_program_new(tcl_cpu_jit *jit, const char *name, const char *entry, const void *object,
                                      size_t size, const tcl_cpu_param *params, size_t nparams, int64_t parallel_size,
-                                     double work, const char *ir, const char *assembly, tcl_error *err);
+                                     const char *ir, const char *assembly, tcl_error *err);
 void tcl_cpu_program_free(tcl_cpu_program *p);
 
 /* Runs the kernel on bufs (one per slot, checked: count, device CPU, dtype, numel); pool may
@@ -41,7 +41,6 @@ const char *tcl_cpu_program_name(const tcl_cpu_program *p);
 size_t tcl_cpu_program_nparams(const tcl_cpu_program *p);
 const tcl_cpu_param *tcl_cpu_program_params(const tcl_cpu_program *p);
 int64_t tcl_cpu_program_parallel_size(const tcl_cpu_program *p);
-double tcl_cpu_program_work(const tcl_cpu_program *p);
 size_t tcl_cpu_program_bytes(const tcl_cpu_program *p);
 const char *tcl_cpu_program_ir(const tcl_cpu_program *p);       /* NULL when not kept */
 const char *tcl_cpu_program_assembly(const tcl_cpu_program *p); /* NULL when not kept */

@@ -2,8 +2,8 @@
  *
  *   runtime.cpu_program(compiled, {name =}) -> CpuProgram
  *     compiled: what tcl.llvm.compile returns: { object =, entry =, nparams =, params =
- *     {{dtype =, numel =}, ...}, parallel_size =, work =, ir = (optional), asm = (optional) }
- *     .name .nparams .params .parallel_size .work .bytes
+ *     {{dtype =, numel =}, ...}, parallel_size =, ir = (optional), asm = (optional) }
+ *     .name .nparams .params .parallel_size .bytes
  *     :run(buffers) -> seconds   buffers in PARAM slot order, CPU buffers of the params' dtype/numel
  *     :parts(threads) -> how many parts a run splits into with that many threads (1: no split)
  *     :dump() -> the LLVM IR (when compiled with want_ir), :assembly() -> machine code text
@@ -105,10 +105,6 @@ static int l_cpu_program(lua_State *L) {
     const char *assembly = string_field(L, 1, "asm", false, NULL);
     lua_Integer nparams = integer_field(L, 1, "nparams", 0);
     lua_Integer parallel_size = integer_field(L, 1, "parallel_size", 0);
-    lua_getfield(L, 1, "work");
-    if (!lua_isnumber(L, -1)) return luaL_error(L, "runtime.cpu_program: compiled.work must be a number");
-    double work = lua_tonumber(L, -1);
-    lua_pop(L, 1);
     if (nparams > 4096) return luaL_error(L, "runtime.cpu_program: %I params is too many", nparams);
     if (lua_getfield(L, 1, "params") != LUA_TTABLE || (lua_Integer)lua_rawlen(L, -1) != nparams)
         return luaL_error(L, "runtime.cpu_program: compiled.params must list the %I params", nparams);
@@ -131,7 +127,7 @@ static int l_cpu_program(lua_State *L) {
     box->p = NULL;
     luaL_setmetatable(L, CPU_PROGRAM_MT);
     tcl_error err;
-    box->p = tcl_cpu_program_new(jit, name, entry, object, size, params, (size_t)nparams, parallel_size, work, ir,
+    box->p = tcl_cpu_program_new(jit, name, entry, object, size, params, (size_t)nparams, parallel_size, ir,
                                  assembly, &err);
     if (!box->p) return luaL_error(L, "runtime.cpu_program: %s", err.message);
     return 1;
@@ -157,7 +153,6 @@ static int cpu_program_index(lua_State *L) {
         if (!strcmp(k, "name")) { lua_pushstring(L, tcl_cpu_program_name(p)); return 1; }
         if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_cpu_program_nparams(p)); return 1; }
         if (!strcmp(k, "parallel_size")) { lua_pushinteger(L, tcl_cpu_program_parallel_size(p)); return 1; }
-        if (!strcmp(k, "work")) { lua_pushnumber(L, tcl_cpu_program_work(p)); return 1; }
         if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_cpu_program_bytes(p)); return 1; }
         if (!strcmp(k, "params")) {
             size_t n = tcl_cpu_program_nparams(p);

@@ -90,10 +90,10 @@ end
 ---------------------------------------------------------------------------------------------
 -- the on-disk form of a compiled kernel
 
-local FORMAT = 1
+local FORMAT = 2 -- 2: no work figure (the optimizer decides about threads)
 
 local function serialize(c)
-  local parts = { string.pack("<i4s4i8i8n", FORMAT, c.entry, c.nparams, c.parallel_size, c.work) }
+  local parts = { string.pack("<i4s4i8i8", FORMAT, c.entry, c.nparams, c.parallel_size) }
   for i = 1, c.nparams do
     parts[#parts + 1] = string.pack("<s2i8", c.params[i].dtype.name, c.params[i].numel)
   end
@@ -103,7 +103,7 @@ end
 
 local function deserialize(bytes)
   local ok, c = pcall(function()
-    local format, entry, nparams, parallel_size, work, pos = string.unpack("<i4s4i8i8n", bytes)
+    local format, entry, nparams, parallel_size, pos = string.unpack("<i4s4i8i8", bytes)
     if format ~= FORMAT then return nil end
     local params = {}
     for i = 1, nparams do
@@ -112,7 +112,7 @@ local function deserialize(bytes)
       params[i] = { dtype = assert(core.dtypes[name]), numel = numel }
     end
     local object = string.unpack("<s4", bytes, pos)
-    return { entry = entry, nparams = nparams, parallel_size = parallel_size, work = work, params = params,
+    return { entry = entry, nparams = nparams, parallel_size = parallel_size, params = params,
       object = object }
   end)
   return ok and c or nil
