@@ -106,17 +106,26 @@ local function cache_key(sink, ctx, width, backend)
   return string.format("beam|%s|%s|%s|%d", sink.content_hash, ctx.device, backend.options, width)
 end
 
---- Applies an opts text ("UPCAST(1,4) SWAP(1,2) NOLOCALS") to a copy of k; nil when one fails.
-function M.replay(k, text)
+-- A copy of k with the first n opts of a list ({ op, axis, amount } as k:opts() gives them)
+-- applied; nil when one fails.
+local function with_opts(k, list, n)
   local c = k:copy()
-  for item in text:gmatch("%S+") do
-    local op, axis, amount = item:match("^(%u+)%((%d+),(%d+)%)$")
-    local ok
-    if op then ok = c:try_apply(op, tonumber(axis), tonumber(amount))
-    else ok = item == "NOLOCALS" and c:try_apply("NOLOCALS") end
-    if not ok then return nil end
+  for i = 1, n or #list do
+    if not c:try_apply(list[i][1], list[i][2], list[i][3]) then return nil end
   end
   return c
+end
+
+--- Applies an opts text ("UPCAST(1,4) SWAP(1,2) NOLOCALS") to a copy of k; nil when one fails.
+function M.replay(k, text)
+  local list = {}
+  for item in text:gmatch("%S+") do
+    local op, axis, amount = item:match("^(%u+)%((%d+),(%d+)%)$")
+    if op then list[#list + 1] = { op, tonumber(axis), tonumber(amount) }
+    elseif item == "NOLOCALS" then list[#list + 1] = { item }
+    else return nil end
+  end
+  return with_opts(k, list)
 end
 
 function M.search(k, sink, ctx, width, info)
@@ -211,14 +220,7 @@ function M.search(k, sink, ctx, width, info)
   local seeds = { heuristic and #heuristic:opts() > 0 and heuristic or k }
   if heuristic then
     local applied = heuristic:opts()
-    for n = #applied - 1, 1, -1 do
-      local prefix = {}
-      for i = 1, n do
-        local o = applied[i]
-        prefix[i] = o[1] == "NOLOCALS" and "NOLOCALS" or string.format("%s(%d,%d)", o[1], o[2], o[3])
-      end
-      seeds[#seeds + 1] = M.replay(k, table.concat(prefix, " "))
-    end
+    for n = #applied - 1, 1, -1 do seeds[#seeds + 1] = with_opts(k, applied, n) end
   end
   local best = opt.beam_search(seeds, { width = width, seed = M.seed, progress = not M.quiet,
     label = tostring(ctx.name) }, measure)
