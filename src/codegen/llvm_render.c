@@ -61,7 +61,20 @@ typedef struct renderer {
     int64_t parallel_size;
     size_t reg_bytes;
     tcl_llvm_kernel *out;
+    /* vector lanes (a RANGE of axis type "vector" is one vector of values, not a loop) */
+    uint16_t *lanes_of;   /* per instruction: the lanes of its value (0: a scalar); of a DEFINE_REG
+                           * (and AFTERs of it): the lanes of each element */
+    uint16_t *elem_lanes; /* per INDEX: the lanes of the register element it addresses (0: scalar) */
+    uint8_t *address;     /* per INDEX: an address_kind */
+    unsigned lanes;       /* while building one instruction: the lanes of the values built (0: scalar) */
 } renderer;
+
+/* What an INDEX's value is. */
+typedef enum address_kind {
+    A_SCALAR,     /* one pointer (a scalar index) */
+    A_CONTIGUOUS, /* the pointer of lane 0; lane l is l elements further */
+    A_GATHER,     /* a vector of pointers, one per lane */
+} address_kind;
 
 #define WHOLE_KERNEL SIZE_MAX
 
@@ -125,6 +138,49 @@ static LLVMValueRef from_storage(renderer *r, LLVMValueRef v, tcl_dtype d) {
 
 static bool is_index_math(tcl_dtype d) { return d == TCL_INDEX; }
 
+/* ---- lanes ----
+ * An upcast axis that the expand pass kept as a RANGE of axis type "vector" (instead of one
+ * copy of the code per lane) is rendered as one vector value <0, 1, ..., L-1>; every value
+ * computed from it is a vector of L lanes, and the values it combines with are splatted.
+ * Loads and stores at consecutive addresses become vector accesses (masked where a gate
+ * differs between lanes); other accesses, and the ops with no vector form here (narrow
+ * floats, THREEFRY), are done lane by lane. The lanes of one vector range are independent
+ * iterations of an output axis, so doing them at once computes what the loop would. */
+#define MAX_LANES 64
+
+static LLVMTypeRef lane_type(const renderer *r, LLVMTypeRef t) { return r->lanes ? LLVMVectorType(t, r->lanes) : t; }
+
+static LLVMTypeRef scalar_type_of(LLVMTypeRef t) {
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+}
+
+/* A constant of type t (a scalar or vector type) with every lane `scalar`. */
+static LLVMValueRef splat_const(LLVMTypeRef t, LLVMValueRef scalar) {
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return scalar;
+    unsigned n = LLVMGetVectorSize(t);
+    LLVMValueRef items[MAX_LANES];
+    for (unsigned k = 0; k < n && k < MAX_LANES; k++) items[k] = scalar;
+    return LLVMConstVector(items, n);
+}
+
+static LLVMValueRef int_const(LLVMTypeRef t, int64_t v) { return splat_const(t, tcl_ir_int(scalar_type_of(t), v)); }
+
+static LLVMValueRef real_const(LLVMTypeRef t, double x) { return splat_const(t, LLVMConstReal(scalar_type_of(t), x)); }
+
+/* x in every one of `lanes` lanes (x a scalar value). */
+static LLVMValueRef splat(renderer *r, LLVMValueRef x, unsigned lanes) {
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), lanes);
+    if (LLVMIsConstant(x)) return splat_const(vt, x);
+    LLVMValueRef one = LLVMBuildInsertElement(r->b, LLVMGetPoison(vt), x, tcl_ir_int(r->ir->i32, 0), "");
+    return LLVMBuildShuffleVector(r->b, one, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(r->ir->i32, lanes)), "");
+}
+
+static LLVMValueRef lane_at(renderer *r, LLVMValueRef v, unsigned lane) {
+    return LLVMBuildExtractElement(r->b, v, tcl_ir_int(r->ir->i32, lane), "");
+}
+
+static bool is_vector_range(const tcl_uop *u);
+
 /* ---- arg helpers ---- */
 
 
@@ -157,10 +213,10 @@ static void find_parallel_loop(renderer *r) {
     bool top_store = false;
     for (size_t i = 0; i < r->n; i++) {
         const tcl_uop *u = r->nodes[i];
-        if (u->op == TCL_OP_RANGE) {
+        if (u->op == TCL_OP_RANGE && !is_vector_range(u)) {
             if (depth == 0) { top_ranges++; candidate = i; }
             depth++;
-        } else if (u->op == TCL_OP_END) {
+        } else if (u->op == TCL_OP_END && !(u->nsrc > 0 && is_vector_range(u->src[u->nsrc - 1]))) {
             if (depth > 0) depth--;
         } else if (u->op == TCL_OP_STORE && depth == 0 && u->nsrc > 0 && u->src[0]->nsrc > 0 &&
                    memory_root(u->src[0]->src[0])->op == TCL_OP_PARAM) {
@@ -284,13 +340,12 @@ static LLVMValueRef const_value(renderer *r, tcl_dtype d, tcl_scalar s) {
     }
 }
 
-static LLVMValueRef int_const(LLVMTypeRef t, int64_t v) { return tcl_ir_int(t, v); }
-
-/* An index value as i64 (for addresses): widened by its signedness. */
+/* An index value (or vector of them) as i64 (for addresses): widened by its signedness. */
 static LLVMValueRef as_i64(renderer *r, LLVMValueRef v, tcl_dtype d) {
-    if (LLVMTypeOf(v) == r->ir->i64) return v;
-    return class_of(d) == C_UNSIGNED || d == TCL_BOOL ? LLVMBuildZExt(r->b, v, r->ir->i64, "")
-                                                      : LLVMBuildSExt(r->b, v, r->ir->i64, "");
+    LLVMTypeRef t = LLVMTypeOf(v);
+    if (scalar_type_of(t) == r->ir->i64) return v;
+    LLVMTypeRef wide = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(r->ir->i64, LLVMGetVectorSize(t)) : r->ir->i64;
+    return class_of(d) == C_UNSIGNED || d == TCL_BOOL ? LLVMBuildZExt(r->b, v, wide, "") : LLVMBuildSExt(r->b, v, wide, "");
 }
 
 /* ---- casts ---- */
@@ -300,10 +355,10 @@ static LLVMValueRef cast_value(renderer *r, LLVMValueRef x, tcl_dtype from, tcl_
     LLVMBuilderRef b = r->b;
     if (from == to) return x;
     dtype_class cf = class_of(from), ct = class_of(to);
-    LLVMTypeRef t = reg_type(ir, to);
+    LLVMTypeRef t = lane_type(r, reg_type(ir, to));
     if (ct == C_BOOL) {
-        if (cf == C_FLOAT) return LLVMBuildFCmp(b, LLVMRealUNE, x, LLVMConstReal(LLVMTypeOf(x), 0.0), "");
-        return LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstInt(LLVMTypeOf(x), 0, 0), "");
+        if (cf == C_FLOAT) return LLVMBuildFCmp(b, LLVMRealUNE, x, real_const(LLVMTypeOf(x), 0.0), "");
+        return LLVMBuildICmp(b, LLVMIntNE, x, int_const(LLVMTypeOf(x), 0), "");
     }
     if (cf == C_BOOL) return ct == C_FLOAT ? LLVMBuildUIToFP(b, x, t, "") : LLVMBuildZExt(b, x, t, "");
     if (ct == C_FLOAT) {
@@ -315,7 +370,7 @@ static LLVMValueRef cast_value(renderer *r, LLVMValueRef x, tcl_dtype from, tcl_
             }
             LLVMTypeRef xt = LLVMTypeOf(x);
             if (xt == t) return x; /* a narrow float's float32 value is exact */
-            return t == ir->f64 ? LLVMBuildFPExt(b, x, t, "") : LLVMBuildFPTrunc(b, x, t, "");
+            return scalar_type_of(t) == ir->f64 ? LLVMBuildFPExt(b, x, t, "") : LLVMBuildFPTrunc(b, x, t, "");
         }
         if (narrow_to) return tcl_ir_narrow_decode(ir, to, tcl_ir_narrow_encode_int(ir, to, x, cf == C_SIGNED));
         return cf == C_SIGNED ? LLVMBuildSIToFP(b, x, t, "") : LLVMBuildUIToFP(b, x, t, "");
@@ -332,16 +387,16 @@ static LLVMValueRef cast_value(renderer *r, LLVMValueRef x, tcl_dtype from, tcl_
 
 /* The bits of a value of dtype d, as an integer of its width. */
 static LLVMValueRef bits_of(renderer *r, LLVMValueRef x, tcl_dtype d) {
-    if (d == TCL_BOOL) return LLVMBuildZExt(r->b, x, r->ir->i8, "");
+    if (d == TCL_BOOL) return LLVMBuildZExt(r->b, x, lane_type(r, r->ir->i8), "");
     if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_encode_float(r->ir, d, x);
-    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, x, d == TCL_FLOAT64 ? r->ir->i64 : r->ir->i32, "");
+    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, x, lane_type(r, d == TCL_FLOAT64 ? r->ir->i64 : r->ir->i32), "");
     return x;
 }
 
 static LLVMValueRef value_of_bits(renderer *r, LLVMValueRef bits, tcl_dtype d) {
-    if (d == TCL_BOOL) return LLVMBuildICmp(r->b, LLVMIntNE, bits, LLVMConstInt(LLVMTypeOf(bits), 0, 0), "");
+    if (d == TCL_BOOL) return LLVMBuildICmp(r->b, LLVMIntNE, bits, int_const(LLVMTypeOf(bits), 0), "");
     if (tcl_ir_is_narrow_float(d)) return tcl_ir_narrow_decode(r->ir, d, bits);
-    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, bits, reg_type(r->ir, d), "");
+    if (class_of(d) == C_FLOAT) return LLVMBuildBitCast(r->b, bits, lane_type(r, reg_type(r->ir, d)), "");
     return bits;
 }
 
@@ -392,7 +447,7 @@ static LLVMValueRef float_max_min(renderer *r, bool max, LLVMValueRef x, LLVMVal
     return tcl_ir_call2(r->ir, max ? "llvm.maximum" : "llvm.minimum", x, y);
 #else
     LLVMBuilderRef B = r->b;
-    LLVMTypeRef bits = LLVMTypeOf(x) == r->ir->f64 ? r->ir->i64 : r->ir->i32;
+    LLVMTypeRef bits = lane_type(r, scalar_type_of(LLVMTypeOf(x)) == r->ir->f64 ? r->ir->i64 : r->ir->i32);
     LLVMValueRef x_negative = LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildBitCast(B, x, bits, ""), int_const(bits, 0), "");
     LLVMValueRef larger = LLVMBuildFCmp(B, max ? LLVMRealOGT : LLVMRealOLT, x, y, "");
     LLVMValueRef v = LLVMBuildSelect(B, larger, x, y, "");
@@ -419,7 +474,7 @@ static LLVMValueRef float_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef 
     LLVMValueRef v;
     switch (op) {
     case TCL_OP_NEG: v = LLVMBuildFNeg(b, a[0], ""); exact = true; break;
-    case TCL_OP_RECIPROCAL: v = LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), a[0], ""); break;
+    case TCL_OP_RECIPROCAL: v = LLVMBuildFDiv(b, real_const(t, 1.0), a[0], ""); break;
     case TCL_OP_SQRT: v = tcl_ir_call1(ir, "llvm.sqrt", a[0]); break;
     case TCL_OP_EXP2: v = tcl_ir_call1(ir, "llvm.exp2", a[0]); break;
     case TCL_OP_LOG2: v = tcl_ir_call1(ir, "llvm.log2", a[0]); break;
@@ -433,7 +488,7 @@ static LLVMValueRef float_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef 
     case TCL_OP_POW: v = tcl_ir_call2(ir, "llvm.pow", a[0], a[1]); break;
     case TCL_OP_MOD: v = LLVMBuildFRem(b, a[0], a[1], ""); exact = true; break; /* fmod: exact, sign of x */
     case TCL_OP_FLOORMOD: { /* fmod, then the sign of y where they differ (Lua's float %) */
-        LLVMValueRef m = LLVMBuildFRem(b, a[0], a[1], ""), zero = LLVMConstReal(t, 0.0);
+        LLVMValueRef m = LLVMBuildFRem(b, a[0], a[1], ""), zero = real_const(t, 0.0);
         LLVMValueRef m_pos = LLVMBuildFCmp(b, LLVMRealOGT, m, zero, ""), m_neg = LLVMBuildFCmp(b, LLVMRealOLT, m, zero, "");
         LLVMValueRef y_pos = LLVMBuildFCmp(b, LLVMRealOGT, a[1], zero, ""), y_neg = LLVMBuildFCmp(b, LLVMRealOLT, a[1], zero, "");
         LLVMValueRef differ = LLVMBuildOr(b, LLVMBuildAnd(b, m_pos, y_neg, ""), LLVMBuildAnd(b, m_neg, y_pos, ""), "");
@@ -566,7 +621,8 @@ static LLVMValueRef bool_alu(renderer *r, tcl_op op, LLVMValueRef *a, int nsrc) 
     default: break;
     }
     LLVMValueRef w[3];
-    for (int k = 0; k < nsrc; k++) w[k] = LLVMBuildZExt(B, a[k], ir->i64, "");
+    LLVMTypeRef wide = lane_type(r, ir->i64);
+    for (int k = 0; k < nsrc; k++) w[k] = LLVMBuildZExt(B, a[k], wide, "");
     LLVMValueRef v;
     switch (op) {
     case TCL_OP_ADD: v = LLVMBuildAdd(B, w[0], w[1], ""); break;
@@ -575,7 +631,7 @@ static LLVMValueRef bool_alu(renderer *r, tcl_op op, LLVMValueRef *a, int nsrc) 
     case TCL_OP_MULACC: v = LLVMBuildAdd(B, LLVMBuildMul(B, w[0], w[1], ""), w[2], ""); break;
     default: return NULL;
     }
-    return LLVMBuildICmp(B, LLVMIntNE, v, int_const(ir->i64, 0), "");
+    return LLVMBuildICmp(B, LLVMIntNE, v, int_const(wide, 0), "");
 }
 
 static LLVMValueRef compare(renderer *r, tcl_op op, tcl_dtype operands, LLVMValueRef x, LLVMValueRef y) {
@@ -591,6 +647,48 @@ static LLVMValueRef compare(renderer *r, tcl_op op, tcl_dtype operands, LLVMValu
 /* Whether instruction s is a read of a DEFINE_REG element (an accumulator). */
 static bool reads_register(const renderer *r, const tcl_uop *u, uint32_t k) {
     return r->reg_update[source_index(r, u, k)] != 0;
+}
+
+/* The value of ALU instruction u from its operand values a[] (scalars, or vectors of
+ * r->lanes lanes), or NULL when the renderer has no code for it. */
+static LLVMValueRef alu_value(renderer *r, const tcl_uop *u, LLVMValueRef *a, const tcl_dtype *src_dtype) {
+    tcl_op op = (tcl_op)u->op;
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    LLVMValueRef v = NULL;
+    switch (op) {
+    case TCL_OP_CAST: v = cast_value(r, a[0], src_dtype[0], d); break;
+    case TCL_OP_BITCAST: v = value_of_bits(r, bits_of(r, a[0], src_dtype[0]), d); break;
+    case TCL_OP_CMPLT:
+    case TCL_OP_CMPNE:
+    case TCL_OP_CMPEQ: v = compare(r, op, src_dtype[0], a[0], a[1]); break;
+    case TCL_OP_WHERE: v = LLVMBuildSelect(r->b, a[0], a[1], a[2], ""); break;
+    default:
+        switch (class_of(d)) {
+        case C_FLOAT: v = float_alu(r, op, d, a, (int)u->nsrc); break;
+        case C_BOOL: v = bool_alu(r, op, a, (int)u->nsrc); break;
+        default: v = int_alu(r, op, d, a); break;
+        }
+    }
+    if (!v) return NULL;
+    /* an accumulator update: reassociation (and contraction with a product feeding it) lets
+     * LLVM vectorize the reduction; documented in llvm_render.h */
+    if (class_of(d) == C_FLOAT && !tcl_ir_is_narrow_float(d) && (op == TCL_OP_ADD || op == TCL_OP_MUL) &&
+        (reads_register(r, u, 0) || reads_register(r, u, 1))) {
+        set_fast_math(v, true, op == TCL_OP_ADD);
+        if (op == TCL_OP_ADD)
+            for (int k = 0; k < 2; k++)
+                if (LLVMIsAInstruction(a[k]) && LLVMGetInstructionOpcode(a[k]) == LLVMFMul) set_fast_math(a[k], false, true);
+    }
+    return v;
+}
+
+/* Whether the op has vector code here: all but the narrow floats' (their rounding is built
+ * for scalars) and THREEFRY's; those go lane by lane. */
+static bool has_vector_form(const tcl_uop *u, const tcl_dtype *src_dtype) {
+    if (u->op == TCL_OP_THREEFRY || tcl_ir_is_narrow_float((tcl_dtype)u->dtype)) return false;
+    for (uint32_t k = 0; k < u->nsrc; k++)
+        if (tcl_ir_is_narrow_float(src_dtype[k])) return false;
+    return true;
 }
 
 static tcl_status emit_alu(renderer *r, size_t i) {
@@ -616,31 +714,26 @@ static tcl_status emit_alu(renderer *r, size_t i) {
     /* valid exactly when the scalar ALU (EMU's) accepts the dtypes */
     if (tcl_alu_exec(op, d, zero, (int)u->nsrc, &result) == TCL_ALU_INVALID)
         return fail(r, TCL_ERR_INVALID, i, "is not defined for operands (%s) giving %s", types, dtype_name(d));
+    unsigned lanes = r->lanes_of[i];
     LLVMValueRef v = NULL;
-    switch (op) {
-    case TCL_OP_CAST: v = cast_value(r, a[0], src_dtype[0], d); break;
-    case TCL_OP_BITCAST: v = value_of_bits(r, bits_of(r, a[0], src_dtype[0]), d); break;
-    case TCL_OP_CMPLT:
-    case TCL_OP_CMPNE:
-    case TCL_OP_CMPEQ: v = compare(r, op, src_dtype[0], a[0], a[1]); break;
-    case TCL_OP_WHERE: v = LLVMBuildSelect(r->b, a[0], a[1], a[2], ""); break;
-    default:
-        switch (class_of(d)) {
-        case C_FLOAT: v = float_alu(r, op, d, a, (int)u->nsrc); break;
-        case C_BOOL: v = bool_alu(r, op, a, (int)u->nsrc); break;
-        default: v = int_alu(r, op, d, a); break;
+    if (lanes == 0) {
+        v = alu_value(r, u, a, src_dtype);
+    } else if (has_vector_form(u, src_dtype)) {
+        for (uint32_t k = 0; k < u->nsrc; k++)
+            if (r->lanes_of[source_index(r, u, k)] == 0) a[k] = splat(r, a[k], lanes);
+        r->lanes = lanes;
+        v = alu_value(r, u, a, src_dtype);
+        r->lanes = 0;
+    } else { /* lane by lane */
+        v = LLVMGetPoison(LLVMVectorType(reg_type(r->ir, d), lanes));
+        for (unsigned l = 0; l < lanes && v; l++) {
+            LLVMValueRef one[3];
+            for (uint32_t k = 0; k < u->nsrc; k++) one[k] = r->lanes_of[source_index(r, u, k)] ? lane_at(r, a[k], l) : a[k];
+            LLVMValueRef x = alu_value(r, u, one, src_dtype);
+            v = x ? LLVMBuildInsertElement(r->b, v, x, tcl_ir_int(r->ir->i32, l), "") : NULL;
         }
     }
     if (!v) return fail(r, TCL_ERR_INVALID, i, "is not supported by the LLVM renderer for %s", dtype_name(d));
-    /* an accumulator update: reassociation (and contraction with a product feeding it) lets
-     * LLVM vectorize the reduction; documented in llvm_render.h */
-    if (class_of(d) == C_FLOAT && !tcl_ir_is_narrow_float(d) && (op == TCL_OP_ADD || op == TCL_OP_MUL) &&
-        (reads_register(r, u, 0) || reads_register(r, u, 1))) {
-        set_fast_math(v, true, op == TCL_OP_ADD);
-        if (op == TCL_OP_ADD)
-            for (int k = 0; k < 2; k++)
-                if (LLVMIsAInstruction(a[k]) && LLVMGetInstructionOpcode(a[k]) == LLVMFMul) set_fast_math(a[k], false, true);
-    }
     r->value[i] = v;
     r->kind[i] = V_VALUE;
     return TCL_OK;
@@ -658,10 +751,13 @@ static tcl_status emit_define_reg(renderer *r, size_t i) {
     if (numel < 1 || numel > TCL_LLVM_MAX_REG_ELEMENTS)
         return fail(r, TCL_ERR_LIMIT, i, "a register array of %" PRId64 " elements (1 to %d may be held)", numel,
                     TCL_LLVM_MAX_REG_ELEMENTS);
-    r->reg_bytes += (size_t)numel * 8;
+    unsigned lanes = r->lanes_of[i];
+    r->reg_bytes += (size_t)numel * 8 * (lanes ? lanes : 1);
     if (r->reg_bytes > TCL_LLVM_MAX_REG_BYTES)
         return fail(r, TCL_ERR_LIMIT, i, "register arrays need more than the %d bytes a thread may hold", TCL_LLVM_MAX_REG_BYTES);
-    LLVMTypeRef array = LLVMArrayType(reg_type(r->ir, d), (unsigned)numel);
+    LLVMTypeRef element = reg_type(r->ir, d);
+    if (lanes) element = LLVMVectorType(element, lanes);
+    LLVMTypeRef array = LLVMArrayType(element, (unsigned)numel);
     LLVMValueRef first = LLVMGetFirstInstruction(r->entry);
     if (first) LLVMPositionBuilderBefore(r->entry_builder, first);
     else LLVMPositionBuilderAtEnd(r->entry_builder, r->entry);
@@ -671,6 +767,31 @@ static tcl_status emit_define_reg(renderer *r, size_t i) {
     r->kind[i] = V_REGS;
     r->in_regs[i] = 1;
     return TCL_OK;
+}
+
+/* How far apart consecutive lanes of the index node u are, in elements, when u is (something
+ * the same in every lane) + stride * (the vector range); INT64_MIN when it is not of that form. */
+static int64_t lane_stride(const renderer *r, const tcl_uop *u, int depth) {
+    void *at = tcl_ptrmap_get(&r->index_of, u);
+    if (!at) return INT64_MIN;
+    if (r->lanes_of[(size_t)(uintptr_t)at - 1] == 0) return 0;
+    if (depth > 32) return INT64_MIN;
+    if (is_vector_range(u)) return 1;
+    if (u->op == TCL_OP_ADD || u->op == TCL_OP_SUB) {
+        int64_t x = lane_stride(r, u->src[0], depth + 1), y = lane_stride(r, u->src[1], depth + 1);
+        if (x == INT64_MIN || y == INT64_MIN) return INT64_MIN;
+        return u->op == TCL_OP_ADD ? x + y : x - y;
+    }
+    if (u->op == TCL_OP_MUL) {
+        for (int k = 0; k < 2; k++) {
+            const tcl_uop *c = u->src[k];
+            if (c->op == TCL_OP_CONST && c->arg.kind == TCL_ARG_INT && c->arg.v.i > -(1 << 20) && c->arg.v.i < (1 << 20)) {
+                int64_t x = lane_stride(r, u->src[1 - k], depth + 1);
+                return x == INT64_MIN || x > (1 << 20) || x < -(1 << 20) ? INT64_MIN : x * c->arg.v.i;
+            }
+        }
+    }
+    return INT64_MIN;
 }
 
 static tcl_status emit_index(renderer *r, size_t i) {
@@ -691,12 +812,26 @@ static tcl_status emit_index(renderer *r, size_t i) {
     if (c != C_SIGNED && c != C_UNSIGNED)
         return fail(r, TCL_ERR_INVALID, i, "the index must be an integer value, not %s", dtype_name(idx_dtype));
     bool regs = r->in_regs[s];
+    unsigned elem_lanes = regs ? r->lanes_of[s] : 0;
     LLVMTypeRef element = regs ? reg_type(r->ir, d) : storage_type(r->ir, d);
+    if (elem_lanes) element = LLVMVectorType(element, elem_lanes);
     LLVMValueRef offset = as_i64(r, idx, idx_dtype);
+    r->address[i] = A_SCALAR;
+    if (r->lanes_of[i]) {
+        if (elem_lanes)
+            return fail(r, TCL_ERR_INVALID, i, "a register of vector elements is indexed differently in each lane");
+        if (lane_stride(r, u->src[1], 0) == 1) {
+            offset = lane_at(r, offset, 0);
+            r->address[i] = A_CONTIGUOUS;
+        } else {
+            r->address[i] = A_GATHER;
+        }
+    }
     /* in bounds for every access that happens: gates keep the others from being read */
     r->value[i] = LLVMBuildInBoundsGEP2(r->b, element, r->value[s], &offset, 1, "");
     r->kind[i] = V_ADDRESS;
     r->in_regs[i] = regs;
+    r->elem_lanes[i] = (uint16_t)elem_lanes;
     return TCL_OK;
 }
 
@@ -718,12 +853,68 @@ static tcl_status gate_of(renderer *r, size_t i, uint32_t k, LLVMValueRef *gate)
     return TCL_OK;
 }
 
-static LLVMValueRef load_element(renderer *r, size_t addr, tcl_dtype d) {
-    bool regs = r->in_regs[addr];
-    LLVMTypeRef t = regs ? reg_type(r->ir, d) : storage_type(r->ir, d);
-    LLVMValueRef v = LLVMBuildLoad2(r->b, t, r->value[addr], "");
+/* Whether buffers hold dtype in its register type (no conversion on load and store). */
+static bool stored_as_is(tcl_dtype d) { return d != TCL_BOOL && !tcl_ir_is_narrow_float(d); }
+
+/* One element (of type t: a register element, or the storage format) at ptr, as a register
+ * value; with a gate (non-NULL), a gated-off load yields 0 and touches nothing. */
+static LLVMValueRef load_one(renderer *r, LLVMValueRef ptr, tcl_dtype d, bool regs, LLVMTypeRef t, LLVMValueRef gate) {
+    LLVMBasicBlockRef before = NULL, load_block = NULL, after = NULL;
+    if (gate) {
+        before = LLVMGetInsertBlock(r->b);
+        load_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_load");
+        after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "loaded");
+        LLVMBuildCondBr(r->b, gate, load_block, after);
+        LLVMPositionBuilderAtEnd(r->b, load_block);
+    }
+    LLVMValueRef v = LLVMBuildLoad2(r->b, t, ptr, "");
     if (!regs) LLVMSetAlignment(v, tcl_dtype_get(d)->itemsize); /* registers: the type's own */
-    return regs ? v : from_storage(r, v, d);
+    if (!regs && LLVMGetTypeKind(t) != LLVMVectorTypeKind) v = from_storage(r, v, d);
+    if (!gate) return v;
+    LLVMBasicBlockRef load_end = LLVMGetInsertBlock(r->b);
+    LLVMBuildBr(r->b, after);
+    LLVMPositionBuilderAtEnd(r->b, after);
+    LLVMValueRef phi = LLVMBuildPhi(r->b, LLVMTypeOf(v), "");
+    LLVMValueRef values[2] = {v, LLVMConstNull(LLVMTypeOf(v))};
+    LLVMBasicBlockRef blocks[2] = {load_end, before};
+    LLVMAddIncoming(phi, values, blocks, 2);
+    return phi;
+}
+
+/* Stores v (a register value, or a vector of t) at ptr; with a gate, only where it is true. */
+static void store_one(renderer *r, LLVMValueRef ptr, LLVMValueRef v, tcl_dtype d, bool regs, LLVMValueRef gate) {
+    LLVMBasicBlockRef after = NULL;
+    if (gate) {
+        LLVMBasicBlockRef store_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_store");
+        after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "stored");
+        LLVMBuildCondBr(r->b, gate, store_block, after);
+        LLVMPositionBuilderAtEnd(r->b, store_block);
+    }
+    bool vector = LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind;
+    LLVMValueRef stored = LLVMBuildStore(r->b, regs || vector ? v : to_storage(r, v, d), ptr);
+    if (!regs) LLVMSetAlignment(stored, tcl_dtype_get(d)->itemsize);
+    if (after) {
+        LLVMBuildBr(r->b, after);
+        LLVMPositionBuilderAtEnd(r->b, after);
+    }
+}
+
+/* Lane l's pointer of the address instruction addr. */
+static LLVMValueRef lane_pointer(renderer *r, size_t addr, tcl_dtype d, unsigned l) {
+    switch (r->address[addr]) {
+    case A_CONTIGUOUS: {
+        LLVMTypeRef element = r->in_regs[addr] ? reg_type(r->ir, d) : storage_type(r->ir, d);
+        LLVMValueRef offset = tcl_ir_int(r->ir->i64, l);
+        return LLVMBuildInBoundsGEP2(r->b, element, r->value[addr], &offset, 1, "");
+    }
+    case A_GATHER: return lane_at(r, r->value[addr], l);
+    default: return r->value[addr];
+    }
+}
+
+/* Lane l of source k of instruction i (itself when it is a scalar). */
+static LLVMValueRef source_lane(renderer *r, size_t i, uint32_t k, LLVMValueRef v, unsigned l) {
+    return r->lanes_of[source_index(r, r->nodes[i], k)] ? lane_at(r, v, l) : v;
 }
 
 static tcl_status emit_load(renderer *r, size_t i) {
@@ -736,26 +927,35 @@ static tcl_status emit_load(renderer *r, size_t i) {
     if (d != (tcl_dtype)r->nodes[addr]->dtype)
         return fail(r, TCL_ERR_INVALID, i, "dtype %s differs from its INDEX's %s", dtype_name(d),
                     dtype_name((tcl_dtype)r->nodes[addr]->dtype));
-    if (u->nsrc == 1) {
-        r->value[i] = load_element(r, addr, d);
-    } else { /* a gated-off load yields 0 and touches nothing */
-        LLVMValueRef gate;
-        if ((st = gate_of(r, i, 1, &gate)) != TCL_OK) return st;
-        LLVMBasicBlockRef before = LLVMGetInsertBlock(r->b);
-        LLVMBasicBlockRef load_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_load");
-        LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "loaded");
-        LLVMBuildCondBr(r->b, gate, load_block, after);
-        LLVMPositionBuilderAtEnd(r->b, load_block);
-        LLVMValueRef v = load_element(r, addr, d);
-        LLVMBasicBlockRef load_end = LLVMGetInsertBlock(r->b);
-        LLVMBuildBr(r->b, after);
-        LLVMPositionBuilderAtEnd(r->b, after);
-        LLVMValueRef phi = LLVMBuildPhi(r->b, reg_type(r->ir, d), "");
-        LLVMValueRef zero = const_value(r, d, tcl_scalar_from_bits(0, d));
-        LLVMValueRef values[2] = {v, zero};
-        LLVMBasicBlockRef blocks[2] = {load_end, before};
-        LLVMAddIncoming(phi, values, blocks, 2);
-        r->value[i] = phi;
+    LLVMValueRef gate = NULL;
+    if (u->nsrc == 2 && (st = gate_of(r, i, 1, &gate)) != TCL_OK) return st;
+    bool regs = r->in_regs[addr];
+    unsigned lanes = r->lanes_of[i], elem_lanes = r->elem_lanes[addr];
+    bool gate_lanes = gate && r->lanes_of[source_index(r, u, 1)];
+    LLVMTypeRef t = regs ? reg_type(r->ir, d) : storage_type(r->ir, d);
+    if (elem_lanes) { /* a vector register: always in bounds, so a gate only selects */
+        LLVMValueRef v = LLVMBuildLoad2(r->b, LLVMVectorType(t, elem_lanes), r->value[addr], "");
+        if (gate) v = LLVMBuildSelect(r->b, gate, v, LLVMConstNull(LLVMTypeOf(v)), "");
+        r->value[i] = v;
+    } else if (lanes == 0) {
+        r->value[i] = load_one(r, r->value[addr], d, regs, t, gate);
+    } else if (r->address[addr] == A_CONTIGUOUS && stored_as_is(d)) {
+        LLVMTypeRef vt = LLVMVectorType(t, lanes);
+        if (gate_lanes) { /* lanes whose gate is false are not read */
+            LLVMTypeRef types[2] = {vt, r->ir->ptr};
+            LLVMValueRef args[4] = {r->value[addr], tcl_ir_int(r->ir->i32, tcl_dtype_get(d)->itemsize), gate,
+                                    LLVMConstNull(vt)};
+            r->value[i] = tcl_ir_intrinsic(r->ir, "llvm.masked.load", types, 2, args, 4);
+        } else {
+            r->value[i] = load_one(r, r->value[addr], d, regs, vt, gate);
+        }
+    } else { /* lane by lane */
+        LLVMValueRef v = LLVMGetPoison(LLVMVectorType(reg_type(r->ir, d), lanes));
+        for (unsigned l = 0; l < lanes; l++) {
+            LLVMValueRef one = load_one(r, lane_pointer(r, addr, d, l), d, regs, t, gate ? source_lane(r, i, 1, gate, l) : NULL);
+            v = LLVMBuildInsertElement(r->b, v, one, tcl_ir_int(r->ir->i32, l), "");
+        }
+        r->value[i] = v;
     }
     r->kind[i] = V_VALUE;
     r->reg_update[i] = r->in_regs[addr];
@@ -775,27 +975,59 @@ static tcl_status emit_store(renderer *r, size_t i) {
     if ((tcl_dtype)u->src[1]->dtype != d)
         return fail(r, TCL_ERR_INVALID, i, "value dtype %s differs from its INDEX's %s", dtype_name((tcl_dtype)u->src[1]->dtype),
                     dtype_name(d));
-    LLVMBasicBlockRef after = NULL;
-    if (u->nsrc == 3) {
-        LLVMValueRef gate;
-        if ((st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
-        LLVMBasicBlockRef store_block = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "gated_store");
-        after = LLVMAppendBasicBlockInContext(r->ir->ctx, r->fn, "stored");
-        LLVMBuildCondBr(r->b, gate, store_block, after);
-        LLVMPositionBuilderAtEnd(r->b, store_block);
-    }
+    LLVMValueRef gate = NULL;
+    if (u->nsrc == 3 && (st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
     bool regs = r->in_regs[addr];
-    LLVMValueRef stored = LLVMBuildStore(r->b, regs ? v : to_storage(r, v, d), r->value[addr]);
-    if (!regs) LLVMSetAlignment(stored, tcl_dtype_get(d)->itemsize);
-    if (after) {
-        LLVMBuildBr(r->b, after);
-        LLVMPositionBuilderAtEnd(r->b, after);
+    unsigned value_lanes = r->lanes_of[source_index(r, u, 1)], elem_lanes = r->elem_lanes[addr];
+    unsigned gate_lanes = gate ? r->lanes_of[source_index(r, u, 2)] : 0;
+    unsigned lanes = r->lanes_of[addr];
+    if (value_lanes > lanes) lanes = value_lanes;
+    if (gate_lanes > lanes) lanes = gate_lanes;
+    if (elem_lanes) { /* a vector register */
+        if (!value_lanes) v = splat(r, v, elem_lanes);
+        if (gate_lanes) { /* lanes whose gate is false keep their value */
+            LLVMValueRef old = LLVMBuildLoad2(r->b, LLVMTypeOf(v), r->value[addr], "");
+            v = LLVMBuildSelect(r->b, gate, v, old, "");
+            gate = NULL;
+        }
+        store_one(r, r->value[addr], v, d, true, gate);
+    } else if (lanes == 0) {
+        store_one(r, r->value[addr], v, d, regs, gate);
+    } else if (r->address[addr] == A_CONTIGUOUS && stored_as_is(d)) {
+        if (!value_lanes) v = splat(r, v, lanes);
+        if (gate_lanes) { /* lanes whose gate is false are not written */
+            LLVMTypeRef types[2] = {LLVMTypeOf(v), r->ir->ptr};
+            LLVMValueRef args[4] = {v, r->value[addr], tcl_ir_int(r->ir->i32, tcl_dtype_get(d)->itemsize), gate};
+            tcl_ir_intrinsic(r->ir, "llvm.masked.store", types, 2, args, 4);
+        } else {
+            store_one(r, r->value[addr], v, d, regs, gate);
+        }
+    } else { /* lane by lane, in lane order: a scalar address keeps the last lane's value */
+        for (unsigned l = 0; l < lanes; l++)
+            store_one(r, lane_pointer(r, addr, d, l), source_lane(r, i, 1, v, l), d, regs,
+                      gate ? source_lane(r, i, 2, gate, l) : NULL);
     }
     r->kind[i] = V_NONE;
     return TCL_OK;
 }
 
 /* ---- loops ---- */
+
+static bool is_vector_range(const tcl_uop *u) { return u->op == TCL_OP_RANGE && arg_str_is(&u->arg, 1, "vector"); }
+
+/* A vector range: the vector <0, 1, ..., lanes-1>, and no loop. */
+static tcl_status emit_vector_range(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (class_of(d) != C_SIGNED) return fail(r, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", dtype_name(d));
+    unsigned lanes = r->lanes_of[i];
+    LLVMTypeRef t = reg_type(r->ir, d);
+    LLVMValueRef items[MAX_LANES];
+    for (unsigned l = 0; l < lanes; l++) items[l] = tcl_ir_int(t, l);
+    r->value[i] = LLVMConstVector(items, lanes);
+    r->kind[i] = V_VALUE;
+    return TCL_OK;
+}
 
 static tcl_status emit_range(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
@@ -846,6 +1078,10 @@ static tcl_status emit_end(renderer *r, size_t i) {
     size_t range = source_index(r, u, u->nsrc - 1);
     if (r->nodes[range]->op != TCL_OP_RANGE)
         return fail(r, TCL_ERR_INVALID, i, "last source (%s) is not the RANGE it closes", op_name(r->nodes[range]));
+    if (is_vector_range(r->nodes[range])) { /* no loop to close */
+        r->kind[i] = V_NONE;
+        return TCL_OK;
+    }
     if (r->nloops == 0 || r->loops[r->nloops - 1].range != range)
         return fail(r, TCL_ERR_INVALID, i, "closes RANGE at instruction %zu, but the innermost open loop is %s", range,
                     r->nloops ? "another RANGE" : "none");
@@ -909,6 +1145,7 @@ static tcl_status emit(renderer *r, size_t i) {
         return TCL_OK;
     }
     case TCL_OP_RANGE:
+        if (is_vector_range(u)) return emit_vector_range(r, i);
         st = emit_range(r, i);
         r->defined_in[i] = (int32_t)i; /* the counter lives inside its own loop */
         return st;
@@ -936,6 +1173,97 @@ static tcl_status emit(renderer *r, size_t i) {
     return fail(r, TCL_ERR_INVALID, i, "op is not supported by the LLVM renderer");
 }
 
+/* The lanes of instruction i from its sources (see "lanes" above); 0 for a scalar. */
+static tcl_status lanes_from_sources(renderer *r, size_t i, unsigned *out) {
+    const tcl_uop *u = r->nodes[i];
+    unsigned lanes = 0;
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        if (tcl_op_source_orders_only((tcl_op)u->op, k)) continue;
+        void *at = tcl_ptrmap_get(&r->index_of, u->src[k]);
+        if (!at || (size_t)(uintptr_t)at - 1 >= i) continue; /* reported by link_sources */
+        size_t s = (size_t)(uintptr_t)at - 1;
+        /* an INDEX's buffer, and a LOAD's or STORE's address, pass on their lanes below */
+        if ((u->op == TCL_OP_INDEX || u->op == TCL_OP_LOAD || u->op == TCL_OP_STORE) && k == 0) continue;
+        unsigned w = r->lanes_of[s];
+        if (w && lanes && w != lanes)
+            return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, w);
+        if (w) lanes = w;
+    }
+    if ((u->op == TCL_OP_LOAD || u->op == TCL_OP_STORE) && u->nsrc > 0) {
+        void *at = tcl_ptrmap_get(&r->index_of, u->src[0]);
+        if (at && (size_t)(uintptr_t)at - 1 < i) {
+            const tcl_uop *index = u->src[0];
+            unsigned w = r->lanes_of[(size_t)(uintptr_t)at - 1];
+            if (index->op == TCL_OP_INDEX && index->nsrc > 0) { /* a vector register's element */
+                void *root = tcl_ptrmap_get(&r->index_of, index->src[0]);
+                if (root && r->lanes_of[(size_t)(uintptr_t)root - 1] && !w) w = r->lanes_of[(size_t)(uintptr_t)root - 1];
+            }
+            if (w && lanes && w != lanes) return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, w);
+            if (w) lanes = w;
+        }
+    }
+    *out = lanes;
+    return TCL_OK;
+}
+
+/* Fills r->lanes_of: the vector ranges' sizes, what is computed from them, and the registers
+ * that hold vectors (those a vector is stored to at a scalar address); a register's lanes
+ * reach the loads that come before its stores in the list (accumulators), so the walk
+ * repeats until nothing changes. */
+static tcl_status plan_lanes(renderer *r) {
+    bool any = false;
+    for (size_t i = 0; i < r->n && !any; i++) any = is_vector_range(r->nodes[i]);
+    if (!any) return TCL_OK;
+    for (int round = 0; round < 8; round++) {
+        bool changed = false;
+        for (size_t i = 0; i < r->n; i++) {
+            const tcl_uop *u = r->nodes[i];
+            unsigned lanes = 0;
+            tcl_status st;
+            if (is_vector_range(u)) {
+                const tcl_uop *end = u->nsrc > 0 ? u->src[0] : NULL;
+                if (!end || end->op != TCL_OP_CONST || end->arg.kind != TCL_ARG_INT || end->arg.v.i < 1 ||
+                    end->arg.v.i > MAX_LANES)
+                    return fail(r, TCL_ERR_INVALID, i, "a vector range needs a constant size of 1 to %d", MAX_LANES);
+                lanes = (unsigned)end->arg.v.i;
+            } else if (u->op == TCL_OP_DEFINE_REG) {
+                continue; /* set by the stores into it */
+            } else if (u->op == TCL_OP_AFTER) {
+                void *at = u->nsrc ? tcl_ptrmap_get(&r->index_of, u->src[0]) : NULL;
+                lanes = at && (size_t)(uintptr_t)at - 1 < i ? r->lanes_of[(size_t)(uintptr_t)at - 1] : 0;
+            } else if (u->op == TCL_OP_RANGE || u->op == TCL_OP_END || u->op == TCL_OP_SINK || u->op == TCL_OP_GROUP) {
+                lanes = 0;
+            } else if ((st = lanes_from_sources(r, i, &lanes)) != TCL_OK) {
+                return st;
+            }
+            if (u->op == TCL_OP_STORE && lanes && u->nsrc > 1 && u->src[0]->op == TCL_OP_INDEX) {
+                /* a vector stored at a scalar register address: that register holds vectors */
+                const tcl_uop *index = u->src[0];
+                void *at = tcl_ptrmap_get(&r->index_of, index);
+                const tcl_uop *root = memory_root(index->src[0]);
+                void *root_at = tcl_ptrmap_get(&r->index_of, root);
+                if (at && root_at && root->op == TCL_OP_DEFINE_REG && r->lanes_of[(size_t)(uintptr_t)at - 1] == 0) {
+                    size_t ri = (size_t)(uintptr_t)root_at - 1;
+                    if (r->lanes_of[ri] != lanes) {
+                        if (r->lanes_of[ri]) return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, r->lanes_of[ri]);
+                        r->lanes_of[ri] = (uint16_t)lanes;
+                        changed = true;
+                    }
+                }
+                lanes = 0;
+            } else if (u->op == TCL_OP_STORE) {
+                lanes = 0;
+            }
+            if (r->lanes_of[i] != lanes) {
+                r->lanes_of[i] = (uint16_t)lanes;
+                changed = true;
+            }
+        }
+        if (!changed) return TCL_OK;
+    }
+    return fail(r, TCL_ERR_INVALID, WHOLE_KERNEL, "the lanes of its values do not settle");
+}
+
 static tcl_status render(renderer *r, const char *entry) {
     size_t n = r->n;
     for (size_t i = 0; i < n; i++) {
@@ -948,6 +1276,7 @@ static tcl_status render(renderer *r, const char *entry) {
     }
     tcl_status st = collect_params(r);
     if (st != TCL_OK) return st;
+    if ((st = plan_lanes(r)) != TCL_OK) return st;
     find_parallel_loop(r);
     make_function(r, entry);
     if (!r->fn) return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
@@ -979,9 +1308,13 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     r.reg_update = calloc(cap, 1);
     r.defined_in = calloc(cap, sizeof *r.defined_in);
     r.loops = calloc(cap, sizeof *r.loops);
+    r.lanes_of = calloc(cap, sizeof *r.lanes_of);
+    r.elem_lanes = calloc(cap, sizeof *r.elem_lanes);
+    r.address = calloc(cap, 1);
     r.entry_builder = LLVMCreateBuilderInContext(ir->ctx);
     tcl_status st;
-    if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops)
+    if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops || !r.lanes_of ||
+        !r.elem_lanes || !r.address)
         st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     else
         st = render(&r, entry);
@@ -994,6 +1327,9 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     free(r.reg_update);
     free(r.defined_in);
     free(r.loops);
+    free(r.lanes_of);
+    free(r.elem_lanes);
+    free(r.address);
     if (st != TCL_OK) {
         tcl_llvm_kernel_free(out);
         return st;

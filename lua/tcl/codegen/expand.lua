@@ -12,6 +12,15 @@
 -- are what LLVM's SLP vectorizer turns into vector instructions, so each upcast lane of a
 -- unit-stride axis ends up in one lane of a vector register.
 --
+-- Vector lanes. For a renderer that renders vectors (ctx.renderer.vector_lanes, the largest
+-- count it takes), one upcast axis of a store's chain whose lanes are consecutive elements of
+-- every store (coefficient 1 in each store's index) is not copied: it stays a RANGE of axis
+-- type "vector", which the renderer turns into vector values of that many lanes (LLVM vector
+-- types: wide loads and stores where the memory is contiguous). The other upcast axes are
+-- copied as above, so a matmul's 8 x 32 register tile is 16 copies of a 16-lane vector row,
+-- not 256 scalar copies: LLVM compiles it in a fraction of the time, and an elementwise tail
+-- after the reduction (bias, GELU) is computed once per vector.
+--
 -- Afterwards the index arithmetic is simplified again (lane constants fold into offsets).
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
@@ -87,8 +96,68 @@ local unroll_rules = P.rules {
   { P.op("REDUCE", nil, { name = "root" }), unroll_reduce },
 }
 
--- One source of the SINK: its END chain with the upcast ranges expanded into lanes.
-local function upcast_chain(top)
+-- The coefficient of range r in the index expression e when e is affine in r (sums and
+-- products with constants of terms that do not use r), else nil.
+local function coefficient(e, r, memo)
+  local known = memo[e]
+  if known ~= nil then return known or nil end
+  local c
+  if e == r then
+    c = 1
+  elseif e.op == "CONST" or e.op == "RANGE" then
+    c = 0
+  elseif e.op == "ADD" or e.op == "SUB" then
+    local x, y = coefficient(e:source(1), r, memo), coefficient(e:source(2), r, memo)
+    if x and y then c = e.op == "ADD" and x + y or x - y end
+  elseif e.op == "MUL" then
+    local x, y = e:source(1), e:source(2)
+    if y.op == "CONST" and math.type(y.arg) == "integer" then
+      local cx = coefficient(x, r, memo)
+      c = cx and cx * y.arg
+    elseif x.op == "CONST" and math.type(x.arg) == "integer" then
+      local cy = coefficient(y, r, memo)
+      c = cy and cy * x.arg
+    else
+      local cx, cy = coefficient(x, r, memo), coefficient(y, r, memo)
+      if cx == 0 and cy == 0 then c = 0 end
+    end
+  else
+    local uses = false
+    for _, u in ipairs(e:toposort()) do
+      if u == r then uses = true break end
+    end
+    if not uses then c = 0 end
+  end
+  memo[e] = c or false
+  return c
+end
+
+-- The upcast range of the chain to keep as vector lanes: one whose lanes are consecutive
+-- elements of every store in body, of 2 to max_lanes lanes (the largest such), or nil.
+local function vector_range(body, upcast, max_lanes)
+  local stores = {}
+  for _, u in ipairs(body:toposort()) do
+    if u.op == "STORE" then stores[#stores + 1] = u end
+  end
+  if #stores == 0 then return nil end
+  local best
+  for _, r in ipairs(upcast) do
+    local n = size_of(r)
+    if n >= 2 and n <= max_lanes and (not best or n > size_of(best)) then
+      local memo, ok = {}, true
+      for _, st in ipairs(stores) do
+        local index = st:source(1)
+        if index.op ~= "INDEX" or coefficient(index:source(2), r, memo) ~= 1 then ok = false break end
+      end
+      if ok then best = r end
+    end
+  end
+  return best
+end
+
+-- One source of the SINK: its END chain with the upcast ranges expanded into lanes (one kept
+-- as a vector range when max_lanes is given).
+local function upcast_chain(top, max_lanes)
   local ranges, body = {}, top
   while body.op == "END" and #body.src == 2 and body:source(2).op == "RANGE" do
     ranges[#ranges + 1] = body:source(2)
@@ -99,10 +168,21 @@ local function upcast_chain(top)
     if axis_type(r) == "upcast" then upcast[#upcast + 1] = r else keep[#keep + 1] = r end
   end
   if #upcast == 0 then return top end
+  local vector = max_lanes and vector_range(body, upcast, max_lanes)
+  if vector then
+    local lanes_range = new("RANGE", INDEX, { vector:source(1) }, { vector.arg[1], "vector" })
+    body = P.substitute(body, { [vector] = lanes_range })
+    local copied = {}
+    for _, r in ipairs(upcast) do
+      if r ~= vector then copied[#copied + 1] = r end
+    end
+    upcast, vector = copied, lanes_range
+  end
   -- ranges[] is outermost first; lanes are taken in that order, the innermost axis fastest
   local stores = {}
   for _, lane in ipairs(lanes(upcast)) do stores[#stores + 1] = P.substitute(body, lane) end
   local e = #stores == 1 and stores[1] or new("GROUP", VOID, stores)
+  if vector then e = new("END", VOID, { e, vector }) end
   for i = #keep, 1, -1 do e = new("END", VOID, { e, keep[i] }) end
   return e
 end
@@ -121,8 +201,9 @@ function M.run(sink, ctx)
   if not found then return sink end
   sink = unroll_rules:rewrite(sink, { name = "expand unroll" })
   local src, changed = sink.src, false
+  local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
   for i, s in ipairs(src) do
-    local e = upcast_chain(s)
+    local e = upcast_chain(s, max_lanes)
     if e ~= s then src[i], changed = e, true end
   end
   if changed then
