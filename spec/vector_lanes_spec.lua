@@ -1,0 +1,144 @@
+-- Vector lanes: an upcast axis whose lanes are consecutive elements of every store is kept by
+-- the expand pass as a RANGE of axis type "vector" and rendered by LLVM as vector values
+-- (tcl.codegen.expand, src/codegen/llvm_render.c). Each case runs on CPU with a heuristic that
+-- makes such an axis, checks what the IR holds (vector loads and stores, masked accesses, the
+-- lane-by-lane paths) and compares the values with NOOPT's.
+local tcl = require "tcl"
+local env = require "tcl.env"
+local lower = require "tcl.codegen.lower"
+local optimize = require "tcl.codegen.optimize"
+local H = require "spec.support.opt_harness"
+
+local Tensor = tcl.Tensor
+
+local function f(shape) return { shape, "float" } end
+local function i(shape) return { shape, "int" } end
+
+-- The output axes (global/loop) of k, outermost first.
+local function outs(k) return k:axes("global", "loop") end
+
+-- A heuristic: UPCAST the innermost output axis by `lanes`, and (optionally) the outermost by
+-- `rows` (copies of the vector code).
+local function tile(lanes, rows)
+  return function(k)
+    local o = outs(k)
+    if #o == 0 then return end
+    local inner = o[#o]
+    if inner.size % lanes == 0 then k:apply("UPCAST", inner.axis, lanes) end
+    if rows and #o > 1 and o[1].size % rows == 0 then k:apply("UPCAST", o[1].axis, rows) end
+  end
+end
+
+-- Runs case on CPU under heuristic; returns its values and the LLVM IR of every kernel compiled.
+local function run_with_ir(case, heuristic)
+  local saved = { log = lower.log, debug = env.DEBUG, noopt = env.NOOPT }
+  local ir = {}
+  lower.log = function(line)
+    if line:find("define void", 1, true) then ir[#ir + 1] = line end
+  end
+  env.DEBUG, env.NOOPT = 4, false
+  optimize.set_heuristic(heuristic)
+  local ok, values = pcall(function()
+    local t = H.build(case, "CPU"):realize()
+    local out = {}
+    for n, v in ipairs(t:data()) do out[n] = v end
+    return out
+  end)
+  lower.log, env.DEBUG, env.NOOPT = saved.log, saved.debug, saved.noopt
+  optimize.set_heuristic(nil)
+  if not ok then error(values, 0) end
+  return values, table.concat(ir, "\n")
+end
+
+local function count(text, pattern)
+  local n = 0
+  for _ in text:gmatch(pattern) do n = n + 1 end
+  return n
+end
+
+local function check_values(case, got)
+  local want = H.reference(case, "CPU")
+  assert.is_nil(H.mismatch(case, got, want), case.name)
+end
+
+describe("vector lanes on the CPU", function()
+  it("a matmul tile with a GELU tail: vector loads, FMAs and stores, one copy per row", function()
+    local case = { name = "vector: matmul 12x40 @ 40x48 + bias, gelu", inputs = { f { 12, 40 }, f { 40, 48 }, f { 48 } },
+      fn = function(a, b, c) return (a:matmul(b) + c):gelu() end }
+    local got, ir = run_with_ir(case, tile(16, 4))
+    check_values(case, got)
+    assert.is_truthy(ir:find("load <16 x float>", 1, true), "no vector load of B:\n" .. ir)
+    assert.is_truthy(ir:find("store <16 x float>", 1, true), "no vector store of the output")
+    assert.is_truthy(ir:find("llvm.fma.v16f32", 1, true) or ir:find("fmul reassoc contract <16 x float>", 1, true)
+      or ir:find("fmul contract <16 x float>", 1, true), "no vector multiply-add")
+    -- four rows of one vector each: the tail (an exp2 per element) is built four times, not 64
+    local tails = count(ir, "bitcast <16 x float>")
+    assert.is_true(tails > 0 and tails <= 4 * 8, "vector bitcasts in the GELU tail: " .. tails)
+  end)
+
+  it("a reduction keeps its accumulators in vector registers", function()
+    local case = { name = "vector: sum over dim 1 of 7x3x16", inputs = { f { 7, 3, 16 } },
+      fn = function(x) return x:sum(1) end }
+    local got, ir = run_with_ir(case, tile(16))
+    check_values(case, got)
+    assert.is_truthy(ir:find("alloca [1 x <16 x float>]", 1, true), "no vector accumulator:\n" .. ir)
+  end)
+
+  it("reads at strided addresses are gathered lane by lane", function()
+    local case = { name = "vector: transpose 13x24 -> 24x13 * 2", inputs = { f { 13, 24 } },
+      fn = function(a) return a:transpose(1, 2) * 2 end }
+    local got, ir = run_with_ir(case, tile(13))
+    check_values(case, got)
+    assert.is_truthy(ir:find("store <13 x float>", 1, true), "no vector store:\n" .. ir)
+    assert.is_falsy(ir:find("load <13 x float>", 1, true), "a strided read was loaded as a vector")
+    assert.is_truthy(ir:find("extractelement <13 x ptr>", 1, true), "no per-lane pointers")
+  end)
+
+  it("padded reads whose gate differs between lanes are masked loads", function()
+    local case = H.case("conv2d 1x3x7x7 * 5x3x3x3 padding 1")
+    local got, ir = run_with_ir(case, tile(7))
+    check_values(case, got)
+    assert.is_truthy(ir:find("llvm.masked.load.v7f32", 1, true), "no masked load:\n" .. ir)
+  end)
+
+  it("integer lanes: vector division and modulo with EMU's values", function()
+    local case = H.case("int elementwise 255 and 3x255")
+    local got, ir = run_with_ir(case, tile(5))
+    check_values(case, got)
+    assert.is_truthy(ir:find("<5 x i32>", 1, true), "no integer vectors:\n" .. ir)
+  end)
+
+  it("narrow floats and bool outputs go lane by lane with NOOPT's values", function()
+    local half = { name = "vector: half matmul 8x16 @ 16x32", inputs = { f { 8, 16 }, f { 16, 32 } },
+      fn = function(a, b) return a:half():matmul(b:half()):float() end }
+    local got, ir = run_with_ir(half, tile(16))
+    check_values(half, got)
+    assert.is_truthy(ir:find("insertelement <16 x float>", 1, true), "no lane-by-lane narrow ops:\n" .. ir)
+    local cmp = { name = "vector: a > b as bool, 5x16", inputs = { i { 5, 16 }, i { 16 } },
+      fn = function(a, b) return a:gt(b) end }
+    got, ir = run_with_ir(cmp, tile(16))
+    check_values(cmp, got)
+    assert.is_truthy(ir:find("icmp sgt <16 x i32>", 1, true) or ir:find("icmp slt <16 x i32>", 1, true),
+      "no vector compare:\n" .. ir)
+  end)
+
+  it("EMU copies the lanes instead (its renderer takes no vectors)", function()
+    local case = H.case("matmul 17x7 @ 7x3")
+    local want = H.reference(case, "EMU")
+    local got = H.run(case, "EMU", tile(3))
+    assert.is_nil(H.mismatch(case, got, want))
+    assert.is_nil(lower.backend("EMU").renderer.vector_lanes)
+    assert.are.equal(64, lower.backend("CPU").renderer.vector_lanes)
+  end)
+
+  it("a tile's compile is not made of scalar copies (a GPT-2 sized matmul with a GELU tail)", function()
+    local a, b, c = Tensor.empty(128, 768), Tensor.empty(768, 3072), Tensor.empty(3072)
+    local out = (a:matmul(b) + c):gelu()
+    local kernels = require("tcl.schedule").create({ out.uop }).kernels
+    local ctx = { name = "fc", device = "CPU", renderer = lower.backend("CPU").renderer }
+    local lowered = lower.run_passes(kernels[#kernels].ast, ctx)
+    local list = require("tcl.codegen.linearize").linearize(lowered)
+    -- 256 scalar lanes made ~28,000 instructions; 16 vector copies make a few thousand
+    assert.is_true(#list < 6000, string.format("%d instructions (opts %s)", #list, tostring(ctx.opts)))
+  end)
+end)
