@@ -67,6 +67,8 @@ typedef struct renderer {
     uint16_t *elem_lanes; /* per INDEX: the lanes of the register element it addresses (0: scalar) */
     uint8_t *address;     /* per INDEX: an address_kind */
     unsigned lanes;       /* while building one instruction: the lanes of the values built (0: scalar) */
+    LLVMValueRef *splatted;       /* per instruction: its scalar value in every lane, once built */
+    LLVMBuilderRef splat_builder; /* builds those right after the scalar's definition */
 } renderer;
 
 /* What an INDEX's value is. */
@@ -167,12 +169,28 @@ static LLVMValueRef int_const(LLVMTypeRef t, int64_t v) { return splat_const(t, 
 
 static LLVMValueRef real_const(LLVMTypeRef t, double x) { return splat_const(t, LLVMConstReal(scalar_type_of(t), x)); }
 
-/* x in every one of `lanes` lanes (x a scalar value). */
-static LLVMValueRef splat(renderer *r, LLVMValueRef x, unsigned lanes) {
+/* x in every one of `lanes` lanes (x a scalar value), built by b. */
+static LLVMValueRef splat_with(renderer *r, LLVMBuilderRef b, LLVMValueRef x, unsigned lanes) {
     LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), lanes);
     if (LLVMIsConstant(x)) return splat_const(vt, x);
-    LLVMValueRef one = LLVMBuildInsertElement(r->b, LLVMGetPoison(vt), x, tcl_ir_int(r->ir->i32, 0), "");
-    return LLVMBuildShuffleVector(r->b, one, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(r->ir->i32, lanes)), "");
+    LLVMValueRef one = LLVMBuildInsertElement(b, LLVMGetPoison(vt), x, tcl_ir_int(r->ir->i32, 0), "");
+    return LLVMBuildShuffleVector(b, one, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(r->ir->i32, lanes)), "");
+}
+
+static LLVMValueRef splat(renderer *r, LLVMValueRef x, unsigned lanes) { return splat_with(r, r->b, x, lanes); }
+
+/* The value of instruction s in every lane, built once: right after s's definition (after
+ * its block's phis), where it dominates every use of s, or here when s is the last
+ * instruction of the block being built. */
+static LLVMValueRef splat_of(renderer *r, size_t s, unsigned lanes) {
+    LLVMValueRef x = r->value[s], cached = r->splatted[s];
+    if (cached && LLVMGetVectorSize(LLVMTypeOf(cached)) == lanes) return cached;
+    if (!LLVMIsAInstruction(x)) return r->splatted[s] = splat(r, x, lanes);
+    LLVMValueRef next = LLVMGetNextInstruction(x);
+    while (next && LLVMIsAPHINode(next)) next = LLVMGetNextInstruction(next);
+    if (!next) return r->splatted[s] = splat(r, x, lanes);
+    LLVMPositionBuilderBefore(r->splat_builder, next);
+    return r->splatted[s] = splat_with(r, r->splat_builder, x, lanes);
 }
 
 static LLVMValueRef lane_at(renderer *r, LLVMValueRef v, unsigned lane) {
@@ -720,7 +738,7 @@ static tcl_status emit_alu(renderer *r, size_t i) {
         v = alu_value(r, u, a, src_dtype);
     } else if (has_vector_form(u, src_dtype)) {
         for (uint32_t k = 0; k < u->nsrc; k++)
-            if (r->lanes_of[source_index(r, u, k)] == 0) a[k] = splat(r, a[k], lanes);
+            if (r->lanes_of[source_index(r, u, k)] == 0) a[k] = splat_of(r, source_index(r, u, k), lanes);
         r->lanes = lanes;
         v = alu_value(r, u, a, src_dtype);
         r->lanes = 0;
@@ -1311,10 +1329,12 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     r.lanes_of = calloc(cap, sizeof *r.lanes_of);
     r.elem_lanes = calloc(cap, sizeof *r.elem_lanes);
     r.address = calloc(cap, 1);
+    r.splatted = calloc(cap, sizeof *r.splatted);
+    r.splat_builder = LLVMCreateBuilderInContext(ir->ctx);
     r.entry_builder = LLVMCreateBuilderInContext(ir->ctx);
     tcl_status st;
     if (!r.value || !r.kind || !r.in_regs || !r.open || !r.reg_update || !r.defined_in || !r.loops || !r.lanes_of ||
-        !r.elem_lanes || !r.address)
+        !r.elem_lanes || !r.address || !r.splatted)
         st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     else
         st = render(&r, entry);
@@ -1330,6 +1350,8 @@ tcl_status tcl_llvm_render(tcl_ir *ir, const char *name, const char *entry, tcl_
     free(r.lanes_of);
     free(r.elem_lanes);
     free(r.address);
+    free(r.splatted);
+    LLVMDisposeBuilder(r.splat_builder);
     if (st != TCL_OK) {
         tcl_llvm_kernel_free(out);
         return st;
