@@ -132,27 +132,49 @@ local function coefficient(e, r, memo)
   return c
 end
 
--- The upcast range of the chain to keep as vector lanes: one whose lanes are consecutive
--- elements of every store in body, of 2 to max_lanes lanes (the largest such), or nil.
-local function vector_range(body, upcast, max_lanes)
-  local stores = {}
+-- The upcast ranges of the chain to keep as vector lanes, innermost first, or nil: one whose
+-- lanes are consecutive elements of every store in body (the largest such), then, while the
+-- lanes stay within max_lanes, another whose step in every store is the block's size so far
+-- (UPCAST 16 then 2 of one axis: one block of 32 consecutive elements).
+local function vector_ranges(body, upcast, max_lanes)
+  local indices = {}
   for _, u in ipairs(body:toposort()) do
-    if u.op == "STORE" then stores[#stores + 1] = u end
-  end
-  if #stores == 0 then return nil end
-  local best
-  for _, r in ipairs(upcast) do
-    local n = size_of(r)
-    if n >= 2 and n <= max_lanes and (not best or n > size_of(best)) then
-      local memo, ok = {}, true
-      for _, st in ipairs(stores) do
-        local index = st:source(1)
-        if index.op ~= "INDEX" or coefficient(index:source(2), r, memo) ~= 1 then ok = false break end
-      end
-      if ok then best = r end
+    if u.op == "STORE" then
+      local index = u:source(1)
+      if index.op ~= "INDEX" then return nil end
+      indices[#indices + 1] = index:source(2)
     end
   end
-  return best
+  if #indices == 0 then return nil end
+  local memo = {}
+  local function step_is(r, want)
+    memo[r] = memo[r] or {}
+    for _, e in ipairs(indices) do
+      if coefficient(e, r, memo[r]) ~= want then return false end
+    end
+    return true
+  end
+  local chosen, lanes = {}, 1
+  local grown = true
+  while grown do
+    grown = false
+    local best
+    for _, r in ipairs(upcast) do
+      local n = size_of(r)
+      local taken = false
+      for _, c in ipairs(chosen) do taken = taken or c == r end
+      if not taken and n >= 2 and lanes * n <= max_lanes and (not best or n > size_of(best)) and step_is(r, lanes) then
+        best = r
+      end
+    end
+    if best then
+      chosen[#chosen + 1] = best
+      lanes = lanes * size_of(best)
+      grown = true
+    end
+  end
+  if #chosen == 0 then return nil end
+  return chosen, lanes
 end
 
 -- One source of the SINK: its END chain with the upcast ranges expanded into lanes (one kept
@@ -168,15 +190,25 @@ local function upcast_chain(top, max_lanes)
     if axis_type(r) == "upcast" then upcast[#upcast + 1] = r else keep[#keep + 1] = r end
   end
   if #upcast == 0 then return top end
-  local vector = max_lanes and vector_range(body, upcast, max_lanes)
-  if vector then
-    local lanes_range = new("RANGE", INDEX, { vector:source(1) }, { vector.arg[1], "vector" })
-    body = P.substitute(body, { [vector] = lanes_range })
+  local vector
+  local chosen, count = nil, nil
+  if max_lanes then chosen, count = vector_ranges(body, upcast, max_lanes) end
+  if chosen then
+    -- one range of all the chosen lanes: the innermost is v mod n1, the next (v // n1) mod n2, ...
+    vector = new("RANGE", INDEX, { const(INDEX, count) }, { chosen[1].arg[1], "vector" })
+    local map, block, is_chosen = {}, 1, {}
+    for n, r in ipairs(chosen) do
+      local size = size_of(r)
+      local e = block == 1 and vector or vector // const(INDEX, block)
+      if n < #chosen then e = e % const(INDEX, size) end
+      map[r], block, is_chosen[r] = e, block * size, true
+    end
+    body = P.substitute(body, map)
     local copied = {}
     for _, r in ipairs(upcast) do
-      if r ~= vector then copied[#copied + 1] = r end
+      if not is_chosen[r] then copied[#copied + 1] = r end
     end
-    upcast, vector = copied, lanes_range
+    upcast = copied
   end
   -- ranges[] is outermost first; lanes are taken in that order, the innermost axis fastest
   local stores = {}
