@@ -6,8 +6,9 @@
 --  1. Register tile. A reduction whose output has an axis that some read does not use (a
 --     matmul's rows: B does not depend on them) gets a tile of accumulators that live in
 --     registers through the whole reduction: the unit-stride output axis is upcast by one or
---     two vector widths (LLVM turns those lanes into vector registers), a reuse axis by as many
---     rows as the remaining registers hold. Each value loaded inside the reduction then feeds
+--     two vector widths (the renderer turns those lanes into vector registers), or whole when
+--     it is at most 16 long and no vector width divides it, and a reuse axis by as many rows as
+--     the remaining registers hold. Each value loaded inside the reduction then feeds
 --     a whole row or column of the tile instead of one output.
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it.
@@ -55,6 +56,9 @@ local function plan_tile(k)
   for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
     if v <= 32 and vec.size % v == 0 then vec_amount = v break end -- 32: two UPCASTs of 16
   end
+  -- a narrow output (a classifier's 10 columns) is one vector whole: left to LLVM's loop
+  -- vectorizer, its short loop costs more to compile than to run
+  if not vec_amount and vec.size <= 16 then vec_amount = vec.size end
   if not vec_amount then return nil end
   local registers = caps.vector_registers or 16
   local vectors = math.max(1, vec_amount // lanes)
