@@ -131,14 +131,15 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
     return work
   end
 
-  it("is at most 14 kernels, tinygrad's count", function()
-    assert.is_true(#sched.kernels <= 14, string.format("%d kernels: %s", #sched.kernels, names(sched)))
+  -- tinygrad's 14, and attention's softmax weights stored: recomputing their exponential
+  -- (TRANSCENDENTAL_OPS) once per head dim inside weights @ values is over the budget.
+  it("is at most 15 kernels: tinygrad's 14 and the stored softmax weights", function()
+    assert.is_true(#sched.kernels <= 15, string.format("%d kernels: %s", #sched.kernels, names(sched)))
   end)
 
-  -- Measured: 1.027x. All of the excess is attention's softmax weights, recomputed (4 ops)
-  -- for each of the 64 head dims inside weights @ values, which the policy allows (under
-  -- RECOMPUTE_BUDGET ops per element: at most 512 x 12*128*128 = 5.4 % of this graph).
-  -- 1.1 leaves room for that and nothing like what fusing everything cost: 7.8x (the fc2
+  -- 1.1 leaves room for recomputing within RECOMPUTE_BUDGET ops per element (softmax's
+  -- exponentials in its max, sum and division kernels), and nothing like what fusing
+  -- everything cost: 7.8x (the fc2
   -- kernel recomputed bias + GELU inside its 3072-long loop, the qkv and fc1 kernels the
   -- layernorms, four kernels the residual sum).
   it("executes at most 1.1x the ops its graph asks for", function()
@@ -148,9 +149,8 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
     assert.is_true(w.executed >= w.graph, "\n" .. describe_work(w))
   end)
 
-  -- Measured: 1.00x for every kernel but weights @ values, which recomputes each softmax
-  -- weight's 4 ops beside its multiply-add: (2 + 4) / (2 + 4/64) = 2.91x, below 3 at any head
-  -- size. Fusing everything gave 17x (fc2), 4.25x, 4x, 3x (qkv) and 2x.
+  -- A kernel that recomputes within the budget stays below 3x; fusing everything gave 17x
+  -- (fc2), 4.25x, 4x, 3x (qkv) and 2x.
   it("executes at most 3x the ops of the nodes it computes in any kernel", function()
     local w = measured()
     for _, r in ipairs(w.kernels) do
@@ -158,11 +158,12 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
     end
   end)
 
-  it("computes the layer's values (at d_model 64, 4 heads, seq 8, batch 2: the same 14 kernels)", function()
+  -- (head size 16: recomputing the softmax weights is within the budget, one kernel fewer)
+  it("computes the layer's values (at d_model 64, 4 heads, seq 8, batch 2: 14 kernels)", function()
     local sizes = { batch = 2, seq = 8, d_model = 64, heads = 4, hidden = 256 }
     local small, p = models.gpt2_layer(Tensor, sizes)
     local small_sched = schedule.create({ small.uop })
-    assert.are.equal(#sched.kernels, #small_sched.kernels, names(small_sched))
+    assert.are.equal(#sched.kernels - 1, #small_sched.kernels, names(small_sched))
     local expected = ref_gpt2(p, sizes)
     R.check(small, expected, "GPT-2 layer", { tol = TOL, check_dtype = false })
   end)
@@ -276,13 +277,15 @@ describe("fusion policy", function()
       ref_of(wide)), "gelu(a) broadcast over 64")
   end)
 
-  it("keeps attention's softmax weights in weights @ values up to the budget (head size 128), not beyond", function()
+  -- their exponential counts TRANSCENDENTAL_OPS (16): about 20 ops, times head size - 1 <= 512
+  it("keeps attention's softmax weights in weights @ values up to the budget (head size 24), not beyond", function()
     local function sdpa_kernels(head)
       local q, k, v = Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head)
       return #schedule.create({ q:scaled_dot_product_attention(k, v).uop }).kernels
     end
-    assert.are.equal(4, sdpa_kernels(64))
-    assert.are.equal(4, sdpa_kernels(128))
-    assert.are.equal(5, sdpa_kernels(256))
+    assert.are.equal(4, sdpa_kernels(16))
+    assert.are.equal(4, sdpa_kernels(24))
+    assert.are.equal(5, sdpa_kernels(28))
+    assert.are.equal(5, sdpa_kernels(64))
   end)
 end)

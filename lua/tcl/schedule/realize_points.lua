@@ -33,12 +33,15 @@
 --      on tensors of a few hundred thousand elements is tens (CPU) to a thousand (H100) ops
 --      per element more. 512 is a round figure between those costs, a judgement rather
 --      than a measured optimum.
---   Within the budget: a value that two or three kernels use (softmax's exponentials,
---   layernorm's centered input) and attention's softmax weights inside weights @ values
---   (4 ops, evaluated once per head dim: up to head size 129; 252 at GPT-2's 64), where
---   recomputing and storing cost about the same and recomputing saves a kernel, as in
---   tinygrad. Over it: GPT-2's layernorm outputs inside its qkv and fc linears (4 ops,
---   evaluated 2304 and 3072 times), GELU of a loaded tensor inside a matmul (about 30 ops).
+--   A transcendental (EXP2, LOG2, SIN, COS, POW) counts TRANSCENDENTAL_OPS (16), what a
+--   CPU spends on its polynomial. Within the budget: a value that two or three kernels use
+--   (softmax's exponentials, layernorm's centered input) and attention's softmax weights
+--   inside weights @ values up to head size 24 (about 20 ops, evaluated once per head dim).
+--   Over it: the softmax weights at GPT-2's head size 64 (stored: an elementwise kernel
+--   evaluates each exponential once, in vector registers, and weights @ values becomes a
+--   plain matmul: on the CPU 0.35 ms for the two instead of 4.2 ms recomputing them as
+--   scalars inside its tile), GPT-2's layernorm outputs inside its qkv and fc linears (4 ops,
+--   evaluated 2304 and 3072 times), GELU of a loaded tensor inside a matmul.
 -- Counting uses rather than distinct nodes, a node shared inside a cone counts at each use:
 -- the counts err toward storing. tinygrad decides the same question by structure: a stage is
 -- kept if it reads more than 3 buffers or holds a reduction that reads one, so it recomputes
@@ -61,6 +64,11 @@ local M = {}
 M.RECOMPUTE_BUDGET = 512
 --- Recomputing at most this many ops on at most one loaded element is always cheap.
 M.CHEAP_OPS = 2
+--- What a transcendental counts as: CPUs evaluate EXP2, LOG2, SIN, COS and POW as
+-- polynomials of 15-30 ALU ops (tcl.patterns.transcendental), GPUs in special-function units
+-- at a fraction of the FMA rate.
+M.TRANSCENDENTAL_OPS = 16
+local TRANSCENDENTAL = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
 
 local ALU = core.groups.ALU
 local MOVEMENT = { RESHAPE = true, PERMUTE = true, EXPAND = true, SHRINK = true, FLIP = true, PAD = true }
@@ -161,7 +169,8 @@ function M.decide(order, sink, outputs)
   for i, node in ipairs(order) do
     if node ~= sink then
       local id, op, src = node.id, node.op, sources[i]
-      local n_ops, n_loads, reduce = elementwise(op) and 1 or 0, op == "BUFFER" and 1 or 0, false
+      local n_ops = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or elementwise(op) and 1 or 0
+      local n_loads, reduce = op == "BUFFER" and 1 or 0, false
       if op == "REDUCE_AXIS" then
         reduce = true -- matters only if it is fused: its consumers then hold a reduction
       else
