@@ -158,6 +158,18 @@ function M.build_many(jobs)
     end
   end
   if #requests > 0 then
+    -- the longest programs first: compile threads take requests in order, so a long kernel
+    -- started last would finish alone after the others
+    local by_size = {}
+    for j = 1, #misses do by_size[j] = j end
+    table.sort(by_size, function(x, y)
+      local nx, ny = #jobs[misses[x]].list, #jobs[misses[y]].list
+      if nx ~= ny then return nx > ny end
+      return x < y
+    end)
+    local sorted_misses, sorted_requests = {}, {}
+    for j, k in ipairs(by_size) do sorted_misses[j], sorted_requests[j] = misses[k], requests[k] end
+    misses, requests = sorted_misses, sorted_requests
     local start = core.clock()
     local results = llvm.compile_many(requests, { threads = threads() })
     M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
