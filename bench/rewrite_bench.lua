@@ -391,6 +391,29 @@ local function divide_common_factor(root, is_div, terms, k, c)
   return result
 end
 
+local function fold_congruence(root, is_div, terms, k, c)
+  local d = root.dtype
+  local kq, kr = k // c, k % c
+  local negative = true
+  for least = 1, 0, -1 do
+    if not negative then return nil end
+    local quotient, rest, changed = {}, {}, kr ~= k
+    negative = false
+    for _, t in ipairs(terms) do
+      local r = t.coeff % c
+      if least == 1 and r > c - r then r, negative = r - c, true end
+      if r ~= t.coeff then changed = true end
+      quotient[#quotient + 1] = { base = t.base, coeff = (t.coeff - r) // c }
+      rest[#rest + 1] = { base = t.base, coeff = r }
+    end
+    local rlo, rhi = exact_sum_interval(d, rest, kr)
+    if changed and rlo and rlo >= 0 and rhi < c then
+      return is_div and build_sum(d, quotient, kq) or build_sum(d, rest, kr)
+    end
+  end
+  return nil
+end
+
 local function fold_divmod(m)
   local root = m.__root
   local op, d = root.op, root.dtype
@@ -407,6 +430,7 @@ local function fold_divmod(m)
   local lo = exact_sum_interval(d, terms, k)
   if not lo or (not floor and lo < 0) then return nil end
   return take_out_multiples(root, floor, is_div, terms, k, c) or divide_common_factor(root, is_div, terms, k, c)
+    or fold_congruence(root, is_div, terms, k, c)
 end
 
 local LUA_EQUIVALENTS = {

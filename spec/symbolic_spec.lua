@@ -437,6 +437,37 @@ describe("symbolic: division and modulo", function()
     unchanged(idv(add(w, 8), 4))
   end)
 
+  it("reduces coefficients modulo the divisor when the remainder sum stays in [0, c)", function()
+    -- conv2d's padded sliding window: kh*59 + oh = 58*kh + (kh + oh) with kh + oh < 58
+    local kh, oh, kw, ow = var("kh", 0, 2), var("oh", 0, 55), var("kw", 0, 2), var("ow", 0, 55)
+    expect(add(kh, oh), fmd(add(mul(kh, 59), oh), 58))
+    expect(kh, fdv(add(mul(kh, 59), oh), 58))
+    expect(add(kh, oh), cmd(add(mul(kh, 59), oh), 58))
+    expect(kh, idv(add(mul(kh, 59), oh), 58))
+    -- the input's index in the conv kernel becomes affine
+    expect(add(add(add(add(mul(kh, 56), mul(oh, 56)), kw), ow), -57),
+      add(add(mul(fmd(add(mul(kh, 59), oh), 58), 56), fmd(add(mul(kw, 59), ow), 58)), -57))
+    expect(lt(0, add(kh, oh)), lt(0, fmd(add(mul(kh, 59), oh), 58)))
+    -- remainders of least magnitude: kh*57 + oh + 2 = 58*kh + (oh + 2 - kh)
+    expect(add(add(mul(kh, -1), oh), 2), fmd(add(add(mul(kh, 57), oh), 2), 58))
+    expect(kh, fdv(add(add(mul(kh, 57), oh), 2), 58))
+    -- the constant too: kh*59 + oh + 116 = 58*(kh + 2) + (kh + oh)
+    expect(add(kh, oh), fmd(add(add(mul(kh, 59), oh), 116), 58))
+    expect(add(kh, 2), fdv(add(add(mul(kh, 59), oh), 116), 58))
+    -- non-negative remainders where the least ones go below 0: 7x = 4x + 3x
+    local x = var("x", 0, 1)
+    expect(mul(x, 3), fmd(mul(x, 7), 4))
+    expect(x, fdv(mul(x, 7), 4))
+  end)
+
+  it("keeps the division when the remainder sum may leave [0, c)", function()
+    local kh, oh = var("kh", 0, 2), var("oh", 0, 56)
+    unchanged(fmd(add(mul(kh, 59), oh), 58)) -- kh + oh reaches 58
+    unchanged(fdv(add(mul(kh, 59), oh), 58))
+    local m = var("m", 0, 10, I32)
+    unchanged(fmd(add(mul(nfull, 5), m), const(4, I32))) -- nfull*5 may wrap
+  end)
+
   it("declines when int32 may wrap or the divisor is not a positive constant", function()
     local m = var("m", 0, 100, I32)
     unchanged(fdv(add(mul(nfull, 4), m), const(4, I32)))

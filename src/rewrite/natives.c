@@ -415,6 +415,45 @@ static tcl_status divide_common_factor(const tcl_rewrite_call *call, bool is_div
     return status;
 }
 
+/* Coefficients reduced modulo c: with every coefficient f = c*q + r and k = c*kq + kr
+ * (kr in [0, c)), x = c*Q + R for Q = sum(q*base) + kq and R = sum(r*base) + kr, so when the
+ * ranges put R in [0, c): x // c -> Q and x % c -> R. Tried with r the remainder of least
+ * magnitude (in (-c/2, c/2]), then with r in [0, c). For example, with kh + oh < 58:
+ * (kh*59 + oh) % 58 -> kh + oh and (kh*59 + oh) // 58 -> kh. Only when some coefficient
+ * or k changes (otherwise R is x, and fold_fixed_quotient has decided it already). */
+static tcl_status fold_congruence(const tcl_rewrite_call *call, bool is_div, const term_list *terms, int64_t k,
+                                  int64_t c, tcl_uop **out) {
+    tcl_dtype dtype = call->root->dtype;
+    term_list quotient, rest;
+    tcl_status status = TCL_OK;
+    int64_t kq = floor_div(k, c), kr = floor_mod(k, c);
+    *out = NULL;
+    bool negative = true; /* whether a least remainder is negative: else the second try is the first */
+    for (int least = 1; least >= 0 && negative && status == TCL_OK && !*out; least--) {
+        bool ok = true, changed = kr != k;
+        negative = false;
+        terms_init(&quotient);
+        terms_init(&rest);
+        for (size_t i = 0; i < terms->count && ok; i++) {
+            sum_term t = terms->items[i];
+            int64_t r = floor_mod(t.coeff, c);
+            if (least && r > c - r) r -= c, negative = true;
+            changed = changed || r != t.coeff;
+            ok = terms_push(&quotient, t.base, (t.coeff - r) / c) && terms_push(&rest, t.base, r);
+        }
+        int64_t rlo, rhi;
+        if (!ok) {
+            status = out_of_memory(call);
+        } else if (changed && exact_sum_interval(dtype, &rest, kr, &rlo, &rhi) && rlo >= 0 && rhi < c) {
+            tcl_uop *result = is_div ? build_sum(call, dtype, &quotient, kq) : build_sum(call, dtype, &rest, kr);
+            status = built(call, result, out);
+        }
+        terms_free(&quotient);
+        terms_free(&rest);
+    }
+    return status;
+}
+
 /* x // c and x % c for a signed dtype and a constant c > 1 (the root's second source). */
 static tcl_status fold_divmod(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *root = call->root;
@@ -438,6 +477,7 @@ static tcl_status fold_divmod(const tcl_rewrite_call *call, tcl_uop **out) {
     } else if (exact_sum_interval(root->dtype, &terms, k, &lo, &hi) && (floor || lo >= 0)) {
         status = take_out_multiples(call, floor, is_div, &terms, k, c, out);
         if (status == TCL_OK && !*out) status = divide_common_factor(call, is_div, &terms, k, c, out);
+        if (status == TCL_OK && !*out) status = fold_congruence(call, is_div, &terms, k, c, out);
     }
     terms_free(&terms);
     return status;

@@ -384,7 +384,9 @@ M.divmod = P.rules {
   { P.op(DIVMOD, { P.op({ "FLOORMOD", "MOD" }, { sx, c }, { name = "inner" }), c2 }, { name = "root" }),
     mod_then_divmod },
   -- the ranges fix the quotient; multiples of c leave the division; common factors of the
-  -- terms and c divide out (native: terms, exactness checks and rebuilt sums in C)
+  -- terms and c divide out; coefficients reduce modulo c when the ranges keep the remainder
+  -- sum R in [0, c): x = c*Q + R gives x // c -> Q, x % c -> R, as (kh*59 + oh) % 58 -> kh + oh
+  -- for kh + oh < 58 (native: terms, exactness checks and rebuilt sums in C)
   { P.op(DIVMOD, { sx, c }, { name = "root" }), "fold_divmod" },
 }
 
