@@ -63,7 +63,8 @@ end
 
 describe("vector lanes on the CPU", function()
   it("a matmul tile with a GELU tail: vector loads, FMAs and stores, one copy per row", function()
-    local case = { name = "vector: matmul 12x40 @ 40x48 + bias, gelu", inputs = { f { 12, 40 }, f { 40, 48 }, f { 48 } },
+    local case = { name = "vector: matmul 12x40 @ 40x48 + bias, gelu",
+      inputs = { f { 12, 40 }, f { 40, 48 }, f { 48 } },
       fn = function(a, b, c) return (a:matmul(b) + c):gelu() end }
     local got, ir = run_with_ir(case, tile(16, 4))
     check_values(case, got)

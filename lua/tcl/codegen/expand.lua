@@ -154,7 +154,7 @@ local function vector_ranges(body, upcast, max_lanes)
     end
     return true
   end
-  local chosen, lanes = {}, 1
+  local chosen, count = {}, 1
   local grown = true
   while grown do
     grown = false
@@ -163,18 +163,18 @@ local function vector_ranges(body, upcast, max_lanes)
       local n = size_of(r)
       local taken = false
       for _, c in ipairs(chosen) do taken = taken or c == r end
-      if not taken and n >= 2 and lanes * n <= max_lanes and (not best or n > size_of(best)) and step_is(r, lanes) then
+      if not taken and n >= 2 and count * n <= max_lanes and (not best or n > size_of(best)) and step_is(r, count) then
         best = r
       end
     end
     if best then
       chosen[#chosen + 1] = best
-      lanes = lanes * size_of(best)
+      count = count * size_of(best)
       grown = true
     end
   end
   if #chosen == 0 then return nil end
-  return chosen, lanes
+  return chosen, count
 end
 
 -- One source of the SINK: its END chain with the upcast ranges expanded into lanes (one kept
