@@ -12,7 +12,8 @@
 --               default heuristic and then with BEAM=4 (a child with BEAM=4 IGNORE_BEAM_CACHE=1:
 --               its first call per size is the search; "beam: not available" when BEAM is not
 --               implemented or fails), GFLOPS against OpenBLAS, torch.mm and the FMA peak
---   conv2d      batch 8, 32 -> 64 channels, 3x3, 56x56, padding 1 against torch's conv2d and
+--   conv2d      batch 8, 32 -> 64 channels, 3x3, 56x56, padding 1, with the heuristic and then with
+--               BEAM=4 (a child as for matmul), against torch's conv2d and
 --               im2col + sgemm
 --   gpt2_layer  a GPT-2 small layer forward (spec/support/models.lua, seq 128, causal) against
 --               torch's TransformerEncoderLayer (the same sizes, pre-norm, GELU; no mask)
@@ -137,11 +138,16 @@ function parts.conv2d(tcl, threads)
   local x = tcl.Tensor.rand(c.batch, c.cin, c.hw, c.hw):realize()
   local w = tcl.Tensor.rand(c.cout, c.cin, c.k, c.k):realize()
   local function conv(xx, ww) return xx:conv2d(ww, nil, { padding = 1 }) end
+  -- the first call compiles (with BEAM and IGNORE_BEAM_CACHE=1: searches)
+  local start = tcl.clock()
+  conv(x, w):realize()
+  figure("conv2d_first_ms", (tcl.clock() - start) * 1e3, "ms")
   local k, _, kernels = support.jitted_median(tcl, RUNS, conv, x, w)
   local flops = 2 * c.batch * c.cout * c.hw * c.hw * c.cin * c.k * c.k
   figure("conv2d_tcl_ms", k * 1e3, "ms")
   figure("conv2d_tcl_gflops", flops / k * 1e-9, "GFLOPS")
   top_kernels("conv2d", kernels, 4)
+  if beam_width() > 0 then return end
   gemm_baseline("conv2d " .. threads .. " " .. RUNS)
   torch_baseline(threads, "conv2d")
 end
@@ -273,6 +279,18 @@ function report.conv2d(threads_prefix)
     { name = "im2col", value = f.conv2d_im2col_ms },
   }, false, f.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS)", f.conv2d_tcl_gflops))
   if f.conv2d_tcl_ms then print_kernels(infos, "conv2d", f.conv2d_tcl_ms) end
+  local bf, binfos, status = run_child("conv2d", threads_prefix .. "BEAM=4 IGNORE_BEAM_CACHE=1 ", BEAM_TIMEOUT)
+  if status == 124 then print(string.format("  beam: the child ran past %d s (BENCH_BEAM_TIMEOUT)", BEAM_TIMEOUT)) end
+  local extra = bf.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS", bf.conv2d_tcl_gflops) or ""
+  if bf.conv2d_tcl_ms and f.conv2d_tcl_ms then
+    extra = extra .. string.format("; %.2fx the heuristic's; search (first call) %.2f s)",
+      f.conv2d_tcl_ms / bf.conv2d_tcl_ms, (bf.conv2d_first_ms or 0) / 1e3)
+  end
+  row("conv2d BEAM=4 ms", bf.conv2d_tcl_ms, "ms", {
+    { name = "torch", value = f.conv2d_torch_ms },
+    { name = "im2col", value = f.conv2d_im2col_ms },
+  }, false, extra)
+  if bf.conv2d_tcl_ms then print_kernels(binfos, "conv2d", bf.conv2d_tcl_ms) end
 end
 
 function report.gpt2_layer(threads_prefix)
