@@ -21,6 +21,13 @@
 -- not 256 scalar copies: LLVM compiles it in a fraction of the time, and an elementwise tail
 -- after the reduction (bias, GELU) is computed once per vector.
 --
+-- The tail in a loop. When a store's value does much more than its reductions (a GELU after a
+-- matmul's sum: at least EPILOGUE_LOOP_OPS ops per element), copying it once per lane of the
+-- copied axes would make the kernel that much longer to compile. Instead each copy stores its
+-- reductions' results in a register array (one element per copy, a vector of the vector
+-- range's lanes), and one loop over the copies then computes the tail and stores it, the
+-- copied axes decoded from the loop's counter: the tail is built once.
+--
 -- Afterwards the index arithmetic is simplified again (lane constants fold into offsets).
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
@@ -177,9 +184,65 @@ local function vector_ranges(body, upcast, max_lanes)
   return chosen, count
 end
 
+--- Ops per element of a store's value outside its reductions from which the tail is computed
+-- in a loop over the copies rather than copied (see the header).
+M.EPILOGUE_LOOP_OPS = 16
+local TRANSCENDENTAL_OPS = { EXP2 = 16, LOG2 = 16, SIN = 16, COS = 16, POW = 16 }
+
+-- The ops of a store's value outside its reductions (index arithmetic and loads not counted)
+-- and the outermost REDUCEs in it.
+local function tail_of(store)
+  local reduces, ops, seen, stack = {}, 0, {}, { store:source(2) }
+  while #stack > 0 do
+    local u = table.remove(stack)
+    if not seen[u] then
+      seen[u] = true
+      if u.op == "REDUCE" then
+        reduces[#reduces + 1] = u
+      elseif u.op ~= "LOAD" and u.op ~= "CONST" and u.dtype ~= INDEX then
+        ops = ops + (TRANSCENDENTAL_OPS[u.op] or 1)
+        for _, x in ipairs(u.src) do stack[#stack + 1] = x end
+      end
+    end
+  end
+  return ops, reduces
+end
+
+-- The copies of body (a STORE) for the lane assignments of the copied ranges, with its tail
+-- in a loop over them (the header); ids = { axis =, slot = } hands out fresh axis numbers and
+-- register slots.
+local function tail_loop(body, copied, assignments, reduces, ids)
+  local count = #assignments
+  local fills, tiles = {}, {}
+  for j, red in ipairs(reduces) do
+    tiles[j] = new("DEFINE_REG", red.dtype, nil, { ids.slot, count })
+    ids.slot = ids.slot + 1
+    for c, lane in ipairs(assignments) do
+      local at = new("INDEX", red.dtype, { tiles[j], const(INDEX, c - 1) })
+      fills[#fills + 1] = new("STORE", VOID, { at, P.substitute(red, lane) })
+    end
+  end
+  local filled = #fills == 1 and fills[1] or new("GROUP", VOID, fills)
+  local loop = new("RANGE", INDEX, { const(INDEX, count) }, { ids.axis, "loop" })
+  ids.axis = ids.axis + 1
+  -- lanes() takes the ranges in order, the last fastest: the counter decodes the same way
+  local map, block = {}, 1
+  for k = #copied, 1, -1 do
+    local n = size_of(copied[k])
+    local x = block == 1 and loop or loop // const(INDEX, block)
+    if k > 1 then x = x % const(INDEX, n) end
+    map[copied[k]], block = x, block * n
+  end
+  for j, red in ipairs(reduces) do
+    local ready = new("AFTER", red.dtype, { tiles[j], filled })
+    map[red] = new("LOAD", red.dtype, { new("INDEX", red.dtype, { ready, loop }) })
+  end
+  return new("END", VOID, { P.substitute(body, map), loop })
+end
+
 -- One source of the SINK: its END chain with the upcast ranges expanded into lanes (one kept
 -- as a vector range when max_lanes is given).
-local function upcast_chain(top, max_lanes)
+local function upcast_chain(top, max_lanes, ids)
   local ranges, body = {}, top
   while body.op == "END" and #body.src == 2 and body:source(2).op == "RANGE" do
     ranges[#ranges + 1] = body:source(2)
@@ -211,9 +274,17 @@ local function upcast_chain(top, max_lanes)
     upcast = copied
   end
   -- ranges[] is outermost first; lanes are taken in that order, the innermost axis fastest
-  local stores = {}
-  for _, lane in ipairs(lanes(upcast)) do stores[#stores + 1] = P.substitute(body, lane) end
-  local e = #stores == 1 and stores[1] or new("GROUP", VOID, stores)
+  local assignments = lanes(upcast)
+  local e
+  if #assignments > 1 and body.op == "STORE" then
+    local ops, reduces = tail_of(body)
+    if #reduces > 0 and ops >= M.EPILOGUE_LOOP_OPS then e = tail_loop(body, upcast, assignments, reduces, ids) end
+  end
+  if not e then
+    local stores = {}
+    for _, lane in ipairs(assignments) do stores[#stores + 1] = P.substitute(body, lane) end
+    e = #stores == 1 and stores[1] or new("GROUP", VOID, stores)
+  end
   if vector then e = new("END", VOID, { e, vector }) end
   for i = #keep, 1, -1 do e = new("END", VOID, { e, keep[i] }) end
   return e
@@ -234,8 +305,13 @@ function M.run(sink, ctx)
   sink = unroll_rules:rewrite(sink, { name = "expand unroll" })
   local src, changed = sink.src, false
   local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
+  local ids = { axis = 0, slot = 0 }
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "RANGE" and math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
+    if u.op == "DEFINE_REG" then ids.slot = math.max(ids.slot, u.arg[1] + 1) end
+  end
   for i, s in ipairs(src) do
-    local e = upcast_chain(s, max_lanes)
+    local e = upcast_chain(s, max_lanes, ids)
     if e ~= s then src[i], changed = e, true end
   end
   if changed then
