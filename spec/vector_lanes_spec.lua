@@ -133,6 +133,36 @@ describe("vector lanes on the CPU", function()
       "no vector compare:\n" .. ir)
   end)
 
+  -- UNROLL of the innermost reduce axis by `lanes`
+  local function unroll(lanes)
+    return function(k)
+      local red = k:axes("reduce")
+      if #red > 0 and red[#red].size % lanes == 0 then k:apply("UNROLL", #red, lanes) end
+    end
+  end
+
+  it("unrolled lanes of a contiguous reduction are vector loads and a vector accumulator", function()
+    for _, case in ipairs {
+      { name = "vector: sum over dim 2 of 7x64", inputs = { f { 7, 64 } }, fn = function(x) return x:sum(2) end },
+      { name = "vector: max over dim 2 of 5x48", inputs = { f { 5, 48 } }, fn = function(x) return x:max(2) end },
+      { name = "vector: int sum over dim 2 of 3x32", inputs = { i { 3, 32 } }, fn = function(x) return x:sum(2) end },
+    } do
+      local got, ir = run_with_ir(case, unroll(16))
+      check_values(case, got)
+      local t = case.inputs[1][2] == "int" and "i32" or "float"
+      assert.is_truthy(ir:find("load <16 x " .. t .. ">", 1, true), case.name .. ": no vector load:\n" .. ir)
+      assert.is_truthy(ir:find("alloca [1 x <16 x " .. t .. ">]", 1, true), case.name .. ": no vector accumulator")
+    end
+  end)
+
+  it("unrolled lanes of a strided reduction stay copies", function()
+    local case = { name = "vector: sum over dim 1 of 32x7", inputs = { f { 32, 7 } },
+      fn = function(x) return x:sum(1) end }
+    local got, ir = run_with_ir(case, unroll(16))
+    check_values(case, got)
+    assert.is_falsy(ir:find("<16 x float>", 1, true), "a strided reduction became vectors:\n" .. ir)
+  end)
+
   it("EMU copies the lanes instead (its renderer takes no vectors)", function()
     local case = H.case("matmul 17x7 @ 7x3")
     local want = H.reference(case, "EMU")

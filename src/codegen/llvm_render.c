@@ -757,6 +757,44 @@ static tcl_status emit_alu(renderer *r, size_t i) {
     return TCL_OK;
 }
 
+/* A REDUCE left by lowering: the lanes of its vector value combined by its op, in a balanced
+ * tree (as the expand pass combines copied lanes), into one scalar. */
+static tcl_status emit_lane_reduce(renderer *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->nsrc < 1) return fail(r, TCL_ERR_INVALID, i, "needs the value it reduces");
+    size_t s = source_index(r, u, 0);
+    unsigned lanes = r->lanes_of[s];
+    for (uint32_t k = 1; k < u->nsrc; k++)
+        if (!is_vector_range(u->src[k]))
+            return fail(r, TCL_ERR_INVALID, i, "reduces over a loop (source %u): lowering turns those into accumulators", k + 1);
+    if (!lanes || r->kind[s] != V_VALUE) return fail(r, TCL_ERR_INVALID, i, "reduces the lanes of a vector value, and source 1 is none");
+    tcl_dtype d = (tcl_dtype)u->dtype;
+    if (d != (tcl_dtype)r->nodes[s]->dtype)
+        return fail(r, TCL_ERR_INVALID, i, "dtype %s differs from its value's %s", dtype_name(d), dtype_name((tcl_dtype)r->nodes[s]->dtype));
+    char name[16] = "";
+    if (u->arg.kind == TCL_ARG_STR && u->arg.len < sizeof name) memcpy(name, u->arg.v.s, u->arg.len);
+    int op = tcl_op_from_name(name);
+    if (op != TCL_OP_ADD && op != TCL_OP_MUL && op != TCL_OP_MAX)
+        return fail(r, TCL_ERR_INVALID, i, "arg must be the op \"ADD\", \"MUL\" or \"MAX\"");
+    LLVMValueRef v[MAX_LANES];
+    for (unsigned l = 0; l < lanes; l++) v[l] = lane_at(r, r->value[s], l);
+    for (unsigned n = lanes; n > 1; n = (n + 1) / 2) {
+        for (unsigned l = 0; l < n / 2; l++) {
+            LLVMValueRef pair[2] = {v[2 * l], v[2 * l + 1]};
+            switch (class_of(d)) {
+            case C_FLOAT: v[l] = float_alu(r, (tcl_op)op, d, pair, 2); break;
+            case C_BOOL: v[l] = bool_alu(r, (tcl_op)op, pair, 2); break;
+            default: v[l] = int_alu(r, (tcl_op)op, d, pair); break;
+            }
+            if (!v[l]) return fail(r, TCL_ERR_INVALID, i, "is not supported by the LLVM renderer for %s", dtype_name(d));
+        }
+        if (n % 2) v[n / 2] = v[n - 1];
+    }
+    r->value[i] = v[0];
+    r->kind[i] = V_VALUE;
+    return TCL_OK;
+}
+
 /* ---- memory ---- */
 
 static tcl_status emit_define_reg(renderer *r, size_t i) {
@@ -1168,6 +1206,7 @@ static tcl_status emit(renderer *r, size_t i) {
         r->defined_in[i] = (int32_t)i; /* the counter lives inside its own loop */
         return st;
     case TCL_OP_END: return emit_end(r, i);
+    case TCL_OP_REDUCE: return emit_lane_reduce(r, i);
     case TCL_OP_INDEX: return emit_index(r, i);
     case TCL_OP_LOAD: return emit_load(r, i);
     case TCL_OP_STORE: return emit_store(r, i);
@@ -1249,7 +1288,8 @@ static tcl_status plan_lanes(renderer *r) {
             } else if (u->op == TCL_OP_AFTER) {
                 void *at = u->nsrc ? tcl_ptrmap_get(&r->index_of, u->src[0]) : NULL;
                 lanes = at && (size_t)(uintptr_t)at - 1 < i ? r->lanes_of[(size_t)(uintptr_t)at - 1] : 0;
-            } else if (u->op == TCL_OP_RANGE || u->op == TCL_OP_END || u->op == TCL_OP_SINK || u->op == TCL_OP_GROUP) {
+            } else if (u->op == TCL_OP_RANGE || u->op == TCL_OP_END || u->op == TCL_OP_SINK || u->op == TCL_OP_GROUP ||
+                       u->op == TCL_OP_REDUCE) { /* a REDUCE combines its value's lanes into one */
                 lanes = 0;
             } else if ((st = lanes_from_sources(r, i, &lanes)) != TCL_OK) {
                 return st;

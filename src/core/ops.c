@@ -30,7 +30,8 @@ bool tcl_op_source_orders_only(tcl_op op, uint32_t k) {
     case TCL_OP_GROUP:
     case TCL_OP_END: return true;
     case TCL_OP_RANGE:
-    case TCL_OP_AFTER: return k > 0;
+    case TCL_OP_AFTER:
+    case TCL_OP_REDUCE: return k > 0;
     default: return false;
     }
 }

@@ -161,8 +161,9 @@ bool tcl_op_in(tcl_op op, uint32_t group_bits);
 /* Op id for a name such as "ADD", or -1. */
 int tcl_op_from_name(const char *name);
 /* Whether source k of a node of op only orders it (nothing is read from it): every source of
- * SINK, GROUP and END (END's last names the RANGE it closes), and all but the first of RANGE
- * and AFTER. Devices check that the values a kernel reads are visible where it reads them. */
+ * SINK, GROUP and END (END's last names the RANGE it closes), and all but the first of RANGE,
+ * AFTER and REDUCE (the ranges it reduces over). Devices check that the values a kernel reads
+ * are visible where it reads them. */
 bool tcl_op_source_orders_only(tcl_op op, uint32_t k);
 
 /* Group names and bits, for the Lua side: terminated by a NULL name (from TCL_OP_GROUP_LIST). */

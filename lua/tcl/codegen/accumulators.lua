@@ -10,6 +10,12 @@
 -- the accumulator restarts on each of their iterations; AFTER(acc, init, r...) keeps the
 -- accumulating load inside the reduce loops and after init. Accumulators take DEFINE_REG
 -- slots after the kernel's own.
+--
+-- Vector lanes. A range of axis type "vector" among r... (an unroll axis that tcl.codegen.expand
+-- kept as lanes) is no loop: the accumulator holds one partial result per lane, updated inside
+-- the other ranges' loops, and the result is REDUCE(acc's value, that range), which the
+-- renderer combines across the lanes (a REDUCE over vector ranges only gets an accumulator
+-- too, so that its vector range has an END like every range).
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
@@ -29,15 +35,26 @@ local function lower_reduce(m, ctx)
   if value.dtype ~= d then
     error(string.format("REDUCE: dtype %s differs from its value's %s", tostring(d), tostring(value.dtype)), 0)
   end
-  local rr, own = {}, {}
+  local rr, own, lanes = {}, {}, {}
   for i = 2, #src do
     if src[i].op ~= "RANGE" then
       error(string.format("REDUCE: source %d is a %s, not a RANGE", i, src[i].op), 0)
     end
-    rr[#rr + 1] = src[i]
+    if type(src[i].arg) == "table" and src[i].arg[2] == "vector" then lanes[#lanes + 1] = src[i]
+    else rr[#rr + 1] = src[i] end
     own[src[i]] = true
   end
-  if #rr == 0 then return value end
+  if #rr == 0 then
+    if #lanes == 0 then return value end
+    -- already lowered (its value, the accumulator, has the lanes closed): the renderer's
+    local open = false
+    for _, r in ipairs(linearize.ranges_used(value)) do
+      for _, l in ipairs(lanes) do open = open or r == l end
+    end
+    if not open then return nil end
+  end
+  -- the vector ranges close innermost, inside the loops (they open none)
+  for _, r in ipairs(lanes) do rr[#rr + 1] = r end
   local outer = {}
   for _, r in ipairs(linearize.ranges_used(value)) do
     if not own[r] then outer[#outer + 1] = r end
@@ -52,7 +69,9 @@ local function lower_reduce(m, ctx)
   local cur = new("INDEX", d, { new("AFTER", d, { acc, init, table.unpack(rr) }), zero })
   local e = new("STORE", VOID, { cur, new(op, d, { new("LOAD", d, { cur }), value }) })
   for i = #rr, 1, -1 do e = new("END", VOID, { e, rr[i] }) end
-  return new("LOAD", d, { new("INDEX", d, { new("AFTER", d, { acc, e }), zero }) })
+  local result = new("LOAD", d, { new("INDEX", d, { new("AFTER", d, { acc, e }), zero }) })
+  if #lanes == 0 then return result end
+  return new("REDUCE", d, { result, table.unpack(lanes) }, red.arg, red.tag)
 end
 
 M.rules = P.rules {

@@ -84,7 +84,9 @@ end
 
 local reduce_op = require("tcl.patterns.lowering").reduce_op
 
-local function unroll_reduce(m)
+local unroll_lane_range -- (below, with the coefficients of index expressions)
+
+local function unroll_reduce(m, ctx)
   local red = m.root
   local src = red.src
   local keep, unrolled = {}, {}
@@ -92,8 +94,20 @@ local function unroll_reduce(m)
     if axis_type(src[i]) == "unroll" then unrolled[#unrolled + 1] = src[i] else keep[#keep + 1] = src[i] end
   end
   if #unrolled == 0 then return nil end
+  local value = src[1]
+  local chosen = ctx and ctx.max_lanes and unroll_lane_range(value, unrolled, ctx.max_lanes)
+  if chosen then -- lanes of a vector, reduced over as the REDUCE's last range
+    local vector = new("RANGE", INDEX, { chosen:source(1) }, { chosen.arg[1], "vector" })
+    value = P.substitute(value, { [chosen] = vector })
+    local rest = {}
+    for _, r in ipairs(unrolled) do
+      if r ~= chosen then rest[#rest + 1] = r end
+    end
+    unrolled = rest
+    keep[#keep + 1] = vector
+  end
   local values = {}
-  for _, lane in ipairs(lanes(unrolled)) do values[#values + 1] = P.substitute(src[1], lane) end
+  for _, lane in ipairs(lanes(unrolled)) do values[#values + 1] = P.substitute(value, lane) end
   local combined = tree(reduce_op(red), red.dtype, values)
   if #keep == 0 then return combined end
   return new("REDUCE", red.dtype, { combined, table.unpack(keep) }, red.arg, red.tag)
@@ -137,6 +151,30 @@ local function coefficient(e, r, memo)
   end
   memo[e] = c or false
   return c
+end
+
+-- The unroll range of a REDUCE's value to keep as vector lanes: one of 2 to max_lanes lanes
+-- (the largest such) that every load using it reads at consecutive elements (coefficient 1),
+-- when the value uses no upcast axis (whose lanes may become the store's vector); or nil.
+function unroll_lane_range(value, unrolled, max_lanes)
+  local indices = {}
+  for _, u in ipairs(value:toposort()) do
+    if u.op == "RANGE" and axis_type(u) == "upcast" then return nil end
+    if u.op == "INDEX" then indices[#indices + 1] = u:source(2) end
+  end
+  local best
+  for _, r in ipairs(unrolled) do
+    local n = size_of(r)
+    if n >= 2 and n <= max_lanes and (not best or n > size_of(best)) then
+      local memo, reads, ok = {}, 0, true
+      for _, e in ipairs(indices) do
+        local c = coefficient(e, r, memo)
+        if c == 1 then reads = reads + 1 elseif c ~= 0 then ok = false break end
+      end
+      if ok and reads > 0 then best = r end
+    end
+  end
+  return best
 end
 
 -- The upcast ranges of the chain to keep as vector lanes, innermost first, or nil: one whose
@@ -302,9 +340,9 @@ function M.run(sink, ctx)
     end
   end
   if not found then return sink end
-  sink = unroll_rules:rewrite(sink, { name = "expand unroll" })
-  local src, changed = sink.src, false
   local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
+  sink = unroll_rules:rewrite(sink, { name = "expand unroll", ctx = { max_lanes = max_lanes } })
+  local src, changed = sink.src, false
   local ids = { axis = 0, slot = 0 }
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" and math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
