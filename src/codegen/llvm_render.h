@@ -2,7 +2,9 @@
  *
  * Input: the linear list of a lowered kernel (tcl.codegen.linearize: PARAM, DEFINE_REG, CONST,
  * RANGE/END loops, INDEX, LOAD/STORE with optional gates, AFTER, GROUP, SINK, ALU ops, CAST,
- * BITCAST), the same programs the EMU device runs. Output: one function in the caller's
+ * BITCAST), the same programs the EMU device runs; and, from renderers' vector lanes
+ * (tcl.codegen.expand), RANGEs of axis type "vector" (a vector of lanes, no loop) and REDUCEs
+ * over them (the lanes of a vector value combined into one). Output: one function in the caller's
  * module, with the kernel ABI of runtime/cpu_program.h:
  *
  *   void entry(ptr noalias align 64 %data0, ..., i64 %start, i64 %end)
