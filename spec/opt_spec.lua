@@ -264,15 +264,17 @@ local AMOUNTS = {
   UNROLL = { 0, 2, 3, 4, 7, 8, 16, 17, 32 },
   THREAD = { 2, 3, 4, 7, 8, 17 },
   PADTO = { 4, 8, 16, 32 },
+  KBLOCK = { 2, 3, 4, 8, 16, 64 },
 }
 
-local OPS = { "UPCAST", "UNROLL", "THREAD", "SWAP", "PADTO" }
+local OPS = { "UPCAST", "UNROLL", "THREAD", "SWAP", "PADTO", "KBLOCK" }
 
 -- Every (op, axis, amount) of op's actions for the kernel as it stands.
 local function actions(k, op)
   local ranges = k:ranges()
   local out = {}
-  for axis = 1, op == "UNROLL" and #k:axes("reduce") or #ranges do
+  local reduce_numbered = op == "UNROLL" or op == "KBLOCK"
+  for axis = 1, reduce_numbered and #k:axes("reduce") or #ranges do
     for _, amount in ipairs(op == "SWAP" and ranges or AMOUNTS[op]) do
       out[#out + 1] = { op, axis, op == "SWAP" and amount.axis or amount }
     end
@@ -420,8 +422,8 @@ describe("invalid opts", function()
   end)
 
   it("PADTO and SWAP: what they take", function()
-    rejects(CPU_CAPS, "invalid opt PADTO(3,16) (axis 3: upcast, size 4): PADTO cannot pad an upcast, unroll or "
-      .. "thread axis", function(k) k:apply("UPCAST", 2, 4) end, "PADTO", 3, 16)
+    rejects(CPU_CAPS, "invalid opt PADTO(3,16) (axis 3: upcast, size 4): PADTO cannot pad an upcast, unroll, "
+      .. "thread or kblock axis", function(k) k:apply("UPCAST", 2, 4) end, "PADTO", 3, 16)
     rejects(CPU_CAPS, "invalid opt PADTO(2,16) (axis 2: loop, size 32): the axis is already a multiple of 16",
       nil, "PADTO", 2, 16)
     rejects(CPU_CAPS, "invalid opt PADTO(1,16) (axis 1: loop, size 4): padding to 16 would make the axis 4 or "
@@ -438,7 +440,23 @@ describe("invalid opts", function()
 
   it("an unknown opt name lists the known ones", function()
     rejects(CPU_CAPS, "unknown opt 'FOO' (known: TC, UPCAST, UNROLL, LOCAL, THREAD, GROUP, GROUPTOP, NOLOCALS, "
-      .. "PADTO, SWAP)", nil, "FOO", 1, 2, true)
+      .. "PADTO, SWAP, KBLOCK)", nil, "FOO", 1, 2, true)
+  end)
+
+  it("KBLOCK: a reduce axis in blocks, one store of one reduction that does not read its output", function()
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,64) (axis 1: reduce, size 64): one block of the whole axis blocks nothing",
+      nil, "KBLOCK", 1, 64)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,48) (axis 1: reduce, size 64): 48 does not divide the axis size 64",
+      nil, "KBLOCK", 1, 48)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(2,8): axis 2 does not exist: the kernel has 1 reduce axes",
+      nil, "KBLOCK", 2, 8)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,8): the kernel has a kblock axis already",
+      function(k) k:apply("KBLOCK", 1, 16) end, "KBLOCK", 1, 8)
+    local k = sum_kernel(CPU_CAPS)
+    k:apply("THREAD", 1, 4)
+    k:apply("KBLOCK", 1, 16)
+    assert.are.equal("thread 4, kblock 4, loop 32, reduce 16", ranges_text(k))
+    assert.are.equal("r_4t_4k_32_16", k:name())
   end)
 end)
 

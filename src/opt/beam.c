@@ -21,6 +21,7 @@ size_t tcl_beam_actions(tcl_opt *out, size_t cap) {
     static const int64_t upcast[] = {0, 2, 3, 4, 8, 16};
     static const int64_t unroll[] = {0, 2, 4, 8};
     static const int64_t thread[] = {2, 4, 8, 16, 32};
+    static const int64_t kblock[] = {256, 512, 1024};
     for (int32_t axis = 0; axis < 6; axis++)
         for (size_t i = 0; i < sizeof upcast / sizeof *upcast; i++) ADD(TCL_OPT_UPCAST, axis, upcast[i]);
     for (int32_t axis = 0; axis < 3; axis++)
@@ -30,6 +31,7 @@ size_t tcl_beam_actions(tcl_opt *out, size_t cap) {
     for (int32_t a = 0; a < 4; a++)
         for (int32_t b = a + 1; b < 5; b++) ADD(TCL_OPT_SWAP, a, b);
     for (int32_t axis = 0; axis < 4; axis++) ADD(TCL_OPT_PADTO, axis, 16);
+    for (size_t i = 0; i < sizeof kblock / sizeof *kblock; i++) ADD(TCL_OPT_KBLOCK, 0, kblock[i]);
 #undef ADD
     return n;
 }

@@ -612,8 +612,9 @@ static tcl_status split_target(tcl_opt_kernel *k, tcl_opt opt, uint32_t numberin
 static tcl_status apply_padto(tcl_opt_kernel *k, tcl_opt opt) {
     const tcl_opt_range *r = nth_of(k, ~0u, opt.axis);
     if (!r) return invalid(k, opt, NULL, "axis %" PRId32 " does not exist: the kernel has %zu axes", opt.axis + 1, k->nrngs);
-    if (r->type == TCL_AXIS_UPCAST || r->type == TCL_AXIS_UNROLL || r->type == TCL_AXIS_THREAD)
-        return invalid(k, opt, r, "PADTO cannot pad an upcast, unroll or thread axis");
+    if (r->type == TCL_AXIS_UPCAST || r->type == TCL_AXIS_UNROLL || r->type == TCL_AXIS_THREAD ||
+        r->type == TCL_AXIS_KBLOCK)
+        return invalid(k, opt, r, "PADTO cannot pad an upcast, unroll, thread or kblock axis");
     if (opt.amount < 1) return invalid(k, opt, r, "the amount must be positive");
     int64_t padded = (r->size + opt.amount - 1) / opt.amount * opt.amount;
     if (padded == r->size) return invalid(k, opt, r, "the axis is already a multiple of %" PRId64, opt.amount);
@@ -660,6 +661,41 @@ static tcl_status apply_swap(tcl_opt_kernel *k, tcl_opt opt) {
     if (na) tcl_uop_unref(na);
     if (nb) tcl_uop_unref(nb);
     return s;
+}
+
+/* Why the kernel's results cannot live in its output between blocks of range r (KBLOCK), or
+ * NULL when they can: one store of one REDUCE over r, of the output's dtype, and no read of
+ * the output. */
+static const char *kblock_obstacle(const tcl_opt_kernel *k, const tcl_uop *r) {
+    if (k->sink->nsrc != 1) return "the kernel must have one store";
+    const tcl_uop *store = k->sink->src[0];
+    while (store->op == TCL_OP_END && store->nsrc >= 2) store = store->src[0];
+    if (store->op != TCL_OP_STORE || store->nsrc < 2 || store->src[0]->op != TCL_OP_INDEX)
+        return "the kernel must have one store";
+    const tcl_uop *out = store->src[0]->src[0];
+    size_t count;
+    tcl_uop *const *topo = tcl_uop_toposort(k->sink, &count);
+    if (!topo) return "out of memory";
+    const tcl_uop *reduce = NULL;
+    for (size_t i = 0; i < count; i++) {
+        const tcl_uop *u = topo[i];
+        if (u->op == TCL_OP_REDUCE) {
+            if (reduce) return "the kernel has more than one reduction";
+            reduce = u;
+        }
+        if (u->op == TCL_OP_LOAD && u->nsrc >= 1 && u->src[0]->op == TCL_OP_INDEX && u->src[0]->src[0] == out)
+            return "the kernel reads its output";
+    }
+    bool over_r = false;
+    for (uint32_t i = 1; reduce && i < reduce->nsrc; i++) over_r |= reduce->src[i] == r;
+    if (!over_r) return "the axis is not the range of the kernel's reduction";
+    const tcl_arg *a = &reduce->arg;
+    if (a->kind == TCL_ARG_TUPLE && a->len > 0) a = &a->v.items[0];
+    if (a->kind != TCL_ARG_STR || (strcmp(a->v.s, "ADD") && strcmp(a->v.s, "MUL") && strcmp(a->v.s, "MAX")))
+        return "the reduction's op is not ADD, MUL or MAX";
+    if (out->op != TCL_OP_PARAM || out->dtype != reduce->dtype)
+        return "the output's dtype differs from the reduction's, which the output holds between blocks";
+    return NULL;
 }
 
 tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
@@ -721,6 +757,18 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
                 return invalid(k, opt, r, "needs %" PRId64 " bytes of local memory, the device has %" PRId64, bytes,
                                caps->shared_max);
         }
+        break;
+    case TCL_OPT_KBLOCK:
+        if (has_type(k, TCL_AXIS_KBLOCK)) return invalid(k, opt, NULL, "the kernel has a kblock axis already");
+        s = split_target(k, opt, BIT(REDUCE), BIT(REDUCE), 0, &r, &amount);
+        if (s == TCL_OK) {
+            if (amount == r->size) return invalid(k, opt, r, "one block of the whole axis blocks nothing");
+            const char *why = kblock_obstacle(k, r->range);
+            if (why) return invalid(k, opt, r, "%s", why);
+            amount = r->size / amount; /* the new axis counts the blocks, outside the rest */
+        }
+        type = TCL_AXIS_KBLOCK;
+        top = true;
         break;
     case TCL_OPT_THREAD:
         if (!caps->has_threads) return invalid(k, opt, NULL, "this device runs kernels on one thread");

@@ -13,8 +13,16 @@
  * there r is replaced by both parts. A part of size 1 becomes the constant 0.
  *
  * Axis numbering (0-based here; Lua adds 1): UPCAST, LOCAL, THREAD, PADTO and SWAP count all
- * ranges; UNROLL counts the reduce-like ranges (group_reduce, reduce); GROUP and GROUPTOP the
- * reduce ranges. An amount of 0 means the whole axis. */
+ * ranges; UNROLL counts the reduce-like ranges (group_reduce, reduce); GROUP, GROUPTOP and
+ * KBLOCK the reduce ranges. An amount of 0 means the whole axis.
+ *
+ * KBLOCK(axis, b), a CPU opt beyond tinygrad's: cache blocking of a reduction. The reduce axis
+ * is split into blocks of b steps, and the loop over the blocks (a "kblock" axis, size / b)
+ * goes around the kernel's output loops, inside its thread axis: each block's slice of the
+ * inputs is reused from the cache by every output tile before the next block is read. The
+ * output buffer holds the partial results between blocks (tcl.codegen.kblock lowers it), so
+ * the kernel must store one value computed from one REDUCE over that axis, into a buffer of
+ * the REDUCE's dtype that it does not read otherwise. */
 #ifndef TCLC_OPT_KERNEL_OPT_H
 #define TCLC_OPT_KERNEL_OPT_H
 
@@ -26,7 +34,8 @@
 
 /* X(ID, name in RANGE args, letter in kernel names, position: outer loops first) */
 #define TCL_AXIS_TYPE_LIST(X)             \
-    X(THREAD, "thread", 't', -1)          \
+    X(THREAD, "thread", 't', -2)          \
+    X(KBLOCK, "kblock", 'k', -1)          \
     X(GLOBAL, "global", 'g', 0)           \
     X(LOOP, "loop", 'L', 0)               \
     X(WARP, "warp", 'w', 1)               \
@@ -43,7 +52,8 @@ typedef enum tcl_axis_type {
     TCL_AXIS_TYPE_COUNT
 } tcl_axis_type;
 
-#define TCL_OPTOP_LIST(X) X(TC) X(UPCAST) X(UNROLL) X(LOCAL) X(THREAD) X(GROUP) X(GROUPTOP) X(NOLOCALS) X(PADTO) X(SWAP)
+#define TCL_OPTOP_LIST(X) \
+    X(TC) X(UPCAST) X(UNROLL) X(LOCAL) X(THREAD) X(GROUP) X(GROUPTOP) X(NOLOCALS) X(PADTO) X(SWAP) X(KBLOCK)
 
 typedef enum tcl_optop {
 #define X(id) TCL_OPT_##id,

@@ -13,6 +13,9 @@
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it.
 --  3. Small reductions are unrolled whole (up to 8 steps, 4 when a tile exists).
+--  3b. Cache blocking. A tiled reduction of at least KBLOCK_MIN_BLOCKS blocks of KBLOCK_STEPS
+--     steps runs in blocks (KBLOCK): each block's slices of A and B are reused from the cache
+--     by every tile before the next block is read (matmul 2048: 1.3-1.8x on this machine).
 --  4. Threads. The outermost output axis that splits evenly is split into parts for the
 --     CPU pool, when the kernel does enough work to pay for waking the threads.
 local M = {}
@@ -20,6 +23,11 @@ local M = {}
 -- Below this many steps of the innermost body, a kernel runs on one thread: waking the pool
 -- costs about 100 µs on a quiet machine.
 M.THREAD_MIN_WORK = 1 << 18
+--- Cache blocking of a tiled reduction: blocks of this many steps, when there are at least
+-- KBLOCK_MIN_BLOCKS of them (measured: blocks of 512 speed up matmul 2048 by 1.3-1.8x and
+-- leave 1024 as it was; 256 is slower).
+M.KBLOCK_STEPS = 512
+M.KBLOCK_MIN_BLOCKS = 4
 
 local function first_store(buffers)
   for _, b in ipairs(buffers) do
@@ -111,6 +119,10 @@ function M.optimize(k)
   local last = reduce[#reduce]
   if last and last.size <= (tiled and 4 or 8) then
     k:apply("UNROLL", #reduce, 0)
+  end
+  if tiled and #reduce == 1 and last.size % M.KBLOCK_STEPS == 0
+    and last.size >= M.KBLOCK_MIN_BLOCKS * M.KBLOCK_STEPS then
+    k:try_apply("KBLOCK", 1, M.KBLOCK_STEPS) -- refused where the output cannot hold partial sums
   end
   if k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
     M.split_threads(k, k.caps.threads)

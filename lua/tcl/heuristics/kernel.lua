@@ -8,7 +8,8 @@
 --       cache = { l1 =, l2 =, l3 = } (bytes), has_threads, has_local, has_shared
 --   kernel:ranges()      { { axis =, size =, type = }, ... } in loop order, outermost first;
 --                        axis is the number opts take (1-based); type is one of "thread",
---                        "global", "loop", "local", "group_reduce", "upcast", "reduce", "unroll"
+--                        "kblock", "global", "loop", "local", "group_reduce", "upcast",
+--                        "reduce", "unroll"
 --   kernel:axes(type, ...)   the ranges of those types, in order
 --   kernel:buffers()     { { slot =, dtype =, itemsize =, store = bool, strides = { [axis] = n } }, ... }
 --                        one entry per access (a buffer read twice appears twice); strides[axis]
@@ -22,8 +23,8 @@
 --   kernel:opts()        the opts applied so far: { { op, axis, amount }, ... }
 --
 -- Axis numbers follow tcl.opt (src/opt/kernel_opt.h): UPCAST, LOCAL, THREAD, PADTO and SWAP
--- count every range, UNROLL the reduce and group_reduce ones, GROUP and GROUPTOP the reduce
--- ones. After an opt, ranges are renumbered: read kernel:ranges() again.
+-- count every range, UNROLL the reduce and group_reduce ones, GROUP, GROUPTOP and KBLOCK the
+-- reduce ones. After an opt, ranges are renumbered: read kernel:ranges() again.
 local M = {}
 
 local Kernel = {}

@@ -43,7 +43,10 @@ M.passes = {
   { name = "initial symbolic", rules = symbolic.symbolic },
   -- While reductions are still REDUCE nodes over their ranges: opts split and retype ranges.
   { name = "optimize", fn = optimize },
-  -- Right after: upcast and unroll axes become one copy of the code per lane.
+  -- Right after: a kblock axis (KBLOCK: blocks of a reduction) becomes a loop around the
+  -- output loops, the partial results kept in the output.
+  { name = "kblock", pass = "tcl.codegen.kblock" },
+  -- Then: upcast and unroll axes become one copy of the code per lane.
   { name = "expand", pass = "tcl.codegen.expand" },
   -- After the optimizer (it sees one op per transcendental, and each upcast lane gets its own
   -- expansion); only for renderers that lack EXP2/LOG2/SIN/COS/POW (LLVM: yes, EMU: none).
