@@ -77,6 +77,32 @@ describe("KBLOCK", function()
     assert.are.same({ "thread", "kblock", "loop", "loop" }, { table.unpack(seen, 1, 4) })
   end)
 
+  it("keeps the output in the cache: no streaming stores into what the next block reads", function()
+    local linearize = require "tcl.codegen.linearize"
+    local llvm = require "tcl.llvm"
+    local a, b = Tensor.empty(64, 4096), Tensor.empty(4096, 64)
+    local ast = schedule.create({ a:matmul(b).uop }).kernels[1].ast
+    local function streaming_stores(blocked)
+      local asm
+      H.with_heuristic(function(k)
+        k:apply("UPCAST", 2, 16)
+        k:apply("UPCAST", 1, 4)
+        if blocked then k:apply("KBLOCK", 1, 512) end
+      end, function()
+        local ctx = { name = "mm", device = "CPU", renderer = lower.backend("CPU").renderer }
+        local list = linearize.linearize(lower.run_passes(ast, ctx))
+        -- every output counts as large (nontemporal_bytes = 1)
+        asm = llvm.compile(list, { name = "mm", entry = "tcl_spec_kblock_" .. tostring(blocked), nontemporal_bytes = 1,
+          want_asm = true }).asm
+      end)
+      local n = 0
+      for _ in asm:gmatch("vmovnt") do n = n + 1 end
+      return n
+    end
+    assert.is_true(streaming_stores(false) > 0, "the unblocked kernel streams its output")
+    assert.are.equal(0, streaming_stores(true))
+  end)
+
   it("is refused where the output cannot hold the partial results", function()
     local opt = require "tcl.opt"
     local caps = lower.backend("CPU").renderer.opt_caps()

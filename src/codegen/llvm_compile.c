@@ -146,6 +146,21 @@ static LLVMValueRef base_argument(LLVMValueRef ptr) {
     return NULL;
 }
 
+/* Whether the kernel loads from the buffer of PARAM slot `slot` (a KBLOCK kernel reads back
+ * the partial results in its output: streaming them past the cache would make every block
+ * fetch them from memory). */
+static bool kernel_reads_slot(const tcl_llvm_job *job, size_t slot) {
+    for (size_t i = 0; i < job->n; i++) {
+        const tcl_uop *u = job->nodes[i];
+        if (u->op != TCL_OP_LOAD || u->nsrc < 1 || u->src[0]->op != TCL_OP_INDEX || u->src[0]->nsrc < 1) continue;
+        const tcl_uop *root = u->src[0]->src[0];
+        while (root->op == TCL_OP_AFTER && root->nsrc > 0) root = root->src[0];
+        int64_t at;
+        if (root->op == TCL_OP_PARAM && tcl_arg_int_at(&root->arg, 0, &at) && at >= 0 && (size_t)at == slot) return true;
+    }
+    return false;
+}
+
 /* Marks the aligned vector stores into the large outputs non-temporal (tcl_llvm_options) and,
  * if any, fences before every return: streaming stores are weakly ordered, and the threads
  * that run the next kernel must see them. Runs on the optimized IR. */
@@ -167,7 +182,7 @@ static void stream_large_outputs(LLVMModuleRef mod, LLVMContextRef ctx, const tc
             LLVMValueRef arg = base_argument(LLVMGetOperand(in, 1));
             if (!arg) continue;
             for (size_t slot = 0; slot < k->nparams; slot++) {
-                if (LLVMGetParam(fn, (unsigned)slot) != arg) continue;
+                if (LLVMGetParam(fn, (unsigned)slot) != arg || kernel_reads_slot(job, slot)) continue;
                 int64_t bytes = k->params[slot].numel * (int64_t)tcl_dtype_get(k->params[slot].dtype)->itemsize;
                 /* x86's streaming stores need the vector's own alignment */
                 if (bytes >= limit && LLVMGetAlignment(in) >= LLVMStoreSizeOfType(layout, type)) {
