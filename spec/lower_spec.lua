@@ -49,8 +49,8 @@ describe("the pass pipeline", function()
       assert.equals(1, kinds, pass.name .. ": one of rules, fn or pass")
       names[i] = pass.name
     end
-    assert.same({ "add loads", "initial symbolic", "optimize", "expand", "transcendental", "lower reduces",
-      "merge ends" }, names)
+    assert.same({ "add loads", "initial symbolic", "optimize", "kblock", "expand", "transcendental",
+      "lower reduces", "merge ends" }, names)
   end)
 
   it("runs its passes in the table's order", function()
