@@ -329,6 +329,10 @@ describe("UOp operators and methods (tcl.UOp)", function()
     assert.are.equal(x, x:cast(tcl.dtype "index")) -- already that dtype
     assert.are.equal(c(7), x:const_like(7))
     assert.are.equal(tcl.uop("CONST", "float16", nil, 0.5), UOp.const("float16", 0.5))
+    local r = tcl.uop("RANGE", "index", { c(4) }, { 2, "upcast" })
+    assert.are.equal("upcast", r:axis_type())
+    assert.is_nil(c(4):axis_type())
+    assert.is_nil((r + 1):axis_type())
   end)
 
   it("keep == as identity and simplify nothing", function()

@@ -123,6 +123,13 @@ end
 --- A CONST of x's dtype holding value.
 function UOp:const_like(value) return const(self.dtype, value) end
 
+--- The axis type of a RANGE ("loop", "reduce", "upcast", "vector", ...: its arg is
+-- {axis id, axis type}); nil for any other node.
+function UOp:axis_type()
+  local arg = self.arg
+  return self.op == "RANGE" and type(arg) == "table" and arg[2] or nil
+end
+
 --- A copy of the node with some fields replaced (returns the same node if nothing changes).
 function UOp:replace(fields)
   return new(fields.op or self.op, fields.dtype or self.dtype, fields.src or self.src,

@@ -40,7 +40,7 @@ local function lower_reduce(m, ctx)
     if src[i].op ~= "RANGE" then
       error(string.format("REDUCE: source %d is a %s, not a RANGE", i, src[i].op), 0)
     end
-    if type(src[i].arg) == "table" and src[i].arg[2] == "vector" then lanes[#lanes + 1] = src[i]
+    if src[i]:axis_type() == "vector" then lanes[#lanes + 1] = src[i]
     else rr[#rr + 1] = src[i] end
     own[src[i]] = true
   end

@@ -39,15 +39,10 @@ local M = {}
 local new, const = UOp.new, UOp.const
 local INDEX, VOID = core.dtype "index", core.dtype "void"
 
-local function axis_type(r)
-  local arg = r.arg
-  return type(arg) == "table" and arg[2] or nil
-end
-
 local function size_of(r)
   local n = r:source(1)
   if n.op ~= "CONST" or math.type(n.arg) ~= "integer" then
-    error(string.format("expand: %s axis %s has no constant size", tostring(axis_type(r)), tostring(r.arg[1])), 0)
+    error(string.format("expand: %s axis %s has no constant size", tostring(r:axis_type()), tostring(r.arg[1])), 0)
   end
   return n.arg
 end
@@ -91,7 +86,7 @@ local function unroll_reduce(m, ctx)
   local src = red.src
   local keep, unrolled = {}, {}
   for i = 2, #src do
-    if axis_type(src[i]) == "unroll" then unrolled[#unrolled + 1] = src[i] else keep[#keep + 1] = src[i] end
+    if src[i]:axis_type() == "unroll" then unrolled[#unrolled + 1] = src[i] else keep[#keep + 1] = src[i] end
   end
   if #unrolled == 0 then return nil end
   local value = src[1]
@@ -159,7 +154,7 @@ end
 function unroll_lane_range(value, unrolled, max_lanes)
   local indices = {}
   for _, u in ipairs(value:toposort()) do
-    if u.op == "RANGE" and axis_type(u) == "upcast" then return nil end
+    if u.op == "RANGE" and u:axis_type() == "upcast" then return nil end
     if u.op == "INDEX" then indices[#indices + 1] = u:source(2) end
   end
   local best
@@ -288,7 +283,7 @@ local function upcast_chain(top, max_lanes, ids)
   end
   local keep, upcast = {}, {}
   for _, r in ipairs(ranges) do
-    if axis_type(r) == "upcast" then upcast[#upcast + 1] = r else keep[#keep + 1] = r end
+    if r:axis_type() == "upcast" then upcast[#upcast + 1] = r else keep[#keep + 1] = r end
   end
   if #upcast == 0 then return top end
   local vector
@@ -335,7 +330,7 @@ function M.run(sink, ctx)
   local found = false
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" then
-      local t = axis_type(u)
+      local t = u:axis_type()
       if t == "upcast" or t == "unroll" then found = true break end
     end
   end
@@ -357,7 +352,7 @@ function M.run(sink, ctx)
     if ctx then ctx.upcast_lanes = true end
   end
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" and axis_type(u) == "upcast" then
+    if u.op == "RANGE" and u:axis_type() == "upcast" then
       error("expand: an upcast axis is used outside the END chains of the kernel's stores", 0)
     end
   end

@@ -20,19 +20,14 @@ local M = {}
 local new, const = UOp.new, UOp.const
 local INDEX, BOOL, VOID = core.dtype "index", core.dtype "bool", core.dtype "void"
 
-local function axis_type(r)
-  local arg = r.arg
-  return type(arg) == "table" and arg[2] or nil
-end
-
 --- The sink with its kblock axis lowered (unchanged when it has none).
 function M.run(sink)
   local kb, reduce
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" and axis_type(u) == "kblock" then kb = u end
+    if u:axis_type() == "kblock" then kb = u end
     if u.op == "REDUCE" then
       for i = 2, #u.src do
-        if axis_type(u.src[i]) == "kblock" then reduce = u end
+        if u.src[i]:axis_type() == "kblock" then reduce = u end
       end
     end
   end
@@ -66,7 +61,7 @@ function M.run(sink)
   local placed = false
   for i = #ranges, 0, -1 do
     local r = ranges[i]
-    if not placed and (r == nil or axis_type(r) == "thread") then
+    if not placed and (r == nil or r:axis_type() == "thread") then
       e = new("END", VOID, { e, kb })
       placed = true
     end
