@@ -146,19 +146,26 @@ static LLVMValueRef base_argument(LLVMValueRef ptr) {
     return NULL;
 }
 
-/* Whether the kernel loads from the buffer of PARAM slot `slot` (a KBLOCK kernel reads back
- * the partial results in its output: streaming them past the cache would make every block
- * fetch them from memory). */
-static bool kernel_reads_slot(const tcl_llvm_job *job, size_t slot) {
+/* Which buffers take streaming stores (flags in candidate[], one per slot; returns how many):
+ * outputs of at least limit bytes that the kernel does not also read (a KBLOCK kernel reads
+ * back the partial results in its output: streaming them past the cache would make every
+ * block fetch them from memory). */
+static size_t streaming_slots(const tcl_llvm_job *job, int64_t limit, bool *candidate) {
+    const tcl_llvm_kernel *k = &job->kernel;
+    for (size_t slot = 0; slot < k->nparams; slot++)
+        candidate[slot] = k->params[slot].numel * (int64_t)tcl_dtype_get(k->params[slot].dtype)->itemsize >= limit;
     for (size_t i = 0; i < job->n; i++) {
         const tcl_uop *u = job->nodes[i];
         if (u->op != TCL_OP_LOAD || u->nsrc < 1 || u->src[0]->op != TCL_OP_INDEX || u->src[0]->nsrc < 1) continue;
         const tcl_uop *root = u->src[0]->src[0];
         while (root->op == TCL_OP_AFTER && root->nsrc > 0) root = root->src[0];
         int64_t at;
-        if (root->op == TCL_OP_PARAM && tcl_arg_int_at(&root->arg, 0, &at) && at >= 0 && (size_t)at == slot) return true;
+        if (root->op == TCL_OP_PARAM && tcl_arg_int_at(&root->arg, 0, &at) && at >= 0 && (size_t)at < k->nparams)
+            candidate[at] = false;
     }
-    return false;
+    size_t count = 0;
+    for (size_t slot = 0; slot < k->nparams; slot++) count += candidate[slot];
+    return count;
 }
 
 /* Marks the aligned vector stores into the large outputs non-temporal (tcl_llvm_options) and,
@@ -167,8 +174,14 @@ static bool kernel_reads_slot(const tcl_llvm_job *job, size_t slot) {
 static void stream_large_outputs(LLVMModuleRef mod, LLVMContextRef ctx, const tcl_llvm_job *job) {
     int64_t limit = job->options.nontemporal_bytes;
     if (limit <= 0) return;
-    LLVMValueRef fn = LLVMGetNamedFunction(mod, job->entry);
     const tcl_llvm_kernel *k = &job->kernel;
+    bool *candidate = malloc(k->nparams ? k->nparams : 1);
+    if (!candidate) return; /* an optimization only: without memory, no streaming stores */
+    if (streaming_slots(job, limit, candidate) == 0) {
+        free(candidate);
+        return;
+    }
+    LLVMValueRef fn = LLVMGetNamedFunction(mod, job->entry);
     bool streaming = false;
     unsigned kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
     LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0));
@@ -182,16 +195,16 @@ static void stream_large_outputs(LLVMModuleRef mod, LLVMContextRef ctx, const tc
             LLVMValueRef arg = base_argument(LLVMGetOperand(in, 1));
             if (!arg) continue;
             for (size_t slot = 0; slot < k->nparams; slot++) {
-                if (LLVMGetParam(fn, (unsigned)slot) != arg || kernel_reads_slot(job, slot)) continue;
-                int64_t bytes = k->params[slot].numel * (int64_t)tcl_dtype_get(k->params[slot].dtype)->itemsize;
                 /* x86's streaming stores need the vector's own alignment */
-                if (bytes >= limit && LLVMGetAlignment(in) >= LLVMStoreSizeOfType(layout, type)) {
+                if (candidate[slot] && LLVMGetParam(fn, (unsigned)slot) == arg &&
+                    LLVMGetAlignment(in) >= LLVMStoreSizeOfType(layout, type)) {
                     LLVMSetMetadata(in, kind, node);
                     streaming = true;
                 }
             }
         }
     }
+    free(candidate);
     if (!streaming) return;
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
