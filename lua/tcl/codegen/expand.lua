@@ -33,6 +33,7 @@ local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
 local symbolic = require "tcl.patterns.symbolic"
+local transcendental = require "tcl.patterns.transcendental"
 
 local M = {}
 
@@ -220,7 +221,6 @@ end
 --- Ops per element of a store's value outside its reductions from which the tail is computed
 -- in a loop over the copies rather than copied (see the header).
 M.EPILOGUE_LOOP_OPS = 16
-local TRANSCENDENTAL_OPS = { EXP2 = 16, LOG2 = 16, SIN = 16, COS = 16, POW = 16 }
 
 -- The ops of a store's value outside its reductions (index arithmetic and loads not counted)
 -- and the outermost REDUCEs in it.
@@ -233,7 +233,7 @@ local function tail_of(store)
       if u.op == "REDUCE" then
         reduces[#reduces + 1] = u
       elseif u.op ~= "LOAD" and u.op ~= "CONST" and u.dtype ~= INDEX then
-        ops = ops + (TRANSCENDENTAL_OPS[u.op] or 1)
+        ops = ops + (transcendental.OPS[u.op] and transcendental.COST or 1)
         for _, x in ipairs(u.src) do stack[#stack + 1] = x end
       end
     end

@@ -402,6 +402,10 @@ end
 
 --- Every op this file decomposes.
 M.OPS = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
+--- About how many ALU ops one of them costs where it is decomposed (its polynomial, 15-30
+-- ops; GPUs evaluate them in special-function units at a fraction of the FMA rate): what the
+-- fusion policy and the expand pass count for one.
+M.COST = 16
 
 --- The rule set: float32 EXP2, LOG2, SIN, COS and POW (those ctx.renderer.lacks when a ctx is given).
 M.rules = P.rules {

@@ -56,6 +56,7 @@
 -- own test covers (its ops include theirs).
 local core = require "tcl.core"
 local shape = require "tcl.shape"
+local transcendental = require "tcl.patterns.transcendental"
 
 local M = {}
 
@@ -64,11 +65,10 @@ local M = {}
 M.RECOMPUTE_BUDGET = 512
 --- Recomputing at most this many ops on at most one loaded element is always cheap.
 M.CHEAP_OPS = 2
---- What a transcendental counts as: CPUs evaluate EXP2, LOG2, SIN, COS and POW as
--- polynomials of 15-30 ALU ops (tcl.patterns.transcendental), GPUs in special-function units
--- at a fraction of the FMA rate.
-M.TRANSCENDENTAL_OPS = 16
-local TRANSCENDENTAL = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
+--- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
+-- cost of its polynomial.
+M.TRANSCENDENTAL_OPS = transcendental.COST
+local TRANSCENDENTAL = transcendental.OPS
 
 local ALU = core.groups.ALU
 local MOVEMENT = { RESHAPE = true, PERMUTE = true, EXPAND = true, SHRINK = true, FLIP = true, PAD = true }
