@@ -44,21 +44,16 @@ local function lower_reduce(m, ctx)
     else rr[#rr + 1] = src[i] end
     own[src[i]] = true
   end
-  if #rr == 0 then
-    if #lanes == 0 then return value end
-    -- already lowered (its value, the accumulator, has the lanes closed): the renderer's
-    local open = false
-    for _, r in ipairs(linearize.ranges_used(value)) do
-      for _, l in ipairs(lanes) do open = open or r == l end
-    end
-    if not open then return nil end
+  if #rr == 0 and #lanes == 0 then return value end
+  local outer, open = {}, false
+  for _, r in ipairs(linearize.ranges_used(value)) do
+    if not own[r] then outer[#outer + 1] = r else open = true end
   end
+  -- over vector ranges only, already lowered (its value, the accumulator, has them closed):
+  -- the renderer's
+  if #rr == 0 and not open then return nil end
   -- the vector ranges close innermost, inside the loops (they open none)
   for _, r in ipairs(lanes) do rr[#rr + 1] = r end
-  local outer = {}
-  for _, r in ipairs(linearize.ranges_used(value)) do
-    if not own[r] then outer[#outer + 1] = r end
-  end
 
   local slot = ctx.next_slot
   ctx.next_slot = slot + 1

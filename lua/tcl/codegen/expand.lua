@@ -327,22 +327,22 @@ end
 -- ctx.upcast_lanes when a store was expanded into lanes: the backend then takes its vectors
 -- from the lanes (tcl.codegen.llvm turns its loop vectorizer off).
 function M.run(sink, ctx)
-  local found = false
+  -- one walk: whether there are lanes, and the fresh axis ids and register slots (the unroll
+  -- rewrite below makes neither)
+  local found, ids = false, { axis = 0, slot = 0 }
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" then
       local t = u:axis_type()
-      if t == "upcast" or t == "unroll" then found = true break end
+      found = found or t == "upcast" or t == "unroll"
+      if math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
+    elseif u.op == "DEFINE_REG" then
+      ids.slot = math.max(ids.slot, u.arg[1] + 1)
     end
   end
   if not found then return sink end
   local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
   sink = unroll_rules:rewrite(sink, { name = "expand unroll", ctx = { max_lanes = max_lanes } })
   local src, changed = sink.src, false
-  local ids = { axis = 0, slot = 0 }
-  for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" and math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
-    if u.op == "DEFINE_REG" then ids.slot = math.max(ids.slot, u.arg[1] + 1) end
-  end
   for i, s in ipairs(src) do
     local e = upcast_chain(s, max_lanes, ids)
     if e ~= s then src[i], changed = e, true end
