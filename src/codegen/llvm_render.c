@@ -1230,37 +1230,46 @@ static tcl_status emit(renderer *r, size_t i) {
     return fail(r, TCL_ERR_INVALID, i, "op is not supported by the LLVM renderer");
 }
 
-/* The lanes of instruction i from its sources (see "lanes" above); 0 for a scalar. */
+/* The instruction of node u when it comes before instruction i, else SIZE_MAX (a source out
+ * of order is reported by link_sources). */
+static size_t instruction_before(const renderer *r, const tcl_uop *u, size_t i) {
+    void *at = tcl_ptrmap_get(&r->index_of, u);
+    size_t s = at ? (size_t)(uintptr_t)at - 1 : SIZE_MAX;
+    return s < i ? s : SIZE_MAX;
+}
+
+/* *lanes joined with w (0: a scalar, which joins anything); vectors of two widths do not. */
+static tcl_status join_lanes(renderer *r, size_t i, unsigned *lanes, unsigned w) {
+    if (w && *lanes && w != *lanes) return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", *lanes, w);
+    if (w) *lanes = w;
+    return TCL_OK;
+}
+
+/* The lanes of instruction i from its sources (see "lanes" above); 0 for a scalar. An INDEX
+ * takes its index's lanes (not its buffer's); a LOAD or STORE also those of its address, or
+ * of the vector register the address points into. */
 static tcl_status lanes_from_sources(renderer *r, size_t i, unsigned *out) {
     const tcl_uop *u = r->nodes[i];
+    bool memory = u->op == TCL_OP_INDEX || u->op == TCL_OP_LOAD || u->op == TCL_OP_STORE;
     unsigned lanes = 0;
-    for (uint32_t k = 0; k < u->nsrc; k++) {
+    tcl_status st = TCL_OK;
+    for (uint32_t k = memory ? 1 : 0; k < u->nsrc && st == TCL_OK; k++) {
         if (tcl_op_source_orders_only((tcl_op)u->op, k)) continue;
-        void *at = tcl_ptrmap_get(&r->index_of, u->src[k]);
-        if (!at || (size_t)(uintptr_t)at - 1 >= i) continue; /* reported by link_sources */
-        size_t s = (size_t)(uintptr_t)at - 1;
-        /* an INDEX's buffer, and a LOAD's or STORE's address, pass on their lanes below */
-        if ((u->op == TCL_OP_INDEX || u->op == TCL_OP_LOAD || u->op == TCL_OP_STORE) && k == 0) continue;
-        unsigned w = r->lanes_of[s];
-        if (w && lanes && w != lanes)
-            return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, w);
-        if (w) lanes = w;
+        size_t s = instruction_before(r, u->src[k], i);
+        if (s != SIZE_MAX) st = join_lanes(r, i, &lanes, r->lanes_of[s]);
     }
-    if ((u->op == TCL_OP_LOAD || u->op == TCL_OP_STORE) && u->nsrc > 0) {
-        void *at = tcl_ptrmap_get(&r->index_of, u->src[0]);
-        if (at && (size_t)(uintptr_t)at - 1 < i) {
-            const tcl_uop *index = u->src[0];
-            unsigned w = r->lanes_of[(size_t)(uintptr_t)at - 1];
-            if (index->op == TCL_OP_INDEX && index->nsrc > 0) { /* a vector register's element */
-                void *root = tcl_ptrmap_get(&r->index_of, index->src[0]);
-                if (root && r->lanes_of[(size_t)(uintptr_t)root - 1] && !w) w = r->lanes_of[(size_t)(uintptr_t)root - 1];
-            }
-            if (w && lanes && w != lanes) return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, w);
-            if (w) lanes = w;
+    if (st == TCL_OK && u->op != TCL_OP_INDEX && memory && u->nsrc > 0) {
+        const tcl_uop *index = u->src[0];
+        size_t s = instruction_before(r, index, i);
+        unsigned w = s != SIZE_MAX ? r->lanes_of[s] : 0;
+        if (s != SIZE_MAX && !w && index->op == TCL_OP_INDEX && index->nsrc > 0) { /* a vector register's element */
+            size_t root = instruction_before(r, index->src[0], i);
+            if (root != SIZE_MAX) w = r->lanes_of[root];
         }
+        st = join_lanes(r, i, &lanes, w);
     }
     *out = lanes;
-    return TCL_OK;
+    return st;
 }
 
 /* Fills r->lanes_of: the vector ranges' sizes, what is computed from them, and the registers
@@ -1286,8 +1295,8 @@ static tcl_status plan_lanes(renderer *r) {
             } else if (u->op == TCL_OP_DEFINE_REG) {
                 continue; /* set by the stores into it */
             } else if (u->op == TCL_OP_AFTER) {
-                void *at = u->nsrc ? tcl_ptrmap_get(&r->index_of, u->src[0]) : NULL;
-                lanes = at && (size_t)(uintptr_t)at - 1 < i ? r->lanes_of[(size_t)(uintptr_t)at - 1] : 0;
+                size_t s = u->nsrc ? instruction_before(r, u->src[0], i) : SIZE_MAX;
+                lanes = s != SIZE_MAX ? r->lanes_of[s] : 0;
             } else if (u->op == TCL_OP_RANGE || u->op == TCL_OP_END || u->op == TCL_OP_SINK || u->op == TCL_OP_GROUP ||
                        u->op == TCL_OP_REDUCE) { /* a REDUCE combines its value's lanes into one */
                 lanes = 0;
@@ -1296,17 +1305,14 @@ static tcl_status plan_lanes(renderer *r) {
             }
             if (u->op == TCL_OP_STORE && lanes && u->nsrc > 1 && u->src[0]->op == TCL_OP_INDEX) {
                 /* a vector stored at a scalar register address: that register holds vectors */
-                const tcl_uop *index = u->src[0];
-                void *at = tcl_ptrmap_get(&r->index_of, index);
-                const tcl_uop *root = memory_root(index->src[0]);
-                void *root_at = tcl_ptrmap_get(&r->index_of, root);
-                if (at && root_at && root->op == TCL_OP_DEFINE_REG && r->lanes_of[(size_t)(uintptr_t)at - 1] == 0) {
-                    size_t ri = (size_t)(uintptr_t)root_at - 1;
-                    if (r->lanes_of[ri] != lanes) {
-                        if (r->lanes_of[ri]) return fail(r, TCL_ERR_INVALID, i, "values of %u and %u lanes meet", lanes, r->lanes_of[ri]);
-                        r->lanes_of[ri] = (uint16_t)lanes;
-                        changed = true;
-                    }
+                const tcl_uop *root = memory_root(u->src[0]->src[0]);
+                size_t at = instruction_before(r, u->src[0], i), ri = instruction_before(r, root, i);
+                if (at != SIZE_MAX && ri != SIZE_MAX && root->op == TCL_OP_DEFINE_REG && r->lanes_of[at] == 0 &&
+                    r->lanes_of[ri] != lanes) {
+                    unsigned joined = r->lanes_of[ri];
+                    if ((st = join_lanes(r, i, &joined, lanes)) != TCL_OK) return st;
+                    r->lanes_of[ri] = (uint16_t)joined;
+                    changed = true;
                 }
                 lanes = 0;
             } else if (u->op == TCL_OP_STORE) {
