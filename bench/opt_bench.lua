@@ -216,6 +216,23 @@ end
 
 local report = {}
 
+-- The BEAM=4 child of a part (IGNORE_BEAM_CACHE=1: its first call is the search): its figures
+-- and infos, or nil after saying why there are none.
+local function run_beam_child(what, threads_prefix)
+  local bf, binfos, status = run_child(what, threads_prefix .. "BEAM=4 IGNORE_BEAM_CACHE=1 ", BEAM_TIMEOUT)
+  if binfos.beam_unavailable then
+    print("  beam: not available (" .. binfos.beam_unavailable .. ")")
+    return nil
+  end
+  if status == 124 then
+    print(string.format("  beam: the child ran past %d s (BENCH_BEAM_TIMEOUT)", BEAM_TIMEOUT))
+  elseif next(bf) == nil then
+    print(string.format("  beam: not available (the BEAM=4 child exited with status %s)", tostring(status)))
+    return nil
+  end
+  return bf, binfos
+end
+
 function report.matmul(threads_prefix)
   local f, infos = run_child("matmul", threads_prefix)
   if infos.error then print("  matmul: " .. infos.error) end
@@ -239,17 +256,8 @@ function report.matmul(threads_prefix)
     end
   end
   -- the same with BEAM=4 (the search on each size's first call)
-  local bf, binfos, status = run_child("matmul", threads_prefix .. "BEAM=4 IGNORE_BEAM_CACHE=1 ", BEAM_TIMEOUT)
-  if binfos.beam_unavailable then
-    print("  beam: not available (" .. binfos.beam_unavailable .. ")")
-    return
-  end
-  if status == 124 then
-    print(string.format("  beam: the child ran past %d s (BENCH_BEAM_TIMEOUT)", BEAM_TIMEOUT))
-  elseif next(bf) == nil then
-    print(string.format("  beam: not available (the BEAM=4 child exited with status %s)", tostring(status)))
-    return
-  end
+  local bf, binfos = run_beam_child("matmul", threads_prefix)
+  if not bf then return end
   for _, n in ipairs(SIZES) do
     local mine = bf["matmul_N" .. n .. "_tcl_gflops"]
     local extra = ""
@@ -279,8 +287,8 @@ function report.conv2d(threads_prefix)
     { name = "im2col", value = f.conv2d_im2col_ms },
   }, false, f.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS)", f.conv2d_tcl_gflops))
   if f.conv2d_tcl_ms then print_kernels(infos, "conv2d", f.conv2d_tcl_ms) end
-  local bf, binfos, status = run_child("conv2d", threads_prefix .. "BEAM=4 IGNORE_BEAM_CACHE=1 ", BEAM_TIMEOUT)
-  if status == 124 then print(string.format("  beam: the child ran past %d s (BENCH_BEAM_TIMEOUT)", BEAM_TIMEOUT)) end
+  local bf, binfos = run_beam_child("conv2d", threads_prefix)
+  if not bf then return end
   local extra = bf.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS", bf.conv2d_tcl_gflops) or ""
   if bf.conv2d_tcl_ms and f.conv2d_tcl_ms then
     extra = extra .. string.format("; %.2fx the heuristic's; search (first call) %.2f s)",
