@@ -244,6 +244,18 @@ rules.COPY = same_shape
 rules.DETACH = same_shape
 rules.CAST = same_shape
 
+-- ASSIGN(target, value): value stored into the target's buffer; both have one shape and dtype.
+function rules.ASSIGN(node, srcs, src_nodes)
+  if not M.equal(srcs[1], srcs[2]) then
+    fail(node, "the value's shape %s is not the target's %s", M.format(srcs[2]), M.format(srcs[1]))
+  end
+  if src_nodes[1].dtype ~= src_nodes[2].dtype or node.dtype ~= src_nodes[1].dtype then
+    fail(node, "the value's dtype %s is not the target's %s", tostring(src_nodes[2].dtype),
+      tostring(src_nodes[1].dtype))
+  end
+  return M.copy(srcs[1])
+end
+
 function rules.BITCAST(node, srcs, src_nodes)
   if node.dtype.itemsize ~= src_nodes[1].dtype.itemsize then
     fail(node, "%s to %s changes the item size", tostring(src_nodes[1].dtype), tostring(node.dtype))

@@ -461,6 +461,22 @@ static int l_live_count(lua_State *L) {
     return 1;
 }
 
+static void set_id_true(const tcl_uop *u, void *user) {
+    lua_State *L = user;
+    lua_pushboolean(L, 1);
+    lua_rawseti(L, -2, (lua_Integer)u->id);
+}
+
+/* core.live_ids(op_name) -> { [id] = true } for every live node of that op (pruning tables
+   keyed by node id: ids are never reused, so a dead id is dead for good) */
+static int l_live_ids(lua_State *L) {
+    int op = tcl_op_from_name(luaL_checkstring(L, 1));
+    if (op < 0) return luaL_error(L, "live_ids: unknown op '%s'", lua_tostring(L, 1));
+    lua_newtable(L);
+    tcl_ctx_each_of_op(tcl_lua_ctx(L), op, set_id_true, L);
+    return 1;
+}
+
 static int ctx_gc(lua_State *L) {
     ctx_box *b = lua_touserdata(L, 1);
     if (b->ctx) { tcl_ctx_free(b->ctx); b->ctx = NULL; }
@@ -552,7 +568,7 @@ int luaopen_tcl_core(lua_State *L) {
 
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
-        {"op_in", l_op_in},     {"live_count", l_live_count}, {"toposort", l_toposort},
+        {"op_in", l_op_in},     {"live_count", l_live_count}, {"live_ids", l_live_ids}, {"toposort", l_toposort},
         {"graph_size", l_graph_size}, {"clock", l_clock},
         {NULL, NULL},
     };

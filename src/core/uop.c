@@ -105,6 +105,13 @@ const char *tcl_ctx_error(const tcl_ctx *ctx) { return ctx->error.message; }
 tcl_status tcl_ctx_status(const tcl_ctx *ctx) { return ctx->error.status; }
 
 size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
+
+void tcl_ctx_each_of_op(const tcl_ctx *ctx, int op, void (*visit)(const tcl_uop *u, void *user), void *user) {
+    for (size_t i = 0; i < ctx->cap; i++) {
+        const tcl_uop *u = ctx->slots[i].node;
+        if (u && (int)u->op == op) visit(u, user);
+    }
+}
 size_t tcl_ctx_table_capacity(const tcl_ctx *ctx) { return ctx->cap; }
 
 void tcl_ctx_pin(tcl_ctx *ctx, tcl_uop *u) {

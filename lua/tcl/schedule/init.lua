@@ -12,7 +12,8 @@
 -- BUFFER is loaded, never recomputed; a realize point that only views stored elements in
 -- order (RESHAPE/CONTIGUOUS/DETACH of a BUFFER or of another realize point) shares that
 -- buffer and needs no kernel. Kernels are built in topological order, which is a dependency
--- order: a kernel only loads buffers stored by earlier kernels (or already realized).
+-- order: a kernel only loads buffers stored by earlier kernels (or already realized). An ASSIGN
+-- stores into its target's buffer; tcl.schedule.assign orders the kernels around it.
 local core = require "tcl.core"
 local env = require "tcl.env"
 local shape = require "tcl.shape"
@@ -20,6 +21,7 @@ local buffers = require "tcl.schedule.buffers"
 local rangeify = require "tcl.schedule.rangeify"
 local realize_points = require "tcl.schedule.realize_points"
 local split_reduce = require "tcl.schedule.split_reduce"
+local assign = require "tcl.schedule.assign"
 local lower = require "tcl.codegen.lower"
 
 local M = {}
@@ -91,12 +93,17 @@ function M.create(outputs, opts)
   check_outputs(outputs, "create")
   local sink = core.uop("SINK", nil, outputs)
   local order = sink:toposort()
+  local without = assign.without_realized(sink, order)
+  if without ~= sink then
+    sink, order = without, without:toposort()
+  end
   for _, node in ipairs(order) do -- validates every node (sources first: shallow recursion)
     if node ~= sink then shape.shared(node) end
   end
   -- the graph that is planned: large reductions split in two stages (its outputs, by position)
-  local planned = split_reduce.apply(outputs, order)
-  if planned ~= outputs then
+  local current = sink.src
+  local planned = split_reduce.apply(current, order)
+  if planned ~= current then
     sink = core.uop("SINK", nil, planned)
     order = sink:toposort()
   end
@@ -107,7 +114,25 @@ function M.create(outputs, opts)
   local function stored(node) return stored_in[node.id] end
   local kernels = {}
   for _, node in ipairs(order) do
-    if realize[node.id] then
+    if node.op == "ASSIGN" and shape.numel(shape.shared(node)) == 0 then
+      stored_in[node.id] = assign.target_buffer(node, stored_in)
+    elseif node.op == "ASSIGN" then
+      local buf = assign.target_buffer(node, stored_in)
+      local kernel = rangeify.kernel(node, buf, stored)
+      if assign.reads_elsewhere(kernel) then
+        -- the value reads the target at other elements: store it apart first, then copy it in
+        local value = node.src[2]
+        local temp = buffers.new(value.dtype, shape.numel(shape.shared(value)), device)
+        local first = rangeify.kernel(value, temp, stored)
+        first.root = value
+        kernels[#kernels + 1] = first
+        stored_in[value.id] = temp
+        kernel = rangeify.kernel(node, buf, stored)
+      end
+      kernel.root, kernel.assigns = node, buf
+      kernels[#kernels + 1] = kernel
+      stored_in[node.id] = buf
+    elseif realize[node.id] then
       local buf = stored_elsewhere(node, stored_in)
       if not buf then
         local numel = shape.numel(shape.shared(node))
@@ -126,6 +151,8 @@ function M.create(outputs, opts)
       stored_in[node.id] = buf
     end
   end
+
+  kernels = assign.order(kernels, stored_in)
 
   local results, realized, stored_map = {}, {}, {}
   for i, node in ipairs(outputs) do
@@ -191,6 +218,9 @@ function M.run(outputs, opts)
     for n, program in ipairs(programs) do
       program:run(args[n])
       if recorder then recorder(program, sched.kernels[n].buffers, args[n]) end
+    end
+    for _, k in ipairs(sched.kernels) do
+      if k.assigns then assign.remember(k.root, as_view(k.assigns, shape.shared(k.root))) end
     end
   end
   return sched.outputs, sched

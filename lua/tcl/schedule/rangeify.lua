@@ -175,9 +175,15 @@ function Builder:compute(node, idx, valid)
   local op = node.op
   if node ~= self.root then
     local stored = self.stored(node)
-    if stored then return self:load(stored, flatten(idx, shape.shared(node)), valid) end
+    if stored then
+      self.reads[node] = true
+      return self:load(stored, flatten(idx, shape.shared(node)), valid)
+    end
   end
-  if op == "BUFFER" then return self:load(node, idx[1], valid) end
+  if op == "BUFFER" then
+    self.reads[node] = true
+    return self:load(node, idx[1], valid)
+  end
   if op == "CONST" then return node end
   local src = node.src
   local move = movement[op]
@@ -189,6 +195,7 @@ function Builder:compute(node, idx, valid)
   end
   if op == "REDUCE_AXIS" then return self:reduce(node, idx, valid) end
   if op == "CONTIGUOUS" or op == "DETACH" or op == "COPY" then return self:value(src[1], idx, valid) end
+  if op == "ASSIGN" then return self:value(src[2], idx, valid) end
   if core.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
     local vals = {}
     for i, s in ipairs(src) do vals[i] = self:value(s, idx, valid) end
@@ -259,10 +266,11 @@ end
 --- The kernel that computes realize point root into the BUFFER node out.
 -- stored(node) -> the BUFFER node holding node's value when an earlier kernel stores it
 -- (or it is a view of a buffer), nil when node is to be recomputed here.
--- Returns { ast = SINK node, buffers = { BUFFER nodes in PARAM slot order }, name = string }.
+-- Returns { ast = SINK node, buffers = { BUFFER nodes in PARAM slot order }, name = string,
+-- reads = { the graph nodes whose stored values it loads (BUFFERs and stored nodes) } }.
 function M.kernel(root, out, stored)
   local b = setmetatable({
-    root = root, stored = stored, memo = {}, param_of = {}, buffers = {},
+    root = root, stored = stored, memo = {}, param_of = {}, buffers = {}, reads = {},
     next_axis = 0, reduce_sizes = {},
   }, Builder)
   b:param(out) -- the output is slot 0
@@ -287,7 +295,9 @@ function M.kernel(root, out, stored)
   local name = kernel_name(loop_sizes, b.reduce_sizes)
   local sink = symbolic.symbolic:rewrite(new("SINK", nil, { store }, { name }))
   local ast, used = drop_unused_params(sink, b.buffers)
-  return { ast = ast, buffers = used, name = name }
+  local reads = {}
+  for node in pairs(b.reads) do reads[#reads + 1] = node end
+  return { ast = ast, buffers = used, name = name, reads = reads }
 end
 
 return M

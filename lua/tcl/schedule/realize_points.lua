@@ -3,7 +3,8 @@
 --
 -- A node that is not stored is fused: computed inside each kernel that uses it, as often as
 -- that kernel needs it. The policy stores what fusing would compute more than once:
---   * the requested outputs, every CONTIGUOUS and every COPY (clone: never shares a buffer);
+--   * the requested outputs, every CONTIGUOUS and every COPY (clone: never shares a buffer),
+--     every ASSIGN (stored into its target's buffer, see tcl.schedule);
 --   * a REDUCE_AXIS whose result is broadcast (reached from a growing EXPAND through fused
 --     nodes), sits inside another reduction (reached from a REDUCE_AXIS's source), or is
 --     needed by several kernels: reductions are never recomputed;
@@ -96,7 +97,7 @@ function M.decide(order, sink, outputs)
   local realize = {}
   for _, out in ipairs(outputs) do realize[out.id] = true end
   for _, node in ipairs(order) do
-    if node.op == "CONTIGUOUS" or node.op == "COPY" then realize[node.id] = true end
+    if node.op == "CONTIGUOUS" or node.op == "COPY" or node.op == "ASSIGN" then realize[node.id] = true end
   end
   -- Consumers of each node (each consumer once, however many of its sources the node is).
   -- Lists grow in node order, so a repeated source of node already ends with node.
