@@ -25,6 +25,8 @@ local properties = {
   shape = function(t) return table.move(t._shape, 1, #t._shape, 1, {}) end,
   ndim = function(t) return #t._shape end,
   dtype = function(t) return t.uop.dtype end,
+  -- true for a leaf marked with requires_grad_ and for what is computed from one (tcl.api.autograd)
+  requires_grad = function(t) return rawget(t, "_needs_grad") == true end,
 }
 
 instance_mt.__index = function(t, key)
@@ -40,6 +42,7 @@ end
 -- annotations) can. A nil key is refused as for any table, but naming Tensor.
 instance_mt.__newindex = function(t, key, value)
   if key == nil then error("Tensor: cannot set a field whose key is nil", 2) end
+  if key == "requires_grad" then Tensor.requires_grad_(t, value) return end
   if properties[key] or Tensor[key] ~= nil or type(key) == "number" then
     error("Tensor: cannot set '" .. tostring(key) .. "' (tensors are immutable; ops build new ones)", 2)
   end
@@ -89,6 +92,19 @@ end
 
 --- Whether dropout is on (tcl.training reads and writes it).
 M.training = false
+
+--- Whether ops record what gradients need (off inside tcl.no_grad; see tcl.api.nodes).
+M.grad_enabled = true
+
+--- Calls fn(...) with grad_enabled set to `enabled`, restoring it afterwards (also on errors).
+function M.with_grad_enabled(enabled, fn, ...)
+  local before = M.grad_enabled
+  M.grad_enabled = enabled
+  local results = table.pack(pcall(fn, ...))
+  M.grad_enabled = before
+  if not results[1] then error(results[2], 0) end
+  return table.unpack(results, 2, results.n)
+end
 
 -- Tensor(data, opts) builds a tensor (tcl.api.creation's Tensor.new).
 setmetatable(Tensor, {

@@ -11,8 +11,12 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
+local gradients = require "tcl.api.gradients"
 
 local is_tensor, fail = class.is_tensor, check.fail
+-- exp and the functions built on it take their derivative from tcl.patterns.gradient's
+-- composites: their graphs round with float tricks and build 2^k from bits
+local mark = gradients.mark
 local dtypes = core.dtypes
 local M = {}
 
@@ -295,7 +299,7 @@ function M.bitcast(x, dtype)
       x.uop.dtype.itemsize, dt.itemsize)
   end
   if rawequal(dt, x.uop.dtype) then return x end
-  return class.wrap(core.uop("BITCAST", dt, { x.uop }), nodes.copy_shape(x), x.device)
+  return nodes.node("BITCAST", dt, { x }, nil, nodes.copy_shape(x), x.device)
 end
 
 -- Casts to a fixed dtype: float, half, double, int, long, bool.
@@ -410,7 +414,7 @@ function M.exp(x)
   x = float_arg("exp", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.exp, x) end
   local normal, scale = exp_factors(x)
-  return normal:mul(scale)
+  return mark(normal:mul(scale), "exp", { x })
 end
 --- e^x as exp2(x log2 e): three graph ops instead of exp's range reduction, with an error of
 -- about |x| 2^-24 relative (the rounding of the product, which exp2 scales by |x|). For the
@@ -519,7 +523,7 @@ function M.sigmoid(x)
   x = float_arg("sigmoid", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.sigmoid, x) end
   local q, f = sigmoid_factors(x)
-  return q:mul(f)
+  return mark(q:mul(f), "sigmoid", { x })
 end
 
 -- tanh x / x - 1 = s P(s), s = x^2, on |x| < 1, per dtype: least-squares fits of relative error
@@ -553,7 +557,7 @@ function M.tanh(x)
   local poly = horner(s, TANH_POLY[x.uop.dtype.name])
   local near = M.where(x:eq(0), x, x:add(x:mul(s):mul(poly))) -- -0 + (+0) would lose -0
   local far = like(x, 1):sub(like(x, 2):div(M.exp(ax:mul(2)):add(1)))
-  return M.where(ax:lt(1), near, M.where(x:lt(0), far:neg(), far))
+  return mark(M.where(ax:lt(1), near, M.where(x:lt(0), far:neg(), far)), "tanh", { x })
 end
 
 --- GELU with the tanh approximation (tinygrad's): 0.5 x (1 + tanh z) with z = sqrt(2/pi) (x + 0.044715 x^3),
@@ -574,7 +578,7 @@ function M.silu(x)
   x = float_arg("silu", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.silu, x) end
   local q, f = sigmoid_factors(x)
-  return x:maximum(EXP_REDUCTION[x.uop.dtype.name].lo):mul(q):mul(f)
+  return mark(x:maximum(EXP_REDUCTION[x.uop.dtype.name].lo):mul(q):mul(f), "silu", { x })
 end
 M.swish = M.silu
 
@@ -593,7 +597,7 @@ function M.softplus(x, beta)
   local e = M.exp(M.abs(bx):neg())
   local u = e:add(1)
   local log1p = M.where(u:eq(1), e, M.log(u):mul(e:div(u:sub(1))))
-  return M.maximum(bx, 0):add(log1p):div(beta)
+  return mark(M.maximum(bx, 0):add(log1p):div(beta), "softplus", { x }, { beta })
 end
 
 function M.leaky_relu(x, slope)
@@ -622,7 +626,7 @@ function M.elu(x, alpha)
   end
   local q = horner(x, EXPM1_POLY[x.uop.dtype.name])
   local expm1 = M.where(x:gt(-1), x:add(x:mul(x):mul(q)), M.exp(x):sub(1))
-  return M.where(x:gt(0), x, expm1:mul(alpha))
+  return mark(M.where(x:gt(0), x, expm1:mul(alpha)), "elu", { x }, { alpha })
 end
 
 return M

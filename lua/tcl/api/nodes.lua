@@ -18,11 +18,25 @@ local M = {}
 -- Every node the API builds goes through here: the result's shape is checked first (at most
 -- 2^53 elements, see tcl.shape), so no size arithmetic on a tensor's shape can overflow later.
 -- The error names the user-facing function that is running.
-local function node(op, dtype, sources, arg, shape, device)
+-- Autograd: the result needs gradients when an input does (t._needs_grad), unless gradients
+-- are off (tcl.no_grad): then such an input enters the graph as DETACH(node), so no gradient
+-- can reach it through this node, whichever graph later uses it.
+local function node(op, dtype, inputs, arg, shape, device)
   local problem = shapes.problem(shape)
   if problem then check.fail(check.api_function(), "shape %s %s", check.shape_str(shape), problem) end
-  return wrap(core.uop(op, dtype, sources, arg), shape, device)
+  local sources, needs = {}, nil
+  for i, t in ipairs(inputs) do
+    local u = t.uop
+    if rawget(t, "_needs_grad") then
+      if class.grad_enabled then needs = true else u = core.uop("DETACH", u.dtype, { u }) end
+    end
+    sources[i] = u
+  end
+  local out = wrap(core.uop(op, dtype, sources, arg), shape, device)
+  if needs then rawset(out, "_needs_grad", true) end
+  return out
 end
+M.node = node
 
 local function ones_list(n)
   local list = {}
@@ -40,10 +54,12 @@ end
 
 function M.reshape(t, shape)
   if same(t._shape, shape) then return t end
-  local x = t.uop
-  -- a reshape of a reshape is one reshape
-  if x.op == "RESHAPE" then x = x.src[1] end
-  return node("RESHAPE", x.dtype, { x }, shape, shape, t.device)
+  -- a reshape of a reshape is one reshape, unless gradients are taken: the inner reshape may
+  -- be a leaf (a parameter is RESHAPE(BUFFER)) that the gradient must reach
+  -- (node() reads only the input's node and its autograd flag)
+  local device = t.device
+  if t.uop.op == "RESHAPE" and not rawget(t, "_needs_grad") then t = { uop = t.uop.src[1] } end
+  return node("RESHAPE", t.uop.dtype, { t }, shape, shape, device)
 end
 
 --- out[i] = in[order[i]] (0-based axes).
@@ -54,13 +70,13 @@ function M.permute(t, order)
     if order[i] ~= i - 1 then identity = false end
   end
   if identity then return t end
-  return node("PERMUTE", t.uop.dtype, { t.uop }, order, shape, t.device)
+  return node("PERMUTE", t.uop.dtype, { t }, order, shape, t.device)
 end
 
 --- Grows size-1 dims to the sizes of `shape` (same number of dims).
 function M.expand(t, shape)
   if same(t._shape, shape) then return t end
-  return node("EXPAND", t.uop.dtype, { t.uop }, shape, shape, t.device)
+  return node("EXPAND", t.uop.dtype, { t }, shape, shape, t.device)
 end
 
 --- Pads with zeros; `amounts` is the flat {before0, after0, before1, after1, ...}, all >= 0.
@@ -72,7 +88,7 @@ function M.pad(t, amounts)
     if before ~= 0 or after ~= 0 then any = true end
   end
   if not any then return t end
-  return node("PAD", t.uop.dtype, { t.uop }, amounts, shape, t.device)
+  return node("PAD", t.uop.dtype, { t }, amounts, shape, t.device)
 end
 
 --- Keeps the half-open window {start0, end0, start1, end1, ...} (0-based) of each dim.
@@ -84,7 +100,7 @@ function M.shrink(t, window)
     if s ~= 0 or e ~= t._shape[i] then identity = false end
   end
   if identity then return t end
-  return node("SHRINK", t.uop.dtype, { t.uop }, window, shape, t.device)
+  return node("SHRINK", t.uop.dtype, { t }, window, shape, t.device)
 end
 
 --- Reverses the dims whose flag is 1.
@@ -92,7 +108,7 @@ function M.flip(t, flags)
   local any = false
   for i = 1, #flags do if flags[i] ~= 0 then any = true end end
   if not any then return t end
-  return node("FLIP", t.uop.dtype, { t.uop }, flags, M.copy_shape(t), t.device)
+  return node("FLIP", t.uop.dtype, { t }, flags, M.copy_shape(t), t.device)
 end
 
 --- Reduces the 0-based axes with "ADD", "MUL" or "MAX"; the reduced dims become 1.
@@ -100,27 +116,25 @@ function M.reduce(t, op_name, axes)
   if #axes == 0 then return t end
   local shape = M.copy_shape(t)
   for _, a in ipairs(axes) do shape[a + 1] = 1 end
-  return node("REDUCE_AXIS", t.uop.dtype, { t.uop }, { op_name, axes }, shape, t.device)
+  return node("REDUCE_AXIS", t.uop.dtype, { t }, { op_name, axes }, shape, t.device)
 end
 
 --- An elementwise ALU node over same-shape tensors; dtype is the result's.
 function M.alu(op, dtype, sources)
-  local uops = {}
-  for i, s in ipairs(sources) do uops[i] = s.uop end
-  return node(op, dtype, uops, nil, M.copy_shape(sources[1]), sources[1].device)
+  return node(op, dtype, sources, nil, M.copy_shape(sources[1]), sources[1].device)
 end
 
 function M.cast(t, dtype)
   if rawequal(t.uop.dtype, dtype) then return t end
-  return node("CAST", dtype, { t.uop }, nil, M.copy_shape(t), t.device)
+  return node("CAST", dtype, { t }, nil, M.copy_shape(t), t.device)
 end
 
 function M.contiguous(t)
-  return node("CONTIGUOUS", t.uop.dtype, { t.uop }, nil, M.copy_shape(t), t.device)
+  return node("CONTIGUOUS", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device)
 end
 
 function M.clone(t)
-  return node("COPY", t.uop.dtype, { t.uop }, nil, M.copy_shape(t), t.device)
+  return node("COPY", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device)
 end
 
 --- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.

@@ -12,13 +12,16 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
+local core = require "tcl.core"
+local nodes = require "tcl.api.nodes"
+local gradients = require "tcl.api.gradients"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
 
 local CONCEPTS = {
   "tcl.api.creation", "tcl.api.random", "tcl.api.elementwise", "tcl.api.movement", "tcl.api.reduce",
-  "tcl.api.nn", "tcl.api.print",
+  "tcl.api.nn", "tcl.api.print", "tcl.api.autograd",
 }
 
 local M = {}
@@ -69,7 +72,14 @@ function M.realize_all(...)
   if #pending > 0 then
     local o = realize_options or {}
     local results = schedule.run(uops, { device = device, noopt = o.noopt, beam = o.beam })
-    for i, t in ipairs(pending) do class.replace_uop(t, results[i]) end
+    for i, t in ipairs(pending) do
+      -- a tensor that needs gradients keeps its graph reachable for backward; a transform's
+      -- argument (_traced) keeps its node, which the transform differentiates with respect to
+      if rawget(t, "_needs_grad") and not rawget(t, "_leaf") then
+        gradients.remember_origin(stored_buffer(results[i]), t.uop)
+      end
+      if not rawget(t, "_traced") then class.replace_uop(t, results[i]) end
+    end
   end
   return table.unpack(list, 1, list.n)
 end
@@ -97,6 +107,41 @@ function M.realize(t, options)
   local ok, err = pcall(M.realize_all, t)
   realize_options = nil
   if not ok then error(err, 0) end
+  return t
+end
+
+-- Whether numpy broadcasting takes shape `from` to exactly `to`.
+local function broadcasts_to(from, to)
+  if #from > #to then return false end
+  for i = 1, #from do
+    local a, b = from[#from - i + 1], to[#to - i + 1]
+    if a ~= b and a ~= 1 then return false end
+  end
+  return true
+end
+
+--- Stores value into t's own buffer at the next realize (in place: every tensor and captured
+--  plan that uses t's buffer sees the new values; optimizers update parameters this way).
+--  value is a tensor or a number, broadcast to t's shape and cast to t's dtype. t is realized
+--  first if it is not stored yet. Returns t, whose node is the pending assignment until then.
+function M.assign(t, value)
+  tensor_arg("assign", t)
+  if is_tensor(value) then
+    if value.device ~= t.device then
+      fail("assign", "the value is on %s, the target on %s", value.device, t.device)
+    end
+    if not broadcasts_to(value._shape, t._shape) then
+      fail("assign", "a value of shape %s cannot be assigned to a tensor of shape %s", check.shape_str(value._shape),
+        check.shape_str(t._shape))
+    end
+    value = nodes.broadcast_to(nodes.cast(value, t.uop.dtype), t._shape)
+  elseif type(value) == "number" or type(value) == "boolean" then
+    value = nodes.const(value, t.uop.dtype, t._shape, t.device)
+  else
+    fail("assign", "the value must be a tensor or a number, got %s", check.type_name(value))
+  end
+  if stored_buffer(t.uop) == nil then M.realize_all(t) end
+  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }))
   return t
 end
 
@@ -162,6 +207,29 @@ end
 
 install(M, "tcl.api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
+
+-- The option requires_grad of every creation function: taken out of the options table before
+-- the function sees it, applied to the result (Tensor.requires_grad_).
+local CREATION = { "new", "scalar", "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like",
+  "full_like", "arange", "linspace", "eye", "rand", "randn", "rand_like", "randn_like" }
+for _, name in ipairs(CREATION) do
+  local make = Tensor[name]
+  rawset(Tensor, name, function(...)
+    local args = table.pack(...)
+    local opts = args[args.n]
+    if type(opts) == "table" and not is_tensor(opts) and rawget(opts, "requires_grad") ~= nil then
+      local flag = opts.requires_grad
+      if type(flag) ~= "boolean" then fail(name, "requires_grad must be a boolean, got %s", check.type_name(flag)) end
+      local rest = {}
+      for k, v in pairs(opts) do if k ~= "requires_grad" then rest[k] = v end end
+      if next(rest) ~= nil then args[args.n] = rest else args.n = args.n - 1 end
+      local t = make(table.unpack(args, 1, args.n))
+      if flag then Tensor.requires_grad_(t, true) end
+      return t
+    end
+    return make(...)
+  end)
+end
 
 -- The user-facing names check.api_function reports (function -> name). An alias (clip,
 -- swish, tile) is the same function as the one it names, and reports that one's name.

@@ -1,0 +1,157 @@
+-- tcl.patterns.gradient — reverse-mode derivative rules: one rule per op of the tensor graph
+-- (src/core/ENCODINGS.md, "Tensor graph"), matched by the rewrite engine at each node of the
+-- reverse graph (tcl.api.gradients walks it, last node first). Edit a rule here to change a
+-- derivative; the next run uses it.
+--
+-- A rule gets the bindings and a context `c`:
+--   c.grad       the gradient of the loss with respect to the node (a Tensor of its shape)
+--   c:input(i)   source i of the node as a Tensor;  c.out  the node itself as a Tensor
+--   c.node       the node (arg, dtype, sources)
+--   c.graph      the graph builders that take node args as they are (0-based axes, flat pad
+--                and window lists): reshape, permute, expand, pad, shrink, flip, reduce, cast
+-- and returns c:grads(g1, g2, ...): the gradient for each source in order (nil: none, which
+-- counts as zero). Only float sources receive gradients, so integer and bool tensors never
+-- get one. Broadcasting is explicit in the graph (RESHAPE + EXPAND), so the EXPAND rule, a
+-- sum over the expanded dims, undoes it. Every gradient is built from Tensor ops, so it is a
+-- graph like any other and can itself be differentiated (higher-order gradients).
+--
+-- `composites` holds the derivatives of functions whose graph is not a faithful formula of
+-- their value: exp's range reduction rounds k = round(x log2 e) with float tricks and builds
+-- 2^k from bits, so differentiating its nodes gives 0; sigmoid, tanh, silu, softplus and elu
+-- are built on it (and on polynomial fits). The Tensor API marks such a result with its
+-- function's name (tcl.api.gradients.mark); the engine then uses the rule here for the whole
+-- function and does not look inside it. A rule gets c.inputs (Tensors), c.out, c.grad and
+-- c.extra (the function's numeric arguments) and returns the list of input gradients.
+local P = require "tcl.pattern"
+local shape = require "tcl.shape"
+
+local LN_2 = math.log(2)
+
+local M = {}
+
+local function op(name) return P.op(name) end
+
+-- The gradient of a source that is a broadcast or reduced form of the node: shaped back.
+local function in_shape(c, i) return shape.shared(c.node.src[i or 1]) end
+
+-- g for a source reduced over axes: the gradient spread over the reduced elements.
+local function expand_back(c, g) return c.graph.expand(g, in_shape(c)) end
+
+local function where(cond, a, b) return cond:where(a, b) end
+
+M.rules = P.rules {
+  -- leaves and stops: no sources to pass a gradient to
+  { op { "BUFFER", "CONST", "DEFINE_VAR", "BIND" }, function(_, c) return c:grads() end },
+  { op { "DETACH", "ASSIGN", "BITCAST" }, function(_, c) return c:grads() end },
+  -- comparisons, logic, integer arithmetic, random bits: piecewise constant or not real-valued
+  { op { "CMPLT", "CMPNE", "CMPEQ", "AND", "OR", "XOR", "SHL", "SHR", "IDIV", "MOD", "FLOORDIV", "TRUNC",
+    "THREEFRY" }, function(_, c) return c:grads() end },
+
+  -- movement: the gradient moves back
+  { op "RESHAPE", function(_, c) return c:grads(c.graph.reshape(c.grad, in_shape(c))) end },
+  { op "PERMUTE", function(_, c)
+    local order, inverse = c.node.arg, {}
+    for i, o in ipairs(order) do inverse[o + 1] = i - 1 end
+    return c:grads(c.graph.permute(c.grad, inverse))
+  end },
+  { op "EXPAND", function(_, c)
+    local from, axes = in_shape(c), {}
+    for i, size in ipairs(c.node.arg) do
+      if from[i] ~= size then axes[#axes + 1] = i - 1 end
+    end
+    return c:grads(c.graph.reduce(c.grad, "ADD", axes))
+  end },
+  { op "PAD", function(_, c)
+    local amounts, from, window = c.node.arg, in_shape(c), {}
+    for i = 1, #from do
+      window[2 * i - 1], window[2 * i] = amounts[2 * i - 1], amounts[2 * i - 1] + from[i]
+    end
+    return c:grads(c.graph.shrink(c.grad, window))
+  end },
+  { op "SHRINK", function(_, c)
+    local window, from, amounts = c.node.arg, in_shape(c), {}
+    for i = 1, #from do
+      amounts[2 * i - 1], amounts[2 * i] = window[2 * i - 1], from[i] - window[2 * i]
+    end
+    return c:grads(c.graph.pad(c.grad, amounts))
+  end },
+  { op "FLIP", function(_, c) return c:grads(c.graph.flip(c.grad, c.node.arg)) end },
+  { op { "CONTIGUOUS", "COPY" }, function(_, c) return c:grads(c.grad) end },
+  { op "CAST", function(_, c)
+    local x = c.node.src[1]
+    if not x.dtype.is_float then return c:grads() end
+    return c:grads(c.graph.cast(c.grad, x.dtype))
+  end },
+
+  -- reductions (arg {op, axes}); the reduced dims of grad and out are 1
+  { op "REDUCE_AXIS", function(_, c)
+    local kind, axes = c.node.arg[1], c.node.arg[2]
+    if kind == "ADD" then return c:grads(expand_back(c, c.grad)) end
+    local x = c:input(1)
+    if kind == "MUL" then -- d prod / d x_i = prod / x_i (undefined where x_i = 0)
+      return c:grads(expand_back(c, c.grad:mul(c.out)):div(x))
+    end
+    -- MAX: the gradient goes to the maxima, shared equally among ties
+    local hit = x:eq(expand_back(c, c.out)):cast(x.dtype)
+    local count = c.graph.reduce(hit, "ADD", axes)
+    return c:grads(hit:mul(expand_back(c, c.grad:div(count))))
+  end },
+
+  -- arithmetic
+  { op "ADD", function(_, c) return c:grads(c.grad, c.grad) end },
+  { op "SUB", function(_, c) return c:grads(c.grad, c.grad:neg()) end },
+  { op "NEG", function(_, c) return c:grads(c.grad:neg()) end },
+  { op "MUL", function(_, c) return c:grads(c.grad:mul(c:input(2)), c.grad:mul(c:input(1))) end },
+  { op "FDIV", function(_, c)
+    local b = c:input(2)
+    return c:grads(c.grad:div(b), c.grad:mul(c.out):div(b):neg())
+  end },
+  { op "RECIPROCAL", function(_, c) return c:grads(c.grad:mul(c.out):mul(c.out):neg()) end },
+  { op "SQRT", function(_, c) return c:grads(c.grad:div(c.out:mul(2))) end },
+  { op "EXP2", function(_, c) return c:grads(c.grad:mul(c.out):mul(LN_2)) end },
+  { op "LOG2", function(_, c) return c:grads(c.grad:div(c:input(1):mul(LN_2))) end },
+  { op "SIN", function(_, c) return c:grads(c.grad:mul(c:input(1):cos())) end },
+  { op "COS", function(_, c) return c:grads(c.grad:mul(c:input(1):sin()):neg()) end },
+  { op "POW", function(_, c)
+    local a, b = c:input(1), c:input(2)
+    -- d/da = b a^(b-1); d/db = a^b ln a, taken as 0 where a <= 0 (undefined there)
+    local da = c.grad:mul(b):mul(a:pow(b:sub(1)))
+    local db = c.grad:mul(where(a:gt(0), c.out:mul(a:log()), 0))
+    return c:grads(da, db)
+  end },
+  { op { "MAX", "MIN" }, function(_, c)
+    local a, b = c:input(1), c:input(2)
+    local a_wins = c.node.op == "MAX" and a:gt(b) or a:lt(b)
+    -- ties share the gradient (as tinygrad and torch.maximum do)
+    local share_a = where(a_wins, 1.0, where(a:eq(b), 0.5, 0.0)):cast(a.dtype)
+    return c:grads(c.grad:mul(share_a), c.grad:mul(share_a:neg():add(1)))
+  end },
+  { op "FLOORMOD", function(_, c) -- a - b floor(a / b)
+    local a, b = c:input(1), c:input(2)
+    return c:grads(c.grad, c.grad:mul(a:div(b):floor()):neg())
+  end },
+  { op "WHERE", function(_, c)
+    local cond = c:input(1)
+    return c:grads(nil, where(cond, c.grad, 0), where(cond, 0, c.grad))
+  end },
+}
+
+M.composites = {
+  exp = function(c) return { c.grad:mul(c.out) } end,
+  sigmoid = function(c) return { c.grad:mul(c.out):mul(c.out:neg():add(1)) } end,
+  tanh = function(c) return { c.grad:mul(c.out:mul(c.out):neg():add(1)) } end,
+  silu = function(c) -- x s(x): s + x s (1 - s)
+    local x = c.inputs[1]
+    local s = x:sigmoid()
+    return { c.grad:mul(s:add(x:mul(s):mul(s:neg():add(1)))) }
+  end,
+  softplus = function(c) -- log(1 + e^(beta x)) / beta: sigmoid(beta x)
+    return { c.grad:mul(c.inputs[1]:mul(c.extra[1]):sigmoid()) }
+  end,
+  elu = function(c) -- x > 0: 1; else alpha e^x = y + alpha
+    local x = c.inputs[1]
+    return { c.grad:mul(where(x:gt(0), 1.0, c.out:add(c.extra[1])):cast(x.dtype)) }
+  end,
+}
+
+return M
