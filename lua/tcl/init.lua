@@ -37,6 +37,13 @@ local tcl = {
   realize = Tensor.realize_all,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
+  -- autograd (README, "Autograd"): scoped gradient switches and the functional transforms
+  no_grad = Tensor.no_grad,
+  enable_grad = Tensor.enable_grad,
+  grad = require("tcl.api.transforms").grad,
+  value_and_grad = require("tcl.api.transforms").value_and_grad,
+  vjp = require("tcl.api.transforms").vjp,
+  jvp = require("tcl.api.transforms").jvp,
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (README, "Kernel optimization")
   set_heuristic = require("tcl.codegen.optimize").set_heuristic,

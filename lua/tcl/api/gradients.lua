@@ -1,6 +1,7 @@
--- tcl.api.gradients — the reverse-mode engine: gradients of a tensor-graph node with respect to
--- other nodes, by the rules of tcl.patterns.gradient applied at each node from the output back.
--- Layer: lua/tcl/api (Tensor:backward, Tensor:gradient and the transforms use it).
+-- tcl.api.gradients — the derivative engines: reverse mode (compute: gradients of a node with
+-- respect to other nodes, by the rules of tcl.patterns.gradient applied at each node from the
+-- output back) and forward mode (forward: tangents of nodes pushed from inputs by the rules of
+-- tcl.patterns.tangent). Layer: lua/tcl/api (Tensor:backward, Tensor:gradient, tcl.jvp).
 --
 -- The graph walked is the lazy graph of the output, with two additions:
 --   * a BUFFER that a realize made from a lazy graph that needed gradients (loss:item() before
@@ -20,6 +21,7 @@ local nodes = require "tcl.api.nodes"
 local M = {}
 
 local rule_file -- tcl.patterns.gradient, loaded on first use (and its matcher compiled once)
+local tangent_file -- tcl.patterns.tangent, likewise
 
 -- origins: BUFFER node id -> the lazy node it was realized from; composites: node id -> the
 -- composite function that produced it. Keyed by id (ids are never reused) and pruned of dead
@@ -163,7 +165,8 @@ function M.compute(root, seed, targets, device)
         local kind = kind_of[node]
         local out = class.wrap(node, shape.of(node), device)
         if kind == "origin" then
-          add(srcs[1], g) -- a realized BUFFER: its origin has the same value
+          -- a realized BUFFER holds its origin's values (flat)
+          add(srcs[1], nodes.reshape(g, shape.of(srcs[1])))
         elseif kind == "composite" then
           local composite = composites[node.id]
           local inputs = {}
@@ -188,6 +191,70 @@ function M.compute(root, seed, targets, device)
   end
   local out = {}
   for i, t in ipairs(targets) do out[i] = grads[t] end
+  return out
+end
+
+local Forward = {}
+Forward.__index = Forward
+
+function Forward:input(i)
+  local node = self.node.src[i]
+  return class.wrap(node, shape.of(node), self.device)
+end
+
+function Forward:tangent(i) return self.tangents[self.node.src[i]] end
+
+function Forward:tangent_out(t)
+  self.result = t
+  MATCHED = MATCHED or core.uop("NOOP", nil, {})
+  return MATCHED
+end
+
+--- Forward mode: the tangents of `outputs` (a list of nodes) given the tangents of some of the
+-- nodes they are computed from (`seeds`: node -> Tensor of its shape). Returns a list with a
+-- Tensor per output, nil where the output does not depend on a seeded node.
+function M.forward(outputs, seeds, device)
+  if not tangent_file then tangent_file = require "tcl.patterns.tangent" end
+  local file = tangent_file
+  local root = core.uop("SINK", nil, outputs)
+  local order, srcs_of, kind_of = walk(root, seeds)
+  local tangents = {}
+  for node, t in pairs(seeds) do tangents[node] = t end
+  for _, node in ipairs(order) do
+    if node ~= root and tangents[node] == nil then
+      local srcs, kind = srcs_of[node], kind_of[node]
+      local any = false
+      for _, s in ipairs(srcs) do if tangents[s] then any = true break end end
+      if any and node.dtype.is_float then
+        if kind == "origin" then
+          tangents[node] = nodes.reshape(tangents[srcs[1]], shape.of(node))
+        elseif kind == "composite" then
+          local composite = composites[node.id]
+          local inputs, ts = {}, {}
+          for k, n in ipairs(composite.inputs) do
+            inputs[k] = class.wrap(n, shape.of(n), device)
+            ts[k] = tangents[n] or inputs[k]:mul(0)
+          end
+          local derivative = file.composites[composite.name]
+          if not derivative then
+            error(string.format("jvp: no forward derivative for the composite function '%s' in tcl.patterns.tangent",
+              composite.name), 0)
+          end
+          tangents[node] = derivative({ inputs = inputs, tangents = ts, extra = composite.extra, graph = nodes,
+            out = class.wrap(node, shape.of(node), device) })
+        else
+          local c = setmetatable({ node = node, tangents = tangents, device = device, graph = nodes,
+            out = class.wrap(node, shape.of(node), device) }, Forward)
+          if file.rules:apply_once(node, c) == nil then
+            error(string.format("jvp: no rule for %s in tcl.patterns.tangent", node.op), 0)
+          end
+          tangents[node] = c.result
+        end
+      end
+    end
+  end
+  local out = {}
+  for i, node in ipairs(outputs) do out[i] = tangents[node] end
   return out
 end
 

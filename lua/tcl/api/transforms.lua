@@ -1,0 +1,221 @@
+-- tcl.api.transforms — functional transforms in the style of JAX and rune: grad,
+-- value_and_grad, vjp, jvp (forward mode) and vmap. Layer: lua/tcl/api.
+--
+--   local df = tcl.grad(function(x) return (x * x):sum() end)   -- df(x) = 2x
+--   local d2 = tcl.grad(function(x) return tcl.grad(f)(x):sum() end)
+--   local y, pullback = tcl.vjp(f, x)        -- pullback(cotangent) -> dx
+--   local y, ty = tcl.jvp(f, { x }, { tx })   -- forward mode: ty = J tx
+--
+-- Argument positions (argnums) are 1-based. A transform gives each differentiated argument a
+-- node of its own (a CONTIGUOUS tagged with a fresh number, free once the argument is stored):
+-- nodes are hash-consed, so the same tensor passed twice, or a tensor that f also reaches
+-- another way, still gets the partial derivative of its own position, and nested transforms
+-- (grad of grad) never confuse their variables. Gradients are built with create_graph, so
+-- they can be differentiated again.
+local core = require "tcl.core"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local nodes = require "tcl.api.nodes"
+local gradients = require "tcl.api.gradients"
+
+local is_tensor = class.is_tensor
+local M = {}
+
+local next_tag = 0
+
+local function fail(fn, fmt, ...) error(fn .. ": " .. string.format(fmt, ...), 0) end
+
+local function callable(v)
+  return type(v) == "function" or (type(getmetatable(v)) == "table" and getmetatable(v).__call ~= nil)
+end
+
+--- A tensor with x's values on a node of its own that requires gradients (see the header).
+local function traced(fn, x, position)
+  if not is_tensor(x) then fail(fn, "argument %d is %s; it must be a tensor to be differentiated", position,
+    check.type_name(x)) end
+  if not x.uop.dtype.is_float then
+    fail(fn, "argument %d is a %s tensor; only float tensors are differentiated", position, x.uop.dtype.name)
+  end
+  next_tag = next_tag + 1
+  local t = class.wrap(core.uop("CONTIGUOUS", x.uop.dtype, { x.uop }, nil, { "traced", next_tag }),
+    nodes.copy_shape(x), x.device)
+  rawset(t, "_needs_grad", true)
+  rawset(t, "_traced", true)
+  return t
+end
+
+-- argnums as a list of positions (default {1}); `many`: whether a list was given.
+local function positions(fn, argnums)
+  if argnums == nil then return { 1 }, false end
+  if math.type(argnums) == "integer" then
+    if argnums < 1 then fail(fn, "argnums must be positions >= 1, got %d", argnums) end
+    return { argnums }, false
+  end
+  if type(argnums) ~= "table" or #argnums == 0 then
+    fail(fn, "argnums must be a position or a non-empty list of positions, got %s", check.type_name(argnums))
+  end
+  for _, a in ipairs(argnums) do
+    if math.type(a) ~= "integer" or a < 1 then fail(fn, "argnums must be positions >= 1, got %s", tostring(a)) end
+  end
+  return argnums, true
+end
+
+-- Calls f with the arguments at `nums` traced; returns f's results (packed) and the tracers.
+local function call_traced(fn, f, nums, ...)
+  local args = table.pack(...)
+  local tracers = {}
+  for k, i in ipairs(nums) do
+    if i > args.n then fail(fn, "argnums names argument %d, but the function got %d", i, args.n) end
+    args[i] = traced(fn, args[i], i)
+    tracers[k] = args[i]
+  end
+  local results = table.pack(class.with_grad_enabled(true, f, table.unpack(args, 1, args.n)))
+  return results, tracers
+end
+
+-- The gradients of out (a tensor) with respect to the tracers, seeded with seed (nil: 1).
+local function pull(fn, out, seed, tracers)
+  if rawget(out, "_needs_grad") ~= true then -- does not depend on them
+    local zeros = {}
+    for i, t in ipairs(tracers) do zeros[i] = nodes.const(0, t.uop.dtype, nodes.copy_shape(t), t.device) end
+    return zeros
+  end
+  if seed == nil then
+    if check.numel(out._shape) ~= 1 then
+      fail(fn, "the function must return a tensor with one element, got shape %s", check.shape_str(out._shape))
+    end
+    seed = nodes.const(1, out.uop.dtype, nodes.copy_shape(out), out.device)
+  end
+  local targets = {}
+  for i, t in ipairs(tracers) do targets[i] = t.uop end
+  local grads = class.with_grad_enabled(true, gradients.compute, out.uop, seed, targets, out.device)
+  for i, t in ipairs(tracers) do
+    local g = grads[i] or nodes.const(0, t.uop.dtype, nodes.copy_shape(t), t.device)
+    rawset(g, "_needs_grad", true) -- differentiable again
+    grads[i] = g
+  end
+  return grads
+end
+
+local function check_scalar_result(fn, results)
+  local out = results[1]
+  if results.n == 0 or not is_tensor(out) then
+    fail(fn, "the function must return a tensor, got %s", results.n == 0 and "nothing" or check.type_name(out))
+  end
+  if not out.uop.dtype.is_float then fail(fn, "the function must return a float tensor, got %s", out.uop.dtype.name) end
+  return out
+end
+
+--- tcl.value_and_grad(f, argnums) -> a function returning f's value and its gradients with
+-- respect to the arguments at argnums (default 1; a list gives one gradient per position).
+-- f must return a one-element float tensor (further results are returned after the value).
+function M.value_and_grad(f, argnums)
+  if not callable(f) then fail("value_and_grad", "expected a function, got %s", check.type_name(f)) end
+  local nums = positions("value_and_grad", argnums)
+  return function(...)
+    local results, tracers = call_traced("value_and_grad", f, nums, ...)
+    local out = check_scalar_result("value_and_grad", results)
+    local grads = pull("value_and_grad", out, nil, tracers)
+    return out, table.unpack(grads, 1, #nums)
+  end
+end
+
+--- tcl.grad(f, argnums) -> a function returning the gradients of f (a one-element float
+-- result) with respect to the arguments at argnums; one value per position.
+function M.grad(f, argnums)
+  if not callable(f) then fail("grad", "expected a function, got %s", check.type_name(f)) end
+  local nums = positions("grad", argnums)
+  return function(...)
+    local results, tracers = call_traced("grad", f, nums, ...)
+    local out = check_scalar_result("grad", results)
+    return table.unpack(pull("grad", out, nil, tracers), 1, #nums)
+  end
+end
+
+--- tcl.vjp(f, x1, x2, ...) -> f's results, and pullback(ct1, ct2, ...) -> the gradients with
+-- respect to x1, x2, ... of sum_k <ct_k, result_k> (one cotangent per result, of its shape).
+function M.vjp(f, ...)
+  if not callable(f) then fail("vjp", "expected a function, got %s", check.type_name(f)) end
+  local n = select("#", ...)
+  if n == 0 then fail("vjp", "needs the primals (the arguments of f)") end
+  local nums = {}
+  for i = 1, n do nums[i] = i end
+  local results, tracers = call_traced("vjp", f, nums, ...)
+  if results.n == 0 then fail("vjp", "the function returned nothing") end
+  for i = 1, results.n do
+    if not is_tensor(results[i]) then fail("vjp", "result %d is %s, not a tensor", i, check.type_name(results[i])) end
+  end
+  local function pullback(...)
+    local cts = table.pack(...)
+    if cts.n ~= results.n then
+      fail("vjp", "the pullback takes one cotangent per result (%d), got %d", results.n, cts.n)
+    end
+    local total
+    for k = 1, results.n do
+      local out, ct = results[k], cts[k]
+      if not is_tensor(ct) then fail("vjp", "cotangent %d is %s, not a tensor", k, check.type_name(ct)) end
+      if not nodes.same_shape(ct._shape, out._shape) then
+        fail("vjp", "cotangent %d has shape %s, result %d has %s", k, check.shape_str(ct._shape), k,
+          check.shape_str(out._shape))
+      end
+      if out.uop.dtype.is_float then
+        local grads = pull("vjp", out, nodes.cast(ct, out.uop.dtype), tracers)
+        if total then
+          for i = 1, #grads do total[i] = total[i]:add(grads[i]) end
+        else
+          total = grads
+        end
+      end
+    end
+    if not total then -- no float result: nothing to differentiate
+      total = {}
+      for i, t in ipairs(tracers) do total[i] = nodes.const(0, t.uop.dtype, nodes.copy_shape(t), t.device) end
+    end
+    return table.unpack(total, 1, n)
+  end
+  local all = table.move(results, 1, results.n, 1, {})
+  all[results.n + 1] = pullback
+  return table.unpack(all, 1, results.n + 1)
+end
+
+--- tcl.jvp(f, primals, tangents) -> f's results, then their tangents (J t, forward mode): one
+-- tangent per primal, of its shape; a result that does not depend on the primals gets zeros.
+function M.jvp(f, primals, tangents)
+  if not callable(f) then fail("jvp", "expected a function, got %s", check.type_name(f)) end
+  if type(primals) ~= "table" or is_tensor(primals) or type(tangents) ~= "table" or is_tensor(tangents) then
+    fail("jvp", "primals and tangents must be lists of tensors")
+  end
+  if #primals ~= #tangents then
+    fail("jvp", "got %d primals and %d tangents; give one tangent per primal", #primals, #tangents)
+  end
+  local nums = {}
+  for i = 1, #primals do nums[i] = i end
+  local results, tracers = call_traced("jvp", f, nums, table.unpack(primals))
+  local seeds = {}
+  for i, t in ipairs(tracers) do
+    local tangent = tangents[i]
+    if not is_tensor(tangent) then fail("jvp", "tangent %d is %s, not a tensor", i, check.type_name(tangent)) end
+    if not nodes.same_shape(tangent._shape, t._shape) then
+      fail("jvp", "tangent %d has shape %s, primal %d has %s", i, check.shape_str(tangent._shape), i,
+        check.shape_str(t._shape))
+    end
+    seeds[t.uop] = nodes.cast(tangent, t.uop.dtype)
+  end
+  local outputs = {}
+  for k = 1, results.n do
+    if not is_tensor(results[k]) then fail("jvp", "result %d is %s, not a tensor", k, check.type_name(results[k])) end
+    outputs[k] = results[k].uop
+  end
+  local device = results.n > 0 and results[1].device or nil
+  local ts = gradients.forward(outputs, seeds, device)
+  local out = {}
+  for k = 1, results.n do
+    local r = results[k]
+    out[k] = ts[k] or nodes.const(0, r.uop.dtype, nodes.copy_shape(r), r.device)
+  end
+  local all = table.move(results, 1, results.n, 1, {})
+  table.move(out, 1, results.n, results.n + 1, all)
+  return table.unpack(all, 1, 2 * results.n)
+end
+
+return M
