@@ -88,10 +88,12 @@ M.rules = P.rules {
   { op "RECIPROCAL", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return t:mul(c.out):mul(c.out):neg() end)) end },
   { op "SQRT", function(_, c) return c:tangent_out(on(c:tangent(1), function(t) return t:div(c.out:mul(2)) end)) end },
-  { op "EXP2", function(_, c) return c:tangent_out(on(c:tangent(1), function(t) return t:mul(c.out):mul(LN_2) end)) end },
+  { op "EXP2", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    return t:mul(c.out):mul(LN_2) end)) end },
   { op "LOG2", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return t:div(c:input(1):mul(LN_2)) end)) end },
-  { op "SIN", function(_, c) return c:tangent_out(on(c:tangent(1), function(t) return t:mul(c:input(1):cos()) end)) end },
+  { op "SIN", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    return t:mul(c:input(1):cos()) end)) end },
   { op "COS", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return t:mul(c:input(1):sin()):neg() end)) end },
   { op "POW", function(_, c)
