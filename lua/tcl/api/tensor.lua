@@ -120,6 +120,8 @@ local function broadcasts_to(from, to)
   return true
 end
 
+local assign_count = 0
+
 --- Stores value into t's own buffer at the next realize (in place: every tensor and captured
 --  plan that uses t's buffer sees the new values; optimizers update parameters this way).
 --  value is a tensor or a number, broadcast to t's shape and cast to t's dtype. t is realized
@@ -141,7 +143,10 @@ function M.assign(t, value)
     fail("assign", "the value must be a tensor or a number, got %s", check.type_name(value))
   end
   if stored_buffer(t.uop) == nil then M.realize_all(t) end
-  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }))
+  -- each call is a node of its own (tagged): nodes are hash-consed, and c:assign(c + 1) twice
+  -- must run twice (tcl.schedule.assign never runs an ASSIGN node again)
+  assign_count = assign_count + 1
+  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }, nil, { "assign", assign_count }))
   return t
 end
 

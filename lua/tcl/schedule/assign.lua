@@ -17,27 +17,46 @@
 --
 -- An ASSIGN has a side effect, so it must run once: graphs built while it was pending still
 -- hold the node after it ran (p:assign(p + g) reads the pending p; a lazy tensor made from p
--- before the realize). Realized ASSIGN nodes are remembered by id (ids are never reused) with
+-- before the realize). Realized ASSIGN nodes are remembered by their tag with
 -- the view of their buffer, and a later schedule reads that buffer instead of running them
--- again; the table is pruned of dead nodes as it grows.
+-- again; the table is pruned of dead nodes as it grows. Tensor.assign tags every ASSIGN with a
+-- fresh number, so assigning the same expression twice (c:assign(c + 1)) is two nodes.
 local core = require "tcl.core"
 local pattern = require "tcl.pattern"
 local M = {}
 
 local VIEW_OPS = { RESHAPE = true, CONTIGUOUS = true, DETACH = true }
 
-local realized = {} -- ASSIGN node id -> the node that views its buffer (tcl.schedule's result)
+-- ASSIGN key (its tag's number; Tensor.assign tags each call) -> { view = the node that views
+-- its buffer, ids = the ids of the nodes carrying the key }. A substitution in a schedule
+-- rebuilds an ASSIGN whose sources changed (new id, same tag), so the key is the tag.
+local realized = {}
 local realized_count, prune_at = 0, 1024
+
+local function key_of(node)
+  local tag = node.tag
+  if type(tag) == "table" and tag[1] == "assign" then return tag[2] end
+  return "node " .. node.id
+end
 
 --- Remembers that the ASSIGN node `node` ran; `view` reads its buffer in node's shape.
 function M.remember(node, view)
-  if realized[node.id] == nil then realized_count = realized_count + 1 end
-  realized[node.id] = view
+  local key = key_of(node)
+  local entry = realized[key]
+  if not entry then
+    entry = { ids = {} }
+    realized[key] = entry
+    realized_count = realized_count + 1
+  end
+  entry.view = view
+  entry.ids[node.id] = true
   if realized_count >= prune_at then
     local live = core.live_ids("ASSIGN")
     realized_count = 0
-    for id in pairs(realized) do
-      if live[id] then realized_count = realized_count + 1 else realized[id] = nil end
+    for k, e in pairs(realized) do
+      local alive = false
+      for id in pairs(e.ids) do if live[id] then alive = true break end end
+      if alive then realized_count = realized_count + 1 else realized[k] = nil end
     end
     prune_at = math.max(1024, 2 * realized_count)
   end
@@ -49,10 +68,11 @@ function M.without_realized(sink, order)
   if realized_count == 0 then return sink end
   local map
   for _, node in ipairs(order) do
-    local view = node.op == "ASSIGN" and realized[node.id]
-    if view then
+    local entry = node.op == "ASSIGN" and realized[key_of(node)]
+    if entry then
+      entry.ids[node.id] = true
       map = map or {}
-      map[node] = view
+      map[node] = entry.view
     end
   end
   if not map then return sink end
