@@ -374,7 +374,40 @@ describe("functional transforms", function()
     for i = 1, 2 do assert.near((up[i] - down[i]) / (2 * h), got[i], 1e-7) end
   end)
 
+  it("vmap batches a function written for one example, in one graph", function()
+    local f = function(x, w) return x:matmul(w):relu():sum() + x:exp():mean() end
+    local xs, w = Tensor.randn(5, 3), Tensor.randn(3, 4)
+    local batched = tcl.vmap(f, { 1, false })(xs, w)
+    assert.same({ 5 }, batched.shape)
+    local got = batched:tolist()
+    for i = 1, 5 do assert.near(f(xs[i], w):item(), got[i], 1e-5) end
+    -- batch dim 2 in and out
+    local m = Tensor({ { 1.0, 2.0 }, { 3.0, 4.0 }, { 5.0, 6.0 } })
+    assert.same({ { 11.0, 16.0 }, { 15.0, 20.0 }, { 19.0, 24.0 } },
+      tcl.vmap(function(x) return x * 2 + x:sum() end, 2, 2)(m):tolist())
+    -- a result that does not depend on the batch is repeated
+    assert.same({ { 7.0 }, { 7.0 } }, tcl.vmap(function(_) return Tensor({ 7.0 }) end)(Tensor.zeros(2, 3)):tolist())
+  end)
+
+  it("vmap composes with grad: per-example gradients, and the gradient of a vmapped function", function()
+    local xs = Tensor({ { 1.0, 2.0 }, { -1.0, 0.5 }, { 0.0, 3.0 } })
+    local per_example = tcl.vmap(tcl.grad(function(x) return (x * x):sum() * x[1] end))(xs):tolist()
+    for i, row in ipairs(xs:tolist()) do
+      local a, b = row[1], row[2]
+      assert.near(3 * a * a + b * b, per_example[i][1], 1e-5)
+      assert.near(2 * a * b, per_example[i][2], 1e-5)
+    end
+    local g = tcl.grad(function(x) return tcl.vmap(function(r) return r:exp():sum() end)(x):sum() end)(xs):tolist()
+    for i, row in ipairs(xs:tolist()) do
+      for j, v in ipairs(row) do assert.near(math.exp(v), g[i][j], 1e-5 * math.exp(v)) end
+    end
+  end)
+
   it("errors", function()
+    assert.has_error(function() tcl.vmap(function(x) return x end)(Tensor.zeros(2), Tensor.zeros(3)) end,
+      "vmap: argument 2 has batch size 3 along dim 1, an earlier one 2")
+    assert.has_error(function() tcl.vmap(function(x) return x end, 3)(Tensor.zeros(2)) end,
+      "vmap: in_dims[1] = 3 is out of range for 1 dims (1-based, negative from the end)")
     assert.has_error(function() tcl.grad(function(x) return x * 2 end)(Tensor({ 1.0, 2.0 })) end,
       "grad: the function must return a tensor with one element, got shape (2,)")
     assert.has_error(function() tcl.grad(cube_sum)(3) end,

@@ -44,6 +44,7 @@ local tcl = {
   value_and_grad = require("tcl.api.transforms").value_and_grad,
   vjp = require("tcl.api.transforms").vjp,
   jvp = require("tcl.api.transforms").jvp,
+  vmap = require("tcl.api.transforms").vmap,
   -- layers (tcl.nn; tcl.nn.state: parameters, state dicts, safetensors files)
   nn = require "tcl.api.layers",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the

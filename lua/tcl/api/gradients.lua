@@ -67,6 +67,13 @@ function M.mark(result, name, inputs, extra)
   return result
 end
 
+--- The lazy node a realized BUFFER node was computed from (remember_origin), or nil.
+function M.origin_of(node) return origins[node.id] end
+
+--- The composite function that produced node (mark): { name =, inputs = {nodes}, extra = },
+-- or nil.
+function M.composite_of(node) return composites[node.id] end
+
 local function rules()
   if not rule_file then rule_file = require "tcl.patterns.gradient" end
   return rule_file

@@ -17,6 +17,7 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local gradients = require "tcl.api.gradients"
+local shapes = require "tcl.shape"
 
 local is_tensor = class.is_tensor
 local M = {}
@@ -216,6 +217,158 @@ function M.jvp(f, primals, tangents)
   local all = table.move(results, 1, results.n, 1, {})
   table.move(out, 1, results.n, results.n + 1, all)
   return table.unpack(all, 1, 2 * results.n)
+end
+
+---------------------------------------------------------------------------------------------
+-- vmap
+
+local batching_file -- tcl.patterns.batching, loaded on first use
+
+-- The 0-based position of a 1-based dim d (negative from the end) among ndim dims.
+local function dim_index(fn, d, ndim, what)
+  if math.type(d) ~= "integer" or d == 0 or d > ndim or d < -ndim then
+    fail(fn, "%s %s is out of range for %d dims (1-based, negative from the end)", what, tostring(d), ndim)
+  end
+  return d > 0 and d - 1 or ndim + d
+end
+
+-- x with dim `from` (0-based) moved to position `to` (0-based).
+local function move_dim(x, from, to)
+  if from == to then return x end
+  local order = {}
+  for i = 0, #x._shape - 1 do if i ~= from then order[#order + 1] = i end end
+  table.insert(order, to + 1, from)
+  return nodes.permute(x, order)
+end
+
+-- t (not batched) broadcast along a new first dim of `size`.
+local function with_batch(t, size)
+  local one, full = { 1 }, { size }
+  for k, v in ipairs(t._shape) do one[k + 1], full[k + 1] = v, v end
+  return nodes.expand(nodes.reshape(t, one), full)
+end
+
+local Batch = {}
+Batch.__index = Batch
+
+function Batch:batched(i)
+  local s = self.node.src[i]
+  local b = self.map[s]
+  if b then return b end
+  return with_batch(class.wrap(s, shapes.of(s), self.device), self.size)
+end
+
+function Batch:result(t)
+  self.out = t
+  return core.uop("NOOP", nil, {}) -- any node but the matched one counts as a match
+end
+
+-- The batched form of every node of `outputs` that depends on a placeholder (map: node ->
+-- Tensor with the batch dim in front, seeded with the placeholders).
+local function batch_graph(outputs, map, size, device)
+  batching_file = batching_file or require "tcl.patterns.batching"
+  local order = core.uop("SINK", nil, outputs):toposort()
+  for _, node in ipairs(order) do
+    if node.op ~= "SINK" and not map[node] then
+      local origin = node.op == "BUFFER" and gradients.origin_of(node)
+      if origin and map[origin] then
+        map[node] = nodes.reshape(map[origin], { size, node.arg[2] }) -- a BUFFER is flat
+      else
+        local depends = false
+        for _, s in ipairs(node.src) do if map[s] then depends = true break end end
+        if depends then
+          local c = setmetatable({ node = node, map = map, size = size, device = device, graph = nodes }, Batch)
+          if batching_file.rules:apply_once(node, c) == nil then
+            error(string.format("vmap: no batching rule for %s in tcl.patterns.batching", node.op), 0)
+          end
+          local composite = gradients.composite_of(node)
+          if composite then
+            local inputs = {}
+            for k, n in ipairs(composite.inputs) do inputs[k] = map[n] or class.wrap(n, {}, device) end
+            gradients.mark(c.out, composite.name, inputs, composite.extra)
+          end
+          map[node] = c.out
+        end
+      end
+    end
+  end
+end
+
+-- in_dims/out_dims as a per-position list: nil -> all 1, a number -> all that number, a list
+-- as given (false or nil entries: not batched).
+local function dims_for(fn, dims, count, what)
+  local list = {}
+  if dims == nil or math.type(dims) == "integer" then
+    for i = 1, count do list[i] = dims or 1 end
+  elseif type(dims) == "table" then
+    for i = 1, count do list[i] = dims[i] or nil end
+  else
+    fail(fn, "%s must be a dim, a list of dims (false: not batched) or nil, got %s", what, check.type_name(dims))
+  end
+  return list
+end
+
+--- tcl.vmap(f, in_dims, out_dims) -> a function that maps f, written for one example, over a
+-- batch dim of its arguments in one graph: in_dims[i] is the batch dim of argument i (1-based,
+-- negative from the end; false: argument i is not batched; a number: every tensor argument;
+-- default 1), out_dims[k] where the batch dim goes in result k (default 1). Every batched
+-- argument must have the same batch size. f runs once, on per-example placeholders, and its
+-- graph is rebuilt with the batch dim by the rules of tcl.patterns.batching.
+function M.vmap(f, in_dims, out_dims)
+  if not callable(f) then fail("vmap", "expected a function, got %s", check.type_name(f)) end
+  return function(...)
+    local args = table.pack(...)
+    local ins = dims_for("vmap", in_dims, args.n, "in_dims")
+    local size, device, map = nil, nil, {}
+    local call = table.move(args, 1, args.n, 1, {})
+    for i = 1, args.n do
+      local a, d = args[i], ins[i]
+      if d and is_tensor(a) then
+        local at = dim_index("vmap", d, #a._shape, "in_dims[" .. i .. "] =")
+        local n = a._shape[at + 1]
+        if size and n ~= size then
+          fail("vmap", "argument %d has batch size %d along dim %d, an earlier one %d", i, n, d, size)
+        end
+        size, device = n, a.device
+        local front = move_dim(a, at, 0)
+        local example = nodes.copy_shape(front)
+        table.remove(example, 1)
+        local window = { 0, 1 } -- the first example: where f is traced
+        for k, e in ipairs(example) do window[2 * k + 1], window[2 * k + 2] = 0, e end
+        local first = nodes.reshape(nodes.shrink(front, window), example)
+        next_tag = next_tag + 1
+        local placeholder = class.wrap(core.uop("CONTIGUOUS", a.uop.dtype, { first.uop }, nil, { "vmap", next_tag }),
+          example, a.device)
+        rawset(placeholder, "_traced", true)
+        if rawget(a, "_needs_grad") then rawset(placeholder, "_needs_grad", true) end
+        map[placeholder.uop] = front
+        call[i] = placeholder
+      elseif d and a ~= nil and not is_tensor(a) then
+        fail("vmap", "argument %d is %s; only tensors can be batched (in_dims[%d] = false leaves it as it is)", i,
+          check.type_name(a), i)
+      end
+    end
+    if not size then fail("vmap", "no argument is batched: give at least one tensor argument a batch dim") end
+    local results = table.pack(f(table.unpack(call, 1, args.n)))
+    local outs = dims_for("vmap", out_dims, results.n, "out_dims")
+    local uops = {}
+    for k = 1, results.n do
+      local r = results[k]
+      if not is_tensor(r) then fail("vmap", "result %d is %s, not a tensor", k, check.type_name(r)) end
+      uops[k] = r.uop
+    end
+    batch_graph(uops, map, size, device)
+    local out = {}
+    for k = 1, results.n do
+      local r = results[k]
+      local b = map[r.uop]
+      -- a result that does not depend on the batched arguments is the same for every example
+      if not b then b = with_batch(r, size) end
+      local d = outs[k] or 1
+      out[k] = move_dim(b, 0, dim_index("vmap", d, #b._shape, "out_dims[" .. k .. "] ="))
+    end
+    return table.unpack(out, 1, results.n)
+  end
 end
 
 return M
