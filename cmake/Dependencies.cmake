@@ -30,6 +30,12 @@ if(NOT FFI_INCLUDE_DIR OR NOT FFI_LIBRARY)
   tclc_missing("libffi" "libffi-dev")
 endif()
 
+# zlib: reading gzip-compressed data sets (src/runtime/gzip_file.c).
+find_package(ZLIB QUIET)
+if(NOT ZLIB_FOUND)
+  tclc_missing("zlib (headers and library)" "zlib1g-dev")
+endif()
+
 # LLVM's C API: the newest llvm-config wins; 15 is the oldest supported (ORC LLJIT and
 # LLVMRunPasses with the new pass manager). tcl links LLVM's one shared library.
 find_program(TCLC_LLVM_CONFIG NAMES llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15

@@ -47,6 +47,8 @@ local tcl = {
   vmap = require("tcl.api.transforms").vmap,
   -- layers (tcl.nn; tcl.nn.state: parameters, state dicts, safetensors files)
   nn = require "tcl.api.layers",
+  -- data: IDX files, Fashion-MNIST, DataLoader, gzip (lua/tcl/api/data.lua)
+  data = require "tcl.api.data",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (README, "Kernel optimization")
   set_heuristic = require("tcl.codegen.optimize").set_heuristic,

@@ -175,8 +175,13 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_erro
     return tcl_buffer_new_cached(NULL, device, dtype, numel, err);
 }
 
-tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
-                                  tcl_error *err) {
+size_t tcl_device_storage_align(const char *device, size_t itemsize) {
+    if (!tcl_device_known(device)) return 0;
+    return strcmp(device, "CPU") == 0 ? TCL_CPU_BUFFER_ALIGN : itemsize;
+}
+
+/* A buffer without storage yet, its fields set from the checked arguments; NULL with err set. */
+static tcl_buffer *buffer_header(const char *device, int dtype, size_t numel, tcl_error *err) {
     if (!tcl_device_known(device)) {
         tcl_fail(err, TCL_ERR_INVALID, "unknown device '%s' (available: EMU, CPU)", device ? device : "(null)");
         return NULL;
@@ -203,6 +208,13 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
     b->numel = numel;
     b->itemsize = itemsize;
     b->nbytes = numel * itemsize;
+    return b;
+}
+
+tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
+                                  tcl_error *err) {
+    tcl_buffer *b = buffer_header(device, dtype, numel, err);
+    if (!b) return NULL;
     bool cpu = strcmp(device, "CPU") == 0;
     if (b->nbytes > 0) {
         if (cpu) {
@@ -211,7 +223,7 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
             b->data = cpu_storage(cache, b->capacity, &b->allocation);
         } else {
             b->capacity = b->nbytes;
-            b->data = b->allocation = calloc(numel, itemsize);
+            b->data = b->allocation = calloc(numel, b->itemsize);
         }
         if (!b->data) {
             tcl_fail(err, TCL_ERR_MEMORY, "out of memory allocating %zu bytes for a buffer of %zu %s elements on %s",
@@ -227,8 +239,35 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
     return b;
 }
 
+tcl_buffer *tcl_buffer_new_borrowed(const char *device, int dtype, size_t numel, unsigned char *data,
+                                    void (*release)(void *owner), void *owner, tcl_error *err) {
+    if (!release) {
+        tcl_fail(err, TCL_ERR_INVALID, "borrowed storage needs a release function");
+        return NULL;
+    }
+    tcl_buffer *b = buffer_header(device, dtype, numel, err);
+    if (!b) return NULL;
+    size_t align = tcl_device_storage_align(device, b->itemsize);
+    if (b->nbytes > 0 && (!data || (uintptr_t)data % align != 0)) {
+        tcl_fail(err, TCL_ERR_INVALID, "storage for a %s buffer must be %zu-byte aligned, got address %p", device,
+                 align, (void *)data);
+        free(b);
+        return NULL;
+    }
+    b->data = b->nbytes > 0 ? data : NULL;
+    b->capacity = b->nbytes;
+    b->release = release;
+    b->owner = owner;
+    return b;
+}
+
 void tcl_buffer_free(tcl_buffer *b) {
     if (!b) return;
+    if (b->release) {
+        b->release(b->owner);
+        free(b);
+        return;
+    }
     if (!(b->cache && b->data && cache_give(b->cache, b->data, b->allocation, b->capacity))) free(b->allocation);
     if (b->cache) cache_unref(b->cache);
     free(b);

@@ -7,13 +7,16 @@
  * Values move in and out as tcl_scalar through the ALU's conversions (tcl_scalar_bits and
  * tcl_scalar_from_bits), so a buffer and a CONST of the same value hold the same bits.
  *
- * A buffer owns its storage; who owns the buffer is up to the caller (the Lua binding: one
- * userdata per buffer, freed by its finalizer). Errors go into a tcl_error the caller passes
- * (core/error.h; no global state).
+ * A buffer owns its storage, or borrows it (tcl_buffer_new_borrowed: memory another object
+ * owns, such as a file mapping, released through a callback when the buffer is freed); who
+ * owns the buffer is up to the caller (the Lua binding: one userdata per buffer, freed by its
+ * finalizer). Errors go into a tcl_error the caller passes (core/error.h; no global state).
  *
  * Devices. "EMU" (the interpreter) and "CPU" (compiled kernels) both keep buffers in host
  * memory. A CPU buffer's storage is 64-byte aligned and its capacity a multiple of 64 bytes
- * (kernels may assume both). CPU storage can come from a buffer cache (one per Lua state):
+ * (kernels may assume both); borrowed CPU storage is 64-byte aligned too but its capacity is
+ * exactly nbytes (a file mapping's next bytes belong to the next tensor), so kernels must not
+ * read or write past a buffer's last element. CPU storage can come from a buffer cache (one per Lua state):
  * freed storage is kept by capacity, up to a bound in bytes, and handed to the next buffer of
  * the same capacity, zero-filled again, so a sequence of kernels does not pay the allocator
  * and the page faults each time. */
@@ -45,6 +48,9 @@ typedef struct tcl_buffer {
     void *allocation;
     size_t capacity;
     tcl_buffer_cache *cache;
+    /* borrowed storage: called with owner when the buffer is freed (NULL: data is ours) */
+    void (*release)(void *owner);
+    void *owner;
 } tcl_buffer;
 
 /* The alignment of CPU storage, and the multiple its capacity is rounded up to. */
@@ -57,7 +63,17 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_erro
  * may be NULL; EMU buffers never use it). The buffer keeps a reference to the cache. */
 tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
                                   tcl_error *err);
-/* Frees b; its CPU storage goes to its cache when the cache has room. NULL is allowed. */
+/* A buffer over storage it does not own: the numel elements of dtype at data stay valid until
+ * release(owner) is called, which tcl_buffer_free does. On failure (NULL, err set) release is
+ * not called: the caller still owns what it meant to hand over. CPU storage must be TCL_CPU_BUFFER_ALIGN-aligned (kernels are compiled for
+ * it), EMU storage aligned to the item size; data may be NULL only when numel is 0. The
+ * storage must be readable and writable: kernels may write their outputs into it. */
+tcl_buffer *tcl_buffer_new_borrowed(const char *device, int dtype, size_t numel, unsigned char *data,
+                                    void (*release)(void *owner), void *owner, tcl_error *err);
+/* The alignment tcl_buffer_new_borrowed requires of storage for device (0: unknown device). */
+size_t tcl_device_storage_align(const char *device, size_t itemsize);
+/* Frees b; its CPU storage goes to its cache when the cache has room, borrowed storage to its
+ * release callback. NULL is allowed. */
 void tcl_buffer_free(tcl_buffer *b);
 
 /* A cache that keeps at most max_bytes of freed storage; NULL when out of memory. The caller

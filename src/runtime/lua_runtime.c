@@ -7,6 +7,10 @@
  *     :read()            -> list: integers (int dtypes; uint64 past INT64_MAX as negative, like
  *                          CONST args), floats (float dtypes), booleans (bool)
  *     :copy_from(other)  same dtype and numel
+ *     :write_bytes(s [, offset [, big_endian]])  the buffer's nbytes from the string s, skipping
+ *                        offset bytes (0-based; without offset #s must equal nbytes), in storage
+ *                        order (little-endian; big_endian = true swaps each element's bytes)
+ *     :read_bytes()      -> the storage as a string (nbytes, little-endian)
  *     :max_difference(other) -> largest |a - b| / (1 + |b|) (inf: NaN against a number)
  *   runtime.program(nodes, {name =, global_size = {x,y,z}, local_size = {x,y,z}}) -> Program
  *     nodes: a linear list of kernel nodes (emu.h says which and how they run)
@@ -15,6 +19,7 @@
  *     :dump()            -> readable listing
  *   runtime.devices      -> list of device names
  *   runtime.max_buffer_bytes(device) -> the largest buffer the device can hold, in bytes (nil: unknown)
+ *   runtime.map_file, runtime.read_gzip: files as buffers and strings (lua_files.h)
  *
  * Each Buffer and Program userdata owns its C object and frees it in its finalizer; C
  * objects are built into a userdata that already exists, so a Lua error never leaks one.
@@ -33,6 +38,7 @@
 #include "lua_cpu.h"
 #include "lua_cpu_pool.h"
 #include "lua_disk_cache.h"
+#include "lua_files.h"
 
 #define BUFFER_MT "tcl.Buffer"
 #define PROGRAM_MT "tcl.Program"
@@ -55,6 +61,13 @@ static tcl_buffer *test_buffer(lua_State *L, int idx) {
     return box ? box->b : NULL;
 }
 
+tcl_buffer **tcl_lua_push_buffer_slot(lua_State *L) {
+    buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->b = NULL;
+    luaL_setmetatable(L, BUFFER_MT);
+    return &box->b;
+}
+
 static int l_buffer(lua_State *L) {
     tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
     if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
@@ -63,12 +76,10 @@ static int l_buffer(lua_State *L) {
     const char *device = luaL_optstring(L, 3, "EMU");
     if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
     tcl_buffer_cache *cache = tcl_lua_buffer_cache(L); /* CPU storage is reused per state */
-    buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->b = NULL;
-    luaL_setmetatable(L, BUFFER_MT);
+    tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
     tcl_error err;
-    box->b = tcl_buffer_new_cached(cache, device, dtype, (size_t)numel, &err);
-    if (!box->b) return luaL_error(L, "runtime.buffer: %s", err.message);
+    *slot = tcl_buffer_new_cached(cache, device, dtype, (size_t)numel, &err);
+    if (!*slot) return luaL_error(L, "runtime.buffer: %s", err.message);
     return 1;
 }
 
@@ -167,6 +178,52 @@ static int buffer_copy_from(lua_State *L) {
                           (lua_Integer)src->numel, dtype_name(dst->dtype), (lua_Integer)dst->numel);
     if (src != dst && dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
     lua_settop(L, 1);
+    return 1;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "write_bytes and read_bytes assume storage is little-endian (buffer.h: as the host)"
+#endif
+
+/* Reverses the bytes of each of the n items of size itemsize at p. */
+static void swap_items(unsigned char *p, size_t n, size_t itemsize) {
+    for (size_t i = 0; i < n; i++, p += itemsize)
+        for (size_t a = 0, b = itemsize - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+static int buffer_write_bytes(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+    bool exact = lua_isnoneornil(L, 3);
+    lua_Integer offset = exact ? 0 : luaL_checkinteger(L, 3);
+    bool big_endian = lua_toboolean(L, 4);
+    if (offset < 0) return luaL_error(L, "Buffer:write_bytes: offset must be >= 0, got %I", offset);
+    if (exact && len != b->nbytes)
+        return luaL_error(L, "Buffer:write_bytes: the string has %I bytes, the buffer (%I %s elements) %I",
+                          (lua_Integer)len, (lua_Integer)b->numel, dtype_name(b->dtype), (lua_Integer)b->nbytes);
+    if ((size_t)offset > len || b->nbytes > len - (size_t)offset)
+        return luaL_error(L, "Buffer:write_bytes: the string has %I bytes, too few for %I bytes from offset %I",
+                          (lua_Integer)len, (lua_Integer)b->nbytes, offset);
+    const unsigned char *src = (const unsigned char *)s + offset;
+    if (b->dtype == TCL_BOOL) /* stored as 0 or 1 (buffer.h): check before writing anything */
+        for (size_t i = 0; i < b->nbytes; i++)
+            if (src[i] > 1)
+                return luaL_error(L, "Buffer:write_bytes: bool element %I is the byte %d (bools are 0 or 1)",
+                                  (lua_Integer)i, (int)src[i]);
+    if (b->nbytes) memcpy(b->data, src, b->nbytes);
+    if (big_endian) swap_items(b->data, b->numel, b->itemsize);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int buffer_read_bytes(lua_State *L) {
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    lua_pushlstring(L, b->nbytes ? (const char *)b->data : "", b->nbytes);
     return 1;
 }
 
@@ -367,6 +424,7 @@ int luaopen_tcl_runtime(lua_State *L) {
         {"__index", buffer_index}, {"__gc", buffer_gc}, {"__tostring", buffer_tostring}, {NULL, NULL}};
     static const luaL_Reg buffer_methods[] = {
         {"write", buffer_write}, {"read", buffer_read}, {"copy_from", buffer_copy_from},
+        {"write_bytes", buffer_write_bytes}, {"read_bytes", buffer_read_bytes},
         {"max_difference", buffer_max_difference}, {NULL, NULL}};
     if (luaL_newmetatable(L, BUFFER_MT)) luaL_setfuncs(L, buffer_meta, 0);
     lua_pop(L, 1);
@@ -393,5 +451,6 @@ int luaopen_tcl_runtime(lua_State *L) {
     tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads, buffer_cache_stats */
     tcl_lua_disk_cache_setfuncs(L); /* cache_read, cache_write, cache_path */
     tcl_lua_cpu_setfuncs(L);        /* cpu_program, cpu_loaded */
+    tcl_lua_files_setfuncs(L);      /* map_file, read_gzip */
     return 1;
 }

@@ -553,4 +553,7 @@ end, function(self)
   return table.concat(lines, "\n") .. "\n"
 end)
 
+-- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
+M.state = require "tcl.api.state"
+
 return M

@@ -57,6 +57,19 @@ function M.new(dtype, numel, device)
   return core.uop("BUFFER", dt, nil, { next_id, numel, device })
 end
 
+--- A new BUFFER node for an existing runtime Buffer (a view of a mapped file, bytes already
+-- written): its dtype, numel and device are the Buffer's, and this registry holds it as any
+-- other (freed by collect once the node is dead).
+function M.from_storage(storage)
+  local mt = getmetatable(storage)
+  if type(storage) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "tcl.Buffer" then
+    error("buffers.from_storage: expected a runtime Buffer, got " .. type(storage), 2)
+  end
+  next_id = next_id + 1
+  registry[next_id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
+  return core.uop("BUFFER", storage.dtype, nil, { next_id, storage.numel, storage.device })
+end
+
 --- nil when a buffer of numel elements of dtype fits on device (or the runtime does not know
 -- the device: allocating says so), else the device's limit in bytes.
 function M.too_large(dtype, numel, device)

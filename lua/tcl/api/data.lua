@@ -1,0 +1,231 @@
+-- tcl.api.data — data for training: IDX files (the MNIST family's format), the Fashion-MNIST
+-- data set, gzip files, and a DataLoader that serves (shuffled) batches. Layer: lua/tcl/api.
+-- (tcl.data)
+--
+--   local data = require "tcl.api.data"
+--   local x, y, test_x, test_y = data.fashion_mnist()             -- uint8 tensors
+--   local loader = data.DataLoader({ x, y }, { batch_size = 64, shuffle = true, seed = 1 })
+--   for epoch = 1, 3 do
+--     for xb, yb in loader:batches() do ... end                    -- a new order each epoch
+--   end
+--
+-- Everything moves as bytes (Tensor.from_bytes): files are read or inflated into one string
+-- and become a tensor in one copy; a batch is its rows cut out of the data set's bytes and
+-- made a tensor, one from_bytes per tensor per batch, with no work per element in Lua and no
+-- lazy graph over the whole data set.
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local Tensor = require "tcl.api.tensor"
+local runtime = require "tcl.runtime"
+local core = require "tcl.core"
+
+local is_tensor, fail = class.is_tensor, check.fail
+local dtypes = core.dtypes
+local M = {}
+
+--- The decompressed contents of the gzip file at path, as a string (zlib; a truncated or
+--  corrupt file is an error naming it).
+function M.read_gzip(path)
+  if type(path) ~= "string" then fail("read_gzip", "path must be a string, got %s", check.type_name(path)) end
+  local ok, contents = pcall(runtime.read_gzip, path)
+  if not ok then fail("read_gzip", "%s", (tostring(contents):gsub("^runtime%.read_gzip: ", ""))) end
+  return contents
+end
+
+-- ---------------------------------------------------------------------------------------
+-- IDX files: 0, 0, a type code, the number of dims; each dim as a big-endian uint32; the
+-- values row-major, big-endian.
+
+local IDX_DTYPES = {
+  [0x08] = dtypes.uint8, [0x09] = dtypes.int8, [0x0B] = dtypes.int16, [0x0C] = dtypes.int32,
+  [0x0D] = dtypes.float32, [0x0E] = dtypes.float64,
+}
+
+--- The tensor stored in the IDX file at path (gzip-compressed when the name ends in ".gz"),
+--  of the file's shape and dtype (uint8 for the image and label files of MNIST-like sets).
+--  opts: device.
+function M.read_idx(path, opts)
+  local fn = "read_idx"
+  if type(path) ~= "string" then fail(fn, "path must be a string, got %s", check.type_name(path)) end
+  opts = check.options(fn, opts, { device = true })
+  local bytes
+  if path:match("%.gz$") then
+    local ok, contents = pcall(runtime.read_gzip, path)
+    if not ok then fail(fn, "%s", (tostring(contents):gsub("^runtime%.read_gzip: ", ""))) end
+    bytes = contents
+  else
+    local f, err = io.open(path, "rb")
+    if not f then fail(fn, "cannot open '%s': %s", path, err) end
+    bytes = f:read("a")
+    f:close()
+  end
+  if #bytes < 4 then fail(fn, "'%s' has %d bytes, too few for an IDX header", path, #bytes) end
+  local zero1, zero2, code, ndim = bytes:byte(1, 4)
+  local dtype = IDX_DTYPES[code]
+  if zero1 ~= 0 or zero2 ~= 0 or not dtype then
+    fail(fn, "'%s' is not an IDX file (bad magic number 0x%08x)", path, string.unpack(">I4", bytes))
+  end
+  local header = 4 + 4 * ndim
+  if #bytes < header then
+    fail(fn, "'%s' is truncated: %d bytes, the header of %d dims needs %d", path, #bytes, ndim, header)
+  end
+  local shape, numel = {}, 1
+  for d = 1, ndim do
+    shape[d] = string.unpack(">I4", bytes, 4 * d + 1)
+    numel = numel * shape[d]
+  end
+  local expected = header + numel * dtype.itemsize
+  if #bytes < expected then
+    fail(fn, "'%s' is truncated: %d bytes, its header promises %d (%s %s)", path, #bytes, expected, dtype.name,
+      check.shape_str(shape))
+  elseif #bytes > expected then
+    fail(fn, "'%s' has %d bytes past the %d its header promises", path, #bytes - expected, expected)
+  end
+  return Tensor.from_bytes(bytes, dtype, shape,
+    { offset = header, big_endian = dtype.itemsize > 1, device = opts.device })
+end
+
+--- Where the Debian package dataset-fashion-mnist installs the data set.
+M.FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+
+--- Fashion-MNIST from dir (default FASHION_MNIST_DIR): train_images (60000x28x28 uint8),
+--  train_labels (60000 uint8, classes 0-9), test_images (10000x28x28), test_labels (10000).
+function M.fashion_mnist(dir, opts)
+  dir = dir or M.FASHION_MNIST_DIR
+  if type(dir) ~= "string" then fail("fashion_mnist", "dir must be a string, got %s", check.type_name(dir)) end
+  local results = {}
+  for i, file in ipairs({ "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz" }) do
+    local path = dir .. "/" .. file
+    local f = io.open(path, "rb")
+    if not f then
+      fail("fashion_mnist", "cannot find %s; install the data set with `apt-get install dataset-fashion-mnist` "
+        .. "(Debian), or pass the directory that holds the four Fashion-MNIST .gz files", path)
+    end
+    f:close()
+    results[i] = M.read_idx(path, opts)
+  end
+  return table.unpack(results, 1, 4)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- DataLoader
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+DataLoader.__name = "DataLoader"
+
+-- splitmix64 (Steele, Lea, Flood): a small generator with good mixing, in Lua's wrapping
+-- 64-bit integers. Returns the next state and a value.
+local function splitmix(state)
+  state = state + 0x9E3779B97F4A7C15
+  local z = state
+  z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+  z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+  return state, z ~ (z >> 31)
+end
+
+-- A permutation of 1..n from the seed and the epoch (Fisher-Yates). The draw in [0, i) is a
+-- 53-bit value mod i: its bias, below i / 2^53, does not matter for shuffling.
+local function permutation(n, seed, epoch)
+  local state = splitmix(seed ~ (epoch * 0x632BE59BD9B4E019))
+  local order = {}
+  for i = 1, n do order[i] = i end
+  for i = n, 2, -1 do
+    local r
+    state, r = splitmix(state)
+    local j = (r >> 11) % i + 1
+    order[i], order[j] = order[j], order[i]
+  end
+  return order
+end
+
+local LOADER_OPTIONS = { batch_size = true, shuffle = true, seed = true, drop_last = true }
+
+--- A loader over tensors (a list, or one tensor) that share their first dim: each batch holds
+--  the same rows of every tensor. opts: batch_size (default 1), shuffle (default false: rows
+--  in order), seed (an integer, default 0: with shuffle, the orders of all epochs follow from
+--  it), drop_last (default false: the last batch may be smaller; true: a partial batch is
+--  dropped). The tensors are realized and their bytes kept on the host. #loader is the number
+--  of batches an epoch has, loader.size the number of rows.
+function M.DataLoader(tensors, opts)
+  local fn = "DataLoader"
+  if is_tensor(tensors) then tensors = { tensors } end
+  if type(tensors) ~= "table" or #tensors == 0 then
+    fail(fn, "expected a tensor or a list of tensors, got %s", type(tensors) == "table" and "an empty table" or
+      check.type_name(tensors))
+  end
+  opts = check.options(fn, opts, LOADER_OPTIONS)
+  local batch_size = opts.batch_size == nil and 1 or opts.batch_size
+  if math.type(batch_size) ~= "integer" or batch_size < 1 then
+    fail(fn, "batch_size must be an integer >= 1, got %s", tostring(batch_size))
+  end
+  for _, key in ipairs({ "shuffle", "drop_last" }) do
+    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then
+      fail(fn, "%s must be a boolean, got %s", key, check.type_name(opts[key]))
+    end
+  end
+  local seed = opts.seed == nil and 0 or opts.seed
+  if math.type(seed) ~= "integer" then fail(fn, "seed must be an integer, got %s", tostring(seed)) end
+
+  local columns, rows = {}, nil
+  for i, t in ipairs(tensors) do
+    if not is_tensor(t) then fail(fn, "entry %d is %s, not a tensor", i, check.type_name(t)) end
+    if t.ndim == 0 then fail(fn, "tensor %d has no dims: batches are cut along the first dim", i) end
+    local shape = t.shape
+    if rows == nil then
+      rows = shape[1]
+    elseif shape[1] ~= rows then
+      fail(fn, "tensor %d has %d rows (shape %s), tensor 1 has %d: the first dims must match", i, shape[1],
+        check.shape_str(shape), rows)
+    end
+    local row_shape = table.move(shape, 2, #shape, 1, {})
+    columns[i] = { bytes = t:to_bytes(), dtype = t.dtype, device = t.device, row_shape = row_shape,
+      row_bytes = check.numel(row_shape) * t.dtype.itemsize }
+  end
+  return setmetatable({ _columns = columns, _rows = rows, _batch_size = batch_size, _shuffle = opts.shuffle == true,
+    _seed = seed, _drop_last = opts.drop_last == true, _epoch = 0, size = rows }, DataLoader)
+end
+
+--- The number of batches an epoch has.
+function DataLoader:__len()
+  if self._drop_last then return self._rows // self._batch_size end
+  return (self._rows + self._batch_size - 1) // self._batch_size
+end
+
+-- The tensor of the rows order[first .. first + count - 1] (rows in order when order is nil).
+local function batch_of(column, order, first, count)
+  local shape = { count, table.unpack(column.row_shape) }
+  local size = column.row_bytes
+  local opts = { device = column.device }
+  if order == nil then
+    opts.offset = (first - 1) * size
+    return Tensor.from_bytes(column.bytes, column.dtype, shape, opts)
+  end
+  local parts, bytes = {}, column.bytes
+  for k = 1, count do
+    local row = order[first + k - 1] - 1
+    parts[k] = bytes:sub(row * size + 1, (row + 1) * size)
+  end
+  return Tensor.from_bytes(table.concat(parts), column.dtype, shape, opts)
+end
+
+--- An iterator over one epoch's batches: each step gives one tensor per column, in the order
+--  the loader was given them (`for x, y in loader:batches() do`). Every call starts a new
+--  epoch; with shuffle each epoch has its own order, the same for the same seed.
+function DataLoader:batches()
+  self._epoch = self._epoch + 1
+  local order = self._shuffle and permutation(self._rows, self._seed, self._epoch) or nil
+  local batches, batch = #self, 0
+  return function()
+    batch = batch + 1
+    if batch > batches then return nil end
+    local first = (batch - 1) * self._batch_size + 1
+    local count = math.min(self._batch_size, self._rows - first + 1)
+    local out = {}
+    for i, column in ipairs(self._columns) do out[i] = batch_of(column, order, first, count) end
+    return table.unpack(out)
+  end
+end
+
+return M

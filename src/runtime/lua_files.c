@@ -1,0 +1,122 @@
+/* lua_files.c — runtime.map_file and runtime.read_gzip (see lua_files.h). Layer: runtime. */
+#include "lua_files.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/lua_box.h"
+#include "core/lua_core.h"
+#include "file_map.h"
+#include "gzip_file.h"
+#include "lua_cpu_pool.h"
+#include "lua_runtime.h"
+
+#define FILE_MAP_MT "tcl.FileMap"
+
+typedef struct file_map_box { tcl_file_map *map; } file_map_box;
+
+static tcl_file_map *check_map(lua_State *L, int idx) {
+    file_map_box *box = luaL_checkudata(L, idx, FILE_MAP_MT);
+    if (!box->map) luaL_argerror(L, idx, "the file map was released");
+    return box->map;
+}
+
+/* A non-negative integer argument, or the default when absent. */
+static lua_Integer byte_count(lua_State *L, int idx, const char *fn, const char *what, lua_Integer dflt) {
+    if (lua_isnoneornil(L, idx)) return dflt;
+    if (!lua_isinteger(L, idx)) luaL_error(L, "%s: %s must be an integer, got %s", fn, what, luaL_typename(L, idx));
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v < 0) luaL_error(L, "%s: %s must be >= 0, got %I", fn, what, v);
+    return v;
+}
+
+static int l_map_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer offset = byte_count(L, 2, "runtime.map_file", "offset", 0);
+    lua_Integer length = byte_count(L, 3, "runtime.map_file", "length", -1);
+    file_map_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->map = NULL;
+    luaL_setmetatable(L, FILE_MAP_MT);
+    tcl_error err;
+    box->map = tcl_file_map_open(path, (uint64_t)offset, length < 0 ? UINT64_MAX : (uint64_t)length, &err);
+    if (!box->map) return luaL_error(L, "runtime.map_file: %s", err.message);
+    return 1;
+}
+
+static int map_gc(lua_State *L) {
+    file_map_box *box = luaL_checkudata(L, 1, FILE_MAP_MT);
+    tcl_file_map_release(box->map);
+    box->map = NULL;
+    return 0;
+}
+
+static int map_read(lua_State *L) {
+    tcl_file_map *map = check_map(L, 1);
+    lua_Integer offset = byte_count(L, 2, "FileMap:read", "offset", -1);
+    lua_Integer length = byte_count(L, 3, "FileMap:read", "length", -1);
+    if (offset < 0 || length < 0) return luaL_error(L, "FileMap:read: expected an offset and a length");
+    uint64_t size = tcl_file_map_size(map);
+    if ((uint64_t)offset > size || (uint64_t)length > size - (uint64_t)offset)
+        return luaL_error(L, "FileMap:read: %I bytes from offset %I run past the end of the %I mapped bytes", length,
+                          offset, (lua_Integer)size);
+    lua_pushlstring(L, length ? (const char *)tcl_file_map_data(map) + offset : "", (size_t)length);
+    return 1;
+}
+
+static int map_buffer(lua_State *L) {
+    tcl_file_map *map = check_map(L, 1);
+    tcl_dtype dtype = tcl_lua_check_dtype(L, 2);
+    lua_Integer numel = byte_count(L, 3, "FileMap:buffer", "numel", -1);
+    lua_Integer offset = byte_count(L, 4, "FileMap:buffer", "offset", -1);
+    if (numel < 0 || offset < 0) return luaL_error(L, "FileMap:buffer: expected a dtype, numel and an offset");
+    const char *device = luaL_optstring(L, 5, "CPU");
+    tcl_buffer_cache *cache = tcl_lua_buffer_cache(L);
+    tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
+    bool viewed;
+    tcl_error err;
+    *slot = tcl_file_map_buffer(map, (uint64_t)offset, device, dtype, (size_t)numel, cache, &viewed, &err);
+    if (!*slot) return luaL_error(L, "FileMap:buffer: %s", err.message);
+    lua_pushboolean(L, viewed);
+    return 2;
+}
+
+static int map_index(lua_State *L) {
+    tcl_file_map *map = check_map(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k && !strcmp(k, "size")) {
+        lua_pushinteger(L, (lua_Integer)tcl_file_map_size(map));
+        return 1;
+    }
+    if (k && !strcmp(k, "read")) { lua_pushcfunction(L, map_read); return 1; }
+    if (k && !strcmp(k, "buffer")) { lua_pushcfunction(L, map_buffer); return 1; }
+    return 0;
+}
+
+static int map_tostring(lua_State *L) {
+    tcl_file_map *map = check_map(L, 1);
+    lua_pushfstring(L, "FileMap(%I bytes)", (lua_Integer)tcl_file_map_size(map));
+    return 1;
+}
+
+static int l_read_gzip(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    /* the contents are malloc'd and pushing them may raise: a to-be-closed box owns them */
+    tcl_lua_box *box = tcl_lua_box_push(L, free);
+    lua_toclose(L, -1);
+    size_t size;
+    tcl_error err;
+    box->ptr = tcl_gzip_read(path, &size, &err);
+    if (!box->ptr) return luaL_error(L, "runtime.read_gzip: %s", err.message);
+    lua_pushlstring(L, size ? (const char *)box->ptr : "", size);
+    return 1;
+}
+
+void tcl_lua_files_setfuncs(lua_State *L) {
+    static const luaL_Reg map_meta[] = {
+        {"__index", map_index}, {"__gc", map_gc}, {"__tostring", map_tostring}, {NULL, NULL}};
+    if (luaL_newmetatable(L, FILE_MAP_MT)) luaL_setfuncs(L, map_meta, 0);
+    lua_pop(L, 1);
+    static const luaL_Reg funcs[] = {{"map_file", l_map_file}, {"read_gzip", l_read_gzip}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+}
