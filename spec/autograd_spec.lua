@@ -166,6 +166,13 @@ describe("gradients against central finite differences (float64)", function()
     check_gradient("linear", function(x, w, b) return x:linear(w, b) end, { { 2, 3 }, { 3, 4 }, { 4 } })
     check_gradient("conv2d", function(x, w) return x:conv2d(w, nil, { padding = 1, stride = 2 }) end,
       { { 1, 2, 5, 5 }, { 3, 2, 3, 3 } })
+    check_gradient("conv2d rows past the last window", function(x, w, b)
+      return x:conv2d(w, b, { padding = { { 1, 0 }, { 2, 1 } }, stride = { 2, 3 } })
+    end, { { 2, 2, 6, 7 }, { 3, 2, 3, 2 }, { 3 } })
+    check_gradient("conv2d dilated", function(x, w) return x:conv2d(w, nil, { dilation = 2, padding = 1 }) end,
+      { { 1, 2, 6, 6 }, { 2, 2, 3, 3 } })
+    check_gradient("conv2d groups (through the graph)", function(x, w) return x:conv2d(w, nil, { groups = 2 }) end,
+      { { 1, 4, 4, 4 }, { 2, 2, 3, 3 } })
     check_gradient("max_pool2d", function(x) return x:max_pool2d(2) end, { { 1, 1, 4, 4 } })
     check_gradient("avg_pool2d", function(x) return x:avg_pool2d(2) end, { { 1, 2, 4, 4 } })
     check_gradient("layernorm", function(x) return x:layernorm(2) end, { { 3, 4 } })
@@ -372,6 +379,14 @@ describe("functional transforms", function()
     end
     local up, down, got = at(h), at(-h), tan:tolist()
     for i = 1, 2 do assert.near((up[i] - down[i]) / (2 * h), got[i], 1e-7) end
+
+    -- conv2d's forward rule: bilinear in input and weight
+    local cx, cw = Tensor.randn(1, 2, 5, 5, F64), Tensor.randn(3, 2, 3, 3, F64)
+    local tx, tw = Tensor.randn(1, 2, 5, 5, F64), Tensor.randn(3, 2, 3, 3, F64)
+    local conv = function(a, b) return a:conv2d(b, nil, { stride = 2, padding = 1 }) end
+    local _, ct = tcl.jvp(conv, { cx, cw }, { tx, tw })
+    local expected = (conv(tx, cw) + conv(cx, tw)):data()
+    for i, v in ipairs(ct:data()) do assert.near(expected[i], v, 1e-12) end
   end)
 
   it("vmap batches a function written for one example, in one graph", function()

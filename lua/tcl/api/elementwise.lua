@@ -16,7 +16,7 @@ local gradients = require "tcl.api.gradients"
 local is_tensor, fail = class.is_tensor, check.fail
 -- exp and the functions built on it take their derivative from tcl.patterns.gradient's
 -- composites: their graphs round with float tricks and build 2^k from bits
-local mark = gradients.mark
+local function mark(result, name, inputs, extra) return gradients.mark(result, name, inputs, extra, true) end
 local dtypes = core.dtypes
 local M = {}
 

@@ -52,7 +52,9 @@ end
 
 --- Marks tensor `result` as composite function `name` of the tensors `inputs` (extra: its
 -- numeric arguments), when any input needs gradients: its derivative is the rule file's.
-function M.mark(result, name, inputs, extra)
+-- elementwise: the function applies to each element alone (exp, sigmoid, ...), so its rule
+-- holds for inputs of any shape (tcl.vmap carries such marks over to the batched graph).
+function M.mark(result, name, inputs, extra, elementwise)
   local any = false
   for _, t in ipairs(inputs) do if rawget(t, "_needs_grad") then any = true end end
   if not any then return result end
@@ -60,7 +62,7 @@ function M.mark(result, name, inputs, extra)
   for i, t in ipairs(inputs) do list[i] = t.uop end
   local node = result.uop
   if not composites[node.id] then composite_count = composite_count + 1 end
-  composites[node.id] = { name = name, op = node.op, inputs = list, extra = extra or {} }
+  composites[node.id] = { name = name, op = node.op, inputs = list, extra = extra or {}, elementwise = elementwise }
   if composite_count >= composite_prune_at then
     composite_count, composite_prune_at = pruned(composites, function(e) return e.op end)
   end

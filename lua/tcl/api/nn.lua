@@ -8,6 +8,7 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
+local gradients = require "tcl.api.gradients"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local shapes = require "tcl.shape"
@@ -329,6 +330,11 @@ function M.conv2d(x, w, b, opts)
   local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
   local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
   local y = nodes.cast(win:mul(wr):sum({ 4, 7, 8 }), dtype):reshape(n, cout, out[1], out[2])
+  if groups == 1 and x.uop.dtype == w.uop.dtype then
+    -- differentiated as a whole (tcl.patterns.gradient's conv2d: the input's gradient is a
+    -- transposed convolution), not through the windows, whose gradient is a slow scatter
+    gradients.mark(y, "conv2d", { x, w }, { stride = stride, dilation = dilation, pads = pads })
+  end
   if b == nil then return y end
   return y:add(b:reshape(1, cout, 1, 1))
 end

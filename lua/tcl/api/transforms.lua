@@ -282,7 +282,7 @@ local function batch_graph(outputs, map, size, device)
             error(string.format("vmap: no batching rule for %s in tcl.patterns.batching", node.op), 0)
           end
           local composite = gradients.composite_of(node)
-          if composite then
+          if composite and composite.elementwise then
             local inputs = {}
             for k, n in ipairs(composite.inputs) do inputs[k] = map[n] or class.wrap(n, {}, device) end
             gradients.mark(c.out, composite.name, inputs, composite.extra)

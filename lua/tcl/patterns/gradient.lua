@@ -136,7 +136,43 @@ M.rules = P.rules {
   end },
 }
 
+-- conv2d (groups 1; extra: stride, dilation, pads = {{before, after}, ...}). The input's
+-- gradient is the transposed convolution: g spread out by the stride, padded by
+-- dilation * (k - 1) less the forward padding (negative pads crop; rows the forward windows
+-- never reached get zeros), convolved with the flipped weight whose in and out channels are
+-- swapped. The weight's gradient correlates x with g: a convolution of x's channels (as the
+-- batch) with g (as the filters), the forward's dilation as its stride and the forward's
+-- stride as its dilation, cut to the kernel's size.
+local function conv2d_grads(c)
+  local x, w, g, e = c.inputs[1], c.inputs[2], c.grad, c.extra
+  local n, cin, h, wd = table.unpack(x.shape)
+  local cout, _, kh, kw = table.unpack(w.shape)
+  local oh, ow = g.shape[3], g.shape[4]
+  local sh, sw = e.stride[1], e.stride[2]
+  local spread = g
+  if sh > 1 or sw > 1 then
+    spread = g:reshape(n, cout, oh, 1, ow, 1):pad({ {}, {}, {}, { 0, sh - 1 }, {}, { 0, sw - 1 } })
+      :reshape(n, cout, oh * sh, ow * sw):slice({}, {}, { 1, (oh - 1) * sh + 1 }, { 1, (ow - 1) * sw + 1 })
+  end
+  local pads = {}
+  for i, spec in ipairs({ { h, kh, oh }, { wd, kw, ow } }) do
+    local size, k, o = spec[1], spec[2], spec[3]
+    local d, s, p = e.dilation[i], e.stride[i], e.pads[i]
+    local reach = d * (k - 1)
+    local unused = size + p[1] + p[2] - ((o - 1) * s + reach + 1) -- padded rows past the last window
+    pads[i] = { reach - p[1], reach - p[2] + unused }
+  end
+  local dx = spread:pad({ {}, {}, pads[1], pads[2] })
+    :conv2d(w:flip({ 3, 4 }):permute(2, 1, 3, 4), nil, { dilation = e.dilation })
+  local dw = x:permute(2, 1, 3, 4):conv2d(g:permute(2, 1, 3, 4), nil,
+    { padding = e.pads, stride = e.dilation, dilation = e.stride })
+  dw = dw:slice({}, {}, { 1, kh }, { 1, kw }):permute(2, 1, 3, 4)
+  assert(dx.shape[2] == cin and dx.shape[3] == h and dx.shape[4] == wd, "conv2d gradient: input shape")
+  return { dx, dw }
+end
+
 M.composites = {
+  conv2d = conv2d_grads,
   exp = function(c) return { c.grad:mul(c.out) } end,
   sigmoid = function(c) return { c.grad:mul(c.out):mul(c.out:neg():add(1)) } end,
   tanh = function(c) return { c.grad:mul(c.out:mul(c.out):neg():add(1)) } end,

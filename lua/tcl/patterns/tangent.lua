@@ -121,6 +121,12 @@ M.rules = P.rules {
 }
 
 M.composites = {
+  conv2d = function(c) -- bilinear: conv(tx, w) + conv(x, tw)
+    local e = c.extra
+    local opts = { stride = e.stride, dilation = e.dilation, padding = e.pads }
+    local x, w = c.inputs[1], c.inputs[2]
+    return c.tangents[1]:conv2d(w, nil, opts):add(x:conv2d(c.tangents[2], nil, opts))
+  end,
   exp = function(c) return c.tangents[1]:mul(c.out) end,
   sigmoid = function(c) return c.tangents[1]:mul(c.out):mul(c.out:neg():add(1)) end,
   tanh = function(c) return c.tangents[1]:mul(c.out:mul(c.out):neg():add(1)) end,
