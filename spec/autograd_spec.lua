@@ -465,6 +465,18 @@ describe("Tensor.assign (in place)", function()
     assert.same({ 1102.0, 1103.0 }, c:tolist())
   end)
 
+  it("a pending assignment runs with the next realize on its device", function()
+    local s = Tensor({ 1.0 })
+    s:assign(s + 1)
+    assert.equal("ASSIGN", s.uop.op)
+    local kernels = 0
+    local report = tcl.profile(function() (Tensor({ 5.0 }) * 2):realize() end)
+    kernels = #report.kernels
+    assert.equal(2, kernels)
+    assert.are_not.equal("ASSIGN", s.uop.op)
+    assert.same({ 2.0 }, s:tolist())
+  end)
+
   it("a jitted step updates its buffers in place", function()
     local p = Tensor({ 0.0, 0.0 })
     local step = tcl.jit(function(g) p:assign(p + g):realize(); return p * 1 end)

@@ -50,6 +50,14 @@ local function stored_buffer(uop)
   return nil
 end
 
+-- Tensors whose node is an assignment not realized yet (Tensor.assign), weakly.
+local pending_assigns = setmetatable({}, { __mode = "k" })
+
+local function in_list(list, v)
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
+
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
 local realize_options -- the options of the realize being run (Tensor:realize{...})
@@ -70,8 +78,17 @@ function M.realize_all(...)
     end
   end
   if #pending > 0 then
+    -- pending assignments on the device join the schedule: they take effect at the next
+    -- realize, and share its work (BatchNorm's statistics with the optimizer's step)
+    for t in pairs(pending_assigns) do
+      if t.uop.op == "ASSIGN" and t.device == device and not in_list(pending, t) then
+        pending[#pending + 1] = t
+        uops[#uops + 1] = t.uop
+      end
+    end
     local o = realize_options or {}
     local results = schedule.run(uops, { device = device, noopt = o.noopt, beam = o.beam })
+    for _, t in ipairs(pending) do pending_assigns[t] = nil end
     for i, t in ipairs(pending) do
       -- a tensor that needs gradients keeps its graph reachable for backward; a transform's
       -- argument (_traced) keeps its node, which the transform differentiates with respect to
@@ -126,6 +143,7 @@ local assign_count = 0
 --  plan that uses t's buffer sees the new values; optimizers update parameters this way).
 --  value is a tensor or a number, broadcast to t's shape and cast to t's dtype. t is realized
 --  first if it is not stored yet. Returns t, whose node is the pending assignment until then.
+--  A pending assignment also runs with the next realize of other tensors on its device.
 function M.assign(t, value)
   tensor_arg("assign", t)
   if is_tensor(value) then
@@ -147,6 +165,7 @@ function M.assign(t, value)
   -- must run twice (tcl.schedule.assign never runs an ASSIGN node again)
   assign_count = assign_count + 1
   class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }, nil, { "assign", assign_count }))
+  pending_assigns[t] = true
   return t
 end
 
