@@ -49,6 +49,8 @@ local tcl = {
   nn = require "tcl.api.layers",
   -- data: IDX files, Fashion-MNIST, DataLoader, gzip (lua/tcl/api/data.lua)
   data = require "tcl.api.data",
+  -- optimizers: SGD, Adam, AdamW, LAMB (lua/tcl/api/optim.lua)
+  optim = require "tcl.api.optim",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (README, "Kernel optimization")
   set_heuristic = require("tcl.codegen.optimize").set_heuristic,
