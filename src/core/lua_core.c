@@ -477,6 +477,13 @@ static int l_live_ids(lua_State *L) {
     return 1;
 }
 
+/* core.fresh_id() -> an integer this state never handed out before (node ids share the
+   counter): buffer ids stay unique when a Lua module is loaded again (busted's insulate) */
+static int l_fresh_id(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)tcl_ctx_fresh_id(tcl_lua_ctx(L)));
+    return 1;
+}
+
 static int ctx_gc(lua_State *L) {
     ctx_box *b = lua_touserdata(L, 1);
     if (b->ctx) { tcl_ctx_free(b->ctx); b->ctx = NULL; }
@@ -568,7 +575,7 @@ int luaopen_tcl_core(lua_State *L) {
 
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
-        {"op_in", l_op_in},     {"live_count", l_live_count}, {"live_ids", l_live_ids}, {"toposort", l_toposort},
+        {"op_in", l_op_in},     {"live_count", l_live_count}, {"live_ids", l_live_ids}, {"fresh_id", l_fresh_id}, {"toposort", l_toposort},
         {"graph_size", l_graph_size}, {"clock", l_clock},
         {NULL, NULL},
     };

@@ -106,6 +106,8 @@ tcl_status tcl_ctx_status(const tcl_ctx *ctx) { return ctx->error.status; }
 
 size_t tcl_ctx_live_count(const tcl_ctx *ctx) { return ctx->live; }
 
+uint64_t tcl_ctx_fresh_id(tcl_ctx *ctx) { return ++ctx->next_id; }
+
 void tcl_ctx_each_of_op(const tcl_ctx *ctx, int op, void (*visit)(const tcl_uop *u, void *user), void *user) {
     for (size_t i = 0; i < ctx->cap; i++) {
         const tcl_uop *u = ctx->slots[i].node;

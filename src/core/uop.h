@@ -56,6 +56,9 @@ tcl_error *tcl_ctx_last_error(tcl_ctx *ctx);
 const char *tcl_ctx_error(const tcl_ctx *ctx);
 tcl_status tcl_ctx_status(const tcl_ctx *ctx);
 size_t tcl_ctx_live_count(const tcl_ctx *ctx);
+/* A number never returned before by this context (shared with node ids): ids of things that
+   must stay unique while the context lives, whatever Lua modules are reloaded. */
+uint64_t tcl_ctx_fresh_id(tcl_ctx *ctx);
 /* Calls visit(node, user) for every live node of op `op` (in no particular order). */
 void tcl_ctx_each_of_op(const tcl_ctx *ctx, int op, void (*visit)(const tcl_uop *u, void *user), void *user);
 /* Slots of the intern table (it grows with the live nodes and shrinks after they die). */

@@ -24,8 +24,11 @@ local M = {}
 -- in every call; this serves callers that do not).
 M.device = env.DEVICE and env.DEVICE:upper() or "CPU"
 
-local registry = {} -- buffer id -> { dtype =, numel =, storage = runtime Buffer or nil }
-local next_id = 0
+-- buffer id -> { dtype =, numel =, storage = runtime Buffer or nil }. Ids come from the core's
+-- counter (core.fresh_id), not from this module: a node is identified by its content, so an id
+-- used again while an older BUFFER node with it lives (this module loaded a second time, as
+-- busted's insulate does per spec file) would be that node.
+local registry = {}
 local runtime -- loaded on first allocation, so building schedules never needs it
 
 local function load_runtime()
@@ -52,9 +55,9 @@ function M.new(dtype, numel, device)
   end
   device = device or M.device
   if type(device) ~= "string" then error("buffers.new: device must be a string, got " .. type(device), 2) end
-  next_id = next_id + 1
-  registry[next_id] = { dtype = dt, numel = numel, device = device }
-  return core.uop("BUFFER", dt, nil, { next_id, numel, device })
+  local id = core.fresh_id()
+  registry[id] = { dtype = dt, numel = numel, device = device }
+  return core.uop("BUFFER", dt, nil, { id, numel, device })
 end
 
 --- A new BUFFER node for an existing runtime Buffer (a view of a mapped file, bytes already
@@ -65,9 +68,9 @@ function M.from_storage(storage)
   if type(storage) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "tcl.Buffer" then
     error("buffers.from_storage: expected a runtime Buffer, got " .. type(storage), 2)
   end
-  next_id = next_id + 1
-  registry[next_id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
-  return core.uop("BUFFER", storage.dtype, nil, { next_id, storage.numel, storage.device })
+  local id = core.fresh_id()
+  registry[id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
+  return core.uop("BUFFER", storage.dtype, nil, { id, storage.numel, storage.device })
 end
 
 --- nil when a buffer of numel elements of dtype fits on device (or the runtime does not know
