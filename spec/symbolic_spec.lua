@@ -339,6 +339,11 @@ describe("symbolic: like terms and constant gathering (signed integers)", functi
     expect(w, add(cmd(w, 4), mul(idv(w, 4), 4)))
     expect(add(w, a), add(add(fmd(w, 3), a), mul(fdv(w, 3), 3)))
     unchanged(add(fmd(w, 4), mul(idv(w, 4), 4))) -- mixed flavours do not recombine
+    -- the flat index of a (64, 5, 5) view read back flat: (i // 25) * 25 + (i // 5 % 5) * 5 + i % 5
+    local i = var("i", 0, 1599)
+    expect(i, add(add(mul(fdv(i, 25), 25), mul(fmd(fdv(i, 5), 5), 5)), fmd(i, 5)))
+    expect(i, add(add(mul(idv(i, 25), 25), mul(cmd(idv(i, 5), 5), 5)), cmd(i, 5)))
+    unchanged(add(mul(fdv(i, 24), 25), mul(fmd(fdv(i, 5), 5), 5))) -- 24 is not 5 * 5
   end)
 
   it("index shifts are multiplications and floor divisions", function()

@@ -202,6 +202,16 @@ static void merge_like_terms(term_list *terms, tcl_dtype dtype) {
     terms->count = kept;
 }
 
+/* Whether q is x // c, also when x is y // a and q is y // (a*c) (a, c > 0: the form the
+ * rules give (y // a) // c, which flattening an index of three or more dims produces). */
+static bool is_quotient_of(const tcl_uop *q, int div_op, const tcl_uop *x, const tcl_uop *divisor, int64_t c) {
+    if (q->op != div_op) return false;
+    if (q->src[0] == x && q->src[1] == divisor) return true;
+    int64_t a, ac;
+    if (c <= 0 || x->op != div_op || !const_value(x->src[1], &a) || a <= 0 || q->src[0] != x->src[0]) return false;
+    return const_value(q->src[1], &ac) && a <= INT64_MAX / c && ac == a * c;
+}
+
 /* (x % c)*m + (x // c)*(m*c) -> x*m, for MOD with IDIV and FLOORMOD with FLOORDIV: the
  * remainder plus c times the quotient is x for every x and every c != 0. */
 static void recombine_divmod(term_list *terms, tcl_dtype dtype) {
@@ -214,9 +224,7 @@ static void recombine_divmod(term_list *terms, tcl_dtype dtype) {
         int64_t quotient_coeff = wrapped(TCL_OP_MUL, dtype, rem->coeff, c);
         for (size_t j = 0; j < terms->count; j++) {
             sum_term *quo = &terms->items[j];
-            if (quo->base->op != div_op || quo->base->src[0] != x || quo->base->src[1] != divisor ||
-                quo->coeff != quotient_coeff)
-                continue;
+            if (quo->coeff != quotient_coeff || !is_quotient_of(quo->base, div_op, x, divisor, c)) continue;
             quo->coeff = 0;
             ptrdiff_t at = find_term(terms, terms->count, x);
             if (at >= 0) { /* x is a term already: one place for it */

@@ -34,6 +34,7 @@
 --      on tensors of a few hundred thousand elements is tens (CPU) to a thousand (H100) ops
 --      per element more. 512 is a round figure between those costs, a judgement rather
 --      than a measured optimum.
+--   A random number (THREEFRY) counts THREEFRY_OPS (64), its rounds of 64-bit arithmetic.
 --   A transcendental (EXP2, LOG2, SIN, COS, POW) counts TRANSCENDENTAL_OPS (16), what a
 --   CPU spends on its polynomial. Within the budget: a value that two or three kernels use
 --   (softmax's exponentials, layernorm's centered input) and attention's softmax weights
@@ -70,6 +71,10 @@ M.CHEAP_OPS = 2
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
 local TRANSCENDENTAL = transcendental.OPS
+--- What THREEFRY (a counter-based random number: 20 rounds of 64-bit add, rotate and xor)
+-- counts as: dropout's mask, broadcast into the next matmul's weight gradient, was recomputed
+-- for every output column (11 ms of a 107 ms CNN train step) when it counted 1.
+M.THREEFRY_OPS = 64
 
 local ALU = core.groups.ALU
 local MOVEMENT = { RESHAPE = true, PERMUTE = true, EXPAND = true, SHRINK = true, FLIP = true, PAD = true }
@@ -170,7 +175,8 @@ function M.decide(order, sink, outputs)
   for i, node in ipairs(order) do
     if node ~= sink then
       local id, op, src = node.id, node.op, sources[i]
-      local n_ops = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or elementwise(op) and 1 or 0
+      local n_ops = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or op == "THREEFRY" and M.THREEFRY_OPS
+        or elementwise(op) and 1 or 0
       local n_loads, reduce = op == "BUFFER" and 1 or 0, false
       if op == "REDUCE_AXIS" then
         reduce = true -- matters only if it is fused: its consumers then hold a reduction
