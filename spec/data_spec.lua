@@ -6,16 +6,7 @@ local tcl = require "tcl"
 local data = require "tcl.api.data"
 local Tensor = tcl.Tensor
 
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
-
-local function fails_with(expected, f, ...)
-  local message = error_of(f, ...)
-  assert.is_truthy(message:find(expected, 1, true), "expected '" .. expected .. "' in: " .. message)
-end
+local fails_with = helper.fails_with
 
 local paths = {}
 local function temp_file(contents, suffix)
@@ -36,11 +27,7 @@ local function idx(code, shape, payload)
   return table.concat(parts)
 end
 
-local function pack_all(fmt, values)
-  local parts = {}
-  for i, v in ipairs(values) do parts[i] = string.pack(fmt, v) end
-  return table.concat(parts)
-end
+local pack_all = helper.pack_all
 
 describe("read_idx", function()
   it("reads each IDX dtype, big-endian, into a tensor of the file's shape", function()

@@ -20,11 +20,7 @@ local function temp_file(contents)
   return path
 end
 
-local function pack_all(fmt, values)
-  local parts = {}
-  for i, v in ipairs(values) do parts[i] = string.pack(fmt, v) end
-  return table.concat(parts)
-end
+local pack_all = helper.pack_all
 
 describe("Tensor.from_bytes and to_bytes", function()
   it("reads each dtype's little-endian bytes", function()

@@ -10,22 +10,9 @@ local json = require "tcl.api.json"
 local buffers = require "tcl.schedule.buffers"
 local Tensor = tcl.Tensor
 
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of, fails_with = helper.error_of, helper.fails_with
 
-local function fails_with(expected, f, ...)
-  local message = error_of(f, ...)
-  assert.is_truthy(message:find(expected, 1, true), "expected '" .. expected .. "' in: " .. message)
-end
-
-local function pack_all(fmt, values)
-  local parts = {}
-  for i, v in ipairs(values) do parts[i] = string.pack(fmt, v) end
-  return table.concat(parts)
-end
+local pack_all = helper.pack_all
 
 -- A safetensors file as the format lays it out: the header's length, the header, the data.
 local function layout(header, data)

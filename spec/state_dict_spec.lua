@@ -6,16 +6,7 @@ local tcl = require "tcl"
 local state = require "tcl.api.state"
 local Tensor = tcl.Tensor
 
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
-
-local function fails_with(expected, f, ...)
-  local message = error_of(f, ...)
-  assert.is_truthy(message:find(expected, 1, true), "expected '" .. expected .. "' in: " .. message)
-end
+local error_of, fails_with = helper.error_of, helper.fails_with
 
 local function sorted_keys(map)
   local keys = {}

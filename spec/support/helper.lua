@@ -60,4 +60,24 @@ function M.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+--- The error message of f(...), which must fail.
+function M.error_of(f, ...)
+  local ok, err = pcall(f, ...)
+  assert(not ok, "expected an error")
+  return tostring(err)
+end
+
+--- Asserts that f(...) fails with a message containing `expected` (plain text).
+function M.fails_with(expected, f, ...)
+  local message = M.error_of(f, ...)
+  assert(message:find(expected, 1, true), "expected '" .. expected .. "' in: " .. message)
+end
+
+--- The values packed one after another with string.pack's format fmt.
+function M.pack_all(fmt, values)
+  local parts = {}
+  for i, v in ipairs(values) do parts[i] = string.pack(fmt, v) end
+  return table.concat(parts)
+end
+
 return M

@@ -107,30 +107,27 @@ local function check_scalar_result(fn, results)
   return out
 end
 
---- tcl.value_and_grad(f, argnums) -> a function returning f's value and its gradients with
--- respect to the arguments at argnums (default 1; a list gives one gradient per position).
--- f must return a one-element float tensor (further results are returned after the value).
-function M.value_and_grad(f, argnums)
-  if not callable(f) then fail("value_and_grad", "expected a function, got %s", check.type_name(f)) end
-  local nums = positions("value_and_grad", argnums)
+-- f's value and its gradients at argnums, with errors that name fn.
+local function value_and_grad_as(fn, f, argnums)
+  if not callable(f) then fail(fn, "expected a function, got %s", check.type_name(f)) end
+  local nums = positions(fn, argnums)
   return function(...)
-    local results, tracers = call_traced("value_and_grad", f, nums, ...)
-    local out = check_scalar_result("value_and_grad", results)
-    local grads = pull("value_and_grad", out, nil, tracers)
-    return out, table.unpack(grads, 1, #nums)
+    local results, tracers = call_traced(fn, f, nums, ...)
+    local out = check_scalar_result(fn, results)
+    return out, table.unpack(pull(fn, out, nil, tracers), 1, #nums)
   end
 end
+
+--- tcl.value_and_grad(f, argnums) -> a function returning f's value and its gradients with
+-- respect to the arguments at argnums (default 1; a list gives one gradient per position).
+-- f must return a one-element float tensor.
+function M.value_and_grad(f, argnums) return value_and_grad_as("value_and_grad", f, argnums) end
 
 --- tcl.grad(f, argnums) -> a function returning the gradients of f (a one-element float
 -- result) with respect to the arguments at argnums; one value per position.
 function M.grad(f, argnums)
-  if not callable(f) then fail("grad", "expected a function, got %s", check.type_name(f)) end
-  local nums = positions("grad", argnums)
-  return function(...)
-    local results, tracers = call_traced("grad", f, nums, ...)
-    local out = check_scalar_result("grad", results)
-    return table.unpack(pull("grad", out, nil, tracers), 1, #nums)
-  end
+  local value_and_grad = value_and_grad_as("grad", f, argnums)
+  return function(...) return select(2, value_and_grad(...)) end
 end
 
 --- tcl.vjp(f, x1, x2, ...) -> f's results, and pullback(ct1, ct2, ...) -> the gradients with
