@@ -54,6 +54,7 @@ def mlp_numpy(runs):
     b2 = np.zeros(10, np.float32)
 
     def step():
+        nonlocal w1, b1, w2, b2
         h = x @ w1 + b1
         a = np.maximum(h, 0)
         z = a @ w2 + b2

