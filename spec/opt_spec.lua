@@ -614,3 +614,25 @@ print((a + 1):tolist()[2][3])
     assert.matches("kernel 'E_2_3u' opts: UPCAST(2,3) (was 'E_2_3')", err, 1, true)
   end)
 end)
+
+describe("the default heuristic's register tile", function()
+  -- the kernel names of realizing t (an upcast axis shows as "<n>u")
+  local function kernel_names(t)
+    local report = tcl.profile(function() t:realize() end)
+    local names = {}
+    for i, k in ipairs(report.kernels) do names[i] = k.name end
+    return table.concat(names, " ")
+  end
+
+  it("is planned where the vector lanes' reads are near, not where they would be gathered", function()
+    local x = Tensor.randn(64, 128):realize()
+    local nn_name = kernel_names(x:matmul(Tensor.randn(128, 32):realize()))
+    assert.truthy(nn_name:find("%du"), "x @ W (W row-major along the output): tiled, got " .. nn_name)
+    -- x @ W^T reads W 128 elements apart along the output's contiguous axis
+    local nt_name = kernel_names(x:matmul(Tensor.randn(32, 128):realize():transpose(1, 2)))
+    assert.falsy(nt_name:find("%du"), "x @ W^T: no tile, got " .. nt_name)
+    -- a per-channel sum of (N, C, H, W) reads channels H*W apart
+    local sum_name = kernel_names(Tensor.randn(8, 16, 6, 6):realize():sum({ 1, 3, 4 }))
+    assert.falsy(sum_name:find("%du"), "per-channel sum: no tile, got " .. sum_name)
+  end)
+end)

@@ -9,7 +9,10 @@
 --     two vector widths (the renderer turns those lanes into vector registers), or whole when
 --     it is at most 16 long and no vector width divides it, and a reuse axis by as many rows as
 --     the remaining registers hold. Each value loaded inside the reduction then feeds
---     a whole row or column of the tile instead of one output.
+--     a whole row or column of the tile instead of one output. No tile where a read steps
+--     more than TILE_MAX_READ_STRIDE elements along the vector axis (x W^T, a per-channel
+--     sum over (N, C, H, W)): its lanes would be gathered one by one, slower than the plain
+--     loop LLVM vectorizes (a CNN train step: 98 -> 70 ms).
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it.
 --  3. Small reductions are unrolled whole (up to 8 steps, 4 when a tile exists).
@@ -27,6 +30,9 @@ M.THREAD_MIN_WORK = 1 << 18
 -- KBLOCK_MIN_BLOCKS of them (measured: blocks of 512 speed up matmul 2048 by 1.3-1.8x and
 -- leave 1024 as it was; 256 is slower).
 M.KBLOCK_STEPS = 512
+--- A register tile's vector axis may step reads by at most this many elements per lane
+-- (a conv of stride 2 reads every other element: the same cache lines).
+M.TILE_MAX_READ_STRIDE = 4
 M.KBLOCK_MIN_BLOCKS = 4
 
 local function first_store(buffers)
@@ -50,6 +56,12 @@ local function plan_tile(k)
     if store.strides[r.axis] == 1 then vec = r end
   end
   if not vec then return nil end
+  -- the vector axis's lanes would be gathered where a read steps far along it (x W^T reads W
+  -- across rows, a per-channel sum over (N, C, H, W) reads channels H*W apart): no tile then
+  for _, b in ipairs(buffers) do
+    local stride = b.strides[vec.axis]
+    if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
+  end
   -- a reuse axis: some read uses the vector axis but not this one
   local reuse
   for _, r in ipairs(outputs) do
