@@ -17,18 +17,13 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local gradients = require "tcl.api.gradients"
+local buffers = require "tcl.schedule.buffers"
 
 local is_tensor, fail = class.is_tensor, check.fail
 local tensor_arg = check.tensor
 local M = {}
 
 local leaves = setmetatable({}, { __mode = "k" }) -- the tensors marked requires_grad, weakly
-
--- The BUFFER node a realized tensor's node views, or nil.
-local function stored(uop)
-  while uop.op == "RESHAPE" do uop = uop.src[1] end
-  return uop.op == "BUFFER" and uop or nil
-end
 
 --- Marks t as a leaf that requires gradients (flag true, the default) or clears the mark
 -- (false). Only float tensors can require gradients. Returns t.
@@ -41,7 +36,7 @@ function M.requires_grad_(t, flag)
     if not t.uop.dtype.is_float then
       fail("requires_grad_", "only float tensors can require gradients, got a %s tensor", t.uop.dtype.name)
     end
-    if not stored(t.uop) then class.Tensor.realize_all(t) end
+    if not buffers.viewed(t.uop) then class.Tensor.realize_all(t) end
     rawset(t, "_needs_grad", true)
     rawset(t, "_leaf", true)
     leaves[t] = true

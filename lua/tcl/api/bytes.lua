@@ -55,19 +55,12 @@ function M.from_bytes(s, dtype, shape, opts)
   return nodes.reshape(wrap(node, { numel }, checked), shape)
 end
 
--- The BUFFER node holding a realized tensor's values (through a reshape), or nil.
-local function stored_buffer(uop)
-  while uop.op == "RESHAPE" do uop = uop.src[1] end
-  if uop.op == "BUFFER" then return uop end
-  return nil
-end
-
 --- The tensor's values as a string of bytes in storage order (row-major, little-endian):
 --  numel * itemsize bytes. Realizes the tensor.
 function M.to_bytes(t)
   check.tensor("to_bytes", t)
   t:realize()
-  local node = stored_buffer(t.uop)
+  local node = buffers.viewed(t.uop)
   if node == nil then
     fail("to_bytes", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op,
       check.shape_str(t._shape))

@@ -38,12 +38,6 @@ local is_tensor = class.is_tensor
 
 local function message(fmt, ...) return "jit: " .. string.format(fmt, ...) end
 
--- The BUFFER node a realized tensor's node views (a BUFFER, maybe reshaped).
-local function buffer_of(uop)
-  while uop.op == "RESHAPE" do uop = uop.src[1] end
-  return uop.op == "BUFFER" and uop or nil
-end
-
 local function describe(v)
   if is_tensor(v) then return string.format("a %s tensor on %s", v.dtype.name, v.device) end
   if type(v) == "string" then return string.format("%q", v) end
@@ -147,7 +141,7 @@ local function capture(fn, args)
   -- where each argument's buffer was: its storage -> the (first) argument's position
   local input_at = {}
   for i = args.n, 1, -1 do
-    if is_tensor(args[i]) then input_at[buffers.get(buffer_of(args[i].uop))] = i end
+    if is_tensor(args[i]) then input_at[buffers.get(buffers.viewed(args[i].uop))] = i end
   end
   local plan = { steps = {}, outputs = {}, made = {}, staging = {} }
   for _, r in ipairs(recorded) do
@@ -162,7 +156,7 @@ local function capture(fn, args)
   end
   for i = 1, out.n do
     local t = out[i]
-    local storage = buffers.get(buffer_of(t.uop))
+    local storage = buffers.get(buffers.viewed(t.uop))
     -- a result that is an argument (returned as it came) is that call's argument on replay
     local input = not plan.made[storage] and input_at[storage] or nil
     plan.outputs[i] = { uop = t.uop, shape = t.shape, device = t.device, input = input }
@@ -179,7 +173,7 @@ local function replay(plan, args)
   for i = 1, args.n do
     local a = args[i]
     if is_tensor(a) then
-      local storage = buffers.get(buffer_of(a.uop))
+      local storage = buffers.get(buffers.viewed(a.uop))
       if plan.made[storage] then -- a result of this plan: the plan would overwrite what it reads
         local copy = plan.staging[i]
         if not copy then

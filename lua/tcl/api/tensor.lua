@@ -43,13 +43,6 @@ function M.size(t, d)
   return t._shape[check.dim("size", d, t._shape) + 1]
 end
 
--- A node that already holds its values in memory: a BUFFER, maybe reshaped.
-local function stored_buffer(uop)
-  while uop.op == "RESHAPE" do uop = uop.src[1] end
-  if uop.op == "BUFFER" then return uop end
-  return nil
-end
-
 -- Tensors whose node is an assignment not realized yet (Tensor.assign), weakly.
 local pending_assigns = setmetatable({}, { __mode = "k" })
 
@@ -68,7 +61,7 @@ function M.realize_all(...)
   for i = 1, list.n do
     local t = list[i]
     if not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
-    if stored_buffer(t.uop) == nil then
+    if buffers.viewed(t.uop) == nil then
       if device and t.device ~= device then
         fail("realize", "the tensors are on several devices (%s and %s); realize them separately", device, t.device)
       end
@@ -93,7 +86,7 @@ function M.realize_all(...)
       -- a tensor that needs gradients keeps its graph reachable for backward; a transform's
       -- argument (_traced) keeps its node, which the transform differentiates with respect to
       if rawget(t, "_needs_grad") and not rawget(t, "_leaf") then
-        gradients.remember_origin(stored_buffer(results[i]), t.uop)
+        gradients.remember_origin(buffers.viewed(results[i]), t.uop)
       end
       if not rawget(t, "_traced") then class.replace_uop(t, results[i]) end
     end
@@ -160,7 +153,7 @@ function M.assign(t, value)
   else
     fail("assign", "the value must be a tensor or a number, got %s", check.type_name(value))
   end
-  if stored_buffer(t.uop) == nil then M.realize_all(t) end
+  if buffers.viewed(t.uop) == nil then M.realize_all(t) end
   -- each call is a node of its own (tagged): nodes are hash-consed, and c:assign(c + 1) twice
   -- must run twice (tcl.schedule.assign never runs an ASSIGN node again)
   assign_count = assign_count + 1
@@ -174,7 +167,7 @@ function M.data(t)
   tensor_arg("data", t)
   check.host_values("data", check.numel(t._shape))
   M.realize_all(t)
-  local buffer = stored_buffer(t.uop)
+  local buffer = buffers.viewed(t.uop)
   if buffer == nil then
     fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
   end

@@ -82,6 +82,14 @@ function M.too_large(dtype, numel, device)
   return nil
 end
 
+--- The BUFFER node that node views (node itself, or RESHAPEs of it), or nil: a tensor whose
+-- node this is holds its values in memory.
+function M.viewed(node)
+  while node.op == "RESHAPE" do node = node.src[1] end
+  if node.op == "BUFFER" then return node end
+  return nil
+end
+
 --- Whether node is a BUFFER node this module made (and has not freed).
 function M.is_buffer(node)
   if node.op ~= "BUFFER" then return false end
