@@ -173,12 +173,7 @@ function M.load_state_dict(model, sd, opts)
     if v ~= nil then
       if v.device ~= t.device then v = Tensor.from_bytes(v:to_bytes(), v.dtype, v._shape, { device = t.device }) end
       if not rawequal(v.dtype, t.dtype) then v = v:cast(t.dtype) end
-      if Tensor.assign then
-        t:assign(v):realize()
-      else
-        -- a copy of its own, so that t never shares storage with the state dict's tensor
-        class.replace_uop(t, v:clone():realize().uop)
-      end
+      t:assign(v):realize()
     end
   end
   return missing, unexpected

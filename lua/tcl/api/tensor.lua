@@ -46,18 +46,13 @@ end
 -- Tensors whose node is an assignment not realized yet (Tensor.assign), weakly.
 local pending_assigns = setmetatable({}, { __mode = "k" })
 
-local function in_list(list, v)
-  for _, x in ipairs(list) do if x == v then return true end end
-  return false
-end
-
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
 local realize_options -- the options of the realize being run (Tensor:realize{...})
 
 function M.realize_all(...)
   local list = table.pack(...)
-  local pending, uops, device = {}, {}, nil
+  local pending, uops, device, queued = {}, {}, nil, {}
   for i = 1, list.n do
     local t = list[i]
     if not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
@@ -68,13 +63,14 @@ function M.realize_all(...)
       device = t.device
       pending[#pending + 1] = t
       uops[#uops + 1] = t.uop
+      queued[t] = true
     end
   end
   if #pending > 0 then
     -- pending assignments on the device join the schedule: they take effect at the next
     -- realize, and share its work (BatchNorm's statistics with the optimizer's step)
     for t in pairs(pending_assigns) do
-      if t.uop.op == "ASSIGN" and t.device == device and not in_list(pending, t) then
+      if t.uop.op == "ASSIGN" and t.device == device and not queued[t] then
         pending[#pending + 1] = t
         uops[#uops + 1] = t.uop
       end
@@ -130,8 +126,6 @@ local function broadcasts_to(from, to)
   return true
 end
 
-local assign_count = 0
-
 --- Stores value into t's own buffer at the next realize (in place: every tensor and captured
 --  plan that uses t's buffer sees the new values; optimizers update parameters this way).
 --  value is a tensor or a number, broadcast to t's shape and cast to t's dtype. t is realized
@@ -156,8 +150,7 @@ function M.assign(t, value)
   if buffers.viewed(t.uop) == nil then M.realize_all(t) end
   -- each call is a node of its own (tagged): nodes are hash-consed, and c:assign(c + 1) twice
   -- must run twice (tcl.schedule.assign never runs an ASSIGN node again)
-  assign_count = assign_count + 1
-  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }, nil, { "assign", assign_count }))
+  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }, nil, { "assign", core.fresh_id() }))
   pending_assigns[t] = true
   return t
 end

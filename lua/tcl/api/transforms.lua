@@ -22,12 +22,20 @@ local shapes = require "tcl.shape"
 local is_tensor = class.is_tensor
 local M = {}
 
-local next_tag = 0
-
 local function fail(fn, fmt, ...) error(fn .. ": " .. string.format(fmt, ...), 0) end
 
 local function callable(v)
   return type(v) == "function" or (type(getmetatable(v)) == "table" and getmetatable(v).__call ~= nil)
+end
+
+-- x's values on a node of its own (nodes are hash-consed): a CONTIGUOUS tagged with a number
+-- the core never handed out before (free once x is stored), which realize leaves in place
+-- (_traced) since transforms find their arguments by it.
+local function own_node(x, kind)
+  local t = class.wrap(core.uop("CONTIGUOUS", x.uop.dtype, { x.uop }, nil, { kind, core.fresh_id() }),
+    nodes.copy_shape(x), x.device)
+  rawset(t, "_traced", true)
+  return t
 end
 
 --- A tensor with x's values on a node of its own that requires gradients (see the header).
@@ -37,11 +45,8 @@ local function traced(fn, x, position)
   if not x.uop.dtype.is_float then
     fail(fn, "argument %d is a %s tensor; only float tensors are differentiated", position, x.uop.dtype.name)
   end
-  next_tag = next_tag + 1
-  local t = class.wrap(core.uop("CONTIGUOUS", x.uop.dtype, { x.uop }, nil, { "traced", next_tag }),
-    nodes.copy_shape(x), x.device)
+  local t = own_node(x, "traced")
   rawset(t, "_needs_grad", true)
-  rawset(t, "_traced", true)
   return t
 end
 
@@ -333,10 +338,7 @@ function M.vmap(f, in_dims, out_dims)
         local window = { 0, 1 } -- the first example: where f is traced
         for k, e in ipairs(example) do window[2 * k + 1], window[2 * k + 2] = 0, e end
         local first = nodes.reshape(nodes.shrink(front, window), example)
-        next_tag = next_tag + 1
-        local placeholder = class.wrap(core.uop("CONTIGUOUS", a.uop.dtype, { first.uop }, nil, { "vmap", next_tag }),
-          example, a.device)
-        rawset(placeholder, "_traced", true)
+        local placeholder = own_node(first, "vmap")
         if rawget(a, "_needs_grad") then rawset(placeholder, "_needs_grad", true) end
         map[placeholder.uop] = front
         call[i] = placeholder
