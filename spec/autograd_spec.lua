@@ -5,25 +5,19 @@
 -- non-contiguous inputs, reductions over several dims, nodes used twice, the requires_grad
 -- bookkeeping and its errors.
 local tcl = require "tcl"
+local splitmix = require "spec.support.splitmix"
 local Tensor = tcl.Tensor
 
 local F64 = { dtype = "float64" }
 
--- A deterministic pseudo-random list of n values in [lo, hi].
+-- A reproducible list of n values in [lo, hi).
 local function values(n, seed, lo, hi)
-  local list, s = {}, seed
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) % 2147483648
-    list[i] = lo + (hi - lo) * (s / 2147483648)
-  end
+  local rng, list = splitmix.new(seed), {}
+  for i = 1, n do list[i] = rng:uniform(lo, hi) end
   return list
 end
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = require("tcl.shape").numel
 
 local function tensor64(flat, shape) return Tensor(flat, F64):reshape(table.unpack(shape)) end
 
