@@ -7,7 +7,15 @@ function(tclc_missing what package)
                       "(or run scripts/setup.sh, which installs every dependency)")
 endfunction()
 
-if(PKG_CONFIG_FOUND)
+# Lua 5.4. The Lua module alone (TCLC_LUA_MODULE_ONLY) needs only the headers: the interpreter
+# that loads it provides Lua. LuaRocks passes the headers of the Lua it installs for (LUA_INCDIR).
+if(TCLC_LUA_MODULE_ONLY AND LUA_INCDIR)
+  if(NOT EXISTS "${LUA_INCDIR}/lua.h")
+    message(FATAL_ERROR "tcl: no lua.h in LUA_INCDIR (${LUA_INCDIR})")
+  endif()
+  set(LUA_INCLUDE_DIRS "${LUA_INCDIR}")
+  set(LUA_FOUND TRUE)
+elseif(PKG_CONFIG_FOUND)
   pkg_check_modules(LUA QUIET lua5.4)
 endif()
 if(NOT LUA_FOUND)
@@ -58,8 +66,11 @@ message(STATUS "tcl: LLVM ${LLVM_VERSION} (${TCLC_LLVM_CONFIG}, ${LLVM_LIBRARY})
 
 find_package(Threads REQUIRED)
 
-find_library(READLINE_LIBRARY NAMES readline)
-if(NOT READLINE_LIBRARY)
-  message(STATUS "tcl: readline not found; the interactive prompt has no line editing (apt-get install libreadline-dev)")
-  set(READLINE_LIBRARY "")
+# readline: line editing at the `tcl` program's prompt (not built with TCLC_LUA_MODULE_ONLY).
+if(NOT TCLC_LUA_MODULE_ONLY)
+  find_library(READLINE_LIBRARY NAMES readline)
+  if(NOT READLINE_LIBRARY)
+    message(STATUS "tcl: readline not found; the interactive prompt has no line editing (apt-get install libreadline-dev)")
+    set(READLINE_LIBRARY "")
+  endif()
 endif()

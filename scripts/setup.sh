@@ -7,9 +7,9 @@ set -euo pipefail
 
 # make and libc6-dev are listed because gcc and cmake only recommend them, and
 # we install without recommends. dataset-fashion-mnist is the data set tcl.data.fashion_mnist
-# reads (and its spec checks).
+# reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/packaging_spec.lua).
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check
-          libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist)
+          libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist luarocks)
 # LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
 LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev)
 

@@ -12,16 +12,7 @@ local PROBE = "print(tcl.uop('CONST', 'int32', nil, 7).arg, (require('tcl.instal
 
 local exists, write = helper.exists, helper.write
 
--- The build under test's type, from its CMake cache ("Debug", "Sanitize", ...).
-local function build_type()
-  local f = io.open(helper.build_dir .. "/CMakeCache.txt", "r")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text:match("\nCMAKE_BUILD_TYPE:%w+=([^\n]*)")
-end
-
-local sanitized = build_type() == "Sanitize"
+local sanitized = helper.build_type() == "Sanitize"
 
 local function canonical(dir)
   local status, out = helper.run("cd " .. q(dir) .. " && pwd -P")

@@ -6,6 +6,15 @@ M.root = os.getenv("TCLC_SOURCE_DIR") or "."
 M.build_dir = os.getenv("TCLC_BUILD_DIR") or (M.root .. "/build")
 M.tcl_bin = M.build_dir .. "/tcl"
 
+--- The build under test's type, from its CMake cache ("Debug", "Sanitize", ...); nil if unknown.
+function M.build_type()
+  local f = io.open(M.build_dir .. "/CMakeCache.txt", "r")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text:match("\nCMAKE_BUILD_TYPE:%w+=([^\n]*)")
+end
+
 local function read_all(path)
   local f = io.open(path, "rb")
   if not f then return "" end
