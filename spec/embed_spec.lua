@@ -57,6 +57,57 @@ describe("embedding", function()
     end)
   end)
 
+  describe("the tensor check program (examples/embed/tensor_check.c)", function()
+    it("passes every check of tensors, handles and their errors", function()
+      local status, out, err = helper.run("timeout 300 " .. q(examples .. "/tcl_embed_tensor_check"))
+      assert.are.equal("", err)
+      local failures = {}
+      for line in out:gmatch("[^\n]+") do
+        if line:match("^FAILED") then failures[#failures + 1] = line end
+      end
+      assert.are.same({}, failures)
+      local passed, failed = out:match("tensor_check: (%d+) passed, (%d+) failed\n$")
+      assert.is_not_nil(passed, "no summary line; output:\n" .. out)
+      assert.are.equal("0", failed)
+      assert.is_true(tonumber(passed) >= 65)
+      assert.are.equal(0, status)
+    end)
+  end)
+
+  describe("the inference host (examples/embed/inference.c)", function()
+    local status, out, err
+
+    setup(function()
+      status, out, err = helper.run("timeout 300 " .. q(examples .. "/tcl_embed_inference") .. " 20 32")
+    end)
+
+    it("runs every batch and matches the model without tcl.jit bit for bit", function()
+      assert.are.equal("", err)
+      assert.are.equal(0, status)
+      assert.matches("inference: 20 batches of 32 images (18 timed", out, 1, true)
+      assert.matches("inference: last batch matches the model without tcl.jit\n", out, 1, true)
+    end)
+
+    it("prints its throughput and a prediction for every image", function()
+      local ms, rate = out:match("inference: ([%d.]+) ms per batch, (%d+) images/s\n")
+      assert.is_not_nil(ms, out)
+      assert.is_true(tonumber(ms) > 0 and tonumber(rate) > 0)
+      local counts = out:match("predicted classes:([%d ]+)\n")
+      local total, classes = 0, 0
+      for n in counts:gmatch("%d+") do
+        total, classes = total + tonumber(n), classes + 1
+      end
+      assert.are.equal(10, classes)
+      assert.are.equal(20 * 32, total)
+    end)
+
+    it("refuses a bad command line with its usage", function()
+      local st, _, e = helper.run(q(examples .. "/tcl_embed_inference") .. " 0")
+      assert.are.equal(2, st)
+      assert.matches("usage: ", e, 1, true)
+    end)
+  end)
+
   describe("the public header", function()
     it("uses only tclc_ / TCLC_ names for what it declares", function()
       local text = read(header)

@@ -45,7 +45,8 @@ static int run_chunk_body(lua_State *L) {
         return 1;
     }
     luaL_checkstack(L, req->nargs, "too many script arguments");
-    for (int i = 0; i < req->nargs; i++) tclc_api_push_value(L, &req->args[i]);
+    for (int i = 0; i < req->nargs; i++)
+        if (!tclc_api_push_value(task, "tclc_dofile_args", i, &req->args[i])) return 1;
     lua_call(L, req->nargs, 0);
     return 0;
 }
@@ -56,7 +57,7 @@ static int run_chunk(tclc_state *S, chunk_request *req) {
 }
 
 int tclc_dostring(tclc_state *S, const char *code, const char *chunkname) {
-    if (!S) return TCLC_ERRARG;
+    if (!tclc_api_live(S)) return TCLC_ERRARG;
     if (!code) {
         tclc_api_set_error(S, "tclc_dostring: code is NULL");
         return TCLC_ERRARG;
@@ -66,7 +67,7 @@ int tclc_dostring(tclc_state *S, const char *code, const char *chunkname) {
 }
 
 int tclc_dofile_args(tclc_state *S, const char *path, const tclc_value *args, int nargs) {
-    if (!S) return TCLC_ERRARG;
+    if (!tclc_api_live(S)) return TCLC_ERRARG;
     if (nargs < 0 || nargs > TCLC_MAX_VALUES || (nargs > 0 && !args)) {
         tclc_api_set_errorf(S, "tclc_dofile_args: bad arguments (args %s, nargs %d)",
                             args ? "set" : "NULL", nargs);
@@ -83,7 +84,7 @@ int tclc_dofile(tclc_state *S, const char *path) {
 }
 
 int tclc_pcall(tclc_state *S, int nargs, int nresults) {
-    if (!S) return TCLC_ERRARG;
+    if (!tclc_api_live(S)) return TCLC_ERRARG;
     lua_State *L = S->L;
     if (nargs < 0 || nresults < TCLC_MULTRET) {
         tclc_api_set_errorf(S, "tclc_pcall: bad counts (nargs %d, nresults %d)", nargs, nresults);

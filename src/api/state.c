@@ -18,7 +18,8 @@
 /* What tclc_error says when it has nothing better: static, so reporting cannot fail. */
 static const char no_memory_message[] = "not enough memory";
 static const char no_state_message[] =
-    "no tclc state (the state is NULL: tclc_open gives NULL only when memory runs out)";
+    "no tclc state (the state is NULL, closed by tclc_close, or was never opened; tclc_open gives "
+    "NULL only when memory runs out)";
 
 _Static_assert(TCLC_MULTRET == LUA_MULTRET, "TCLC_MULTRET must be LUA_MULTRET");
 
@@ -88,6 +89,7 @@ int tclc_api_run(tclc_state *S, tclc_api_task *task) {
         return TCLC_ERRMEM;
     }
     task->status = TCLC_OK;
+    task->S = S;
     lua_pushcfunction(L, tclc_api_message_handler);
     lua_pushcfunction(L, task->body);
     lua_pushlightuserdata(L, task);
@@ -118,24 +120,33 @@ int tclc_open(tclc_state **out) {
     if (!S) return TCLC_ERRMEM;
     S->error = "";
     S->L = luaL_newstate();
-    if (!S->L) {
+    if (!S->L || !tclc_api_live_add(S)) {
+        if (S->L) lua_close(S->L);
         free(S);
         return TCLC_ERRMEM;
     }
+    /* the tag: bits of the state's address, mixed; never 0, so no id is 0 */
+    uint64_t mixed = (uint64_t)(uintptr_t)S * UINT64_C(0x9E3779B97F4A7C15);
+    S->handle_tag = ((mixed >> 40) | 1) << 40;
+    S->next_handle = 1;
     *out = S;
     tclc_api_task task = {.body = open_body};
     return tclc_api_run(S, &task);
 }
 
 void tclc_close(tclc_state *S) {
-    if (!S) return;
+    if (!tclc_api_live(S)) return;
+    tclc_api_live_remove(S);
     lua_close(S->L); /* runs every finalizer: the core context and its nodes go here */
+    for (size_t i = 0; i < S->nexpectations; i++) free(S->expectations[i].name);
+    free(S->expectations);
+    free(S->lent);
     free(S->error_owned);
     free(S);
 }
 
 const char *tclc_error(const tclc_state *S) {
-    return S ? S->error : no_state_message;
+    return tclc_api_live(S) ? S->error : no_state_message;
 }
 
 const char *tclc_version(void) {
@@ -143,5 +154,5 @@ const char *tclc_version(void) {
 }
 
 lua_State *tclc_lua(tclc_state *S) {
-    return S ? S->L : NULL;
+    return tclc_api_live(S) ? S->L : NULL;
 }

@@ -5,14 +5,40 @@
 #define TCLC_API_STATE_H
 
 #include <lua.h>
+#include <stdint.h>
 
+#include "live_states.h"
 #include "tclc.h"
+
+/* Host memory lent to S by tclc_tensor_wrap, for the overlap checks of tclc_tensor_read. */
+typedef struct tclc_api_lent {
+    uint64_t id; /* the tensor handle's id */
+    uintptr_t begin, end;
+} tclc_api_lent;
+
+/* What tclc_function_expect declared about one argument. */
+typedef struct tclc_api_expectation {
+    uint64_t function_id;
+    int arg;
+    char *name; /* owned */
+    int dtype;  /* 0: any */
+    int ndim;   /* -1: any */
+    int64_t shape[TCLC_MAX_DIMS];
+} tclc_api_expectation;
 
 struct tclc_state {
     lua_State *L;
     /* The last error message: error_owned when it could be copied, else a static text. */
     char *error_owned;
     const char *error;
+    /* Handle ids: a tag of this state in the high 24 bits, then a counter, so an id is never
+     * used twice by one state and another state's ids are (almost surely) unknown here. The
+     * handles themselves are keys of tables in the Lua registry (handles.c). */
+    uint64_t handle_tag, next_handle;
+    tclc_api_lent *lent;
+    size_t nlent, lent_capacity;
+    tclc_api_expectation *expectations;
+    size_t nexpectations, expectations_capacity;
 };
 
 /* Sets S's message to a copy of msg (a static "not enough memory" text if the copy fails). */
@@ -39,7 +65,8 @@ int tclc_api_message_handler(lua_State *L);
 typedef struct tclc_api_task {
     lua_CFunction body;
     void *request;
-    int status; /* set by body to a TCLC_ERR code for a failure that is not a Lua error */
+    int status;   /* set by body to a TCLC_ERR code for a failure that is not a Lua error */
+    tclc_state *S; /* set by tclc_api_run: the state the body runs in */
 } tclc_api_task;
 
 /* Runs task on S and records the outcome: TCLC_OK clears the message, anything else sets it. */

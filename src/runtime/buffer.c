@@ -261,8 +261,22 @@ tcl_buffer *tcl_buffer_new_borrowed(const char *device, int dtype, size_t numel,
     return b;
 }
 
+bool tcl_buffer_revoke(tcl_buffer *b) {
+    if (!b || !b->release) return false;
+    b->release(b->owner);
+    b->release = NULL;
+    b->owner = NULL;
+    b->data = NULL;
+    b->revoked = true;
+    return true;
+}
+
 void tcl_buffer_free(tcl_buffer *b) {
     if (!b) return;
+    if (b->revoked) {
+        free(b);
+        return;
+    }
     if (b->release) {
         b->release(b->owner);
         free(b);

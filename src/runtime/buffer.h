@@ -51,6 +51,9 @@ typedef struct tcl_buffer {
     /* borrowed storage: called with owner when the buffer is freed (NULL: data is ours) */
     void (*release)(void *owner);
     void *owner;
+    /* borrowed storage given back before the buffer died (tcl_buffer_revoke): data is NULL
+     * and every use is an error */
+    bool revoked;
 } tcl_buffer;
 
 /* The alignment of CPU storage, and the multiple its capacity is rounded up to. */
@@ -70,6 +73,11 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
  * storage must be readable and writable: kernels may write their outputs into it. */
 tcl_buffer *tcl_buffer_new_borrowed(const char *device, int dtype, size_t numel, unsigned char *data,
                                     void (*release)(void *owner), void *owner, tcl_error *err);
+/* Gives borrowed storage back now, before b is freed (a host that lent its memory takes it
+ * back): release(owner) is called, data becomes NULL and b->revoked true, so users of b must
+ * check it (the Lua binding refuses a revoked buffer by name). No-op for owned storage
+ * (returns false) and for a buffer already revoked. */
+bool tcl_buffer_revoke(tcl_buffer *b);
 /* The alignment tcl_buffer_new_borrowed requires of storage for device (0: unknown device). */
 size_t tcl_device_storage_align(const char *device, size_t itemsize);
 /* Frees b; its CPU storage goes to its cache when the cache has room, borrowed storage to its

@@ -50,13 +50,25 @@ typedef struct program_box { tcl_emu_program *p; } program_box;
 
 /* ---- buffers ---- */
 
+/* A revoked buffer's memory went back to the host that lent it (tclc_tensor_release). */
+static const char revoked_message[] =
+    "the buffer's memory belongs to the host, which released it (tclc_tensor_release); "
+    "a tensor wrapping host memory cannot be used after that";
+
 tcl_buffer *tcl_lua_check_buffer(lua_State *L, int idx) {
     buffer_box *box = luaL_checkudata(L, idx, BUFFER_MT);
     if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
+    if (box->b->revoked) luaL_argerror(L, idx, revoked_message);
     return box->b;
 }
 
 static tcl_buffer *test_buffer(lua_State *L, int idx) {
+    buffer_box *box = luaL_testudata(L, idx, BUFFER_MT);
+    if (box && box->b && box->b->revoked) luaL_argerror(L, idx, revoked_message);
+    return box ? box->b : NULL;
+}
+
+tcl_buffer *tcl_lua_test_buffer(lua_State *L, int idx) {
     buffer_box *box = luaL_testudata(L, idx, BUFFER_MT);
     return box ? box->b : NULL;
 }
@@ -93,15 +105,20 @@ static int buffer_gc(lua_State *L) {
 static const char *dtype_name(tcl_dtype dt) { return tcl_dtype_get(dt)->name; }
 
 static int buffer_tostring(lua_State *L) {
-    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
-    lua_pushfstring(L, "Buffer(%s, %s, %I)", b->device, dtype_name(b->dtype), (lua_Integer)b->numel);
+    tcl_buffer *b = tcl_lua_test_buffer(L, 1);
+    if (!b) b = tcl_lua_check_buffer(L, 1);
+    lua_pushfstring(L, "Buffer(%s, %s, %I%s)", b->device, dtype_name(b->dtype), (lua_Integer)b->numel,
+                    b->revoked ? ", released by the host" : "");
     return 1;
 }
 
 static int buffer_index(lua_State *L) {
-    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    /* the facts stay readable after the host took its memory back; only the data is gone */
+    tcl_buffer *b = tcl_lua_test_buffer(L, 1);
+    if (!b) b = tcl_lua_check_buffer(L, 1); /* raises: not a Buffer, or freed */
     const char *k = lua_tostring(L, 2);
     if (k) {
+        if (!strcmp(k, "revoked")) { lua_pushboolean(L, b->revoked); return 1; }
         if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)b->numel); return 1; }
         if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, b->dtype); return 1; }
         if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)b->nbytes); return 1; }

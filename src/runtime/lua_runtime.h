@@ -11,6 +11,9 @@
 TCL_LUAOPEN_API int luaopen_tcl_runtime(lua_State *L);
 /* The buffer of the Buffer userdata at idx, or a Lua error naming the argument. */
 tcl_buffer *tcl_lua_check_buffer(lua_State *L, int idx);
+/* The buffer of the Buffer userdata at idx (revoked ones included), NULL when idx holds
+ * something else or a freed buffer; never raises. */
+tcl_buffer *tcl_lua_test_buffer(lua_State *L, int idx);
 /* Pushes a new Buffer userdata that holds nothing yet and returns its slot: the caller stores
  * the buffer there (the userdata's finalizer frees it), so a Lua error never leaks one. */
 tcl_buffer **tcl_lua_push_buffer_slot(lua_State *L);

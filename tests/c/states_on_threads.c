@@ -6,7 +6,11 @@
  * node still being pushed to Lua). Every thread's results must equal those of the same loop run alone on
  * the main thread first, and each state's live node count must stay bounded. Built with the
  * project and, by scripts/test.sh, with ThreadSanitizer (build type TSan), so a data race
- * between states is a report, not a hope. Ends with "states_on_threads: N passed, M failed".
+ * between states is a report, not a hope. Each thread then runs a host loop through the tensor
+ * API: its own host memory wrapped as a tensor, a jitted Lua function called by handle, results
+ * read into host memory, handles released (the process-wide set of open states is shared by
+ * all threads: opening and closing states on threads checks its lock too).
+ * Ends with "states_on_threads: N passed, M failed".
  *
  *   build/tests/states_on_threads [threads] [iterations]    (default 4 threads, 150 iterations) */
 #include <pthread.h>
@@ -35,11 +39,46 @@ static const char realize_loop[] =
     "    end\n"
     "  end\n"
     "  return checksum, most_live\n"
-    "end\n";
+    "end\n"
+    "host_step = tcl.jit(function(x) return (x * 2 + 1):sum(2) end)\n";
+
+enum { HOST_ROWS = 16, HOST_COLS = 24 };
+
+/* Wraps host memory, calls host_step by handle and reads the row sums into host memory,
+ * iterations times; returns a checksum of the sums (or -1 with j->error set). */
+static int64_t host_loop(tclc_state *S, int iterations, char *error, size_t cap) {
+    float *x = aligned_alloc(TCLC_ALIGNMENT, HOST_ROWS * HOST_COLS * sizeof(float));
+    float sums[HOST_ROWS];
+    int64_t checksum = 0;
+    tclc_function step = {0};
+    int status = x ? tclc_function_get(S, "host_step", &step) : TCLC_ERRMEM;
+    int64_t shape[2] = {HOST_ROWS, HOST_COLS};
+    for (int i = 0; i < iterations && status == TCLC_OK; i++) {
+        for (int k = 0; k < HOST_ROWS * HOST_COLS; k++) x[k] = (float)((i + k) % 13);
+        tclc_tensor X;
+        status = tclc_tensor_wrap(S, x, TCLC_FLOAT32, 2, shape, NULL, &X);
+        if (status != TCLC_OK) break;
+        tclc_value arg = tclc_tensor_value(X), result;
+        status = tclc_call_function(S, step, &arg, 1, &result, 1);
+        if (status == TCLC_OK) {
+            status = tclc_tensor_read(S, result.as.tensor, sums, sizeof sums);
+            tclc_tensor_release(S, result.as.tensor);
+        }
+        tclc_tensor_release(S, X);
+        for (int r = 0; r < HOST_ROWS && status == TCLC_OK; r++) checksum += (int64_t)sums[r] * (r + 1);
+    }
+    if (status != TCLC_OK) {
+        snprintf(error, cap, "host loop: %s", tclc_error(S));
+        checksum = -1;
+    }
+    if (step.id) tclc_function_release(S, step);
+    free(x);
+    return checksum;
+}
 
 typedef struct job {
     int iterations;
-    int64_t checksum, most_live;
+    int64_t checksum, most_live, host_checksum;
     int status;
     char error[512];
 } job;
@@ -58,6 +97,10 @@ static void *run_job(void *arg) {
         }
     }
     if (j->status != TCLC_OK) snprintf(j->error, sizeof j->error, "%s", tclc_error(S));
+    if (j->status == TCLC_OK) {
+        j->host_checksum = host_loop(S, j->iterations, j->error, sizeof j->error);
+        if (j->host_checksum < 0) j->status = TCLC_ERRRUN;
+    }
     tclc_close(S);
     return NULL;
 }
@@ -106,6 +149,9 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "thread %d: checksum %lld equals the single-threaded %lld", t,
                  (long long)jobs[t].checksum, (long long)reference.checksum);
         check(jobs[t].checksum == reference.checksum && reference.checksum != 0, what);
+        snprintf(what, sizeof what, "thread %d: host-memory checksum %lld equals the single-threaded %lld", t,
+                 (long long)jobs[t].host_checksum, (long long)reference.host_checksum);
+        check(jobs[t].host_checksum == reference.host_checksum && reference.host_checksum > 0, what);
         snprintf(what, sizeof what, "thread %d: live nodes stay bounded (%lld at most)", t,
                  (long long)jobs[t].most_live);
         check(jobs[t].most_live > 0 && jobs[t].most_live < 5000, what);
