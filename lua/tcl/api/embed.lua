@@ -20,8 +20,8 @@ end
 --- The tensor of the given shape over storage (a flat runtime Buffer), reading element
 -- (i1, ..., in) (0-based) at sum(ik * strides[k]) (strides nil: contiguous). The view is built
 -- from movement ops: the dims with a stride (and size > 1), largest stride first, must each
--- step over whole blocks of the next (padded rows, transposes and channel-last layouts do);
--- stride-0 dims are expands.
+-- step over all the elements the next one covers (padded rows, transposes, channel-last and
+-- other nested layouts do; overlapping ones do not); stride-0 dims are expands.
 function M.wrap(storage, shape, strides)
   local flat = class.wrap(buffers.from_storage(storage), { storage.numel }, storage.device)
   local numel = 1
@@ -41,27 +41,30 @@ function M.wrap(storage, shape, strides)
   end)
   for k = 1, #moving - 1 do
     local outer, inner = moving[k], moving[k + 1]
-    if strides[outer] % strides[inner] ~= 0 or strides[outer] < strides[inner] * shape[inner] then
-      fail("strides %s of shape %s overlap or interleave (dim %d's stride %d is not a multiple of dim %d's "
-        .. "%d covering its %d elements): not a view tcl can express", shape_text(strides), shape_text(shape),
-        outer, strides[outer], inner, strides[inner], shape[inner])
+    if strides[outer] < strides[inner] * shape[inner] then
+      fail("strides %s of shape %s overlap or interleave (dim %d's stride %d is less than the %d elements dim %d "
+        .. "covers): not a view tcl can express", shape_text(strides), shape_text(shape), outer, strides[outer],
+        strides[inner] * shape[inner], inner)
     end
   end
   local t
   if #moving == 0 then
     t = flat:narrow(1, 1, 1)
   else
-    -- flat -> [n1, s1/s2, ..., s(k-1)/sk, sk], then keep [n1, n2, ..., nk, 1] of it
+    -- flat -> [n1, s1]; keep n2 * s2 of each row and split it into [n2, s2]; ...; keep 1 of sk
     local first = moving[1]
     local full = shape[first] * strides[first]
     if full > storage.numel then t = flat:pad({ { 0, full - storage.numel } })
     elseif full < storage.numel then t = flat:narrow(1, 1, full)
     else t = flat end
-    local blocks = { shape[first] }
-    for k = 2, #moving do blocks[k] = strides[moving[k - 1]] // strides[moving[k]] end
-    blocks[#moving + 1] = strides[moving[#moving]]
-    t = t:reshape(blocks)
-    for k = 2, #moving do t = t:narrow(k, 1, shape[moving[k]]) end
+    local sizes = { shape[first], strides[first] }
+    t = t:reshape(sizes)
+    for k = 2, #moving do
+      local d = moving[k]
+      t = t:narrow(k, 1, shape[d] * strides[d])
+      sizes[k], sizes[k + 1] = shape[d], strides[d]
+      t = t:reshape(sizes)
+    end
     t = t:narrow(#moving + 1, 1, 1)
   end
   -- [n_moving..., 1] -> the moving dims in dim order, then every dim (1s where broadcast)
