@@ -37,6 +37,10 @@ local tcl = {
   realize = Tensor.realize_all,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
+  -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and
+  -- the kernels' object code that build into a program needing only libc and pthreads (tcl.export,
+  -- loaded on first use)
+  export = function(...) return require("tcl.export").export(...) end,
   -- autograd (README, "Autograd"): scoped gradient switches and the functional transforms
   no_grad = Tensor.no_grad,
   enable_grad = Tensor.enable_grad,

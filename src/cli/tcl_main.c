@@ -1,6 +1,7 @@
 /* tcl_main.c — the `tcl` program: runs scripts, -e code, or an interactive prompt with the
- * tcl tensor compiler loaded. Layer: cli, a thin user of the embedding API (include/tclc.h);
- * it touches the Lua state (tclc_lua) only to set `arg` and to drive the prompt.
+ * tcl tensor compiler loaded; `tcl export ...` hands its arguments to the Lua command
+ * tcl.export.cli. Layer: cli, a thin user of the embedding API (include/tclc.h); it touches
+ * the Lua state (tclc_lua) only to set `arg`, to drive the prompt and to call that command.
  * Command-line behaviour follows the stock `lua` program, so scripts see the same `arg`. */
 #define _POSIX_C_SOURCE 200809L /* getline, isatty, fileno */
 
@@ -38,9 +39,15 @@ static void print_help(void) {
            "  -h, --help     print this help\n"
            "  --             stop handling options\n"
            "\n"
+           "  export model.lua -o DIR [--name NAME] [--weights embed|safetensors] [--threads N]\n"
+           "         [--batch-sizes B1,B2,...]\n"
+           "                 export the script's model as C sources and object code that build\n"
+           "                 with cc alone (see '%s export --help'); a script named 'export'\n"
+           "                 runs as ./export\n"
+           "\n"
            "With no script and no -e, tcl starts the interactive prompt.\n"
            "TCLC_LUA_DIR overrides where tcl's Lua files are found.\n",
-           usage_line);
+           usage_line, PROGRAM_NAME);
 }
 
 /* A usage error: the reason, then how to get help, on stderr. */
@@ -328,9 +335,52 @@ out_of_memory:
     return EXIT_LUA_ERROR;
 }
 
+/* ---- tcl export ---- */
+
+typedef struct export_call {
+    int argc;    /* the arguments after "export" */
+    char **argv;
+    int status;  /* the command's exit status */
+} export_call;
+
+/* Calls require("tcl.export.cli").main({arguments}) and keeps the status it returns. Runs
+ * under tclc_pcall. */
+static int call_export_main(lua_State *L) {
+    export_call *call = lua_touserdata(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "tcl.export.cli");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "main");
+    lua_createtable(L, call->argc, 0);
+    for (int i = 0; i < call->argc; i++) {
+        lua_pushstring(L, call->argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_call(L, 1, 1);
+    call->status = (int)luaL_optinteger(L, -1, EXIT_LUA_ERROR);
+    return 0;
+}
+
+/* `tcl export ...`: the command's own usage errors and messages come from the Lua side. */
+static int run_export(int argc, char **argv) {
+    tclc_state *S;
+    int status;
+    if (tclc_open(&S) != TCLC_OK) {
+        status = lua_error_exit(S);
+        tclc_close(S);
+        return status;
+    }
+    export_call call = {.argc = argc, .argv = argv, .status = EXIT_LUA_ERROR};
+    status = run_protected(S, call_export_main, &call) == TCLC_OK ? call.status : lua_error_exit(S);
+    fflush(stdout);
+    tclc_close(S);
+    return status;
+}
+
 /* ---- main ---- */
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return run_export(argc - 2, argv + 2);
     command_line cl;
     int status = parse_command_line(argc, argv, &cl);
     if (status != EXIT_OK) return status;

@@ -100,22 +100,32 @@ local function realize_inputs(args)
   if #list > 0 then tensor.realize_all(table.unpack(list)) end
 end
 
---- nil when fn's results are tensors, else why not.
-local function bad_results(results)
-  if results.n == 0 then return message("the function returned nothing; it must return tensors") end
+--- nil when fn's results are tensors, else why not (who: the message's prefix, default "jit").
+local function bad_results(results, who)
+  who = who or "jit"
+  if results.n == 0 then return who .. ": the function returned nothing; it must return tensors" end
   for i = 1, results.n do
     if not is_tensor(results[i]) then
-      return message("result %d is %s; a jitted function returns tensors only", i, describe(results[i]))
+      return string.format("%s: result %d is %s; a %s function returns tensors only", who, i, describe(results[i]),
+        who == "jit" and "jitted" or "captured")
     end
   end
   return nil
 end
 
+M.bad_results = bad_results
+
 ---------------------------------------------------------------------------------------------
 -- capturing
 
---- Runs fn on args while recording its kernels; returns the plan and fn's results.
-local function capture(fn, args)
+--- Runs fn on args (a table.pack) while recording every kernel it runs; returns the list of
+-- { kernel =, nodes = (BUFFER nodes), storages = (runtime buffers, slot 1 the written one) } in
+-- run order and fn's results (a table.pack, realized). Reading values to the host meanwhile is
+-- an error. opts (optional): who (the prefix of error messages, default "jit"), contiguous (true:
+-- each result becomes t:contiguous() before it is realized, so a view is stored by a copy kernel
+-- in a buffer of its own). tcl.export captures its plans with this function too.
+function M.record(fn, args, opts)
+  local who = opts and opts.who or "jit"
   local recorded = {}
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
@@ -124,19 +134,27 @@ local function capture(fn, args)
     if outer_recorder then outer_recorder(kernel, nodes, storages) end
   end
   buffers.read_hook = function()
-    error("jit: the function read tensor values to the host (tolist, item, print, data) while its plan was "
-      .. "captured; a jitted function must only compute tensors", 0)
+    error(who .. ": the function read tensor values to the host (tolist, item, print, data) while its plan was "
+      .. "captured; a " .. (who == "jit" and "jitted" or "captured") .. " function must only compute tensors", 0)
   end
   local results = table.pack(pcall(function()
     local out = table.pack(fn(table.unpack(args, 1, args.n)))
-    local bad = bad_results(out)
+    local bad = bad_results(out, who)
     if bad then error(bad, 0) end
+    if opts and opts.contiguous then
+      for i = 1, out.n do out[i] = out[i]:contiguous() end
+    end
     tensor.realize_all(table.unpack(out, 1, out.n))
     return out
   end))
   schedule.recorder, buffers.read_hook = outer_recorder, outer_read_hook
   if not results[1] then error(results[2], 0) end
-  local out = results[2]
+  return recorded, results[2]
+end
+
+--- Runs fn on args while recording its kernels; returns the plan and fn's results.
+local function capture(fn, args)
+  local recorded, out = M.record(fn, args)
 
   -- where each argument's buffer was: its storage -> the (first) argument's position
   local input_at = {}

@@ -195,6 +195,9 @@ for rank, pair in ipairs(SAFE_DTYPES) do
   DTYPE_OF[pair[1]], NAME_OF[dt], RANK[dt] = dt, pair[1], rank
 end
 
+--- safetensors' name of dtype ("F32" for float32), or nil when the format has none.
+function M.safetensors_dtype(dtype) return NAME_OF[dtype] end
+
 --- The largest header safe_load accepts, in bytes (the reference reader's bound).
 M.MAX_HEADER_BYTES = 100000000
 

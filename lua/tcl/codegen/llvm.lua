@@ -182,8 +182,12 @@ function M.build_many(jobs)
   end
   local programs = {}
   for i, job in ipairs(jobs) do
-    local cpu = runtime.cpu_program(compiled[i], { name = job.name })
-    programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes }, Program)
+    local c = compiled[i]
+    local cpu = runtime.cpu_program(c, { name = job.name })
+    -- object, entry, params and parallel_size stay for tcl.export, which links the kernels'
+    -- object code into a standalone program (the object is already a Lua string: no copy)
+    programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes, object = c.object, entry = c.entry,
+      params = c.params, parallel_size = c.parallel_size }, Program)
   end
   return programs
 end

@@ -1,0 +1,416 @@
+-- tcl.export.c_runtime — the fixed part of an exported model's C source (NAME.c): errors, the
+-- instance, the worker pool, opening, running and closing. Layer: export. tcl.export.c_writer
+-- writes the model's own tables (steps, buffer slots, inputs, outputs, weights) above this text
+-- and puts the model's name in place of @name@ (and its upper case in place of @NAME@).
+--
+-- The text relies on these generated names: NUM_STEPS, NUM_SLOTS, NUM_INPUTS/NUM_OUTPUTS
+-- (@NAME@_NUM_*), ARENA_BYTES, WEIGHT_BYTES, MAX_PARTS, the tables STEPS, SLOTS, RUN_SLOTS,
+-- COPIES (all plans' rows, one after another) and PLANS (one per exported batch size: its
+-- rows of those tables, its staging offsets, its inputs' and outputs' descriptions), and the
+-- function `static int load_weights(@name@ *m, const char *path)` (embedded or read from a
+-- safetensors file: tcl.export.c_safetensors). M.batch_api is the text of @name@_run_batch and
+-- its companions, for an export of several batch sizes.
+--
+-- The worker pool. A run of one step on the pool publishes a ticket, one 64-bit atomic word:
+-- the job's number (32 bits), its step (16 bits) and the next part to claim (16 bits). A
+-- thread claims a part by a compare-and-swap from (job, step, k) to (job, step, k + 1) while k
+-- is below the step's part count (a constant table), so a part runs once, and a thread holding
+-- a claim knows the job is not finished: the run's pointers it reads stay valid. `parts_left`
+-- counts the parts not yet finished; the caller claims parts too and returns when it is 0. A
+-- thread that loses a race reads the newer ticket and goes on with that job, whichever it is.
+-- Waiting: workers spin for SPIN_NANOSECONDS after a job (the steps of a run follow each
+-- other closely), then sleep on `wake`; the caller spins as long for the last parts, then
+-- sleeps on `finished`. A sleeper announces itself (sleeping / caller_waiting) before it
+-- checks its condition under the mutex, and the waker checks the announcement after it
+-- published the change (both sequentially consistent), so no wake-up is lost.
+local M = {}
+
+M.text = [==[
+/* ---- the runtime: errors, the worker pool, open, run, close (tcl.export.c_runtime) ---- */
+
+/* How long a waiting thread spins before it sleeps: about the gap between two steps. */
+#define SPIN_NANOSECONDS 100000
+/* The most threads an instance takes (a guard against nonsense). */
+#define MAX_THREADS 1024
+
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+typedef struct worker_pool {
+    pthread_t *threads;
+    int nworkers;  /* threads started */
+    uint32_t jobs; /* jobs published so far (the caller's own counter) */
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;     /* workers sleep here between jobs */
+    pthread_cond_t finished; /* the caller sleeps here for the last parts */
+    int initialized;         /* the mutex and conditions exist */
+    _Atomic uint64_t ticket; /* job << 32 | step << 16 | next part */
+    atomic_uint parts_left;  /* parts of the current job not yet finished */
+    atomic_int sleeping;     /* workers asleep (or about to be) on wake */
+    atomic_int caller_waiting;
+    atomic_int stop;
+} worker_pool;
+
+struct @name@ {
+    unsigned char *arena;        /* ARENA_BYTES, 64-byte aligned */
+    unsigned char *loaded;       /* the weights read from a file, 64-byte aligned (NULL: embedded) */
+    const unsigned char *weights;
+    void *slots[NUM_SLOTS];      /* every step's buffer pointers, in slot order (all plans) */
+    void *input_at[NUM_INPUTS + 1];   /* this run's input pointers (staged or the caller's) */
+    void *output_at[NUM_OUTPUTS + 1]; /* this run's output pointers */
+    int threads;
+    atomic_flag busy; /* set while a run is under way */
+    worker_pool pool;
+    char error[512];
+};
+
+/* The message of a failure without an instance (open, a NULL instance), per thread. */
+static _Thread_local char orphan_error[512];
+
+PRINTF_LIKE(3, 4)
+static int fail(@name@ *m, int code, const char *format, ...) {
+    char *buffer = m ? m->error : orphan_error;
+    size_t size = m ? sizeof m->error : sizeof orphan_error;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(buffer, size, format, args);
+    va_end(args);
+    return code;
+}
+
+const char *@name@_error(const @name@ *m) { return m ? m->error : orphan_error; }
+
+/* ---- the worker pool ---- */
+
+static uint64_t now_nanoseconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void pause_briefly(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Part `part` of step `step`: its share of the thread axis's iterations. */
+static void run_part(@name@ *m, uint32_t step, uint32_t part) {
+    const step_info *s = &STEPS[step];
+    int64_t start = (int64_t)part * s->chunk;
+    int64_t end = start + s->chunk < s->parallel_size ? start + s->chunk : s->parallel_size;
+    s->call(m->slots + s->first_slot, start, end);
+}
+
+static uint32_t ticket_job(uint64_t ticket) { return (uint32_t)(ticket >> 32); }
+
+/* Claims and runs parts while the ticket has some left; returns the last ticket seen (its
+ * job may be newer than the one started with: the thread went on with it). */
+static uint64_t claim_parts(@name@ *m, uint64_t ticket) {
+    worker_pool *p = &m->pool;
+    for (;;) {
+        uint32_t step = (uint32_t)(ticket >> 16) & 0xffffu, part = (uint32_t)ticket & 0xffffu;
+        if (part >= STEPS[step].parts) return ticket;
+        if (atomic_compare_exchange_weak(&p->ticket, &ticket, ticket + 1)) {
+            run_part(m, step, part);
+            if (atomic_fetch_sub(&p->parts_left, 1) == 1 && atomic_load(&p->caller_waiting)) {
+                pthread_mutex_lock(&p->mutex);
+                pthread_cond_signal(&p->finished);
+                pthread_mutex_unlock(&p->mutex);
+            }
+            ticket = atomic_load(&p->ticket);
+        }
+        /* a failed exchange loaded the current ticket into `ticket` */
+    }
+}
+
+/* Spins until the ticket's job differs from `job` or the pool stops (true), or the spin
+ * time is over (false). */
+static int spin_for_job(worker_pool *p, uint32_t job) {
+    uint64_t deadline = 0;
+    for (unsigned i = 1;; i++) {
+        if (ticket_job(atomic_load(&p->ticket)) != job || atomic_load(&p->stop)) return 1;
+        if (i % 64 == 0) {
+            uint64_t t = now_nanoseconds();
+            if (!deadline) deadline = t + SPIN_NANOSECONDS;
+            else if (t >= deadline) return 0;
+        }
+        pause_briefly();
+    }
+}
+
+static void *worker_main(void *arg) {
+    @name@ *m = arg;
+    worker_pool *p = &m->pool;
+    uint32_t seen = 0; /* job 0: the pool's start, which has no parts */
+    for (;;) {
+        if (!spin_for_job(p, seen)) {
+            pthread_mutex_lock(&p->mutex);
+            atomic_fetch_add(&p->sleeping, 1);
+            while (ticket_job(atomic_load(&p->ticket)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mutex);
+            atomic_fetch_sub(&p->sleeping, 1);
+            pthread_mutex_unlock(&p->mutex);
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = ticket_job(claim_parts(m, atomic_load(&p->ticket)));
+    }
+}
+
+/* Runs step `step` with its parts spread over the pool and the caller. */
+static void run_on_pool(@name@ *m, uint32_t step) {
+    worker_pool *p = &m->pool;
+    p->jobs++;
+    if (p->jobs == 0) p->jobs = 1; /* job 0 is the pool's start */
+    uint64_t ticket = (uint64_t)p->jobs << 32 | (uint64_t)step << 16;
+    atomic_store(&p->parts_left, STEPS[step].parts);
+    atomic_store(&p->ticket, ticket);
+    if (atomic_load(&p->sleeping) > 0) {
+        pthread_mutex_lock(&p->mutex);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mutex);
+    }
+    claim_parts(m, ticket);
+    uint64_t deadline = 0;
+    for (unsigned i = 1; atomic_load(&p->parts_left) != 0; i++) {
+        if (i % 64 == 0) {
+            uint64_t t = now_nanoseconds();
+            if (!deadline) {
+                deadline = t + SPIN_NANOSECONDS;
+            } else if (t >= deadline) {
+                pthread_mutex_lock(&p->mutex);
+                atomic_store(&p->caller_waiting, 1);
+                while (atomic_load(&p->parts_left) != 0) pthread_cond_wait(&p->finished, &p->mutex);
+                atomic_store(&p->caller_waiting, 0);
+                pthread_mutex_unlock(&p->mutex);
+                break;
+            }
+        }
+        pause_briefly();
+    }
+}
+
+static void stop_pool(worker_pool *p) {
+    pthread_mutex_lock(&p->mutex);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    p->threads = NULL;
+    p->nworkers = 0;
+}
+
+/* Starts `workers` threads. */
+static int start_pool(@name@ *m, int workers) {
+    worker_pool *p = &m->pool;
+    pthread_mutex_init(&p->mutex, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->finished, NULL);
+    p->initialized = 1;
+    atomic_init(&p->ticket, 0xffffu); /* job 0, every part taken */
+    atomic_init(&p->parts_left, 0);
+    atomic_init(&p->sleeping, 0);
+    atomic_init(&p->caller_waiting, 0);
+    atomic_init(&p->stop, 0);
+    p->jobs = 0;
+    if (workers <= 0) return @NAME@_OK;
+    p->threads = calloc((size_t)workers, sizeof *p->threads);
+    if (!p->threads) return fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for %d threads", workers + 1);
+    for (int i = 0; i < workers; i++) {
+        int rc = pthread_create(&p->threads[i], NULL, worker_main, m);
+        if (rc != 0) {
+            stop_pool(p);
+            return fail(m, @NAME@_ERR_THREAD, "@name@_open: cannot start thread %d of %d: %s", i + 2, workers + 1,
+                        strerror(rc));
+        }
+        p->nworkers = i + 1;
+    }
+    return @NAME@_OK;
+}
+
+/* ---- open, run, close ---- */
+
+/* n bytes (rounded up to 64) aligned to 64 bytes, zeroed; NULL when out of memory. */
+static unsigned char *allocate_aligned(size_t n) {
+    size_t size = (n + 63) / 64 * 64;
+    if (size == 0) size = 64;
+    unsigned char *p = aligned_alloc(64, size);
+    if (p) memset(p, 0, size);
+    return p;
+}
+
+int @name@_open(@name@ **out, const char *weights_path, int threads) {
+    if (!out) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_open: out is NULL");
+    *out = NULL;
+    if (threads < 0 || threads > MAX_THREADS)
+        return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_open: threads must be 0 (one per CPU) to %d, not %d",
+                    MAX_THREADS, threads);
+    const char *missing = missing_cpu_feature();
+    if (missing)
+        return fail(NULL, @NAME@_ERR_CPU, "@name@_open: this CPU lacks %s, which the model's kernels were compiled "
+                    "to use", missing);
+    if (threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+    }
+    @name@ *m = calloc(1, sizeof *m);
+    if (!m) return fail(NULL, @NAME@_ERR_MEMORY, "@name@_open: out of memory");
+    m->threads = threads;
+    atomic_flag_clear(&m->busy);
+    m->arena = allocate_aligned(ARENA_BYTES);
+    int status = m->arena ? load_weights(m, weights_path)
+                          : fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for the arena (%zu bytes)",
+                                 (size_t)ARENA_BYTES);
+    if (status == @NAME@_OK) {
+        for (int i = 0; i < NUM_SLOTS; i++) {
+            const slot_source *s = &SLOTS[i];
+            if (s->kind == IN_ARENA) m->slots[i] = m->arena + s->offset;
+            else if (s->kind == IN_WEIGHTS) m->slots[i] = (void *)(m->weights + s->offset);
+        }
+        int workers = (threads < MAX_PARTS ? threads : MAX_PARTS) - 1;
+        status = start_pool(m, workers);
+    }
+    if (status != @NAME@_OK) {
+        fail(NULL, status, "%s", m->error);
+        @name@_close(m);
+        return status;
+    }
+    *out = m;
+    return @NAME@_OK;
+}
+
+int @name@_threads(const @name@ *m) {
+    if (!m) {
+        fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_threads: the instance is NULL");
+        return 0;
+    }
+    return m->pool.nworkers + 1;
+}
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static int overlap(const void *a, size_t an, const void *b, size_t bn) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+/* who: the function the caller called, for messages. */
+static int check_run_arguments(@name@ *m, const char *who, const plan_info *plan, const void *const *inputs,
+                               void *const *outputs) {
+    if (!inputs) return fail(m, @NAME@_ERR_ARGUMENT, "%s: inputs is NULL", who);
+    if (!outputs) return fail(m, @NAME@_ERR_ARGUMENT, "%s: outputs is NULL", who);
+    for (int i = 0; i < NUM_INPUTS; i++)
+        if (!inputs[i]) return fail(m, @NAME@_ERR_ARGUMENT, "%s: input %d (%s) is NULL", who, i, plan->inputs[i].name);
+    for (int o = 0; o < NUM_OUTPUTS; o++) {
+        const @name@_tensor_info *info = &plan->outputs[o];
+        if (!outputs[o]) return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) is NULL", who, o, info->name);
+        for (int i = 0; i < NUM_INPUTS; i++)
+            if (overlap(outputs[o], info->bytes, inputs[i], plan->inputs[i].bytes))
+                return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) overlaps input %d (%s)", who, o, info->name, i,
+                            plan->inputs[i].name);
+        for (int k = 0; k < o; k++)
+            if (overlap(outputs[o], info->bytes, outputs[k], plan->outputs[k].bytes))
+                return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) overlaps output %d (%s)", who, o, info->name, k,
+                            plan->outputs[k].name);
+    }
+    return @NAME@_OK;
+}
+
+static int aligned64(const void *p) { return ((uintptr_t)p & 63u) == 0; }
+
+/* Runs one of the plans (one per exported batch size). */
+static int run_plan(@name@ *m, const char *who, const plan_info *plan, const void *const *inputs,
+                    void *const *outputs) {
+    int status = check_run_arguments(m, who, plan, inputs, outputs);
+    if (status != @NAME@_OK) return status;
+    if (atomic_flag_test_and_set(&m->busy))
+        return fail(m, @NAME@_ERR_ARGUMENT, "%s: the instance is running on another thread (one run at a time per "
+                    "instance)", who);
+    /* the kernels were compiled for 64-byte aligned buffers: others go through the arena */
+    for (int i = 0; i < NUM_INPUTS; i++) {
+        if (aligned64(inputs[i])) {
+            m->input_at[i] = (void *)inputs[i];
+        } else {
+            m->input_at[i] = m->arena + plan->input_staging[i];
+            memcpy(m->input_at[i], inputs[i], plan->inputs[i].bytes);
+        }
+    }
+    for (int o = 0; o < NUM_OUTPUTS; o++)
+        m->output_at[o] = aligned64(outputs[o]) ? outputs[o] : m->arena + plan->output_staging[o];
+    for (int r = plan->first_run_slot; r < plan->first_run_slot + plan->num_run_slots; r++) {
+        const slot_source *s = &SLOTS[RUN_SLOTS[r]];
+        m->slots[RUN_SLOTS[r]] = s->kind == IN_INPUT ? m->input_at[s->index] : m->output_at[s->index];
+    }
+    for (int k = plan->first_step; k < plan->first_step + plan->num_steps; k++) {
+        const step_info *s = &STEPS[k];
+        if (s->parts > 1 && m->pool.nworkers > 0) run_on_pool(m, (uint32_t)k);
+        else s->call(m->slots + s->first_slot, 0, s->parallel_size);
+    }
+    for (int o = 0; o < NUM_OUTPUTS; o++)
+        if (m->output_at[o] != outputs[o]) memcpy(outputs[o], m->output_at[o], plan->outputs[o].bytes);
+    for (int c = plan->first_copy; c < plan->first_copy + plan->num_copies; c++) {
+        const output_copy *copy = &COPIES[c];
+        const void *from = copy->kind == IN_INPUT    ? inputs[copy->index]
+                           : copy->kind == IN_OUTPUT ? (const void *)outputs[copy->index]
+                                                     : (const void *)(m->weights + copy->offset);
+        memcpy(outputs[copy->output], from, plan->outputs[copy->output].bytes);
+    }
+    atomic_flag_clear(&m->busy);
+    return @NAME@_OK;
+}
+
+int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs) {
+    if (!m) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_run: the instance is NULL");
+    return run_plan(m, "@name@_run", &PLANS[0], inputs, outputs);
+}
+
+void @name@_close(@name@ *m) {
+    if (!m) return;
+    if (m->pool.initialized) {
+        if (m->pool.nworkers > 0) stop_pool(&m->pool);
+        pthread_cond_destroy(&m->pool.finished);
+        pthread_cond_destroy(&m->pool.wake);
+        pthread_mutex_destroy(&m->pool.mutex);
+    }
+    free(m->arena);
+    free(m->loaded);
+    free(m);
+}
+]==]
+
+--- The functions of an export of several batch sizes (PLANS[i].batch each).
+M.batch_api = [==[
+/* ---- several batch sizes ---- */
+
+static const plan_info *plan_for(int64_t batch) {
+    for (int p = 0; p < NUM_PLANS; p++)
+        if (PLANS[p].batch == batch) return &PLANS[p];
+    return NULL;
+}
+
+int @name@_run_batch(@name@ *m, int64_t batch, const void *const *inputs, void *const *outputs) {
+    if (!m) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_run_batch: the instance is NULL");
+    const plan_info *plan = plan_for(batch);
+    if (!plan)
+        return fail(m, @NAME@_ERR_ARGUMENT, "@name@_run_batch: batch size %lld was not exported (see "
+                    "@name@_batch_sizes)", (long long)batch);
+    return run_plan(m, "@name@_run_batch", plan, inputs, outputs);
+}
+
+const @name@_tensor_info *@name@_batch_inputs(int64_t batch) {
+    const plan_info *plan = plan_for(batch);
+    return plan ? plan->inputs : NULL;
+}
+
+const @name@_tensor_info *@name@_batch_outputs(int64_t batch) {
+    const plan_info *plan = plan_for(batch);
+    return plan ? plan->outputs : NULL;
+}
+]==]
+
+return M

@@ -1,0 +1,438 @@
+-- tcl.export — ahead-of-time export: a function of tensors, captured on example inputs, written
+-- as C sources and the kernels' object code that build into a program needing nothing but
+-- libc, libm and pthreads (no Lua, no LLVM, no tcl). Layer: export (over tcl.api and the CPU
+-- backend). The command `tcl export` (tcl.export.cli) is a front end to it.
+--
+--   local summary = tcl.export(function(x) return model(x) end, { Tensor.randn(8, 784) },
+--     { dir = "out", name = "mlp", weights = "embed", model = model })
+--
+-- opts: dir (required; created when missing), name (a C identifier, the prefix of every
+-- exported symbol and file; default "model"), weights ("embed": a C array in NAME_weights.c,
+-- the default; "safetensors": NAME.safetensors, read by NAME_open), model (optional: a table of
+-- tensors, as tcl.nn.state walks it, whose names label the weights: "layers.1.weight"; others
+-- are "constant.<i>"), fold (default: true with embedded weights, false with safetensors):
+-- kernels that compute only from weights (a transposed weight, say) run once, at export, and
+-- their results are stored as weights (tcl.export.plan's fold). Without folding, the weights
+-- file holds the model's own tensors by their names, so a retrained model's file
+-- (tcl.nn.state.safe_save of its state dict) can replace it without another export.
+-- batch_sizes (optional: a list of sizes): one plan per batch size in the same files, inputs
+-- then being a function(batch) that returns the example tensors of that size; NAME_run runs
+-- the first, NAME_run_batch(m, batch, ...) any of them. Kernels are compiled for fixed shapes,
+-- so a batch size that was not exported needs another export. Without batch_sizes, inputs is
+-- the list of example tensors (or a function of no argument returning it).
+--
+-- How (tcl.export.plan): fn is called on the inputs twice, a warm-up and a capture (as tcl.jit
+-- does), and every buffer the captured kernels touch is classified: inputs, outputs, weights
+-- (read, never written) and intermediates, which share one arena by lifetime
+-- (tcl.export.arena). Files written into dir:
+--   NAME.h           the C API (NAME_open, NAME_run, NAME_error, NAME_threads, NAME_close) and
+--                    the inputs' and outputs' shapes, dtypes and sizes;
+--   NAME.c           the plan's tables and the runtime (arena, worker pool, weights reader);
+--   NAME_weights.c   the weights (weights = "embed"), or NAME.safetensors (weights = "safetensors");
+--   NAME_kernels.o   every kernel's object code, combined by `ld -r` (without ld: NAME_kernel_<i>.o).
+-- The kernels are compiled for this machine's CPU and for the inputs' shapes: one export per
+-- shape. Returns a summary: { dir, name, files = {...}, kernels, steps (kernel runs of all
+-- plans), folded (steps folded into weights), arena_bytes, unshared_bytes (the arena without
+-- sharing), weight_bytes, weights, build (a cc command), inputs, outputs ({name, dtype, shape,
+-- numel, bytes}), results (fn's results of the captured call, tensors), plans = { {batch,
+-- steps, folded, arena_bytes, unshared_bytes, inputs, outputs, results} } }; the top-level
+-- figures are the first plan's, the arena's the largest plan's.
+local plan = require "tcl.export.plan"
+local arena = require "tcl.export.arena"
+local objects = require "tcl.export.objects"
+local c_writer = require "tcl.export.c_writer"
+local state = require "tcl.api.state"
+local bytes = require "tcl.api.bytes"
+local class = require "tcl.api.class"
+local core = require "tcl.core"
+
+local M = {}
+
+local function fail(fmt, ...) error("export: " .. string.format(fmt, ...), 0) end
+
+-- Limits of the generated tables: a ticket of the worker pool holds a step and a part in 16
+-- bits each (tcl.export.c_runtime).
+local MAX_STEPS, MAX_PARTS = 65535, 65535
+
+local C_KEYWORDS = {}
+for word in ([[auto break case char const continue default do double else enum extern float for goto if inline
+  int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile
+  while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local
+  bool true false alignas alignof static_assert thread_local]]):gmatch("%S+") do
+  C_KEYWORDS[word] = true
+end
+
+local OPTIONS = { dir = true, name = true, weights = true, model = true, fold = true, batch_sizes = true }
+
+--- Checks a model name: a C identifier, the prefix of the exported symbols and files.
+function M.check_name(name)
+  if type(name) ~= "string" then fail("name must be a string (a C identifier), got %s", type(name)) end
+  if not name:match("^[A-Za-z_][A-Za-z0-9_]*$") or #name > 64 then
+    fail("name '%s' is not a C identifier of 1 to 64 letters, digits and '_' (not starting with a digit)", name)
+  end
+  if C_KEYWORDS[name] or name:match("^__") or name:match("^_[A-Z]") then
+    fail("name '%s' is reserved in C; choose another", name)
+  end
+  return name
+end
+
+local function check_options(fn, opts)
+  if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
+    fail("expected a function to export, got %s", type(fn))
+  end
+  if type(opts) ~= "table" then fail("options must be a table with at least dir, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not OPTIONS[k] then
+      fail("unknown option '%s' (known: dir, name, weights, model, fold, batch_sizes)", tostring(k))
+    end
+  end
+  if type(opts.dir) ~= "string" or opts.dir == "" then fail("option dir (the output directory) is required") end
+  local name = M.check_name(opts.name == nil and "model" or opts.name)
+  local weights = opts.weights == nil and "embed" or opts.weights
+  if weights ~= "embed" and weights ~= "safetensors" then
+    fail("weights must be \"embed\" or \"safetensors\", got %s", tostring(weights))
+  end
+  if opts.model ~= nil and (type(opts.model) ~= "table" or class.is_tensor(opts.model)) then
+    fail("model must be a table of tensors (a tcl.nn module), got %s", type(opts.model))
+  end
+  if opts.fold ~= nil and type(opts.fold) ~= "boolean" then fail("fold must be a boolean, got %s", type(opts.fold)) end
+  local fold = opts.fold
+  if fold == nil then fold = weights == "embed" end
+  local sizes = opts.batch_sizes
+  if sizes ~= nil then
+    if type(sizes) ~= "table" or #sizes == 0 then fail("batch_sizes must be a non-empty list of sizes") end
+    local seen = {}
+    for i, b in ipairs(sizes) do
+      if math.type(b) ~= "integer" or b < 1 then fail("batch_sizes[%d] is %s, not an integer >= 1", i, tostring(b)) end
+      if seen[b] then fail("batch_sizes lists %d twice", b) end
+      seen[b] = true
+    end
+  end
+  return name, weights, fold
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function make_dir(dir)
+  local ok = os.execute("mkdir -p " .. shell_quote(dir) .. " 2>/dev/null")
+  local probe = dir .. "/.tcl_export_probe"
+  local f = ok and io.open(probe, "wb")
+  if not f then fail("cannot create or write the directory '%s'", dir) end
+  f:close()
+  os.remove(probe)
+end
+
+local function write_file(path, text)
+  local f, err = io.open(path, "wb")
+  if not f then fail("cannot write '%s': %s", path, tostring(err)) end
+  local ok, write_err = f:write(text)
+  local closed, close_err = f:close()
+  if not ok or not closed then fail("cannot write '%s': %s", path, tostring(write_err or close_err)) end
+end
+
+local function numel_of(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- The weights: every constant buffer of every plan once (plans of several batch sizes read
+-- the same weight buffers; folded ones, computed per plan, are shared when their bytes are
+-- equal), each at a 64-byte aligned offset of one block, named from the model's state dict
+-- where one of its tensors holds the buffer, else "constant.<i>" with a flat shape. Sets
+-- b.weight_offset for every constant buffer of every plan; returns the list of weights
+-- ({ storage, dtype, numel, bytes, name, shape, offset }) and the block's size.
+local function collect_weights(plans, model)
+  local list, by_storage, by_content = {}, {}, {}
+  for _, p in ipairs(plans) do
+    for _, b in ipairs(p.constants) do
+      local w = by_storage[b.storage]
+      local content = b.folded and b.dtype.name .. "\0" .. b.storage:read_bytes()
+      if not w and content then w = by_content[content] end
+      if not w then
+        w = { storage = b.storage, dtype = b.dtype, numel = b.numel, bytes = b.bytes }
+        list[#list + 1] = w
+        if content then by_content[content] = w end
+      end
+      by_storage[b.storage] = w
+      b.weight = w
+    end
+  end
+  if model then
+    local sd = state.get_state_dict(model)
+    local names = {}
+    for n in pairs(sd) do names[#names + 1] = n end
+    table.sort(names)
+    local buffers = require "tcl.schedule.buffers"
+    for _, n in ipairs(names) do
+      local t = sd[n]
+      local node = t.device == "CPU" and buffers.viewed(t.uop)
+      local w = node and by_storage[buffers.get(node)]
+      if w and not w.name and numel_of(t._shape) == w.numel then
+        w.name, w.shape = n, table.move(t._shape, 1, #t._shape, 1, {})
+      end
+    end
+  end
+  local used, offset = {}, 0
+  for _, w in ipairs(list) do
+    if w.name then used[w.name] = true end
+  end
+  for i, w in ipairs(list) do
+    if not w.name then
+      local label, k = "constant." .. i, i
+      while used[label] do
+        k = k + 1
+        label = "constant." .. k
+      end
+      used[label] = true
+      w.name, w.shape = label, { w.numel }
+    end
+    w.offset = offset
+    offset = offset + (w.bytes + arena.ALIGNMENT - 1) // arena.ALIGNMENT * arena.ALIGNMENT
+  end
+  for _, p in ipairs(plans) do
+    for _, b in ipairs(p.constants) do b.weight_offset = b.weight.offset end
+  end
+  return list, offset
+end
+
+local function io_info(list, prefix)
+  local out = {}
+  for i, t in ipairs(list) do
+    local numel = numel_of(t.shape)
+    out[i] = { name = prefix .. (i - 1), dtype = t.dtype.name, shape = t.shape, numel = numel,
+      bytes = numel * t.dtype.itemsize }
+  end
+  return out
+end
+
+-- The buffer plan: arena offsets of intermediates and of the staging of inputs and outputs.
+-- Steps count from 1; inputs are staged before step 1 (0), outputs copied out after the last.
+local function plan_arena(p)
+  local blocks, staging_in = {}, {}
+  for _, b in ipairs(p.buffers) do
+    -- an output written by a kernel is staged in its own block when the caller's memory is
+    -- not aligned (its lifetime runs to the copy after the last step)
+    if b.role == "intermediate" or b.role == "output" then
+      blocks[#blocks + 1] = { bytes = b.bytes, first = b.first, last = b.last, buffer = b }
+    end
+  end
+  for i, input in ipairs(p.inputs) do
+    staging_in[i] = { bytes = input.buffer.bytes, first = 0, last = input.buffer.last or 0 }
+    blocks[#blocks + 1] = staging_in[i]
+  end
+  local size, unshared = arena.plan(blocks)
+  for _, block in ipairs(blocks) do
+    if block.buffer then block.buffer.offset = block.offset end
+  end
+  local input_offsets, output_offsets = {}, {}
+  for i, block in ipairs(staging_in) do input_offsets[i] = block.offset end
+  for o, output in ipairs(p.outputs) do
+    -- an output copied from elsewhere is written straight into the caller's memory
+    output_offsets[o] = output.buffer and output.buffer.offset or 0
+  end
+  return size, unshared, input_offsets, output_offsets
+end
+
+-- How a step's thread axis is split: parts of `chunk` iterations each (one iteration per
+-- part, as tcl's own runtime does, unless that makes more parts than a ticket holds).
+local function split(parallel_size)
+  if parallel_size < 2 then return 1, math.max(parallel_size, 1) end
+  local parts = math.min(parallel_size, MAX_PARTS)
+  local chunk = (parallel_size + parts - 1) // parts
+  return (parallel_size + chunk - 1) // chunk, chunk
+end
+
+-- The model's steps as the C tables want them (tcl.export.c_writer): each step's kernel, first
+-- slot and split, every slot's source, the slots set per run, and the most parts of a step.
+local function lay_out_steps(p)
+  local steps, slots, run_slots, max_parts = {}, {}, {}, 1
+  for s, step in ipairs(p.steps) do
+    local parts, chunk = split(step.parallel_size)
+    max_parts = math.max(max_parts, parts)
+    steps[s] = { kernel = step.kernel.index, first_slot = #slots, parallel_size = step.parallel_size, parts = parts,
+      chunk = chunk, name = step.name }
+    for _, b in ipairs(step.buffers) do
+      local slot = { step = s, index = 0, offset = 0 }
+      if b.role == "input" then
+        slot.kind, slot.index = "input", b.input - 1
+      elseif b.role == "output" then
+        slot.kind, slot.index = "output", b.output - 1
+      elseif b.role == "constant" then
+        slot.kind, slot.offset = "weights", b.weight_offset
+      else
+        slot.kind, slot.offset = "arena", b.offset
+      end
+      slots[#slots + 1] = slot
+      if slot.kind == "input" or slot.kind == "output" then run_slots[#run_slots + 1] = #slots - 1 end
+    end
+  end
+  return steps, slots, run_slots, max_parts
+end
+
+-- The outputs that are copies of an input, a weight or another output, as C table rows.
+local function output_copies(p)
+  local copies = {}
+  for o, output in ipairs(p.outputs) do
+    local b = output.copy_of
+    if b then
+      local copy = { output = o - 1, index = 0, offset = 0 }
+      if b.role == "input" then
+        copy.kind, copy.index = "input", b.input - 1
+      elseif b.role == "output" then
+        copy.kind, copy.index = "output", b.output - 1
+      else
+        copy.kind, copy.offset = "weights", b.weight_offset
+      end
+      copies[#copies + 1] = copy
+    end
+  end
+  return copies
+end
+
+-- Writes the weights (NAME.safetensors or NAME_weights.c, per m.weights_file) and fills
+-- m.weights (the safetensors reader's table); returns the file written, or nil.
+local function write_weights(dir, m, weights)
+  local name = m.name
+  if m.weights_file == "safetensors" then
+    local sd = {}
+    for i, w in ipairs(weights) do
+      m.weights[i] = { name = w.name, dtype = state.safetensors_dtype(w.dtype), shape = w.shape, bytes = w.bytes,
+        offset = w.offset }
+      sd[w.name] = bytes.from_bytes(w.storage:read_bytes(), w.dtype.name, w.shape, { device = "CPU" })
+    end
+    state.safe_save(sd, dir .. "/" .. name .. ".safetensors", { format = "tcl export", model = name })
+    return name .. ".safetensors"
+  elseif m.weights_file == "embed" then
+    local blobs = {}
+    for i, w in ipairs(weights) do
+      blobs[i] = { name = w.name, dtype = w.dtype.name, shape = w.shape, offset = w.offset,
+        data = w.storage:read_bytes() }
+    end
+    write_file(dir .. "/" .. name .. "_weights.c", c_writer.weights_source(m, blobs))
+    return name .. "_weights.c"
+  end
+  return nil
+end
+
+-- The example inputs of each plan: { { batch =, inputs = } }; batch is nil without batch_sizes.
+local function inputs_per_plan(inputs, batch_sizes)
+  if not batch_sizes then
+    if type(inputs) == "function" then inputs = inputs() end
+    return { { inputs = inputs } }
+  end
+  if type(inputs) ~= "function" then
+    fail("with batch_sizes, inputs must be a function(batch) returning the example tensors, got %s", type(inputs))
+  end
+  local list = {}
+  for i, batch in ipairs(batch_sizes) do list[i] = { batch = batch, inputs = inputs(batch) } end
+  return list
+end
+
+-- Every plan takes and gives tensors of the same number, dtypes and ranks as the first.
+local function check_alike(plans)
+  local first = plans[1]
+  for _, p in ipairs(plans) do
+    for _, what in ipairs { "inputs", "outputs" } do
+      if #p[what] ~= #first[what] then
+        fail("batch size %d has %d %s, batch size %d has %d", p.batch, #p[what], what, first.batch, #first[what])
+      end
+      for i, t in ipairs(p[what]) do
+        local f = first[what][i]
+        if t.dtype ~= f.dtype or #t.shape ~= #f.shape then
+          fail("%s %d is %s of rank %d at batch size %d, %s of rank %d at batch size %d", what:sub(1, -2), i,
+            t.dtype.name, #t.shape, p.batch, f.dtype.name, #f.shape, first.batch)
+        end
+      end
+    end
+  end
+end
+
+--- Exports fn (see the header); returns the summary.
+function M.export(fn, inputs, opts)
+  local name, weights_mode, fold = check_options(fn, opts)
+  local dir = opts.dir
+  local have_llvm, llvm = pcall(require, "tcl.llvm")
+  if not have_llvm then fail("this build has no CPU backend (LLVM), which export needs") end
+  local plans, total_steps = {}, 0
+  for i, given in ipairs(inputs_per_plan(inputs, opts.batch_sizes)) do
+    local p = plan.capture(fn, given.inputs)
+    p.batch, p.folded = given.batch, fold and plan.fold(p) or 0
+    plans[i] = p
+    total_steps = total_steps + #p.steps
+  end
+  check_alike(plans)
+  if total_steps > MAX_STEPS then
+    fail("the function runs %d kernels, more than the %d an export holds", total_steps, MAX_STEPS)
+  end
+
+  local weights, weight_bytes = collect_weights(plans, opts.model)
+  if weights_mode == "safetensors" then
+    for _, w in ipairs(weights) do
+      if not state.safetensors_dtype(w.dtype) then
+        fail("weight '%s' has dtype %s, which safetensors has no name for; use weights = \"embed\"", w.name,
+          w.dtype.name)
+      end
+    end
+  end
+  -- the kernels of all plans, each once; entries renamed to NAME_kernel_<hash> where the object
+  -- format allows (tcl.export.objects)
+  local kernels, kernel_of = {}, {}
+  local renaming = objects.editable(plans[1].kernels[1].object)
+  for _, p in ipairs(plans) do
+    for _, k in ipairs(p.kernels) do
+      local known = kernel_of[k.entry]
+      if not known then
+        known = k
+        kernel_of[k.entry] = k
+        kernels[#kernels + 1] = k
+        k.index = #kernels
+        k.symbol = renaming and string.format("%s_kernel_%s", name, k.entry:match("^tcl_(%x+)$") or tostring(k.index))
+          or k.entry
+      end
+      k.index, k.symbol = known.index, known.symbol
+    end
+  end
+  local layouts, arena_bytes, unshared_bytes, max_parts = {}, 0, 0, 1
+  for i, p in ipairs(plans) do
+    local size, unshared, input_staging, output_staging = plan_arena(p)
+    local steps, slots, run_slots, parts = lay_out_steps(p)
+    layouts[i] = { batch = p.batch, steps = steps, slots = slots, run_slots = run_slots, copies = output_copies(p),
+      input_staging = input_staging, output_staging = output_staging, inputs = io_info(p.inputs, "input"),
+      outputs = io_info(p.outputs, "output"), arena_bytes = size, unshared_bytes = unshared }
+    arena_bytes, unshared_bytes = math.max(arena_bytes, size), math.max(unshared_bytes, unshared)
+    max_parts = math.max(max_parts, parts)
+  end
+
+  make_dir(dir)
+  for _, stale in ipairs { name .. "_weights.c", name .. ".safetensors", name .. "_kernels.o" } do
+    os.remove(dir .. "/" .. stale)
+  end
+  local m = {
+    name = name, tcl_version = core.version, target = llvm.target, objects = objects.write(dir, name, kernels),
+    kernels = kernels, plans = layouts, batch_sizes = opts.batch_sizes, max_parts = max_parts,
+    arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
+    weights_file = #weights > 0 and weights_mode or nil, weights = {},
+  }
+  local files = { name .. ".h", name .. ".c" }
+  files[#files + 1] = write_weights(dir, m, weights)
+  write_file(dir .. "/" .. name .. ".h", c_writer.header(m))
+  write_file(dir .. "/" .. name .. ".c", c_writer.source(m))
+  for _, o in ipairs(m.objects) do files[#files + 1] = o end
+
+  local summary_plans = {}
+  for i, p in ipairs(plans) do
+    summary_plans[i] = { batch = p.batch, steps = #p.steps, folded = p.folded, arena_bytes = layouts[i].arena_bytes,
+      unshared_bytes = layouts[i].unshared_bytes, inputs = layouts[i].inputs, outputs = layouts[i].outputs,
+      results = p.results }
+  end
+  local first = summary_plans[1]
+  return {
+    dir = dir, name = name, files = files, kernels = #kernels, steps = total_steps, folded = first.folded,
+    arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
+    weights = m.weights_file or "none", build = c_writer.build_line(m, dir), inputs = first.inputs,
+    outputs = first.outputs, results = first.results, plans = summary_plans, renamed = renaming,
+  }
+end
+
+return setmetatable(M, { __call = function(_, ...) return M.export(...) end })
