@@ -8,6 +8,9 @@ files["spec/**/*_spec.lua"] = { std = "+busted" }
 -- Scripts run by the `tcl` program, which preloads the globals `tcl` and `Tensor`
 files["examples/*.lua"] = { read_globals = { "tcl", "Tensor" } }
 files["bench/intern_bench.lua"] = { read_globals = { "tcl", "Tensor" } }
+-- The model script of examples/embed/inference.c: run in a tclc state, it defines the globals
+-- its host calls
+files["examples/embed/classifier.lua"] = { read_globals = { "tcl", "Tensor" }, globals = { "classify", "classify_lazy" } }
 
 -- Build trees hold no sources of ours
 exclude_files = { "build*/**" }

@@ -15,7 +15,6 @@ local model = nn.Sequential {
   nn.Linear(256, 10),
 }
 if weights_path then nn.state.load_state_dict(model, nn.state.safe_load(weights_path)) end
-nn.eval(function() end) -- inference: no dropout or batch statistics (there are none here)
 
 local function forward(x) return model(x) end
 
