@@ -1,11 +1,13 @@
 -- spec/layout_spec.lua — the Lua tree shows the pipeline (README, "Layout"): every module is
 -- under lua/tcl/ with a name that mirrors its path, each stage is a folder, and dependencies
--- point one way, api -> schedule -> codegen -> heuristics -> patterns -> the core bindings, with nothing
+-- point one way, export -> api -> schedule -> codegen -> heuristics -> patterns -> the core bindings, with nothing
 -- inside tcl requiring the top-level `tcl` module. Read from the source files' requires.
 local helper = require "spec.support.helper"
 
 -- The stages, lowest first; a module may require its own stage and the ones below it.
 local STAGE_OF_PREFIX = {
+  -- tools over the Tensor API: ahead-of-time export (tcl.export and its modules)
+  { prefix = "tcl.export", stage = 4.5, name = "export" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
