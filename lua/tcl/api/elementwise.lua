@@ -65,7 +65,7 @@ local function operands(fn, args, device)
     if is_tensor(v) then
       tensor_dtype = tensor_dtype and rules.promote(fn, tensor_dtype, v.uop.dtype) or v.uop.dtype
       if device and v.device ~= device then
-        fail(fn, "tensors are on different devices, %s and %s", device, v.device)
+        fail(fn, "tensors are on different devices, %s and %s (move one with t:to(device))", device, v.device)
       end
       device = v.device
       shapes[#shapes + 1] = v._shape

@@ -367,7 +367,9 @@ local function cat_as(fn, list, d)
     if not ok then
       fail(fn, "shapes %s and %s do not match outside dim %d", shape_str(first._shape), shape_str(t._shape), axis + 1)
     end
-    if t.device ~= first.device then fail(fn, "tensors are on different devices, %s and %s", first.device, t.device) end
+    if t.device ~= first.device then
+      fail(fn, "tensors are on different devices, %s and %s (move one with t:to(device))", first.device, t.device)
+    end
     if i > 1 then dtype = rules.promote(fn, dtype, t.uop.dtype) end
     total = total + t._shape[axis + 1]
     if total > MAX_NUMEL then fail(fn, "the joined dim %d would be longer than 2^53", axis + 1) end
@@ -501,6 +503,17 @@ end
 function M.clone(x)
   tensor_arg("clone", x)
   return nodes.clone(x)
+end
+
+--- x on device (any case: "cpu", "EMU", ...); x itself when it is there already. Lazy like
+-- every op: the copy runs when the result is realized (before the kernels that read it),
+-- and tcl.jit plans replay it. Gradients flow back to x's device.
+function M.to(x, device)
+  tensor_arg("to", x)
+  if type(device) ~= "string" then check.fail("to", "expected a device name, got %s", check.type_name(device)) end
+  device = class.checked_device("to", device)
+  if device == x.device then return x end
+  return nodes.to_device(x, device)
 end
 
 return M

@@ -137,6 +137,12 @@ function M.clone(t)
   return node("COPY", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device)
 end
 
+--- t's values on another device: a COPY whose arg names the device (tcl.schedule.transfers
+-- runs it when the result is realized).
+function M.to_device(t, device)
+  return node("COPY", t.uop.dtype, { t }, device, M.copy_shape(t), device)
+end
+
 --- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.
 function M.broadcast_to(t, shape)
   local have = t._shape

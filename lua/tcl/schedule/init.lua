@@ -22,6 +22,7 @@ local rangeify = require "tcl.schedule.rangeify"
 local realize_points = require "tcl.schedule.realize_points"
 local split_reduce = require "tcl.schedule.split_reduce"
 local assign = require "tcl.schedule.assign"
+local transfers = require "tcl.schedule.transfers"
 local lower = require "tcl.codegen.lower"
 
 local M = {}
@@ -187,6 +188,8 @@ end
 function M.run(outputs, opts)
   check_outputs(outputs, "run")
   buffers.collect()
+  -- copies between devices first: each realizes its source on its own device
+  outputs = transfers.resolve(outputs, M.run, M.recorder)
   local start = core.clock()
   local sched = M.create(outputs, opts)
   local scheduled = core.clock()
