@@ -102,7 +102,7 @@ describe("the Lua tree", function()
     -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
     assert.are.same({ "tcl.codegen.kblock", "tcl.codegen.expand", "tcl.patterns.transcendental",
-      "tcl.codegen.accumulators", "tcl.codegen.merge_ends" }, names)
+      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.gpu_dims", "tcl.codegen.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
       assert.is_not_nil(f, name .. " does not exist")

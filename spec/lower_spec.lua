@@ -50,7 +50,7 @@ describe("the pass pipeline", function()
       names[i] = pass.name
     end
     assert.same({ "add loads", "initial symbolic", "optimize", "kblock", "expand", "transcendental",
-      "lower reduces", "merge ends" }, names)
+      "group reduces", "lower reduces", "gpu dims", "merge ends" }, names)
   end)
 
   it("runs its passes in the table's order", function()
@@ -60,6 +60,7 @@ describe("the pass pipeline", function()
     for i, pass in ipairs(saved) do
       passes[i] = { name = pass.name, fn = function(s, ctx)
         ran[#ran + 1] = pass.name
+        if pass.when and not pass.when(ctx) then return s end
         if pass.rules then return pass.rules:rewrite(s, { ctx = ctx }) end
         if pass.pass then return require(pass.pass).run(s, ctx) end
         return pass.fn(s, ctx)

@@ -15,6 +15,8 @@
 --   HEURISTICS          string or nil: a Lua file whose function replaces the default
 --                       heuristic (TCL_HEURISTICS)
 --   DEVICE              string or nil: the default device of new tensors (any case; CPU when unset)
+--   EMU_GPU             string or nil: "CUDA" or "METAL" runs EMU in its GPU mode, with that
+--                       renderer's capabilities (workgroups, local memory; kernels checked for races)
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
 --   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)
@@ -75,6 +77,7 @@ return {
   IGNORE_BEAM_CACHE = flag("IGNORE_BEAM_CACHE"),
   HEURISTICS = string_or_nil("TCL_HEURISTICS"),
   DEVICE = string_or_nil("DEVICE"),
+  EMU_GPU = string_or_nil("EMU_GPU"),
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
   KERNEL_CACHE_BYTES = kernel_cache_bytes(),

@@ -22,6 +22,10 @@ size_t tcl_beam_actions(tcl_opt *out, size_t cap) {
     static const int64_t unroll[] = {0, 2, 4, 8};
     static const int64_t thread[] = {2, 4, 8, 16, 32};
     static const int64_t kblock[] = {256, 512, 1024};
+    /* GPU renderers only (tcl_opt_apply refuses them elsewhere): workgroup sizes and shared
+     * reductions */
+    static const int64_t local[] = {2, 4, 8, 16, 32, 64, 128};
+    static const int64_t group[] = {16, 32, 64, 128, 256};
     for (int32_t axis = 0; axis < 6; axis++)
         for (size_t i = 0; i < sizeof upcast / sizeof *upcast; i++) ADD(TCL_OPT_UPCAST, axis, upcast[i]);
     for (int32_t axis = 0; axis < 3; axis++)
@@ -32,6 +36,13 @@ size_t tcl_beam_actions(tcl_opt *out, size_t cap) {
         for (int32_t b = a + 1; b < 5; b++) ADD(TCL_OPT_SWAP, a, b);
     for (int32_t axis = 0; axis < 4; axis++) ADD(TCL_OPT_PADTO, axis, 16);
     for (size_t i = 0; i < sizeof kblock / sizeof *kblock; i++) ADD(TCL_OPT_KBLOCK, 0, kblock[i]);
+    for (int32_t axis = 0; axis < 5; axis++)
+        for (size_t i = 0; i < sizeof local / sizeof *local; i++) ADD(TCL_OPT_LOCAL, axis, local[i]);
+    for (int32_t axis = 0; axis < 2; axis++)
+        for (size_t i = 0; i < sizeof group / sizeof *group; i++) {
+            ADD(TCL_OPT_GROUPTOP, axis, group[i]);
+            ADD(TCL_OPT_GROUP, axis, group[i]);
+        }
 #undef ADD
     return n;
 }

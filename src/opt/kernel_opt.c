@@ -783,6 +783,12 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
         return invalid(k, opt, NULL, "unknown opt");
     }
     if (s != TCL_OK) return s;
+    if ((type == TCL_AXIS_LOCAL || type == TCL_AXIS_GROUP_REDUCE) && caps->threads_max > 0) {
+        int64_t threads = product_of(k, BIT(LOCAL) | BIT(GROUP_REDUCE)) * amount;
+        if (threads > caps->threads_max)
+            return invalid(k, opt, r, "a workgroup would have %" PRId64 " threads, the device runs at most %" PRId64,
+                           threads, caps->threads_max);
+    }
     if (type == TCL_AXIS_UPCAST || type == TCL_AXIS_UNROLL) {
         int64_t lanes = product_of(k, BIT(UPCAST) | BIT(UNROLL)) * amount;
         if (lanes > TCL_OPT_LANES_MAX)

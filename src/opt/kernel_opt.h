@@ -82,6 +82,7 @@ typedef struct tcl_opt_caps {
     bool has_threads;    /* a pool of CPU threads runs the parts of a THREAD axis */
     int threads;         /* the pool's threads */
     int64_t shared_max;  /* bytes of local memory */
+    int64_t threads_max; /* threads of one workgroup (local and group_reduce axes); 0: no limit */
     int tensor_cores;    /* how many tensor-core shapes (TC) */
 } tcl_opt_caps;
 

@@ -2,7 +2,8 @@
  *
  *   local opt = require "tcl.opt"
  *   local k = opt.kernel(sink, caps)    caps: { has_local =, has_shared =, has_threads =, threads =,
- *                                         shared_max =, tensor_cores = } (all optional, default none)
+ *                                         shared_max =, threads_max =, tensor_cores = } (all optional,
+ *                                         default none)
  *   k:ranges() -> { { axis =, id =, size =, type = }, ... }   in loop order; axis is 1-based
  *   k:apply(op, axis, amount)     raises "invalid opt UPCAST(3,4) (axis 3: reduce, size 32): ..."
  *   k:try_apply(op, axis, amount) -> true | false, message
@@ -81,6 +82,7 @@ static int l_kernel(lua_State *L) {
         caps.has_threads = opt_bool(L, 2, "has_threads");
         caps.threads = (int)opt_int(L, 2, "threads", 1);
         caps.shared_max = opt_int(L, 2, "shared_max", 0);
+        caps.threads_max = opt_int(L, 2, "threads_max", 0);
         caps.tensor_cores = (int)opt_int(L, 2, "tensor_cores", 0);
     }
     kernel_box *b = push_box(L);
@@ -229,6 +231,8 @@ static int l_caps(lua_State *L) {
     lua_setfield(L, -2, "threads");
     lua_pushinteger(L, c->shared_max);
     lua_setfield(L, -2, "shared_max");
+    lua_pushinteger(L, c->threads_max);
+    lua_setfield(L, -2, "threads_max");
     lua_pushinteger(L, c->tensor_cores);
     lua_setfield(L, -2, "tensor_cores");
     return 1;

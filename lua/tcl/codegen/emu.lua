@@ -6,7 +6,14 @@
 -- build_many(jobs) -> programs }: jobs are { name =, list = linear program, key = cache key };
 -- a program has :run(buffers) -> seconds, .name, .bytes, :dump() (DEBUG=4: its code) and,
 -- where the device has one, :assembly() (DEBUG=7).
+--
+-- GPU mode (EMU_GPU=CUDA or METAL, tcl.env): the renderer takes that GPU target's capabilities
+-- (tcl.codegen.gpu_targets), so kernels get workgroups, local memory and barriers as on the
+-- GPU (the pipeline's GPU passes), and the interpreter runs them a workgroup at a time,
+-- reporting races. The options string names the mode: compiled kernels of the two modes are
+-- cached apart.
 local runtime = require "tcl.runtime"
+local env = require "tcl.env"
 
 local M = {
   device = "EMU",
@@ -14,11 +21,17 @@ local M = {
   options = "emu",
 }
 
---- The optimizer's view of EMU: one thread, scalar registers, no workgroups (until its GPU
--- mode), so the opts that apply are the ones that reshape loops (UPCAST, UNROLL, PADTO, SWAP).
+--- The optimizer's view of EMU: one thread, scalar registers, no workgroups, so the opts that
+-- apply are the ones that reshape loops (UPCAST, UNROLL, PADTO, SWAP).
 function M.renderer.opt_caps()
   return { has_threads = false, threads = 1, has_local = false, has_shared = false, vector_bytes = 4,
     vector_registers = 16, cache = { l1 = 0, l2 = 0, l3 = 0 } }
+end
+
+if env.EMU_GPU then
+  local target = require("tcl.codegen.gpu_targets").get(env.EMU_GPU)
+  M.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
+  M.options = "emu-gpu-" .. target.name
 end
 
 local Program = {}

@@ -2,7 +2,7 @@
 -- BEAM or another heuristic (TCL_HEURISTICS, tcl.set_heuristic) says otherwise. The API it
 -- uses is tcl.heuristics.kernel's.
 --
--- In order:
+-- Kernels for renderers with workgroups go to tcl.heuristics.gpu. For the CPU, in order:
 --  1. Register tile. A reduction whose output has an axis that some read does not use (a
 --     matmul's rows: B does not depend on them) gets a tile of accumulators that live in
 --     registers through the whole reduction: the unit-stride output axis is upcast by one or
@@ -108,6 +108,8 @@ local function axis_number(k, position)
 end
 
 function M.optimize(k)
+  -- renderers with workgroups (GPUs) have a heuristic of their own
+  if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
   local vec, vec_amount, reuse, rows = plan_tile(k)
   local tiled = false
   if vec then

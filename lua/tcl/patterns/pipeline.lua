@@ -35,6 +35,9 @@ local function optimize(sink, ctx)
   return apply(sink, ctx) or sink
 end
 
+--- Whether the kernel is lowered for a renderer with workgroups (CUDA, Metal, EMU's GPU mode).
+local function on_gpu(ctx) return ctx.renderer ~= nil and ctx.renderer.gpu ~= nil end
+
 M.passes = {
   -- First: symbolic may turn WHERE(g, x, false) into g & x, which would lose the gate that
   -- keeps a padded read in bounds; and loops that never run must go before anything is hoisted.
@@ -54,8 +57,14 @@ M.passes = {
     when = function(ctx)
       return ctx.renderer ~= nil and ctx.renderer.lacks ~= nil and next(ctx.renderer.lacks) ~= nil
     end },
+  -- GPU renderers: a reduction shared by a workgroup's threads meets in local memory, while
+  -- reductions are still REDUCE nodes and their group ranges still ranges.
+  { name = "group reduces", pass = "tcl.codegen.group_reduce", when = on_gpu },
   -- After the optimizer: accumulators depend on the final ranges of each reduction.
   { name = "lower reduces", pass = "tcl.codegen.accumulators" },
+  -- GPU renderers: the output loops become the launch (workgroup and thread indices); after
+  -- lowering reduces, which places accumulators by the loops they live in.
+  { name = "gpu dims", pass = "tcl.codegen.gpu_dims", when = on_gpu },
   -- Last: the linearizer needs exactly one END per RANGE, and lowering reduces adds ENDs.
   { name = "merge ends", pass = "tcl.codegen.merge_ends" },
 }

@@ -1,0 +1,109 @@
+-- tcl.codegen.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
+-- GPU (src/core/ENCODINGS.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
+-- the pipeline, for GPU renderers only).
+--
+-- Ranges of axis type "global" or "loop" become workgroup indices (SPECIAL gidx), ranges of
+-- type "local" or "group_reduce" thread indices within the workgroup (SPECIAL lidx); the loops
+-- that closed them go (their ENDs become GROUPs: ordering only). The innermost range (the
+-- largest axis id: the last output dim, contiguous in memory) gets dim 0, x, so that threads
+-- next to each other touch memory next to each other. Up to three ranges of a kind map to
+-- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
+-- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
+-- has, a grid beyond its limits) is an error naming the kernel's sizes.
+local UOp = require "tcl.uop"
+local core = require "tcl.core"
+
+local M = {}
+
+local new = UOp.new
+local INDEX = core.dtype "index"
+
+local GRID_TYPES = { global = true, loop = true }
+local LOCAL_TYPES = { ["local"] = true, group_reduce = true }
+
+local function const(v) return new("CONST", INDEX, nil, v) end
+local function size_of(r) return r.src[1].arg end
+local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
+
+local function sizes_text(ranges)
+  local parts = {}
+  for i, r in ipairs(ranges) do parts[i] = tostring(size_of(r)) end
+  return table.concat(parts, "x")
+end
+
+--- { [range] = index expression } for ranges (innermost first) on the SPECIALs prefix0..2.
+local function assign(ranges, prefix, max, total_max, what)
+  local out = {}
+  if #ranges == 0 then return out end
+  local product = 1
+  for _, r in ipairs(ranges) do product = product * size_of(r) end
+  if total_max and product > total_max then
+    error(string.format("%d %s (%s) are more than the target's %d", product, what, sizes_text(ranges), total_max), 0)
+  end
+  local direct = #ranges <= 3
+  for d, r in ipairs(ranges) do
+    if direct and size_of(r) > max[d] then direct = false end
+  end
+  if direct then
+    for d, r in ipairs(ranges) do
+      out[r] = new("SPECIAL", INDEX, { const(size_of(r)) }, prefix .. (d - 1))
+    end
+    return out
+  end
+  if product > max[1] then
+    error(string.format("%d %s (%s) do not fit the target's launch (at most %d in one dim)", product, what,
+      sizes_text(ranges), max[1]), 0)
+  end
+  -- all on dim 0: the innermost range varies fastest
+  local flat = new("SPECIAL", INDEX, { const(product) }, prefix .. "0")
+  local stride = 1
+  for _, r in ipairs(ranges) do
+    local index = stride == 1 and flat or flat // const(stride)
+    if stride * size_of(r) < product then index = index % const(size_of(r)) end
+    out[r] = index
+    stride = stride * size_of(r)
+  end
+  return out
+end
+
+function M.run(sink, ctx)
+  local gpu = ctx.renderer.gpu
+  local grid, threads = {}, {}
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "RANGE" then
+      local t = u:axis_type()
+      if GRID_TYPES[t] then grid[#grid + 1] = u elseif LOCAL_TYPES[t] then threads[#threads + 1] = u end
+    end
+  end
+  if #grid == 0 and #threads == 0 then return sink end
+  local innermost_first = function(a, b) return axis_of(a) > axis_of(b) end
+  table.sort(grid, innermost_first)
+  table.sort(threads, innermost_first)
+  local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
+  for r, index in pairs(assign(threads, "lidx", gpu.local_max, gpu.threads_max, "threads per workgroup")) do
+    replaced[r] = index
+  end
+
+  local map = {}
+  for _, u in ipairs(sink:toposort()) do
+    local node = replaced[u]
+    if not node then
+      local src, changed = {}, false
+      for i, s in ipairs(u.src) do
+        src[i] = map[s] or s
+        if src[i] ~= s then changed = true end
+      end
+      if u.op == "END" and replaced[u.src[#u.src]] then
+        -- the loop is gone: its body only orders what comes after
+        table.remove(src)
+        node = #src == 1 and src[1] or new("GROUP", u.dtype, src)
+      else
+        node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
+      end
+    end
+    map[u] = node
+  end
+  return map[sink]
+end
+
+return M

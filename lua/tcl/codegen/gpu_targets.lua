@@ -1,0 +1,43 @@
+-- tcl.codegen.gpu_targets — what a GPU renderer offers kernels: launch limits, local memory,
+-- the optimizer's capabilities. One table per target; the CUDA and Metal backends use theirs,
+-- and EMU's GPU mode (EMU_GPU=CUDA or METAL) borrows one, so that kernels shaped for a GPU
+-- run, and are checked for races, on any machine. Layer: codegen.
+--
+--   local targets = require "tcl.codegen.gpu_targets"
+--   local t = targets.get("CUDA")      -- or "METAL"; an unknown name is an error listing both
+--   t.name, t.gpu = { grid_max = {x, y, z}, local_max = {x, y, z}, threads_max =,
+--                     local_bytes =, warp = }
+--   t.opt_caps()                        -- tcl.opt's caps (src/opt/kernel_opt.h) plus the
+--                                       -- facts heuristics read (warp, local_bytes)
+local M = {}
+
+local TARGETS = {
+  -- NVIDIA, compute capability 8.0 and later: 48 KiB of static shared memory per block
+  CUDA = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
+    threads_max = 1024, local_bytes = 48 * 1024, warp = 32 } },
+  -- Apple GPUs: 32 KiB of threadgroup memory, 1024 threads per threadgroup, SIMD groups of 32
+  METAL = { name = "metal", gpu = { grid_max = { 4294967295, 65535, 65535 }, local_max = { 1024, 1024, 1024 },
+    threads_max = 1024, local_bytes = 32 * 1024, warp = 32 } },
+}
+
+local function caps_of(target)
+  return function()
+    local gpu = target.gpu
+    return { has_threads = false, threads = 1, has_local = true, has_shared = true, shared_max = gpu.local_bytes,
+      tensor_cores = 0, vector_bytes = 16, vector_registers = 64, warp = gpu.warp, local_bytes = gpu.local_bytes,
+      threads_max = gpu.threads_max, cache = { l1 = 0, l2 = 0, l3 = 0 } }
+  end
+end
+
+for _, target in pairs(TARGETS) do target.opt_caps = caps_of(target) end
+
+--- The target named name (any case).
+function M.get(name)
+  local target = type(name) == "string" and TARGETS[name:upper()]
+  if not target then
+    error(string.format("unknown GPU target '%s' (known: CUDA, METAL)", tostring(name)), 0)
+  end
+  return target
+end
+
+return M

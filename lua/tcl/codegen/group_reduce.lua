@@ -1,0 +1,138 @@
+-- tcl.codegen.group_reduce — the pass "group reduces": a reduction split across the threads
+-- of a workgroup (GROUP, GROUPTOP opts: ranges of axis type "group_reduce") meets in local
+-- memory. Layer: codegen (a hand-written pass of the pipeline, for GPU renderers only).
+--
+-- REDUCE(v, reduce ranges..., group ranges...) becomes
+--   partial = REDUCE(v, reduce ranges...)        each thread's share (v when there is none)
+--   STORE(INDEX(local, slot of this thread), partial); BARRIER
+--   REDUCE(LOAD(INDEX(AFTER(local, BARRIER), slot of group thread j)), j)  over a fresh range
+-- where local is a DEFINE_LOCAL with one slot per thread of the workgroup: the slot counts the
+-- local and group_reduce ranges, group ones innermost, so the group's partials lie side by
+-- side. Every thread of a group then holds the same result, so the kernel's global stores are
+-- gated to the first thread of each group range (two threads storing one element would be a
+-- race). A second barrier after the loads keeps a later store into the same slots (the
+-- reduction inside an outer loop) from overtaking a thread still reading them: the result is
+-- used as AFTER(result, BARRIER).
+local UOp = require "tcl.uop"
+local core = require "tcl.core"
+
+local M = {}
+
+local new = UOp.new
+local INDEX = core.dtype "index"
+local VOID = core.dtype "void"
+local BOOL = core.dtype "bool"
+
+local function const(dtype, v) return new("CONST", dtype, nil, v) end
+
+local function size_of(r) return r.src[1].arg end
+
+local function axis_of(r)
+  local arg = r.arg
+  return type(arg) == "table" and arg[1] or nil
+end
+
+--- Rebuilds the graph bottom-up: rewrite(node, new_src) returns the node's replacement or nil.
+local function rebuild(sink, rewrite)
+  local map = {}
+  for _, u in ipairs(sink:toposort()) do
+    local src, changed = {}, false
+    for i, s in ipairs(u.src) do
+      src[i] = map[s] or s
+      if src[i] ~= s then changed = true end
+    end
+    local node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
+    map[u] = rewrite(node, u) or node
+  end
+  return map[sink]
+end
+
+local function grouped(u)
+  if u.op ~= "REDUCE" then return false end
+  for i = 2, #u.src do
+    if u.src[i]:axis_type() == "group_reduce" then return true end
+  end
+  return false
+end
+
+function M.run(sink)
+  local order = sink:toposort()
+  local any = false
+  for _, u in ipairs(order) do if grouped(u) then any = true break end end
+  if not any then return sink end
+
+  -- the workgroup's ranges: local ones first, group ones innermost; and the free axis ids
+  local locals, groups, next_axis, next_slot = {}, {}, 0, 0
+  for _, u in ipairs(order) do
+    if u.op == "RANGE" then
+      local t = u:axis_type()
+      if t == "local" then locals[#locals + 1] = u elseif t == "group_reduce" then groups[#groups + 1] = u end
+      local a = axis_of(u)
+      if math.type(a) == "integer" and a >= next_axis then next_axis = a + 1 end
+    elseif u.op == "DEFINE_LOCAL" then
+      next_slot = next_slot + 1
+    end
+  end
+  local by_axis = function(a, b) return axis_of(a) < axis_of(b) end
+  table.sort(locals, by_axis)
+  table.sort(groups, by_axis)
+  local threads, group_threads = 1, 1
+  for _, r in ipairs(locals) do threads = threads * size_of(r) end
+  for _, r in ipairs(groups) do group_threads = group_threads * size_of(r) end
+  threads = threads * group_threads
+
+  -- this thread's slot, and its group's first slot (the local part times the group size)
+  local function linear(ranges)
+    local index
+    for _, r in ipairs(ranges) do
+      index = index and index * const(INDEX, size_of(r)) + r or r
+    end
+    return index
+  end
+  local local_part = linear(locals)
+  local group_part = linear(groups)
+  local group_base = local_part and local_part * const(INDEX, group_threads) or nil
+  local own_slot = group_base and group_base + group_part or group_part
+
+  local first_of_group -- gate: this thread is the first of each group range
+  for _, g in ipairs(groups) do
+    local is_first = new("CMPEQ", BOOL, { g, const(INDEX, 0) })
+    first_of_group = first_of_group and new("AND", BOOL, { first_of_group, is_first }) or is_first
+  end
+
+  local function lower(red)
+    local value, keep = red.src[1], {}
+    for i = 2, #red.src do
+      if red.src[i]:axis_type() ~= "group_reduce" then keep[#keep + 1] = red.src[i] end
+    end
+    local partial = value
+    if #keep > 0 then
+      local src = { value }
+      for _, r in ipairs(keep) do src[#src + 1] = r end
+      partial = new("REDUCE", red.dtype, src, red.arg)
+    end
+    local buf = new("DEFINE_LOCAL", red.dtype, nil, { next_slot, threads })
+    next_slot = next_slot + 1
+    local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot }), partial })
+    local barrier = new("BARRIER", VOID, { store })
+    local j = new("RANGE", INDEX, { const(INDEX, group_threads) }, { next_axis, "reduce" })
+    next_axis = next_axis + 1
+    local slot = group_base and group_base + j or j
+    local seen = new("AFTER", red.dtype, { buf, barrier })
+    local load = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) })
+    local total = new("REDUCE", red.dtype, { load, j }, red.arg)
+    return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
+  end
+
+  return rebuild(sink, function(node)
+    if grouped(node) then return lower(node) end
+    if node.op == "STORE" and node.src[1].op == "INDEX" and node.src[1].src[1].op == "PARAM" then
+      local gate = node.src[3]
+      local src = { node.src[1], node.src[2], gate and new("AND", BOOL, { gate, first_of_group }) or first_of_group }
+      return new("STORE", VOID, src, node.arg, node.tag)
+    end
+    return nil
+  end)
+end
+
+return M
