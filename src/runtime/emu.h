@@ -13,23 +13,40 @@
  *   PARAM {slot, numel}       kernel argument `slot`; slots are 0..n-1, each once
  *   DEFINE_REG {slot, numel}  per-thread scratch memory (accumulators), zeroed per thread;
  *                             at most TCL_EMU_MAX_REG_ELEMENTS each, TCL_EMU_MAX_SCRATCH_BYTES in all
+ *   DEFINE_LOCAL {slot, numel} memory of one workgroup, shared by its threads; slots 0..n-1,
+ *                             each once; TCL_EMU_MAX_LOCAL_BYTES in all; undefined until written
  *   CONST                     its value
  *   RANGE (end, deps...)      loop variable from 0 while < end; end <= 0 skips the loop
  *   END (deps..., RANGE)      closes the loop of its last source (the others only order)
- *   INDEX (buffer, i)         element i of a PARAM/DEFINE_REG (possibly through AFTER)
+ *   INDEX (buffer, i)         element i of a PARAM/DEFINE_REG/DEFINE_LOCAL (possibly through AFTER)
  *   LOAD (INDEX[, gate])      the element; gated off: 0 of its dtype, no access
  *   STORE (INDEX, v[, gate])  writes v; gated off: nothing
  *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
  *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
+ *   BARRIER (deps...)         the threads of the workgroup wait for each other (sources order only)
  *   AFTER (x, deps...)        x, once deps are done (an ordering edge; x may be a buffer)
  *   SINK, GROUP               nothing (ordering only)
  * Validation at build time names the instruction index and op of the first problem:
  * sources must come earlier and be visible (defined outside any loop closed since, except
  * in ordering-only positions), RANGE/END must pair and nest, dtypes must fit each op.
  *
- * GPU shape: a program has a launch of global size (work groups) and local size (threads
- * per group), 3 dims each. It runs once per thread, groups and threads in order (one at a
- * time for now; barriers and local memory will run a group's threads in lockstep). */
+ * GPU shape (ENCODINGS.md, "GPU-shaped kernels"): a program has a launch of global size
+ * (workgroups) and local size (threads per workgroup, at most TCL_EMU_MAX_WORKGROUP), 3 dims
+ * each. It runs once per thread, the groups one after another (x fastest). Without a BARRIER
+ * a group's threads run one after another, each to its end. With barriers they run in
+ * lockstep: thread 0 until its next barrier (or its end), then thread 1, ..., and once all
+ * have arrived at the same barrier they go on past it; threads that arrive at different
+ * barriers, or some at a barrier while others finished, are an error ("barrier divergence").
+ *
+ * Races are errors (TCL_ERR_INVALID) that name the kernel, the instruction, the memory and
+ * element, and both threads:
+ *   local memory: a read of an element another thread of the group wrote, a write of one
+ *     another thread read or wrote, with no barrier between them; and a read of an element
+ *     no thread of the group has written (uninitialized local memory);
+ *   global memory (PARAMs; slots given one buffer share its elements), in a launch of more
+ *     than one thread: two threads writing one element, or one thread writing an element
+ *     another read or wrote (a barrier does not order global memory here).
+ * A launch of one thread checks no global races. */
 #ifndef TCLC_RUNTIME_EMU_H
 #define TCLC_RUNTIME_EMU_H
 
@@ -43,6 +60,11 @@
  * array (DEFINE_REG) holds accumulators and tiles, not tensors. */
 #define TCL_EMU_MAX_REG_ELEMENTS 16384
 #define TCL_EMU_MAX_SCRATCH_BYTES (1 << 20)
+/* Local (shared) memory of one workgroup, all DEFINE_LOCALs together; the threads of one group. */
+#define TCL_EMU_MAX_LOCAL_BYTES (64 * 1024)
+#define TCL_EMU_MAX_WORKGROUP 1024
+/* With barriers every thread of a group keeps its own scratch memory: their total. */
+#define TCL_EMU_MAX_GROUP_SCRATCH_BYTES (64 << 20)
 
 typedef struct tcl_launch {
     /* 0 means "not given": taken from a SPECIAL with a CONST size, else 1 */
@@ -68,11 +90,15 @@ size_t tcl_emu_program_nparams(const tcl_emu_program *p);
 void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, tcl_dtype *dtype, size_t *numel);
 /* The launch, with every size resolved (>= 1). */
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p);
+/* Bytes of local memory a workgroup holds (all DEFINE_LOCALs), and the number of BARRIERs. */
+size_t tcl_emu_program_local_bytes(const tcl_emu_program *p);
+size_t tcl_emu_program_nbarriers(const tcl_emu_program *p);
 
 /* Runs every thread on bufs (one per PARAM slot, in slot order): checks their number,
  * device, dtype and numel first. Returns TCL_OK and the elapsed seconds, or a failure with
- * err set (a mismatch, an out-of-bounds access naming kernel, instruction and index, out of
- * memory). Buffers written before an error keep what was written. */
+ * err set (a mismatch, an out-of-bounds access naming kernel, instruction and index, a race
+ * or a barrier divergence, out of memory). Buffers written before an error keep what was
+ * written. */
 tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
                                tcl_error *err);
 

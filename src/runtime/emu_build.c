@@ -1,7 +1,7 @@
 /* emu_build.c — building an EMU program from a linear list of kernel nodes: validation of
  * every node (each failure names the kernel, the instruction and its op), RANGE/END pairing,
- * memory layout and launch sizes; and the built program's lifetime and properties (emu.h).
- * Layer: runtime. */
+ * memory layout, launch sizes and the registers kept across barriers; and the built program's
+ * lifetime and properties (emu.h). Layer: runtime. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,10 +23,11 @@ typedef struct builder {
     tcl_uop *const *nodes;
     size_t n;
     tcl_error *err;
-    /* PARAM and DEFINE_REG as they are met (slots checked once all are known) */
-    emu_mem_info *params, *regs;
-    int32_t *param_at, *reg_at; /* instruction of each */
-    size_t nparams, nregs;
+    /* PARAM, DEFINE_REG and DEFINE_LOCAL as they are met, by space (slots checked once all are
+     * known) */
+    emu_mem_info *mems[3];
+    int32_t *mem_at[3];         /* instruction of each */
+    size_t nmems[3];
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
 } builder;
 
@@ -83,7 +84,7 @@ static const char *not_value_reason(const emu_inst *in) {
     return "not a value";
 }
 
-static tcl_status add_mem(builder *b, size_t i, bool is_param) {
+static tcl_status add_mem(builder *b, size_t i, emu_space space) {
     const tcl_uop *u = b->nodes[i];
     int64_t slot, numel;
     if (u->nsrc != 0) return fail(b, TCL_ERR_INVALID, i, "takes no sources, got %u", u->nsrc);
@@ -94,12 +95,12 @@ static tcl_status add_mem(builder *b, size_t i, bool is_param) {
     if (slot < 0 || slot > INT32_MAX) return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is out of range", slot);
     if (numel < 0) return fail(b, TCL_ERR_INVALID, i, "numel %" PRId64 " is negative", numel);
     if ((uint64_t)numel > SIZE_MAX / 8) return fail(b, TCL_ERR_LIMIT, i, "numel %" PRId64 " is too large", numel);
-    if (!is_param && numel > TCL_EMU_MAX_REG_ELEMENTS)
+    if (space == SPACE_REG && numel > TCL_EMU_MAX_REG_ELEMENTS)
         return fail(b, TCL_ERR_LIMIT, i, "a register array of %" PRId64 " elements is larger than the %d a thread may hold", numel,
                     TCL_EMU_MAX_REG_ELEMENTS);
-    emu_mem_info *list = is_param ? b->params : b->regs;
-    int32_t *at = is_param ? b->param_at : b->reg_at;
-    size_t *count = is_param ? &b->nparams : &b->nregs;
+    emu_mem_info *list = b->mems[space];
+    int32_t *at = b->mem_at[space];
+    size_t *count = &b->nmems[space];
     for (size_t k = 0; k < *count; k++)
         if (list[k].slot == slot)
             return fail(b, TCL_ERR_INVALID, i, "slot %" PRId64 " is already taken by instruction %d", slot, (int)at[k]);
@@ -112,8 +113,8 @@ static tcl_status add_mem(builder *b, size_t i, bool is_param) {
     at[*count] = (int32_t)i;
     emu_inst *in = &b->p->inst[i];
     in->kind = K_BUFFER;
-    /* params: the slot; scratch: encoded as -(index + 2) until the param count is known */
-    in->mem = is_param ? (int32_t)slot : -(int32_t)(*count) - 2;
+    /* params: the slot; scratch and local: -(position + 2) until the counts are known */
+    in->mem = space == SPACE_PARAM ? (int32_t)slot : -(int32_t)(*count) - 2;
     (*count)++;
     return TCL_OK;
 }
@@ -152,8 +153,13 @@ static tcl_status check_node(builder *b, size_t i) {
     const tcl_op_info *info = tcl_op_get(u->op);
 
     switch (u->op) {
-    case TCL_OP_PARAM: return add_mem(b, i, true);
-    case TCL_OP_DEFINE_REG: return add_mem(b, i, false);
+    case TCL_OP_PARAM: return add_mem(b, i, SPACE_PARAM);
+    case TCL_OP_DEFINE_REG: return add_mem(b, i, SPACE_REG);
+    case TCL_OP_DEFINE_LOCAL: return add_mem(b, i, SPACE_LOCAL);
+    case TCL_OP_BARRIER:
+        if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
+        in->kind = K_BARRIER;
+        return TCL_OK;
     case TCL_OP_SINK:
     case TCL_OP_GROUP: in->kind = K_NOP; return TCL_OK;
     case TCL_OP_CONST:
@@ -178,7 +184,8 @@ static tcl_status check_node(builder *b, size_t i) {
         return TCL_OK;
     case TCL_OP_INDEX:
         if (u->nsrc != 2) return fail(b, TCL_ERR_INVALID, i, "takes (buffer, index), got %u sources", u->nsrc);
-        if (!is_buffer_inst(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not a PARAM or DEFINE_REG", tcl_emu_op_name(s0->op));
+        if (!is_buffer_inst(s0))
+            return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is not a PARAM or DEFINE_REG or DEFINE_LOCAL", tcl_emu_op_name(s0->op));
         if (!is_value(s1) || !tcl_dtype_get(s1->dtype)->is_int)
             return fail(b, TCL_ERR_INVALID, i, "the index must be an integer value, not %s %s", tcl_emu_dtype_name(s1->dtype), tcl_emu_op_name(s1->op));
         if (u->dtype != s0->dtype)
@@ -276,7 +283,8 @@ static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t 
         if (k == 0) in->a = s;
         else if (k == 1) in->b = s;
         else if (k == 2) in->c = s;
-        if (!tcl_op_source_orders_only(u->op, k) && !visible(p, s, in->loop))
+        /* a BARRIER's sources only order (the stores it waits for may be in a closed loop) */
+        if (u->op != TCL_OP_BARRIER && !tcl_op_source_orders_only(u->op, k) && !visible(p, s, in->loop))
             return fail(b, TCL_ERR_INVALID, i, "source %u (instruction %d, %s) was defined inside a loop that is closed here", k + 1,
                         (int)s, tcl_emu_op_name(u->src[k]->op));
     }
@@ -302,22 +310,36 @@ static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t 
     return TCL_OK;
 }
 
-/* Slots of the params must be 0..n-1; scratch gets its offsets; memory ids get final. */
+/* Lays out the memory of a space whose slots must be 0..n-1 (PARAM, DEFINE_LOCAL): by slot. */
+static tcl_status by_slot(builder *b, emu_space space, emu_mem_info **out) {
+    size_t n = b->nmems[space];
+    *out = calloc(n ? n : 1, sizeof **out);
+    if (!*out) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        if (b->mems[space][k].slot >= (int64_t)n)
+            return fail(b, TCL_ERR_INVALID, (size_t)b->mem_at[space][k], "%s slots must be 0..%zu (%s), got %" PRId64,
+                        tcl_emu_space_name(space), n - 1, space == SPACE_PARAM ? "one per kernel argument" : "one per local buffer",
+                        b->mems[space][k].slot);
+        (*out)[b->mems[space][k].slot] = b->mems[space][k];
+    }
+    return TCL_OK;
+}
+
+/* Slots of the params and locals must be 0..n-1; scratch and local memory get their offsets
+ * (within their limits); memory ids get final; each memory learns whether a STORE writes it. */
 static tcl_status finish_memory(builder *b) {
     tcl_emu_program *p = b->p;
-    for (size_t k = 0; k < b->nparams; k++)
-        if (b->params[k].slot >= (int64_t)b->nparams)
-            return fail(b, TCL_ERR_INVALID, (size_t)b->param_at[k], "PARAM slots must be 0..%zu (one per kernel argument), got %" PRId64,
-                        b->nparams - 1, b->params[k].slot);
-    p->nparams = b->nparams;
-    p->params = calloc(b->nparams ? b->nparams : 1, sizeof *p->params);
-    p->nregs = b->nregs;
-    p->regs = calloc(b->nregs ? b->nregs : 1, sizeof *p->regs);
-    if (!p->params || !p->regs) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
-    for (size_t k = 0; k < b->nparams; k++) p->params[b->params[k].slot] = b->params[k];
+    tcl_status status;
+    p->nparams = b->nmems[SPACE_PARAM];
+    p->nregs = b->nmems[SPACE_REG];
+    p->nlocals = b->nmems[SPACE_LOCAL];
+    if ((status = by_slot(b, SPACE_PARAM, &p->params)) != TCL_OK) return status;
+    if ((status = by_slot(b, SPACE_LOCAL, &p->locals)) != TCL_OK) return status;
+    p->regs = calloc(p->nregs ? p->nregs : 1, sizeof *p->regs);
+    if (!p->regs) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     size_t offset = 0;
-    for (size_t k = 0; k < b->nregs; k++) {
-        p->regs[k] = b->regs[k];
+    for (size_t k = 0; k < p->nregs; k++) {
+        p->regs[k] = b->mems[SPACE_REG][k];
         offset = (offset + 7) & ~(size_t)7;
         size_t bytes = p->regs[k].numel * p->regs[k].itemsize;
         if (offset + bytes > TCL_EMU_MAX_SCRATCH_BYTES)
@@ -327,8 +349,35 @@ static tcl_status finish_memory(builder *b) {
         offset += bytes;
     }
     p->scratch_bytes = offset;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->inst[i].mem <= -2) p->inst[i].mem = (int32_t)p->nparams + (-p->inst[i].mem - 2);
+    offset = 0;
+    for (size_t k = 0; k < p->nlocals; k++) {
+        offset = (offset + 7) & ~(size_t)7;
+        size_t bytes = p->locals[k].numel * p->locals[k].itemsize; /* numel <= SIZE_MAX / 8: no overflow */
+        if (offset > TCL_EMU_MAX_LOCAL_BYTES || bytes > TCL_EMU_MAX_LOCAL_BYTES - offset) {
+            size_t at = 0; /* the DEFINE_LOCAL of slot k */
+            for (size_t j = 0; j < p->nlocals; j++)
+                if (b->mems[SPACE_LOCAL][j].slot == (int64_t)k) at = (size_t)b->mem_at[SPACE_LOCAL][j];
+            return fail(b, TCL_ERR_LIMIT, at,
+                        "local memory of %zu bytes (DEFINE_LOCAL slots 0..%zu) is more than the %d bytes a workgroup may hold",
+                        offset + bytes, k, TCL_EMU_MAX_LOCAL_BYTES);
+        }
+        p->locals[k].offset = offset;
+        offset += bytes;
+    }
+    p->local_bytes = offset;
+    /* final memory ids, each instruction after its source */
+    for (size_t i = 0; i < p->n; i++) {
+        emu_inst *in = &p->inst[i];
+        if (in->op == TCL_OP_DEFINE_REG) {
+            in->mem = (int32_t)p->nparams + (-in->mem - 2);
+        } else if (in->op == TCL_OP_DEFINE_LOCAL) {
+            in->mem = (int32_t)(p->nparams + p->nregs + (size_t)b->mems[SPACE_LOCAL][-in->mem - 2].slot);
+        } else if (in->kind == K_INDEX || in->kind == K_LOAD || in->kind == K_STORE ||
+                   (in->kind == K_BUFFER && in->op == TCL_OP_AFTER)) {
+            in->mem = p->inst[in->a].mem;
+            if (in->kind == K_STORE) ((emu_mem_info *)tcl_emu_mem_info(p, (size_t)in->mem))->stored = true;
+        }
+    }
     return TCL_OK;
 }
 
@@ -344,6 +393,102 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
                                size, k < 3 ? "global" : "local", k % 3, *dim);
         if (!*dim) *dim = size ? (uint32_t)size : 1;
     }
+    /* a workgroup of at most TCL_EMU_MAX_WORKGROUP threads, and thread ids that fit 32 bits (race
+     * checking keeps them per element) */
+    uint64_t group = 1, threads;
+    for (int k = 0; k < 3; k++) {
+        if (l->local[k] > TCL_EMU_MAX_WORKGROUP || group * l->local[k] > TCL_EMU_MAX_WORKGROUP)
+            return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL,
+                        "a workgroup of local size (%u,%u,%u) has more than the %d threads a workgroup may have", l->local[0],
+                        l->local[1], l->local[2], TCL_EMU_MAX_WORKGROUP);
+        group *= l->local[k];
+    }
+    threads = group;
+    for (int k = 0; k < 3; k++) {
+        if (threads > (UINT32_MAX - 1) / l->global[k])
+            return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL,
+                        "a launch of global size (%u,%u,%u) and local size (%u,%u,%u) has more than the %u threads EMU runs",
+                        l->global[0], l->global[1], l->global[2], l->local[0], l->local[1], l->local[2], UINT32_MAX - 1);
+        threads *= l->global[k];
+    }
+    b->p->group_threads = (uint32_t)group;
+    return TCL_OK;
+}
+
+/* The registers instruction i reads at run time (not its ordering-only sources); returns how
+ * many (at most 3) in out. */
+static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[3]) {
+    const emu_inst *in = &p->inst[i];
+    int n = 0;
+    switch ((emu_kind)in->kind) {
+    case K_ALU:
+        out[n++] = in->a;
+        if (in->nval > 1) out[n++] = in->b;
+        if (in->nval > 2) out[n++] = in->c;
+        break;
+    case K_ALIAS:
+    case K_RANGE:
+    case K_SPECIAL: out[n++] = in->a; break;
+    case K_END: out[n++] = in->jump; out[n++] = p->inst[in->jump].a; break; /* the loop variable and its end */
+    case K_INDEX: out[n++] = in->b; break;
+    case K_LOAD:
+    case K_STORE:
+        out[n++] = in->a;
+        if (in->b >= 0) out[n++] = in->b;
+        if (in->c >= 0) out[n++] = in->c;
+        break;
+    default: break;
+    }
+    return n;
+}
+
+/* Finds the registers a thread must keep while others run: register s is read by instruction i
+ * after a barrier that ran since s was written when a BARRIER lies between them (s < barrier
+ * < i), or in a loop around i that s is outside of (its body repeats between the write and a
+ * later read); the END of a loop reads its RANGE's register and end, so a barrier in the body
+ * keeps both. A CONST's register needs no keeping: every thread writes the same value. */
+static tcl_status find_live(builder *b) {
+    tcl_emu_program *p = b->p;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->inst[i].kind == K_BARRIER) p->nbarriers++;
+    if (!p->nbarriers) return TCL_OK;
+    if (p->scratch_bytes > TCL_EMU_MAX_GROUP_SCRATCH_BYTES / p->group_threads)
+        return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL,
+                    "with barriers each of the %u threads of a workgroup keeps its %zu bytes of register arrays, "
+                    "more than the %d bytes EMU holds",
+                    p->group_threads, p->scratch_bytes, TCL_EMU_MAX_GROUP_SCRATCH_BYTES);
+    size_t *before = calloc(p->n + 1, sizeof *before); /* before[i]: barriers at instructions < i */
+    bool *keep = calloc(p->n ? p->n : 1, sizeof *keep);
+    if (!before || !keep) {
+        free(before);
+        free(keep);
+        return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++) before[i + 1] = before[i] + (p->inst[i].kind == K_BARRIER);
+    for (size_t i = 0; i < p->n; i++) {
+        int32_t reads[3];
+        int nr = reads_of(p, i, reads);
+        for (int k = 0; k < nr; k++) {
+            int32_t s = reads[k];
+            if (p->inst[s].kind == K_CONST) continue; /* every thread writes the same value */
+            size_t hi = i;
+            for (int32_t l = p->inst[i].loop; l > s; l = p->inst[l].loop) hi = (size_t)p->inst[l].jump;
+            if (before[hi] > before[s + 1] && !keep[s]) {
+                keep[s] = true;
+                p->nlive++;
+            }
+        }
+    }
+    free(before);
+    p->live = calloc(p->nlive ? p->nlive : 1, sizeof *p->live);
+    if (!p->live) {
+        free(keep);
+        return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (keep[i]) p->live[k++] = (int32_t)i;
+    free(keep);
     return TCL_OK;
 }
 
@@ -363,12 +508,13 @@ static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const 
     p->inst = calloc(cap, sizeof *p->inst);
     p->srcs = calloc(total_src ? total_src : 1, sizeof *p->srcs);
     *open = calloc(cap, sizeof **open);
-    b->params = calloc(cap, sizeof *b->params);
-    b->regs = calloc(cap, sizeof *b->regs);
-    b->param_at = calloc(cap, sizeof *b->param_at);
-    b->reg_at = calloc(cap, sizeof *b->reg_at);
-    if (!p->inst || !p->srcs || !*open || !b->params || !b->regs || !b->param_at || !b->reg_at)
-        return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    bool lists_ok = true;
+    for (int k = 0; k < 3; k++) {
+        b->mems[k] = calloc(cap, sizeof *b->mems[k]);
+        b->mem_at[k] = calloc(cap, sizeof *b->mem_at[k]);
+        lists_ok = lists_ok && b->mems[k] && b->mem_at[k];
+    }
+    if (!p->inst || !p->srcs || !*open || !lists_ok) return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     p->n = n; /* from here tcl_emu_program_free frees the args of every instruction */
 
     size_t nopen = 0;
@@ -381,10 +527,12 @@ static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const 
         if (!tcl_arg_copy(&p->inst[i].arg, &nodes[i]->arg)) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
     }
     if (nopen) return fail(b, TCL_ERR_INVALID, (size_t)(*open)[nopen - 1], "the loop is never closed by an END");
-    if ((status = finish_memory(b)) != TCL_OK || (status = resolve_launch(b, launch)) != TCL_OK) return status;
+    if ((status = finish_memory(b)) != TCL_OK || (status = resolve_launch(b, launch)) != TCL_OK ||
+        (status = find_live(b)) != TCL_OK)
+        return status;
     /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
     p->bytes = sizeof *p + strlen(p->name) + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
-               (p->nparams + p->nregs) * sizeof(emu_mem_info) + n * 16;
+               (p->nparams + p->nregs + p->nlocals) * sizeof(emu_mem_info) + p->nlive * sizeof *p->live + n * 16;
     return TCL_OK;
 }
 
@@ -417,10 +565,10 @@ tcl_emu_program *tcl_emu_program_new(const char *name, tcl_uop *const *nodes, si
     tcl_status status = build(&b, &index_of, &open, launch);
     tcl_ptrmap_free(&index_of);
     free(open);
-    free(b.params);
-    free(b.regs);
-    free(b.param_at);
-    free(b.reg_at);
+    for (int k = 0; k < 3; k++) {
+        free(b.mems[k]);
+        free(b.mem_at[k]);
+    }
     if (status != TCL_OK) {
         tcl_emu_program_free(p);
         return NULL;
@@ -433,6 +581,8 @@ size_t tcl_emu_program_size(const tcl_emu_program *p) { return p->n; }
 size_t tcl_emu_program_bytes(const tcl_emu_program *p) { return p->bytes; }
 size_t tcl_emu_program_nparams(const tcl_emu_program *p) { return p->nparams; }
 tcl_launch tcl_emu_program_launch(const tcl_emu_program *p) { return p->launch; }
+size_t tcl_emu_program_local_bytes(const tcl_emu_program *p) { return p->local_bytes; }
+size_t tcl_emu_program_nbarriers(const tcl_emu_program *p) { return p->nbarriers; }
 
 void tcl_emu_program_param(const tcl_emu_program *p, size_t slot, tcl_dtype *dtype, size_t *numel) {
     *dtype = p->params[slot].dtype;
@@ -447,6 +597,8 @@ void tcl_emu_program_free(tcl_emu_program *p) {
     free(p->srcs);
     free(p->params);
     free(p->regs);
+    free(p->locals);
+    free(p->live);
     free(p->name);
     free(p);
 }

@@ -1,5 +1,6 @@
 /* emu_listing.c — the readable listing of a built EMU program (tcl_emu_program_dump): one
- * instruction per line, indented by loop depth, with sources, constants and args.
+ * instruction per line, indented by loop depth, with sources, constants and args; the header
+ * gives the launch, local memory and barriers, and registers kept across barriers are marked.
  * Layer: runtime. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -73,7 +74,12 @@ char *tcl_emu_program_dump(const tcl_emu_program *p) {
     sb_printf(&sb, "kernel '%s': %zu instructions, %zu buffer%s, global (%u,%u,%u) local (%u,%u,%u)\n", p->name, p->n,
               p->nparams, p->nparams == 1 ? "" : "s", l->global[0], l->global[1], l->global[2], l->local[0],
               l->local[1], l->local[2]);
+    if (p->nlocals || p->nbarriers)
+        sb_printf(&sb, "  local memory %zu bytes (%zu buffer%s), %zu barrier%s, %zu register%s kept across barriers\n", p->local_bytes,
+                  p->nlocals, p->nlocals == 1 ? "" : "s", p->nbarriers, p->nbarriers == 1 ? "" : "s", p->nlive,
+                  p->nlive == 1 ? "" : "s");
     int depth = 0;
+    size_t next_live = 0;
     for (size_t i = 0; i < p->n; i++) {
         const emu_inst *in = &p->inst[i];
         if (in->kind == K_END && depth > 0) depth--;
@@ -89,6 +95,10 @@ char *tcl_emu_program_dump(const tcl_emu_program *p) {
         } else if (in->arg.kind != TCL_ARG_NONE) {
             sb_printf(&sb, " ");
             sb_arg(&sb, &in->arg);
+        }
+        if (next_live < p->nlive && p->live[next_live] == (int32_t)i) {
+            sb_printf(&sb, "  (kept across barriers)");
+            next_live++;
         }
         sb_printf(&sb, "\n");
         if (in->kind == K_RANGE) depth++;

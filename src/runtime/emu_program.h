@@ -6,7 +6,15 @@
  * Execution keeps one register (a tcl_scalar) per instruction: a loop body overwrites its
  * registers on every iteration, which is all SSA values inside loops need. RANGE and END
  * are jumps: RANGE starts its loop (or jumps past its END), END increments the loop
- * variable and jumps back to the instruction after its RANGE. */
+ * variable and jumps back to the instruction after its RANGE.
+ *
+ * Memory ids: PARAMs by slot (0..nparams-1), then the DEFINE_REGs (nparams + i), then the
+ * DEFINE_LOCALs (nparams + nregs + i).
+ *
+ * Barriers: the threads of a group share one register file. A BARRIER stops a thread; before
+ * the next one runs, the registers it will still read after the barrier (`live`, found at build
+ * time: a register read past a barrier executed since it was written) are saved, and they are
+ * restored when it resumes. A program without barriers has no live registers and saves nothing. */
 #ifndef TCLC_RUNTIME_EMU_PROGRAM_H
 #define TCLC_RUNTIME_EMU_PROGRAM_H
 
@@ -30,7 +38,11 @@ typedef enum emu_kind {
     K_STORE,
     K_SPECIAL,
     K_ALIAS,   /* AFTER of a value: the value */
+    K_BARRIER, /* stops the thread until all threads of its group arrive */
 } emu_kind;
+
+/* Which memory a memory id names. */
+typedef enum emu_space { SPACE_PARAM, SPACE_REG, SPACE_LOCAL } emu_space;
 
 typedef struct emu_inst {
     uint8_t kind;
@@ -40,7 +52,8 @@ typedef struct emu_inst {
     uint8_t wide;      /* INDEX, RANGE, SPECIAL: the integer operand is uint64 (may exceed int64) */
     int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate) */
     int32_t jump;      /* RANGE: its END; END: its RANGE */
-    int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise */
+    int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise (while building,
+                        * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
     int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
@@ -48,12 +61,13 @@ typedef struct emu_inst {
     tcl_arg arg;       /* copy of the node's arg, for the listing */
 } emu_inst;
 
-/* A kernel argument or a scratch buffer. */
+/* A kernel argument, a scratch buffer or a local buffer. */
 typedef struct emu_mem_info {
     tcl_dtype dtype;
     int64_t slot;
     size_t numel, itemsize;
-    size_t offset; /* scratch: byte offset in a thread's scratch block */
+    size_t offset;       /* scratch, local: byte offset in a thread's scratch / a group's local block */
+    bool stored;         /* whether some STORE writes it */
 } emu_mem_info;
 
 struct tcl_emu_program {
@@ -61,16 +75,36 @@ struct tcl_emu_program {
     emu_inst *inst;
     size_t n;
     int32_t *srcs;
-    size_t nparams, nregs;
+    size_t nparams, nregs, nlocals;
     emu_mem_info *params; /* by slot */
     emu_mem_info *regs;   /* memory id nparams + i */
-    size_t scratch_bytes;
+    emu_mem_info *locals; /* by slot: memory id nparams + nregs + slot */
+    size_t scratch_bytes, local_bytes;
+    size_t nbarriers;
+    int32_t *live;        /* registers kept across barriers (instruction indices), nlive of them */
+    size_t nlive;
     tcl_launch launch;
+    uint32_t group_threads; /* threads per workgroup */
     size_t bytes; /* heap bytes held, about */
 };
 
 /* SPECIAL's arg names, by the index an instruction's `which` holds: gidx0..2, lidx0..2. */
 extern const char *const tcl_emu_special_names[6];
+
+static inline emu_space tcl_emu_mem_space(const tcl_emu_program *p, size_t mem) {
+    return mem < p->nparams ? SPACE_PARAM : mem < p->nparams + p->nregs ? SPACE_REG : SPACE_LOCAL;
+}
+static inline const emu_mem_info *tcl_emu_mem_info(const tcl_emu_program *p, size_t mem) {
+    switch (tcl_emu_mem_space(p, mem)) {
+    case SPACE_PARAM: return &p->params[mem];
+    case SPACE_REG: return &p->regs[mem - p->nparams];
+    default: return &p->locals[mem - p->nparams - p->nregs];
+    }
+}
+/* The op that defines memory of a space, for messages: "PARAM", "DEFINE_REG", "DEFINE_LOCAL". */
+static inline const char *tcl_emu_space_name(emu_space s) {
+    return s == SPACE_PARAM ? "PARAM" : s == SPACE_REG ? "DEFINE_REG" : "DEFINE_LOCAL";
+}
 
 /* Names for messages and the listing, "?" for an id that is not valid. */
 static inline const char *tcl_emu_op_name(int op) { return tcl_op_valid(op) ? tcl_op_get((tcl_op)op)->name : "?"; }

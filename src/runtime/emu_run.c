@@ -1,27 +1,83 @@
 /* emu_run.c — the EMU interpreter: runs a built program's instructions (emu_program.h) once
  * per thread of its launch on the caller's buffers, every memory access bounds-checked and
- * every ALU op through tcl_alu_exec. Layer: runtime. */
+ * every ALU op through tcl_alu_exec; the threads of a workgroup in lockstep between barriers,
+ * and races between threads found through shadow memory. Layer: runtime.
+ *
+ * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER (or its
+ * end), then thread 1, ...; a thread that stops at a barrier saves the registers it reads
+ * after it (the program's `live` list) and gets them back when the group goes on past the
+ * barrier. With barriers each thread also has its own scratch block (DEFINE_REG). A program
+ * without barriers runs each thread from start to end and saves nothing.
+ *
+ * Races, through shadow memory beside the data:
+ *   global (PARAMs, in a launch of more than one thread; only for buffers some STORE writes,
+ *     directly or through another slot given the same buffer): per element the thread that
+ *     wrote it and the first two threads that read it in this launch (two are enough to find,
+ *     for any writer, a reader other than itself), as launch-wide thread ids + 1.
+ *   local (DEFINE_LOCALs): per element the epoch and thread of its last write and the epoch
+ *     and first two threads of its reads. Epochs count up through the whole run: one starts at
+ *     each group and at each barrier, so "written in this group" is `write epoch >= the
+ *     group's first` and "with no barrier between" is `epoch == the current one`; nothing is
+ *     cleared between groups.
+ * A read of local memory no thread of the group wrote is reported at the end of its epoch
+ * (the next barrier, or the group's end): a thread after it that writes the element in the
+ * same epoch turns it into the race it is, named with both threads. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "emu_program.h"
 
+/* per element of a PARAM: launch-wide thread ids + 1, 0 for none */
+typedef struct emu_gshadow {
+    uint32_t writer, reader[2];
+} emu_gshadow;
+
+/* per element of a DEFINE_LOCAL: epochs, and threads' indices in their group + 1 (0: none) */
+typedef struct emu_lshadow {
+    uint64_t write_epoch, read_epoch;
+    uint32_t writer, reader[2];
+} emu_lshadow;
+
 typedef struct emu_mem {
     unsigned char *data;
     size_t numel, itemsize;
+    void *shadow; /* emu_gshadow (PARAM) or emu_lshadow (DEFINE_LOCAL) per element; NULL: unchecked */
 } emu_mem;
 
-/* One thread's state. A work group's threads will each have one when barriers come. */
-typedef struct emu_thread {
+/* Kept out of the interpreter's loop (inlined, they slow every instruction of it). */
+#if defined(__GNUC__)
+#define EMU_NOINLINE __attribute__((noinline))
+#else
+#define EMU_NOINLINE
+#endif
+
+#define DONE SIZE_MAX /* where a thread that ran to its end stopped */
+
+/* The state of a run: one register file, the memory, and the thread running now. */
+typedef struct emu_run {
+    const tcl_emu_program *p;
+    tcl_error *err;
     tcl_scalar *regs;
-    unsigned char *scratch;
-    emu_mem *mem;      /* params, then this thread's scratch buffers */
-    int64_t ids[6];    /* gidx0..2, lidx0..2 */
-} emu_thread;
+    emu_mem *mem;           /* params, scratch buffers (of the running thread), locals */
+    unsigned char *scratch; /* one block; with barriers one per thread of a group */
+    unsigned char *local;   /* a group's local memory */
+    tcl_scalar *saved;      /* with barriers: live registers, nlive per thread of a group */
+    emu_gshadow **owned;    /* per param slot, the shadow it allocated (NULL: none or shared) */
+    uint64_t group;         /* the running thread: its group (linear, x fastest) */
+    uint32_t lid;           /* and its index in the group (x fastest) */
+    uint64_t epoch, group_epoch;
+    /* the first read of unwritten local memory in this epoch, reported at its end */
+    bool uninit;
+    size_t uninit_pc;
+    uint32_t uninit_lid;
+    int32_t uninit_mem;
+    int64_t uninit_idx;
+} emu_run;
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -29,39 +85,153 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static bool many_threads(const tcl_launch *l) {
-    return l->global[0] * (uint64_t)l->global[1] * l->global[2] * l->local[0] * l->local[1] * l->local[2] > 1;
+static uint64_t launch_threads(const tcl_launch *l) {
+    return (uint64_t)l->global[0] * l->global[1] * l->global[2] * l->local[0] * l->local[1] * l->local[2];
+}
+
+/* "thread gidx (x,y,z) lidx (x,y,z)" of a group and an index in it. */
+typedef struct thread_name { char s[112]; } thread_name;
+static thread_name name_thread(const tcl_emu_program *p, uint64_t group, uint32_t lid) {
+    const tcl_launch *l = &p->launch;
+    thread_name t;
+    snprintf(t.s, sizeof t.s, "thread gidx (%" PRIu64 ",%" PRIu64 ",%" PRIu64 ") lidx (%u,%u,%u)", group % l->global[0],
+             group / l->global[0] % l->global[1], group / l->global[0] / l->global[1], lid % l->local[0],
+             lid / l->local[0] % l->local[1], lid / l->local[0] / l->local[1]);
+    return t;
 }
 
 /* "kernel 'name': instruction pc (OP): <message>", and which thread when there are several. */
-TCL_PRINTF_LIKE(5, 6)
-static tcl_status run_error(const tcl_emu_program *p, const emu_thread *t, size_t pc, tcl_error *err,
-                            const char *fmt, ...) {
-    tcl_fail(err, TCL_ERR_RUNTIME, "kernel '%s': instruction %zu (%s): ", p->name, pc, tcl_emu_op_name(p->inst[pc].op));
+TCL_PRINTF_LIKE(6, 7)
+static tcl_status fail_at(const emu_run *r, tcl_status s, size_t pc, uint32_t lid, bool name_it, const char *fmt, ...) {
+    const tcl_emu_program *p = r->p;
+    tcl_fail(r->err, s, "kernel '%s': instruction %zu (%s): ", p->name, pc, tcl_emu_op_name(p->inst[pc].op));
     va_list ap;
     va_start(ap, fmt);
-    tcl_error_vappend(err, fmt, ap);
+    tcl_error_vappend(r->err, fmt, ap);
     va_end(ap);
-    if (many_threads(&p->launch))
-        tcl_error_append(err, " (thread gidx (%" PRId64 ",%" PRId64 ",%" PRId64 ") lidx (%" PRId64 ",%" PRId64
-                         ",%" PRId64 "))", t->ids[0], t->ids[1], t->ids[2], t->ids[3], t->ids[4], t->ids[5]);
-    return TCL_ERR_RUNTIME;
+    if (name_it && launch_threads(&p->launch) > 1) tcl_error_append(r->err, " (%s)", name_thread(p, r->group, lid).s);
+    return s;
 }
 
-static tcl_status out_of_bounds(const tcl_emu_program *p, const emu_thread *t, size_t pc, int64_t idx,
-                                tcl_error *err) {
-    int32_t m = p->inst[pc].mem;
-    bool param = (size_t)m < p->nparams;
-    const emu_mem_info *info = param ? &p->params[m] : &p->regs[(size_t)m - p->nparams];
-    return run_error(p, t, pc, err, "index %" PRId64 " is out of bounds for %s slot %" PRId64 " (%zu elements)",
-                     idx, param ? "PARAM" : "DEFINE_REG", info->slot, info->numel);
+/* "element i of PARAM slot s" */
+typedef struct elem_name { char s[96]; } elem_name;
+static elem_name name_elem(const tcl_emu_program *p, int32_t mem, int64_t idx) {
+    elem_name e;
+    snprintf(e.s, sizeof e.s, "element %" PRId64 " of %s slot %" PRId64, idx,
+             tcl_emu_space_name(tcl_emu_mem_space(p, (size_t)mem)), tcl_emu_mem_info(p, (size_t)mem)->slot);
+    return e;
 }
 
-static tcl_status run_thread(const tcl_emu_program *p, emu_thread *t, tcl_error *err) {
-    tcl_scalar *r = t->regs;
+EMU_NOINLINE static tcl_status out_of_bounds(const emu_run *r, size_t pc, int64_t idx) {
+    const tcl_emu_program *p = r->p;
+    size_t m = (size_t)p->inst[pc].mem;
+    const emu_mem_info *info = tcl_emu_mem_info(p, m);
+    return fail_at(r, TCL_ERR_RUNTIME, pc, r->lid, true, "index %" PRId64 " is out of bounds for %s slot %" PRId64 " (%zu elements)",
+                   idx, tcl_emu_space_name(tcl_emu_mem_space(p, m)), info->slot, info->numel);
+}
+
+static tcl_status report_uninit(const emu_run *r) {
+    return fail_at(r, TCL_ERR_INVALID, r->uninit_pc, r->uninit_lid, true,
+                   "reads %s, which no thread of the workgroup has written (uninitialized local memory)",
+                   name_elem(r->p, r->uninit_mem, r->uninit_idx).s);
+}
+
+/* The kinds of race: what the running thread does, and what the other did before. */
+typedef enum race_kind { READ_AFTER_WRITE, WRITE_AFTER_WRITE, WRITE_AFTER_READ } race_kind;
+static const char *const race_does[3] = {"reads", "writes", "writes"};
+static const char *const race_did[3] = {"wrote", "also wrote", "read"};
+static const char *const race_local_why[3] = {"a read before the barrier that orders it",
+                                              "two writes need a barrier between them",
+                                              "the read and the write need a barrier between them"};
+
+/* A race on global memory: the running thread against the thread of launch-wide id other - 1. */
+static tcl_status global_race(const emu_run *r, size_t pc, int64_t idx, race_kind kind, uint32_t other) {
+    const tcl_emu_program *p = r->p;
+    uint32_t nt = p->group_threads;
+    uint64_t o = other - 1;
+    return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
+                   "race: %s %s %s, which %s %s in the same launch (threads of one launch are not ordered)",
+                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, o / nt, (uint32_t)(o % nt)).s, race_did[kind]);
+}
+
+/* A race on local memory: the running thread against thread other - 1 of its group. */
+static tcl_status local_race(const emu_run *r, size_t pc, int64_t idx, race_kind kind, uint32_t other) {
+    const tcl_emu_program *p = r->p;
+    return fail_at(r, TCL_ERR_INVALID, pc, 0, false, "race: %s %s %s, which %s %s with no barrier between them (%s)",
+                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, r->group, other - 1).s, race_did[kind], race_local_why[kind]);
+}
+
+/* Race checks of an access to element idx of memory m, which has a shadow. */
+EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, const emu_mem *m, int64_t idx) {
+    const tcl_emu_program *p = r->p;
+    if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
+        emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
+        uint32_t me = r->lid + 1;
+        if (sh->write_epoch < r->group_epoch) {
+            if (!r->uninit) {
+                r->uninit = true;
+                r->uninit_pc = pc;
+                r->uninit_lid = r->lid;
+                r->uninit_mem = p->inst[pc].mem;
+                r->uninit_idx = idx;
+            }
+        } else if (sh->write_epoch == r->epoch && sh->writer != me) {
+            return local_race(r, pc, idx, READ_AFTER_WRITE, sh->writer);
+        }
+        if (sh->read_epoch != r->epoch) {
+            sh->read_epoch = r->epoch;
+            sh->reader[0] = me;
+            sh->reader[1] = 0;
+        } else if (sh->reader[0] != me && !sh->reader[1]) {
+            sh->reader[1] = me;
+        }
+        return TCL_OK;
+    }
+    emu_gshadow *sh = (emu_gshadow *)m->shadow + idx;
+    uint32_t me = (uint32_t)(r->group * p->group_threads + r->lid + 1);
+    if (sh->writer && sh->writer != me) return global_race(r, pc, idx, READ_AFTER_WRITE, sh->writer);
+    if (!sh->reader[0]) sh->reader[0] = me;
+    else if (sh->reader[0] != me && !sh->reader[1]) sh->reader[1] = me;
+    return TCL_OK;
+}
+
+EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem *m, int64_t idx) {
+    const tcl_emu_program *p = r->p;
+    if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
+        emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
+        uint32_t me = r->lid + 1;
+        if (sh->write_epoch == r->epoch && sh->writer != me) return local_race(r, pc, idx, WRITE_AFTER_WRITE, sh->writer);
+        if (sh->read_epoch == r->epoch) {
+            uint32_t other = sh->reader[0] != me ? sh->reader[0] : sh->reader[1];
+            if (other) return local_race(r, pc, idx, WRITE_AFTER_READ, other);
+        }
+        sh->write_epoch = r->epoch;
+        sh->writer = me;
+        return TCL_OK;
+    }
+    emu_gshadow *sh = (emu_gshadow *)m->shadow + idx;
+    uint32_t me = (uint32_t)(r->group * p->group_threads + r->lid + 1);
+    if (sh->writer && sh->writer != me) return global_race(r, pc, idx, WRITE_AFTER_WRITE, sh->writer);
+    uint32_t other = sh->reader[0] && sh->reader[0] != me ? sh->reader[0] : sh->reader[1] != me ? sh->reader[1] : 0;
+    if (other) return global_race(r, pc, idx, WRITE_AFTER_READ, other);
+    sh->writer = me;
+    return TCL_OK;
+}
+
+/* Runs the current thread from instruction pc until a BARRIER (*stop: its index) or its end
+ * (*stop: DONE). */
+static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
+    const tcl_emu_program *p = run->p;
+    tcl_scalar *r = run->regs;
     const emu_inst *inst = p->inst;
+    const emu_mem *mem = run->mem; /* in a local: stores through char pointers would reload it */
+    const int64_t *ids = NULL;
+    int64_t id_store[6];
     size_t n = p->n;
-    for (size_t pc = 0; pc < n; pc++) {
+    tcl_status status;
+    for (; pc < n; pc++) {
         const emu_inst *in = &inst[pc];
         switch ((emu_kind)in->kind) {
         case K_NOP:
@@ -74,7 +244,7 @@ static tcl_status run_thread(const tcl_emu_program *p, emu_thread *t, tcl_error 
             if (in->nval > 1) s[1] = r[in->b];
             if (in->nval > 2) s[2] = r[in->c];
             if (tcl_alu_exec(in->op, in->dtype, s, in->nval, &r[pc]) == TCL_ALU_INVALID)
-                return run_error(p, t, pc, err, "the ALU rejected the operands");
+                return fail_at(run, TCL_ERR_RUNTIME, pc, run->lid, true, "the ALU rejected the operands");
             break;
         }
         case K_RANGE:
@@ -94,35 +264,135 @@ static tcl_status run_thread(const tcl_emu_program *p, emu_thread *t, tcl_error 
         case K_LOAD: {
             if (in->b >= 0 && !r[in->b].v.b) { r[pc] = in->imm; break; }
             int64_t idx = r[in->a].v.i;
-            const emu_mem *m = &t->mem[in->mem];
-            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err);
+            const emu_mem *m = &mem[in->mem];
+            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
+            if (m->shadow && (status = check_read(run, pc, m, idx)) != TCL_OK) return status;
             r[pc] = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), in->dtype);
             break;
         }
         case K_STORE: {
             if (in->c >= 0 && !r[in->c].v.b) break;
             int64_t idx = r[in->a].v.i;
-            const emu_mem *m = &t->mem[in->mem];
-            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(p, t, pc, idx, err);
+            const emu_mem *m = &mem[in->mem];
+            if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
+            if (m->shadow && (status = check_write(run, pc, m, idx)) != TCL_OK) return status;
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
         case K_SPECIAL: {
-            int64_t id = t->ids[in->which], size = tcl_emu_reg_int(r[in->a], in->wide);
+            if (!ids) { /* the thread's ids, once per run of it */
+                const tcl_launch *l = &p->launch;
+                id_store[0] = (int64_t)(run->group % l->global[0]);
+                id_store[1] = (int64_t)(run->group / l->global[0] % l->global[1]);
+                id_store[2] = (int64_t)(run->group / l->global[0] / l->global[1]);
+                id_store[3] = run->lid % l->local[0];
+                id_store[4] = run->lid / l->local[0] % l->local[1];
+                id_store[5] = run->lid / l->local[0] / l->local[1];
+                ids = id_store;
+            }
+            int64_t id = ids[in->which], size = tcl_emu_reg_int(r[in->a], in->wide);
             if (id >= size)
-                return run_error(p, t, pc, err, "thread id %" PRId64 " is outside the size %" PRId64 " of %s",
-                                 id, size, tcl_emu_special_names[in->which]);
+                return fail_at(run, TCL_ERR_RUNTIME, pc, run->lid, true, "thread id %" PRId64 " is outside the size %" PRId64 " of %s", id,
+                               size, tcl_emu_special_names[in->which]);
             r[pc] = in->imm;
             r[pc].v.i = id;
             break;
         }
+        case K_BARRIER: *stop = pc; return TCL_OK;
         }
+    }
+    *stop = DONE;
+    return TCL_OK;
+}
+
+static tcl_status divergence(const emu_run *r, uint32_t t, size_t stop, size_t first_stop, size_t passed) {
+    const tcl_emu_program *p = r->p;
+    thread_name first = name_thread(p, r->group, 0), other = name_thread(p, r->group, t);
+    if (first_stop == DONE)
+        return fail_at(r, TCL_ERR_INVALID, stop, 0, false,
+                       "barrier divergence: %s waits at this barrier, but %s finished without reaching it (after %zu barrier%s "
+                       "the workgroup passed together)",
+                       other.s, first.s, passed, passed == 1 ? "" : "s");
+    if (stop == DONE)
+        return fail_at(r, TCL_ERR_INVALID, first_stop, 0, false,
+                       "barrier divergence: %s waits at this barrier, but %s finished without reaching it (after %zu barrier%s "
+                       "the workgroup passed together)",
+                       first.s, other.s, passed, passed == 1 ? "" : "s");
+    return fail_at(r, TCL_ERR_INVALID, first_stop, 0, false,
+                   "barrier divergence: %s waits at this barrier, but %s waits at instruction %zu (BARRIER) (after %zu barrier%s "
+                   "the workgroup passed together)",
+                   first.s, other.s, stop, passed, passed == 1 ? "" : "s");
+}
+
+/* Runs the threads of one workgroup: without barriers each to its end, one after another;
+ * with barriers in lockstep, from barrier to barrier. */
+static tcl_status run_group(emu_run *r) {
+    const tcl_emu_program *p = r->p;
+    uint32_t nt = p->group_threads;
+    bool lockstep = p->nbarriers > 0;
+    r->group_epoch = ++r->epoch;
+    r->uninit = false;
+    if (lockstep && p->scratch_bytes) memset(r->scratch, 0, (size_t)nt * p->scratch_bytes);
+    size_t resume = 0; /* where every thread goes on: after the barrier all of them reached */
+    for (size_t passed = 0;; passed++) {
+        size_t first_stop = DONE;
+        for (uint32_t t = 0; t < nt; t++) {
+            r->lid = t;
+            if (lockstep) {
+                unsigned char *block = r->scratch + (size_t)t * p->scratch_bytes;
+                for (size_t k = 0; k < p->nregs; k++) r->mem[p->nparams + k].data = block + p->regs[k].offset;
+                tcl_scalar *saved = r->saved + (size_t)t * p->nlive;
+                if (passed)
+                    for (size_t k = 0; k < p->nlive; k++) r->regs[p->live[k]] = saved[k];
+            } else if (p->scratch_bytes) {
+                memset(r->scratch, 0, p->scratch_bytes);
+            }
+            size_t stop = DONE;
+            tcl_status status = run_thread(r, resume, &stop);
+            /* a read of unwritten local memory came first, and may have caused what failed */
+            if (status == TCL_ERR_RUNTIME && r->uninit) return report_uninit(r);
+            if (status != TCL_OK) return status;
+            if (t == 0) first_stop = stop;
+            else if (stop != first_stop) return divergence(r, t, stop, first_stop, passed);
+            if (lockstep && stop != DONE) {
+                tcl_scalar *saved = r->saved + (size_t)t * p->nlive;
+                for (size_t k = 0; k < p->nlive; k++) saved[k] = r->regs[p->live[k]];
+            }
+        }
+        if (r->uninit) return report_uninit(r);
+        if (first_stop == DONE) return TCL_OK;
+        r->epoch++; /* all passed the barrier */
+        resume = first_stop + 1;
+    }
+}
+
+/* Shadow memory of the params some STORE writes (directly or through a slot given the same
+ * buffer); only for launches of more than one thread. */
+static tcl_status global_shadows(emu_run *r, tcl_buffer *const *bufs) {
+    const tcl_emu_program *p = r->p;
+    if (launch_threads(&p->launch) <= 1) return TCL_OK;
+    for (size_t k = 0; k < p->nparams; k++) {
+        if (!bufs[k]->data || !bufs[k]->numel) continue;
+        size_t first = k; /* the first slot given the same buffer */
+        bool stored = false;
+        for (size_t j = 0; j < p->nparams; j++) {
+            if (bufs[j]->data != bufs[k]->data || bufs[j]->numel != bufs[k]->numel || bufs[j]->itemsize != bufs[k]->itemsize) continue;
+            if (j < first) first = j;
+            stored = stored || p->params[j].stored;
+        }
+        if (!stored) continue;
+        if (first < k) {
+            r->mem[k].shadow = r->mem[first].shadow;
+            continue;
+        }
+        r->owned[k] = calloc(bufs[k]->numel, sizeof(emu_gshadow));
+        if (!r->owned[k]) return tcl_fail(r->err, TCL_ERR_MEMORY, "kernel '%s': out of memory for race checking", p->name);
+        r->mem[k].shadow = r->owned[k];
     }
     return TCL_OK;
 }
 
-tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
-                               tcl_error *err) {
+static tcl_status check_buffers(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, tcl_error *err) {
     if (nbufs != p->nparams)
         return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
                         p->nparams == 1 ? "" : "s", nbufs);
@@ -139,50 +409,73 @@ tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs
                             "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu", p->name,
                             k + 1, k, tcl_emu_dtype_name(buf->dtype), buf->numel, tcl_emu_dtype_name(want->dtype), want->numel);
     }
+    return TCL_OK;
+}
 
-    emu_thread t;
-    memset(&t, 0, sizeof t);
-    tcl_status status;
-    size_t nmem = p->nparams + p->nregs;
-    t.regs = calloc(p->n ? p->n : 1, sizeof *t.regs);
-    t.mem = calloc(nmem ? nmem : 1, sizeof *t.mem);
-    t.scratch = calloc(p->scratch_bytes ? p->scratch_bytes : 1, 1);
-    if (!t.regs || !t.mem || !t.scratch) {
-        status = tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory for registers", p->name);
-        goto done;
-    }
+/* Allocates what a run holds (registers, memory table, scratch, local memory and shadows). */
+static tcl_status setup(emu_run *r, tcl_buffer *const *bufs) {
+    const tcl_emu_program *p = r->p;
+    size_t nmem = p->nparams + p->nregs + p->nlocals;
+    size_t blocks = p->nbarriers ? p->group_threads : 1;
+    r->regs = calloc(p->n ? p->n : 1, sizeof *r->regs);
+    r->mem = calloc(nmem ? nmem : 1, sizeof *r->mem);
+    r->scratch = calloc(p->scratch_bytes ? blocks * p->scratch_bytes : 1, 1);
+    r->local = calloc(p->local_bytes ? p->local_bytes : 1, 1);
+    r->saved = calloc(p->nlive ? (size_t)p->group_threads * p->nlive : 1, sizeof *r->saved);
+    r->owned = calloc(p->nparams ? p->nparams : 1, sizeof *r->owned);
+    if (!r->regs || !r->mem || !r->scratch || !r->local || !r->saved || !r->owned)
+        return tcl_fail(r->err, TCL_ERR_MEMORY, "kernel '%s': out of memory for registers", p->name);
     for (size_t k = 0; k < p->nparams; k++) {
-        t.mem[k].data = bufs[k]->data;
-        t.mem[k].numel = bufs[k]->numel;
-        t.mem[k].itemsize = bufs[k]->itemsize;
+        r->mem[k].data = bufs[k]->data;
+        r->mem[k].numel = bufs[k]->numel;
+        r->mem[k].itemsize = bufs[k]->itemsize;
     }
     for (size_t k = 0; k < p->nregs; k++) {
-        emu_mem *m = &t.mem[p->nparams + k];
-        m->data = t.scratch + p->regs[k].offset;
+        emu_mem *m = &r->mem[p->nparams + k];
+        m->data = r->scratch + p->regs[k].offset;
         m->numel = p->regs[k].numel;
         m->itemsize = p->regs[k].itemsize;
     }
+    for (size_t k = 0; k < p->nlocals; k++) {
+        emu_mem *m = &r->mem[p->nparams + p->nregs + k];
+        m->data = r->local + p->locals[k].offset;
+        m->numel = p->locals[k].numel;
+        m->itemsize = p->locals[k].itemsize;
+        if (m->numel && !(m->shadow = calloc(m->numel, sizeof(emu_lshadow))))
+            return tcl_fail(r->err, TCL_ERR_MEMORY, "kernel '%s': out of memory for local memory", p->name);
+    }
+    return global_shadows(r, bufs);
+}
 
-    const tcl_launch *l = &p->launch;
-    double start = now_seconds();
-    status = TCL_OK;
-    for (uint32_t gz = 0; gz < l->global[2] && status == TCL_OK; gz++)
-        for (uint32_t gy = 0; gy < l->global[1] && status == TCL_OK; gy++)
-            for (uint32_t gx = 0; gx < l->global[0] && status == TCL_OK; gx++)
-                /* one work group: its threads one after another (no barriers yet) */
-                for (uint32_t lz = 0; lz < l->local[2] && status == TCL_OK; lz++)
-                    for (uint32_t ly = 0; ly < l->local[1] && status == TCL_OK; ly++)
-                        for (uint32_t lx = 0; lx < l->local[0] && status == TCL_OK; lx++) {
-                            int64_t ids[6] = {gx, gy, gz, lx, ly, lz};
-                            memcpy(t.ids, ids, sizeof ids);
-                            if (p->scratch_bytes) memset(t.scratch, 0, p->scratch_bytes);
-                            status = run_thread(p, &t, err);
-                        }
-    if (seconds) *seconds = now_seconds() - start;
+static void teardown(emu_run *r) {
+    const tcl_emu_program *p = r->p;
+    if (r->mem)
+        for (size_t k = 0; k < p->nlocals; k++) free(r->mem[p->nparams + p->nregs + k].shadow);
+    if (r->owned)
+        for (size_t k = 0; k < p->nparams; k++) free(r->owned[k]);
+    free(r->owned);
+    free(r->saved);
+    free(r->local);
+    free(r->scratch);
+    free(r->mem);
+    free(r->regs);
+}
 
-done:
-    free(t.regs);
-    free(t.mem);
-    free(t.scratch);
+tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                               tcl_error *err) {
+    tcl_status status = check_buffers(p, bufs, nbufs, err);
+    if (status != TCL_OK) return status;
+    emu_run r;
+    memset(&r, 0, sizeof r);
+    r.p = p;
+    r.err = err;
+    if ((status = setup(&r, bufs)) == TCL_OK) {
+        const tcl_launch *l = &p->launch;
+        uint64_t groups = (uint64_t)l->global[0] * l->global[1] * l->global[2];
+        double start = now_seconds();
+        for (r.group = 0; r.group < groups && status == TCL_OK; r.group++) status = run_group(&r);
+        if (seconds) *seconds = now_seconds() - start;
+    }
+    teardown(&r);
     return status;
 }

@@ -13,8 +13,10 @@
  *     :read_bytes()      -> the storage as a string (nbytes, little-endian)
  *     :max_difference(other) -> largest |a - b| / (1 + |b|) (inf: NaN against a number)
  *   runtime.program(nodes, {name =, global_size = {x,y,z}, local_size = {x,y,z}}) -> Program
- *     nodes: a linear list of kernel nodes (emu.h says which and how they run)
+ *     nodes: a linear list of kernel nodes (emu.h says which and how they run, GPU-shaped ones
+ *     included: workgroups, local memory, barriers, race checks)
  *     .name .size .bytes (heap memory held) .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
+ *     .local_bytes (local memory of a workgroup) .nbarriers
  *     :run(buffers)      buffers in PARAM slot order (slot 0 = buffers[1]); -> elapsed seconds
  *     :dump()            -> readable listing
  *   runtime.devices      -> list of device names
@@ -395,6 +397,8 @@ static int program_index(lua_State *L) {
         }
         if (!strcmp(k, "global_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.global); return 1; }
         if (!strcmp(k, "local_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.local); return 1; }
+        if (!strcmp(k, "local_bytes")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_local_bytes(p)); return 1; }
+        if (!strcmp(k, "nbarriers")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_nbarriers(p)); return 1; }
     }
     lua_getfield(L, LUA_REGISTRYINDEX, PROGRAM_METHODS_KEY);
     lua_pushvalue(L, 2);

@@ -1,0 +1,176 @@
+-- spec/gpu_lowering_spec.lua — kernels shaped for a GPU (src/core/ENCODINGS.md, "GPU-shaped
+-- kernels"): the passes "group reduces" (tcl.codegen.group_reduce) and "gpu dims"
+-- (tcl.codegen.gpu_dims), the GPU heuristic (tcl.heuristics.gpu) and the opts' workgroup
+-- limits, run on EMU's GPU mode with CUDA's capabilities: values against naive Lua loops, and
+-- the programs' shape (SPECIALs, local memory, barriers) from EMU's listing.
+local env = require "tcl.env"
+env.EMU_GPU = "CUDA" -- read when the EMU backend loads, below (busted loads this file's modules afresh)
+
+local tcl = require "tcl"
+local lower = require "tcl.codegen.lower"
+local schedule = require "tcl.schedule"
+local optimize = require "tcl.codegen.optimize"
+local opt = require "tcl.opt"
+local targets = require "tcl.codegen.gpu_targets"
+local splitmix = require "spec.support.splitmix"
+
+local Tensor = tcl.Tensor
+
+-- Small integers: float32 sums of them are exact, whatever the order of the additions.
+local function integers(n, seed)
+  local rng, out = splitmix.new(seed), {}
+  for i = 1, n do out[i] = rng:integer(-8, 8) end
+  return out
+end
+
+local function on_emu(values, shape) return Tensor(values, { device = "EMU" }):reshape(shape) end
+
+-- The EMU listings of the kernels that realizing t compiles.
+local function listings(t)
+  local sched = schedule.create({ t.uop }, { device = "EMU" })
+  local out = {}
+  for _, k in ipairs(sched.kernels) do
+    local compiled = lower.compile(k.ast, { device = "EMU" })
+    out[#out + 1] = { name = compiled.name, text = compiled.program:dump() }
+  end
+  return out
+end
+
+local function last_listing(t)
+  local all = listings(t)
+  return all[#all]
+end
+
+describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
+  after_each(function() optimize.set_heuristic(nil) end)
+
+  it("sums long rows with a workgroup each: local memory, a barrier, one store per row", function()
+    local data = integers(8 * 1024, 1)
+    local x = on_emu(data, { 8, 1024 })
+    local want = {}
+    for r = 1, 8 do
+      local s = 0
+      for c = 1, 1024 do s = s + data[(r - 1) * 1024 + c] end
+      want[r] = s
+    end
+    assert.are.same(want, x:sum(2):tolist())
+    local k = last_listing(x:sum(2))
+    assert.matches("G", k.name) -- a group_reduce axis (GROUPTOP)
+    assert.matches("DEFINE_LOCAL", k.text, 1, true)
+    assert.matches("BARRIER", k.text, 1, true)
+    assert.matches("lidx0", k.text, 1, true)
+    assert.matches("gidx0", k.text, 1, true)
+  end)
+
+  it("reduces the whole tensor (sum, max) through local memory", function()
+    local data = integers(4096, 2)
+    local x = on_emu(data, { 4096 })
+    local s, m = 0, -math.huge
+    for _, v in ipairs(data) do s, m = s + v, math.max(m, v) end
+    assert.are.equal(s, x:sum():item())
+    assert.are.equal(m, x:max():item())
+  end)
+
+  it("computes a softmax over long rows (two shared reductions in a row) close to the naive one", function()
+    local rng = splitmix.new(3)
+    local data = {}
+    for i = 1, 4 * 512 do data[i] = rng:uniform(-3, 3) end
+    local got = on_emu(data, { 4, 512 }):softmax(-1):tolist()
+    for r = 1, 4 do
+      local m, z = -math.huge, 0
+      for c = 1, 512 do m = math.max(m, data[(r - 1) * 512 + c]) end
+      for c = 1, 512 do z = z + math.exp(data[(r - 1) * 512 + c] - m) end
+      for c = 1, 512, 37 do
+        local want = math.exp(data[(r - 1) * 512 + c] - m) / z
+        assert.is_true(math.abs(got[r][c] - want) <= 1e-6 + 1e-4 * want, string.format("row %d col %d", r, c))
+      end
+    end
+  end)
+
+  it("multiplies matrices with workgroups over the output", function()
+    local a, b = integers(32 * 64, 4), integers(64 * 48, 5)
+    local got = on_emu(a, { 32, 64 }):matmul(on_emu(b, { 64, 48 })):tolist()
+    for i = 1, 32, 5 do
+      for j = 1, 48, 7 do
+        local s = 0
+        for k = 1, 64 do s = s + a[(i - 1) * 64 + k] * b[(k - 1) * 48 + j] end
+        assert.are.equal(s, got[i][j])
+      end
+    end
+    assert.matches("lidx", last_listing(on_emu(a, { 32, 64 }):matmul(on_emu(b, { 64, 48 }))).text, 1, true)
+  end)
+
+  it("maps more than three output axes onto the launch through // and %", function()
+    local data = integers(3 * 5 * 7 * 2, 6)
+    local x = on_emu(data, { 3, 5, 7, 2 })
+    local got = (x * 2 + 1):permute(4, 3, 2, 1):contiguous():tolist()
+    assert.are.equal(data[1] * 2 + 1, got[1][1][1][1])
+    assert.are.equal(data[#data] * 2 + 1, got[2][7][5][3])
+    -- (i, j, k, l) of the result is x[l][k][j][i]
+    assert.are.equal(data[((2 - 1) * 5 * 7 * 2) + ((3 - 1) * 7 * 2) + ((4 - 1) * 2) + 1] * 2 + 1, got[1][4][3][2])
+  end)
+
+  it("runs kernels without opts (NOOPT): one thread per workgroup", function()
+    local data = integers(300, 7)
+    local x = on_emu(data, { 300 })
+    local s = 0
+    for _, v in ipairs(data) do s = s + v end
+    assert.are.equal(s, x:sum():realize({ noopt = true }):item())
+  end)
+
+  it("follows a heuristic's LOCAL and GROUP opts, and gates the stores of a group to one thread", function()
+    optimize.set_heuristic(function(k)
+      k:apply("GROUP", 1, 16)
+      k:apply("LOCAL", 1, 4)
+    end)
+    local data = integers(8 * 64, 8)
+    local x = on_emu(data, { 8, 64 })
+    local want = {}
+    for r = 1, 8 do
+      local s = 0
+      for c = 1, 64 do s = s + data[(r - 1) * 64 + c] end
+      want[r] = s
+    end
+    assert.are.same(want, x:sum(2):tolist())
+    local k = last_listing(x:sum(2))
+    assert.matches("GROUP%(1,16%) LOCAL%(1,4%)", k.text) -- the listing's header names the opts
+  end)
+end)
+
+describe("workgroup limits of the opts", function()
+  local caps = targets.get("CUDA").opt_caps()
+
+  local function reduce_kernel()
+    local x = Tensor.ones(64, 2048, { device = "EMU" })
+    local sched = schedule.create({ x:sum(2).uop }, { device = "EMU" })
+    return opt.kernel(sched.kernels[#sched.kernels].ast, caps)
+  end
+
+  it("refuse a workgroup of more threads than the device runs", function()
+    local k = reduce_kernel()
+    k:apply("GROUPTOP", 1, 256)
+    local ok, err = pcall(k.apply, k, "LOCAL", 1, 64)
+    assert.is_false(ok)
+    assert.matches("a workgroup would have 16384 threads, the device runs at most 1024", tostring(err), 1, true)
+  end)
+
+  it("refuse a shared reduction that needs more local memory than the device has", function()
+    local small = {}
+    for key, v in pairs(caps) do small[key] = v end
+    small.shared_max = 1024
+    local x = Tensor.ones(64, 2048, { device = "EMU" })
+    local sched = schedule.create({ x:sum(2).uop }, { device = "EMU" })
+    local k = opt.kernel(sched.kernels[#sched.kernels].ast, small)
+    local ok, err = pcall(k.apply, k, "GROUPTOP", 1, 256)
+    assert.is_false(ok)
+    assert.matches("needs 2048 bytes of local memory, the device has 1024", tostring(err), 1, true)
+  end)
+
+  it("name both GPU targets and refuse an unknown one", function()
+    assert.are.equal(1024, targets.get("metal").gpu.threads_max)
+    assert.are.equal(48 * 1024, targets.get("CUDA").opt_caps().shared_max)
+    local ok, err = pcall(targets.get, "ROCM")
+    assert.is_false(ok)
+    assert.matches("unknown GPU target 'ROCM' (known: CUDA, METAL)", err, 1, true)
+  end)
+end)
