@@ -2,7 +2,8 @@
 # test.sh — the one test command, for a fresh Debian 12 machine or a working copy:
 #   1. scripts/setup.sh installs whatever Debian packages are missing;
 #   2. builds Debug in build/ and Sanitize (ASan + UBSan) in build-asan/;
-#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build;
+#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build, and the Tensor
+#      API's specs again on EMU: as is, and in its GPU mode with CUDA's and Metal's capabilities;
 #   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it;
 #   5. runs luacheck over every Lua file (.luacheckrc): zero warnings.
 # Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
@@ -108,6 +109,10 @@ if build build Debug; then
   run_specs Debug build ""
   spec_paths=(spec/tensor_*_spec.lua)
   run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
+  # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
+  # and barriers as on the GPU, and the interpreter reports any race between threads
+  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA
+  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU EMU_GPU=METAL
   spec_paths=()
 else
   failed=$((failed + 1))
