@@ -116,7 +116,7 @@ describe("EMU buffers", function()
     assert.equals("EMU", b.device)
     assert.equals("Buffer(EMU, float16, 10)", tostring(b))
     assert.equals("EMU", rt.buffer("int8", 1, "EMU").device)
-    assert.same({ "EMU", "CPU" }, rt.devices)
+    assert.same({ "EMU", "CPU", "CUDA" }, rt.devices)
   end)
 
   it("start zero-filled", function()
@@ -239,7 +239,8 @@ describe("EMU buffers", function()
     assert.same({ 5.0, 6.0 }, b:read()) -- a rejected write changes nothing
     assert.matches("numel must be >= 0", error_of(rt.buffer, F32, -1), 1, true)
     assert.matches("numel must be an integer", error_of(rt.buffer, F32, 1.5), 1, true)
-    assert.matches("unknown device 'CUDA'", error_of(rt.buffer, F32, 1, "CUDA"), 1, true)
+    assert.matches("unknown device 'TPU'", error_of(rt.buffer, F32, 1, "TPU"), 1, true)
+    assert.matches("device CUDA keeps its buffers in its own memory", error_of(rt.buffer, F32, 1, "CUDA"), 1, true)
     assert.matches("not void", error_of(rt.buffer, "void", 1), 1, true)
     assert.matches("unknown dtype 'float13'", error_of(rt.buffer, "float13", 1), 1, true)
     assert.matches("a buffer of 9223372036854775807 float32 elements is larger than EMU can address "

@@ -7,12 +7,15 @@
 #include <stdbool.h>
 
 #include "core/lua_alu.h"
+#include "codegen/lua_gpu.h"
 #include "codegen/lua_llvm.h"
 #include "core/lua_core.h"
 #include "lua_dir.h"
 #include "opt/lua_opt.h"
 #include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
+#include "runtime/lua_cuda.h"
+#include "runtime/lua_nvrtc.h"
 #include "runtime/lua_runtime.h"
 #include "state.h"
 
@@ -24,6 +27,9 @@ static const luaL_Reg native_modules[] = {
     {"tcl.bounds", luaopen_tcl_bounds},
     {"tcl.runtime", luaopen_tcl_runtime},
     {"tcl.llvm", luaopen_tcl_llvm},
+    {"tcl.gpu", luaopen_tcl_gpu},
+    {"tcl.cuda", luaopen_tcl_cuda},
+    {"tcl.nvrtc", luaopen_tcl_nvrtc},
     {"tcl.opt", luaopen_tcl_opt},
     {NULL, NULL},
 };

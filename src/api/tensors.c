@@ -177,8 +177,8 @@ static int make_body(lua_State *L) {
         if (!call_or_refuse(L, task, TCLC_ERRARG, fn, 3, 1)) return 1;
     } else {
         const char *device = push_device(L);
-        size_t align = tcl_device_storage_align(device, itemsize);
-        if (req->span > 0 && (uintptr_t)req->data % align != 0) {
+        size_t align = tcl_device_storage_align(device, itemsize); /* 0: not a host device */
+        if (req->span > 0 && align && (uintptr_t)req->data % align != 0) {
             task->status = TCLC_ERRARG;
             lua_pushfstring(L,
                             "%s: data %p is not %d-byte aligned, which the %s device needs to use memory in place "
@@ -413,8 +413,8 @@ static int read_body(lua_State *L) {
             }
         }
         lua_rawseti(L, tensors, i + 1);
-        size_t align = tcl_device_storage_align(device, itemsize);
-        if (numel > 0 && at % align == 0) {
+        size_t align = tcl_device_storage_align(device, itemsize); /* 0: not a host device */
+        if (numel > 0 && align && at % align == 0) {
             tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
             tcl_error err;
             *slot = tcl_buffer_new_borrowed(device, tcl_dtype_from_name(tclc_dtype_name(dtype)), numel,

@@ -1,6 +1,6 @@
 /* buffer.c — device buffers (see buffer.h). Layer: runtime.
- * Every device of this runtime keeps its buffers in host memory for now (EMU and CPU); a GPU
- * device will add its own allocator behind the same struct.
+ * The devices whose buffers live in host memory (EMU and CPU); the CUDA device has buffers
+ * of its own in GPU memory (cuda_buffer.h), which this file only lists.
  *
  * CPU storage is calloc'd with TCL_CPU_BUFFER_ALIGN spare bytes and the data pointer rounded
  * up inside it, rather than aligned_alloc + memset: calloc hands out fresh (mmap'd) pages of a
@@ -16,8 +16,11 @@
 
 #include "core/dtype.h"
 
-/* The devices this runtime can allocate on. */
+/* The devices whose buffers this file allocates (host memory), and every device of the
+ * runtime in the order runtime.devices lists them: CUDA keeps its buffers in GPU memory
+ * (cuda_buffer.h), so tcl_device_known and tcl_buffer_new do not take it. */
 static const char *const known_devices[] = {"EMU", "CPU", NULL};
+static const char *const all_devices[] = {"EMU", "CPU", "CUDA", NULL};
 
 /* EMU and CPU keep buffers in host memory: x86-64 and AArch64 user space is 2^47 bytes. */
 #define HOST_ADDRESSABLE_BYTES ((uint64_t)1 << 47)
@@ -27,7 +30,15 @@ uint64_t tcl_device_max_buffer_bytes(const char *device) {
 }
 
 const char *tcl_device_at(size_t i) {
-    return i < sizeof known_devices / sizeof *known_devices ? known_devices[i] : NULL;
+    return i < sizeof all_devices / sizeof *all_devices ? all_devices[i] : NULL;
+}
+
+/* True for a device of the runtime whose buffers are not host memory. */
+static bool device_elsewhere(const char *device) {
+    if (!device || tcl_device_known(device)) return false;
+    for (const char *const *d = all_devices; *d; d++)
+        if (strcmp(*d, device) == 0) return true;
+    return false;
 }
 
 bool tcl_device_known(const char *device) {
@@ -182,6 +193,11 @@ size_t tcl_device_storage_align(const char *device, size_t itemsize) {
 
 /* A buffer without storage yet, its fields set from the checked arguments; NULL with err set. */
 static tcl_buffer *buffer_header(const char *device, int dtype, size_t numel, tcl_error *err) {
+    if (device_elsewhere(device)) {
+        tcl_fail(err, TCL_ERR_INVALID, "device %s keeps its buffers in its own memory, not in host memory "
+                 "(its buffers come from its module, e.g. tcl.cuda)", device);
+        return NULL;
+    }
     if (!tcl_device_known(device)) {
         tcl_fail(err, TCL_ERR_INVALID, "unknown device '%s' (available: EMU, CPU)", device ? device : "(null)");
         return NULL;

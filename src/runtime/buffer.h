@@ -98,11 +98,12 @@ typedef struct tcl_buffer_cache_stats {
 } tcl_buffer_cache_stats;
 tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *cache);
 
-/* True when device names a device this runtime has. */
+/* True when device names a device whose buffers are tcl_buffers in host memory (EMU, CPU). */
 bool tcl_device_known(const char *device);
-/* The largest buffer device can hold, in bytes (0 for an unknown device). */
+/* The largest buffer device can hold, in bytes (0 for a device tcl_device_known refuses). */
 uint64_t tcl_device_max_buffer_bytes(const char *device);
-/* The i-th device this runtime has (0-based), or NULL past the last. */
+/* The i-th device this runtime has (0-based: EMU, CPU, CUDA), or NULL past the last. CUDA's
+ * buffers live in GPU memory (cuda_buffer.h): tcl_buffer_new refuses it, naming why. */
 const char *tcl_device_at(size_t i);
 
 /* Raw storage bits of element i (zero-extended); i must be < numel. */

@@ -134,7 +134,7 @@ function M.read_into(ts, outs)
   local sources = {}
   for i, t in ipairs(ts) do
     if outs[i] and not targets[i] then
-      outs[i]:copy_from(contiguous_storage(t)) -- stored before (a jitted result, say): one copy
+      buffers.copy(outs[i], contiguous_storage(t)) -- stored before (a jitted result, say): one copy
     elseif not outs[i] then
       sources[i] = contiguous_storage(t) or contiguous_storage(t:contiguous():realize())
     end

@@ -30,7 +30,6 @@ local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
-local runtime = require "tcl.runtime"
 
 local M = {}
 
@@ -195,7 +194,7 @@ local function replay(plan, args)
       if plan.made[storage] then -- a result of this plan: the plan would overwrite what it reads
         local copy = plan.staging[i]
         if not copy then
-          copy = runtime.buffer(storage.dtype, storage.numel, storage.device)
+          copy = buffers.allocate(storage.dtype, storage.numel, storage.device)
           plan.staging[i] = copy
         end
         copy:copy_from(storage)

@@ -386,10 +386,17 @@ function M.safe_load(path, opts)
   end
 
   local sd = {}
+  -- a GPU's memory cannot view the file: its tensors are copied there from a view on the CPU
+  local view_device = device == "CUDA" and "CPU" or device
   for _, info in ipairs(infos) do
-    local made, storage = pcall(map.buffer, map, info.dtype, info.numel, data_start + info.begin, device)
+    local made, storage = pcall(map.buffer, map, info.dtype, info.numel, data_start + info.begin, view_device)
+    if made and view_device ~= device then
+      local view = storage
+      made, storage = pcall(function() return buffers.copy(buffers.allocate(view.dtype, view.numel, device), view) end)
+    end
     if not made then
-      fail(fn, "'%s': tensor '%s': %s", path, info.name, (tostring(storage):gsub("^FileMap:buffer: ", "")))
+      fail(fn, "'%s': tensor '%s': %s", path, info.name,
+        (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", "")))
     end
     local node = buffers.from_storage(storage)
     sd[info.name] = nodes.reshape(class.wrap(node, { info.numel }, device), check.copy(info.shape))

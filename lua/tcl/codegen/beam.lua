@@ -91,12 +91,19 @@ local function fill(buffer, seed)
   buffer:write(values)
 end
 
-local function search_buffers(params, device, seed)
+-- Storage on the backend's device: a backend whose memory is not the host's (CUDA) allocates
+-- its own (backend.allocate), the others take runtime Buffers.
+local function allocate(backend, dtype, numel, device)
+  if backend.allocate then return backend.allocate(dtype, numel) end
+  return runtime.buffer(dtype, numel, device)
+end
+
+local function search_buffers(params, backend, device, seed)
   local buffers, outputs = {}, {}
   for slot = 0, #params do
     local p = params[slot]
     if not p then error(string.format("BEAM: the kernel has no buffer in slot %d", slot), 0) end
-    buffers[slot + 1] = runtime.buffer(p.dtype, p.numel, device)
+    buffers[slot + 1] = allocate(backend, p.dtype, p.numel, device)
     if p.stored then outputs[#outputs + 1] = slot + 1 else fill(buffers[slot + 1], seed + slot) end
   end
   return buffers, outputs
@@ -145,12 +152,12 @@ function M.search(k, sink, ctx, width, info)
   end
 
   local params = params_of(sink)
-  local buffers, outputs = search_buffers(params, ctx.device, M.seed)
+  local buffers, outputs = search_buffers(params, backend, ctx.device, M.seed)
   local reference = {}
   local base = lower.compile(sink, { device = ctx.device, noopt = true, name = ctx.name })
   base.program:run(buffers)
   for i, slot in ipairs(outputs) do
-    reference[i] = runtime.buffer(buffers[slot].dtype, buffers[slot].numel, ctx.device)
+    reference[i] = allocate(backend, buffers[slot].dtype, buffers[slot].numel, ctx.device)
     reference[i]:copy_from(buffers[slot])
   end
 

@@ -5,6 +5,11 @@
 -- this module keeps in a registry keyed by the id. The node never points at the memory
 -- (nodes are immutable, hash-consed values), so the registry is the one link between them.
 --
+-- Storage is a runtime Buffer (host memory: EMU, CPU) or, on device "CUDA", a CUDA buffer of
+-- tcl.cuda (GPU memory) with the same Lua surface (.numel .dtype .nbytes .itemsize .device,
+-- read/write, read_bytes/write_bytes, copy_from); M.allocate makes either and M.copy copies
+-- between any two.
+--
 -- Allocation is lazy: buffers.new registers the buffer and hands back the node; the memory
 -- is allocated on the first buffers.get. So schedules can be built (and kernels counted)
 -- without a runtime, and a buffer that no kernel ever runs on costs nothing.
@@ -40,6 +45,44 @@ local function load_runtime()
   return runtime
 end
 
+local cuda -- tcl.cuda, loaded when a CUDA buffer is first needed
+
+local function load_cuda()
+  if not cuda then
+    local ok, mod = pcall(require, "tcl.cuda")
+    if not ok then error("buffers: the CUDA device (tcl.cuda) is not in this build: " .. tostring(mod), 0) end
+    cuda = mod
+  end
+  return cuda
+end
+
+--- New zero-filled storage of numel elements of dtype on device: a CUDA buffer for "CUDA" (its
+-- first use opens the GPU, or fails saying what is missing), else a runtime Buffer.
+function M.allocate(dtype, numel, device)
+  local make = device == "CUDA" and load_cuda().buffer or load_runtime().buffer
+  -- called through pcall, so the message is the C function's alone (no position of this file)
+  local ok, storage = pcall(make, dtype, numel, device)
+  if not ok then error(storage, 0) end
+  return storage
+end
+
+--- Copies storage src into dst (same dtype and numel) in any direction between host and
+-- device memory; returns dst.
+function M.copy(dst, src)
+  if src.device == "CUDA" and dst.device ~= "CUDA" then
+    src:copy_to(dst) -- a host Buffer cannot read device memory: the device buffer writes it
+  else
+    dst:copy_from(src)
+  end
+  return dst
+end
+
+--- Whether v is storage this module holds: a runtime Buffer or a CUDA buffer.
+function M.is_storage(v)
+  local mt = getmetatable(v)
+  return type(v) == "userdata" and type(mt) == "table" and (mt.__name == "tcl.Buffer" or mt.__name == "tcl.CudaBuffer")
+end
+
 local function as_dtype(dtype, fn)
   local ok, dt = pcall(core.dtype, dtype)
   if not ok then error(string.format("buffers.%s: unknown dtype %s", fn, tostring(dtype)), 3) end
@@ -64,9 +107,8 @@ end
 -- written): its dtype, numel and device are the Buffer's, and this registry holds it as any
 -- other (freed by collect once the node is dead).
 function M.from_storage(storage)
-  local mt = getmetatable(storage)
-  if type(storage) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "tcl.Buffer" then
-    error("buffers.from_storage: expected a runtime Buffer, got " .. type(storage), 2)
+  if not M.is_storage(storage) then
+    error("buffers.from_storage: expected a runtime Buffer or a CUDA buffer, got " .. type(storage), 2)
   end
   local id = core.fresh_id()
   registry[id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
@@ -115,8 +157,9 @@ end
 function M.get(node)
   local entry = entry_of(node, "get")
   if not entry.storage then
-    local ok, storage = pcall(load_runtime().buffer, entry.dtype, entry.numel, entry.device)
-    if not ok then error((tostring(storage):gsub("^runtime%.buffer: ", "")), 0) end -- "out of memory ..."
+    local ok, storage = pcall(M.allocate, entry.dtype, entry.numel, entry.device)
+    -- "out of memory ...", "CUDA: cannot load the NVIDIA driver library ..."
+    if not ok then error((tostring(storage):gsub("^runtime%.buffer: ", ""):gsub("^cuda%.buffer: ", "")), 0) end
     entry.storage = storage
   end
   return entry.storage

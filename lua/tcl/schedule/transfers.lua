@@ -4,9 +4,10 @@
 -- A schedule runs on one device, so before planning, tcl.schedule.run hands the graph here:
 -- each device copy (sources first, so a copy of a copy works) realizes its source on the
 -- source's device (a schedule of its own), allocates the result on the target device and
--- copies the storage across; the graph then reads that buffer instead. The copy is a step of
--- the realize like a kernel: tcl.jit's recorder sees it (as a program named "copy CPU->EMU"
--- whose run copies slot 2 into slot 1), so captured plans replay it with new inputs.
+-- copies the storage across (host memory and GPU memory in any direction: buffers.copy); the
+-- graph then reads that buffer instead. The copy is a step of the realize like a kernel:
+-- tcl.jit's recorder sees it (as a program named "copy CPU->EMU" whose run copies slot 2 into
+-- slot 1), so captured plans replay it with new inputs.
 local core = require "tcl.core"
 local P = require "tcl.pattern"
 local buffers = require "tcl.schedule.buffers"
@@ -29,7 +30,7 @@ end
 
 local Copy = {}
 Copy.__index = Copy
-function Copy.run(_, list) list[1]:copy_from(list[2]) return 0 end
+function Copy.run(_, list) buffers.copy(list[1], list[2]) return 0 end
 
 local copies = {} -- "CPU->EMU" -> the program-like step the recorder sees
 local function copy_step(from, to)

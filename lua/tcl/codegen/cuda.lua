@@ -1,0 +1,248 @@
+-- tcl.codegen.cuda — the CUDA backend of the lowering driver (tcl.codegen.lower): kernels
+-- rendered to CUDA C (tcl.gpu), compiled to PTX by NVRTC (tcl.nvrtc) for the GPU's
+-- architecture, cached on disk, loaded and launched through the driver API (tcl.cuda).
+-- Layer: codegen.
+--
+-- A backend's shape: tcl.codegen.emu's header. Here:
+--   * renderer: CUDA's GPU target (tcl.codegen.gpu_targets: workgroups, local memory, warps),
+--     its limits narrowed to the device's (threads per block, block and grid sizes, shared
+--     memory per block) once the device is open.
+--   * options ("cuda-sm_80"): the device's architecture. The module loads anywhere (specs call
+--     launch_of and params_of without a GPU); reading options or renderer.gpu opens the device,
+--     which the first CUDA kernel does, so DEVICE=CUDA without a driver or a GPU fails there
+--     with the driver's message ("CUDA: cannot load the NVIDIA driver library ...").
+--   * A program's launch comes from its linear program: grid = the sizes of SPECIAL gidx0..2,
+--     block = those of lidx0..2 (M.launch_of); its buffers are the PARAMs in slot order
+--     (M.params_of), checked at every run (count, dtype, numel).
+--   * PTX is cached on disk (tcl.env: CACHELEVEL, CACHE_DIR) under a key made of the CUDA
+--     source, the options and NVRTC's version, so any change of a rule, a pass or the renderer
+--     that changes the code misses the cache; a corrupt entry reads as absent.
+--   * program:dump() is the CUDA source (DEBUG=4), program:assembly() the PTX (DEBUG=7); a run
+--     returns the device time between two events around the launch (DEBUG=2).
+-- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts NVRTC
+-- compiles and disk hits since the state opened.
+local core = require "tcl.core"
+local env = require "tcl.env"
+local runtime = require "tcl.runtime"
+local targets = require "tcl.codegen.gpu_targets"
+
+local target = targets.get("CUDA")
+
+local M = {
+  device = "CUDA",
+  stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
+}
+
+-- A native module of this build; an error naming it when the build lacks it.
+local function native(name)
+  local ok, mod = pcall(require, name)
+  if not ok then error(string.format("CUDA: the module %s is not in this build: %s", name, tostring(mod)), 0) end
+  return mod
+end
+
+--- The GPU limits kernels are shaped for on a device: the CUDA target's (base), narrowed to
+-- what the device reports (info: tcl.cuda.device()'s table).
+function M.gpu_limits(base, info)
+  local out = {}
+  for k, v in pairs(base) do out[k] = v end
+  local function narrowed(list, limits)
+    local r = {}
+    for i = 1, 3 do r[i] = math.min(list[i], limits[i] or list[i]) end
+    return r
+  end
+  out.threads_max = math.min(base.threads_max, info.threads_per_block)
+  out.local_bytes = math.min(base.local_bytes, info.shared_bytes)
+  out.local_max = narrowed(base.local_max, info.max_block)
+  out.grid_max = narrowed(base.grid_max, info.max_grid)
+  out.warp = info.warp_size or base.warp
+  return out
+end
+
+-- The open device's facts, once: { info =, arch =, options =, gpu = }.
+local opened
+
+local function device()
+  if not opened then
+    local cuda = native("tcl.cuda")
+    local ok, info = pcall(cuda.device)
+    if not ok then error((tostring(info):gsub("^cuda%.device: ", "")), 0) end
+    opened = { info = info, arch = info.arch, options = "cuda-" .. info.arch, gpu = M.gpu_limits(target.gpu, info) }
+  end
+  return opened
+end
+
+--- The device's facts without raising: true, tcl.cuda.device()'s table; or false, why.
+function M.probe()
+  local ok, facts = pcall(device)
+  if ok then return true, facts.info end
+  return false, tostring(facts)
+end
+
+M.renderer = setmetatable({ name = "cuda", lacks = {} }, {
+  __index = function(_, k) if k == "gpu" then return device().gpu end end,
+})
+
+--- The optimizer's view of the GPU: the CUDA target's capabilities with the device's limits.
+function M.renderer.opt_caps()
+  local gpu = device().gpu
+  local caps = target.opt_caps()
+  caps.threads_max, caps.warp = gpu.threads_max, gpu.warp
+  caps.shared_max, caps.local_bytes = gpu.local_bytes, gpu.local_bytes
+  return caps
+end
+
+setmetatable(M, { __index = function(_, k) if k == "options" then return device().options end end })
+
+--- New zero-filled device storage (tcl.cuda's buffer) of numel elements of dtype.
+function M.allocate(dtype, numel)
+  return native("tcl.cuda").buffer(dtype, numel)
+end
+
+---------------------------------------------------------------------------------------------
+-- what a linear program asks of a launch
+
+local function fail(name, fmt, ...)
+  error(string.format("kernel '%s': " .. fmt, tostring(name or "kernel"), ...), 0)
+end
+
+--- The launch of a linear program: { global_size = {x, y, z}, local_size = {x, y, z} }, the
+-- sizes of its SPECIAL gidx0..2 (blocks of the grid) and lidx0..2 (threads of a block), 1 where
+-- a kernel has none. A SPECIAL's size is its source, a positive integer CONST.
+function M.launch_of(list, name)
+  local global, loc, seen = { 1, 1, 1 }, { 1, 1, 1 }, {}
+  for _, u in ipairs(list) do
+    if u.op == "SPECIAL" then
+      local arg = u.arg
+      local kind, axis = tostring(arg):match("^([gl])idx([012])$")
+      if not kind then fail(name, "SPECIAL '%s' is none of gidx0..2, lidx0..2", tostring(arg)) end
+      if seen[arg] then fail(name, "SPECIAL '%s' appears twice", arg) end
+      seen[arg] = true
+      local size = u.src[1]
+      if not size or size.op ~= "CONST" or math.type(size.arg) ~= "integer" or size.arg < 1 then
+        fail(name, "SPECIAL '%s' needs a positive integer CONST size, got %s", arg, size and size.op or "nothing")
+      end
+      local sizes = kind == "g" and global or loc
+      sizes[tonumber(axis) + 1] = size.arg
+    end
+  end
+  return { global_size = global, local_size = loc }
+end
+
+--- The buffers of a linear program, slot order: { { dtype =, numel = }, ... } from its PARAMs
+-- (arg { slot, numel }); every slot from 0 to the last must have one.
+function M.params_of(list, name)
+  local params, count = {}, 0
+  for _, u in ipairs(list) do
+    if u.op == "PARAM" then
+      local slot, numel = u.arg[1], u.arg[2]
+      if math.type(slot) ~= "integer" or slot < 0 then fail(name, "PARAM has slot %s", tostring(slot)) end
+      local p = params[slot + 1]
+      if p and (p.dtype ~= u.dtype or p.numel ~= numel) then fail(name, "slot %d has two different PARAMs", slot) end
+      params[slot + 1] = { dtype = u.dtype, numel = numel }
+      count = math.max(count, slot + 1)
+    end
+  end
+  for i = 1, count do
+    if not params[i] then fail(name, "no PARAM for slot %d (slots 0..%d)", i - 1, count - 1) end
+  end
+  return params
+end
+
+--- The kernel function's name for a kernel name: a C identifier.
+function M.entry_name(name)
+  local id = tostring(name):gsub("[^%w_]", "_")
+  if not id:match("^[%a_]") then id = "k_" .. id end
+  return id
+end
+
+---------------------------------------------------------------------------------------------
+-- building
+
+local Program = {}
+Program.__index = Program
+
+function Program:run(buffers) return self.cuda:run(buffers) end
+function Program:dump() return self.source end
+function Program:assembly() return self.ptx end
+
+-- Checks that the renderer's facts agree with the launch and buffers read off the program.
+local function check_facts(job, facts, launch, params, gpu)
+  if type(facts) ~= "table" then return end
+  if facts.global_size and facts.local_size then
+    for i = 1, 3 do
+      if facts.global_size[i] ~= launch.global_size[i] or facts.local_size[i] ~= launch.local_size[i] then
+        fail(job.name, "the renderer launches %s x %s, the program's SPECIALs say %s x %s",
+          table.concat(facts.global_size, ","), table.concat(facts.local_size, ","),
+          table.concat(launch.global_size, ","), table.concat(launch.local_size, ","))
+      end
+    end
+  end
+  if facts.params and #facts.params ~= #params then
+    fail(job.name, "the renderer takes %d buffers, the program's PARAMs %d", #facts.params, #params)
+  end
+  if facts.local_bytes and facts.local_bytes > gpu.local_bytes then
+    fail(job.name, "%d bytes of local memory per block, the device allows %d", facts.local_bytes, gpu.local_bytes)
+  end
+end
+
+-- NVRTC's version as part of the disk cache key: another compiler may write other PTX.
+local compiler
+
+local function compile(nvrtc, source, job, arch)
+  local start = core.clock()
+  local ok, ptx = pcall(nvrtc.compile_ptx, source, { arch = arch, name = job.name })
+  if not ok then
+    local why = tostring(ptx):gsub("^nvrtc%.compile_ptx: ", "")
+    if not why:find("kernel '", 1, true) then why = string.format("kernel '%s': %s", job.name, why) end
+    error(why, 0)
+  end
+  M.stats.compiled = M.stats.compiled + 1
+  M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
+  return ptx
+end
+
+local function load(cuda, ptx, job, entry, launch, params, info)
+  local ok, program = pcall(cuda.program, ptx, { name = job.name, entry = entry, params = params,
+    global_size = launch.global_size, local_size = launch.local_size })
+  if ok then return program end
+  local why = tostring(program):gsub("^cuda%.program: ", "")
+  if why:find("UNSUPPORTED_PTX_VERSION", 1, true) then
+    why = why .. string.format(" (NVRTC %s writes PTX newer than this driver (%d) reads: use a CUDA toolkit no "
+      .. "newer than the driver, TCL_CUDA_PATH)", compiler, info.driver_version)
+  end
+  error(why, 0)
+end
+
+function M.build_many(jobs)
+  local dev = device()
+  local cuda, gpu, nvrtc = native("tcl.cuda"), native("tcl.gpu"), native("tcl.nvrtc")
+  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local programs = {}
+  for i, job in ipairs(jobs) do
+    local entry = M.entry_name(job.name)
+    local launch = M.launch_of(job.list, job.name)
+    local params = M.params_of(job.list, job.name)
+    local rendered, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
+    if not rendered then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
+    check_facts(job, facts, launch, params, dev.gpu)
+    if not compiler then
+      local have, why = nvrtc.available()
+      if not have then error("CUDA: " .. tostring(why), 0) end
+      compiler = string.format("nvrtc%d.%d", nvrtc.version())
+    end
+    local key = string.format("cuda-ptx|%s|%s|%s", dev.options, compiler, source)
+    local ptx = dir and runtime.cache_read(dir, key)
+    if ptx then
+      M.stats.disk_hits = M.stats.disk_hits + 1
+    else
+      ptx = compile(nvrtc, source, job, dev.arch)
+      if dir then runtime.cache_write(dir, key, ptx) end
+    end
+    local program = load(cuda, ptx, job, entry, launch, params, dev.info)
+    programs[i] = setmetatable({ name = job.name, cuda = program, bytes = program.bytes + #source, source = source,
+      ptx = ptx, entry = entry, global_size = launch.global_size, local_size = launch.local_size }, Program)
+  end
+  return programs
+end
+
+return M

@@ -1,0 +1,464 @@
+-- spec/cuda_device_spec.lua — the CUDA device: the driver API loaded at run time
+-- (src/runtime/cuda_driver.c), device buffers and programs (tcl.cuda), the backend
+-- (tcl.codegen.cuda) and the scheduler's use of them (tcl.schedule.buffers, transfers).
+--
+-- Three parts:
+--   1. Everywhere: CUDA is a listed device; without a driver (TCL_CUDA_DRIVER pointing at a
+--      missing library) or with the toolkit's stub library, the first CUDA allocation or kernel
+--      fails with a message naming what is missing (child `tcl` processes); the backend's launch
+--      sizes, buffers and limits from hand-built linear programs (pure Lua).
+--   2. Everywhere the build has tests/: the mock driver (build/tests/libmock_cuda.so, loaded
+--      through TCL_CUDA_DRIVER in child processes) keeps "device memory" in host memory and
+--      records launches instead of running them: buffers, copies in every direction, Tensor.to
+--      round trips, errors, that nothing is held at exit, and (with NVRTC, else pending) the
+--      whole path from a tensor graph to PTX launched with the grid and block of its SPECIALs.
+--   3. On a machine with an NVIDIA GPU (else pending, after probing the driver in a child
+--      process): values of a round trip, an elementwise kernel and a reduction through local
+--      memory, against the CPU.
+-- The tensor spec suite on the GPU (not run here):
+--   DEVICE=CUDA TCLC_BUILD_DIR=build busted -o spec/support/summary_output.lua spec/tensor_*_spec.lua
+local helper = require "spec.support.helper"
+local tcl = require "tcl"
+local runtime = require "tcl.runtime"
+local core = require "tcl.core"
+
+local MOCK = helper.build_dir .. "/tests/libmock_cuda.so"
+local STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"
+local Tensor = tcl.Tensor
+
+-- Runs code (a Lua chunk) in a child tcl process with the environment assignments env_text
+-- (DEVICE cleared unless env_text sets it); returns status, stdout, stderr.
+local function child(env_text, code)
+  local path = os.tmpname()
+  helper.write(path, code)
+  local status, out, err = helper.run("DEVICE= " .. env_text .. " " .. helper.shell_quote(helper.tcl_bin) .. " " ..
+    helper.shell_quote(path))
+  os.remove(path)
+  return status, out, err
+end
+
+-- A child run that must succeed and print "ok" last.
+local function child_ok(env_text, code)
+  local status, out, err = child(env_text, code)
+  assert(status == 0 and out:match("ok\n$"), string.format("child failed (%d):\n%s\n%s", status, out, err))
+  return out, err
+end
+
+local function uop(op, dtype, src, arg) return core.uop(op, core.dtype(dtype), src, arg) end
+local function special(name, size) return uop("SPECIAL", "index", { uop("CONST", "index", nil, size) }, name) end
+
+describe("the CUDA device without a GPU", function()
+  it("is listed among the runtime's devices, and tensors name it", function()
+    local listed = false
+    for _, d in ipairs(runtime.devices) do listed = listed or d == "CUDA" end
+    assert.is_true(listed)
+    assert.are.equal("CUDA", Tensor.ones(2, { device = "cuda" }).device) -- lazy: no driver needed yet
+  end)
+
+  it("refuses host Buffers on CUDA, saying where its buffers come from", function()
+    local err = helper.error_of(runtime.buffer, "float32", 2, "CUDA")
+    assert.matches("device CUDA keeps its buffers in its own memory", err, 1, true)
+    assert.is_nil(runtime.max_buffer_bytes("CUDA"))
+  end)
+
+  it("fails at the first allocation or kernel when the driver library is missing", function()
+    local env = "TCL_CUDA_DRIVER=/nonexistent/libcuda.so.1"
+    for _, code in ipairs {
+      "print(Tensor.ones(2, { device = 'cuda' }):realize():tolist())",
+      "print(Tensor({ 1, 2 }):to('cuda'):tolist())",
+      "print(Tensor({ 1, 2 }, { device = 'CUDA' }):tolist())",
+    } do
+      local status, _, err = child(env, code)
+      assert.are.equal(1, status, err)
+      assert.matches("CUDA: cannot load the NVIDIA driver library /nonexistent/libcuda.so.1", err, 1, true)
+      assert.matches("is the NVIDIA driver installed?", err, 1, true)
+    end
+    local status, _, err = child("DEVICE=CUDA " .. env, "print(Tensor.ones(2):realize():tolist())")
+    assert.are.equal(1, status, err)
+    assert.matches("CUDA: cannot load the NVIDIA driver library /nonexistent/libcuda.so.1", err, 1, true)
+    -- a library that is not the driver
+    status, _, err = child("TCL_CUDA_DRIVER=libm.so.6", "print(Tensor({ 1 }):to('cuda'):tolist())")
+    assert.are.equal(1, status, err)
+    assert.matches("CUDA: the library libm.so.6 has no cuInit: it is not the NVIDIA driver", err, 1, true)
+  end)
+
+  it("names the stub library when TCL_CUDA_DRIVER points at the toolkit's stubs/libcuda.so", function()
+    if not helper.exists(STUB) then
+      pending("the CUDA toolkit's stub library is not at " .. STUB)
+      return
+    end
+    for _, setting in ipairs { "", "DEVICE=CUDA " } do
+      local code = setting == "" and "print(Tensor.ones(2, { device = 'cuda' }):realize():tolist())"
+        or "print(Tensor.ones(2):realize():tolist())"
+      local status, _, err = child(setting .. "TCL_CUDA_DRIVER=" .. STUB, code)
+      assert.are.equal(1, status, err)
+      assert.matches("CUDA: cuInit failed: CUDA_ERROR_STUB_LIBRARY", err, 1, true)
+      assert.matches(STUB, err, 1, true)
+    end
+  end)
+
+  it("takes the launch from the SPECIALs of a linear program: grid = gidx sizes, block = lidx sizes", function()
+    local cuda = require "tcl.codegen.cuda"
+    local p0, p1 = uop("PARAM", "float32", nil, { 0, 64 }), uop("PARAM", "int32", nil, { 1, 8 })
+    local launch = cuda.launch_of({ p0, p1, special("gidx0", 16), special("lidx0", 32), special("gidx2", 3),
+      special("lidx1", 4) }, "k")
+    assert.are.same({ 16, 1, 3 }, launch.global_size)
+    assert.are.same({ 32, 4, 1 }, launch.local_size)
+    launch = cuda.launch_of({ p0, uop("CONST", "index", nil, 7) }, "k") -- a loop kernel: one thread
+    assert.are.same({ 1, 1, 1 }, launch.global_size)
+    assert.are.same({ 1, 1, 1 }, launch.local_size)
+    local params = cuda.params_of({ p1, p0 }, "k")
+    assert.are.equal(2, #params)
+    assert.are.equal("float32", params[1].dtype.name)
+    assert.are.equal(64, params[1].numel)
+    assert.are.equal("int32", params[2].dtype.name)
+    assert.are.equal(8, params[2].numel)
+  end)
+
+  it("names what is wrong with a launch it cannot take", function()
+    local cuda = require "tcl.codegen.cuda"
+    assert.are.equal("kernel 'k': SPECIAL 'gidx0' appears twice",
+      helper.error_of(cuda.launch_of, { special("gidx0", 2), uop("SPECIAL", "index",
+        { uop("CONST", "index", nil, 2) }, "gidx0") }, "k"))
+    assert.are.equal("kernel 'k': SPECIAL 'widx0' is none of gidx0..2, lidx0..2",
+      helper.error_of(cuda.launch_of, { special("widx0", 2) }, "k"))
+    local sized = uop("SPECIAL", "index", { uop("PARAM", "int32", nil, { 0, 1 }) }, "lidx0")
+    assert.are.equal("kernel 'k': SPECIAL 'lidx0' needs a positive integer CONST size, got PARAM",
+      helper.error_of(cuda.launch_of, { sized }, "k"))
+    assert.are.equal("kernel 'k': no PARAM for slot 0 (slots 0..1)",
+      helper.error_of(cuda.params_of, { uop("PARAM", "float32", nil, { 1, 4 }) }, "k"))
+  end)
+
+  it("narrows the CUDA target's limits to the device's, and names kernels as C identifiers", function()
+    local cuda = require "tcl.codegen.cuda"
+    local base = require("tcl.codegen.gpu_targets").get("CUDA").gpu
+    local gpu = cuda.gpu_limits(base, { threads_per_block = 512, shared_bytes = 16384, max_block = { 512, 512, 64 },
+      max_grid = { 65535, 65535, 65535 }, warp_size = 32 })
+    assert.are.equal(512, gpu.threads_max)
+    assert.are.equal(16384, gpu.local_bytes)
+    assert.are.same({ 512, 512, 64 }, gpu.local_max)
+    assert.are.same({ 65535, 65535, 65535 }, gpu.grid_max)
+    assert.are.equal(1024, base.threads_max) -- the target itself is left alone
+    assert.are.equal("E_4_4", cuda.entry_name("E_4_4"))
+    assert.are.equal("k_4x_y", cuda.entry_name("4x-y"))
+  end)
+
+  it("loads as a backend without a GPU (its device opens with the first kernel)", function()
+    local lower = require "tcl.codegen.lower"
+    local backend = lower.backend("CUDA")
+    assert.are.equal("CUDA", backend.device)
+    assert.are.equal("cuda", backend.renderer.name)
+  end)
+end)
+
+-- The mock driver's log, and the environment that loads the mock with that log.
+local function mock_env(log, extra)
+  return string.format("TCL_CUDA_DRIVER=%s MOCK_CUDA_LOG=%s %s", helper.shell_quote(MOCK), helper.shell_quote(log),
+    extra or "")
+end
+
+local function last_line(text)
+  local last
+  for line in text:gmatch("[^\n]+") do last = line end
+  return last
+end
+
+describe("the CUDA device on the mock driver", function()
+  local log
+  before_each(function()
+    log = os.tmpname()
+    os.remove(log)
+  end)
+  after_each(function() os.remove(log) end)
+
+  local function have_mock()
+    if helper.exists(MOCK) then return true end
+    pending("the mock driver is not built (" .. MOCK .. ": cmake --build build)")
+    return false
+  end
+
+  it("holds zero-filled buffers in device memory, copies them every way, and frees everything", function()
+    if not have_mock() then return end
+    child_ok(mock_env(log), [[
+      local cuda, runtime = require "tcl.cuda", require "tcl.runtime"
+      local function check(ok, what) if not ok then error(what, 2) end end
+      check(not cuda.opened(), "opened before use")
+      local b = cuda.buffer("float32", 5)
+      check(cuda.opened(), "not opened by a buffer")
+      check(b.numel == 5 and b.nbytes == 20 and b.itemsize == 4 and b.device == "CUDA", "facts")
+      check(b.dtype == require("tcl.core").dtype "float32", "dtype")
+      for _, v in ipairs(b:read()) do check(v == 0, "not zero-filled") end -- the mock's memory is 0xA5
+      b:write { 1, 2.5, -3, 4, 5 }
+      check(table.concat(b:read(), " ") == "1.0 2.5 -3.0 4.0 5.0", "write/read")
+      check(b:read_bytes() == string.pack("<fffff", 1, 2.5, -3, 4, 5), "read_bytes")
+      b:write_bytes(string.pack(">fffff", 5, 4, 3, 2, 1), 0, true)
+      check(table.concat(b:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "write_bytes big-endian")
+      local host = runtime.buffer("float32", 5, "CPU")
+      check(b:copy_to(host) == host and table.concat(host:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "copy_to")
+      local c = cuda.buffer("float32", 5)
+      c:copy_from(b)
+      check(table.concat(c:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "device to device")
+      host:write { 7, 7, 7, 7, 7 }
+      c:copy_from(host)
+      check(table.concat(c:read(), " ") == "7.0 7.0 7.0 7.0 7.0", "host to device")
+      check(b:max_difference(host) == 0.75 and c:max_difference(host) == 0, "max_difference")
+      local flags = cuda.buffer("bool", 3)
+      flags:write { true, false, true }
+      check(flags:read()[1] == true and flags:read()[2] == false, "bool")
+      check(cuda.buffer("int8", 0):read()[1] == nil, "empty buffer")
+      local function fails(pattern, f, ...)
+        local ok, err = pcall(f, ...)
+        check(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
+      end
+      fails("expected 5 values", b.write, b, { 1, 2 })
+      fails("source is int32 x 5, destination is float32 x 5", b.copy_from, b, cuda.buffer("int32", 5))
+      fails("expected a host Buffer", b.copy_to, b, c)
+      fails("expected a Buffer or a CUDA buffer", b.copy_from, b, 5)
+      fails("numel must be >= 0", cuda.buffer, "float32", -1)
+      fails("void", cuda.buffer, "void", 1)
+      print "ok"
+    ]])
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(helper.read(log)))
+  end)
+
+  it("moves tensors to CUDA and back, every dtype, as steps of the realize", function()
+    if not have_mock() then return end
+    child_ok(mock_env(log), [[
+      local schedule = require "tcl.schedule"
+      local names = {}
+      schedule.recorder = function(program) names[#names + 1] = program.name end
+      for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int64", "bool" } do
+        local data = {}
+        for i = 1, 12 do
+          if dtype == "bool" then data[i] = i % 3 == 0 else data[i] = (i * 7) % 11 end
+        end
+        local x = Tensor(data, { dtype = dtype }):reshape(3, 4)
+        local there = x:to("cuda")
+        assert(there.device == "CUDA" and there.dtype.name == dtype, dtype)
+        local back = there:to("CPU")
+        local a, b = x:tolist(), back:tolist()
+        for r = 1, 3 do for c = 1, 4 do assert(a[r][c] == b[r][c], dtype .. ": values differ") end end
+        local via_emu = there:to("EMU"):tolist()
+        assert(via_emu[2][3] == a[2][3], dtype .. ": CUDA -> EMU")
+        local direct = there:tolist() -- read straight from the device
+        assert(direct[3][4] == a[3][4], dtype .. ": read from CUDA")
+        local t = Tensor(data, { dtype = dtype, device = "cuda" }) -- written to the device
+        assert(t:tolist()[5] == data[5], dtype .. ": written to CUDA")
+      end
+      schedule.recorder = nil
+      -- weights from a safetensors file are copied to the device from a view of the file
+      local state, path = require "tcl.api.state", os.tmpname()
+      state.safe_save({ w = Tensor({ { 1, 2 }, { 3, 4 } }), b = Tensor({ 0.5, -1 }, { dtype = "float16" }) }, path)
+      local sd = state.safe_load(path, { device = "cuda" })
+      os.remove(path)
+      assert(sd.w.device == "CUDA" and sd.w:tolist()[2][1] == 3 and sd.b:tolist()[2] == -1, "safe_load")
+      local seen = {}
+      for _, n in ipairs(names) do seen[n] = true end
+      assert(seen["copy CPU->CUDA"] and seen["copy CUDA->CPU"] and seen["copy CUDA->EMU"], table.concat(names, ", "))
+      print "ok"
+    ]])
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(helper.read(log)))
+  end)
+
+  it("says what failed: out of device memory, no device, an error of cuInit", function()
+    if not have_mock() then return end
+    local status, _, err = child(mock_env(log, "MOCK_CUDA_MAX_ALLOC=1000"),
+      "print(Tensor.ones(1000):to('cuda'):tolist())")
+    assert.are.equal(1, status)
+    assert.matches("CUDA: cannot allocate 4000 bytes on tcl mock GPU: cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY", err,
+      1, true)
+    status, _, err = child(mock_env(log, "MOCK_CUDA_DEVICES=0"), "print(Tensor.ones(2):to('cuda'):tolist())")
+    assert.are.equal(1, status)
+    assert.matches("CUDA: no CUDA-capable device is visible", err, 1, true)
+    status, _, err = child(mock_env(log, "MOCK_CUDA_INIT_ERROR=100"), "print(Tensor.ones(2):to('cuda'):tolist())")
+    assert.are.equal(1, status)
+    assert.matches("CUDA: cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)", err, 1, true)
+  end)
+
+  it("loads programs, checks their launch against the device and their buffers at every run", function()
+    if not have_mock() then return end
+    child_ok(mock_env(log), [[
+      local cuda = require "tcl.cuda"
+      local ptx = ".version 8.0\n.visible .entry k(\n.param .u64 a,\n.param .u64 b\n)\n{ ret; }\n"
+      local p = cuda.program(ptx, { name = "E_k", entry = "k", params = { { dtype = "float32", numel = 4 },
+        { dtype = "int32", numel = 2 } }, global_size = { 3, 2 }, local_size = { 32, 4 } })
+      assert(p.name == "E_k" and p.entry == "k" and p.nparams == 2 and p.bytes > #ptx, "facts")
+      assert(table.concat(p.global_size, " ") == "3 2 1" and table.concat(p.local_size, " ") == "32 4 1", "sizes")
+      assert(p.params[2].dtype.name == "int32" and p.params[2].numel == 2, "params")
+      local a, b = cuda.buffer("float32", 4), cuda.buffer("int32", 2)
+      local seconds = p:run { a, b }
+      assert(type(seconds) == "number" and seconds >= 0, "seconds")
+      local function fails(pattern, f, ...)
+        local ok, err = pcall(f, ...)
+        assert(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
+      end
+      fails("kernel 'E_k' takes 2 buffers, got 1", p.run, p, { a })
+      fails("kernel 'E_k': buffer 2 (slot 1) is float32 x 4, the kernel expects int32 x 2", p.run, p, { a, a })
+      fails("kernel 'E_k': buffer 1 is a host Buffer (CPU), not a CUDA buffer", p.run, p,
+        { require("tcl.runtime").buffer("float32", 4, "CPU"), b })
+      fails("kernel 'E_k': buffer 2 is number, not a CUDA buffer", p.run, p, { a, 3 })
+      local opts = { name = "E_k", entry = "k", params = {}, local_size = { 64, 32 } }
+      fails("kernel 'E_k': 2048 threads per block, tcl mock GPU allows 1024", cuda.program, ptx, opts)
+      opts.local_size = { 1, 1, 65 }
+      fails("65 threads on block axis z, tcl mock GPU allows 64", cuda.program, ptx, opts)
+      opts.local_size, opts.global_size = nil, { 1, 70000 }
+      fails("70000 blocks on grid axis y, tcl mock GPU allows 65535", cuda.program, ptx, opts)
+      opts.global_size, opts.entry = nil, "missing"
+      fails("the PTX has no kernel 'missing'", cuda.program, ptx, opts)
+      fails("CUDA_ERROR_INVALID_PTX", cuda.program, "not ptx", { name = "x", params = {} })
+      fails("global_size[1] must be a positive integer", cuda.program, ptx, { params = {}, global_size = { 0 } })
+      fails("params must be a list", cuda.program, ptx, { name = "k" })
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    assert.matches("launch k grid 3 2 1 block 32 4 1 shared 0 params 2", text, 1, true)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
+  it("compiles kernels to PTX with NVRTC, caches it on disk and launches it as the SPECIALs say", function()
+    if not have_mock() then return end
+    local have, why = require("tcl.nvrtc").available()
+    if not have then
+      pending("NVRTC is not available: " .. tostring(why))
+      return
+    end
+    local cache = os.tmpname()
+    os.remove(cache)
+    local code = [[
+      local schedule = require "tcl.schedule"
+      local programs = {}
+      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
+      local x = Tensor.arange(65536):float():reshape(256, 256)
+      local out = ((x * 2 + 1):sum(2)):realize()
+      assert(out.device == "CUDA" and out.shape[1] == 256, "result")
+      schedule.recorder = nil
+      local shared = false
+      for _, p in ipairs(programs) do
+        print(string.format("launch %s grid %s block %s", p.entry, table.concat(p.global_size, " "),
+          table.concat(p.local_size, " ")))
+        local source = p:dump()
+        shared = shared or (source:find("__shared__", 1, true) ~= nil and source:find("__syncthreads", 1, true) ~= nil)
+        assert(p:assembly():find(".entry " .. p.entry, 1, true), "PTX of " .. p.entry)
+      end
+      assert(shared, "no kernel reduces through shared memory")
+      print "ok"
+    ]]
+    local env = "DEVICE=CUDA DEBUG=2 TCL_CACHE=" .. helper.shell_quote(cache) .. " " .. mock_env(log)
+    local out, err = child_ok(env, code)
+    assert.matches("*** CUDA ", err, 1, true) -- DEBUG=2 lines: device time of each kernel
+    local text = helper.read(log)
+    local launches = 0
+    for line in out:gmatch("launch [^\n]+") do
+      launches = launches + 1
+      assert.matches(line .. " shared 0 params ", text, 1, true)
+    end
+    assert.is_true(launches >= 1)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+    -- the second run reads the PTX from the disk cache
+    local _, err2 = child_ok(env, code)
+    local compiled, from_disk = 0, 0
+    for n, m in err2:gmatch("(%d+) compiled in [%d.]+ ms, (%d+) from disk") do
+      compiled, from_disk = compiled + tonumber(n), from_disk + tonumber(m)
+    end
+    assert.are.equal(0, compiled, err2)
+    assert.are.equal(launches, from_disk, err2)
+    os.execute("rm -rf " .. helper.shell_quote(cache))
+  end)
+end)
+
+-- "ok" when this machine has a CUDA device and NVRTC, else why not (probed in a child process,
+-- so a broken driver cannot take the spec run down).
+local function probe_gpu()
+  local status, out, err = helper.run(helper.shell_quote(helper.tcl_bin) .. " -e " .. helper.shell_quote([[
+    local ok, why = require("tcl.codegen.cuda").probe()
+    if not ok then print(why) return end
+    local have, missing = require("tcl.nvrtc").available()
+    print(have and "ok" or ("NVRTC: " .. tostring(missing)))
+  ]]))
+  if status ~= 0 then return "the probe failed: " .. err end
+  return (out:gsub("\n$", ""))
+end
+
+describe("the CUDA device on a GPU", function()
+  local why
+  local function have_gpu()
+    why = why or probe_gpu()
+    if why == "ok" then return true end
+    pending("no CUDA device: " .. why)
+    return false
+  end
+
+  local function values(n, seed)
+    local out, state = {}, seed
+    for i = 1, n do
+      state = (state * 1103515245 + 12345) % 2147483648
+      out[i] = (state % 2001 - 1000) / 250
+    end
+    return out
+  end
+
+  local function close(a, b, tolerance, what)
+    assert.are.equal(#a, #b, what)
+    for i = 1, #a do
+      local d = math.abs(a[i] - b[i]) / (1 + math.abs(b[i]))
+      assert(d <= tolerance, string.format("%s: element %d is %s, expected %s", what, i, tostring(a[i]),
+        tostring(b[i])))
+    end
+  end
+
+  it("round-trips values through device memory, every dtype", function()
+    if not have_gpu() then return end
+    for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool" } do
+      local data = {}
+      for i, v in ipairs(values(24, 3)) do
+        if dtype == "bool" then data[i] = v > 0
+        elseif dtype:find("int") then data[i] = math.floor(math.abs(v) * 10)
+        else data[i] = v end
+      end
+      local x = Tensor(data, { dtype = dtype }):reshape(4, 6)
+      local there = x:to("cuda")
+      assert.are.equal("CUDA", there.device)
+      assert.are.same(x:tolist(), there:tolist(), dtype)
+      assert.are.same(x:tolist(), there:to("CPU"):tolist(), dtype)
+    end
+  end)
+
+  it("computes elementwise kernels as the CPU does", function()
+    if not have_gpu() then return end
+    local a, b = values(4096, 1), values(4096, 2)
+    local function f(device)
+      local x = Tensor(a, { device = device }):reshape(64, 64)
+      local y = Tensor(b, { device = device }):reshape(64, 64)
+      return ((x * y + 1):exp() - y:abs():sqrt() * 0.5):maximum(x):reshape(4096):tolist()
+    end
+    close(f("CUDA"), f("CPU"), 1e-5, "elementwise")
+  end)
+
+  it("computes a reduction through shared memory as the CPU does", function()
+    if not have_gpu() then return end
+    local schedule = require "tcl.schedule"
+    local data = values(65536, 5)
+    local function f(device)
+      local x = Tensor(data, { device = device }):reshape(256, 256)
+      return { x:sum(2):tolist(), x:max(1):tolist(), x:sum():item() }
+    end
+    local sources = {}
+    schedule.recorder = function(kernel)
+      if kernel.program and kernel.program.source then sources[#sources + 1] = kernel.program.source end
+    end
+    local ok, on_gpu = pcall(f, "CUDA")
+    schedule.recorder = nil
+    assert(ok, on_gpu)
+    local on_cpu = f("CPU")
+    close(on_gpu[1], on_cpu[1], 1e-4, "sum over rows")
+    close(on_gpu[2], on_cpu[2], 0, "max over columns")
+    -- 65536 float32 values summed in another order: within 1e-6 of the sum of magnitudes
+    local magnitude = 0
+    for _, v in ipairs(data) do magnitude = magnitude + math.abs(v) end
+    assert(math.abs(on_gpu[3] - on_cpu[3]) <= 1e-6 * magnitude,
+      string.format("sum of all: %s on CUDA, %s on the CPU", on_gpu[3], on_cpu[3]))
+    local shared = false
+    for _, s in ipairs(sources) do shared = shared or s:find("__shared__", 1, true) ~= nil end
+    assert.is_true(shared, "no kernel used shared memory")
+  end)
+end)

@@ -1,0 +1,137 @@
+/* c_source.h — what the files of the C-source renderers share (c_render.h is their public
+ * side): growing text, the dialect tables, the state of one render. Layer: codegen.
+ *
+ *   c_text.c      text buffers and templates
+ *   c_dialects.c  the spellings of CUDA C and Metal: types, conversions, math, the kernel's frame
+ *   c_alu.c       ALU ops, casts and bitcasts as expressions, and the helper functions they call
+ *   c_render.c    the walk over the linear program: checks, declarations, loops, memory */
+#ifndef TCLC_CODEGEN_C_SOURCE_H
+#define TCLC_CODEGEN_C_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "c_render.h"
+#include "core/alu.h"
+#include "core/ptrmap.h"
+
+/* ---- text (c_text.c) ---- */
+
+/* Text that grows; after a failed allocation it stays as it was and `failed` is set (the
+ * renderer reports out of memory once, at the end). */
+typedef struct tcl_ctext {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} tcl_ctext;
+
+void tcl_ctext_put(tcl_ctext *t, const char *s);
+void tcl_ctext_printf(tcl_ctext *t, const char *fmt, ...) TCL_PRINTF_LIKE(2, 3);
+/* Appends tpl with "$1".."$9" replaced by args[0..8], "$Q" by q (the helper functions'
+ * qualifiers) and "$$" by "$". */
+void tcl_ctext_template(tcl_ctext *t, const char *tpl, const char *q, const char *const *args, int nargs);
+/* Empties the text, keeping its memory. */
+void tcl_ctext_clear(tcl_ctext *t);
+void tcl_ctext_free(tcl_ctext *t);
+
+/* ---- dialects (c_dialects.c) ---- */
+
+/* Templates take the value as $1. NULL where the dialect has no such thing. */
+typedef struct tcl_cdialect {
+    const char *name;    /* "CUDA", "Metal" */
+    const char *header;  /* the first lines of every kernel */
+    const char *helper;  /* qualifiers of helper functions */
+    const char *reg_type[TCL_DTYPE_COUNT];     /* C type of register values */
+    const char *storage_type[TCL_DTYPE_COUNT]; /* C type of buffer elements */
+    const char *bits_type[9];                  /* unsigned type of 1, 2, 4, 8 bytes */
+    const char *suffix_u32, *suffix_s64, *suffix_u64; /* integer literal suffixes */
+    const char *float_bits;  /* printf format: a float constant from its bits (a uint32) */
+    const char *double_bits; /* printf format: a double constant from its bits (a uint64) */
+    const char *load[TCL_DTYPE_COUNT];         /* buffer element -> register value */
+    const char *store[TCL_DTYPE_COUNT];        /* register value -> buffer element */
+    const char *round_float[TCL_DTYPE_COUNT];  /* a float rounded to a narrow format, as float */
+    const char *round_double[TCL_DTYPE_COUNT]; /* a double rounded to a narrow format, as float */
+    const char *bits_of[TCL_DTYPE_COUNT];      /* a float register value -> its storage bits */
+    const char *from_bits[TCL_DTYPE_COUNT];    /* storage bits -> a float register value */
+    const char *from_signed[TCL_DTYPE_COUNT];  /* a signed integer of up to 64 bits -> a narrow float */
+    const char *from_unsigned[TCL_DTYPE_COUNT];
+    /* math of float ([0]) and double ([1]) */
+    const char *exp2[2], *log2[2], *sin[2], *cos[2], *sqrt[2], *trunc[2], *pow[2], *fmod[2], *fma[2];
+    const char *kernel_begin;  /* what comes before the kernel's name */
+    const char *launch_bounds; /* printf format of the workgroup's threads (a long long) before the name, or NULL */
+    const char *param;         /* template of one buffer: $1 "const " or "", $2 the element type, $3 the slot */
+    const char *builtins[2];   /* parameters after the buffers (thread indices), NULL when none */
+    const char *barrier; /* the statement */
+    const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
+    const char *special[6]; /* gidx0..2, lidx0..2 as expressions */
+    const char *half_include, *bfloat_include; /* lines included when the kernel uses them */
+    bool compute_fp8_in_double; /* ops on fp8 values (CUDA) */
+    int max_params;
+} tcl_cdialect;
+
+const tcl_cdialect *tcl_cdialect_get(tcl_c_dialect_id id);
+
+/* ---- one render ---- */
+
+/* Room for an instruction's expression: a variable name, a literal, or buf[index]. */
+#define TCL_CEXPR_CAP 96
+
+typedef enum tcl_ckind {
+    CK_NONE,    /* nothing (STORE, END, SINK, GROUP, BARRIER) */
+    CK_VALUE,   /* a value: expr is its variable or literal, of the register type */
+    CK_BUFFER,  /* PARAM, DEFINE_REG, DEFINE_LOCAL: expr is the array */
+    CK_ADDRESS, /* INDEX: expr is the element, buf[index] */
+} tcl_ckind;
+
+typedef enum tcl_cmem { CM_NONE, CM_PARAM, CM_REG, CM_LOCAL } tcl_cmem;
+
+/* Helper functions a kernel may call, emitted once each (per dtype) before the kernel. */
+typedef enum tcl_chelper {
+    CH_MAX, CH_MIN, CH_FLOORMOD_FLOAT, /* per float compute type: FLOAT32, FLOAT64 */
+    CH_CVT_FROM_FLOAT, CH_CVT_FROM_DOUBLE, /* float -> int, per int dtype */
+    CH_IDIV, CH_MOD, CH_FLOORDIV, CH_FLOORMOD, /* per int dtype */
+    CH_THREEFRY, CH_FMA_ODD, CH_ODD_FLOAT, CH_FP8_ROUND,
+    CH_FP8, /* per fp8 dtype */
+    CH_COUNT
+} tcl_chelper;
+
+typedef struct tcl_crender {
+    const tcl_cdialect *d;
+    tcl_c_dialect_id dialect;
+    const char *name;
+    tcl_uop *const *nodes;
+    size_t n;
+    tcl_error *err;
+    tcl_ptrmap index_of;        /* node -> instruction + 1 */
+    uint8_t *kind;              /* tcl_ckind per instruction */
+    uint8_t *mem;               /* tcl_cmem of a buffer or address */
+    char (*expr)[TCL_CEXPR_CAP];
+    int32_t *defined_in; /* the RANGE instruction of the innermost loop open at definition, -1: top */
+    uint8_t *open;       /* per instruction: 1 while it is a RANGE whose loop is open */
+    size_t *loops;       /* the open loops' RANGE instructions, innermost last */
+    size_t nloops;
+    tcl_ctext body, locals, helpers;
+    tcl_ctext stmt, scratch; /* an instruction's expression; a part of one (c_alu.c) */
+    unsigned specials;       /* bit k: SPECIAL k (gidx0..2, lidx0..2) seen */
+    uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
+    bool uses_half, uses_bfloat;
+    tcl_c_kernel *out;
+} tcl_crender;
+
+/* "kernel 'name': instruction i (OP): <message>" (i == SIZE_MAX: the whole kernel); returns s. */
+tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *fmt, ...) TCL_PRINTF_LIKE(4, 5);
+
+/* ---- expressions (c_alu.c) ---- */
+
+/* The literal of a CONST of dtype d holding s, into out (TCL_CEXPR_CAP bytes). */
+void tcl_calu_literal(tcl_crender *r, tcl_dtype d, tcl_scalar s, char *out);
+/* Appends to t the expression of ALU instruction i (CAST and BITCAST included), its sources
+ * read from r->expr; checks the op's dtypes as EMU's ALU does. */
+tcl_status tcl_calu_expr(tcl_crender *r, size_t i, tcl_ctext *t);
+/* Emits the helper functions of the fp8 format d (CUDA), before its values are loaded or stored. */
+void tcl_calu_need_fp8(tcl_crender *r, tcl_dtype d);
+/* Whether dtype is held in float registers but stored in a format of its own. */
+bool tcl_calu_is_narrow(tcl_dtype d);
+
+#endif

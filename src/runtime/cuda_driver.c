@@ -1,0 +1,544 @@
+/* cuda_driver.c — the CUDA driver API through dlopen, and the device (cuda_driver.h).
+ * Layer: runtime.
+ *
+ * The driver's types are declared here as the ABI fixes them (opaque handles are pointers,
+ * CUresult and the enums int-sized, CUdeviceptr a 64-bit integer on 64-bit hosts), so tcl
+ * needs no CUDA headers to build. Only the entry points below are used; each is looked up by
+ * its ABI name (cuMemAlloc_v2, ...); a few that newer drivers renamed fall back to the older
+ * name of the same signature. */
+#define _POSIX_C_SOURCE 200809L
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the driver's types, as its ABI has them ---- */
+
+typedef int cu_result; /* CUresult: 0 is CUDA_SUCCESS */
+typedef int cu_device; /* CUdevice */
+typedef unsigned long long cu_ptr; /* CUdeviceptr (64-bit) */
+typedef struct cu_context_st *cu_context;
+typedef struct cu_module_st *cu_module;
+typedef struct cu_function_st *cu_function;
+typedef struct cu_event_st *cu_event;
+typedef struct cu_stream_st *cu_stream;
+
+_Static_assert(sizeof(cu_ptr) == sizeof(tcl_cuda_ptr), "CUdeviceptr is 64-bit");
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym results convert to function pointers");
+
+enum {
+    CU_SUCCESS = 0,
+    CU_ERROR_INVALID_VALUE = 1,
+    CU_ERROR_OUT_OF_MEMORY = 2,
+    CU_ERROR_NOT_INITIALIZED = 3,
+    CU_ERROR_STUB_LIBRARY = 34,
+    CU_ERROR_INSUFFICIENT_DRIVER = 35,
+    CU_ERROR_NO_DEVICE = 100,
+};
+
+/* CUdevice_attribute values */
+enum {
+    ATTR_MAX_THREADS_PER_BLOCK = 1,
+    ATTR_MAX_BLOCK_DIM_X = 2, /* Y = 3, Z = 4 */
+    ATTR_MAX_GRID_DIM_X = 5,  /* Y = 6, Z = 7 */
+    ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 8,
+    ATTR_WARP_SIZE = 10,
+    ATTR_MULTIPROCESSOR_COUNT = 16,
+    ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
+    ATTR_COMPUTE_CAPABILITY_MINOR = 76,
+};
+
+/* CUjit_option values (cuModuleLoadDataEx) */
+enum {
+    JIT_INFO_LOG_BUFFER = 3,
+    JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    JIT_ERROR_LOG_BUFFER = 5,
+    JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+typedef struct driver_api {
+    cu_result (*Init)(unsigned flags);
+    cu_result (*DriverGetVersion)(int *version);
+    cu_result (*DeviceGetCount)(int *count);
+    cu_result (*DeviceGet)(cu_device *dev, int ordinal);
+    cu_result (*DeviceGetName)(char *name, int len, cu_device dev);
+    cu_result (*DeviceGetAttribute)(int *value, int attribute, cu_device dev);
+    cu_result (*DeviceTotalMem)(size_t *bytes, cu_device dev);
+    cu_result (*DevicePrimaryCtxRetain)(cu_context *ctx, cu_device dev);
+    cu_result (*DevicePrimaryCtxRelease)(cu_device dev);
+    cu_result (*CtxSetCurrent)(cu_context ctx);
+    cu_result (*CtxSynchronize)(void);
+    cu_result (*MemAlloc)(cu_ptr *ptr, size_t bytes);
+    cu_result (*MemFree)(cu_ptr ptr);
+    cu_result (*MemcpyHtoD)(cu_ptr dst, const void *src, size_t bytes);
+    cu_result (*MemcpyDtoH)(void *dst, cu_ptr src, size_t bytes);
+    cu_result (*MemcpyDtoD)(cu_ptr dst, cu_ptr src, size_t bytes);
+    cu_result (*MemsetD8)(cu_ptr dst, unsigned char value, size_t count);
+    cu_result (*ModuleLoadDataEx)(cu_module *module, const void *image, unsigned noptions, int *options,
+                                  void **values);
+    cu_result (*ModuleGetFunction)(cu_function *fn, cu_module module, const char *name);
+    cu_result (*ModuleUnload)(cu_module module);
+    cu_result (*LaunchKernel)(cu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz, unsigned shared_bytes, cu_stream stream, void **params, void **extra);
+    cu_result (*EventCreate)(cu_event *event, unsigned flags);
+    cu_result (*EventRecord)(cu_event event, cu_stream stream);
+    cu_result (*EventSynchronize)(cu_event event);
+    cu_result (*EventElapsedTime)(float *ms, cu_event start, cu_event end);
+    cu_result (*EventDestroy)(cu_event event);
+    cu_result (*GetErrorName)(cu_result error, const char **name);
+    cu_result (*GetErrorString)(cu_result error, const char **text);
+} driver_api;
+
+/* Each entry point: its ABI name, an older name of the same signature (or NULL), where it goes. */
+typedef struct entry_point {
+    const char *name, *fallback;
+    size_t offset;
+} entry_point;
+
+#define ENTRY(field, name, fallback) {name, fallback, offsetof(driver_api, field)}
+static const entry_point entry_points[] = {
+    ENTRY(Init, "cuInit", NULL),
+    ENTRY(DriverGetVersion, "cuDriverGetVersion", NULL),
+    ENTRY(DeviceGetCount, "cuDeviceGetCount", NULL),
+    ENTRY(DeviceGet, "cuDeviceGet", NULL),
+    ENTRY(DeviceGetName, "cuDeviceGetName", NULL),
+    ENTRY(DeviceGetAttribute, "cuDeviceGetAttribute", NULL),
+    ENTRY(DeviceTotalMem, "cuDeviceTotalMem_v2", NULL),
+    ENTRY(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL),
+    ENTRY(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+    ENTRY(CtxSetCurrent, "cuCtxSetCurrent", NULL),
+    ENTRY(CtxSynchronize, "cuCtxSynchronize", NULL),
+    ENTRY(MemAlloc, "cuMemAlloc_v2", NULL),
+    ENTRY(MemFree, "cuMemFree_v2", NULL),
+    ENTRY(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
+    ENTRY(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
+    ENTRY(MemcpyDtoD, "cuMemcpyDtoD_v2", NULL),
+    ENTRY(MemsetD8, "cuMemsetD8_v2", NULL),
+    ENTRY(ModuleLoadDataEx, "cuModuleLoadDataEx", NULL),
+    ENTRY(ModuleGetFunction, "cuModuleGetFunction", NULL),
+    ENTRY(ModuleUnload, "cuModuleUnload", NULL),
+    ENTRY(LaunchKernel, "cuLaunchKernel", NULL),
+    ENTRY(EventCreate, "cuEventCreate", NULL),
+    ENTRY(EventRecord, "cuEventRecord", NULL),
+    ENTRY(EventSynchronize, "cuEventSynchronize", NULL),
+    ENTRY(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
+    ENTRY(EventDestroy, "cuEventDestroy_v2", NULL),
+    ENTRY(GetErrorName, "cuGetErrorName", NULL),
+    ENTRY(GetErrorString, "cuGetErrorString", NULL),
+};
+#undef ENTRY
+
+struct tcl_cuda_device {
+    size_t refs;
+    void *library;
+    driver_api api;
+    cu_device device;
+    cu_context context;
+    tcl_cuda_info info;
+};
+
+/* ---- messages ---- */
+
+/* Names and descriptions of the errors tcl is most likely to meet, for when the driver cannot
+ * name them itself (a stub library, a driver that failed to initialize). */
+static const struct {
+    int code;
+    const char *name, *text;
+} known_errors[] = {
+    {1, "CUDA_ERROR_INVALID_VALUE", "an argument is out of range"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of device memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "the driver is not initialized"},
+    {34, "CUDA_ERROR_STUB_LIBRARY", "the library is the CUDA toolkit's stub for linking, not the driver"},
+    {35, "CUDA_ERROR_INSUFFICIENT_DRIVER", "the installed NVIDIA driver is older than the CUDA runtime"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "the device is busy or unavailable"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "the kernel image is invalid"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for the device"},
+    {218, "CUDA_ERROR_INVALID_PTX", "the PTX JIT compilation failed"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the PTX was compiled by a newer toolkit than the driver supports"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "a kernel accessed an illegal memory address"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for the launch"},
+    {702, "CUDA_ERROR_LAUNCH_TIMEOUT", "the kernel ran too long"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "the kernel failed while running"},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "the driver and the kernel module versions differ"},
+    {999, "CUDA_ERROR_UNKNOWN", "an unknown error"},
+};
+
+/* "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)" into out. */
+static void describe(const driver_api *api, cu_result code, char *out, size_t cap) {
+    const char *name = NULL, *text = NULL;
+    if (api->GetErrorName && api->GetErrorName(code, &name) != CU_SUCCESS) name = NULL;
+    if (api->GetErrorString && api->GetErrorString(code, &text) != CU_SUCCESS) text = NULL;
+    for (size_t i = 0; i < sizeof known_errors / sizeof *known_errors; i++)
+        if (known_errors[i].code == code) {
+            if (!name) name = known_errors[i].name;
+            if (!text) text = known_errors[i].text;
+        }
+    if (name && text) snprintf(out, cap, "%s (%s)", name, text);
+    else if (name) snprintf(out, cap, "%s", name);
+    else snprintf(out, cap, "CUDA error %d", code);
+}
+
+/* What to do about an error at open, where there is something to say. */
+static const char *hint(cu_result code) {
+    switch (code) {
+    case CU_ERROR_STUB_LIBRARY:
+        return "; the toolkit's stubs/libcuda.so only links programs: unset TCL_CUDA_DRIVER or point it at the "
+               "driver's libcuda.so.1";
+    case CU_ERROR_NO_DEVICE: return "; is a GPU present and visible (nvidia-smi, CUDA_VISIBLE_DEVICES)?";
+    case CU_ERROR_INSUFFICIENT_DRIVER: return "; update the NVIDIA driver";
+    default: return "";
+    }
+}
+
+/* Fails err with "CUDA: <call> failed: <error><hint>". */
+static tcl_status fail_call(const driver_api *api, tcl_error *err, const char *call, cu_result code,
+                            const char *extra) {
+    char what[384];
+    describe(api, code, what, sizeof what);
+    return tcl_fail(err, code == CU_ERROR_OUT_OF_MEMORY ? TCL_ERR_MEMORY : TCL_ERR_RUNTIME, "CUDA: %s failed: %s%s",
+                    call, what, extra ? extra : "");
+}
+
+/* ---- opening ---- */
+
+/* Looks up every entry point; false with err naming the first that is missing. */
+static bool bind_entry_points(void *library, const char *path, driver_api *api, tcl_error *err) {
+    for (size_t i = 0; i < sizeof entry_points / sizeof *entry_points; i++) {
+        const entry_point *e = &entry_points[i];
+        void *sym = dlsym(library, e->name);
+        if (!sym && e->fallback) sym = dlsym(library, e->fallback);
+        if (!sym) {
+            tcl_fail(err, TCL_ERR_RUNTIME,
+                     "CUDA: the library %s has no %s: it is not the NVIDIA driver, or a driver older than tcl "
+                     "needs (CUDA 11 or later)", path, e->name);
+            return false;
+        }
+        memcpy((char *)api + e->offset, &sym, sizeof sym);
+    }
+    return true;
+}
+
+static void *open_library(const char *library, char *opened, size_t cap, tcl_error *err) {
+    static const char *const names[] = TCL_CUDA_DRIVER_NAMES;
+    if (library) {
+        void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            snprintf(opened, cap, "%s", library);
+            return h;
+        }
+        const char *why = dlerror();
+        tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: cannot load the NVIDIA driver library %s (%s): is the NVIDIA driver "
+                 "installed?", library, why ? why : "unknown reason");
+        return NULL;
+    }
+    char first_error[512] = "";
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            snprintf(opened, cap, "%s", names[i]);
+            return h;
+        }
+        const char *why = dlerror();
+        if (i == 0) snprintf(first_error, sizeof first_error, "%s", why ? why : "unknown reason");
+    }
+    tcl_fail(err, TCL_ERR_RUNTIME,
+             "CUDA: cannot load the NVIDIA driver library %s (%s; %s was not found either): is the NVIDIA driver "
+             "installed?", names[0], first_error, names[1]);
+    return NULL;
+}
+
+/* Reads what tcl needs of the device; false with err set. */
+static bool read_info(tcl_cuda_device *d, tcl_error *err) {
+    const driver_api *api = &d->api;
+    tcl_cuda_info *info = &d->info;
+    cu_result r = api->DeviceGetName(info->name, (int)sizeof info->name, d->device);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDeviceGetName", r, NULL);
+        return false;
+    }
+    info->name[sizeof info->name - 1] = '\0';
+    static const struct {
+        int attribute;
+        size_t offset;
+    } attributes[] = {
+        {ATTR_COMPUTE_CAPABILITY_MAJOR, offsetof(tcl_cuda_info, cc_major)},
+        {ATTR_COMPUTE_CAPABILITY_MINOR, offsetof(tcl_cuda_info, cc_minor)},
+        {ATTR_MAX_THREADS_PER_BLOCK, offsetof(tcl_cuda_info, max_threads_per_block)},
+        {ATTR_MAX_BLOCK_DIM_X, offsetof(tcl_cuda_info, max_block)},
+        {ATTR_MAX_BLOCK_DIM_X + 1, offsetof(tcl_cuda_info, max_block) + sizeof(int)},
+        {ATTR_MAX_BLOCK_DIM_X + 2, offsetof(tcl_cuda_info, max_block) + 2 * sizeof(int)},
+        {ATTR_MAX_GRID_DIM_X, offsetof(tcl_cuda_info, max_grid)},
+        {ATTR_MAX_GRID_DIM_X + 1, offsetof(tcl_cuda_info, max_grid) + sizeof(int)},
+        {ATTR_MAX_GRID_DIM_X + 2, offsetof(tcl_cuda_info, max_grid) + 2 * sizeof(int)},
+        {ATTR_MAX_SHARED_MEMORY_PER_BLOCK, offsetof(tcl_cuda_info, shared_bytes_per_block)},
+        {ATTR_MULTIPROCESSOR_COUNT, offsetof(tcl_cuda_info, multiprocessors)},
+        {ATTR_WARP_SIZE, offsetof(tcl_cuda_info, warp_size)},
+    };
+    for (size_t i = 0; i < sizeof attributes / sizeof *attributes; i++) {
+        int value = 0;
+        r = api->DeviceGetAttribute(&value, attributes[i].attribute, d->device);
+        if (r != CU_SUCCESS) {
+            char call[64];
+            snprintf(call, sizeof call, "cuDeviceGetAttribute(%d)", attributes[i].attribute);
+            fail_call(api, err, call, r, NULL);
+            return false;
+        }
+        memcpy((char *)info + attributes[i].offset, &value, sizeof value);
+    }
+    size_t total = 0;
+    r = api->DeviceTotalMem(&total, d->device);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDeviceTotalMem", r, NULL);
+        return false;
+    }
+    info->total_bytes = total;
+    return true;
+}
+
+tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_error *err) {
+    tcl_cuda_device *d = calloc(1, sizeof *d);
+    if (!d) {
+        tcl_fail(err, TCL_ERR_MEMORY, "CUDA: out of memory opening the device");
+        return NULL;
+    }
+    d->library = open_library(library, d->info.library, sizeof d->info.library, err);
+    if (!d->library) {
+        free(d);
+        return NULL;
+    }
+    if (!bind_entry_points(d->library, d->info.library, &d->api, err)) {
+        dlclose(d->library); /* nothing of the driver ran yet */
+        free(d);
+        return NULL;
+    }
+    /* from here on the library stays mapped, also on failure (cuda_driver.h) */
+    const driver_api *api = &d->api;
+    cu_result r = api->Init(0);
+    if (r != CU_SUCCESS) {
+        char where[800];
+        snprintf(where, sizeof where, " [driver library %s]%s", d->info.library, hint(r));
+        fail_call(api, err, "cuInit", r, where);
+        free(d);
+        return NULL;
+    }
+    int count = 0;
+    r = api->DeviceGetCount(&count);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDeviceGetCount", r, NULL);
+        free(d);
+        return NULL;
+    }
+    if (ordinal < 0 || ordinal >= count) {
+        if (count == 0) tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: no CUDA-capable device is visible (the driver found none)");
+        else tcl_fail(err, TCL_ERR_INVALID, "CUDA: there is no device %d (%d visible)", ordinal, count);
+        free(d);
+        return NULL;
+    }
+    d->info.ordinal = ordinal;
+    r = api->DriverGetVersion(&d->info.driver_version);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDriverGetVersion", r, NULL);
+        free(d);
+        return NULL;
+    }
+    r = api->DeviceGet(&d->device, ordinal);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDeviceGet", r, NULL);
+        free(d);
+        return NULL;
+    }
+    if (!read_info(d, err)) {
+        free(d);
+        return NULL;
+    }
+    r = api->DevicePrimaryCtxRetain(&d->context, d->device);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuDevicePrimaryCtxRetain", r, hint(r));
+        free(d);
+        return NULL;
+    }
+    r = api->CtxSetCurrent(d->context);
+    if (r != CU_SUCCESS) {
+        fail_call(api, err, "cuCtxSetCurrent", r, NULL);
+        api->DevicePrimaryCtxRelease(d->device);
+        free(d);
+        return NULL;
+    }
+    d->refs = 1;
+    return d;
+}
+
+void tcl_cuda_device_retain(tcl_cuda_device *dev) { dev->refs++; }
+
+void tcl_cuda_device_release(tcl_cuda_device *dev) {
+    if (!dev || --dev->refs > 0) return;
+    dev->api.CtxSetCurrent(NULL);
+    dev->api.DevicePrimaryCtxRelease(dev->device);
+    free(dev);
+}
+
+const tcl_cuda_info *tcl_cuda_device_info(const tcl_cuda_device *dev) { return &dev->info; }
+
+/* Makes the device's context current on this thread (a state may move between threads). */
+static tcl_status enter(tcl_cuda_device *dev, tcl_error *err) {
+    cu_result r = dev->api.CtxSetCurrent(dev->context);
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSetCurrent", r, NULL);
+}
+
+/* ---- memory ---- */
+
+tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err) {
+    *ptr = 0;
+    if (nbytes == 0) return TCL_OK;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_ptr p = 0;
+    cu_result r = dev->api.MemAlloc(&p, nbytes);
+    if (r != CU_SUCCESS) {
+        char what[384];
+        describe(&dev->api, r, what, sizeof what);
+        return tcl_fail(err, r == CU_ERROR_OUT_OF_MEMORY ? TCL_ERR_MEMORY : TCL_ERR_RUNTIME,
+                        "CUDA: cannot allocate %zu bytes on %s: cuMemAlloc failed: %s", nbytes, dev->info.name, what);
+    }
+    r = dev->api.MemsetD8(p, 0, nbytes);
+    if (r != CU_SUCCESS) {
+        dev->api.MemFree(p);
+        return fail_call(&dev->api, err, "cuMemsetD8", r, NULL);
+    }
+    *ptr = p;
+    return TCL_OK;
+}
+
+void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr) {
+    if (!ptr) return;
+    if (dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.MemFree(ptr);
+}
+
+tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,
+                                   tcl_error *err) {
+    if (nbytes == 0) return TCL_OK;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.MemcpyHtoD(dst, src, nbytes);
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuMemcpyHtoD (a copy to the device)", r, NULL);
+}
+
+tcl_status tcl_cuda_copy_to_host(tcl_cuda_device *dev, void *dst, tcl_cuda_ptr src, size_t nbytes, tcl_error *err) {
+    if (nbytes == 0) return TCL_OK;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.MemcpyDtoH(dst, src, nbytes);
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuMemcpyDtoH (a copy to the host)", r, NULL);
+}
+
+tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_cuda_ptr src, size_t nbytes,
+                                   tcl_error *err) {
+    if (nbytes == 0 || dst == src) return TCL_OK;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.MemcpyDtoD(dst, src, nbytes);
+    if (r != CU_SUCCESS) return fail_call(&dev->api, err, "cuMemcpyDtoD (a copy on the device)", r, NULL);
+    /* device-to-device copies are asynchronous to the host: finish it, as the header promises */
+    r = dev->api.CtxSynchronize();
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSynchronize", r, NULL);
+}
+
+tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err) {
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.CtxSynchronize();
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSynchronize", r, NULL);
+}
+
+/* ---- code ---- */
+
+#define JIT_LOG_BYTES 8192
+
+tcl_status tcl_cuda_kernel_load(tcl_cuda_device *dev, const char *image, const char *entry, tcl_cuda_kernel *out,
+                                tcl_error *err) {
+    out->module = out->function = NULL;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    char *log = calloc(1, JIT_LOG_BYTES);
+    if (!log) return tcl_fail(err, TCL_ERR_MEMORY, "CUDA: out of memory loading a kernel");
+    int options[] = {JIT_ERROR_LOG_BUFFER, JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, (void *)(uintptr_t)(JIT_LOG_BYTES - 1)};
+    cu_module module = NULL;
+    cu_result r = dev->api.ModuleLoadDataEx(&module, image, 2, options, values);
+    if (r != CU_SUCCESS) {
+        char what[384];
+        describe(&dev->api, r, what, sizeof what);
+        log[JIT_LOG_BYTES - 1] = '\0';
+        tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: cuModuleLoadDataEx failed to load the code of '%s' for %s (sm_%d%d): %s%s%s",
+                 entry, dev->info.name, dev->info.cc_major, dev->info.cc_minor, what, log[0] ? "\n" : "", log);
+        free(log);
+        return err->status;
+    }
+    free(log);
+    cu_function fn = NULL;
+    r = dev->api.ModuleGetFunction(&fn, module, entry);
+    if (r != CU_SUCCESS) {
+        char what[384];
+        describe(&dev->api, r, what, sizeof what);
+        dev->api.ModuleUnload(module);
+        return tcl_fail(err, TCL_ERR_INVALID, "CUDA: the PTX has no kernel '%s': cuModuleGetFunction failed: %s", entry,
+                        what);
+    }
+    out->module = module;
+    out->function = fn;
+    return TCL_OK;
+}
+
+void tcl_cuda_kernel_unload(tcl_cuda_device *dev, tcl_cuda_kernel *k) {
+    if (k->module && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.ModuleUnload(k->module);
+    k->module = k->function = NULL;
+}
+
+tcl_status tcl_cuda_timer_new(tcl_cuda_device *dev, tcl_cuda_timer *out, tcl_error *err) {
+    out->start = out->end = NULL;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_event start = NULL, end = NULL;
+    cu_result r = dev->api.EventCreate(&start, 0);
+    if (r == CU_SUCCESS) {
+        r = dev->api.EventCreate(&end, 0);
+        if (r != CU_SUCCESS) dev->api.EventDestroy(start);
+    }
+    if (r != CU_SUCCESS) return fail_call(&dev->api, err, "cuEventCreate", r, NULL);
+    out->start = start;
+    out->end = end;
+    return TCL_OK;
+}
+
+void tcl_cuda_timer_free(tcl_cuda_device *dev, tcl_cuda_timer *t) {
+    if (t->start && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) {
+        dev->api.EventDestroy(t->start);
+        dev->api.EventDestroy(t->end);
+    }
+    t->start = t->end = NULL;
+}
+
+tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const uint32_t grid[3],
+                           const uint32_t block[3], uint32_t shared_bytes, void **args, tcl_cuda_timer *timer,
+                           double *seconds, tcl_error *err) {
+    *seconds = 0;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    const driver_api *api = &dev->api;
+    cu_event start = timer->start, end = timer->end;
+    cu_result r = api->EventRecord(start, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, NULL);
+    r = api->LaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, NULL,
+                          args, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuLaunchKernel", r, NULL);
+    r = api->EventRecord(end, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, NULL);
+    r = api->EventSynchronize(end);
+    if (r != CU_SUCCESS) {
+        char what[384];
+        describe(api, r, what, sizeof what);
+        return tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: the kernel failed while running: %s", what);
+    }
+    float ms = 0;
+    r = api->EventElapsedTime(&ms, start, end);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventElapsedTime", r, NULL);
+    *seconds = (double)ms * 1e-3;
+    return TCL_OK;
+}

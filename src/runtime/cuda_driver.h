@@ -1,0 +1,115 @@
+/* cuda_driver.h — the CUDA driver API, loaded at run time, and the CUDA device: one GPU's
+ * primary context with the few operations tcl needs (memory, copies, modules, launches, event
+ * timing). Layer: runtime.
+ *
+ * No link-time dependency and no <cuda.h>: the driver library is opened with dlopen when a
+ * device is first opened ("libcuda.so.1", then "libcuda.so"; a path given by the caller, the
+ * Lua binding's TCL_CUDA_DRIVER, replaces both), and its entry points are looked up by name,
+ * the _v2 ones where the API has them. The types below are the driver's, declared here with
+ * the layout the driver ABI fixes (handles are pointers, device pointers 64-bit integers).
+ *
+ * A device is reference counted: its opener holds one reference (the Lua binding: a registry
+ * userdata of the state), and every buffer and program another (cuda_buffer.h,
+ * cuda_program.h), so they may be freed in any order; the last release gives the primary
+ * context back. The driver library itself stays mapped once cuInit succeeded: the driver runs
+ * threads of its own inside it, which unmapping would pull the code from under (the dlopen
+ * reference is the loader's, counted per process, so several states share one mapping).
+ *
+ * Every call makes the device's context current on the calling thread first, so a state may
+ * move between threads; a device is used by one thread at a time (its state's). Every failure
+ * is a message naming the call and the driver's error, e.g. "CUDA: cuInit failed:
+ * CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)". No global state. */
+#ifndef TCLC_RUNTIME_CUDA_DRIVER_H
+#define TCLC_RUNTIME_CUDA_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* A device address (the driver's CUdeviceptr); 0 for no memory. */
+typedef uint64_t tcl_cuda_ptr;
+
+typedef struct tcl_cuda_device tcl_cuda_device;
+
+/* What tcl reads of a device when it opens it. */
+typedef struct tcl_cuda_info {
+    char name[256];             /* "NVIDIA H100 80GB HBM3" */
+    char library[512];          /* the driver library that was opened (as named to dlopen) */
+    int ordinal;                /* the device's number among the visible ones */
+    int cc_major, cc_minor;     /* compute capability: 8.0 -> sm_80 */
+    int max_threads_per_block;  /* threads of one block, all axes together */
+    int max_block[3];           /* largest block size per axis */
+    int max_grid[3];            /* largest grid size per axis */
+    int shared_bytes_per_block; /* static shared memory a block may use */
+    int multiprocessors;
+    int warp_size;
+    int driver_version; /* cuDriverGetVersion: 12040 = 12.4 */
+    uint64_t total_bytes; /* global memory */
+} tcl_cuda_info;
+
+/* The driver library names tried in order when no path is given. */
+#define TCL_CUDA_DRIVER_NAMES {"libcuda.so.1", "libcuda.so"}
+
+/* Opens device `ordinal` (0: the first visible GPU) through the driver library at `library`
+ * (NULL: the default names above): loads the library, cuInit, retains the device's primary
+ * context. Holds one reference. NULL with err set: the library is missing ("is the NVIDIA
+ * driver installed?"), lacks an entry point, or a driver call failed (no device, a stub
+ * library, a driver older than the API). */
+tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_error *err);
+void tcl_cuda_device_retain(tcl_cuda_device *dev);
+/* Drops a reference; the last one releases the primary context and frees the device. NULL is
+ * ignored. */
+void tcl_cuda_device_release(tcl_cuda_device *dev);
+const tcl_cuda_info *tcl_cuda_device_info(const tcl_cuda_device *dev);
+
+/* ---- memory (sizes in bytes; a size of 0 does nothing and allocates nothing) ---- */
+
+/* nbytes of device memory, zero-filled, in *ptr (0 when nbytes is 0). */
+tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err);
+/* Frees memory from tcl_cuda_alloc (0 is ignored); failures are ignored (a context that a
+ * faulting kernel broke cannot free either, and the memory goes with the context). */
+void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr);
+/* Host -> device, device -> host, device -> device; each returns when the copy is done. */
+tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,
+                                   tcl_error *err);
+tcl_status tcl_cuda_copy_to_host(tcl_cuda_device *dev, void *dst, tcl_cuda_ptr src, size_t nbytes, tcl_error *err);
+tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_cuda_ptr src, size_t nbytes,
+                                   tcl_error *err);
+
+/* ---- code ---- */
+
+/* A loaded module and one kernel function of it (opaque driver handles). */
+typedef struct tcl_cuda_kernel {
+    void *module;
+    void *function;
+} tcl_cuda_kernel;
+
+/* Loads a PTX text (NUL-terminated) or a CUBIN image and finds the kernel `entry` in it. A PTX the driver
+ * refuses fails with the driver's log; a missing entry names it. On failure *out holds
+ * nothing. */
+tcl_status tcl_cuda_kernel_load(tcl_cuda_device *dev, const char *image, const char *entry, tcl_cuda_kernel *out,
+                                tcl_error *err);
+void tcl_cuda_kernel_unload(tcl_cuda_device *dev, tcl_cuda_kernel *k);
+
+/* A pair of events that time one launch. */
+typedef struct tcl_cuda_timer {
+    void *start, *end;
+} tcl_cuda_timer;
+
+tcl_status tcl_cuda_timer_new(tcl_cuda_device *dev, tcl_cuda_timer *out, tcl_error *err);
+void tcl_cuda_timer_free(tcl_cuda_device *dev, tcl_cuda_timer *t);
+
+/* Launches k on a grid of grid[0..2] blocks of block[0..2] threads with shared_bytes of
+ * dynamic shared memory; args[i] points at the i-th kernel parameter's value. Waits for the
+ * kernel to finish and returns the device time between the timer's events in *seconds. A
+ * kernel that faults fails here, with the driver's error (the context is then unusable: the
+ * driver keeps the error). */
+tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const uint32_t grid[3],
+                           const uint32_t block[3], uint32_t shared_bytes, void **args, tcl_cuda_timer *timer,
+                           double *seconds, tcl_error *err);
+
+/* Waits until everything queued on the device has finished. */
+tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err);
+
+#endif

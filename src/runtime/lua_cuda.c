@@ -1,0 +1,529 @@
+/* lua_cuda.c — Lua binding of the CUDA device (module "tcl.cuda"). Layer: runtime.
+ *
+ *   cuda.buffer(dtype, numel) -> CudaBuffer (zero-filled device memory)
+ *     .numel .dtype .nbytes .itemsize .device ("CUDA")   as a runtime Buffer's
+ *     :read() :write(list) :read_bytes() :write_bytes(s [, offset [, big_endian]])
+ *     :max_difference(other)            as a runtime Buffer's, through host staging memory
+ *     :copy_from(other)                 other: a runtime Buffer (host -> device) or a CudaBuffer
+ *     :copy_to(host)                    host: a runtime Buffer (device -> host); returns host
+ *   cuda.program(code, {name =, entry =, params = {{dtype =, numel =}, ...},
+ *                      global_size = {x, y, z}, local_size = {x, y, z}, shared_bytes = 0})
+ *     code: PTX text or a CUBIN image (nvrtc.compile_ptx / compile_cubin); entry: the kernel
+ *     function's name in it (default: name)
+ *     -> CudaProgram: .name .entry .nparams .params .global_size .local_size .bytes
+ *     :run(buffers) -> device seconds   buffers: CudaBuffers in PARAM slot order
+ *   cuda.device() -> { name =, arch = "sm_80", compute_capability = {8, 0}, threads_per_block =,
+ *                      max_block = {x, y, z}, max_grid = {x, y, z}, shared_bytes =,
+ *                      multiprocessors =, warp_size =, total_bytes =, driver_version =, library = }
+ *   cuda.opened() -> whether this state has opened its device (never opens it)
+ *   cuda.synchronize()                  waits for everything queued on the device
+ *   cuda.is_buffer(v) -> whether v is a CudaBuffer
+ *
+ * The state's device (cuda_driver.h) is opened on first use (a buffer, a program, device())
+ * through the driver library TCL_CUDA_DRIVER names, else libcuda.so.1 / libcuda.so, and owned
+ * by a registry userdata: closing the state drops that reference, and every CudaBuffer and
+ * CudaProgram holds its own, so finalizers may run in any order. Without a driver or a GPU the
+ * first use is a Lua error that says what is missing. No global state. */
+#include "lua_cuda.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/lua_core.h"
+#include "cuda_buffer.h"
+#include "cuda_program.h"
+#include "lua_runtime.h"
+
+#define DEVICE_KEY "tcl.cuda.device"
+#define DEVICE_MT "tcl.CudaDevice"
+#define CUDA_BUFFER_MT "tcl.CudaBuffer"
+#define CUDA_PROGRAM_MT "tcl.CudaProgram"
+#define CUDA_BUFFER_METHODS_KEY "tcl.cuda.buffer_methods"
+#define CUDA_PROGRAM_METHODS_KEY "tcl.cuda.program_methods"
+#define HOST_BUFFER_MT "tcl.Buffer"
+
+typedef struct device_box { tcl_cuda_device *dev; } device_box;
+typedef struct cuda_buffer_box { tcl_cuda_buffer *b; } cuda_buffer_box;
+typedef struct cuda_program_box { tcl_cuda_program *p; } cuda_program_box;
+
+/* ---- the state's device ---- */
+
+static int device_box_gc(lua_State *L) {
+    device_box *box = luaL_checkudata(L, 1, DEVICE_MT);
+    tcl_cuda_device_release(box->dev);
+    box->dev = NULL;
+    return 0;
+}
+
+/* The state's device, opened now if it is not yet; a Lua error (prefixed by fn) when it
+ * cannot be. */
+static tcl_cuda_device *state_device(lua_State *L, const char *fn) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, DEVICE_KEY) == LUA_TUSERDATA) {
+        device_box *box = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        if (box->dev) return box->dev;
+        luaL_error(L, "%s: the state is closing", fn);
+    }
+    lua_pop(L, 1);
+    device_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->dev = NULL;
+    if (luaL_newmetatable(L, DEVICE_MT)) {
+        lua_pushcfunction(L, device_box_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    const char *library = getenv("TCL_CUDA_DRIVER");
+    if (library && !*library) library = NULL;
+    tcl_error err;
+    box->dev = tcl_cuda_device_open(library, 0, &err);
+    if (!box->dev) {
+        if (library) luaL_error(L, "%s: %s (TCL_CUDA_DRIVER names that library)", fn, err.message);
+        luaL_error(L, "%s: %s", fn, err.message);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, DEVICE_KEY);
+    return box->dev;
+}
+
+static int l_opened(lua_State *L) {
+    bool open = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, DEVICE_KEY) == LUA_TUSERDATA)
+        open = ((device_box *)lua_touserdata(L, -1))->dev != NULL;
+    lua_pushboolean(L, open);
+    return 1;
+}
+
+static void push_triple(lua_State *L, const int v[3]) {
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushinteger(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int l_device(lua_State *L) {
+    const tcl_cuda_info *info = tcl_cuda_device_info(state_device(L, "cuda.device"));
+    lua_createtable(L, 0, 14);
+    lua_pushstring(L, info->name);
+    lua_setfield(L, -2, "name");
+    lua_pushfstring(L, "sm_%d%d", info->cc_major, info->cc_minor);
+    lua_setfield(L, -2, "arch");
+    lua_createtable(L, 2, 0);
+    lua_pushinteger(L, info->cc_major);
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, info->cc_minor);
+    lua_rawseti(L, -2, 2);
+    lua_setfield(L, -2, "compute_capability");
+    lua_pushinteger(L, info->ordinal);
+    lua_setfield(L, -2, "ordinal");
+    lua_pushinteger(L, info->max_threads_per_block);
+    lua_setfield(L, -2, "threads_per_block");
+    push_triple(L, info->max_block);
+    lua_setfield(L, -2, "max_block");
+    push_triple(L, info->max_grid);
+    lua_setfield(L, -2, "max_grid");
+    lua_pushinteger(L, info->shared_bytes_per_block);
+    lua_setfield(L, -2, "shared_bytes");
+    lua_pushinteger(L, info->multiprocessors);
+    lua_setfield(L, -2, "multiprocessors");
+    lua_pushinteger(L, info->warp_size);
+    lua_setfield(L, -2, "warp_size");
+    lua_pushinteger(L, (lua_Integer)info->total_bytes);
+    lua_setfield(L, -2, "total_bytes");
+    lua_pushinteger(L, info->driver_version);
+    lua_setfield(L, -2, "driver_version");
+    lua_pushstring(L, info->library);
+    lua_setfield(L, -2, "library");
+    return 1;
+}
+
+static int l_synchronize(lua_State *L) {
+    tcl_error err;
+    if (tcl_cuda_synchronize(state_device(L, "cuda.synchronize"), &err) != TCL_OK)
+        return luaL_error(L, "cuda.synchronize: %s", err.message);
+    return 0;
+}
+
+/* ---- buffers ---- */
+
+static tcl_cuda_buffer *check_cuda_buffer(lua_State *L, int idx) {
+    cuda_buffer_box *box = luaL_checkudata(L, idx, CUDA_BUFFER_MT);
+    if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
+    return box->b;
+}
+
+static tcl_cuda_buffer *test_cuda_buffer(lua_State *L, int idx) {
+    cuda_buffer_box *box = luaL_testudata(L, idx, CUDA_BUFFER_MT);
+    if (box && !box->b) luaL_argerror(L, idx, "the buffer was freed");
+    return box ? box->b : NULL;
+}
+
+/* The host Buffer at idx (a Lua error when it was freed or its memory released), or NULL when
+ * idx holds something else. */
+static tcl_buffer *test_host_buffer(lua_State *L, int idx) {
+    return luaL_testudata(L, idx, HOST_BUFFER_MT) ? tcl_lua_check_buffer(L, idx) : NULL;
+}
+
+static int l_buffer(lua_State *L) {
+    tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
+    if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
+    lua_Integer numel = lua_tointeger(L, 2);
+    if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
+    if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
+    tcl_cuda_device *dev = state_device(L, "cuda.buffer");
+    cuda_buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->b = NULL;
+    luaL_setmetatable(L, CUDA_BUFFER_MT);
+    tcl_error err;
+    box->b = tcl_cuda_buffer_new(dev, (int)dtype, (size_t)numel, &err);
+    if (!box->b) return luaL_error(L, "cuda.buffer: %s", err.message);
+    return 1;
+}
+
+static int cuda_buffer_gc(lua_State *L) {
+    cuda_buffer_box *box = luaL_checkudata(L, 1, CUDA_BUFFER_MT);
+    tcl_cuda_buffer_free(box->b);
+    box->b = NULL;
+    return 0;
+}
+
+static int cuda_buffer_tostring(lua_State *L) {
+    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
+    lua_pushfstring(L, "Buffer(CUDA, %s, %I)", tcl_dtype_get(b->dtype)->name, (lua_Integer)b->numel);
+    return 1;
+}
+
+static int cuda_buffer_index(lua_State *L) {
+    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k) {
+        if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)b->numel); return 1; }
+        if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, b->dtype); return 1; }
+        if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)b->nbytes); return 1; }
+        if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)b->itemsize); return 1; }
+        if (!strcmp(k, "device")) { lua_pushliteral(L, "CUDA"); return 1; }
+        if (!strcmp(k, "revoked")) { lua_pushboolean(L, 0); return 1; }
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, CUDA_BUFFER_METHODS_KEY);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* Pushes a host Buffer of b's dtype and numel (plain host memory) and returns its slot: the
+ * userdata owns it, so a Lua error never leaks it; drop_staging frees it early. */
+static tcl_buffer **push_staging(lua_State *L, const tcl_cuda_buffer *b, const char *fn) {
+    tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
+    tcl_error err;
+    *slot = tcl_buffer_new("EMU", (int)b->dtype, b->numel, &err); /* plain host memory */
+    if (!*slot) luaL_error(L, "%s: staging memory on the host: %s", fn, err.message);
+    return slot;
+}
+
+static void drop_staging(tcl_buffer **slot) {
+    tcl_buffer_free(*slot);
+    *slot = NULL;
+}
+
+/* Pushes a host copy of the CudaBuffer b; returns its slot. */
+static tcl_buffer **push_download(lua_State *L, const tcl_cuda_buffer *b, const char *fn) {
+    tcl_buffer **slot = push_staging(L, b, fn);
+    tcl_error err;
+    if (tcl_cuda_buffer_download(b, *slot, &err) != TCL_OK) luaL_error(L, "%s: %s", fn, err.message);
+    return slot;
+}
+
+/* Calls method of the host Buffer at idx with the nargs values on top of the stack; leaves
+ * nresults results. */
+static void call_host_method(lua_State *L, int idx, const char *method, int nargs, int nresults) {
+    lua_getfield(L, idx, method);
+    lua_pushvalue(L, idx);
+    lua_rotate(L, -(nargs + 2), 2); /* method, self below the arguments */
+    lua_call(L, nargs + 1, nresults);
+}
+
+static int cuda_buffer_read(lua_State *L) {
+    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
+    tcl_buffer **host = push_download(L, b, "Buffer:read");
+    call_host_method(L, lua_gettop(L), "read", 0, 1);
+    drop_staging(host);
+    return 1;
+}
+
+static int cuda_buffer_read_bytes(lua_State *L) {
+    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
+    tcl_buffer **host = push_download(L, b, "Buffer:read_bytes");
+    call_host_method(L, lua_gettop(L), "read_bytes", 0, 1);
+    drop_staging(host);
+    return 1;
+}
+
+/* write and write_bytes: the host Buffer's method checks and converts the values into staging
+ * memory, which then goes to the device in one copy. */
+static int write_through_host(lua_State *L, const char *method, const char *fn) {
+    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
+    int nargs = lua_gettop(L) - 1;
+    tcl_buffer **host = push_staging(L, b, fn);
+    int staging = lua_gettop(L);
+    for (int i = 2; i <= nargs + 1; i++) lua_pushvalue(L, i);
+    call_host_method(L, staging, method, nargs, 0);
+    tcl_error err;
+    if (tcl_cuda_buffer_upload(b, *host, &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
+    drop_staging(host);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int cuda_buffer_write(lua_State *L) { return write_through_host(L, "write", "Buffer:write"); }
+static int cuda_buffer_write_bytes(lua_State *L) { return write_through_host(L, "write_bytes", "Buffer:write_bytes"); }
+
+static int cuda_buffer_copy_from(lua_State *L) {
+    tcl_cuda_buffer *dst = check_cuda_buffer(L, 1);
+    tcl_error err;
+    tcl_cuda_buffer *from_device = test_cuda_buffer(L, 2);
+    if (from_device) {
+        if (tcl_cuda_buffer_copy(dst, from_device, &err) != TCL_OK)
+            return luaL_error(L, "Buffer:copy_from: %s", err.message);
+    } else {
+        tcl_buffer *from_host = test_host_buffer(L, 2);
+        if (!from_host) return luaL_argerror(L, 2, "expected a Buffer or a CUDA buffer");
+        if (tcl_cuda_buffer_upload(dst, from_host, &err) != TCL_OK)
+            return luaL_error(L, "Buffer:copy_from: %s", err.message);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int cuda_buffer_copy_to(lua_State *L) {
+    tcl_cuda_buffer *src = check_cuda_buffer(L, 1);
+    tcl_buffer *dst = test_host_buffer(L, 2);
+    if (!dst) return luaL_argerror(L, 2, "expected a host Buffer (runtime.buffer)");
+    tcl_error err;
+    if (tcl_cuda_buffer_download(src, dst, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_to: %s", err.message);
+    lua_settop(L, 2);
+    return 1;
+}
+
+static int cuda_buffer_max_difference(lua_State *L) {
+    tcl_cuda_buffer *a = check_cuda_buffer(L, 1);
+    tcl_cuda_buffer *other_device = test_cuda_buffer(L, 2);
+    if (!other_device && !test_host_buffer(L, 2)) return luaL_argerror(L, 2, "expected a Buffer or a CUDA buffer");
+    tcl_buffer **host_a = push_download(L, a, "Buffer:max_difference");
+    int staging = lua_gettop(L);
+    tcl_buffer **host_b = NULL;
+    if (other_device) host_b = push_download(L, other_device, "Buffer:max_difference");
+    else lua_pushvalue(L, 2);
+    call_host_method(L, staging, "max_difference", 1, 1);
+    drop_staging(host_a);
+    if (host_b) drop_staging(host_b);
+    return 1;
+}
+
+static int l_is_buffer(lua_State *L) {
+    cuda_buffer_box *box = luaL_testudata(L, 1, CUDA_BUFFER_MT);
+    lua_pushboolean(L, box && box->b);
+    return 1;
+}
+
+/* ---- programs ---- */
+
+static tcl_cuda_program *check_cuda_program(lua_State *L, int idx) {
+    cuda_program_box *box = luaL_checkudata(L, idx, CUDA_PROGRAM_MT);
+    if (!box->p) luaL_argerror(L, idx, "the program was freed");
+    return box->p;
+}
+
+/* opts[field] as launch sizes: a list of at most 3 positive integers, 1 where absent. */
+static void read_sizes(lua_State *L, int opts, const char *field, uint32_t out[3]) {
+    out[0] = out[1] = out[2] = 1;
+    int t = lua_getfield(L, opts, field);
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    if (t != LUA_TTABLE) luaL_error(L, "cuda.program: %s must be a list of up to 3 sizes", field);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > 3) luaL_error(L, "cuda.program: %s has %I sizes, at most 3 are allowed", field, n);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > UINT32_MAX)
+            luaL_error(L, "cuda.program: %s[%I] must be a positive integer below 2^32", field, i);
+        out[i - 1] = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* opts[field] as a string: required, or def when absent. */
+static const char *string_option(lua_State *L, int opts, const char *field, const char *def) {
+    int t = lua_getfield(L, opts, field);
+    if (t == LUA_TNIL && def) {
+        lua_pop(L, 1);
+        return def;
+    }
+    if (t != LUA_TSTRING) luaL_error(L, "cuda.program: %s must be a string, got %s", field, lua_typename(L, t));
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* opts keeps the string alive */
+    return s;
+}
+
+static int l_program(lua_State *L) {
+    size_t size;
+    const char *image = luaL_checklstring(L, 1, &size);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *name = string_option(L, 2, "name", "kernel");
+    const char *entry = string_option(L, 2, "entry", name);
+    tcl_cuda_launch_size launch;
+    read_sizes(L, 2, "global_size", launch.grid);
+    read_sizes(L, 2, "local_size", launch.block);
+    lua_getfield(L, 2, "shared_bytes");
+    int ok = 1;
+    lua_Integer shared = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &ok);
+    if (!ok || shared < 0 || shared > UINT32_MAX)
+        return luaL_error(L, "cuda.program: shared_bytes must be an integer >= 0");
+    launch.shared_bytes = (uint32_t)shared;
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "params") != LUA_TTABLE) return luaL_error(L, "cuda.program: params must be a list");
+    int params_idx = lua_gettop(L);
+    size_t nparams = lua_rawlen(L, params_idx);
+    if (nparams > TCL_CUDA_MAX_PARAMS)
+        return luaL_error(L, "cuda.program: kernel '%s' has %I buffers, more than the CUDA device passes (%d)", name,
+                          (lua_Integer)nparams, TCL_CUDA_MAX_PARAMS);
+    tcl_cuda_param params[TCL_CUDA_MAX_PARAMS];
+    for (size_t i = 0; i < nparams; i++) {
+        if (lua_rawgeti(L, params_idx, (lua_Integer)i + 1) != LUA_TTABLE)
+            return luaL_error(L, "cuda.program: params[%I] must be a table", (lua_Integer)i + 1);
+        lua_getfield(L, -1, "dtype");
+        params[i].dtype = tcl_lua_check_dtype(L, -1);
+        lua_getfield(L, -2, "numel");
+        lua_Integer numel = lua_tointegerx(L, -1, &ok);
+        if (!ok || numel < 0) return luaL_error(L, "cuda.program: params[%I].numel must be a count", (lua_Integer)i + 1);
+        params[i].numel = (size_t)numel;
+        lua_pop(L, 3);
+    }
+    tcl_cuda_device *dev = state_device(L, "cuda.program");
+    cuda_program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->p = NULL;
+    luaL_setmetatable(L, CUDA_PROGRAM_MT);
+    tcl_error err;
+    box->p = tcl_cuda_program_new(dev, name, entry, image, size, params, nparams, &launch, &err);
+    if (!box->p) return luaL_error(L, "cuda.program: %s", err.message);
+    return 1;
+}
+
+static int cuda_program_gc(lua_State *L) {
+    cuda_program_box *box = luaL_checkudata(L, 1, CUDA_PROGRAM_MT);
+    tcl_cuda_program_free(box->p);
+    box->p = NULL;
+    return 0;
+}
+
+static int cuda_program_tostring(lua_State *L) {
+    tcl_cuda_program *p = check_cuda_program(L, 1);
+    lua_pushfstring(L, "CudaProgram(%s, %I buffers)", tcl_cuda_program_name(p), (lua_Integer)tcl_cuda_program_nparams(p));
+    return 1;
+}
+
+static void push_sizes(lua_State *L, const uint32_t v[3]) {
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushinteger(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int cuda_program_index(lua_State *L) {
+    tcl_cuda_program *p = check_cuda_program(L, 1);
+    const char *k = lua_tostring(L, 2);
+    if (k) {
+        if (!strcmp(k, "name")) { lua_pushstring(L, tcl_cuda_program_name(p)); return 1; }
+        if (!strcmp(k, "entry")) { lua_pushstring(L, tcl_cuda_program_entry(p)); return 1; }
+        if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_nparams(p)); return 1; }
+        if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_bytes(p)); return 1; }
+        if (!strcmp(k, "global_size")) { push_sizes(L, tcl_cuda_program_launch(p).grid); return 1; }
+        if (!strcmp(k, "local_size")) { push_sizes(L, tcl_cuda_program_launch(p).block); return 1; }
+        if (!strcmp(k, "params")) {
+            size_t n = tcl_cuda_program_nparams(p);
+            const tcl_cuda_param *params = tcl_cuda_program_params(p);
+            lua_createtable(L, (int)n, 0);
+            for (size_t i = 0; i < n; i++) {
+                lua_createtable(L, 0, 2);
+                tcl_lua_push_dtype(L, params[i].dtype);
+                lua_setfield(L, -2, "dtype");
+                lua_pushinteger(L, (lua_Integer)params[i].numel);
+                lua_setfield(L, -2, "numel");
+                lua_rawseti(L, -2, (lua_Integer)i + 1);
+            }
+            return 1;
+        }
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, CUDA_PROGRAM_METHODS_KEY);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+static int cuda_program_run(lua_State *L) {
+    tcl_cuda_program *p = check_cuda_program(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t n = lua_rawlen(L, 2);
+    if (n > TCL_CUDA_MAX_PARAMS)
+        return luaL_error(L, "kernel '%s' takes %I buffers, got %I", tcl_cuda_program_name(p),
+                          (lua_Integer)tcl_cuda_program_nparams(p), (lua_Integer)n);
+    tcl_cuda_buffer *bufs[TCL_CUDA_MAX_PARAMS];
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, (lua_Integer)i + 1);
+        cuda_buffer_box *box = luaL_testudata(L, -1, CUDA_BUFFER_MT);
+        bufs[i] = box ? box->b : NULL;
+        if (!bufs[i]) {
+            const char *what = luaL_typename(L, -1);
+            if (box) what = "a freed CUDA buffer";
+            else if (tcl_lua_test_buffer(L, -1))
+                what = lua_pushfstring(L, "a host Buffer (%s)", tcl_lua_test_buffer(L, -1)->device);
+            return luaL_error(L, "kernel '%s': buffer %I is %s, not a CUDA buffer", tcl_cuda_program_name(p),
+                              (lua_Integer)i + 1, what);
+        }
+        lua_pop(L, 1);
+    }
+    tcl_error err;
+    double seconds = 0;
+    if (tcl_cuda_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    lua_pushnumber(L, seconds);
+    return 1;
+}
+
+int luaopen_tcl_cuda(lua_State *L) {
+    tcl_lua_ctx(L); /* dtype objects live in tcl.core's registry tables */
+    /* host Buffers (staging memory, copies) need tcl.runtime's metatable */
+    luaL_requiref(L, "tcl.runtime", luaopen_tcl_runtime, 0);
+    lua_pop(L, 1);
+
+    static const luaL_Reg buffer_meta[] = {
+        {"__index", cuda_buffer_index}, {"__gc", cuda_buffer_gc}, {"__tostring", cuda_buffer_tostring}, {NULL, NULL}};
+    static const luaL_Reg buffer_methods[] = {{"read", cuda_buffer_read},
+                                              {"write", cuda_buffer_write},
+                                              {"read_bytes", cuda_buffer_read_bytes},
+                                              {"write_bytes", cuda_buffer_write_bytes},
+                                              {"copy_from", cuda_buffer_copy_from},
+                                              {"copy_to", cuda_buffer_copy_to},
+                                              {"max_difference", cuda_buffer_max_difference},
+                                              {NULL, NULL}};
+    if (luaL_newmetatable(L, CUDA_BUFFER_MT)) luaL_setfuncs(L, buffer_meta, 0);
+    lua_pop(L, 1);
+    luaL_newlib(L, buffer_methods);
+    lua_setfield(L, LUA_REGISTRYINDEX, CUDA_BUFFER_METHODS_KEY);
+
+    static const luaL_Reg program_meta[] = {{"__index", cuda_program_index},
+                                            {"__gc", cuda_program_gc},
+                                            {"__tostring", cuda_program_tostring},
+                                            {NULL, NULL}};
+    static const luaL_Reg program_methods[] = {{"run", cuda_program_run}, {NULL, NULL}};
+    if (luaL_newmetatable(L, CUDA_PROGRAM_MT)) luaL_setfuncs(L, program_meta, 0);
+    lua_pop(L, 1);
+    luaL_newlib(L, program_methods);
+    lua_setfield(L, LUA_REGISTRYINDEX, CUDA_PROGRAM_METHODS_KEY);
+
+    static const luaL_Reg funcs[] = {{"buffer", l_buffer},       {"program", l_program},
+                                     {"device", l_device},       {"opened", l_opened},
+                                     {"synchronize", l_synchronize}, {"is_buffer", l_is_buffer},
+                                     {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    return 1;
+}

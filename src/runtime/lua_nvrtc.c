@@ -1,0 +1,161 @@
+/* lua_nvrtc.c — NVRTC, CUDA's run-time compiler, from Lua (module "tcl.nvrtc"; nvrtc.h loads
+ * it at run time). Layer: runtime.
+ *
+ *   local nvrtc = require "tcl.nvrtc"
+ *   nvrtc.available() -> true | false, why     loads NVRTC on first use; never raises
+ *   nvrtc.version() -> major, minor            raises when NVRTC is missing
+ *   nvrtc.path() -> library, include_dir       the loaded library's file and the toolkit's
+ *                                              include/ (nil when none was found)
+ *   nvrtc.compile_ptx(source, opts) -> ptx, { log =, seconds = }
+ *   nvrtc.compile_cubin(source, opts) -> cubin, { log =, seconds = }
+ *     opts: { arch = "sm_80" (default; sm_90a, compute_90, ...; CUBIN needs sm_*), name =
+ *       (the kernel's, for messages), fmad = false (true lets NVRTC contract a * b + c into
+ *       FMAs, which tcl's semantics do not), options = { more NVRTC options } }
+ *     A failed compile raises "nvrtc.compile_ptx: kernel 'E_4': NVRTC failed for sm_80
+ *     (NVRTC_ERROR_COMPILATION):" followed by NVRTC's log and the numbered source. */
+#include "lua_nvrtc.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/lua_box.h"
+#include "nvrtc.h"
+
+static int l_available(lua_State *L) {
+    tcl_error err;
+    tcl_error_clear(&err);
+    if (tcl_nvrtc_load(&err) == TCL_OK) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, err.message);
+    return 2;
+}
+
+static int l_version(lua_State *L) {
+    tcl_error err;
+    int major = 0, minor = 0;
+    if (tcl_nvrtc_version(&major, &minor, &err) != TCL_OK) return luaL_error(L, "nvrtc.version: %s", err.message);
+    lua_pushinteger(L, major);
+    lua_pushinteger(L, minor);
+    return 2;
+}
+
+static int l_path(lua_State *L) {
+    tcl_error err;
+    if (tcl_nvrtc_load(&err) != TCL_OK) return luaL_error(L, "nvrtc.path: %s", err.message);
+    lua_pushstring(L, tcl_nvrtc_library_path());
+    const char *inc = tcl_nvrtc_include_dir();
+    if (inc) lua_pushstring(L, inc);
+    else lua_pushnil(L);
+    return 2;
+}
+
+static void free_output(void *p) {
+    tcl_nvrtc_output_free(p);
+    free(p);
+}
+
+/* Pushes the source with numbered lines ("  12| ..."). */
+static void push_numbered(lua_State *L, const char *source) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int number = 1;
+    const char *p = source;
+    while (*p) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%4d| ", number++);
+        luaL_addstring(&b, prefix);
+        luaL_addlstring(&b, p, len);
+        luaL_addchar(&b, '\n');
+        p += len + (end ? 1 : 0);
+    }
+    luaL_pushresult(&b);
+}
+
+/* The options' list of extra NVRTC options (at the stack top), into a box's array. */
+static void read_extra(lua_State *L, const char *fn, tcl_lua_box *box, tcl_nvrtc_options *opts) {
+    size_t n = lua_rawlen(L, -1);
+    const char **extra = malloc((n ? n : 1) * sizeof *extra);
+    if (!extra) luaL_error(L, "%s: out of memory", fn);
+    box->ptr = extra;
+    for (size_t k = 0; k < n; k++) {
+        if (lua_rawgeti(L, -1, (lua_Integer)k + 1) != LUA_TSTRING)
+            luaL_error(L, "%s: options[%I] must be a string (an NVRTC option), got %s", fn, (lua_Integer)k + 1,
+                       luaL_typename(L, -1));
+        extra[k] = lua_tostring(L, -1); /* the options table keeps it alive */
+        lua_pop(L, 1);
+    }
+    opts->extra = extra;
+    opts->nextra = n;
+}
+
+/* compile(source, opts) with upvalue 1: true for CUBIN. */
+static int l_compile(lua_State *L) {
+    bool cubin = lua_toboolean(L, lua_upvalueindex(1));
+    const char *fn = cubin ? "nvrtc.compile_cubin" : "nvrtc.compile_ptx";
+    const char *source = luaL_checkstring(L, 1);
+    tcl_nvrtc_options opts = {.name = "kernel", .arch = "sm_80", .cubin = cubin};
+    lua_settop(L, 2);
+    tcl_lua_box *extra_box = tcl_lua_box_push(L, free);
+    lua_toclose(L, -1);
+    if (!lua_isnil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        int t = lua_getfield(L, 2, "name");
+        if (t == LUA_TSTRING) opts.name = lua_tostring(L, -1); /* the options table keeps these alive */
+        else if (t != LUA_TNIL) return luaL_error(L, "%s: name must be a string, got %s", fn, lua_typename(L, t));
+        t = lua_getfield(L, 2, "arch");
+        if (t == LUA_TSTRING) opts.arch = lua_tostring(L, -1);
+        else if (t != LUA_TNIL)
+            return luaL_error(L, "%s: arch must be a string such as \"sm_80\", got %s", fn, lua_typename(L, t));
+        lua_getfield(L, 2, "fmad");
+        opts.fmad = lua_toboolean(L, -1);
+        t = lua_getfield(L, 2, "options");
+        if (t == LUA_TTABLE) read_extra(L, fn, extra_box, &opts);
+        else if (t != LUA_TNIL) return luaL_error(L, "%s: options must be a list of strings, got %s", fn, lua_typename(L, t));
+        lua_pop(L, 4);
+    }
+    tcl_lua_box *out_box = tcl_lua_box_push(L, free_output);
+    lua_toclose(L, -1);
+    tcl_nvrtc_output *out = calloc(1, sizeof *out);
+    if (!out) return luaL_error(L, "%s: out of memory", fn);
+    out_box->ptr = out;
+    tcl_error err;
+    tcl_error_clear(&err);
+    if (tcl_nvrtc_compile(source, &opts, out, &err) != TCL_OK) {
+        if (!out->log) return luaL_error(L, "%s: %s", fn, err.message);
+        lua_pushfstring(L, "%s: %s:\n%s\nsource:\n", fn, err.message, out->log);
+        push_numbered(L, source);
+        lua_concat(L, 2);
+        return lua_error(L); /* the boxes free the output and the option list */
+    }
+    lua_pushlstring(L, out->code, out->size);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, out->log);
+    lua_setfield(L, -2, "log");
+    lua_pushnumber(L, out->seconds);
+    lua_setfield(L, -2, "seconds");
+    return 2;
+}
+
+TCL_LUAOPEN_API int luaopen_tcl_nvrtc(lua_State *L) {
+    lua_createtable(L, 0, 5);
+    lua_pushcfunction(L, l_available);
+    lua_setfield(L, -2, "available");
+    lua_pushcfunction(L, l_version);
+    lua_setfield(L, -2, "version");
+    lua_pushcfunction(L, l_path);
+    lua_setfield(L, -2, "path");
+    lua_pushboolean(L, 0);
+    lua_pushcclosure(L, l_compile, 1);
+    lua_setfield(L, -2, "compile_ptx");
+    lua_pushboolean(L, 1);
+    lua_pushcclosure(L, l_compile, 1);
+    lua_setfield(L, -2, "compile_cubin");
+    return 1;
+}

@@ -1,0 +1,406 @@
+/* mock_cuda.c — a stand-in for the NVIDIA driver library (libcuda.so.1), for testing the CUDA
+ * device (src/runtime/cuda_driver.c) on machines without a GPU: tcl loads it through
+ * TCL_CUDA_DRIVER. It exports the entry points tcl uses, with the driver's ABI.
+ *
+ * "Device memory" is host memory, so allocations, zero-filling and copies in every direction
+ * behave as on a GPU. Kernels do not run: a launch checks what it is given (the kernel exists
+ * in the loaded PTX, the block fits 1024 threads, each pointer parameter is 0 or the start of
+ * a live allocation; the PTX's .param list gives their number) and records itself. A test
+ * reads the record from the file MOCK_CUDA_LOG names (one line per event: "launch <entry>
+ * grid X Y Z block X Y Z shared S params N", "load <bytes>", "alloc <bytes>", "free"), and at
+ * exit a line "exit allocations A contexts C modules M events E" with what is still held.
+ *
+ * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
+ * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
+ * largest allocation (default 1 GiB; larger ones fail with CUDA_ERROR_OUT_OF_MEMORY).
+ * Single-threaded use only (a test process); a test helper, not part of tcl. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+    OK = 0,
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    NOT_INITIALIZED = 3,
+    INVALID_DEVICE = 101,
+    INVALID_PTX = 218,
+    INVALID_HANDLE = 400,
+    NOT_FOUND = 500,
+};
+
+/* ---- bookkeeping ---- */
+
+typedef struct allocation {
+    unsigned char *data;
+    size_t size;
+    struct allocation *next;
+} allocation;
+
+typedef struct mock_module {
+    char *text;
+} mock_module;
+
+typedef struct mock_function {
+    mock_module *module;
+    char name[256];
+    int nparams;
+    struct mock_function *next;
+} mock_function;
+
+typedef struct mock_event {
+    double at;
+} mock_event;
+
+static struct {
+    int initialized;
+    long contexts, modules, events;
+    allocation *allocations;
+    mock_function *functions; /* freed with their module */
+    int context_token;
+} mock;
+
+static void log_line(const char *fmt, ...) {
+    const char *path = getenv("MOCK_CUDA_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+
+static long count_allocations(void) {
+    long n = 0;
+    for (allocation *a = mock.allocations; a; a = a->next) n++;
+    return n;
+}
+
+__attribute__((destructor)) static void report_at_exit(void) {
+    if (mock.initialized)
+        log_line("exit allocations %ld contexts %ld modules %ld events %ld", count_allocations(), mock.contexts,
+                 mock.modules, mock.events);
+}
+
+/* The allocation that starts at p, or NULL. */
+static allocation *find_allocation(CUdeviceptr p) {
+    for (allocation *a = mock.allocations; a; a = a->next)
+        if ((CUdeviceptr)(uintptr_t)a->data == p) return a;
+    return NULL;
+}
+
+/* True when [p, p + n) lies inside one live allocation. */
+static int inside(CUdeviceptr p, size_t n) {
+    for (allocation *a = mock.allocations; a; a = a->next) {
+        CUdeviceptr start = (CUdeviceptr)(uintptr_t)a->data;
+        if (p >= start && p + n <= start + a->size) return 1;
+    }
+    return 0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- initialization and devices ---- */
+
+EXPORT CUresult cuInit(unsigned flags) {
+    (void)flags;
+    const char *code = getenv("MOCK_CUDA_INIT_ERROR");
+    if (code && *code) return atoi(code);
+    mock.initialized = 1;
+    log_line("init");
+    return OK;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version) {
+    *version = 12040;
+    return OK;
+}
+
+static int device_count(void) {
+    const char *n = getenv("MOCK_CUDA_DEVICES");
+    return n && *n ? atoi(n) : 1;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+    if (!mock.initialized) return NOT_INITIALIZED;
+    *count = device_count();
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGet(int *dev, int ordinal) {
+    if (ordinal < 0 || ordinal >= device_count()) return INVALID_DEVICE;
+    *dev = ordinal;
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, int dev) {
+    (void)dev;
+    if (len < 1) return INVALID_VALUE;
+    snprintf(name, (size_t)len, "tcl mock GPU");
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
+    (void)dev;
+    switch (attribute) {
+    case 1: *value = 1024; return OK;                 /* threads per block */
+    case 2: case 3: *value = 1024; return OK;         /* block x, y */
+    case 4: *value = 64; return OK;                   /* block z */
+    case 5: *value = 2147483647; return OK;           /* grid x */
+    case 6: case 7: *value = 65535; return OK;        /* grid y, z */
+    case 8: *value = 48 * 1024; return OK;            /* shared memory per block */
+    case 10: *value = 32; return OK;                  /* warp */
+    case 16: *value = 4; return OK;                   /* multiprocessors */
+    case 75: *value = 8; return OK;                   /* compute capability 8.0 */
+    case 76: *value = 0; return OK;
+    default: return INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+    (void)dev;
+    *bytes = (size_t)1 << 30;
+    return OK;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+    (void)dev;
+    mock.contexts++;
+    *ctx = &mock.context_token;
+    return OK;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+    (void)dev;
+    if (mock.contexts == 0) return INVALID_VALUE;
+    mock.contexts--;
+    return OK;
+}
+
+EXPORT CUresult cuCtxSetCurrent(void *ctx) {
+    return ctx == NULL || ctx == &mock.context_token ? OK : INVALID_VALUE;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) { return OK; }
+
+/* ---- memory ---- */
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+    if (size == 0) return INVALID_VALUE; /* as the driver */
+    const char *max = getenv("MOCK_CUDA_MAX_ALLOC");
+    size_t limit = max && *max ? (size_t)strtoull(max, NULL, 10) : (size_t)1 << 30;
+    if (size > limit) return OUT_OF_MEMORY;
+    allocation *a = malloc(sizeof *a);
+    unsigned char *data = malloc(size);
+    if (!a || !data) {
+        free(a);
+        free(data);
+        return OUT_OF_MEMORY;
+    }
+    memset(data, 0xA5, size); /* not zero: tcl must zero-fill itself */
+    a->data = data;
+    a->size = size;
+    a->next = mock.allocations;
+    mock.allocations = a;
+    *ptr = (CUdeviceptr)(uintptr_t)data;
+    log_line("alloc %zu", size);
+    return OK;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    for (allocation **p = &mock.allocations; *p; p = &(*p)->next)
+        if ((CUdeviceptr)(uintptr_t)(*p)->data == ptr) {
+            allocation *a = *p;
+            *p = a->next;
+            free(a->data);
+            free(a);
+            log_line("free");
+            return OK;
+        }
+    return INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+    if (!inside(dst, n)) return INVALID_VALUE;
+    memset((void *)(uintptr_t)dst, value, n);
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    if (!inside(dst, n)) return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    if (!inside(src, n)) return INVALID_VALUE;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (!inside(dst, n) || !inside(src, n)) return INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+/* ---- modules and launches ---- */
+
+/* Where ".entry <name>" is followed by '(' or a space in text; NULL if nowhere. */
+static const char *find_entry(const char *text, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = strstr(text, ".entry "); p; p = strstr(p + 1, ".entry ")) {
+        const char *q = p + 7;
+        while (*q == ' ') q++;
+        if (strncmp(q, name, len) == 0 && (q[len] == '(' || q[len] == ' ' || q[len] == '\n')) return q + len;
+    }
+    return NULL;
+}
+
+EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned noptions, int *options, void **values) {
+    const char *text = image;
+    if (!strstr(text, ".entry ")) {
+        for (unsigned i = 0; i + 1 < noptions; i++)
+            if (options[i] == 5 && options[i + 1] == 6) /* error log buffer and its size */
+                snprintf(values[i], (size_t)(uintptr_t)values[i + 1], "mock: the image has no .entry");
+        return INVALID_PTX;
+    }
+    mock_module *m = malloc(sizeof *m);
+    char *copy = m ? malloc(strlen(text) + 1) : NULL;
+    if (!copy) {
+        free(m);
+        return OUT_OF_MEMORY;
+    }
+    strcpy(copy, text);
+    m->text = copy;
+    mock.modules++;
+    *module = m;
+    log_line("load %zu", strlen(text));
+    return OK;
+}
+
+EXPORT CUresult cuModuleGetFunction(void **fn, void *module, const char *name) {
+    mock_module *m = module;
+    const char *after = find_entry(m->text, name);
+    if (!after || strlen(name) >= sizeof((mock_function *)0)->name) return NOT_FOUND;
+    mock_function *f = calloc(1, sizeof *f);
+    if (!f) return OUT_OF_MEMORY;
+    f->module = m;
+    strcpy(f->name, name);
+    const char *open = strchr(after, '('), *close = open ? strchr(open, ')') : NULL;
+    for (const char *p = open; p && p < close; p++)
+        if (strncmp(p, ".param", 6) == 0) f->nparams++;
+    f->next = mock.functions;
+    mock.functions = f;
+    *fn = f;
+    return OK;
+}
+
+EXPORT CUresult cuModuleUnload(void *module) {
+    mock_module *m = module;
+    for (mock_function **p = &mock.functions; *p;) {
+        if ((*p)->module == m) {
+            mock_function *f = *p;
+            *p = f->next;
+            free(f);
+        } else {
+            p = &(*p)->next;
+        }
+    }
+    free(m->text);
+    free(m);
+    mock.modules--;
+    return OK;
+}
+
+EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
+    (void)stream;
+    (void)extra;
+    mock_function *f = fn;
+    if (!f || gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return INVALID_VALUE;
+    if ((unsigned long long)bx * by * bz > 1024) return INVALID_VALUE;
+    for (int i = 0; i < f->nparams; i++) {
+        CUdeviceptr p;
+        memcpy(&p, params[i], sizeof p);
+        if (p != 0 && !find_allocation(p)) {
+            log_line("launch %s: parameter %d is not a live allocation", f->name, i);
+            return INVALID_VALUE;
+        }
+    }
+    log_line("launch %s grid %u %u %u block %u %u %u shared %u params %d", f->name, gx, gy, gz, bx, by, bz, shared,
+             f->nparams);
+    return OK;
+}
+
+/* ---- events ---- */
+
+EXPORT CUresult cuEventCreate(void **event, unsigned flags) {
+    (void)flags;
+    mock_event *e = calloc(1, sizeof *e);
+    if (!e) return OUT_OF_MEMORY;
+    mock.events++;
+    *event = e;
+    return OK;
+}
+
+EXPORT CUresult cuEventRecord(void *event, void *stream) {
+    (void)stream;
+    if (!event) return INVALID_HANDLE;
+    ((mock_event *)event)->at = now();
+    return OK;
+}
+
+EXPORT CUresult cuEventSynchronize(void *event) { return event ? OK : INVALID_HANDLE; }
+
+/* only the older name: tcl must fall back to it from cuEventElapsedTime_v2 */
+EXPORT CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+    if (!start || !end) return INVALID_HANDLE;
+    *ms = (float)((((mock_event *)end)->at - ((mock_event *)start)->at) * 1e3);
+    return OK;
+}
+
+EXPORT CUresult cuEventDestroy_v2(void *event) {
+    if (!event) return INVALID_HANDLE;
+    free(event);
+    mock.events--;
+    return OK;
+}
+
+/* ---- errors ---- */
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **name) {
+    switch (error) {
+    case OK: *name = "CUDA_SUCCESS"; return OK;
+    case INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return OK;
+    case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return OK;
+    case 100: *name = "CUDA_ERROR_NO_DEVICE"; return OK;
+    case INVALID_PTX: *name = "CUDA_ERROR_INVALID_PTX"; return OK;
+    case NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return OK;
+    default: *name = NULL; return INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
+    switch (error) {
+    case 100: *text = "no CUDA-capable device is detected"; return OK;
+    case OUT_OF_MEMORY: *text = "out of memory"; return OK;
+    default: *text = NULL; return INVALID_VALUE;
+    }
+}
