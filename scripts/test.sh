@@ -90,6 +90,31 @@ run_specs() {
   fi
 }
 
+# check_gpu_sources DIALECT DIR: compiles the kernel sources a GPU-mode run wrote
+# (scripts/check_gpu_sources.lua) and adds its counts.
+check_gpu_sources() {
+  local dialect=$1 dir=$2 log line p f s
+  echo "== test: every kernel of the tensor specs compiled as $dialect"
+  log=$(mktemp)
+  set +e
+  LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;" LUA_CPATH="$root/build/lua/?.so;;" \
+    lua5.4 scripts/check_gpu_sources.lua "$dialect" "$dir" 2>&1 | tee "$log" | grep -v '^ok - '
+  set -e
+  line=$(grep '^check_gpu_sources: [0-9]* passed' "$log" | tail -n 1 || true)
+  rm -f "$log"
+  p=$(sed -n 's/^check_gpu_sources: \([0-9]*\) passed.*/\1/p' <<<"$line")
+  f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+  s=$(sed -n 's/.* \([0-9]*\) skipped.*/\1/p' <<<"$line")
+  if [ -z "$p" ] || [ -z "$f" ]; then
+    echo "test: check_gpu_sources $dialect stopped before its summary; counted as 1 failure"
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  pending=$((pending + ${s:-0}))
+}
+
 # --- luacheck -----------------------------------------------------------------------------
 # Every Lua file of the tree, with .luacheckrc's settings: zero warnings is one passed check.
 echo "== test: luacheck"
@@ -111,9 +136,18 @@ if build build Debug; then
   run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
   # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
   # and barriers as on the GPU, and the interpreter reports any race between threads
-  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA
-  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU EMU_GPU=METAL
+  # and every kernel of those runs written in the target's language, then compiled for real:
+  # CUDA C by NVRTC (sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
+  gpu_sources=$(mktemp -d)
+  mkdir -p "$gpu_sources/cuda" "$gpu_sources/metal"
+  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA \
+    TCL_RENDER_DUMP="$gpu_sources/cuda"
+  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU EMU_GPU=METAL \
+    TCL_RENDER_DUMP="$gpu_sources/metal"
   spec_paths=()
+  check_gpu_sources cuda "$gpu_sources/cuda"
+  check_gpu_sources metal "$gpu_sources/metal"
+  rm -rf "$gpu_sources"
 else
   failed=$((failed + 1))
 fi

@@ -17,6 +17,9 @@
 --   DEVICE              string or nil: the default device of new tensors (any case; CPU when unset)
 --   EMU_GPU             string or nil: "CUDA" or "METAL" runs EMU in its GPU mode, with that
 --                       renderer's capabilities (workgroups, local memory; kernels checked for races)
+--   RENDER_DUMP         string or nil: in EMU's GPU mode, a directory where each kernel's source
+--                       in the GPU target's language is written (TCL_RENDER_DUMP; the test
+--                       command compiles them all: scripts/check_gpu_sources.lua)
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
 --   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)
@@ -24,7 +27,9 @@
 --   CACHELEVEL          integer, 1 when unset: 0 turns the on-disk cache of compiled kernels off
 --   CACHE_DIR           the on-disk cache's directory: TCL_CACHE, else $XDG_CACHE_HOME/tcl,
 --                       else ~/.cache/tcl (nil when none of them can be told)
--- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c.)
+-- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c;
+-- TCL_CUDA_DRIVER, the NVIDIA driver library to load instead of libcuda.so.1, by the CUDA
+-- device's binding when it opens the GPU: src/runtime/lua_cuda.c.)
 
 --- A variable as a flag: set and not "0".
 local function flag(name)
@@ -78,6 +83,7 @@ return {
   HEURISTICS = string_or_nil("TCL_HEURISTICS"),
   DEVICE = string_or_nil("DEVICE"),
   EMU_GPU = string_or_nil("EMU_GPU"),
+  RENDER_DUMP = string_or_nil("TCL_RENDER_DUMP"),
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
   KERNEL_CACHE_BYTES = kernel_cache_bytes(),

@@ -28,10 +28,35 @@ function M.renderer.opt_caps()
     vector_registers = 16, cache = { l1 = 0, l2 = 0, l3 = 0 } }
 end
 
+local target
 if env.EMU_GPU then
-  local target = require("tcl.codegen.gpu_targets").get(env.EMU_GPU)
+  target = require("tcl.codegen.gpu_targets").get(env.EMU_GPU)
   M.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
   M.options = "emu-gpu-" .. target.name
+end
+
+--- FNV-1a, 64 bits, as 16 hex digits: file and function names from cache keys.
+local function fnv(s)
+  local h = -3750763034362895579
+  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
+  return string.format("%016x", h)
+end
+
+-- GPU mode with RENDER_DUMP: each kernel's source in the target's language, one file per
+-- kernel, its function named after the kernel's key (unique, so files can be compiled together).
+local function dump_source(job)
+  local name = "k_" .. fnv(job.key or job.name)
+  local ext = target.name == "cuda" and ".cu" or ".metal"
+  local path = env.RENDER_DUMP .. "/" .. name .. ext
+  local existing = io.open(path, "rb")
+  if existing then existing:close() return end
+  local ok, source = pcall(require("tcl.gpu").render, job.list, { dialect = target.name, name = name })
+  -- a type the target lacks (Metal has no float64) is the target's limit, not a renderer bug
+  if not ok and tostring(source):find("has no float64", 1, true) then return end
+  if not ok then error(string.format("kernel '%s': rendering to %s failed: %s", job.name, target.name, source), 0) end
+  local f = assert(io.open(path, "wb"))
+  f:write("/* ", job.name, " */\n", source)
+  f:close()
 end
 
 local Program = {}
@@ -43,6 +68,7 @@ function Program:dump() return self.emu:dump() end
 function M.build_many(jobs)
   local programs = {}
   for i, job in ipairs(jobs) do
+    if target and env.RENDER_DUMP then dump_source(job) end
     local emu = runtime.program(job.list, { name = job.name })
     programs[i] = setmetatable({ name = job.name, emu = emu, bytes = emu.bytes }, Program)
   end
