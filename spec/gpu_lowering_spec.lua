@@ -110,6 +110,14 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.are.equal(data[((2 - 1) * 5 * 7 * 2) + ((3 - 1) * 7 * 2) + ((4 - 1) * 2) + 1] * 2 + 1, got[1][4][3][2])
   end)
 
+  it("counts the operations of every thread (tcl.codegen.estimates)", function()
+    local x = on_emu(integers(64 * 64, 9), { 64, 64 })
+    local sched = schedule.create({ (x * 2 + 1).uop }, { device = "EMU" })
+    local k = lower.compile(sched.kernels[#sched.kernels].ast, { device = "EMU" })
+    assert.matches("lidx", k.program:dump(), 1, true)
+    assert.are.equal(2 * 64 * 64, k.ops) -- a MUL and an ADD per element, whichever thread does it
+  end)
+
   it("runs kernels without opts (NOOPT): one thread per workgroup", function()
     local data = integers(300, 7)
     local x = on_emu(data, { 300 })

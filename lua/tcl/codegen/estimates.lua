@@ -2,8 +2,10 @@
 -- operations on data alone (DEBUG's GFLOPS, tcl.profile's ops, and a schedule's work against
 -- its graph's), and the bytes of the buffers it touches (GB/s). Layer: codegen.
 --
--- Operations: every ALU node (and CAST) counts once per iteration of the loops around it;
--- loops have constant sizes (RANGE of a CONST), a loop of unknown size counts once. Value
+-- Operations: every ALU node (and CAST) counts once per iteration of the loops around it, and
+-- once per thread of a GPU-shaped program (the product of its SPECIAL sizes: every thread runs
+-- the whole list); loops have constant sizes (RANGE of a CONST), a loop of unknown size counts
+-- once. Value
 -- operations are those of them that compute on data: all but the address work, which is
 -- index arithmetic (dtype index) and the bool conditions made from it (loop bounds, the
 -- gates of padded loads: comparisons of indices and their conjunctions). Kernels keep index
@@ -32,6 +34,13 @@ end
 -- output).
 function M.of(list)
   local ops, value_ops, bytes = 0, 0, 0
+  local threads = 1
+  for _, u in ipairs(list) do
+    if u.op == "SPECIAL" then
+      local size = u:source(1)
+      if size.op == "CONST" and math.type(size.arg) == "integer" then threads = threads * math.max(size.arg, 0) end
+    end
+  end
   local address = {} -- ids of the address work seen so far
   local trips, depth = { 1 }, 1 -- trips[d]: iterations of the loop body at depth d
   for _, u in ipairs(list) do
@@ -51,7 +60,7 @@ function M.of(list)
       bytes = bytes + u.arg[2] * u.dtype.itemsize
     end
   end
-  return { ops = ops, value_ops = value_ops, bytes = bytes }
+  return { ops = ops * threads, value_ops = value_ops * threads, bytes = bytes }
 end
 
 return M
