@@ -110,6 +110,25 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.are.equal(data[((2 - 1) * 5 * 7 * 2) + ((3 - 1) * 7 * 2) + ((4 - 1) * 2) + 1] * 2 + 1, got[1][4][3][2])
   end)
 
+  it("combines a group of any size: a tree for powers of two, a loop otherwise", function()
+    for _, group in ipairs { 3, 8 } do
+      optimize.set_heuristic(function(k) k:apply("GROUP", 1, group) end)
+      local data = integers(5 * 48, 10 + group)
+      local x = on_emu(data, { 5, 48 })
+      local want = {}
+      for r = 1, 5 do
+        local m = -math.huge
+        for c = 1, 48 do m = math.max(m, data[(r - 1) * 48 + c]) end
+        want[r] = m
+      end
+      assert.are.same(want, x:max(2):tolist(), "group of " .. group)
+      local text = last_listing(x:max(2)).text
+      local _, barriers = text:gsub("BARRIER", "")
+      -- a tree of 8 has a barrier per step (3) after the first, and one after the result
+      assert.are.equal(group == 8 and 5 or 2, barriers, text)
+    end
+  end)
+
   it("counts the operations of every thread (tcl.codegen.estimates)", function()
     local x = on_emu(integers(64 * 64, 9), { 64, 64 })
     local sched = schedule.create({ (x * 2 + 1).uop }, { device = "EMU" })

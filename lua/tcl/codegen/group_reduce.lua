@@ -5,7 +5,10 @@
 -- REDUCE(v, reduce ranges..., group ranges...) becomes
 --   partial = REDUCE(v, reduce ranges...)        each thread's share (v when there is none)
 --   STORE(INDEX(local, slot of this thread), partial); BARRIER
---   REDUCE(LOAD(INDEX(AFTER(local, BARRIER), slot of group thread j)), j)  over a fresh range
+--   a tree over the group's slots when its size is a power of two: log2(size) steps, each
+--   combining slot i with slot i + half in the threads i < half, then a barrier; the result
+--   is the group's first slot. Other sizes: REDUCE(LOAD(INDEX(AFTER(local, BARRIER), slot of
+--   group thread j)), j) over a fresh range, in every thread
 -- where local is a DEFINE_LOCAL with one slot per thread of the workgroup: the slot counts the
 -- local and group_reduce ranges, group ones innermost, so the group's partials lie side by
 -- side. Every thread of a group then holds the same result, so the kernel's global stores are
@@ -24,6 +27,9 @@ local VOID = core.dtype "void"
 local BOOL = core.dtype "bool"
 
 local function const(dtype, v) return new("CONST", dtype, nil, v) end
+
+-- The binary op of each reduction.
+local ALU_OF = { ADD = "ADD", MUL = "MUL", MAX = "MAX" }
 
 local function size_of(r) return r.src[1].arg end
 
@@ -115,12 +121,35 @@ function M.run(sink)
     next_slot = next_slot + 1
     local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot }), partial })
     local barrier = new("BARRIER", VOID, { store })
-    local j = new("RANGE", INDEX, { const(INDEX, group_threads) }, { next_axis, "reduce" })
-    next_axis = next_axis + 1
-    local slot = group_base and group_base + j or j
-    local seen = new("AFTER", red.dtype, { buf, barrier })
-    local load = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) })
-    local total = new("REDUCE", red.dtype, { load, j }, red.arg)
+    local total
+    if group_threads & (group_threads - 1) == 0 then
+      -- a tree: at each step the first half of the group's threads combine their slot with the
+      -- slot half a group further, then a barrier; log2(size) steps instead of a loop over
+      -- the whole group in every thread
+      local op = ALU_OF[red.arg]
+      local half = group_threads // 2
+      while half >= 1 do
+        local active = new("CMPLT", BOOL, { group_part, const(INDEX, half) })
+        local seen = new("AFTER", red.dtype, { buf, barrier })
+        local mine = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot }), active })
+        local other = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot + const(INDEX, half) }),
+          active })
+        local combined = new(op, red.dtype, { mine, other })
+        barrier = new("BARRIER", VOID, { new("STORE", VOID, { new("INDEX", red.dtype, { seen, own_slot }), combined,
+          active }) })
+        half = half // 2
+      end
+      local first = group_base or const(INDEX, 0)
+      total = new("LOAD", red.dtype, { new("INDEX", red.dtype, { new("AFTER", red.dtype, { buf, barrier }), first }) })
+    else
+      -- any other size: every thread reduces the group's slots in a loop
+      local j = new("RANGE", INDEX, { const(INDEX, group_threads) }, { next_axis, "reduce" })
+      next_axis = next_axis + 1
+      local slot = group_base and group_base + j or j
+      local seen = new("AFTER", red.dtype, { buf, barrier })
+      local load = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) })
+      total = new("REDUCE", red.dtype, { load, j }, red.arg)
+    end
     return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
   end
 
