@@ -129,6 +129,18 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     end
   end)
 
+  it("lets BEAM search workgroups and shared reductions; every candidate it keeps runs race-free", function()
+    local data = integers(8 * 512, 12)
+    local x = on_emu(data, { 8, 512 })
+    local want = {}
+    for r = 1, 8 do
+      local s = 0
+      for c = 1, 512 do s = s + data[(r - 1) * 512 + c] end
+      want[r] = s
+    end
+    assert.are.same(want, x:sum(2):realize({ beam = 2 }):tolist())
+  end)
+
   it("counts the operations of every thread (tcl.codegen.estimates)", function()
     local x = on_emu(integers(64 * 64, 9), { 64, 64 })
     local sched = schedule.create({ (x * 2 + 1).uop }, { device = "EMU" })
