@@ -103,7 +103,7 @@ enum {
     X(ENDIF, TCL_G_CONTROL, 1)                                                               \
     X(BARRIER, TCL_G_CONTROL, -1)                                                            \
     /* tensor cores and code injection */                                                    \
-    X(WMMA, 0, 3)                                                                            \
+    X(WMMA, 0, -1)                                                                           \
     X(CUSTOM, 0, -1)                                                                         \
     X(CUSTOMI, 0, -1)                                                                        \
     /* unary ALU */                                                                          \

@@ -1,0 +1,98 @@
+/* wmma.c — the tensor-core shapes of the WMMA op: the table, their fragment layouts and the
+ * check of a WMMA node (wmma.h). Layer: core.
+ *
+ * Layouts, with lane l (0..31) and register i:
+ *   m16n8k16_{f16,bf16}_f32 (PTX mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32,
+ *   the PTX ISA's fragment layout of that instruction), g = l >> 2, t = l & 3:
+ *     A (16 x 16), 8 registers:  row g + 8*((i >> 1) & 1), col 2t + (i & 1) + 8*(i >> 2)
+ *     B (16 x 8),  4 registers:  row 2t + (i & 1) + 8*(i >> 1), col g
+ *     C/D (16 x 8), 4 registers: row g + 8*(i >> 1), col 2t + (i & 1)
+ *   m8n8k8_f32_f32 (tcl's own: Metal's simdgroup_float8x8 multiply-accumulate, reached through
+ *   threadgroup memory with simdgroup_load / simdgroup_store, so the fragment layout is tcl's
+ *   choice, not Apple's internal one): A, B and C/D (8 x 8) alike, 2 registers:
+ *     row l >> 2, col 2*(l & 3) + i */
+#include "wmma.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const tcl_wmma_shape tcl_wmma_shapes[] = {
+    {"m16n8k16_f16_f32", 16, 8, 16, {8, 4, 4}, TCL_FLOAT16, TCL_FLOAT32},
+    {"m16n8k16_bf16_f32", 16, 8, 16, {8, 4, 4}, TCL_BFLOAT16, TCL_FLOAT32},
+    {"m8n8k8_f32_f32", 8, 8, 8, {2, 2, 2}, TCL_FLOAT32, TCL_FLOAT32},
+};
+const size_t tcl_wmma_nshapes = sizeof tcl_wmma_shapes / sizeof tcl_wmma_shapes[0];
+
+const tcl_wmma_shape *tcl_wmma_shape_find(const char *name, size_t len) {
+    for (size_t k = 0; k < tcl_wmma_nshapes; k++)
+        if (strlen(tcl_wmma_shapes[k].name) == len && memcmp(tcl_wmma_shapes[k].name, name, len) == 0)
+            return &tcl_wmma_shapes[k];
+    return NULL;
+}
+
+void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane, int reg, int *row, int *col) {
+    if (s->m == 8) { /* m8n8k8: every operand alike */
+        *row = lane >> 2;
+        *col = 2 * (lane & 3) + reg;
+        return;
+    }
+    int g = lane >> 2, t = lane & 3;
+    switch (which) {
+    case TCL_WMMA_A:
+        *row = g + 8 * ((reg >> 1) & 1);
+        *col = 2 * t + (reg & 1) + 8 * (reg >> 2);
+        break;
+    case TCL_WMMA_B:
+        *row = 2 * t + (reg & 1) + 8 * (reg >> 1);
+        *col = g;
+        break;
+    case TCL_WMMA_C:
+        *row = g + 8 * (reg >> 1);
+        *col = 2 * t + (reg & 1);
+        break;
+    }
+}
+
+static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
+
+bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap) {
+    const tcl_arg *a = &u->arg;
+    const tcl_wmma_shape *s = NULL;
+    if (a->kind == TCL_ARG_TUPLE && a->len == 2 && a->v.items[0].kind == TCL_ARG_STR && a->v.items[1].kind == TCL_ARG_INT)
+        s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
+    if (!s) {
+        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out} with shape one of");
+        for (size_t k = 0; k < tcl_wmma_nshapes && used < cap; k++)
+            used += (size_t)snprintf(why + used, cap - used, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
+        return false;
+    }
+    int64_t o = a->v.items[1].v.i;
+    if (o < 0 || o >= s->nreg[TCL_WMMA_C]) {
+        snprintf(why, cap, "out %lld is not a register of %s's D fragment (0..%d)", (long long)o, s->name, s->nreg[TCL_WMMA_C] - 1);
+        return false;
+    }
+    if (u->dtype != s->acc) {
+        snprintf(why, cap, "dtype must be %s (%s's accumulator), not %s", dtype_name(s->acc), s->name, dtype_name(u->dtype));
+        return false;
+    }
+    uint32_t want = (uint32_t)(s->nreg[0] + s->nreg[1] + s->nreg[2]);
+    if (u->nsrc != want) {
+        snprintf(why, cap, "%s takes %u sources (%d of A, %d of B, %d of C), got %u", s->name, want, s->nreg[0], s->nreg[1],
+                 s->nreg[2], u->nsrc);
+        return false;
+    }
+    static const char *const operand[3] = {"A", "B", "C"};
+    uint32_t k = 0;
+    for (int w = 0; w < 3; w++) {
+        tcl_dtype d = w == TCL_WMMA_C ? s->acc : s->in;
+        for (int reg = 0; reg < s->nreg[w]; reg++, k++)
+            if ((tcl_dtype)u->src[k]->dtype != d) {
+                snprintf(why, cap, "source %u (%s register %d) must be %s for %s, not %s", k + 1, operand[w], reg, dtype_name(d),
+                         s->name, dtype_name((tcl_dtype)u->src[k]->dtype));
+                return false;
+            }
+    }
+    *shape = s;
+    *out = (int)o;
+    return true;
+}
