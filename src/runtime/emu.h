@@ -24,6 +24,7 @@
  *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
  *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
  *   BARRIER (deps...)         the threads of the workgroup wait for each other (sources order only)
+ *   WMMA (a..., b..., c...) {shape, out}   a warp's tensor-core multiply-accumulate (core/wmma.h)
  *   AFTER (x, deps...)        x, once deps are done (an ordering edge; x may be a buffer)
  *   SINK, GROUP               nothing (ordering only)
  * Validation at build time names the instruction index and op of the first problem:
@@ -37,6 +38,12 @@
  * lockstep: thread 0 until its next barrier (or its end), then thread 1, ..., and once all
  * have arrived at the same barrier they go on past it; threads that arrive at different
  * barriers, or some at a barrier while others finished, are an error ("barrier divergence").
+ * A WMMA stops the threads the same way (it orders no memory): once all threads of the group
+ * wait at it, each warp (32 consecutive threads of the group, x fastest) computes D = A*B + C
+ * from its lanes' fragments, in float32 in k order, and every lane goes on with its element of
+ * D. The whole workgroup must reach each WMMA together (stricter than a GPU, where the warp
+ * must): threads elsewhere are an error ("WMMA divergence"). A workgroup with a WMMA has a
+ * multiple of 32 threads (a build error otherwise).
  *
  * Races are errors (TCL_ERR_INVALID) that name the kernel, the instruction, the memory and
  * element, and both threads:

@@ -29,6 +29,7 @@ typedef struct builder {
     int32_t *mem_at[3];         /* instruction of each */
     size_t nmems[3];
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
+    size_t first_wmma;          /* the first WMMA's instruction + 1, 0 if none */
 } builder;
 
 /* fail's instruction for a problem of the whole kernel. */
@@ -72,6 +73,7 @@ static bool is_value(const emu_inst *in) {
     case K_RANGE:
     case K_LOAD:
     case K_SPECIAL:
+    case K_WMMA:
     case K_ALIAS: return in->dtype != TCL_VOID;
     default: return false;
     }
@@ -160,6 +162,21 @@ static tcl_status check_node(builder *b, size_t i) {
         if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
         in->kind = K_BARRIER;
         return TCL_OK;
+    case TCL_OP_WMMA: {
+        const tcl_wmma_shape *shape;
+        int out;
+        char why[192];
+        if (!tcl_wmma_check(u, &shape, &out, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        for (uint32_t k = 0; k < u->nsrc; k++) {
+            const emu_inst *src = &p->inst[p->srcs[in->src_off + k]];
+            if (!is_value(src)) return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is %s", k + 1, tcl_emu_op_name(src->op), not_value_reason(src));
+        }
+        in->kind = K_WMMA;
+        in->shape = (uint8_t)(shape - tcl_wmma_shapes);
+        in->which = out;
+        if (!b->first_wmma) b->first_wmma = i + 1;
+        return TCL_OK;
+    }
     case TCL_OP_SINK:
     case TCL_OP_GROUP: in->kind = K_NOP; return TCL_OK;
     case TCL_OP_CONST:
@@ -412,12 +429,16 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
         threads *= l->global[k];
     }
     b->p->group_threads = (uint32_t)group;
+    if (b->first_wmma && group % TCL_WMMA_WARP)
+        return fail(b, TCL_ERR_INVALID, b->first_wmma - 1,
+                    "a workgroup of local size (%u,%u,%u) has %" PRIu64 " threads, and WMMA needs whole warps (a multiple of %d)",
+                    l->local[0], l->local[1], l->local[2], group, TCL_WMMA_WARP);
     return TCL_OK;
 }
 
 /* The registers instruction i reads at run time (not its ordering-only sources); returns how
- * many (at most 3) in out. */
-static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[3]) {
+ * many (at most TCL_WMMA_MAX_SRC) in out. */
+static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX_SRC]) {
     const emu_inst *in = &p->inst[i];
     int n = 0;
     switch ((emu_kind)in->kind) {
@@ -437,41 +458,53 @@ static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[3]) {
         if (in->b >= 0) out[n++] = in->b;
         if (in->c >= 0) out[n++] = in->c;
         break;
+    case K_WMMA:
+        for (uint32_t k = 0; k < in->nsrc; k++) out[n++] = p->srcs[in->src_off + k];
+        break;
     default: break;
     }
     return n;
 }
 
 /* Finds the registers a thread must keep while others run: register s is read by instruction i
- * after a barrier that ran since s was written when a BARRIER lies between them (s < barrier
- * < i), or in a loop around i that s is outside of (its body repeats between the write and a
- * later read); the END of a loop reads its RANGE's register and end, so a barrier in the body
- * keeps both. A CONST's register needs no keeping: every thread writes the same value. */
+ * after a stop (a BARRIER or a WMMA) that ran since s was written when a stop lies between them
+ * (s < stop < i), or in a loop around i that s is outside of (its body repeats between the write
+ * and a later read); the END of a loop reads its RANGE's register and end, so a stop in the body
+ * keeps both. A WMMA reads its sources once the group stopped there (after its own stop), so
+ * they are kept, and its register is written while the thread waits, so it is kept too. A
+ * CONST's register needs no keeping: every thread writes the same value. */
 static tcl_status find_live(builder *b) {
     tcl_emu_program *p = b->p;
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         if (p->inst[i].kind == K_BARRIER) p->nbarriers++;
-    if (!p->nbarriers) return TCL_OK;
+        if (p->inst[i].kind == K_WMMA) p->nwmma++;
+    }
+    if (!p->nbarriers && !p->nwmma) return TCL_OK;
     if (p->scratch_bytes > TCL_EMU_MAX_GROUP_SCRATCH_BYTES / p->group_threads)
         return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL,
                     "with barriers each of the %u threads of a workgroup keeps its %zu bytes of register arrays, "
                     "more than the %d bytes EMU holds",
                     p->group_threads, p->scratch_bytes, TCL_EMU_MAX_GROUP_SCRATCH_BYTES);
-    size_t *before = calloc(p->n + 1, sizeof *before); /* before[i]: barriers at instructions < i */
+    size_t *before = calloc(p->n + 1, sizeof *before); /* before[i]: stops at instructions < i */
     bool *keep = calloc(p->n ? p->n : 1, sizeof *keep);
     if (!before || !keep) {
         free(before);
         free(keep);
         return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }
-    for (size_t i = 0; i < p->n; i++) before[i + 1] = before[i] + (p->inst[i].kind == K_BARRIER);
+    for (size_t i = 0; i < p->n; i++) before[i + 1] = before[i] + (p->inst[i].kind == K_BARRIER || p->inst[i].kind == K_WMMA);
     for (size_t i = 0; i < p->n; i++) {
-        int32_t reads[3];
+        int32_t reads[TCL_WMMA_MAX_SRC];
         int nr = reads_of(p, i, reads);
+        bool wmma = p->inst[i].kind == K_WMMA;
+        if (wmma && !keep[i]) {
+            keep[i] = true;
+            p->nlive++;
+        }
         for (int k = 0; k < nr; k++) {
             int32_t s = reads[k];
             if (p->inst[s].kind == K_CONST) continue; /* every thread writes the same value */
-            size_t hi = i;
+            size_t hi = wmma ? i + 1 : i;
             for (int32_t l = p->inst[i].loop; l > s; l = p->inst[l].loop) hi = (size_t)p->inst[l].jump;
             if (before[hi] > before[s + 1] && !keep[s]) {
                 keep[s] = true;
@@ -481,13 +514,16 @@ static tcl_status find_live(builder *b) {
     }
     free(before);
     p->live = calloc(p->nlive ? p->nlive : 1, sizeof *p->live);
-    if (!p->live) {
+    if (p->nwmma) p->live_slot = calloc(p->n, sizeof *p->live_slot);
+    if (!p->live || (p->nwmma && !p->live_slot)) {
         free(keep);
         return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }
     size_t k = 0;
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->live_slot) p->live_slot[i] = keep[i] ? (int32_t)k : -1;
         if (keep[i]) p->live[k++] = (int32_t)i;
+    }
     free(keep);
     return TCL_OK;
 }
@@ -532,7 +568,8 @@ static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const 
         return status;
     /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
     p->bytes = sizeof *p + strlen(p->name) + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
-               (p->nparams + p->nregs + p->nlocals) * sizeof(emu_mem_info) + p->nlive * sizeof *p->live + n * 16;
+               (p->nparams + p->nregs + p->nlocals) * sizeof(emu_mem_info) + p->nlive * sizeof *p->live + n * 16 +
+               (p->live_slot ? n * sizeof *p->live_slot : 0);
     return TCL_OK;
 }
 
@@ -599,6 +636,7 @@ void tcl_emu_program_free(tcl_emu_program *p) {
     free(p->regs);
     free(p->locals);
     free(p->live);
+    free(p->live_slot);
     free(p->name);
     free(p);
 }

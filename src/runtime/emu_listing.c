@@ -78,6 +78,8 @@ char *tcl_emu_program_dump(const tcl_emu_program *p) {
         sb_printf(&sb, "  local memory %zu bytes (%zu buffer%s), %zu barrier%s, %zu register%s kept across barriers\n", p->local_bytes,
                   p->nlocals, p->nlocals == 1 ? "" : "s", p->nbarriers, p->nbarriers == 1 ? "" : "s", p->nlive,
                   p->nlive == 1 ? "" : "s");
+    if (p->nwmma)
+        sb_printf(&sb, "  %zu WMMA%s: the workgroup's threads stop at each, as at a barrier\n", p->nwmma, p->nwmma == 1 ? "" : "s");
     int depth = 0;
     size_t next_live = 0;
     for (size_t i = 0; i < p->n; i++) {

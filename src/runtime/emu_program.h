@@ -14,7 +14,13 @@
  * Barriers: the threads of a group share one register file. A BARRIER stops a thread; before
  * the next one runs, the registers it will still read after the barrier (`live`, found at build
  * time: a register read past a barrier executed since it was written) are saved, and they are
- * restored when it resumes. A program without barriers has no live registers and saves nothing. */
+ * restored when it resumes. A program without barriers has no live registers and saves nothing.
+ *
+ * WMMA: a thread stops at a WMMA as at a barrier (without ordering memory). Once every thread of
+ * the group waits at the same WMMA, each warp's D is computed from its lanes' saved registers
+ * (a WMMA's non-constant sources are always kept, so they are among them) and each lane's
+ * result goes into its saved copy of the WMMA's register (always kept too), which it gets back
+ * when it resumes. `live_slot` finds a register's place among the saved ones. */
 #ifndef TCLC_RUNTIME_EMU_PROGRAM_H
 #define TCLC_RUNTIME_EMU_PROGRAM_H
 
@@ -23,6 +29,7 @@
 
 #include "core/dtype.h"
 #include "core/ops.h"
+#include "core/wmma.h"
 #include "emu.h"
 
 /* What an instruction does at run time. */
@@ -39,6 +46,7 @@ typedef enum emu_kind {
     K_SPECIAL,
     K_ALIAS,   /* AFTER of a value: the value */
     K_BARRIER, /* stops the thread until all threads of its group arrive */
+    K_WMMA,    /* stops the thread like a barrier; the group's warps compute it together */
 } emu_kind;
 
 /* Which memory a memory id names. */
@@ -50,12 +58,13 @@ typedef struct emu_inst {
     uint16_t op;
     uint8_t nval;      /* ALU: number of operands a, b, c */
     uint8_t wide;      /* INDEX, RANGE, SPECIAL: the integer operand is uint64 (may exceed int64) */
+    uint8_t shape;     /* WMMA: its shape's index in tcl_wmma_shapes */
     int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate) */
     int32_t jump;      /* RANGE: its END; END: its RANGE */
     int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise (while building,
                         * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
-    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx */
+    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
     tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */
     tcl_arg arg;       /* copy of the node's arg, for the listing */
@@ -81,8 +90,10 @@ struct tcl_emu_program {
     emu_mem_info *locals; /* by slot: memory id nparams + nregs + slot */
     size_t scratch_bytes, local_bytes;
     size_t nbarriers;
+    size_t nwmma;         /* WMMA instructions; with the BARRIERs, where a group's threads stop */
     int32_t *live;        /* registers kept across barriers (instruction indices), nlive of them */
     size_t nlive;
+    int32_t *live_slot;   /* with WMMAs: per instruction, its index in live (-1: not kept) */
     tcl_launch launch;
     uint32_t group_threads; /* threads per workgroup */
     size_t bytes; /* heap bytes held, about */

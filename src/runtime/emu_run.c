@@ -3,11 +3,12 @@
  * every ALU op through tcl_alu_exec; the threads of a workgroup in lockstep between barriers,
  * and races between threads found through shadow memory. Layer: runtime.
  *
- * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER (or its
- * end), then thread 1, ...; a thread that stops at a barrier saves the registers it reads
- * after it (the program's `live` list) and gets them back when the group goes on past the
- * barrier. With barriers each thread also has its own scratch block (DEFINE_REG). A program
- * without barriers runs each thread from start to end and saves nothing.
+ * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER or a WMMA
+ * (or its end), then thread 1, ...; a thread that stops saves the registers it reads after the
+ * stop (the program's `live` list) and gets them back when the group goes on past it. At a WMMA
+ * the warps compute their products from the saved registers first (run_wmma). With stops each
+ * thread also has its own scratch block (DEFINE_REG). A program without barriers and WMMAs runs
+ * each thread from start to end and saves nothing.
  *
  * Races, through shadow memory beside the data:
  *   global (PARAMs, in a launch of more than one thread; only for buffers some STORE writes,
@@ -298,38 +299,107 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             r[pc].v.i = id;
             break;
         }
-        case K_BARRIER: *stop = pc; return TCL_OK;
+        case K_BARRIER:
+        case K_WMMA: *stop = pc; return TCL_OK;
         }
     }
     *stop = DONE;
     return TCL_OK;
 }
 
+/* Where a thread stopped, for the divergence messages. */
+typedef struct stop_name { char s[64]; } stop_name;
+static stop_name name_stop(const tcl_emu_program *p, size_t stop) {
+    stop_name n;
+    if (stop == DONE) snprintf(n.s, sizeof n.s, "finished without reaching it");
+    else snprintf(n.s, sizeof n.s, "waits at instruction %zu (%s)", stop, tcl_emu_op_name(p->inst[stop].op));
+    return n;
+}
+
+/* Thread t stopped elsewhere than thread 0: a BARRIER or WMMA that not all threads reached. */
 static tcl_status divergence(const emu_run *r, uint32_t t, size_t stop, size_t first_stop, size_t passed) {
     const tcl_emu_program *p = r->p;
     thread_name first = name_thread(p, r->group, 0), other = name_thread(p, r->group, t);
-    if (first_stop == DONE)
-        return fail_at(r, TCL_ERR_INVALID, stop, 0, false,
+    /* the message is at a stop some thread waits at: thread 0's unless it finished */
+    bool at_first = first_stop != DONE;
+    size_t at = at_first ? first_stop : stop;
+    const char *waiter = at_first ? first.s : other.s, *strayed = at_first ? other.s : first.s;
+    size_t elsewhere = at_first ? stop : first_stop;
+    bool wmma = p->inst[at].kind == K_WMMA || (elsewhere != DONE && p->inst[elsewhere].kind == K_WMMA);
+    if (wmma)
+        return fail_at(r, TCL_ERR_INVALID, at, 0, false,
+                       "WMMA divergence: %s waits at this %s, but %s %s (the threads of a workgroup must reach each WMMA "
+                       "together; after %zu barrier%s and WMMAs the workgroup passed together)",
+                       waiter, tcl_emu_op_name(p->inst[at].op), strayed, name_stop(p, elsewhere).s, passed,
+                       passed == 1 ? "" : "s");
+    if (elsewhere == DONE)
+        return fail_at(r, TCL_ERR_INVALID, at, 0, false,
                        "barrier divergence: %s waits at this barrier, but %s finished without reaching it (after %zu barrier%s "
                        "the workgroup passed together)",
-                       other.s, first.s, passed, passed == 1 ? "" : "s");
-    if (stop == DONE)
-        return fail_at(r, TCL_ERR_INVALID, first_stop, 0, false,
-                       "barrier divergence: %s waits at this barrier, but %s finished without reaching it (after %zu barrier%s "
-                       "the workgroup passed together)",
-                       first.s, other.s, passed, passed == 1 ? "" : "s");
-    return fail_at(r, TCL_ERR_INVALID, first_stop, 0, false,
+                       waiter, strayed, passed, passed == 1 ? "" : "s");
+    return fail_at(r, TCL_ERR_INVALID, at, 0, false,
                    "barrier divergence: %s waits at this barrier, but %s waits at instruction %zu (BARRIER) (after %zu barrier%s "
                    "the workgroup passed together)",
-                   first.s, other.s, stop, passed, passed == 1 ? "" : "s");
+                   waiter, strayed, elsewhere, passed, passed == 1 ? "" : "s");
 }
 
-/* Runs the threads of one workgroup: without barriers each to its end, one after another;
- * with barriers in lockstep, from barrier to barrier. */
+/* A saved register of thread t (a CONST's value from the program: it is not kept). */
+static tcl_scalar saved_reg(const emu_run *r, uint32_t t, int32_t s) {
+    const tcl_emu_program *p = r->p;
+    if (p->inst[s].kind == K_CONST) return p->inst[s].imm;
+    return r->saved[(size_t)t * p->nlive + (size_t)p->live_slot[s]];
+}
+
+/* Every thread of the group waits at WMMA instruction pc: each warp assembles A, B and C from its
+ * lanes' saved registers, and each lane's saved copy of the WMMA's register gets D's element at
+ * its fragment position `out`, D[i][j] = C[i][j] + A[i][0]*B[0][j] + ... in float32, in k order. */
+static tcl_status run_wmma(emu_run *r, size_t pc) {
+    const tcl_emu_program *p = r->p;
+    const emu_inst *in = &p->inst[pc];
+    const tcl_wmma_shape *s = &tcl_wmma_shapes[in->shape];
+    const int32_t *src = p->srcs + in->src_off;
+    /* A (M x K), B (K x N), C (M x N) of one warp, as float32 scalars; M, N, K <= 16 */
+    tcl_scalar a[16][16], bm[16][16], c[16][16];
+    tcl_scalar(*mat[3])[16] = {a, bm, c};
+    for (uint32_t warp = 0; warp < p->group_threads / TCL_WMMA_WARP; warp++) {
+        uint32_t t0 = warp * TCL_WMMA_WARP;
+        for (int lane = 0; lane < TCL_WMMA_WARP; lane++) {
+            int k = 0;
+            for (int w = 0; w < 3; w++)
+                for (int reg = 0; reg < s->nreg[w]; reg++, k++) {
+                    int row, col;
+                    tcl_wmma_position(s, (tcl_wmma_operand)w, lane, reg, &row, &col);
+                    tcl_scalar v = saved_reg(r, t0 + (uint32_t)lane, src[k]);
+                    v.dtype = TCL_FLOAT32; /* float16 and bfloat16 values are float32 values */
+                    mat[w][row][col] = v;
+                }
+        }
+        for (int lane = 0; lane < TCL_WMMA_WARP; lane++) {
+            int row, col;
+            tcl_wmma_position(s, TCL_WMMA_C, lane, in->which, &row, &col);
+            tcl_scalar acc = c[row][col], prod;
+            for (int k = 0; k < s->k; k++) {
+                tcl_scalar x[2] = {a[row][k], bm[k][col]};
+                if (tcl_alu_exec(TCL_OP_MUL, TCL_FLOAT32, x, 2, &prod) == TCL_ALU_INVALID)
+                    return fail_at(r, TCL_ERR_RUNTIME, pc, t0 + (uint32_t)lane, true, "the ALU rejected the operands");
+                x[0] = acc;
+                x[1] = prod;
+                if (tcl_alu_exec(TCL_OP_ADD, TCL_FLOAT32, x, 2, &acc) == TCL_ALU_INVALID)
+                    return fail_at(r, TCL_ERR_RUNTIME, pc, t0 + (uint32_t)lane, true, "the ALU rejected the operands");
+            }
+            acc.dtype = (tcl_dtype)in->dtype;
+            r->saved[(size_t)(t0 + (uint32_t)lane) * p->nlive + (size_t)p->live_slot[pc]] = acc;
+        }
+    }
+    return TCL_OK;
+}
+
+/* Runs the threads of one workgroup: without barriers and WMMAs each to its end, one after
+ * another; with them in lockstep, from stop to stop. */
 static tcl_status run_group(emu_run *r) {
     const tcl_emu_program *p = r->p;
     uint32_t nt = p->group_threads;
-    bool lockstep = p->nbarriers > 0;
+    bool lockstep = p->nbarriers > 0 || p->nwmma > 0;
     r->group_epoch = ++r->epoch;
     r->uninit = false;
     if (lockstep && p->scratch_bytes) memset(r->scratch, 0, (size_t)nt * p->scratch_bytes);
@@ -358,6 +428,13 @@ static tcl_status run_group(emu_run *r) {
                 tcl_scalar *saved = r->saved + (size_t)t * p->nlive;
                 for (size_t k = 0; k < p->nlive; k++) saved[k] = r->regs[p->live[k]];
             }
+        }
+        if (first_stop != DONE && p->inst[first_stop].kind == K_WMMA) {
+            /* not a barrier: memory stays in the same epoch */
+            tcl_status status = run_wmma(r, first_stop);
+            if (status != TCL_OK) return status;
+            resume = first_stop + 1;
+            continue;
         }
         if (r->uninit) return report_uninit(r);
         if (first_stop == DONE) return TCL_OK;
@@ -416,7 +493,7 @@ static tcl_status check_buffers(const tcl_emu_program *p, tcl_buffer *const *buf
 static tcl_status setup(emu_run *r, tcl_buffer *const *bufs) {
     const tcl_emu_program *p = r->p;
     size_t nmem = p->nparams + p->nregs + p->nlocals;
-    size_t blocks = p->nbarriers ? p->group_threads : 1;
+    size_t blocks = p->nbarriers || p->nwmma ? p->group_threads : 1;
     r->regs = calloc(p->n ? p->n : 1, sizeof *r->regs);
     r->mem = calloc(nmem ? nmem : 1, sizeof *r->mem);
     r->scratch = calloc(p->scratch_bytes ? blocks * p->scratch_bytes : 1, 1);

@@ -1,0 +1,308 @@
+-- spec/wmma_spec.lua — the WMMA op (src/core/ENCODINGS.md, "GPU-shaped kernels"; src/core/wmma.h):
+-- hand-built GPU programs in which each lane loads its fragments of A, B and C from global buffers
+-- by the shape's layout (index arithmetic in the program), runs the WMMA nodes out = 0..C-1 and
+-- stores D back by the layout:
+--   * EMU's GPU mode computes D = A*B + C as naive Lua does (float32, adding in k order: equal
+--     bit for bit), for every shape, one warp and two, and across the iterations of a loop;
+--   * a WMMA that not all threads reach, a workgroup that is not whole warps, and nodes that
+--     break the encoding (sources, dtypes, arg) are errors naming the kernel and the instruction.
+local tcl = require "tcl"
+local rt = require "tcl.runtime"
+
+local u = tcl.uop
+local IDX, F32 = tcl.dtype "index", tcl.dtype "float32"
+
+local function error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+-- The shapes, with their layouts as the encoding states them: where register i of lane l's
+-- fragment of A, B or C/D sits, as (row, col). g = l >> 2, t = l & 3.
+local SHAPES = {
+  {
+    name = "m16n8k16_f16_f32", M = 16, N = 8, K = 16, regs = { 8, 4, 4 }, input = "float16",
+    at = {
+      function(g, t, i) return g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2) end,
+      function(g, t, i) return 2 * t + (i & 1) + 8 * (i >> 1), g end,
+      function(g, t, i) return g + 8 * (i >> 1), 2 * t + (i & 1) end,
+    },
+  },
+  {
+    name = "m8n8k8_f32_f32", M = 8, N = 8, K = 8, regs = { 2, 2, 2 }, input = "float32",
+    at = {
+      function(g, t, i) return g, 2 * t + i end,
+      function(g, t, i) return g, 2 * t + i end,
+      function(g, t, i) return g, 2 * t + i end,
+    },
+  },
+}
+SHAPES[3] = {}
+for k, v in pairs(SHAPES[1]) do SHAPES[3][k] = v end
+SHAPES[3].name, SHAPES[3].input = "m16n8k16_bf16_f32", "bfloat16"
+
+-- A linear program under construction: add() appends each new node once, in call order.
+local function builder()
+  local list, seen = {}, {}
+  local function add(op, dtype, src, arg)
+    local n = u(op, dtype, src, arg)
+    if not seen[n] then
+      seen[n] = true
+      list[#list + 1] = n
+    end
+    return n
+  end
+  return list, add
+end
+
+local function kit(add)
+  local k = {}
+  function k.c(v, dt) return add("CONST", dt or IDX, nil, v) end
+  function k.op(op, a, b) return add(op, a.dtype, { a, type(b) == "number" and k.c(b, a.dtype) or b }) end
+  function k.load(buf, i) return add("LOAD", buf.dtype, { add("INDEX", buf.dtype, { buf, i }) }) end
+  function k.store(buf, i, v) return add("STORE", nil, { add("INDEX", buf.dtype, { buf, i }), v }) end
+  return k
+end
+
+-- The (row, col) of a fragment register as index nodes of lane (g, t are nodes): the layout's
+-- formula applied to nodes, the constant parts folded (row = base + const).
+local function position(k, shape, which, g, t, i)
+  -- the layouts are affine in g and t: evaluate at (0,0), (1,0), (0,1) for the coefficients
+  local at = shape.at[which]
+  local r0, c0 = at(0, 0, i)
+  local rg, cg = at(1, 0, i)
+  local rt_, ct = at(0, 1, i)
+  local function affine(base, kg, kt)
+    local v = k.c(base)
+    if kg ~= 0 then v = k.op("ADD", k.op("MUL", g, kg), v) end
+    if kt ~= 0 then v = k.op("ADD", k.op("MUL", t, kt), v) end
+    return v
+  end
+  return affine(r0, rg - r0, rt_ - r0), affine(c0, cg - c0, ct - c0)
+end
+
+-- A program of one workgroup of `threads` threads (whole warps or not), each warp w computing
+-- D_w = A_w * B_w + C_w: buffers D (slot 0), A (1), B (2), C (3), warp w's matrices at w * size,
+-- row-major. opts.diverge: the WMMAs sit in a loop that lanes 16..31 skip (a trip count of
+-- lidx < 16); opts.regs: the number of sources to give (default: the shape's); opts.shape_name:
+-- the shape the WMMA nodes name (default: shape's); opts.out: the first node's out (default 0).
+local function wmma_program(shape, threads, opts)
+  opts = opts or {}
+  local warps = math.max(1, threads // 32)
+  local M, N, K = shape.M, shape.N, shape.K
+  local IN = tcl.dtype(shape.input)
+  local list, add = builder()
+  local k = kit(add)
+  local D = add("PARAM", F32, nil, { 0, warps * M * N })
+  local A = add("PARAM", IN, nil, { 1, warps * M * K })
+  local B = add("PARAM", IN, nil, { 2, warps * K * N })
+  local C = add("PARAM", F32, nil, { 3, warps * M * N })
+  local lidx = add("SPECIAL", IDX, { k.c(threads) }, "lidx0")
+  local lane, warp = k.op("AND", lidx, 31), k.op("SHR", lidx, 5)
+  local g, t = k.op("SHR", lane, 2), k.op("AND", lane, 3)
+  local bufs, cols, sizes = { A, B, C }, { K, N, N }, { M * K, K * N, M * N }
+  local src = {}
+  for which = 1, 3 do
+    local base = k.op("MUL", warp, sizes[which])
+    for i = 0, shape.regs[which] - 1 do
+      local row, col = position(k, shape, which, g, t, i)
+      src[#src + 1] = k.load(bufs[which], k.op("ADD", base, k.op("ADD", k.op("MUL", row, cols[which]), col)))
+    end
+  end
+  if opts.regs then
+    while #src > opts.regs do table.remove(src) end
+    while #src < opts.regs do src[#src + 1] = src[#src] end
+  end
+  local loop
+  if opts.diverge then
+    local trips = add("WHERE", IDX, { add("CMPLT", tcl.dtype "bool", { lane, k.c(16) }), k.c(1), k.c(0) })
+    loop = add("RANGE", IDX, { trips }, { 0, "loop" })
+  end
+  local stores = {}
+  local dbase = k.op("MUL", warp, M * N)
+  for out = 0, shape.regs[3] - 1 do
+    local d = add("WMMA", F32, src, { opts.shape_name or shape.name, out + (opts.out or 0) })
+    local row, col = position(k, shape, 3, g, t, out)
+    stores[#stores + 1] = k.store(D, k.op("ADD", dbase, k.op("ADD", k.op("MUL", row, N), col)), d)
+  end
+  if loop then add("END", nil, { stores[#stores], loop }) end
+  return list
+end
+
+-- D = A * B + C with A (M x tiles*K) and B (tiles*K x N), for one workgroup of `threads`
+-- threads where every warp computes the same product: a loop over the k tiles runs the WMMAs,
+-- their C the register array that the previous iteration stored D into (the shape of a
+-- tensor-core matmul). Warps other than 0 store nothing. Buffers D, A, B, C as above.
+local function tiled_program(shape, tiles, threads)
+  local M, N, K = shape.M, shape.N, shape.K
+  local KT = K * tiles
+  local IN = tcl.dtype(shape.input)
+  local list, add = builder()
+  local k = kit(add)
+  local D = add("PARAM", F32, nil, { 0, M * N })
+  local A = add("PARAM", IN, nil, { 1, M * KT })
+  local B = add("PARAM", IN, nil, { 2, KT * N })
+  local C = add("PARAM", F32, nil, { 3, M * N })
+  local acc = add("DEFINE_REG", F32, nil, { 0, shape.regs[3] })
+  local lidx = add("SPECIAL", IDX, { k.c(threads) }, "lidx0")
+  local lane, warp = k.op("AND", lidx, 31), k.op("SHR", lidx, 5)
+  local g, t = k.op("SHR", lane, 2), k.op("AND", lane, 3)
+  local inits = {}
+  for i = 0, shape.regs[3] - 1 do
+    local row, col = position(k, shape, 3, g, t, i)
+    inits[#inits + 1] = k.store(acc, k.c(i), k.load(C, k.op("ADD", k.op("MUL", row, N), col)))
+  end
+  local r = add("RANGE", IDX, { k.c(tiles) }, { 0, "reduce" })
+  local kbase = k.op("MUL", r, K)
+  local src = {}
+  for i = 0, shape.regs[1] - 1 do
+    local row, col = position(k, shape, 1, g, t, i)
+    src[#src + 1] = k.load(A, k.op("ADD", k.op("MUL", row, KT), k.op("ADD", kbase, col)))
+  end
+  for i = 0, shape.regs[2] - 1 do
+    local row, col = position(k, shape, 2, g, t, i)
+    src[#src + 1] = k.load(B, k.op("ADD", k.op("MUL", k.op("ADD", kbase, row), N), col))
+  end
+  local cur = add("AFTER", F32, { acc, table.unpack(inits) })
+  for i = 0, shape.regs[3] - 1 do src[#src + 1] = k.load(cur, k.c(i)) end
+  local upd = {}
+  for out = 0, shape.regs[3] - 1 do
+    upd[#upd + 1] = k.store(cur, k.c(out), add("WMMA", F32, src, { shape.name, out }))
+  end
+  local e = add("END", nil, { add("GROUP", nil, upd), r })
+  local done = add("AFTER", F32, { acc, e })
+  local first = add("CMPEQ", tcl.dtype "bool", { warp, k.c(0) })
+  for i = 0, shape.regs[3] - 1 do
+    local row, col = position(k, shape, 3, g, t, i)
+    add("STORE", nil, { add("INDEX", F32, { D, k.op("ADD", k.op("MUL", row, N), col) }), k.load(done, k.c(i)), first })
+  end
+  return list
+end
+
+local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+
+-- D = A * B + C per warp, as float32 adding in k order (the encoding's semantics), from the
+-- values the buffers hold.
+local function naive(shape, warps, a, b, c)
+  local M, N, K = shape.M, shape.N, shape.K
+  local d = {}
+  for w = 0, warps - 1 do
+    for i = 0, M - 1 do
+      for j = 0, N - 1 do
+        local acc = c[w * M * N + i * N + j + 1]
+        for kk = 0, K - 1 do
+          acc = f32(acc + f32(a[w * M * K + i * K + kk + 1] * b[w * K * N + kk * N + j + 1]))
+        end
+        d[w * M * N + i * N + j + 1] = acc
+      end
+    end
+  end
+  return d
+end
+
+-- deterministic values: small integers (exact in every format), or fractions
+local function values(n, seed, integers)
+  local out, state = {}, seed
+  for i = 1, n do
+    state = (state * 1103515245 + 12345) % 2147483648
+    if integers then out[i] = state % 9 - 4 else out[i] = (state % 20001 - 10000) / 1037.0 end
+  end
+  return out
+end
+
+local function filled(dt, xs)
+  local buf = rt.buffer(dt, #xs)
+  buf:write(xs)
+  return buf
+end
+
+-- Runs shape's program on EMU with `threads` threads and checks D against naive Lua.
+local function check_emu(shape, threads, integers)
+  local warps = threads // 32
+  local M, N, K = shape.M, shape.N, shape.K
+  local IN = tcl.dtype(shape.input)
+  local p = rt.program(wmma_program(shape, threads), { name = "wmma_" .. shape.name })
+  local a = filled(IN, values(warps * M * K, 1 + threads, integers))
+  local b = filled(IN, values(warps * K * N, 2 + threads, integers))
+  local c = filled(F32, values(warps * M * N, 3 + threads, integers))
+  local d = rt.buffer(F32, warps * M * N)
+  p:run { d, a, b, c }
+  -- what the buffers hold (float16 / bfloat16 rounded the fractions)
+  assert.same(naive(shape, warps, a:read(), b:read(), c:read()), d:read())
+  return p
+end
+
+describe("WMMA", function()
+  describe("on EMU's GPU mode", function()
+    for _, shape in ipairs(SHAPES) do
+      it("computes D = A*B + C of " .. shape.name .. " for one warp and two, as naive Lua does", function()
+        for _, threads in ipairs { 32, 64 } do
+          check_emu(shape, threads, true)
+          check_emu(shape, threads, false)
+        end
+      end)
+    end
+
+    it("runs WMMAs in a loop over k tiles, accumulating in a register array (2 warps)", function()
+      for _, shape in ipairs(SHAPES) do
+        local tiles = 3
+        local IN = tcl.dtype(shape.input)
+        local M, N, K = shape.M, shape.N, shape.K
+        local p = rt.program(tiled_program(shape, tiles, 64), { name = "tiled" })
+        local a = filled(IN, values(M * K * tiles, 11, false))
+        local b = filled(IN, values(K * tiles * N, 12, false))
+        local c = filled(F32, values(M * N, 13, false))
+        local d = rt.buffer(F32, M * N)
+        p:run { d, a, b, c }
+        local wide = { M = M, N = N, K = K * tiles }
+        assert.same(naive(wide, 1, a:read(), b:read(), c:read()), d:read(), shape.name)
+        assert.matches("(kept across barriers)", p:dump(), 1, true)
+      end
+    end)
+  end)
+
+  describe("is refused, naming the kernel and the instruction", function()
+    local shape = SHAPES[1]
+
+    it("when not all threads of the workgroup reach it together (WMMA divergence)", function()
+      local p = rt.program(wmma_program(shape, 32, { diverge = true }), { name = "diverge" })
+      local bufs = { rt.buffer(F32, 128), rt.buffer(tcl.dtype "float16", 256), rt.buffer(tcl.dtype "float16", 128),
+        rt.buffer(F32, 128) }
+      local err = error_of(p.run, p, bufs)
+      assert.matches("kernel 'diverge': instruction %d+ %(WMMA%): WMMA divergence: thread gidx %(0,0,0%) lidx "
+        .. "%(0,0,0%) waits at this WMMA, but thread gidx %(0,0,0%) lidx %(16,0,0%) finished without reaching it", err)
+    end)
+
+    it("in a workgroup that is not whole warps (48 threads)", function()
+      for _, s in ipairs(SHAPES) do
+        assert.matches("kernel 'half_warp': instruction %d+ %(WMMA%): a workgroup of local size %(48,1,1%) has 48 "
+          .. "threads, and WMMA needs whole warps %(a multiple of 32%)",
+          error_of(rt.program, wmma_program(s, 48), { name = "half_warp" }))
+      end
+    end)
+
+    it("with the wrong number of sources", function()
+      for _, s in ipairs(SHAPES) do
+        local want = s.regs[1] + s.regs[2] + s.regs[3]
+        for _, n in ipairs { want - 1, want + 1 } do
+          assert.matches(string.format("kernel 'count': instruction %%d+ %%(WMMA%%): %s takes %d sources %%(%d of A, "
+            .. "%d of B, %d of C%%), got %d", s.name, want, s.regs[1], s.regs[2], s.regs[3], n),
+            error_of(rt.program, wmma_program(s, 32, { regs = n }), { name = "count" }))
+        end
+      end
+    end)
+
+    it("with sources of the wrong dtype, an unknown shape, or an out past D's fragment", function()
+      assert.matches("instruction %d+ %(WMMA%): source 1 %(A register 0%) must be bfloat16 for m16n8k16_bf16_f32, "
+        .. "not float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16n8k16_bf16_f32" })))
+      assert.matches("instruction %d+ %(WMMA%): source 1 %(A register 0%) must be float32 for m8n8k8_f32_f32, not "
+        .. "float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m8n8k8_f32_f32", regs = 6 })))
+      assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out} with shape one of "m16n8k16_f16_f32", '
+        .. '"m16n8k16_bf16_f32", "m8n8k8_f32_f32"',
+        error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16" })))
+      assert.matches("instruction %d+ %(WMMA%): out 4 is not a register of m16n8k16_f16_f32's D fragment %(0..3%)",
+        error_of(rt.program, wmma_program(shape, 32, { out = 1 })))
+    end)
+  end)
+end)
