@@ -5,9 +5,17 @@
 --   * EMU's GPU mode computes D = A*B + C as naive Lua does (float32, adding in k order: equal
 --     bit for bit), for every shape, one warp and two, and across the iterations of a loop;
 --   * a WMMA that not all threads reach, a workgroup that is not whole warps, and nodes that
---     break the encoding (sources, dtypes, arg) are errors naming the kernel and the instruction.
+--     break the encoding (sources, dtypes, arg) are errors naming the kernel and the instruction;
+--   * the same programs rendered to CUDA (PTX mma.sync, one per product) compile with NVRTC for
+--     sm_80 and sm_90 and pass ptxas, and to Metal (simdgroup matrices through threadgroup
+--     memory) pass clang++ against tcl.codegen.metal_stub; a shape a dialect lacks is an error.
+-- Without NVRTC, ptxas or clang++ the checks that need them are pending, with the reason.
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
+local gpu = require "tcl.gpu"
+local nvrtc = require "tcl.nvrtc"
+local stub = require "tcl.codegen.metal_stub"
+local helper = require "spec.support.helper"
 
 local u = tcl.uop
 local IDX, F32 = tcl.dtype "index", tcl.dtype "float32"
@@ -233,6 +241,55 @@ local function check_emu(shape, threads, integers)
   return p
 end
 
+-- the tools, where this machine has them
+local HAVE_NVRTC, NVRTC_WHY = nvrtc.available()
+local function find_ptxas()
+  local candidates = { (os.getenv("TCL_CUDA_PATH") or "") .. "/bin/ptxas" }
+  if HAVE_NVRTC then candidates[#candidates + 1] = nvrtc.path():gsub("/[^/]*$", "") .. "/../bin/ptxas" end
+  candidates[#candidates + 1] = "/usr/local/cuda/bin/ptxas"
+  for _, path in ipairs(candidates) do
+    if helper.exists(path) then return path end
+  end
+end
+local PTXAS = find_ptxas()
+local HAVE_CLANG = helper.run("command -v clang++") == 0
+
+-- CUDA source compiled for sm_80 and sm_90, each PTX assembled by ptxas (pending without NVRTC;
+-- without ptxas, NVRTC's PTX only).
+local function cuda_compiles(src, name)
+  if not HAVE_NVRTC then return pending("NVRTC is not available: " .. tostring(NVRTC_WHY)) end
+  for _, arch in ipairs { "sm_80", "sm_90" } do
+    local ok, ptx = pcall(nvrtc.compile_ptx, src, { arch = arch, name = name })
+    if not ok then error(tostring(ptx) .. "\n" .. src, 2) end
+    assert.matches(".entry " .. name .. "(", ptx, 1, true)
+    assert.matches("mma.sync.aligned.m16n8k16.row.col.f32", ptx, 1, true)
+    if PTXAS then
+      local file = os.tmpname()
+      helper.write(file, ptx)
+      local status, _, err = helper.run(helper.shell_quote(PTXAS) .. " -arch=" .. arch .. " -o /dev/null " ..
+        helper.shell_quote(file))
+      os.remove(file)
+      if status ~= 0 then error(string.format("ptxas -arch=%s failed for %s:\n%s", arch, name, err), 2) end
+    end
+  end
+end
+
+local function metal_checks(src, name)
+  if not HAVE_CLANG then return pending("clang++ is not installed: Metal sources cannot be checked") end
+  local ok, messages = stub.check(src)
+  if not ok then error(string.format("Metal kernel '%s' does not compile against the stub:\n%s\n%s", name,
+    tostring(messages), src), 2) end
+end
+
+local function count(text, plain)
+  local n, at = 0, 1
+  while true do
+    local s, e = text:find(plain, at, true)
+    if not s then return n end
+    n, at = n + 1, e + 1
+  end
+end
+
 describe("WMMA", function()
   describe("on EMU's GPU mode", function()
     for _, shape in ipairs(SHAPES) do
@@ -258,6 +315,78 @@ describe("WMMA", function()
         local wide = { M = M, N = N, K = K * tiles }
         assert.same(naive(wide, 1, a:read(), b:read(), c:read()), d:read(), shape.name)
         assert.matches("(kept across barriers)", p:dump(), 1, true)
+      end
+    end)
+  end)
+
+  describe("rendered", function()
+    for _, shape in ipairs { SHAPES[1], SHAPES[3] } do
+      it("to CUDA as one PTX mma.sync per product, " .. shape.name .. ", for NVRTC and ptxas", function()
+        local name = "wmma_" .. shape.input
+        local src, facts = gpu.render(wmma_program(shape, 64), { name = name, dialect = "cuda" })
+        local ty = shape.input == "float16" and "f16" or "bf16"
+        assert.equals(1, count(src, "asm(\"mma.sync.aligned.m16n8k16.row.col.f32." .. ty .. "." .. ty .. ".f32 "))
+        assert.matches(ty == "f16" and "__half_as_ushort(__float2half_rn(" or "__bfloat16_as_ushort(", src, 1, true)
+        -- A in 4 .b32, B in 2, C and D in 4 .f32; the 4 nodes read the asm's 4 results
+        assert.matches("unsigned int wmma(%d+)_a3 = %(unsigned int%).* | %(%(unsigned int%).* << 16%);", src)
+        assert.matches("unsigned int wmma%d+_b1 = ", src)
+        assert.is_nil(src:find("wmma%d+_b2"))
+        assert.matches(': "%+f"%(wmma(%d+)_0%), "%+f"%(wmma%1_1%), "%+f"%(wmma%1_2%), "%+f"%(wmma%1_3%)', src)
+        assert.matches(': "r"%(wmma(%d+)_a0%), "r"%(wmma%1_a1%), "r"%(wmma%1_a2%), "r"%(wmma%1_a3%), '
+          .. '"r"%(wmma%1_b0%), "r"%(wmma%1_b1%)%);', src)
+        for out = 0, 3 do assert.matches("p0%[[^\n]*%] = wmma%d+_" .. out .. ";", src) end
+        assert.same({ 64, 1, 1 }, facts.local_size)
+        cuda_compiles(src, name)
+      end)
+    end
+
+    it("to CUDA inside a loop over k tiles", function()
+      for _, shape in ipairs { SHAPES[1], SHAPES[3] } do
+        local src = gpu.render(tiled_program(shape, 3, 64), { name = "tiled", dialect = "cuda" })
+        assert.equals(1, count(src, "mma.sync"))
+        assert.matches("for %(long long ridx%d+ = 0; ridx%d+ < 3ll; ridx%d+%+%+%) {\n.*mma%.sync.*\n    }\n", src)
+        cuda_compiles(src, "tiled")
+      end
+    end)
+
+    it("to Metal through threadgroup memory and simdgroup_float8x8, m8n8k8_f32_f32, for the stub", function()
+      local shape = SHAPES[2]
+      local src, facts = gpu.render(wmma_program(shape, 64), { name = "wmma_f32", dialect = "metal" })
+      assert.matches("uint3 lid [[thread_position_in_threadgroup]], uint tcl_lane [[thread_index_in_simdgroup]], "
+        .. "uint tcl_sg [[simdgroup_index_in_threadgroup]])", src, 1, true)
+      -- 2 simdgroups of 3 tiles of 64 floats, declared at the top
+      assert.matches(") {\n    threadgroup float tcl_wmma_tg[384];\n", src, 1, true)
+      assert.equals(384 * 4, facts.local_bytes)
+      assert.equals(1, count(src, "simdgroup_multiply_accumulate(wmma"))
+      assert.matches("uint wmma%d+_o = %(tcl_lane >> 2%) %* 8 %+ 2 %* %(tcl_lane & 3%);", src)
+      for _, tile in ipairs { "", " + 64", " + 128" } do
+        assert.matches("wmma%d+_t%[wmma%d+_o" .. tile:gsub("%+", "%%+") .. " %+ 1%] = ", src)
+      end
+      assert.matches("simdgroup_load%(wmma(%d+)_a, wmma%1_t, 8%);", src)
+      assert.matches("simdgroup_store%(wmma(%d+)_c, wmma%1_t %+ 128, 8%);", src)
+      assert.matches("float wmma(%d+)_1 = wmma%1_t%[wmma%1_o %+ 128 %+ 1%];", src)
+      assert.equals(3, count(src, "simdgroup_barrier(mem_flags::mem_threadgroup);"))
+      metal_checks(src, "wmma_f32")
+      local tiled = gpu.render(tiled_program(shape, 3, 32), { name = "tiled", dialect = "metal" })
+      assert.matches("threadgroup float tcl_wmma_tg[192];", tiled, 1, true)
+      metal_checks(tiled, "tiled")
+    end)
+
+    it("refusing shapes the dialect lacks, workgroups that are not whole warps, broken nodes", function()
+      local function render_error(list, dialect)
+        return helper.error_of(gpu.render, list, { name = "bad", dialect = dialect })
+      end
+      assert.matches("kernel 'bad': instruction %d+ %(WMMA%): shape m8n8k8_f32_f32 is not rendered in CUDA %(CUDA "
+        .. "renders m16n8k16_f16_f32 and m16n8k16_bf16_f32%)", render_error(wmma_program(SHAPES[2], 32), "cuda"))
+      assert.matches("kernel 'bad': instruction %d+ %(WMMA%): shape m16n8k16_bf16_f32 is not rendered in Metal %(Metal "
+        .. "renders m8n8k8_f32_f32%)", render_error(wmma_program(SHAPES[3], 32), "metal"))
+      for _, case in ipairs { { SHAPES[1], "cuda" }, { SHAPES[2], "metal" } } do
+        assert.matches("kernel 'bad': instruction %d+ %(WMMA%): a workgroup of local size %(48,1,1%) has 48 threads, "
+          .. "and WMMA needs whole warps %(a multiple of 32%)", render_error(wmma_program(case[1], 48), case[2]))
+        assert.matches("instruction %d+ %(WMMA%): " .. case[1].name .. " takes %d+ sources",
+          render_error(wmma_program(case[1], 32, { regs = 3 }), case[2]))
+        assert.matches("instruction %d+ %(WMMA%): out %d is not a register",
+          render_error(wmma_program(case[1], 32, { out = 1 }), case[2]))
       end
     end)
   end)

@@ -435,6 +435,7 @@ static tcl_status emit(tcl_crender *r, size_t i) {
         tcl_ctext_printf(&r->body, "%s\n", r->d->barrier);
         r->kind[i] = CK_NONE;
         return TCL_OK;
+    case TCL_OP_WMMA: return tcl_cwmma_emit(r, i);
     case TCL_OP_REDUCE:
         return fail(r, TCL_ERR_INVALID, i,
                     "a REDUCE of vector lanes is not rendered in %s: lower without renderer.vector_lanes", r->d->name);
@@ -484,6 +485,9 @@ static void assemble(tcl_crender *r, tcl_ctext *src) {
             if (written++) tcl_ctext_put(src, ", ");
             tcl_ctext_put(src, D->builtins[k]);
         }
+    if (r->uses_simdgroup) /* Metal's WMMA (c_wmma.c) */
+        tcl_ctext_printf(src, "%suint tcl_lane [[thread_index_in_simdgroup]], uint tcl_sg [[simdgroup_index_in_threadgroup]]",
+                         written++ ? ", " : "");
     tcl_ctext_put(src, ") {\n");
     if (r->locals.len) tcl_ctext_put(src, r->locals.s);
     if (r->body.len) tcl_ctext_put(src, r->body.s);
@@ -511,6 +515,7 @@ static tcl_status render(tcl_crender *r) {
     if (l[0] * l[1] * l[2] > TCL_C_MAX_WORKGROUP)
         return fail(r, TCL_ERR_LIMIT, WHOLE_KERNEL, "a workgroup of %" PRId64 " threads (%s allows at most %d)",
                     l[0] * l[1] * l[2], r->d->name, TCL_C_MAX_WORKGROUP);
+    if ((st = tcl_cwmma_finish(r)) != TCL_OK) return st;
     tcl_ctext src = {0};
     assemble(r, &src);
     if (src.failed || r->body.failed || r->locals.failed || r->helpers.failed || r->stmt.failed || r->scratch.failed) {
@@ -553,6 +558,7 @@ tcl_status tcl_c_render(tcl_c_dialect_id dialect, const char *name, tcl_uop *con
     free(r.defined_in);
     free(r.open);
     free(r.loops);
+    free(r.wmma_root);
     tcl_ctext_free(&r.body);
     tcl_ctext_free(&r.locals);
     tcl_ctext_free(&r.helpers);

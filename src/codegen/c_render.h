@@ -4,7 +4,9 @@
  * Input: the linear list of a lowered kernel (tcl.codegen.linearize), loops or GPU-shaped
  * (src/core/ENCODINGS.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
  * DEFINE_LOCAL, CONST, SPECIAL, RANGE/END loops, INDEX, LOAD/STORE with optional gates,
- * AFTER, BARRIER, GROUP, SINK, every ALU op, CAST and BITCAST. RANGEs of axis type "vector"
+ * AFTER, BARRIER, GROUP, SINK, every ALU op, CAST and BITCAST, and WMMA (CUDA: the m16n8k16
+ * shapes as PTX mma.sync; Metal: m8n8k8_f32_f32 through threadgroup memory and simdgroup
+ * matrices, with two more kernel arguments, the lane and the simdgroup; c_wmma.c). RANGEs of axis type "vector"
  * and REDUCEs over them (the LLVM renderer's vector lanes) are refused: kernels for these
  * renderers are lowered without renderer.vector_lanes.
  *

@@ -4,6 +4,7 @@
  *   c_text.c      text buffers and templates
  *   c_dialects.c  the spellings of CUDA C and Metal: types, conversions, math, the kernel's frame
  *   c_alu.c       ALU ops, casts and bitcasts as expressions, and the helper functions they call
+ *   c_wmma.c      the WMMA op: PTX mma.sync (CUDA), simdgroup matrices (Metal)
  *   c_render.c    the walk over the linear program: checks, declarations, loops, memory */
 #ifndef TCLC_CODEGEN_C_SOURCE_H
 #define TCLC_CODEGEN_C_SOURCE_H
@@ -116,6 +117,11 @@ typedef struct tcl_crender {
     unsigned specials;       /* bit k: SPECIAL k (gidx0..2, lidx0..2) seen */
     uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
     bool uses_half, uses_bfloat;
+    /* WMMA (c_wmma.c): per instruction, the WMMA whose computation it reads + 1 (0: none;
+     * allocated at the first WMMA); the first WMMA + 1; whether Metal's simdgroup matrices are used */
+    size_t *wmma_root;
+    size_t first_wmma;
+    bool uses_simdgroup;
     tcl_c_kernel *out;
 } tcl_crender;
 
@@ -133,5 +139,12 @@ tcl_status tcl_calu_expr(tcl_crender *r, size_t i, tcl_ctext *t);
 void tcl_calu_need_fp8(tcl_crender *r, tcl_dtype d);
 /* Whether dtype is held in float registers but stored in a format of its own. */
 bool tcl_calu_is_narrow(tcl_dtype d);
+
+/* ---- tensor cores (c_wmma.c) ---- */
+
+/* Emits WMMA instruction i (its computation, unless an earlier node of the same product did). */
+tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i);
+/* After the walk: checks the workgroup of a kernel with WMMAs, declares what they share. */
+tcl_status tcl_cwmma_finish(tcl_crender *r);
 
 #endif

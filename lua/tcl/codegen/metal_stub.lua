@@ -80,6 +80,24 @@ template <typename T, typename U> T as_type(U x) {
     return t;
 }
 
+// simdgroup matrices (tcl's WMMA m8n8k8_f32_f32: src/codegen/c_wmma.c); the pointers are
+// threadgroup memory in Metal, plain here
+void simdgroup_barrier(mem_flags);
+
+template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+    simdgroup_matrix() = default;
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+
+template <typename T, int Cols, int Rows>
+void simdgroup_load(simdgroup_matrix<T, Cols, Rows> &d, const T *src, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows>
+void simdgroup_store(simdgroup_matrix<T, Cols, Rows> a, T *dst, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows, int K>
+void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows> &d, simdgroup_matrix<T, K, Rows> &a,
+                                   simdgroup_matrix<T, Cols, K> &b, simdgroup_matrix<T, Cols, Rows> &c);
+
 float exp2(float);
 float log2(float);
 float sin(float);
