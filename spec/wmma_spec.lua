@@ -61,7 +61,7 @@ local function builder()
     end
     return n
   end
-  return list, add
+  return list, add, seen
 end
 
 local function kit(add)
@@ -387,6 +387,55 @@ describe("WMMA", function()
           render_error(wmma_program(case[1], 32, { regs = 3 }), case[2]))
         assert.matches("instruction %d+ %(WMMA%): out %d is not a register",
           render_error(wmma_program(case[1], 32, { out = 1 }), case[2]))
+      end
+    end)
+  end)
+
+  describe("on EMU's GPU mode with barriers", function()
+    it("shares D through local memory: each lane stores its elements, a barrier, thread 0 sums them", function()
+      for _, shape in ipairs(SHAPES) do
+        local list = wmma_program(shape, 32)
+        -- the program again, its stores of D into local memory instead, then the sum
+        local M, N = shape.M, shape.N
+        local nodes, add, seen = builder()
+        local k = kit(add)
+        local smem = add("DEFINE_LOCAL", F32, nil, { 0, M * N })
+        local out = add("PARAM", F32, nil, { 4, 1 })
+        local stores = {}
+        for _, n in ipairs(list) do
+          if n.op == "STORE" then
+            local at = n:source(1)
+            stores[#stores + 1] = k.store(smem, at:source(2), n:source(2))
+          else
+            nodes[#nodes + 1] = n
+            seen[n] = true
+          end
+        end
+        local seen = add("AFTER", F32, { smem, add("BARRIER", nil, stores) })
+        local acc = add("DEFINE_REG", F32, nil, { 0, 1 })
+        local zero = k.c(0)
+        local init = k.store(acc, zero, k.c(0.0, F32))
+        local lidx
+        for _, n in ipairs(list) do
+          if n.op == "SPECIAL" then lidx = n end
+        end
+        local first = add("CMPEQ", tcl.dtype "bool", { lidx, zero })
+        local r = add("RANGE", IDX, { k.c(M * N) }, { 0, "reduce" })
+        local cur = add("AFTER", F32, { acc, init })
+        local sum = add("ADD", F32, { k.load(cur, zero), add("LOAD", F32, { add("INDEX", F32, { seen, r }), first }) })
+        local e = add("END", nil, { k.store(cur, zero, sum), r })
+        add("STORE", nil, { add("INDEX", F32, { out, zero }), k.load(add("AFTER", F32, { acc, e }), zero), first })
+        local p = rt.program(nodes, { name = "wmma_barrier" })
+        assert.equals(1, p.nbarriers)
+        local IN = tcl.dtype(shape.input)
+        local a = filled(IN, values(M * shape.K, 21, true))
+        local b = filled(IN, values(shape.K * N, 22, true))
+        local c = filled(F32, values(M * N, 23, true))
+        local total = rt.buffer(F32, 1)
+        p:run { rt.buffer(F32, M * N), a, b, c, total }
+        local want = 0
+        for _, v in ipairs(naive(shape, 1, a:read(), b:read(), c:read())) do want = want + v end
+        assert.same({ want }, total:read(), shape.name)
       end
     end)
   end)
