@@ -411,7 +411,7 @@ describe("WMMA", function()
             seen[n] = true
           end
         end
-        local seen = add("AFTER", F32, { smem, add("BARRIER", nil, stores) })
+        local shared = add("AFTER", F32, { smem, add("BARRIER", nil, stores) })
         local acc = add("DEFINE_REG", F32, nil, { 0, 1 })
         local zero = k.c(0)
         local init = k.store(acc, zero, k.c(0.0, F32))
@@ -422,7 +422,8 @@ describe("WMMA", function()
         local first = add("CMPEQ", tcl.dtype "bool", { lidx, zero })
         local r = add("RANGE", IDX, { k.c(M * N) }, { 0, "reduce" })
         local cur = add("AFTER", F32, { acc, init })
-        local sum = add("ADD", F32, { k.load(cur, zero), add("LOAD", F32, { add("INDEX", F32, { seen, r }), first }) })
+        local elem = add("LOAD", F32, { add("INDEX", F32, { shared, r }), first })
+        local sum = add("ADD", F32, { k.load(cur, zero), elem })
         local e = add("END", nil, { k.store(cur, zero, sum), r })
         add("STORE", nil, { add("INDEX", F32, { out, zero }), k.load(add("AFTER", F32, { acc, e }), zero), first })
         local p = rt.program(nodes, { name = "wmma_barrier" })
