@@ -7,9 +7,12 @@ set -euo pipefail
 
 # make and libc6-dev are listed because gcc and cmake only recommend them, and
 # we install without recommends. dataset-fashion-mnist is the data set tcl.data.fashion_mnist
-# reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/packaging_spec.lua).
+# reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/packaging_spec.lua);
+# clang checks the Metal kernels tcl renders (C++ against a stand-in header); g++ builds the
+# rendered CUDA/Metal sources as host C++ to compare their values with EMU's.
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check
-          libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist luarocks)
+          libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist luarocks
+          clang g++)
 # LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
 LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev)
 
