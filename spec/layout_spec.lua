@@ -101,7 +101,8 @@ describe("the Lua tree", function()
     -- the pipeline (a rule file) lists passes of the codegen stage by name; the lowering
     -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
-    assert.are.same({ "tcl.codegen.kblock", "tcl.codegen.expand", "tcl.patterns.transcendental",
+    assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
+      "tcl.patterns.transcendental",
       "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.gpu_dims", "tcl.codegen.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")

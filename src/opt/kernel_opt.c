@@ -707,8 +707,14 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
     if (opt.op == TCL_OPT_TC) {
         if (caps->tensor_cores <= 0) return invalid(k, opt, NULL, "this device's renderer has no tensor cores");
         if (k->napplied > 0) return invalid(k, opt, NULL, "TC must be the first opt");
-        return invalid(k, opt, NULL, "tensor cores are not lowered by this renderer");
+        if (opt.axis != 0 || opt.amount != 0)
+            return invalid(k, opt, NULL, "TC takes axis 1 and amount 0 (the renderer's tensor-core shape)");
+        /* a marker: the pass "tensor cores" (tcl.codegen.tensor_cores) rewrites the whole kernel
+         * into warp tiles, so no other opt may reshape its ranges first or after */
+        k->tc_applied = true;
+        return record(k, opt);
     }
+    if (k->tc_applied) return invalid(k, opt, NULL, "tensor cores were applied: the kernel takes no other opt");
     if (opt.op == TCL_OPT_NOLOCALS) {
         if (has_type(k, TCL_AXIS_LOCAL) || has_type(k, TCL_AXIS_WARP) || has_type(k, TCL_AXIS_GROUP_REDUCE))
             return invalid(k, opt, NULL, "the kernel already has local, warp or group_reduce axes");

@@ -6,7 +6,7 @@
 --   local targets = require "tcl.codegen.gpu_targets"
 --   local t = targets.get("CUDA")      -- or "METAL"; an unknown name is an error listing both
 --   t.name, t.gpu = { grid_max = {x, y, z}, local_max = {x, y, z}, threads_max =,
---                     local_bytes =, warp = }
+--                     local_bytes =, warp =, tensor_cores = { WMMA shape names } }
 --   t.opt_caps()                        -- tcl.opt's caps (src/opt/kernel_opt.h) plus the
 --                                       -- facts heuristics read (warp, local_bytes)
 local M = {}
@@ -14,18 +14,20 @@ local M = {}
 local TARGETS = {
   -- NVIDIA, compute capability 8.0 and later: 48 KiB of static shared memory per block
   CUDA = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
-    threads_max = 1024, local_bytes = 48 * 1024, warp = 32 } },
+    threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
+    tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32" } } },
   -- Apple GPUs: 32 KiB of threadgroup memory, 1024 threads per threadgroup, SIMD groups of 32
   METAL = { name = "metal", gpu = { grid_max = { 4294967295, 65535, 65535 }, local_max = { 1024, 1024, 1024 },
-    threads_max = 1024, local_bytes = 32 * 1024, warp = 32 } },
+    threads_max = 1024, local_bytes = 32 * 1024, warp = 32, tensor_cores = { "m8n8k8_f32_f32" } } },
 }
 
 local function caps_of(target)
   return function()
     local gpu = target.gpu
     return { has_threads = false, threads = 1, has_local = true, has_shared = true, shared_max = gpu.local_bytes,
-      tensor_cores = 0, vector_bytes = 16, vector_registers = 64, warp = gpu.warp, local_bytes = gpu.local_bytes,
-      threads_max = gpu.threads_max, cache = { l1 = 0, l2 = 0, l3 = 0 } }
+      tensor_cores = #(gpu.tensor_cores or {}),
+      vector_bytes = 16, vector_registers = 64, warp = gpu.warp, local_bytes = gpu.local_bytes,
+      threads_max = gpu.threads_max, gpu = gpu, cache = { l1 = 0, l2 = 0, l3 = 0 } }
   end
 end
 

@@ -3,6 +3,8 @@
 -- tcl.heuristics.kernel's.
 --
 -- In order:
+--  0. A matmul of float16/bfloat16 (CUDA) or float32 (Metal) inputs that the target's tensor
+--     cores take gets TC alone: the pass "tensor cores" turns it into warp tiles of WMMA.
 --  1. Small outputs of long reductions: the reduction is shared by a workgroup (GROUPTOP):
 --     each thread reduces a slice, the partials meet in local memory. Without it a kernel
 --     like sum() would run its whole reduction on one thread.
@@ -10,6 +12,8 @@
 --     into threads of a workgroup (LOCAL), as many as divide it up to LOCAL_MAX threads in
 --     all; then the next axis with the room left. Neighbouring threads then touch
 --     neighbouring addresses (coalesced loads and stores).
+local tensor_cores = require "tcl.heuristics.tensor_cores"
+
 local M = {}
 
 --- A reduction this long, feeding at most GROUP_MAX_OUTPUTS outputs, is shared by a workgroup.
@@ -29,6 +33,11 @@ local function largest_divisor(n, sizes, limit)
 end
 
 function M.optimize(k)
+  -- a matmul the target's tensor cores take: TC, and nothing else (the pass lowers it whole)
+  local gpu = k.caps.gpu
+  if (k.caps.tensor_cores or 0) > 0 and tensor_cores.match(k:graph(), gpu) and k:try_apply("TC", 1, 0) then
+    return
+  end
   local threads = 1
   local reduce = k:axes("reduce")
   if #reduce > 0 and k:output_size() <= M.GROUP_MAX_OUTPUTS and reduce[1].size >= M.GROUP_MIN_STEPS then

@@ -21,6 +21,7 @@
 --   kernel:apply(op, axis, amount)      raises the opt's error when it is invalid
 --   kernel:try_apply(op, axis, amount)  true, or false and the error; the kernel is unchanged
 --   kernel:opts()        the opts applied so far: { { op, axis, amount }, ... }
+--   kernel:graph()       the kernel's SINK as it stands
 --
 -- Axis numbers follow tcl.opt (src/opt/kernel_opt.h): UPCAST, LOCAL, THREAD, PADTO and SWAP
 -- count every range, UNROLL the reduce and group_reduce ones, GROUP, GROUPTOP and KBLOCK the
@@ -34,6 +35,9 @@ Kernel.__index = Kernel
 function M.wrap(opt_kernel, info)
   return setmetatable({ _k = opt_kernel, name = info.name, device = info.device, caps = info.caps }, Kernel)
 end
+
+--- The kernel's graph as it stands (its SINK), for heuristics that match patterns.
+function Kernel:graph() return self._k:graph() end
 
 function Kernel:ranges()
   local out = {}

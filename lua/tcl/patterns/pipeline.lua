@@ -46,6 +46,9 @@ M.passes = {
   { name = "initial symbolic", rules = symbolic.symbolic },
   -- While reductions are still REDUCE nodes over their ranges: opts split and retype ranges.
   { name = "optimize", fn = optimize },
+  -- Right after: a kernel the optimizer gave tensor cores (TC) becomes warp tiles of WMMA, before
+  -- any pass reads its ranges.
+  { name = "tensor cores", pass = "tcl.codegen.tensor_cores", when = on_gpu },
   -- Right after: a kblock axis (KBLOCK: blocks of a reduction) becomes a loop around the
   -- output loops, the partial results kept in the output.
   { name = "kblock", pass = "tcl.codegen.kblock" },
