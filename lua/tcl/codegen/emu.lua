@@ -45,15 +45,17 @@ end
 -- GPU mode with RENDER_DUMP: each kernel's source in the target's language, one file per
 -- kernel, its function named after the kernel's key (unique, so files can be compiled together).
 local function dump_source(job)
+  -- the dialect of the renderer in use (a spec may switch M.renderer to another target)
+  local dialect = M.renderer.name:match("^emu%-(%a+)$") or target.name
   local name = "k_" .. fnv(job.key or job.name)
-  local ext = target.name == "cuda" and ".cu" or ".metal"
+  local ext = dialect == "cuda" and ".cu" or ".metal"
   local path = env.RENDER_DUMP .. "/" .. name .. ext
   local existing = io.open(path, "rb")
   if existing then existing:close() return end
-  local ok, source = pcall(require("tcl.gpu").render, job.list, { dialect = target.name, name = name })
+  local ok, source = pcall(require("tcl.gpu").render, job.list, { dialect = dialect, name = name })
   -- a type the target lacks (Metal has no float64) is the target's limit, not a renderer bug
   if not ok and tostring(source):find("has no float64", 1, true) then return end
-  if not ok then error(string.format("kernel '%s': rendering to %s failed: %s", job.name, target.name, source), 0) end
+  if not ok then error(string.format("kernel '%s': rendering to %s failed: %s", job.name, dialect, source), 0) end
   local f = assert(io.open(path, "wb"))
   f:write("/* ", job.name, " */\n", source)
   f:close()

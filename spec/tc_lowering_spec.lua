@@ -1,4 +1,4 @@
--- spec/tensor_cores_spec.lua — matmuls on tensor cores: the opt TC (src/opt/kernel_opt.c), the
+-- spec/tc_lowering_spec.lua — matmuls on tensor cores: the opt TC (src/opt/kernel_opt.c), the
 -- GPU heuristic's choice (tcl.heuristics.gpu, tcl.heuristics.tensor_cores.match) and the pass
 -- "tensor cores" (tcl.codegen.tensor_cores), run on EMU's GPU mode with CUDA's capabilities
 -- (float16 and bfloat16 inputs, m16n8k16) and Metal's (float32, m8n8k8): values against a
