@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "linear_scope.h"
 
 #define WHOLE_KERNEL SIZE_MAX
 
@@ -391,18 +392,17 @@ static tcl_status emit_alu(tcl_crender *r, size_t i) {
  * top level or inside a loop still open here (C's scopes). */
 static tcl_status link_sources(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
-    for (uint32_t k = 0; k < u->nsrc; k++) {
-        void *at = tcl_ptrmap_get(&r->index_of, u->src[k]);
-        if (!at || (size_t)(uintptr_t)at - 1 >= i)
-            return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
-        size_t s = (size_t)(uintptr_t)at - 1;
-        if (tcl_op_source_orders_only((tcl_op)u->op, k)) continue;
-        int32_t loop = r->defined_in[s];
-        if (loop >= 0 && !r->open[loop])
-            return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
-                        k + 1, s, op_name(r->nodes[s]));
+    uint32_t k = 0;
+    size_t s = 0;
+    switch (tcl_scope_check_sources(u, i, &r->index_of, r->defined_in, r->open, &k, &s)) {
+    case TCL_SCOPE_NOT_EARLIER:
+        return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
+    case TCL_SCOPE_LOOP_CLOSED:
+        return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
+                    k + 1, s, op_name(r->nodes[s]));
+    default:
+        return TCL_OK;
     }
-    return TCL_OK;
 }
 
 static tcl_status emit(tcl_crender *r, size_t i) {

@@ -19,6 +19,7 @@
 
 #include "core/alu.h"
 #include "core/ptrmap.h"
+#include "linear_scope.h"
 
 #include <llvm/Config/llvm-config.h>
 
@@ -1159,18 +1160,17 @@ static tcl_status emit_end(renderer *r, size_t i) {
  * top level or inside a loop still open here. */
 static tcl_status link_sources(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
-    for (uint32_t k = 0; k < u->nsrc; k++) {
-        void *at = tcl_ptrmap_get(&r->index_of, u->src[k]);
-        if (!at || (size_t)(uintptr_t)at - 1 >= i)
-            return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
-        size_t s = (size_t)(uintptr_t)at - 1;
-        if (tcl_op_source_orders_only((tcl_op)u->op, k)) continue;
-        int32_t loop = r->defined_in[s];
-        if (loop >= 0 && !r->open[loop])
-            return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
-                        k + 1, s, op_name(r->nodes[s]));
+    uint32_t k = 0;
+    size_t s = 0;
+    switch (tcl_scope_check_sources(u, i, &r->index_of, r->defined_in, r->open, &k, &s)) {
+    case TCL_SCOPE_NOT_EARLIER:
+        return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
+    case TCL_SCOPE_LOOP_CLOSED:
+        return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
+                    k + 1, s, op_name(r->nodes[s]));
+    default:
+        return TCL_OK;
     }
-    return TCL_OK;
 }
 
 static tcl_status emit(renderer *r, size_t i) {

@@ -159,11 +159,7 @@ static int cpu_program_index(lua_State *L) {
             const tcl_cpu_param *params = tcl_cpu_program_params(p);
             lua_createtable(L, (int)n, 0);
             for (size_t i = 0; i < n; i++) {
-                lua_createtable(L, 0, 2);
-                tcl_lua_push_dtype(L, params[i].dtype);
-                lua_setfield(L, -2, "dtype");
-                lua_pushinteger(L, (lua_Integer)params[i].numel);
-                lua_setfield(L, -2, "numel");
+                tcl_lua_push_param(L, params[i].dtype, params[i].numel);
                 lua_rawseti(L, -2, (lua_Integer)i + 1);
             }
             return 1;

@@ -421,14 +421,6 @@ static int cuda_program_tostring(lua_State *L) {
     return 1;
 }
 
-static void push_sizes(lua_State *L, const uint32_t v[3]) {
-    lua_createtable(L, 3, 0);
-    for (int i = 0; i < 3; i++) {
-        lua_pushinteger(L, v[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-}
-
 static int cuda_program_index(lua_State *L) {
     tcl_cuda_program *p = check_cuda_program(L, 1);
     const char *k = lua_tostring(L, 2);
@@ -437,18 +429,14 @@ static int cuda_program_index(lua_State *L) {
         if (!strcmp(k, "entry")) { lua_pushstring(L, tcl_cuda_program_entry(p)); return 1; }
         if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_nparams(p)); return 1; }
         if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_bytes(p)); return 1; }
-        if (!strcmp(k, "global_size")) { push_sizes(L, tcl_cuda_program_launch(p).grid); return 1; }
-        if (!strcmp(k, "local_size")) { push_sizes(L, tcl_cuda_program_launch(p).block); return 1; }
+        if (!strcmp(k, "global_size")) { tcl_lua_push_sizes(L, tcl_cuda_program_launch(p).grid); return 1; }
+        if (!strcmp(k, "local_size")) { tcl_lua_push_sizes(L, tcl_cuda_program_launch(p).block); return 1; }
         if (!strcmp(k, "params")) {
             size_t n = tcl_cuda_program_nparams(p);
             const tcl_cuda_param *params = tcl_cuda_program_params(p);
             lua_createtable(L, (int)n, 0);
             for (size_t i = 0; i < n; i++) {
-                lua_createtable(L, 0, 2);
-                tcl_lua_push_dtype(L, params[i].dtype);
-                lua_setfield(L, -2, "dtype");
-                lua_pushinteger(L, (lua_Integer)params[i].numel);
-                lua_setfield(L, -2, "numel");
+                tcl_lua_push_param(L, params[i].dtype, params[i].numel);
                 lua_rawseti(L, -2, (lua_Integer)i + 1);
             }
             return 1;

@@ -363,12 +363,20 @@ static int program_tostring(lua_State *L) {
     return 1;
 }
 
-static void push_sizes(lua_State *L, const uint32_t v[3]) {
+void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]) {
     lua_createtable(L, 3, 0);
     for (int i = 0; i < 3; i++) {
         lua_pushinteger(L, v[i]);
         lua_rawseti(L, -2, i + 1);
     }
+}
+
+void tcl_lua_push_param(lua_State *L, tcl_dtype dtype, size_t numel) {
+    lua_createtable(L, 0, 2);
+    tcl_lua_push_dtype(L, dtype);
+    lua_setfield(L, -2, "dtype");
+    lua_pushinteger(L, (lua_Integer)numel);
+    lua_setfield(L, -2, "numel");
 }
 
 static int program_index(lua_State *L) {
@@ -386,17 +394,13 @@ static int program_index(lua_State *L) {
                 tcl_dtype dtype;
                 size_t numel;
                 tcl_emu_program_param(p, i, &dtype, &numel);
-                lua_createtable(L, 0, 2);
-                tcl_lua_push_dtype(L, dtype);
-                lua_setfield(L, -2, "dtype");
-                lua_pushinteger(L, (lua_Integer)numel);
-                lua_setfield(L, -2, "numel");
+                tcl_lua_push_param(L, dtype, numel);
                 lua_rawseti(L, -2, (lua_Integer)i + 1);
             }
             return 1;
         }
-        if (!strcmp(k, "global_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.global); return 1; }
-        if (!strcmp(k, "local_size")) { tcl_launch l = tcl_emu_program_launch(p); push_sizes(L, l.local); return 1; }
+        if (!strcmp(k, "global_size")) { tcl_launch l = tcl_emu_program_launch(p); tcl_lua_push_sizes(L, l.global); return 1; }
+        if (!strcmp(k, "local_size")) { tcl_launch l = tcl_emu_program_launch(p); tcl_lua_push_sizes(L, l.local); return 1; }
         if (!strcmp(k, "local_bytes")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_local_bytes(p)); return 1; }
         if (!strcmp(k, "nbarriers")) { lua_pushinteger(L, (lua_Integer)tcl_emu_program_nbarriers(p)); return 1; }
     }

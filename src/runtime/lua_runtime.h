@@ -4,6 +4,7 @@
 #define TCLC_LUA_RUNTIME_H
 
 #include <lua.h>
+#include <stdint.h>
 
 #include "buffer.h"
 #include "core/lua_export.h"
@@ -17,5 +18,9 @@ tcl_buffer *tcl_lua_test_buffer(lua_State *L, int idx);
 /* Pushes a new Buffer userdata that holds nothing yet and returns its slot: the caller stores
  * the buffer there (the userdata's finalizer frees it), so a Lua error never leaks one. */
 tcl_buffer **tcl_lua_push_buffer_slot(lua_State *L);
+/* What every device's Program binding shows: a kernel slot as {dtype =, numel =}, and a launch's
+ * three sizes as a list. */
+void tcl_lua_push_param(lua_State *L, tcl_dtype dtype, size_t numel);
+void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]);
 
 #endif
