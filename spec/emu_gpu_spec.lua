@@ -7,6 +7,7 @@ local tcl = require "tcl"
 local rt = require "tcl.runtime"
 
 local u = tcl.uop
+local kernels = require "spec.support.kernels"
 local IDX, I32, F32 = tcl.dtype "index", tcl.dtype "int32", tcl.dtype "float32"
 
 local function error_of(fn, ...)
@@ -18,19 +19,7 @@ end
 local function run_error(p, bufs) return error_of(p.run, p, bufs) end
 
 -- A linear program under construction: add() builds a node and appends it once, so the list
--- is in the order of the add() calls (execution order).
-local function builder()
-  local list, seen = {}, {}
-  local function add(op, dtype, src, arg)
-    local n = u(op, dtype, src, arg)
-    if not seen[n] then
-      seen[n] = true
-      list[#list + 1] = n
-    end
-    return n
-  end
-  return list, add
-end
+local builder = kernels.builder -- a linear program: list, add(op, dtype, src, arg)
 
 -- The node helpers of one program.
 local function kit(add)

@@ -20,19 +20,7 @@ local function error_of(fn, ...)
   return tostring(err)
 end
 
--- A linear program under construction: add() builds a node and appends it once.
-local function builder()
-  local list, seen = {}, {}
-  local function add(op, dtype, src, arg)
-    local n = u(op, dtype, src, arg)
-    if not seen[n] then
-      seen[n] = true
-      list[#list + 1] = n
-    end
-    return n
-  end
-  return list, add
-end
+local builder = require("spec.support.kernels").builder -- a linear program: list, add(op, dtype, src, arg)
 
 local function const(add, dtype, v) return add("CONST", dtype, nil, v) end
 

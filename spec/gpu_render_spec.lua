@@ -144,18 +144,7 @@ end
 ---------------------------------------------------------------------------------------------
 -- linear programs
 
-local function builder()
-  local list, seen = {}, {}
-  local function add(op, dtype, src, arg)
-    local n = u(op, dtype, src, arg)
-    if not seen[n] then
-      seen[n] = true
-      list[#list + 1] = n
-    end
-    return n
-  end
-  return list, add
-end
+local builder = K.builder -- a linear program: list, add(op, dtype, src, arg)
 
 local function const(add, dtype, v) return add("CONST", dtype, nil, v) end
 

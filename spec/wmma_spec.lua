@@ -17,7 +17,7 @@ local nvrtc = require "tcl.nvrtc"
 local stub = require "tcl.codegen.metal_stub"
 local helper = require "spec.support.helper"
 
-local u = tcl.uop
+local kernels = require "spec.support.kernels"
 local IDX, F32 = tcl.dtype "index", tcl.dtype "float32"
 
 local function error_of(fn, ...)
@@ -50,19 +50,7 @@ SHAPES[3] = {}
 for k, v in pairs(SHAPES[1]) do SHAPES[3][k] = v end
 SHAPES[3].name, SHAPES[3].input = "m16n8k16_bf16_f32", "bfloat16"
 
--- A linear program under construction: add() appends each new node once, in call order.
-local function builder()
-  local list, seen = {}, {}
-  local function add(op, dtype, src, arg)
-    local n = u(op, dtype, src, arg)
-    if not seen[n] then
-      seen[n] = true
-      list[#list + 1] = n
-    end
-    return n
-  end
-  return list, add, seen
-end
+local builder = kernels.builder -- a linear program: list, add(op, dtype, src, arg)
 
 local function kit(add)
   local k = {}

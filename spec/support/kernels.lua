@@ -1,5 +1,5 @@
 -- spec/support/kernels.lua — builders of kernel ASTs (src/core/ENCODINGS.md, "Kernels") for the
--- specs that lower and run kernels by hand (emu_spec, lower_spec). Index arithmetic can use the
+-- specs that lower, render and run kernels by hand (emu_spec, lower_spec, the GPU specs). Index arithmetic can use the
 -- node operators (tcl.uop): add(a, b) is a + b.
 local tcl = require "tcl"
 
@@ -7,6 +7,21 @@ local M = {}
 
 local u = tcl.uop
 local IDX = tcl.dtype "index"
+
+--- A linear program under construction: returns the list and add(op, dtype, src, arg), which
+-- builds a node and appends it the first time (and the set of nodes appended).
+function M.builder()
+  local list, seen = {}, {}
+  local function add(op, dtype, src, arg)
+    local n = u(op, dtype, src, arg)
+    if not seen[n] then
+      seen[n] = true
+      list[#list + 1] = n
+    end
+    return n
+  end
+  return list, add, seen
+end
 
 --- Kernel argument `slot`: a buffer of n elements of dtype dt.
 function M.param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
