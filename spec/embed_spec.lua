@@ -13,6 +13,23 @@ local function have(program)
   return helper.run("command -v " .. program) == 0
 end
 
+-- Runs a check program of examples/embed (one "ok"/"FAILED" line per check, then
+-- "<name>: N passed, M failed"): no failure, at least `minimum` checks, exit status 0.
+local function passes_every_check(name, timeout, minimum)
+  local status, out, err = helper.run("timeout " .. timeout .. " " .. q(examples .. "/tcl_embed_" .. name))
+  assert.are.equal("", err)
+  local failures = {}
+  for line in out:gmatch("[^\n]+") do
+    if line:match("^FAILED") then failures[#failures + 1] = line end
+  end
+  assert.are.same({}, failures)
+  local passed, failed = out:match(name .. ": (%d+) passed, (%d+) failed\n$")
+  assert.is_not_nil(passed, "no summary line; output:\n" .. out)
+  assert.are.equal("0", failed)
+  assert.is_true(tonumber(passed) >= minimum)
+  assert.are.equal(0, status)
+end
+
 describe("embedding", function()
   describe("the example host (examples/embed/host.c)", function()
     local status, out, err
@@ -42,35 +59,13 @@ describe("embedding", function()
 
   describe("the API check program (examples/embed/api_check.c)", function()
     it("passes every check", function()
-      local status, out, err = helper.run("timeout 120 " .. q(examples .. "/tcl_embed_api_check"))
-      assert.are.equal("", err)
-      local failures = {}
-      for line in out:gmatch("[^\n]+") do
-        if line:match("^FAILED") then failures[#failures + 1] = line end
-      end
-      assert.are.same({}, failures)
-      local passed, failed = out:match("api_check: (%d+) passed, (%d+) failed\n$")
-      assert.is_not_nil(passed, "no summary line; output:\n" .. out)
-      assert.are.equal("0", failed)
-      assert.is_true(tonumber(passed) >= 80)
-      assert.are.equal(0, status)
+      passes_every_check("api_check", 120, 80)
     end)
   end)
 
   describe("the tensor check program (examples/embed/tensor_check.c)", function()
     it("passes every check of tensors, handles and their errors", function()
-      local status, out, err = helper.run("timeout 300 " .. q(examples .. "/tcl_embed_tensor_check"))
-      assert.are.equal("", err)
-      local failures = {}
-      for line in out:gmatch("[^\n]+") do
-        if line:match("^FAILED") then failures[#failures + 1] = line end
-      end
-      assert.are.same({}, failures)
-      local passed, failed = out:match("tensor_check: (%d+) passed, (%d+) failed\n$")
-      assert.is_not_nil(passed, "no summary line; output:\n" .. out)
-      assert.are.equal("0", failed)
-      assert.is_true(tonumber(passed) >= 65)
-      assert.are.equal(0, status)
+      passes_every_check("tensor_check", 300, 65)
     end)
   end)
 
