@@ -10,6 +10,7 @@ local uop_helpers = require "tcl.uop"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local shapes = require "tcl.shape"
+local transfers = require "tcl.schedule.transfers"
 
 local wrap = class.wrap
 local same = shapes.equal
@@ -140,6 +141,7 @@ end
 --- t's values on another device: a COPY whose arg names the device (tcl.schedule.transfers
 -- runs it when the result is realized).
 function M.to_device(t, device)
+  transfers.copies_made = true
   return node("COPY", t.uop.dtype, { t }, device, M.copy_shape(t), device)
 end
 

@@ -15,6 +15,9 @@ local shapes = require "tcl.shape"
 
 local M = {}
 
+--- Set once a device copy node exists in this state (tcl.api.nodes.to_device sets it).
+M.copies_made = false
+
 --- Whether node is a copy to another device.
 function M.is_transfer(node)
   return node.op == "COPY" and type(node.arg) == "string"
@@ -47,6 +50,9 @@ end
 -- buffers on their target devices. run(outputs, opts) realizes a graph on one device (the
 -- scheduler's run, which calls back here for the copies below).
 function M.resolve(outputs, run, recorder)
+  -- realizes without a device copy anywhere in this state skip the walk below (every realize
+  -- comes here; Tensor.to sets the flag when it makes the first copy node)
+  if not M.copies_made then return outputs end
   local any = false
   local sink = core.uop("SINK", nil, outputs)
   for _, node in ipairs(sink:toposort()) do
