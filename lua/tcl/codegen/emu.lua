@@ -14,6 +14,9 @@
 -- cached apart.
 local runtime = require "tcl.runtime"
 local env = require "tcl.env"
+local core = require "tcl.core"
+
+local FLOAT64 = core.dtype "float64"
 
 local M = {
   device = "EMU",
@@ -52,9 +55,12 @@ local function dump_source(job)
   local path = env.RENDER_DUMP .. "/" .. name .. ext
   local existing = io.open(path, "rb")
   if existing then existing:close() return end
+  if dialect == "metal" then -- Metal has no float64: such kernels have no Metal source to check
+    for _, u in ipairs(job.list) do
+      if u.dtype == FLOAT64 then return end
+    end
+  end
   local ok, source = pcall(require("tcl.gpu").render, job.list, { dialect = dialect, name = name })
-  -- a type the target lacks (Metal has no float64) is the target's limit, not a renderer bug
-  if not ok and tostring(source):find("has no float64", 1, true) then return end
   if not ok then error(string.format("kernel '%s': rendering to %s failed: %s", job.name, dialect, source), 0) end
   local f = assert(io.open(path, "wb"))
   f:write("/* ", job.name, " */\n", source)
