@@ -12,5 +12,6 @@ files["bench/intern_bench.lua"] = { read_globals = { "tcl", "Tensor" } }
 -- its host calls
 files["examples/embed/classifier.lua"] = { read_globals = { "tcl", "Tensor" }, globals = { "classify", "classify_lazy" } }
 
--- Build trees hold no sources of ours
-exclude_files = { "build*/**" }
+-- Build trees and the GPU bundle (scripts/gpu_bundle.sh: copies of busted's modules) hold no
+-- sources of ours
+exclude_files = { "build*/**", ".gpu/**" }

@@ -3,7 +3,8 @@
 -- before it applies TC, and the pass "tensor cores" (tcl.codegen.tensor_cores) lowers what
 -- match() found. Layer: heuristics (it reads kernels only).
 --
--- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k)) where a depends on the output range m and
+-- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k)) (or of CAST(MUL(a, b)) to float32: the
+-- product of float16 tensors) where a depends on the output range m and
 -- the reduce range k but not on the output range n, b on k and n but not m (other output
 -- ranges, a batch, may appear in both), the inputs of the shape's dtype (float16 or bfloat16
 -- loads widened to float32, or float32 for Metal's shape), m, n, k multiples of the shape's
@@ -70,6 +71,9 @@ function M.match(sink, gpu)
   if red.arg ~= "ADD" or #red.src ~= 2 or red.dtype ~= F32 then return nil, "not a float32 sum over one range" end
   local k = red.src[2]
   local mul = red.src[1]
+  -- a product of narrow floats widened afterwards (a matmul of float16 tensors multiplies in
+  -- float16, then sums in float32): tensor cores multiply exactly, so they take it too
+  if mul.op == "CAST" and mul.src[1].op == "MUL" and mul.src[1].dtype ~= F32 then mul = mul.src[1] end
   if mul.op ~= "MUL" then return nil, "the summand is not a product" end
   local store = stores[1]
   local outputs = {}
