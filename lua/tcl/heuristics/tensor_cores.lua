@@ -139,6 +139,51 @@ function M.configs(found, threads_max)
   return out
 end
 
+--- Workgroups a large GPU runs at once (an H100 has 132 SMs): choose() shrinks the blocks
+-- rather than leave SMs idle.
+M.PARALLEL_WORKGROUPS = 132
+--- choose()'s limits: warps per workgroup (4: 128 threads), tiles per warp along m and along
+-- n (4 x 4 tiles: 64 float accumulators per lane, registers left for the fragments).
+M.CHOOSE_MAX_WARPS = 4
+M.CHOOSE_MAX_TILES = 4
+
+-- Whether list a is lexicographically greater than list b (of the same length).
+local function greater(a, b)
+  for i = 1, #a do
+    if a[i] ~= b[i] then return a[i] > b[i] end
+  end
+  return false
+end
+
+--- The workgroups a configuration launches for the kernel match() found.
+function M.workgroups(found, c)
+  local bm, bn = M.block(found.shape, c)
+  local count = found.m.src[1].arg // bm * (found.n.src[1].arg // bn)
+  for _, r in ipairs(found.outputs) do
+    if r ~= found.m and r ~= found.n then count = count * r.src[1].arg end
+  end
+  return count
+end
+
+--- The heuristic's configuration for the kernel match() found (threads_max: the target's
+-- limit, or nil). Within choose()'s limits, in order of preference: at least
+-- PARALLEL_WORKGROUPS workgroups (else as many as possible: small tiles), the largest block
+-- (each loaded element feeds more products), the squarest block (fewest loads for its
+-- area), more warps (latency hidden), more tiles per warp (fragments reused), more warps
+-- along m. A 4096 x 4096 float16 matmul gets 2 x 2 warps of 4 x 4 tiles (128 x 64 blocks).
+function M.choose(found, threads_max)
+  local best, best_key
+  for _, c in ipairs(M.configs(found, threads_max)) do
+    if c.wm * c.wn <= M.CHOOSE_MAX_WARPS and c.tm <= M.CHOOSE_MAX_TILES and c.tn <= M.CHOOSE_MAX_TILES then
+      local bm, bn = M.block(found.shape, c)
+      local key = { math.min(M.workgroups(found, c), M.PARALLEL_WORKGROUPS), bm * bn, -(bm + bn), c.wm * c.wn,
+        c.tm * c.tn, c.wm, M.arg_of(c) }
+      if not best_key or greater(key, best_key) then best, best_key = c, key end
+    end
+  end
+  return best
+end
+
 local function depends_on(u, r)
   for _, x in ipairs(u:toposort()) do if x == r then return true end end
   return false
