@@ -1,7 +1,7 @@
 -- tcl.heuristics.tensor_cores — which kernels tensor cores take, the tile configurations of
 -- the opt TC, and the shapes and fragment layouts of src/core/wmma.c as the lowering needs
--- them: the GPU heuristic asks match() and picks a configuration before it applies TC, BEAM
--- tries the configurations that fit (configs()), and the pass "tensor cores"
+-- them: the GPU heuristic asks match() and picks a configuration (choose()) before it applies
+-- TC, BEAM times a handful of the configurations that fit (beam_actions()), and the pass "tensor cores"
 -- (tcl.codegen.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
 --
 -- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k)) where a depends on the output range m and
@@ -146,6 +146,20 @@ M.PARALLEL_WORKGROUPS = 132
 -- n (4 x 4 tiles: 64 float accumulators per lane, registers left for the fragments).
 M.CHOOSE_MAX_WARPS = 4
 M.CHOOSE_MAX_TILES = 4
+
+--- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
+-- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
+M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244 }
+
+--- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
+-- that fit it (and threads_max, when given).
+function M.beam_actions(found, threads_max)
+  local out = {}
+  for _, arg in ipairs(M.BEAM_ARGS) do
+    if M.check(found, M.config(arg), threads_max) then out[#out + 1] = { "TC", 1, arg } end
+  end
+  return out
+end
 
 -- Whether list a is lexicographically greater than list b (of the same length).
 local function greater(a, b)
