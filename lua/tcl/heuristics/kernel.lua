@@ -144,7 +144,7 @@ local function tc_misfit(self, amount)
   local tensor_cores = require "tcl.heuristics.tensor_cores"
   local found, why = tensor_cores.match(self._k:graph(), self.caps.gpu)
   if not found then return "TC: " .. why end
-  local config, bad = tensor_cores.config(amount or 0)
+  local config = tensor_cores.config(amount or 0)
   if not config then return nil end -- src/opt names the problem
   local _, misfit = tensor_cores.check(found, config, self.caps.threads_max)
   return misfit

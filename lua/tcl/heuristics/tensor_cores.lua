@@ -66,6 +66,17 @@ local function member(list, v)
   return false
 end
 
+-- c when its fields are in WARPS and TILES, else nil and why not.
+local function valid(c)
+  if not (member(WARPS, c.wm) and member(WARPS, c.wn)) then
+    return nil, string.format("the warps along m and n (%s, %s) must each be 1, 2 or 4", c.wm, c.wn)
+  end
+  if not (member(TILES, c.tm) and member(TILES, c.tn)) then
+    return nil, string.format("the tiles per warp along m and n (%s, %s) must each be 1, 2, 4 or 8", c.tm, c.tn)
+  end
+  return c
+end
+
 --- { wm =, wn =, tm =, tn = } of TC's amount, or nil and why it is not a configuration (the
 -- callers name the opt).
 function M.config(arg)
@@ -73,22 +84,15 @@ function M.config(arg)
   if math.type(arg) ~= "integer" or arg < 1111 or arg > 4488 then
     return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244)", tostring(arg))
   end
-  local c = { wm = arg // 1000, wn = arg // 100 % 10, tm = arg // 10 % 10, tn = arg % 10 }
-  if not (member(WARPS, c.wm) and member(WARPS, c.wn)) then
-    return nil, string.format("the warps along m and n (%d, %d) must each be 1, 2 or 4", c.wm, c.wn)
-  end
-  if not (member(TILES, c.tm) and member(TILES, c.tn)) then
-    return nil, string.format("the tiles per warp along m and n (%d, %d) must each be 1, 2, 4 or 8", c.tm, c.tn)
-  end
-  return c
+  return valid { wm = arg // 1000, wn = arg // 100 % 10, tm = arg // 10 % 10, tn = arg % 10 }
 end
 
---- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1).
+--- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1); an
+-- invalid configuration is an error.
 function M.arg_of(c)
-  local wm, wn, tm, tn = c.wm or 1, c.wn or 1, c.tm or 1, c.tn or 1
-  local arg = wm * 1000 + wn * 100 + tm * 10 + tn
-  local ok, why = M.config(arg)
+  local ok, why = valid { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
   if not ok then error(why, 2) end
+  local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
   return arg == 1111 and 0 or arg
 end
 
