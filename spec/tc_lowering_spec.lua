@@ -1,13 +1,19 @@
--- spec/tc_lowering_spec.lua — matmuls on tensor cores: the opt TC (src/opt/kernel_opt.c), the
--- GPU heuristic's choice (tcl.heuristics.gpu, tcl.heuristics.tensor_cores.match) and the pass
--- "tensor cores" (tcl.codegen.tensor_cores), run on EMU's GPU mode with CUDA's capabilities
--- (float16 and bfloat16 inputs, m16n8k16) and Metal's (float32, m8n8k8): values against a
--- naive double-precision product, the programs' WMMA, and the kernels the pass leaves alone.
+-- spec/tc_lowering_spec.lua — matmuls on tensor cores: the opt TC and its tile configurations
+-- (src/opt/kernel_opt.c, tcl.heuristics.tensor_cores: config, arg_of, check), the GPU
+-- heuristic's choice (tcl.heuristics.gpu, tensor_cores.match and choose), BEAM's TC seeds
+-- (tcl.codegen.beam) and the pass "tensor cores" (tcl.codegen.tensor_cores), run on EMU's GPU
+-- mode with CUDA's capabilities (float16 and bfloat16 inputs, m16n8k16) and Metal's (float32,
+-- m8n8k8): values against a naive double-precision product (operands are multiples of 1/8, so
+-- every sum is exact), the programs' WMMA and launch sizes, and the kernels the pass leaves alone.
 local env = require "tcl.env"
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
 local lower = require "tcl.codegen.lower"
 local opt = require "tcl.opt"
+local optimize = require "tcl.codegen.optimize"
+local beam = require "tcl.codegen.beam"
+local tensor_cores = require "tcl.heuristics.tensor_cores"
+local kernel_api = require "tcl.heuristics.kernel"
 local targets = require "tcl.codegen.gpu_targets"
 local emu = require "tcl.codegen.emu"
 local splitmix = require "spec.support.splitmix"
@@ -38,8 +44,8 @@ local function operands(m, k, n, dtype, seed)
   return a, b
 end
 
-local function naive(a, b)
-  local A, B = a:float():tolist(), b:float():tolist()
+-- The product of A (m x k) and B (k x n), nested lists, in Lua's doubles.
+local function naive_lists(A, B)
   local out = {}
   for i = 1, #A do
     out[i] = {}
@@ -50,6 +56,29 @@ local function naive(a, b)
     end
   end
   return out
+end
+
+local function naive(a, b) return naive_lists(a:float():tolist(), b:float():tolist()) end
+
+-- The launch of a program's dump: workgroups, threads per workgroup.
+local function launch_of(listing)
+  local gx, gy, gz, lx, ly, lz = listing:match("global %((%d+),(%d+),(%d+)%) local %((%d+),(%d+),(%d+)%)")
+  assert(gx, "no launch in the listing")
+  return tonumber(gx) * tonumber(gy) * tonumber(gz), tonumber(lx) * tonumber(ly) * tonumber(lz), tonumber(lx)
+end
+
+-- Runs fn with a heuristic that gives the matmul kernel TC(1, arg) and every other kernel
+-- nothing; a heuristic failure (an invalid TC) fails the spec instead of a warning.
+local function with_tc(arg, fn)
+  local saved_warn = optimize.warn
+  optimize.warn = function(line) error(line, 0) end
+  optimize.set_heuristic(function(k)
+    if tensor_cores.match(k:graph(), k.caps.gpu) then k:apply("TC", 1, arg) end
+  end)
+  local ok, err = pcall(fn)
+  optimize.set_heuristic(nil)
+  optimize.warn = saved_warn
+  assert(ok, err)
 end
 
 local function compiled(t)
@@ -90,6 +119,172 @@ describe("tensor cores on EMU's GPU mode", function()
   end)
 end)
 
+describe("tensor-core tile configurations on EMU's GPU mode", function()
+  for _, case in ipairs {
+    { target = "CUDA", dtype = "float16", m = 64, k = 32, n = 32, tc = { wm = 2, wn = 2, tm = 1, tn = 2 } },
+    { target = "CUDA", dtype = "float16", m = 64, k = 48, n = 64, tc = { wm = 1, wn = 2, tm = 4, tn = 2 } },
+    { target = "CUDA", dtype = "bfloat16", m = 128, k = 16, n = 64, tc = { wm = 2, wn = 2, tm = 4, tn = 4 } },
+    { target = "CUDA", dtype = "float16", m = 64, k = 16, n = 128, tc = { wm = 4, wn = 1, tm = 1, tn = 8 } },
+    { target = "CUDA", dtype = "float16", m = 32, k = 32, n = 48, tc = { wm = 2, wn = 1, tm = 1, tn = 2 },
+      relu = true },
+    { target = "METAL", dtype = "float32", m = 32, k = 16, n = 32, tc = { wm = 2, wn = 2, tm = 2, tn = 2 } },
+    { target = "METAL", dtype = "float32", m = 64, k = 24, n = 16, tc = { wm = 4, wn = 1, tm = 2, tn = 2 },
+      relu = true },
+    { target = "METAL", dtype = "float32", m = 16, k = 8, n = 64, tc = { wm = 1, wn = 2, tm = 1, tn = 4 } },
+  } do
+    local arg = tensor_cores.arg_of(case.tc)
+    it(string.format("compute %dx%d @ %dx%d (%s, %s) with TC(1,%d)%s exactly: %d warps per workgroup", case.m, case.k,
+      case.k, case.n, case.dtype, case.target, arg, case.relu and " and a relu epilogue" or "",
+      case.tc.wm * case.tc.wn), function()
+      on_target(case.target, function()
+        with_tc(arg, function()
+          local a, b = operands(case.m, case.k, case.n, case.dtype, arg + case.m)
+          local product = a:float():matmul(b:float()) - 1.5
+          if case.relu then product = product:relu() end
+          local want = naive(a, b)
+          for i = 1, case.m do
+            for j = 1, case.n do
+              want[i][j] = want[i][j] - 1.5
+              if case.relu and want[i][j] < 0 then want[i][j] = 0 end
+            end
+          end
+          local listing = compiled(product).program:dump()
+          assert.matches("WMMA", listing, 1, true)
+          local shape = tensor_cores.SHAPES[case.target == "CUDA" and "m16n8k16_f16_f32" or "m8n8k8_f32_f32"]
+          local workgroups, threads, x = launch_of(listing)
+          assert.are.equal(32 * case.tc.wm * case.tc.wn, threads)
+          assert.are.equal(32, x) -- the lanes of a warp are consecutive threads
+          assert.are.equal(case.m // (case.tc.wm * case.tc.tm * shape.m) * (case.n // (case.tc.wn * case.tc.tn *
+            shape.n)), workgroups)
+          assert.are.same(want, product:tolist())
+        end)
+      end)
+    end)
+  end
+
+  it("compute a batched matmul with TC(1,2212), each batch its own workgroups", function()
+    on_target("CUDA", function()
+      with_tc(2212, function()
+        local rng = splitmix.new(11)
+        local function values(count)
+          local out = {}
+          for i = 1, count do out[i] = rng:integer(-16, 16) / 8 end
+          return out
+        end
+        local a = Tensor(values(3 * 32 * 16), { device = "EMU" }):reshape(3, 32, 16):cast("float16")
+        local b = Tensor(values(3 * 16 * 64), { device = "EMU" }):reshape(3, 16, 64):cast("float16")
+        local product = a:float():matmul(b:float())
+        local listing = compiled(product).program:dump()
+        assert.matches("WMMA", listing, 1, true)
+        local workgroups, threads = launch_of(listing)
+        assert.are.equal(128, threads)
+        assert.are.equal(3 * 1 * 2, workgroups) -- blocks of 32 x 32
+        local A, B = a:float():tolist(), b:float():tolist()
+        local want = {}
+        for batch = 1, 3 do want[batch] = naive_lists(A[batch], B[batch]) end
+        assert.are.same(want, product:tolist())
+      end)
+    end)
+  end)
+end)
+
+describe("TC's tile configurations", function()
+  it("are encoded as 0 or the digits WM WN TM TN, and decoded back", function()
+    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1 }, tensor_cores.config(0))
+    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1 }, tensor_cores.config(2481))
+    assert.are.equal(2244, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 4 })
+    assert.are.equal(0, tensor_cores.arg_of {})
+    assert.are.equal(1218, tensor_cores.arg_of { wn = 2, tn = 8 })
+    for _, arg in ipairs { 0, 1112, 2244, 4488, 4411 } do
+      assert.are.equal(arg, tensor_cores.arg_of(tensor_cores.config(arg)))
+    end
+    local ok, why = tensor_cores.config(3111)
+    assert.is_nil(ok)
+    assert.are.equal("the warps along m and n (3, 1) must each be 1, 2 or 4", why)
+    ok, why = tensor_cores.config(1163)
+    assert.is_nil(ok)
+    assert.are.equal("the tiles per warp along m and n (6, 3) must each be 1, 2, 4 or 8", why)
+    assert.is_nil((tensor_cores.config(5)))
+    local fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
+    assert.is_false(fine)
+    assert.matches("the warps along m and n (8, 1) must each be 1, 2 or 4", err, 1, true)
+  end)
+end)
+
+-- The parts of a f16 (CUDA) or f32 (Metal) matmul m x k @ k x n that match() finds, with the
+-- target; the operands are never realized.
+local function found_for(target_name, m, k, n, batch)
+  local target = targets.get(target_name)
+  local dtype = target_name == "CUDA" and "float16" or "float32"
+  local a = Tensor.empty(batch or 1, m, k, { device = "EMU", dtype = dtype })
+  local b = Tensor.empty(batch or 1, k, n, { device = "EMU", dtype = dtype })
+  local product = a:float():matmul(b:float())
+  if not batch then product = product:reshape(m, n) end
+  local sched = schedule.create({ product.uop }, { device = "EMU" })
+  return assert(tensor_cores.match(sched.kernels[#sched.kernels].ast, target.gpu)), target
+end
+
+describe("the GPU heuristic's tile configuration", function()
+  for _, case in ipairs {
+    -- large: 2 x 2 warps of 4 x 4 tiles, 128 x 64 blocks (2048 workgroups)
+    { target = "CUDA", m = 4096, k = 4096, n = 4096, want = 2244, workgroups = 2048 },
+    { target = "CUDA", m = 2048, k = 1024, n = 2048, want = 2244, workgroups = 512 },
+    -- 128 x 64 blocks would give 128 workgroups, fewer than 132 SMs: 64 x 64 ones
+    { target = "CUDA", m = 1024, k = 1024, n = 1024, want = 2224, workgroups = 256 },
+    -- a batch counts: 4 x 8 x 16 = 512 workgroups of 128 x 64
+    { target = "CUDA", m = 1024, k = 64, n = 1024, batch = 4, want = 2244, workgroups = 512 },
+    -- 96 rows: only blocks of 16 or 32 rows divide them; 32 x 64 blocks keep 192 workgroups
+    { target = "CUDA", m = 96, k = 256, n = 4096, want = 2214, workgroups = 192 },
+    -- tiny: every tile its own workgroup, and still fewer than 132
+    { target = "CUDA", m = 64, k = 64, n = 64, want = 0, workgroups = 32 },
+    { target = "METAL", m = 4096, k = 4096, n = 4096, want = 2244, workgroups = 4096 },
+    -- Metal's tiles are 8 x 8: 2 x 2 warps of one tile each, 16 x 16 blocks, 256 workgroups
+    { target = "METAL", m = 256, k = 256, n = 256, want = 2211, workgroups = 256 },
+  } do
+    it(string.format("is TC(1,%d) for %s%dx%d @ %dx%d (%s)", case.want, case.batch and (case.batch .. " x ") or "",
+      case.m, case.k, case.k, case.n, case.target), function()
+      local found, target = found_for(case.target, case.m, case.k, case.n, case.batch)
+      local config = tensor_cores.choose(found, target.gpu.threads_max)
+      assert.are.equal(case.want, tensor_cores.arg_of(config))
+      assert.are.equal(case.workgroups, tensor_cores.workgroups(found, config))
+    end)
+  end
+
+  it("is what the pipeline lowers a matmul with", function()
+    on_target("CUDA", function()
+      local a, b = operands(128, 16, 256, "float16", 5) -- 32 workgroups of 16 x 8 at most: one warp, one tile
+      local product = a:float():matmul(b:float())
+      local workgroups, threads = launch_of(compiled(product).program:dump())
+      assert.are.same({ 256, 32 }, { workgroups, threads })
+      assert.are.same(naive(a, b), product:tolist())
+    end)
+  end)
+end)
+
+describe("BEAM on a tensor-core matmul", function()
+  it("times TC's tile configurations that fit, and its kernel computes the product", function()
+    on_target("CUDA", function()
+      local saved_level, saved_beam, saved_mutate = env.CACHELEVEL, env.BEAM, beam.hooks.mutate
+      local timed = {}
+      env.CACHELEVEL, env.BEAM, beam.quiet = 0, 2, true
+      beam.hooks.mutate = function(sink) -- the other kernels (the casts) are searched too
+        if sink.arg[2]:find("TC(", 1, true) then timed[#timed + 1] = sink.arg[2] end
+      end
+      local ok, err = pcall(function()
+        local a, b = operands(64, 16, 64, "float16", 9)
+        local product = a:float():matmul(b:float())
+        assert.are.same(naive(a, b), product:tolist())
+        -- of BEAM_ARGS, those with blocks of at most 64 x 64 (each candidate once)
+        table.sort(timed)
+        assert.are.same({ "TC(1,0)", "TC(1,1112)", "TC(1,1121)", "TC(1,1122)", "TC(1,1244)", "TC(1,2222)",
+          "TC(1,2224)" }, timed)
+      end)
+      env.CACHELEVEL, env.BEAM, beam.quiet, beam.hooks.mutate = saved_level, saved_beam, false, saved_mutate
+      assert(ok, err)
+    end)
+  end)
+end)
+
 describe("the opt TC", function()
   local function matmul_kernel(caps)
     local a, b = operands(16, 16, 8, "float16", 3)
@@ -108,8 +303,59 @@ describe("the opt TC", function()
     ok, err = pcall(other.apply, other, "TC", 1, 0)
     assert.is_false(ok)
     assert.matches("TC must be the first opt", tostring(err), 1, true)
-    ok, err = pcall(k.apply, matmul_kernel(targets.get("CUDA").opt_caps()), "TC", 1, 4)
+    ok, err = pcall(k.apply, matmul_kernel(targets.get("CUDA").opt_caps()), "TC", 2, 0)
     assert.is_false(ok)
-    assert.matches("TC takes axis 1 and amount 0", tostring(err), 1, true)
+    assert.matches("TC takes axis 1", tostring(err), 1, true)
+  end)
+
+  it("takes a valid tile configuration, and says what is wrong with an invalid one", function()
+    local caps = targets.get("CUDA").opt_caps()
+    local function refusal(amount, kernel_caps)
+      local ok, err = matmul_kernel(kernel_caps or caps):try_apply("TC", 1, amount)
+      assert.is_false(ok)
+      return err
+    end
+    assert.is_true((matmul_kernel(caps):try_apply("TC", 1, 4488)))
+    assert.matches("invalid opt TC(1,4): TC's amount is 0 (one warp, one tile) or the four digits WM WN TM TN",
+      refusal(4), 1, true)
+    assert.matches("TC's warps along m and n (its first two digits) must each be 1, 2 or 4", refusal(3111), 1, true)
+    assert.matches("TC's tiles per warp along m and n (its last two digits) must each be 1, 2, 4 or 8",
+      refusal(1163), 1, true)
+    local small = targets.get("CUDA").opt_caps()
+    small.threads_max = 128
+    assert.matches("invalid opt TC(1,2411): a workgroup of 8 warps is 256 threads, the device allows 128",
+      refusal(2411, small), 1, true)
+  end)
+
+  it("is refused by the heuristics' kernel when the matmul's sizes do not fit the configuration", function()
+    local caps = targets.get("CUDA").opt_caps()
+    local info = { name = "matmul", device = "EMU", caps = caps }
+    local k = kernel_api.wrap(matmul_kernel(caps), info) -- 16 x 16 @ 16 x 8
+    local ok, err = k:try_apply("TC", 1, 2111)
+    assert.is_false(ok)
+    assert.are.equal("invalid opt TC(1,2111): m (16) is not a multiple of WM*TM*16 = 2*1*16 = 32", err)
+    ok, err = k:try_apply("TC", 1, 1112)
+    assert.is_false(ok)
+    assert.are.equal("invalid opt TC(1,1112): n (8) is not a multiple of WN*TN*8 = 1*2*8 = 16", err)
+    assert.has_error(function() k:apply("TC", 1, 1211) end,
+      "invalid opt TC(1,1211): n (8) is not a multiple of WN*TN*8 = 2*1*8 = 16")
+    assert.is_true((k:try_apply("TC", 1, 0)))
+    local elementwise = schedule.create({ (Tensor.ones(16, 8, { device = "EMU" }) * 2).uop }, { device = "EMU" })
+    local e = kernel_api.wrap(opt.kernel(elementwise.kernels[#elementwise.kernels].ast, caps), info)
+    ok, err = e:try_apply("TC", 1, 0)
+    assert.is_false(ok)
+    assert.matches("invalid opt TC(1,0): TC: not one reduction stored once", err, 1, true)
+  end)
+
+  it("that src/opt accepts but the sizes do not fit fails the lowering with the reason", function()
+    on_target("CUDA", function()
+      local a, b = operands(32, 16, 8, "float16", 4)
+      local sched = schedule.create({ a:float():matmul(b:float()).uop }, { device = "EMU" })
+      local k = opt.kernel(sched.kernels[#sched.kernels].ast, targets.get("CUDA").opt_caps())
+      k:apply("TC", 1, 2212) -- src/opt sees no sizes: 2 x 1 tiles of 16 rows fit 32, 2 x 2 of 8 columns do not fit 8
+      local ok, err = pcall(lower.compile, k:sink(), { device = "EMU", noopt = true })
+      assert.is_false(ok)
+      assert.matches("TC(1,2212): n (8) is not a multiple of WN*TN*8 = 2*2*8 = 32", tostring(err), 1, true)
+    end)
   end)
 end)

@@ -66,7 +66,17 @@ static uint64_t next_random(uint64_t *s) { /* xorshift64* */
     return *s * 2685821657736338717ull;
 }
 
-/* Whether a kernel with this graph was measured already. */
+/* What tells candidates apart: the graph, and TC's amount when TC was applied (TC is a marker
+ * that leaves the graph as it is: the pass "tensor cores" lowers the kernel by its amount, so
+ * the tile configurations, and the kernel without TC, are different candidates). */
+static uint64_t identity(const tcl_opt_kernel *k) {
+    uint64_t h = tcl_opt_kernel_graph(k)->content_hash;
+    if (tcl_opt_kernel_napplied(k) > 0 && tcl_opt_kernel_applied(k, 0)->op == TCL_OPT_TC)
+        h = (h ^ ((uint64_t)tcl_opt_kernel_applied(k, 0)->amount + 1)) * 0x100000001b3ull; /* FNV-1a's prime */
+    return h;
+}
+
+/* Whether a kernel with this identity was measured already. */
 static bool seen_before(const uint64_t *seen, size_t nseen, uint64_t h) {
     for (size_t i = 0; i < nseen; i++)
         if (seen[i] == h) return true;
@@ -122,7 +132,7 @@ tcl_status tcl_beam_search(tcl_opt_kernel *const *seeds, size_t nseeds, const tc
     /* the seeds */
     size_t n = 0;
     for (size_t i = 0; i < nseeds; i++) {
-        uint64_t h = tcl_opt_kernel_graph(seeds[i])->content_hash;
+        uint64_t h = identity(seeds[i]);
         if (seen_before(seen, nseen, h)) continue;
         seen[nseen++] = h;
         if (!(batch[n] = tcl_opt_kernel_copy(seeds[i]))) { st = tcl_ctx_status(ctx); goto done; }
@@ -154,7 +164,7 @@ tcl_status tcl_beam_search(tcl_opt_kernel *const *seeds, size_t nseeds, const tc
                     if (tcl_ctx_status(ctx) == TCL_ERR_MEMORY) { st = TCL_ERR_MEMORY; goto done; }
                     continue;
                 }
-                uint64_t h = tcl_opt_kernel_graph(c)->content_hash;
+                uint64_t h = identity(c);
                 if (seen_before(seen, nseen, h) || n >= cap) {
                     tcl_opt_kernel_free(c);
                     continue;

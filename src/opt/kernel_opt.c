@@ -698,6 +698,23 @@ static const char *kblock_obstacle(const tcl_opt_kernel *k, const tcl_uop *r) {
     return NULL;
 }
 
+/* NULL when amount is a valid TC tile configuration (kernel_opt.h), with the warps of its
+ * workgroup in *warps; else why it is not. */
+static const char *tc_config_warps(int64_t amount, int64_t *warps) {
+    *warps = 1;
+    if (amount == 0) return NULL;
+    if (amount < 1111 || amount > 4488)
+        return "TC's amount is 0 (one warp, one tile) or the four digits WM WN TM TN (warps per workgroup along m and "
+               "n: 1, 2 or 4; tensor-core tiles per warp along m and n: 1, 2, 4 or 8), e.g. 2244";
+    int64_t wm = amount / 1000, wn = amount / 100 % 10, tm = amount / 10 % 10, tn = amount % 10;
+    bool warps_ok = (wm == 1 || wm == 2 || wm == 4) && (wn == 1 || wn == 2 || wn == 4);
+    bool tiles_ok = (tm == 1 || tm == 2 || tm == 4 || tm == 8) && (tn == 1 || tn == 2 || tn == 4 || tn == 8);
+    if (!warps_ok) return "TC's warps along m and n (its first two digits) must each be 1, 2 or 4";
+    if (!tiles_ok) return "TC's tiles per warp along m and n (its last two digits) must each be 1, 2, 4 or 8";
+    *warps = wm * wn;
+    return NULL;
+}
+
 tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
     const tcl_opt_range *r = NULL;
     int64_t amount = 0;
@@ -707,8 +724,14 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
     if (opt.op == TCL_OPT_TC) {
         if (caps->tensor_cores <= 0) return invalid(k, opt, NULL, "this device's renderer has no tensor cores");
         if (k->napplied > 0) return invalid(k, opt, NULL, "TC must be the first opt");
-        if (opt.axis != 0 || opt.amount != 0)
-            return invalid(k, opt, NULL, "TC takes axis 1 and amount 0 (the renderer's tensor-core shape)");
+        if (opt.axis != 0) return invalid(k, opt, NULL, "TC takes axis 1 (the renderer's tensor-core shape)");
+        int64_t warps;
+        const char *why = tc_config_warps(opt.amount, &warps);
+        if (why) return invalid(k, opt, NULL, "%s", why);
+        if (caps->threads_max > 0 && warps * TCL_OPT_TC_WARP > caps->threads_max)
+            return invalid(k, opt, NULL,
+                           "a workgroup of %" PRId64 " warps is %" PRId64 " threads, the device allows %" PRId64, warps,
+                           warps * TCL_OPT_TC_WARP, caps->threads_max);
         /* a marker: the pass "tensor cores" (tcl.codegen.tensor_cores) rewrites the whole kernel
          * into warp tiles, so no other opt may reshape its ranges first or after */
         k->tc_applied = true;

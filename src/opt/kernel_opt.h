@@ -62,6 +62,12 @@ typedef enum tcl_optop {
     TCL_OPTOP_COUNT
 } tcl_optop;
 
+/* TC's amount is its tile configuration: 0 for one warp computing one tensor-core tile, else
+ * the four decimal digits WM WN TM TN (2244: 2 x 2 warps per workgroup along m and n, each
+ * computing 4 x 4 tiles): WM, WN in {1, 2, 4}, TM, TN in {1, 2, 4, 8}. tcl.heuristics.
+ * tensor_cores decodes it (config, arg_of) and checks what the opt cannot see (the sizes). */
+#define TCL_OPT_TC_WARP 32 /* threads of one warp */
+
 /* Limits of the validity checks (tinygrad's where it has one). */
 #define TCL_OPT_UPCAST_MAX 16      /* one UPCAST */
 #define TCL_OPT_UNROLL_MAX 32      /* one UNROLL */

@@ -12,7 +12,9 @@
 -- times, stopping early past 3x the best time, and the minimum counts; a candidate whose
 -- outputs differ from the unoptimized kernel's (relative 1e-3) is dropped, with a warning at
 -- DEBUG >= 1. The beam is seeded with the heuristic's kernel and the prefixes of its opt list
--- (the unoptimized kernel when the heuristic applies nothing).
+-- (the unoptimized kernel when the heuristic applies nothing), and for a matmul the target's
+-- tensor cores take, with TC in each tile configuration of tcl.heuristics.tensor_cores.
+-- beam_actions that fits it (TC admits no other opt, so these are not reached by rounds).
 --
 -- The winner's opts are stored in the on-disk cache (tcl.env: CACHELEVEL, CACHE_DIR; entries
 -- are checksummed by runtime.cache_write) under the kernel's content hash, the device, the
@@ -26,6 +28,7 @@ local env = require "tcl.env"
 local runtime = require "tcl.runtime"
 local bounds = require "tcl.bounds"
 local core = require "tcl.core"
+local tensor_cores = require "tcl.heuristics.tensor_cores"
 
 local M = { hooks = {}, seed = 1, runs = 3, quiet = false }
 
@@ -228,6 +231,13 @@ function M.search(k, sink, ctx, width, info)
   if heuristic then
     local applied = heuristic:opts()
     for n = #applied - 1, 1, -1 do seeds[#seeds + 1] = with_opts(k, applied, n) end
+  end
+  -- TC must be the first and only opt: its tile configurations are no neighbours of other
+  -- kernels (nor of the unoptimized one once a round dropped it), so each is a seed
+  local caps = info.caps or {}
+  local found = (caps.tensor_cores or 0) > 0 and tensor_cores.match(sink, caps.gpu)
+  for _, action in ipairs(found and tensor_cores.beam_actions(found, caps.threads_max) or {}) do
+    seeds[#seeds + 1] = with_opts(k, { action })
   end
   local best = opt.beam_search(seeds, { width = width, seed = M.seed, progress = not M.quiet,
     label = tostring(ctx.name) }, measure)

@@ -3,12 +3,20 @@
 -- hand-written pass of the pipeline, for GPU renderers with tensor cores).
 --
 -- The kernel (what tcl.heuristics.tensor_cores.match accepts): STOREs of f(REDUCE(ADD,
--- MUL(a, b), k)), a over (m, k), b over (k, n). It becomes one warp (32 lanes, a workgroup) per
--- M x N tile of the output: tiles of m and n (and the other output ranges) as global ranges,
--- the lane as a local one, a loop over K-steps in which each lane loads its A and B fragment
--- registers (a and b with m, k, n replaced by the positions of the layout) and its C fragment
--- from a register array, and WMMA nodes out = 0..C-1 store the new accumulators back; after
--- the loop, each lane stores f of each accumulator at its C positions.
+-- MUL(a, b), k)), a over (m, k), b over (k, n). TC's amount is a tile configuration
+-- (tcl.heuristics.tensor_cores.config): a workgroup of WM x WN warps, each computing TM x TN
+-- tiles of the shape's M x N, so a workgroup computes a block of BM = WM*TM*M rows and
+-- BN = WN*TN*N columns. The kernel becomes:
+--   blocks of m and n (and the other output ranges) as global ranges; the warp along m, the
+--   warp along n and the lane (32) as local ranges, made in that order so that the lane has
+--   the largest axis id (the pass "gpu dims" gives it dim x: a warp is 32 consecutive
+--   threads); ranges of size 1 are left out;
+--   one register array of TM*TN*C accumulators per lane, zeroed;
+--   a loop over K-steps in which each lane loads the A fragments of its TM tiles and the B
+--   fragments of its TN tiles once (a and b with m, k, n replaced by the positions of the
+--   layout), and each of the TM*TN products (WMMA nodes out = 0..C-1 on the same A, B and
+--   C registers) stores its new accumulators back;
+--   after the loop, each lane stores f of each accumulator at its C position.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
 local P = require "tcl.pattern"
@@ -24,12 +32,45 @@ local position = tensor_cores.position
 
 local function const(v) return new("CONST", INDEX, nil, v) end
 
-function M.run(sink, ctx)
+-- The sum of terms, each nil (nothing), an integer or an index expression; no zero terms, so
+-- that the index arithmetic has no `x*0` or `x + 0` (this pass runs after the simplifier).
+local function sum(terms)
+  local total, offset = nil, 0
+  for _, t in pairs(terms) do
+    if math.type(t) == "integer" then offset = offset + t
+    elseif t then total = total and total + t or t end
+  end
+  if not total then return const(offset) end
+  return offset ~= 0 and total + const(offset) or total
+end
+
+-- r * scale, or nil when r is absent (a range of size 1 left out).
+local function scaled(r, scale)
+  if not r then return nil end
+  return scale == 1 and r or r * const(scale)
+end
+
+-- TC's amount in the kernel's opts text ("TC(1,2244)"), or nil when the kernel has no TC.
+local function tc_amount(sink)
   local opts = type(sink.arg) == "table" and sink.arg[2]
-  if type(opts) ~= "string" or not opts:find("TC(", 1, true) then return sink end
+  if type(opts) ~= "string" then return nil end
+  local amount = opts:match("TC%(%d+,(%d+)%)")
+  return amount and math.tointeger(tonumber(amount))
+end
+
+function M.run(sink, ctx)
+  local amount = tc_amount(sink)
+  if not amount then return sink end
   local found, why = tensor_cores.match(sink, ctx.renderer.gpu)
   if not found then error("TC: " .. why, 0) end
+  local config, bad = tensor_cores.config(amount)
+  if not config then error(string.format("TC(1,%d): %s", amount, bad), 0) end
+  local fits, misfit = tensor_cores.check(found, config, ctx.renderer.gpu.threads_max)
+  if not fits then error(string.format("TC(1,%d): %s", amount, misfit), 0) end
+
   local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local block_m, block_n = tensor_cores.block(shape, config)
+  local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
   local next_axis = 0
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" and type(u.arg) == "table" and u.arg[1] >= next_axis then next_axis = u.arg[1] + 1 end
@@ -39,53 +80,100 @@ function M.run(sink, ctx)
     next_axis = next_axis + 1
     return r
   end
-  local tile_m, tile_n = range(m.src[1].arg // shape.m, "global"), range(n.src[1].arg // shape.n, "global")
-  local lane = range(32, "local")
+  -- every range of the lane's position in the launch, outermost first; a range of size 1 is
+  -- left out (nil: its index is 0)
+  local launch = {}
+  for _, r in ipairs(found.outputs) do if r ~= m and r ~= n then launch[#launch + 1] = r end end
+  local function optional_range(size, kind)
+    if size == 1 then return nil end
+    local r = range(size, kind)
+    launch[#launch + 1] = r
+    return r
+  end
+  local block_row = optional_range(m.src[1].arg // block_m, "global")
+  local block_col = optional_range(n.src[1].arg // block_n, "global")
+  local warp_row = optional_range(config.wm, "local")
+  local warp_col = optional_range(config.wn, "local")
+  local lane = range(tensor_cores.WARP, "local")
+  launch[#launch + 1] = lane
   local step = range(k.src[1].arg // shape.k, "reduce")
-  local others = {}
-  for _, r in ipairs(found.outputs) do if r ~= m and r ~= n then others[#others + 1] = r end end
 
-  local acc = new("DEFINE_REG", F32, nil, { 0, shape.regs[3] })
-  local function acc_at(i, after)
-    return new("INDEX", F32, { new("AFTER", F32, { acc, table.unpack(after) }), const(i) })
+  -- the first row of the warp's tile i (0-based) and the first column of its tile j
+  local function tile_row(i)
+    return { scaled(block_row, block_m), scaled(warp_row, config.tm * shape.m), i * shape.m }
+  end
+  local function tile_col(j)
+    return { scaled(block_col, block_n), scaled(warp_col, config.tn * shape.n), j * shape.n }
+  end
+  local function plus(terms, x)
+    local out = { table.unpack(terms, 1, 3) }
+    out[4] = x
+    return sum(out)
+  end
+  local k_base = { scaled(step, shape.k) }
+
+  local tiles = config.tm * config.tn
+  local acc = new("DEFINE_REG", F32, nil, { 0, tiles * regs_c })
+  local function acc_at(i, j, reg, after)
+    return new("INDEX", F32, { new("AFTER", F32, { acc, table.unpack(after) }),
+      const((i * config.tn + j) * regs_c + reg) })
   end
   local init = {}
-  for i = 0, shape.regs[3] - 1 do
-    init[#init + 1] = new("STORE", VOID, { acc_at(i, { tile_m, tile_n, lane, table.unpack(others) }),
-      new("CONST", F32, nil, 0.0) })
+  for i = 0, config.tm - 1 do
+    for j = 0, config.tn - 1 do
+      for reg = 0, regs_c - 1 do
+        init[#init + 1] = new("STORE", VOID, { acc_at(i, j, reg, launch), new("CONST", F32, nil, 0.0) })
+      end
+    end
   end
   local init_done = new("GROUP", VOID, init)
-  local sources = {}
-  for i = 0, shape.regs[1] - 1 do
-    local row, col = position(shape, "A", lane, i)
-    sources[#sources + 1] = P.substitute(found.a, { [m] = tile_m * const(shape.m) + row,
-      [k] = step * const(shape.k) + col })
+
+  -- each fragment is loaded once per K-step and used by TN (A) or TM (B) products
+  local a_frags, b_frags = {}, {}
+  for i = 0, config.tm - 1 do
+    a_frags[i] = {}
+    for reg = 0, regs_a - 1 do
+      local row, col = position(shape, "A", lane, reg)
+      a_frags[i][reg + 1] = P.substitute(found.a, { [m] = plus(tile_row(i), row), [k] = plus(k_base, col) })
+    end
   end
-  for i = 0, shape.regs[2] - 1 do
-    local row, col = position(shape, "B", lane, i)
-    sources[#sources + 1] = P.substitute(found.b, { [k] = step * const(shape.k) + row,
-      [n] = tile_n * const(shape.n) + col })
-  end
-  for i = 0, shape.regs[3] - 1 do
-    sources[#sources + 1] = new("LOAD", F32, { acc_at(i, { init_done, step }) })
+  for j = 0, config.tn - 1 do
+    b_frags[j] = {}
+    for reg = 0, regs_b - 1 do
+      local row, col = position(shape, "B", lane, reg)
+      b_frags[j][reg + 1] = P.substitute(found.b, { [k] = plus(k_base, row), [n] = plus(tile_col(j), col) })
+    end
   end
   local updates = {}
-  for i = 0, shape.regs[3] - 1 do
-    local d = new("WMMA", F32, sources, { found.name, i })
-    updates[#updates + 1] = new("STORE", VOID, { acc_at(i, { init_done, step }), d })
+  for i = 0, config.tm - 1 do
+    for j = 0, config.tn - 1 do
+      local sources = { table.unpack(a_frags[i]) }
+      for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
+      for reg = 0, regs_c - 1 do
+        sources[#sources + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, step }) })
+      end
+      for reg = 0, regs_c - 1 do
+        local d = new("WMMA", F32, sources, { found.name, reg })
+        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg, { init_done, step }), d })
+      end
+    end
   end
   local loop = new("END", VOID, { new("GROUP", VOID, updates), step })
 
   -- the epilogue at each of the lane's C positions
   local stores = {}
-  for i = 0, shape.regs[3] - 1 do
-    local row, col = position(shape, "C", lane, i)
-    local total = new("LOAD", F32, { acc_at(i, { loop }) })
-    local map = { [found.reduce] = total, [m] = tile_m * const(shape.m) + row, [n] = tile_n * const(shape.n) + col }
-    stores[#stores + 1] = P.substitute(found.store, map)
+  for i = 0, config.tm - 1 do
+    for j = 0, config.tn - 1 do
+      for reg = 0, regs_c - 1 do
+        local row, col = position(shape, "C", lane, reg)
+        local total = new("LOAD", F32, { acc_at(i, j, reg, { loop }) })
+        local map = { [found.reduce] = total, [m] = plus(tile_row(i), row), [n] = plus(tile_col(j), col) }
+        stores[#stores + 1] = P.substitute(found.store, map)
+      end
+    end
   end
   local body = new("GROUP", VOID, stores)
-  for _, r in ipairs { lane, tile_n, tile_m, table.unpack(others) } do body = new("END", VOID, { body, r }) end
+  for i = #launch, 1, -1 do body = new("END", VOID, { body, launch[i] }) end
   return new("SINK", VOID, { body }, sink.arg, sink.tag)
 end
 

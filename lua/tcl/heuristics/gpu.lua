@@ -4,7 +4,10 @@
 --
 -- In order:
 --  0. A matmul of float16/bfloat16 (CUDA) or float32 (Metal) inputs that the target's tensor
---     cores take gets TC alone: the pass "tensor cores" turns it into warp tiles of WMMA.
+--     cores take gets TC alone, with the tile configuration tcl.heuristics.tensor_cores.choose
+--     picks (blocks as large as the sizes divide, up to 2 x 2 warps of 4 x 4 tiles, smaller
+--     when there would be fewer workgroups than a large GPU has SMs): the pass "tensor cores"
+--     turns it into warp tiles of WMMA.
 --  1. Small outputs of long reductions: the reduction is shared by a workgroup (GROUPTOP):
 --     each thread reduces a slice, the partials meet in local memory. Without it a kernel
 --     like sum() would run its whole reduction on one thread.
@@ -35,9 +38,9 @@ end
 function M.optimize(k)
   -- a matmul the target's tensor cores take: TC, and nothing else (the pass lowers it whole)
   local gpu = k.caps.gpu
-  if (k.caps.tensor_cores or 0) > 0 and tensor_cores.match(k:graph(), gpu) and k:try_apply("TC", 1, 0) then
-    return
-  end
+  local found = (k.caps.tensor_cores or 0) > 0 and tensor_cores.match(k:graph(), gpu)
+  local config = found and tensor_cores.choose(found, k.caps.threads_max)
+  if config and k:try_apply("TC", 1, tensor_cores.arg_of(config)) then return end
   local threads = 1
   local reduce = k:axes("reduce")
   if #reduce > 0 and k:output_size() <= M.GROUP_MAX_OUTPUTS and reduce[1].size >= M.GROUP_MIN_STEPS then

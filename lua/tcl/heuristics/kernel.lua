@@ -18,7 +18,8 @@
 --   kernel:reduce_ops()  { "ADD", "MAX", ... } of the kernel's reductions
 --   kernel:output_size() product of the sizes of the non-reduce axes
 --   kernel:work()        product of all axis sizes (one step of the innermost body each)
---   kernel:apply(op, axis, amount)      raises the opt's error when it is invalid
+--   kernel:apply(op, axis, amount)      raises the opt's error when it is invalid (TC: also when
+--                                       the kernel is no matmul its tile configuration fits)
 --   kernel:try_apply(op, axis, amount)  true, or false and the error; the kernel is unchanged
 --   kernel:opts()        the opts applied so far: { { op, axis, amount }, ... }
 --   kernel:graph()       the kernel's SINK as it stands
@@ -136,12 +137,31 @@ function Kernel:work()
   return n
 end
 
+-- TC's checks that need the kernel's matmul (tcl.heuristics.tensor_cores): nil when TC(axis,
+-- amount) can be lowered, else why not. (src/opt checks the rest: the amount's digits, the
+-- workgroup's threads, that TC comes first.)
+local function tc_misfit(self, amount)
+  local tensor_cores = require "tcl.heuristics.tensor_cores"
+  local found, why = tensor_cores.match(self._k:graph(), self.caps.gpu)
+  if not found then return "TC: " .. why end
+  local config = tensor_cores.config(amount or 0)
+  if not config then return nil end -- src/opt names the problem
+  local _, misfit = tensor_cores.check(found, config, self.caps.threads_max)
+  return misfit
+end
+
 function Kernel:apply(op, axis, amount)
+  local why = op == "TC" and tc_misfit(self, amount)
+  if why then error(string.format("invalid opt TC(%s,%s): %s", tostring(axis), tostring(amount), why), 2) end
   self._k:apply(op, axis, amount)
   return self
 end
 
-function Kernel:try_apply(op, axis, amount) return self._k:try_apply(op, axis, amount) end
+function Kernel:try_apply(op, axis, amount)
+  local why = op == "TC" and tc_misfit(self, amount)
+  if why then return false, string.format("invalid opt TC(%s,%s): %s", tostring(axis), tostring(amount), why) end
+  return self._k:try_apply(op, axis, amount)
+end
 
 function Kernel:opts() return self._k:opts() end
 

@@ -1,19 +1,29 @@
--- tcl.heuristics.tensor_cores — which kernels tensor cores take, and the shapes and fragment
--- layouts of src/core/wmma.c as the lowering needs them: the GPU heuristic asks match()
--- before it applies TC, and the pass "tensor cores" (tcl.codegen.tensor_cores) lowers what
--- match() found. Layer: heuristics (it reads kernels only).
+-- tcl.heuristics.tensor_cores — which kernels tensor cores take, the tile configurations of
+-- the opt TC, and the shapes and fragment layouts of src/core/wmma.c as the lowering needs
+-- them: the GPU heuristic asks match() and picks a configuration (choose()) before it applies
+-- TC, BEAM times a handful of the configurations that fit (beam_actions()), and the pass "tensor cores"
+-- (tcl.codegen.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
 --
 -- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k)) (or of CAST(MUL(a, b)) to float32: the
 -- product of float16 tensors) where a depends on the output range m and
 -- the reduce range k but not on the output range n, b on k and n but not m (other output
 -- ranges, a batch, may appear in both), the inputs of the shape's dtype (float16 or bfloat16
 -- loads widened to float32, or float32 for Metal's shape), m, n, k multiples of the shape's
--- M, N, K. It becomes one warp (32 lanes, a workgroup) per M x N tile of the output:
---   tiles of m and n (and the other output ranges) as global ranges, the lane as a local one,
---   a loop over K-steps in which each lane loads its A and B fragment registers (a and b
---   with m, k, n replaced by the positions of the layout) and the C fragment from a register
---   array, WMMA nodes out = 0..C-1 store the new accumulators back;
---   after the loop, each lane stores f of each accumulator at its C positions.
+-- M, N, K.
+--
+-- TC's amount is its tile configuration (src/opt/kernel_opt.h): a workgroup of WM x WN warps,
+-- each computing TM x TN tiles of the shape, so that a workgroup computes a block of
+-- BM = WM*TM*M rows by BN = WN*TN*N columns. The amount is 0 for 1 x 1 warps of 1 x 1 tiles,
+-- else the four decimal digits WM WN TM TN: TC(1,2244) is 2 x 2 warps of 4 x 4 tiles each.
+-- WM, WN are 1, 2 or 4; TM, TN are 1, 2, 4 or 8. M.config(arg) decodes it, M.arg_of(config)
+-- encodes it, M.check(found, config, threads_max) says whether a configuration fits a kernel.
+--
+-- The lowering: blocks of m and n (and the other output ranges) as global ranges, the warp
+-- along m, the warp along n and the lane (32 of them) as local ones, a loop over K-steps in
+-- which each lane loads the A fragments of its warp's TM tiles and the B fragments of its TN
+-- tiles once and issues TM*TN products (WMMA nodes out = 0..C-1 of each) on them, its C
+-- fragments in a register array; after the loop, each lane stores f of each accumulator at
+-- its C positions.
 -- M.match(sink, target) tells a heuristic whether the pass can lower a kernel.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
@@ -35,14 +45,162 @@ M.SHAPES = SHAPES
 --- (row, col) of register reg of operand ("A", "B" or "C") in lane (index expressions).
 function M.position(shape, operand, lane, reg)
   local function c(v) return new("CONST", INDEX, nil, v) end
-  if shape.m == 8 then return lane // c(4), lane % c(4) * c(2) + c(reg) end
+  local function plus(x, v) return v == 0 and x or x + c(v) end -- no `x + 0` in the kernel
+  if shape.m == 8 then return lane // c(4), plus(lane % c(4) * c(2), reg) end
   local g, t = lane // c(4), lane % c(4)
   if operand == "A" then
-    return g + c(8 * ((reg >> 1) & 1)), t * c(2) + c((reg & 1) + 8 * (reg >> 2))
+    return plus(g, 8 * ((reg >> 1) & 1)), plus(t * c(2), (reg & 1) + 8 * (reg >> 2))
   elseif operand == "B" then
-    return t * c(2) + c((reg & 1) + 8 * (reg >> 1)), g
+    return plus(t * c(2), (reg & 1) + 8 * (reg >> 1)), g
   end
-  return g + c(8 * (reg >> 1)), t * c(2) + c(reg & 1)
+  return plus(g, 8 * (reg >> 1)), plus(t * c(2), reg & 1)
+end
+
+local WARPS = { 1, 2, 4 }
+local TILES = { 1, 2, 4, 8 }
+M.WARPS, M.TILES = WARPS, TILES
+--- Threads of a warp: the lanes that execute one WMMA together.
+M.WARP = 32
+
+local function member(list, v)
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
+
+-- c when its fields are in WARPS and TILES, else nil and why not.
+local function valid(c)
+  if not (member(WARPS, c.wm) and member(WARPS, c.wn)) then
+    return nil, string.format("the warps along m and n (%s, %s) must each be 1, 2 or 4", c.wm, c.wn)
+  end
+  if not (member(TILES, c.tm) and member(TILES, c.tn)) then
+    return nil, string.format("the tiles per warp along m and n (%s, %s) must each be 1, 2, 4 or 8", c.tm, c.tn)
+  end
+  return c
+end
+
+--- { wm =, wn =, tm =, tn = } of TC's amount, or nil and why it is not a configuration (the
+-- callers name the opt).
+function M.config(arg)
+  if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1 } end
+  if math.type(arg) ~= "integer" or arg < 1111 or arg > 4488 then
+    return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244)", tostring(arg))
+  end
+  return valid { wm = arg // 1000, wn = arg // 100 % 10, tm = arg // 10 % 10, tn = arg % 10 }
+end
+
+--- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1); an
+-- invalid configuration is an error.
+function M.arg_of(c)
+  local ok, why = valid { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
+  if not ok then error(why, 2) end
+  local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
+  return arg == 1111 and 0 or arg
+end
+
+--- The block of output a workgroup computes: rows, columns.
+function M.block(shape, c) return c.wm * c.tm * shape.m, c.wn * c.tn * shape.n end
+
+--- true when configuration c fits the kernel match() found (and a workgroup of at most
+-- threads_max threads, when given), else nil and why not.
+function M.check(found, c, threads_max)
+  local bm, bn = M.block(found.shape, c)
+  local rows, cols = found.m.src[1].arg, found.n.src[1].arg
+  if rows % bm ~= 0 then
+    return nil, string.format("m (%d) is not a multiple of WM*TM*%d = %d*%d*%d = %d", rows, found.shape.m, c.wm,
+      c.tm, found.shape.m, bm)
+  end
+  if cols % bn ~= 0 then
+    return nil, string.format("n (%d) is not a multiple of WN*TN*%d = %d*%d*%d = %d", cols, found.shape.n, c.wn,
+      c.tn, found.shape.n, bn)
+  end
+  local threads = c.wm * c.wn * M.WARP
+  if threads_max and threads_max > 0 and threads > threads_max then
+    return nil, string.format("a workgroup of %d x %d warps is %d threads, more than the target's %d", c.wm, c.wn,
+      threads, threads_max)
+  end
+  return true
+end
+
+--- Every configuration that fits the kernel match() found, largest blocks first (then fewer
+-- warps: more work per warp).
+function M.configs(found, threads_max)
+  local out = {}
+  for _, wm in ipairs(WARPS) do
+    for _, wn in ipairs(WARPS) do
+      for _, tm in ipairs(TILES) do
+        for _, tn in ipairs(TILES) do
+          local c = { wm = wm, wn = wn, tm = tm, tn = tn }
+          if M.check(found, c, threads_max) then out[#out + 1] = c end
+        end
+      end
+    end
+  end
+  local function area(c) local bm, bn = M.block(found.shape, c) return bm * bn end
+  table.sort(out, function(x, y)
+    if area(x) ~= area(y) then return area(x) > area(y) end
+    if x.wm * x.wn ~= y.wm * y.wn then return x.wm * x.wn < y.wm * y.wn end
+    return M.arg_of(x) > M.arg_of(y)
+  end)
+  return out
+end
+
+--- Workgroups a large GPU runs at once (an H100 has 132 SMs): choose() shrinks the blocks
+-- rather than leave SMs idle.
+M.PARALLEL_WORKGROUPS = 132
+--- choose()'s limits: warps per workgroup (4: 128 threads), tiles per warp along m and along
+-- n (4 x 4 tiles: 64 float accumulators per lane, registers left for the fragments).
+M.CHOOSE_MAX_WARPS = 4
+M.CHOOSE_MAX_TILES = 4
+
+--- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
+-- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
+M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244 }
+
+--- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
+-- that fit it (and threads_max, when given).
+function M.beam_actions(found, threads_max)
+  local out = {}
+  for _, arg in ipairs(M.BEAM_ARGS) do
+    if M.check(found, M.config(arg), threads_max) then out[#out + 1] = { "TC", 1, arg } end
+  end
+  return out
+end
+
+-- Whether list a is lexicographically greater than list b (of the same length).
+local function greater(a, b)
+  for i = 1, #a do
+    if a[i] ~= b[i] then return a[i] > b[i] end
+  end
+  return false
+end
+
+--- The workgroups a configuration launches for the kernel match() found.
+function M.workgroups(found, c)
+  local bm, bn = M.block(found.shape, c)
+  local count = found.m.src[1].arg // bm * (found.n.src[1].arg // bn)
+  for _, r in ipairs(found.outputs) do
+    if r ~= found.m and r ~= found.n then count = count * r.src[1].arg end
+  end
+  return count
+end
+
+--- The heuristic's configuration for the kernel match() found (threads_max: the target's
+-- limit, or nil). Within choose()'s limits, in order of preference: at least
+-- PARALLEL_WORKGROUPS workgroups (else as many as possible: small tiles), the largest block
+-- (each loaded element feeds more products), the squarest block (fewest loads for its
+-- area), more warps (latency hidden), more tiles per warp (fragments reused), more warps
+-- along m. A 4096 x 4096 float16 matmul gets 2 x 2 warps of 4 x 4 tiles (128 x 64 blocks).
+function M.choose(found, threads_max)
+  local best, best_key
+  for _, c in ipairs(M.configs(found, threads_max)) do
+    if c.wm * c.wn <= M.CHOOSE_MAX_WARPS and c.tm <= M.CHOOSE_MAX_TILES and c.tn <= M.CHOOSE_MAX_TILES then
+      local bm, bn = M.block(found.shape, c)
+      local key = { math.min(M.workgroups(found, c), M.PARALLEL_WORKGROUPS), bm * bn, -(bm + bn), c.wm * c.wn,
+        c.tm * c.tn, c.wm, M.arg_of(c) }
+      if not best_key or greater(key, best_key) then best, best_key = c, key end
+    end
+  end
+  return best
 end
 
 local function depends_on(u, r)
