@@ -12,7 +12,8 @@
 -- the heuristics and with BEAM=GPU_BENCH_BEAM, default 2, 0 skips), ew (a*b+1 on 2^26
 -- float32), sum (2^26 float32), softmax (4096 x 1024), gpt2 (a GPT-2 small layer's forward,
 -- batch 1 x 128 tokens, float32, against torch's TransformerEncoderLayer), tc_configs (the
--- float16 matmul once per tensor-core tile configuration of tcl.heuristics.tensor_cores).
+-- float16 matmul once per tensor-core tile configuration of tcl.heuristics.tensor_cores),
+-- variants (the ew and sum kernels with hand-picked opts, a figure per list of opts).
 -- Each part runs in a child process with DEVICE=CUDA (GPU_BENCH_DEVICE=EMU with EMU_GPU=CUDA
 -- runs the script on the interpreter, for trying it without a GPU at a small N). BENCH_BUILD (default build-rel) names
 -- the build whose bench/gpu_baselines is the baseline; BENCH_RUNS (default 21) the runs per
@@ -149,23 +150,59 @@ function parts.gpt2(tcl)
   if t then figure("gpt2_torch_ms", t, "ms") end
 end
 
--- The float16 matmul with each tile configuration the tensor-core heuristic offers (TC with
--- that arg and nothing else), to see what the tiles are worth on this GPU.
+-- The float16 matmul with each tile configuration BEAM tries (tcl.heuristics.tensor_cores:
+-- TC's amount is the digits WM WN TM TN: warps along m and n, tiles per warp along m and n),
+-- TC with that amount and nothing else, to see what the tiles are worth on this GPU.
 function parts.tc_configs(tcl)
   local tensor_cores = require "tcl.heuristics.tensor_cores"
   local Tensor = tcl.Tensor
   local a = (Tensor.rand(N, N, { device = DEVICE }) - 0.5):cast("float16"):realize()
   local b = (Tensor.rand(N, N, { device = DEVICE }) - 0.5):cast("float16"):realize()
-  for _, config in ipairs(tensor_cores.CONFIGS or { 0 }) do
-    local arg = type(config) == "number" and config or tensor_cores.arg_of(config)
+  for _, arg in ipairs(tensor_cores.BEAM_ARGS) do
     tcl.set_heuristic(function(k) k:apply("TC", 1, arg) end)
     local ok, seconds = pcall(support.jitted_median, tcl, RUNS, function(x, y) return x:matmul(y) end, a, b)
-    local label = type(config) == "table" and string.format("%dx%d_warps_%dx%d_tiles", config.wm, config.wn,
-      config.tm, config.tn) or tostring(arg)
     if ok then
-      figure("tc_" .. label .. "_tflops", 2 * N ^ 3 / seconds * 1e-12, "TFLOP/s")
+      figure(string.format("tc_%04d_tflops", arg), 2 * N ^ 3 / seconds * 1e-12, "TFLOP/s")
     else
-      io.stderr:write("tc config " .. label .. ": " .. tostring(seconds) .. "\n")
+      io.stderr:write(string.format("tc config %04d: %s\n", arg, tostring(seconds)))
+    end
+  end
+  tcl.set_heuristic(nil)
+end
+
+-- Hand-picked opts for the elementwise and the sum kernels (on their large kernel only; the
+-- others keep the default heuristic), to see which shapes this GPU rewards: a figure per list.
+local VARIANTS = {
+  ew = { { { "LOCAL", 1, 256 } }, { { "LOCAL", 1, 128 } }, { { "LOCAL", 1, 512 } }, { { "LOCAL", 1, 1024 } },
+    { { "LOCAL", 1, 256 }, { "UPCAST", 1, 4 } }, { { "LOCAL", 1, 256 }, { "UPCAST", 1, 2 } },
+    { { "UPCAST", 1, 4 }, { "LOCAL", 1, 256 } }, { { "LOCAL", 1, 128 }, { "UPCAST", 1, 4 } } },
+  sum = { { { "GROUP", 1, 256 } }, { { "GROUPTOP", 1, 256 } }, { { "GROUP", 1, 128 } }, { { "GROUP", 1, 512 } },
+    { { "GROUP", 1, 1024 } }, { { "GROUP", 1, 256 }, { "UNROLL", 1, 4 } }, { { "GROUP", 1, 256 }, { "UNROLL", 2, 4 } },
+    { { "GROUP", 1, 128 }, { "LOCAL", 1, 2 } } },
+}
+
+function parts.variants(tcl)
+  local default = require "tcl.heuristics.default"
+  local n = 1 << 26
+  local a, b = tcl.Tensor.rand(n, { device = DEVICE }), tcl.Tensor.rand(n, { device = DEVICE })
+  tcl.realize(a, b)
+  local work = { ew = function(x, y) return x * y + 1 end, sum = function(x) return x:sum() end }
+  for _, what in ipairs { "ew", "sum" } do
+    for _, opts in ipairs(VARIANTS[what]) do
+      local applied
+      tcl.set_heuristic(function(k)
+        if k:work() < n then return default(k) end
+        for _, o in ipairs(opts) do k:try_apply(o[1], o[2], o[3]) end
+        applied = k:opts()
+      end)
+      local ok, seconds = pcall(support.jitted_median, tcl, RUNS, work[what], a, b)
+      local label = {}
+      for i, o in ipairs(type(applied) == "table" and applied or {}) do
+        label[i] = type(o) == "table" and table.concat(o, "_") or tostring(o)
+      end
+      local name = what .. "_" .. (#label > 0 and table.concat(label, "+") or tostring(applied or "none"))
+      if ok then figure(name:gsub("[^%w_+]", "_") .. "_gbs", (what == "ew" and 12 or 4) * n / seconds * 1e-9, "GB/s")
+      else io.stderr:write(name .. ": " .. tostring(seconds) .. "\n") end
     end
   end
   tcl.set_heuristic(nil)
@@ -174,7 +211,7 @@ end
 ---------------------------------------------------------------------------------------------
 -- the parent
 
-local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "gpt2", "tc_configs" }
+local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "gpt2", "tc_configs", "variants" }
 
 local function run_child(what, env_text)
   local command = string.format("%s DEVICE=%s lua5.4 %s --child %s", env_text or "", DEVICE, shell_quote(self_path),

@@ -5,9 +5,11 @@
 #   specs   spec/cuda_device_spec.lua (its GPU tests run) and the Tensor API's specs with
 #           DEVICE=CUDA, one busted process per spec file, in parallel
 #   bench   bench/gpu_bench.lua (parts in GPU_BENCH_PARTS, default all)
+#   beam    the float16 matmul of bench/gpu_bench.lua with BEAM=${GPU_BENCH_BEAM:-2}, its search's
+#           progress streamed to beam.log (BEAM_TIMEOUT, default 240 s)
 #   code    `tcl -e "$GPU_CHECK_CODE"` with DEVICE=CUDA (e.g. DEBUG=4 to see a kernel's source)
 #
-#   scripts/gpu_check.sh [specs] [bench] [code]      (default: specs bench)
+#   scripts/gpu_check.sh [specs] [bench] [beam] [code]      (default: specs bench)
 #
 # Logs go to $OUT (or /tmp/gpu_check) as specs.log and bench.log; the last lines are the spec
 # totals and the benchmark table. SPEC_TIMEOUT and BENCH_TIMEOUT (seconds, default 240 and
@@ -90,11 +92,16 @@ for step in "${steps[@]}"; do
         LUA_CPATH="$build/lua/?.so;${LUA_CPATH:-;}" \
         timeout "${BENCH_TIMEOUT:-300}" lua5.4 bench/gpu_bench.lua ${GPU_BENCH_PARTS:-} 2>&1 | tee "$logs/bench.log"
       ;;
+    beam)
+      LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;$root/?.lua;${LUA_PATH:-;}" \
+        LUA_CPATH="$build/lua/?.so;${LUA_CPATH:-;}" DEVICE=CUDA BEAM="${GPU_BENCH_BEAM:-2}" \
+        timeout "${BEAM_TIMEOUT:-240}" lua5.4 bench/gpu_bench.lua --child mm_f16 2>&1 | tee "$logs/beam.log"
+      ;;
     code)
       DEVICE=CUDA timeout "${SPEC_TIMEOUT:-240}" "$build/tcl" -e "${GPU_CHECK_CODE:-print(Tensor.ones(4):sum():item())}" \
         >"$logs/code.log" 2>&1
       echo "code: exit status $? ($(wc -l <"$logs/code.log") lines in code.log)"
       ;;
-    *) echo "gpu_check: unknown step '$step' (specs, bench, code)" >&2; exit 2 ;;
+    *) echo "gpu_check: unknown step '$step' (specs, bench, beam, code)" >&2; exit 2 ;;
   esac
 done

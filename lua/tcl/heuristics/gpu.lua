@@ -46,7 +46,7 @@ function M.optimize(k)
   if #reduce > 0 and k:output_size() <= M.GROUP_MAX_OUTPUTS and reduce[1].size >= M.GROUP_MIN_STEPS then
     local n = largest_divisor(reduce[1].size, M.GROUP_SIZES, M.LOCAL_MAX)
     -- GROUPTOP counts the reduce axes (1 = the first)
-    if n and k:try_apply("GROUPTOP", 1, n) then threads = n end
+    if n and k:try_apply("GROUP", 1, n) then threads = n end
   end
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
