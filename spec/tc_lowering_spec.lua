@@ -285,6 +285,37 @@ describe("BEAM on a tensor-core matmul", function()
   end)
 end)
 
+describe("BEAM on a float16 product stored as float16", function()
+  it("keeps the tensor-core candidates although their rounding differs from the unoptimized kernel's", function()
+    on_target("CUDA", function()
+      local saved_level, saved_beam = env.CACHELEVEL, env.BEAM
+      env.CACHELEVEL, env.BEAM, beam.quiet = 0, 2, true
+      -- the heuristic applies nothing: only a TC candidate that BEAM kept puts WMMA in the kernel
+      optimize.set_heuristic(function() end)
+      local ok, err = pcall(function()
+        -- random values: the unoptimized kernel rounds each product to float16, tensor cores
+        -- multiply exactly, so outputs differ by an ulp of float16 here and there
+        local rng = splitmix.new(17)
+        local function random_half(rows, cols)
+          local values = {}
+          for i = 1, rows * cols do values[i] = rng:uniform(-1, 1) end
+          return Tensor(values, { device = "EMU" }):reshape(rows, cols):cast("float16"):realize()
+        end
+        local a, b = random_half(64, 64), random_half(64, 64)
+        local product = a:matmul(b)
+        assert.matches("WMMA", compiled(product).program:dump(), 1, true)
+        local got, want = product:float():tolist(), a:float():matmul(b:float()):tolist()
+        for i = 1, 64 do
+          for j = 1, 64 do assert(math.abs(got[i][j] - want[i][j]) <= 2 ^ -8 * (1 + math.abs(want[i][j]))) end
+        end
+      end)
+      env.CACHELEVEL, env.BEAM, beam.quiet = saved_level, saved_beam, false
+      optimize.set_heuristic(nil)
+      assert(ok, err)
+    end)
+  end)
+end)
+
 describe("the opt TC", function()
   local function matmul_kernel(caps)
     local a, b = operands(16, 16, 8, "float16", 3)

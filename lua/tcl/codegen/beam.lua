@@ -10,7 +10,8 @@
 -- a bad opt cannot crash the search; one that fails to compile is skipped; the rest run on
 -- search buffers (inputs filled from the seed, the same for every candidate) at most three
 -- times, stopping early past 3x the best time, and the minimum counts; a candidate whose
--- outputs differ from the unoptimized kernel's (relative 1e-3) is dropped, with a warning at
+-- outputs differ from the unoptimized kernel's (relative 1e-3; 8 epsilons for float16,
+-- bfloat16 and fp8 outputs, whose rounding differs with the order of the sum) is dropped, with a warning at
 -- DEBUG >= 1. The beam is seeded with the heuristic's kernel and the prefixes of its opt list
 -- (the unoptimized kernel when the heuristic applies nothing), and for a matmul the target's
 -- tensor cores take, with TC in each tile configuration of tcl.heuristics.tensor_cores.
@@ -33,6 +34,13 @@ local tensor_cores = require "tcl.heuristics.tensor_cores"
 local M = { hooks = {}, seed = 1, runs = 3, quiet = false }
 
 local TOLERANCE = 1e-3
+-- Narrow float outputs differ by their rounding: a candidate that sums in another order, or
+-- multiplies exactly on tensor cores where the unoptimized kernel rounds each product, is off
+-- by a few of the dtype's ulps. Their tolerance is 8 epsilons (2^-mantissa bits).
+local NARROW_EPSILON = { float16 = 2 ^ -10, bfloat16 = 2 ^ -7, fp8e4m3 = 2 ^ -3, fp8e5m2 = 2 ^ -2 }
+local function tolerance_of(dtype)
+  return math.max(TOLERANCE, 8 * (NARROW_EPSILON[tostring(dtype)] or 0))
+end
 
 local function warn(line) require("tcl.codegen.optimize").warn(line) end
 
@@ -167,7 +175,7 @@ function M.search(k, sink, ctx, width, info)
   local function check(kernel, label)
     for i, slot in ipairs(outputs) do
       local d = buffers[slot]:max_difference(reference[i])
-      if d > TOLERANCE then
+      if d > tolerance_of(buffers[slot].dtype) then
         if env.DEBUG >= 1 then
           warn(string.format("BEAM: kernel '%s' (%s) computes wrong values (difference %g): dropped",
             tostring(kernel.name), label, d))
