@@ -226,18 +226,20 @@ end
 
 describe("the GPU heuristic's tile configuration", function()
   for _, case in ipairs {
-    -- large: 2 x 2 warps of 4 x 4 tiles, 128 x 64 blocks (2048 workgroups)
-    { target = "CUDA", m = 4096, k = 4096, n = 4096, want = 2244, workgroups = 2048 },
-    { target = "CUDA", m = 2048, k = 1024, n = 2048, want = 2244, workgroups = 512 },
-    -- 128 x 64 blocks would give 128 workgroups, fewer than 132 SMs: 64 x 64 ones
+    -- large: 2 x 2 warps of 4 x 8 tiles, 128 x 128 blocks (1024 workgroups)
+    { target = "CUDA", m = 4096, k = 4096, n = 4096, want = 2248, workgroups = 1024 },
+    { target = "CUDA", m = 2048, k = 1024, n = 2048, want = 2248, workgroups = 256 },
+    -- 128 x 64 blocks would give 128 workgroups, fewer than 132 SMs: 64 x 64 ones, of square
+    -- 32 x 32 warp tiles (4 x 1 warps of 1 x 8 tiles make the same block)
     { target = "CUDA", m = 1024, k = 1024, n = 1024, want = 2224, workgroups = 256 },
-    -- a batch counts: 4 x 8 x 16 = 512 workgroups of 128 x 64
-    { target = "CUDA", m = 1024, k = 64, n = 1024, batch = 4, want = 2244, workgroups = 512 },
+    -- a batch counts: 4 x 8 x 8 = 256 workgroups of 128 x 128
+    { target = "CUDA", m = 1024, k = 64, n = 1024, batch = 4, want = 2248, workgroups = 256 },
     -- 96 rows: only blocks of 16 or 32 rows divide them; 32 x 64 blocks keep 192 workgroups
     { target = "CUDA", m = 96, k = 256, n = 4096, want = 2214, workgroups = 192 },
     -- tiny: every tile its own workgroup, and still fewer than 132
     { target = "CUDA", m = 64, k = 64, n = 64, want = 0, workgroups = 32 },
-    { target = "METAL", m = 4096, k = 4096, n = 4096, want = 2244, workgroups = 4096 },
+    -- Metal's 8 x 8 tiles: 128 x 64 blocks of 4 x 1 warps of 4 x 8 tiles (32 x 64 warp tiles)
+    { target = "METAL", m = 4096, k = 4096, n = 4096, want = 4148, workgroups = 2048 },
     -- Metal's tiles are 8 x 8: 2 x 2 warps of one tile each, 16 x 16 blocks, 256 workgroups
     { target = "METAL", m = 256, k = 256, n = 256, want = 2211, workgroups = 256 },
   } do

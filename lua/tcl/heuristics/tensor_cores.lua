@@ -148,9 +148,12 @@ end
 -- rather than leave SMs idle.
 M.PARALLEL_WORKGROUPS = 132
 --- choose()'s limits: warps per workgroup (4: 128 threads), tiles per warp along m and along
--- n (4 x 4 tiles: 64 float accumulators per lane, registers left for the fragments).
+-- n (4 x 8 tiles: 128 float accumulators per lane). Measured on an H200 (4096^3 float16,
+-- bench/gpu_bench.lua tc_configs): 2 x 2 warps of 4 x 8 tiles 65.6 TFLOP/s, of 8 x 4 tiles
+-- 50.7, of 4 x 4 tiles 41.1, 4 x 2 warps of 4 x 4 tiles 46.1.
 M.CHOOSE_MAX_WARPS = 4
-M.CHOOSE_MAX_TILES = 4
+M.CHOOSE_MAX_TILES_M = 4
+M.CHOOSE_MAX_TILES_N = 8
 
 --- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
 -- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
@@ -188,15 +191,16 @@ end
 -- limit, or nil). Within choose()'s limits, in order of preference: at least
 -- PARALLEL_WORKGROUPS workgroups (else as many as possible: small tiles), the largest block
 -- (each loaded element feeds more products), the squarest block (fewest loads for its
--- area), more warps (latency hidden), more tiles per warp (fragments reused), more warps
--- along m. A 4096 x 4096 float16 matmul gets 2 x 2 warps of 4 x 4 tiles (128 x 64 blocks).
+-- area), more warps (latency hidden), more tiles per warp (fragments reused), the squarest
+-- warp tile, more warps along m. A 4096 x 4096 float16 matmul gets 2 x 2 warps of 4 x 8 tiles (128 x 128 blocks).
 function M.choose(found, threads_max)
   local best, best_key
   for _, c in ipairs(M.configs(found, threads_max)) do
-    if c.wm * c.wn <= M.CHOOSE_MAX_WARPS and c.tm <= M.CHOOSE_MAX_TILES and c.tn <= M.CHOOSE_MAX_TILES then
+    if c.wm * c.wn <= M.CHOOSE_MAX_WARPS and c.tm <= M.CHOOSE_MAX_TILES_M and c.tn <= M.CHOOSE_MAX_TILES_N then
       local bm, bn = M.block(found.shape, c)
+      local warp_tile_skew = math.abs(c.tm * found.shape.m - c.tn * found.shape.n)
       local key = { math.min(M.workgroups(found, c), M.PARALLEL_WORKGROUPS), bm * bn, -(bm + bn), c.wm * c.wn,
-        c.tm * c.tn, c.wm, M.arg_of(c) }
+        c.tm * c.tn, -warp_tile_skew, c.wm, M.arg_of(c) }
       if not best_key or greater(key, best_key) then best, best_key = c, key end
     end
   end
