@@ -131,11 +131,20 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
     { target = "METAL", dtype = "float32", m = 64, k = 24, n = 16, tc = { wm = 4, wn = 1, tm = 2, tn = 2 },
       relu = true },
     { target = "METAL", dtype = "float32", m = 16, k = 8, n = 64, tc = { wm = 1, wn = 2, tm = 1, tn = 4 } },
+    -- operands staged through local memory: stages of 64, 32 and 16 elements of K, a relu
+    { target = "CUDA", dtype = "float16", m = 64, k = 128, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true } },
+    { target = "CUDA", dtype = "bfloat16", m = 32, k = 96, n = 32, tc = { wm = 1, wn = 2, tm = 2, tn = 2,
+      staged = true }, relu = true },
+    { target = "CUDA", dtype = "float16", m = 128, k = 16, n = 16, tc = { wm = 4, wn = 1, tm = 2, tn = 2,
+      staged = true } },
+    { target = "METAL", dtype = "float32", m = 32, k = 48, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true } },
   } do
     local arg = tensor_cores.arg_of(case.tc)
-    it(string.format("compute %dx%d @ %dx%d (%s, %s) with TC(1,%d)%s exactly: %d warps per workgroup", case.m, case.k,
-      case.k, case.n, case.dtype, case.target, arg, case.relu and " and a relu epilogue" or "",
-      case.tc.wm * case.tc.wn), function()
+    it(string.format("compute %dx%d @ %dx%d (%s, %s) with TC(1,%d)%s exactly: %d warps per workgroup%s", case.m,
+      case.k, case.k, case.n, case.dtype, case.target, arg, case.relu and " and a relu epilogue" or "",
+      case.tc.wm * case.tc.wn, case.tc.staged and ", operands staged through local memory" or ""), function()
       on_target(case.target, function()
         with_tc(arg, function()
           local a, b = operands(case.m, case.k, case.n, case.dtype, arg + case.m)
@@ -156,6 +165,9 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
           assert.are.equal(32, x) -- the lanes of a warp are consecutive threads
           assert.are.equal(case.m // (case.tc.wm * case.tc.tm * shape.m) * (case.n // (case.tc.wn * case.tc.tn *
             shape.n)), workgroups)
+          -- staged: two tiles in local memory and barriers around each stage; direct: none
+          assert.are.equal(case.tc.staged or false, listing:find("DEFINE_LOCAL", 1, true) ~= nil)
+          assert.are.equal(case.tc.staged or false, listing:find("BARRIER", 1, true) ~= nil)
           assert.are.same(want, product:tolist())
         end)
       end)
@@ -190,12 +202,16 @@ end)
 
 describe("TC's tile configurations", function()
   it("are encoded as 0 or the digits WM WN TM TN, and decoded back", function()
-    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1 }, tensor_cores.config(0))
-    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1 }, tensor_cores.config(2481))
+    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = false }, tensor_cores.config(0))
+    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = false }, tensor_cores.config(2481))
+    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = true }, tensor_cores.config(12481))
+    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = true }, tensor_cores.config(11111))
+    assert.are.equal(12248, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 8, staged = true })
+    assert.are.equal(11111, tensor_cores.arg_of { staged = true })
     assert.are.equal(2244, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 4 })
     assert.are.equal(0, tensor_cores.arg_of {})
     assert.are.equal(1218, tensor_cores.arg_of { wn = 2, tn = 8 })
-    for _, arg in ipairs { 0, 1112, 2244, 4488, 4411 } do
+    for _, arg in ipairs { 0, 1112, 2244, 4488, 4411, 11111, 12244, 14488 } do
       assert.are.equal(arg, tensor_cores.arg_of(tensor_cores.config(arg)))
     end
     local ok, why = tensor_cores.config(3111)
@@ -205,6 +221,9 @@ describe("TC's tile configurations", function()
     assert.is_nil(ok)
     assert.are.equal("the tiles per warp along m and n (6, 3) must each be 1, 2, 4 or 8", why)
     assert.is_nil((tensor_cores.config(5)))
+    assert.is_nil((tensor_cores.config(15111)))
+    assert.matches("with a 1 in front for operands staged through local memory", select(2, tensor_cores.config(20000)),
+      1, true)
     local fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
     assert.is_false(fine)
     assert.matches("the warps along m and n (8, 1) must each be 1, 2 or 4", err, 1, true)
@@ -278,8 +297,8 @@ describe("BEAM on a tensor-core matmul", function()
         assert.are.same(naive(a, b), product:tolist())
         -- of BEAM_ARGS, those with blocks of at most 64 x 64 (each candidate once)
         table.sort(timed)
-        assert.are.same({ "TC(1,0)", "TC(1,1112)", "TC(1,1121)", "TC(1,1122)", "TC(1,1244)", "TC(1,2222)",
-          "TC(1,2224)" }, timed)
+        assert.are.same({ "TC(1,0)", "TC(1,1112)", "TC(1,1121)", "TC(1,1122)", "TC(1,12224)", "TC(1,1244)",
+          "TC(1,2222)", "TC(1,2224)" }, timed)
       end)
       env.CACHELEVEL, env.BEAM, beam.quiet, beam.hooks.mutate = saved_level, saved_beam, false, saved_mutate
       assert(ok, err)
@@ -358,6 +377,26 @@ describe("the opt TC", function()
     small.threads_max = 128
     assert.matches("invalid opt TC(1,2411): a workgroup of 8 warps is 256 threads, the device allows 128",
       refusal(2411, small), 1, true)
+    assert.matches("invalid opt TC(1,12411): a workgroup of 8 warps is 256 threads, the device allows 128",
+      refusal(12411, small), 1, true)
+    assert.matches("for operands staged through local memory (12244)", refusal(20000), 1, true)
+  end)
+
+  it("staged, takes the deepest stage of K that fits the local memory and divides K", function()
+    local found = found_for("CUDA", 256, 4096, 256)
+    -- 2 x 2 warps of 4 x 8 tiles: a 128 x 128 block; depth 64: (128 * 72 + 64 * 136) * 2 bytes
+    local config = tensor_cores.config(12248)
+    assert.are.same({ 64, 35840 }, { tensor_cores.stage_depth(found, config, 48 * 1024) })
+    -- less local memory: a shallower stage
+    assert.are.same({ 32, 18944 }, { tensor_cores.stage_depth(found, config, 32 * 1024) })
+    local none, why = tensor_cores.stage_depth(found, config, 8 * 1024)
+    assert.is_nil(none)
+    assert.matches("no stage of K fits", why, 1, true)
+    assert.is_nil((tensor_cores.check(found, config, 1024, 8 * 1024)))
+    -- unstaged tiles need no local memory
+    assert.is_true(tensor_cores.check(found, tensor_cores.config(2248), 1024, 8 * 1024))
+    -- K of 48: stages of 16 only
+    assert.are.equal(16, (tensor_cores.stage_depth(found_for("CUDA", 128, 48, 128), tensor_cores.config(12244))))
   end)
 
   it("is refused by the heuristics' kernel when the matmul's sizes do not fit the configuration", function()

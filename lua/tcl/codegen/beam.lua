@@ -244,7 +244,7 @@ function M.search(k, sink, ctx, width, info)
   -- kernels (nor of the unoptimized one once a round dropped it), so each is a seed
   local caps = info.caps or {}
   local found = (caps.tensor_cores or 0) > 0 and tensor_cores.match(sink, caps.gpu)
-  for _, action in ipairs(found and tensor_cores.beam_actions(found, caps.threads_max) or {}) do
+  for _, action in ipairs(found and tensor_cores.beam_actions(found, caps.threads_max, caps.local_bytes) or {}) do
     seeds[#seeds + 1] = with_opts(k, { action })
   end
   local best = opt.beam_search(seeds, { width = width, seed = M.seed, progress = not M.quiet,

@@ -38,6 +38,7 @@ local function sum(terms)
   local total, offset = nil, 0
   for _, t in pairs(terms) do
     if math.type(t) == "integer" then offset = offset + t
+    elseif t and t.op == "CONST" then offset = offset + t.arg
     elseif t then total = total and total + t or t end
   end
   if not total then return const(offset) end
@@ -50,12 +51,155 @@ local function scaled(r, scale)
   return scale == 1 and r or r * const(scale)
 end
 
+-- x * factor, folded when x is a constant.
+local function times(x, factor)
+  if x.op == "CONST" then return const(x.arg * factor) end
+  return factor == 1 and x or x * const(factor)
+end
+
 -- TC's amount in the kernel's opts text ("TC(1,2244)"), or nil when the kernel has no TC.
 local function tc_amount(sink)
   local opts = type(sink.arg) == "table" and sink.arg[2]
   if type(opts) ~= "string" then return nil end
   local amount = opts:match("TC%(%d+,(%d+)%)")
   return amount and math.tointeger(tonumber(amount))
+end
+
+-- The loop over K-steps reading each lane's fragments straight from the inputs: each
+-- fragment is loaded once per K-step and used by TN (A) or TM (B) products.
+function M.direct_loop(p)
+  local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
+  local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
+  local step = p.range(k.src[1].arg // shape.k, "reduce")
+  local k_base = { scaled(step, shape.k) }
+  local a_frags, b_frags = {}, {}
+  for i = 0, config.tm - 1 do
+    a_frags[i] = {}
+    for reg = 0, regs_a - 1 do
+      local row, col = position(shape, "A", lane, reg)
+      a_frags[i][reg + 1] = P.substitute(found.a, { [m] = p.plus(p.tile_row(i), row), [k] = p.plus(k_base, col) })
+    end
+  end
+  for j = 0, config.tn - 1 do
+    b_frags[j] = {}
+    for reg = 0, regs_b - 1 do
+      local row, col = position(shape, "B", lane, reg)
+      b_frags[j][reg + 1] = P.substitute(found.b, { [k] = p.plus(k_base, row), [n] = p.plus(p.tile_col(j), col) })
+    end
+  end
+  local updates = {}
+  for i = 0, config.tm - 1 do
+    for j = 0, config.tn - 1 do
+      local sources = { table.unpack(a_frags[i]) }
+      for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
+      for reg = 0, regs_c - 1 do
+        sources[#sources + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, step }) })
+      end
+      for reg = 0, regs_c - 1 do
+        local d = new("WMMA", F32, sources, { found.name, reg })
+        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg, { init_done, step }), d })
+      end
+    end
+  end
+  return new("END", VOID, { new("GROUP", VOID, updates), step })
+end
+
+-- The loop over stages of K with the operands staged through local memory: per stage, the
+-- workgroup's threads copy the block's A slice (BM x depth) and B slice (depth x BN) into
+-- local memory, thread t taking elements t, t + threads, ... (neighbouring threads read
+-- neighbouring elements of a row), rows padded by STAGE_PAD; a barrier; then for each K-step
+-- of the stage every warp reads its fragments from local memory and issues its products,
+-- the accumulators carried from one K-step to the next in registers; a second barrier keeps
+-- the next stage's copies from overwriting what a slower warp still reads.
+function M.staged_loop(p)
+  local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
+  local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
+  local block_m, block_n = tensor_cores.block(shape, config)
+  local depth = tensor_cores.stage_depth(found, config, p.local_bytes)
+  local warp = tensor_cores.WARP
+  local threads = config.wm * config.wn * warp
+  local lda, ldb = depth + tensor_cores.STAGE_PAD, block_n + tensor_cores.STAGE_PAD
+  local a_dtype, b_dtype = found.a.dtype, found.b.dtype
+  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, block_m * lda })
+  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, depth * ldb })
+  local stage = p.range(k.src[1].arg // depth, "reduce")
+  local thread = sum { scaled(p.warp_row, config.wn * warp), scaled(p.warp_col, warp), lane }
+  -- (row, col) of element thread + s*threads of a tile `cols` wide, without a division in
+  -- the loop (threads and cols are powers of two: one divides the other)
+  local function element(s, cols)
+    if cols % threads == 0 then return const(s * threads // cols), sum { thread, s * threads % cols } end
+    return sum { thread // const(cols), s * (threads // cols) }, thread % const(cols)
+  end
+  local k_base = scaled(stage, depth)
+  local copies = {}
+  for s = 0, block_m * depth // threads - 1 do
+    local row, col = element(s, depth)
+    local value = P.substitute(found.a, { [m] = sum { scaled(p.block_row, block_m), row }, [k] = sum { k_base, col } })
+    copies[#copies + 1] = new("STORE", VOID, { new("INDEX", a_dtype, { a_tile, sum { times(row, lda), col } }), value })
+  end
+  for s = 0, depth * block_n // threads - 1 do
+    local row, col = element(s, block_n)
+    local value = P.substitute(found.b, { [k] = sum { k_base, row }, [n] = sum { scaled(p.block_col, block_n), col } })
+    copies[#copies + 1] = new("STORE", VOID, { new("INDEX", b_dtype, { b_tile, sum { times(row, ldb), col } }), value })
+  end
+  local copied = new("BARRIER", VOID, copies)
+  local a_seen = new("AFTER", a_dtype, { a_tile, copied })
+  local b_seen = new("AFTER", b_dtype, { b_tile, copied })
+
+  local current = {} -- current[i][j][reg + 1]: the accumulator's value so far in this stage
+  for i = 0, config.tm - 1 do
+    current[i] = {}
+    for j = 0, config.tn - 1 do
+      current[i][j] = {}
+      for reg = 0, regs_c - 1 do
+        current[i][j][reg + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, stage }) })
+      end
+    end
+  end
+  for kk = 0, depth // shape.k - 1 do
+    local a_frags, b_frags = {}, {}
+    for i = 0, config.tm - 1 do
+      a_frags[i] = {}
+      for reg = 0, regs_a - 1 do
+        local row, col = position(shape, "A", lane, reg)
+        local at = sum { scaled(p.warp_row, config.tm * shape.m * lda), i * shape.m * lda, times(row, lda),
+          kk * shape.k, col }
+        a_frags[i][reg + 1] = new("LOAD", a_dtype, { new("INDEX", a_dtype, { a_seen, at }) })
+      end
+    end
+    for j = 0, config.tn - 1 do
+      b_frags[j] = {}
+      for reg = 0, regs_b - 1 do
+        local row, col = position(shape, "B", lane, reg)
+        local at = sum { kk * shape.k * ldb, times(row, ldb), scaled(p.warp_col, config.tn * shape.n),
+          j * shape.n, col }
+        b_frags[j][reg + 1] = new("LOAD", b_dtype, { new("INDEX", b_dtype, { b_seen, at }) })
+      end
+    end
+    for i = 0, config.tm - 1 do
+      for j = 0, config.tn - 1 do
+        local sources = { table.unpack(a_frags[i]) }
+        for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
+        for _, c in ipairs(current[i][j]) do sources[#sources + 1] = c end
+        for reg = 0, regs_c - 1 do
+          current[i][j][reg + 1] = new("WMMA", F32, sources, { found.name, reg })
+        end
+      end
+    end
+  end
+  local updates, results = {}, {}
+  for i = 0, config.tm - 1 do
+    for j = 0, config.tn - 1 do
+      for reg = 0, regs_c - 1 do
+        results[#results + 1] = current[i][j][reg + 1]
+        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg, { init_done, stage }), current[i][j][reg + 1] })
+      end
+    end
+  end
+  updates[#updates + 1] = new("BARRIER", VOID, results)
+  return new("END", VOID, { new("GROUP", VOID, updates), stage })
 end
 
 function M.run(sink, ctx)
@@ -65,12 +209,12 @@ function M.run(sink, ctx)
   if not found then error("TC: " .. why, 0) end
   local config, bad = tensor_cores.config(amount)
   if not config then error(string.format("TC(1,%d): %s", amount, bad), 0) end
-  local fits, misfit = tensor_cores.check(found, config, ctx.renderer.gpu.threads_max)
+  local fits, misfit = tensor_cores.check(found, config, ctx.renderer.gpu.threads_max, ctx.renderer.gpu.local_bytes)
   if not fits then error(string.format("TC(1,%d): %s", amount, misfit), 0) end
 
-  local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local shape, m, n = found.shape, found.m, found.n
   local block_m, block_n = tensor_cores.block(shape, config)
-  local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
+  local regs_c = shape.regs[3]
   local next_axis = 0
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" and type(u.arg) == "table" and u.arg[1] >= next_axis then next_axis = u.arg[1] + 1 end
@@ -96,7 +240,6 @@ function M.run(sink, ctx)
   local warp_col = optional_range(config.wn, "local")
   local lane = range(tensor_cores.WARP, "local")
   launch[#launch + 1] = lane
-  local step = range(k.src[1].arg // shape.k, "reduce")
 
   -- the first row of the warp's tile i (0-based) and the first column of its tile j
   local function tile_row(i)
@@ -110,7 +253,6 @@ function M.run(sink, ctx)
     out[4] = x
     return sum(out)
   end
-  local k_base = { scaled(step, shape.k) }
 
   local tiles = config.tm * config.tn
   local acc = new("DEFINE_REG", F32, nil, { 0, tiles * regs_c })
@@ -128,37 +270,15 @@ function M.run(sink, ctx)
   end
   local init_done = new("GROUP", VOID, init)
 
-  -- each fragment is loaded once per K-step and used by TN (A) or TM (B) products
-  local a_frags, b_frags = {}, {}
-  for i = 0, config.tm - 1 do
-    a_frags[i] = {}
-    for reg = 0, regs_a - 1 do
-      local row, col = position(shape, "A", lane, reg)
-      a_frags[i][reg + 1] = P.substitute(found.a, { [m] = plus(tile_row(i), row), [k] = plus(k_base, col) })
-    end
+  local loop
+  if config.staged then
+    loop = M.staged_loop { found = found, config = config, range = range, acc_at = acc_at, init_done = init_done,
+      block_row = block_row, block_col = block_col, warp_row = warp_row, warp_col = warp_col, lane = lane,
+      local_bytes = ctx.renderer.gpu.local_bytes }
+  else
+    loop = M.direct_loop { found = found, config = config, range = range, acc_at = acc_at, init_done = init_done,
+      tile_row = tile_row, tile_col = tile_col, plus = plus, lane = lane }
   end
-  for j = 0, config.tn - 1 do
-    b_frags[j] = {}
-    for reg = 0, regs_b - 1 do
-      local row, col = position(shape, "B", lane, reg)
-      b_frags[j][reg + 1] = P.substitute(found.b, { [k] = plus(k_base, row), [n] = plus(tile_col(j), col) })
-    end
-  end
-  local updates = {}
-  for i = 0, config.tm - 1 do
-    for j = 0, config.tn - 1 do
-      local sources = { table.unpack(a_frags[i]) }
-      for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
-      for reg = 0, regs_c - 1 do
-        sources[#sources + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, step }) })
-      end
-      for reg = 0, regs_c - 1 do
-        local d = new("WMMA", F32, sources, { found.name, reg })
-        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg, { init_done, step }), d })
-      end
-    end
-  end
-  local loop = new("END", VOID, { new("GROUP", VOID, updates), step })
 
   -- the epilogue at each of the lane's C positions
   local stores = {}

@@ -146,7 +146,7 @@ local function tc_misfit(self, amount)
   if not found then return "TC: " .. why end
   local config = tensor_cores.config(amount or 0)
   if not config then return nil end -- src/opt names the problem
-  local _, misfit = tensor_cores.check(found, config, self.caps.threads_max)
+  local _, misfit = tensor_cores.check(found, config, self.caps.threads_max, self.caps.local_bytes)
   return misfit
 end
 

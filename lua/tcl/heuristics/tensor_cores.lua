@@ -15,8 +15,12 @@
 -- each computing TM x TN tiles of the shape, so that a workgroup computes a block of
 -- BM = WM*TM*M rows by BN = WN*TN*N columns. The amount is 0 for 1 x 1 warps of 1 x 1 tiles,
 -- else the four decimal digits WM WN TM TN: TC(1,2244) is 2 x 2 warps of 4 x 4 tiles each.
--- WM, WN are 1, 2 or 4; TM, TN are 1, 2, 4 or 8. M.config(arg) decodes it, M.arg_of(config)
--- encodes it, M.check(found, config, threads_max) says whether a configuration fits a kernel.
+-- WM, WN are 1, 2 or 4; TM, TN are 1, 2, 4 or 8. A fifth digit 1 in front (TC(1,12248))
+-- stages the operands through local memory: per stage of K the workgroup's threads copy the
+-- block's A and B slices into local memory together (neighbouring threads, neighbouring
+-- elements), a barrier, then the warps read their fragments from there. M.config(arg) decodes
+-- it, M.arg_of(config) encodes it, M.check(found, config, threads_max, local_bytes) says
+-- whether a configuration fits a kernel.
 --
 -- The lowering: blocks of m and n (and the other output ranges) as global ranges, the warp
 -- along m, the warp along n and the lane (32 of them) as local ones, a loop over K-steps in
@@ -78,14 +82,18 @@ local function valid(c)
   return c
 end
 
---- { wm =, wn =, tm =, tn = } of TC's amount, or nil and why it is not a configuration (the
--- callers name the opt).
+--- { wm =, wn =, tm =, tn =, staged = } of TC's amount, or nil and why it is not a
+-- configuration (the callers name the opt).
 function M.config(arg)
-  if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1 } end
-  if math.type(arg) ~= "integer" or arg < 1111 or arg > 4488 then
-    return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244)", tostring(arg))
+  if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1, staged = false } end
+  local staged = math.type(arg) == "integer" and arg >= 10000
+  local digits = staged and arg - 10000 or arg
+  if math.type(arg) ~= "integer" or digits < 1111 or digits > 4488 then
+    return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244), with a 1 in "
+      .. "front for operands staged through local memory (12244)", tostring(arg))
   end
-  return valid { wm = arg // 1000, wn = arg // 100 % 10, tm = arg // 10 % 10, tn = arg % 10 }
+  return valid { wm = digits // 1000, wn = digits // 100 % 10, tm = digits // 10 % 10, tn = digits % 10,
+    staged = staged }
 end
 
 --- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1); an
@@ -94,15 +102,47 @@ function M.arg_of(c)
   local ok, why = valid { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
   if not ok then error(why, 2) end
   local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
+  if c.staged then return 10000 + arg end
   return arg == 1111 and 0 or arg
+end
+
+--- Elements of padding after each row of a staged tile in local memory: rows of A read by
+-- the lanes of a fragment then start in different banks.
+M.STAGE_PAD = 8
+--- Depths (elements of K) a stage may have, deepest first, in multiples of the shape's K.
+M.STAGE_STEPS = { 4, 2, 1 }
+
+local function input_bytes(shape) return shape.input == "float32" and 4 or 2 end
+
+--- The depth of K a staged configuration copies per stage for the kernel match() found: the
+-- deepest of STAGE_STEPS whose tiles fit local_bytes (any, when nil) and divide K, and the
+-- bytes of local memory it takes; nil and why not when none does.
+function M.stage_depth(found, c, local_bytes)
+  local shape = found.shape
+  local bm, bn = M.block(shape, c)
+  local threads = c.wm * c.wn * M.WARP
+  local k = found.k.src[1].arg
+  for _, steps in ipairs(M.STAGE_STEPS) do
+    local depth = steps * shape.k
+    local bytes = (bm * (depth + M.STAGE_PAD) + depth * (bn + M.STAGE_PAD)) * input_bytes(shape)
+    -- every thread copies whole elements: the tiles are multiples of the workgroup
+    if k % depth == 0 and (not local_bytes or bytes <= local_bytes) and (bm * depth) % threads == 0
+      and (depth * bn) % threads == 0 then
+      return depth, bytes
+    end
+  end
+  return nil, string.format("no stage of K fits: K (%d) must be a multiple of %d, and a %d x %d block's A and B "
+    .. "slices of depth %d take %d bytes of local memory (the target has %s)", k, shape.k, bm, bn, shape.k,
+    (bm * (shape.k + M.STAGE_PAD) + shape.k * (bn + M.STAGE_PAD)) * input_bytes(shape), tostring(local_bytes))
 end
 
 --- The block of output a workgroup computes: rows, columns.
 function M.block(shape, c) return c.wm * c.tm * shape.m, c.wn * c.tn * shape.n end
 
 --- true when configuration c fits the kernel match() found (and a workgroup of at most
--- threads_max threads, when given), else nil and why not.
-function M.check(found, c, threads_max)
+-- threads_max threads and, staged, local_bytes of local memory, when given), else nil and
+-- why not.
+function M.check(found, c, threads_max, local_bytes)
   local bm, bn = M.block(found.shape, c)
   local rows, cols = found.m.src[1].arg, found.n.src[1].arg
   if rows % bm ~= 0 then
@@ -117,6 +157,10 @@ function M.check(found, c, threads_max)
   if threads_max and threads_max > 0 and threads > threads_max then
     return nil, string.format("a workgroup of %d x %d warps is %d threads, more than the target's %d", c.wm, c.wn,
       threads, threads_max)
+  end
+  if c.staged then
+    local depth, why = M.stage_depth(found, c, local_bytes)
+    if not depth then return nil, why end
   end
   return true
 end
@@ -157,14 +201,17 @@ M.CHOOSE_MAX_TILES_N = 8
 
 --- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
 -- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
-M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244 }
+-- The staged ones (1xxxx) are not measured on a GPU yet: BEAM times them, the heuristic does
+-- not choose them.
+M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244,
+  12224, 12244, 12248, 12284, 14244 }
 
 --- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
--- that fit it (and threads_max, when given).
-function M.beam_actions(found, threads_max)
+-- that fit it (and threads_max and local_bytes, when given).
+function M.beam_actions(found, threads_max, local_bytes)
   local out = {}
   for _, arg in ipairs(M.BEAM_ARGS) do
-    if M.check(found, M.config(arg), threads_max) then out[#out + 1] = { "TC", 1, arg } end
+    if M.check(found, M.config(arg), threads_max, local_bytes) then out[#out + 1] = { "TC", 1, arg } end
   end
   return out
 end
