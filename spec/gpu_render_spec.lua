@@ -957,4 +957,36 @@ describe("NVRTC", function()
     local with_option = nvrtc.compile_ptx(src, { options = { "-lineinfo" } })
     assert.matches(".loc", with_option, 1, true)
   end)
+
+  it("compiles a batch on several threads, each PTX as compile_ptx gives it, in order", function()
+    if not need_nvrtc() then return end
+    local requests, alone = {}, {}
+    for i = 1, 7 do
+      local src = string.format('extern "C" __global__ void k%d(float* p) { p[threadIdx.x] *= %d.0f; }\n', i, i)
+      local opts = { arch = i % 2 == 0 and "sm_90" or "sm_80", name = "k" .. i }
+      requests[i] = { src, opts }
+      alone[i] = nvrtc.compile_ptx(src, opts)
+    end
+    for _, threads in ipairs { 1, 3, 16 } do
+      local results = nvrtc.compile_ptx_many(requests, { threads = threads })
+      assert.are.equal(7, #results)
+      for i, r in ipairs(results) do
+        assert.are.equal(alone[i], r.ptx)
+        assert.are.equal("string", type(r.log))
+        assert.is_true(r.seconds > 0)
+      end
+    end
+    assert.are.same({}, nvrtc.compile_ptx_many({}))
+    -- the first failure in order names its kernel, with NVRTC's log and the source
+    local broken = { requests[1], { "this is not C\n", { name = "broken" } }, { "neither\n", { name = "second" } } }
+    local err = helper.error_of(nvrtc.compile_ptx_many, broken)
+    assert.matches("nvrtc.compile_ptx_many: kernel 'broken': NVRTC failed for sm_80", err, 1, true)
+    assert.matches("   1| this is not C", err, 1, true)
+    assert.matches("request 2 must be a table { source, opts }",
+      helper.error_of(nvrtc.compile_ptx_many, { requests[1], "x" }), 1, true)
+    assert.matches("request 1: extra NVRTC options are compile_ptx's alone",
+      helper.error_of(nvrtc.compile_ptx_many, { { "x", { options = { "-lineinfo" } } } }), 1, true)
+    assert.matches("threads must be an integer from 1 to 1024",
+      helper.error_of(nvrtc.compile_ptx_many, requests, { threads = 0 }), 1, true)
+  end)
 end)

@@ -12,13 +12,18 @@
  *       (the kernel's, for messages), fmad = false (true lets NVRTC contract a * b + c into
  *       FMAs, which tcl's semantics do not), options = { more NVRTC options } }
  *     A failed compile raises "nvrtc.compile_ptx: kernel 'E_4': NVRTC failed for sm_80
- *     (NVRTC_ERROR_COMPILATION):" followed by NVRTC's log and the numbered source. */
+ *     (NVRTC_ERROR_COMPILATION):" followed by NVRTC's log and the numbered source.
+ *   nvrtc.compile_ptx_many(requests[, { threads = n }]) -> { { ptx =, log =, seconds = }, ... }
+ *     requests: { { source, opts }, ... } with opts as compile_ptx's but for `options`;
+ *     compiled on n threads at once (default: the cores online), NVRTC's compiles being
+ *     independent. The first failed request (in order) raises as compile_ptx would. */
 #include "lua_nvrtc.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/lua_box.h"
 #include "nvrtc.h"
@@ -143,6 +148,107 @@ static int l_compile(lua_State *L) {
     return 2;
 }
 
+/* A compile_ptx_many batch: the C arrays, freed by its box. */
+typedef struct many_batch {
+    size_t n;
+    const char **sources;
+    tcl_nvrtc_options *opts;
+    tcl_nvrtc_output *outs;
+    tcl_error *errs;
+} many_batch;
+
+static void many_batch_free(void *p) {
+    many_batch *b = p;
+    if (!b) return;
+    for (size_t k = 0; b->outs && k < b->n; k++) tcl_nvrtc_output_free(&b->outs[k]);
+    free(b->sources);
+    free(b->opts);
+    free(b->outs);
+    free(b->errs);
+    free(b);
+}
+
+static int l_compile_many(lua_State *L) {
+    const char *fn = "nvrtc.compile_ptx_many";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "threads");
+        if (!lua_isnil(L, -1)) {
+            int ok;
+            lua_Integer t = lua_tointegerx(L, -1, &ok);
+            if (!ok || t < 1 || t > 1024) return luaL_error(L, "%s: threads must be an integer from 1 to 1024", fn);
+            threads = t > 64 ? 64 : (int)t;
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    size_t n = lua_rawlen(L, 1);
+    tcl_lua_box *box = tcl_lua_box_push(L, many_batch_free);
+    lua_toclose(L, -1);
+    many_batch *b = calloc(1, sizeof *b);
+    if (!b) return luaL_error(L, "%s: out of memory", fn);
+    box->ptr = b;
+    size_t cap = n ? n : 1;
+    b->sources = calloc(cap, sizeof *b->sources);
+    b->opts = calloc(cap, sizeof *b->opts);
+    b->outs = calloc(cap, sizeof *b->outs);
+    b->errs = calloc(cap, sizeof *b->errs);
+    if (!b->sources || !b->opts || !b->outs || !b->errs) return luaL_error(L, "%s: out of memory", fn);
+    b->n = n;
+    /* the requests table (argument 1) keeps every string read here alive */
+    for (size_t k = 0; k < n; k++) {
+        lua_Integer at = (lua_Integer)k + 1;
+        if (lua_rawgeti(L, 1, at) != LUA_TTABLE)
+            return luaL_error(L, "%s: request %I must be a table { source, opts }", fn, at);
+        if (lua_rawgeti(L, -1, 1) != LUA_TSTRING) return luaL_error(L, "%s: request %I's source must be a string", fn, at);
+        b->sources[k] = lua_tostring(L, -1);
+        tcl_nvrtc_options *o = &b->opts[k];
+        *o = (tcl_nvrtc_options){.name = "kernel", .arch = "sm_80"};
+        int t = lua_rawgeti(L, -2, 2);
+        if (t == LUA_TTABLE) {
+            t = lua_getfield(L, -1, "name");
+            if (t == LUA_TSTRING) o->name = lua_tostring(L, -1);
+            else if (t != LUA_TNIL) return luaL_error(L, "%s: request %I: name must be a string", fn, at);
+            t = lua_getfield(L, -2, "arch");
+            if (t == LUA_TSTRING) o->arch = lua_tostring(L, -1);
+            else if (t != LUA_TNIL) return luaL_error(L, "%s: request %I: arch must be a string such as \"sm_80\"", fn, at);
+            lua_getfield(L, -3, "fmad");
+            o->fmad = lua_toboolean(L, -1);
+            if (lua_getfield(L, -4, "options") != LUA_TNIL)
+                return luaL_error(L, "%s: request %I: extra NVRTC options are compile_ptx's alone", fn, at);
+            lua_pop(L, 4);
+        } else if (t != LUA_TNIL) {
+            return luaL_error(L, "%s: request %I's opts must be a table, got %s", fn, at, lua_typename(L, t));
+        }
+        lua_pop(L, 3);
+    }
+    /* no Lua runs until every compile is done: the strings stay where they are */
+    tcl_nvrtc_compile_many(b->sources, b->opts, b->outs, b->errs, n, threads);
+    for (size_t k = 0; k < n; k++) {
+        if (b->errs[k].status == TCL_OK) continue;
+        if (!b->outs[k].log) return luaL_error(L, "%s: %s", fn, b->errs[k].message);
+        lua_pushfstring(L, "%s: %s:\n%s\nsource:\n", fn, b->errs[k].message, b->outs[k].log);
+        push_numbered(L, b->sources[k]);
+        lua_concat(L, 2);
+        return lua_error(L); /* the box frees the batch */
+    }
+    lua_createtable(L, (int)n, 0);
+    for (size_t k = 0; k < n; k++) {
+        lua_createtable(L, 0, 3);
+        lua_pushlstring(L, b->outs[k].code, b->outs[k].size);
+        lua_setfield(L, -2, "ptx");
+        lua_pushstring(L, b->outs[k].log);
+        lua_setfield(L, -2, "log");
+        lua_pushnumber(L, b->outs[k].seconds);
+        lua_setfield(L, -2, "seconds");
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    return 1; /* closing the box frees the batch */
+}
+
 TCL_LUAOPEN_API int luaopen_tcl_nvrtc(lua_State *L) {
     lua_createtable(L, 0, 5);
     lua_pushcfunction(L, l_available);
@@ -157,5 +263,7 @@ TCL_LUAOPEN_API int luaopen_tcl_nvrtc(lua_State *L) {
     lua_pushboolean(L, 1);
     lua_pushcclosure(L, l_compile, 1);
     lua_setfield(L, -2, "compile_cubin");
+    lua_pushcfunction(L, l_compile_many);
+    lua_setfield(L, -2, "compile_ptx_many");
     return 1;
 }

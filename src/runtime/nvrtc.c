@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,4 +278,50 @@ void tcl_nvrtc_output_free(tcl_nvrtc_output *out) {
     free(out->log);
     out->code = out->log = NULL;
     out->size = 0;
+}
+
+/* A batch of compiles shared by its threads: each takes the next job until none is left. */
+typedef struct compile_batch {
+    const char *const *sources;
+    const tcl_nvrtc_options *opts;
+    tcl_nvrtc_output *outs;
+    tcl_error *errs;
+    size_t n;
+    atomic_size_t next;
+} compile_batch;
+
+static void *compile_worker(void *arg) {
+    compile_batch *b = arg;
+    for (size_t k; (k = atomic_fetch_add(&b->next, 1)) < b->n;)
+        tcl_nvrtc_compile(b->sources[k], &b->opts[k], &b->outs[k], &b->errs[k]);
+    return NULL;
+}
+
+enum { MAX_COMPILE_THREADS = 64 };
+
+void tcl_nvrtc_compile_many(const char *const *sources, const tcl_nvrtc_options *opts, tcl_nvrtc_output *outs,
+                            tcl_error *errs, size_t n, int threads) {
+    for (size_t k = 0; k < n; k++) {
+        memset(&outs[k], 0, sizeof outs[k]);
+        tcl_error_clear(&errs[k]);
+    }
+    if (n == 0) return;
+    /* load once here: the threads then only read the library's table */
+    tcl_error load_err;
+    if (tcl_nvrtc_load(&load_err) != TCL_OK) {
+        for (size_t k = 0; k < n; k++) errs[k] = load_err;
+        return;
+    }
+    compile_batch b = {.sources = sources, .opts = opts, .outs = outs, .errs = errs, .n = n};
+    atomic_init(&b.next, 0);
+    size_t helpers = threads > 1 ? (size_t)threads - 1 : 0;
+    if (helpers > n - 1) helpers = n - 1;
+    if (helpers > MAX_COMPILE_THREADS) helpers = MAX_COMPILE_THREADS;
+    pthread_t ids[MAX_COMPILE_THREADS];
+    size_t started = 0;
+    /* a thread that cannot start leaves its share to the others */
+    for (; started < helpers; started++)
+        if (pthread_create(&ids[started], NULL, compile_worker, &b) != 0) break;
+    compile_worker(&b);
+    for (size_t k = 0; k < started; k++) pthread_join(ids[k], NULL);
 }

@@ -50,4 +50,10 @@ typedef struct tcl_nvrtc_output {
 tcl_status tcl_nvrtc_compile(const char *source, const tcl_nvrtc_options *opts, tcl_nvrtc_output *out, tcl_error *err);
 void tcl_nvrtc_output_free(tcl_nvrtc_output *out);
 
+/* Compiles n sources at once on up to `threads` threads (NVRTC compiles distinct programs
+ * concurrently): job k is tcl_nvrtc_compile(sources[k], &opts[k], &outs[k], &errs[k]). Every
+ * output must be freed with tcl_nvrtc_output_free, whatever its status. */
+void tcl_nvrtc_compile_many(const char *const *sources, const tcl_nvrtc_options *opts, tcl_nvrtc_output *outs,
+                            tcl_error *errs, size_t n, int threads);
+
 #endif

@@ -14,6 +14,8 @@
 --   * A program's launch comes from its linear program: grid = the sizes of SPECIAL gidx0..2,
 --     block = those of lidx0..2 (M.launch_of); its buffers are the PARAMs in slot order
 --     (M.params_of), checked at every run (count, dtype, numel).
+--   * The kernels of one build (a schedule's, a BEAM round's candidates) that are not on disk
+--     compile together, one NVRTC compile per core (nvrtc.compile_ptx_many).
 --   * PTX is cached on disk (tcl.env: CACHELEVEL, CACHE_DIR) under a key made of the CUDA
 --     source, the options and NVRTC's version, so any change of a rule, a pass or the renderer
 --     that changes the code misses the cache; a corrupt entry reads as absent.
@@ -221,13 +223,14 @@ function M.build_many(jobs)
   local dev = device()
   local cuda, gpu, nvrtc = native("tcl.cuda"), native("tcl.gpu"), native("tcl.nvrtc")
   local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
-  local programs = {}
+  -- render every job and look its PTX up on disk; the misses compile together, in parallel
+  local rendered, misses = {}, {}
   for i, job in ipairs(jobs) do
     local entry = M.entry_name(job.name)
     local launch = M.launch_of(job.list, job.name)
     local params = M.params_of(job.list, job.name)
-    local rendered, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
-    if not rendered then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
+    local ok, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
+    if not ok then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
     check_facts(job, facts, launch, params, dev.gpu)
     if not compiler then
       local have, why = nvrtc.available()
@@ -236,15 +239,30 @@ function M.build_many(jobs)
     end
     local key = string.format("cuda-ptx|%s|%s|%s", dev.options, compiler, source)
     local ptx = dir and runtime.cache_read(dir, key)
-    if ptx then
-      M.stats.disk_hits = M.stats.disk_hits + 1
-    else
-      ptx = compile(nvrtc, source, job, dev.arch)
-      if dir then runtime.cache_write(dir, key, ptx) end
-    end
-    local program = load(cuda, ptx, job, entry, launch, params, dev.info)
-    programs[i] = setmetatable({ name = job.name, cuda = program, bytes = program.bytes + #source, source = source,
-      ptx = ptx, entry = entry, global_size = launch.global_size, local_size = launch.local_size }, Program)
+    if ptx then M.stats.disk_hits = M.stats.disk_hits + 1 else misses[#misses + 1] = i end
+    rendered[i] = { entry = entry, launch = launch, params = params, source = source, key = key, ptx = ptx,
+      from_disk = ptx ~= nil and ptx ~= false }
+  end
+  if #misses == 1 then
+    local r = rendered[misses[1]]
+    r.ptx = compile(nvrtc, r.source, jobs[misses[1]], dev.arch)
+  elseif #misses > 1 then
+    local start = core.clock()
+    local requests = {}
+    for n, i in ipairs(misses) do requests[n] = { rendered[i].source, { arch = dev.arch, name = jobs[i].name } } end
+    local ok, results = pcall(nvrtc.compile_ptx_many, requests)
+    if not ok then error((tostring(results):gsub("^nvrtc%.compile_ptx_many: ", "")), 0) end
+    for n, i in ipairs(misses) do rendered[i].ptx = results[n].ptx end
+    M.stats.compiled = M.stats.compiled + #misses
+    M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
+  end
+  local programs = {}
+  for i, job in ipairs(jobs) do
+    local r = rendered[i]
+    if dir and not r.from_disk then runtime.cache_write(dir, r.key, r.ptx) end
+    local program = load(cuda, r.ptx, job, r.entry, r.launch, r.params, dev.info)
+    programs[i] = setmetatable({ name = job.name, cuda = program, bytes = program.bytes + #r.source, source = r.source,
+      ptx = r.ptx, entry = r.entry, global_size = r.launch.global_size, local_size = r.launch.local_size }, Program)
   end
   return programs
 end
