@@ -267,8 +267,10 @@ static bool open_device(tcl_metal_device *d, tcl_error *err) {
 
 static void destroy(tcl_metal_device *d) {
     if (d->api.msg_send) {
+        void *pool = d->api.pool_push();
         release(d, d->queue);
         release(d, d->device);
+        d->api.pool_pop(pool);
     }
     free(d);
 }
@@ -305,13 +307,8 @@ const tcl_metal_info *tcl_metal_device_info(const tcl_metal_device *dev) { retur
 
 /* ---- memory ---- */
 
-tcl_status tcl_metal_alloc(tcl_metal_device *d, size_t nbytes, tcl_metal_memory *out, tcl_error *err) {
-    out->buffer = NULL;
-    out->contents = NULL;
-    if (nbytes == 0) return TCL_OK;
-    if (nbytes > d->info.max_buffer_bytes)
-        return tcl_fail(err, TCL_ERR_LIMIT, "Metal: a buffer of %zu bytes is larger than %s allows (maxBufferLength "
-                        "%llu)", nbytes, d->info.name, (unsigned long long)d->info.max_buffer_bytes);
+/* A new shared buffer (inside the caller's pool). */
+static tcl_status allocate(tcl_metal_device *d, size_t nbytes, tcl_metal_memory *out, tcl_error *err) {
     id buffer = SEND(d, MSG_ID_UINT_UINT)(d->device, d->sel.new_buffer, (ns_uint)nbytes, RESOURCE_STORAGE_SHARED);
     if (!buffer)
         return tcl_fail(err, TCL_ERR_MEMORY, "Metal: cannot allocate %zu bytes on %s: newBufferWithLength:options: "
@@ -328,8 +325,26 @@ tcl_status tcl_metal_alloc(tcl_metal_device *d, size_t nbytes, tcl_metal_memory 
     return TCL_OK;
 }
 
+tcl_status tcl_metal_alloc(tcl_metal_device *d, size_t nbytes, tcl_metal_memory *out, tcl_error *err) {
+    out->buffer = NULL;
+    out->contents = NULL;
+    if (nbytes == 0) return TCL_OK;
+    if (nbytes > d->info.max_buffer_bytes)
+        return tcl_fail(err, TCL_ERR_LIMIT, "Metal: a buffer of %zu bytes is larger than %s allows (maxBufferLength "
+                        "%llu)", nbytes, d->info.name, (unsigned long long)d->info.max_buffer_bytes);
+    /* Metal may autorelease objects of its own while it allocates: they go with this pool */
+    void *pool = d->api.pool_push();
+    tcl_status status = allocate(d, nbytes, out, err);
+    d->api.pool_pop(pool);
+    return status;
+}
+
 void tcl_metal_free(tcl_metal_device *d, tcl_metal_memory *m) {
-    release(d, m->buffer);
+    if (m->buffer) {
+        void *pool = d->api.pool_push();
+        release(d, m->buffer);
+        d->api.pool_pop(pool);
+    }
     m->buffer = NULL;
     m->contents = NULL;
 }
@@ -403,7 +418,11 @@ tcl_status tcl_metal_kernel_load(tcl_metal_device *d, const char *source, const 
 }
 
 void tcl_metal_kernel_unload(tcl_metal_device *d, tcl_metal_kernel *k) {
-    release(d, k->pipeline);
+    if (k->pipeline) {
+        void *pool = d->api.pool_push();
+        release(d, k->pipeline);
+        d->api.pool_pop(pool);
+    }
     k->pipeline = NULL;
 }
 
