@@ -123,7 +123,7 @@ end)
 
 describe("CPU buffers", function()
   it("are a device of the runtime, as large as the host can address", function()
-    assert.are.same({ "EMU", "CPU", "CUDA" }, rt.devices)
+    assert.are.same({ "EMU", "CPU", "CUDA", "METAL" }, rt.devices)
     assert.are.equal(1 << 47, rt.max_buffer_bytes("CPU"))
     local b = rt.buffer(F32, 3, "CPU")
     assert.are.equal("CPU", b.device)

@@ -90,7 +90,7 @@ describe("Tensor.to", function()
   end)
 
   it("names the problem: an unknown device, a non-string, mixing devices without a copy", function()
-    assert.are.equal("to: unknown device 'GPU9' (available: EMU, CPU, CUDA)",
+    assert.are.equal("to: unknown device 'GPU9' (available: EMU, CPU, CUDA, METAL)",
       helper.error_of(Tensor.to, Tensor.ones(2), "GPU9"))
     assert.are.equal("to: expected a device name, got number", helper.error_of(Tensor.to, Tensor.ones(2), 5))
     local err = helper.error_of(function() return Tensor.ones(2) + Tensor.ones(2, { device = "EMU" }) end)

@@ -104,7 +104,7 @@ describe("EMU buffers", function()
     assert.equals("EMU", b.device)
     assert.equals("Buffer(EMU, float16, 10)", tostring(b))
     assert.equals("EMU", rt.buffer("int8", 1, "EMU").device)
-    assert.same({ "EMU", "CPU", "CUDA" }, rt.devices)
+    assert.same({ "EMU", "CPU", "CUDA", "METAL" }, rt.devices)
   end)
 
   it("start zero-filled", function()

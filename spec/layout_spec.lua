@@ -18,6 +18,7 @@ local STAGE_OF_PREFIX = {
 -- The core bindings: the C modules and the Lua files beside init.lua.
 local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
+  ["tcl.cuda"] = true, ["tcl.metal"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true,
   ["tcl.env"] = true }
 

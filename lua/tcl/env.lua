@@ -29,7 +29,9 @@
 --                       else ~/.cache/tcl (nil when none of them can be told)
 -- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c;
 -- TCL_CUDA_DRIVER, the NVIDIA driver library to load instead of libcuda.so.1, by the CUDA
--- device's binding when it opens the GPU: src/runtime/lua_cuda.c.)
+-- device's binding when it opens the GPU: src/runtime/lua_cuda.c; TCL_METAL_LIBRARY, one library
+-- standing in for the Objective-C runtime and Metal (tests), by the Metal device's binding:
+-- src/runtime/lua_metal.c.)
 
 --- A variable as a flag: set and not "0".
 local function flag(name)

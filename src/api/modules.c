@@ -15,6 +15,7 @@
 #include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
 #include "runtime/lua_cuda.h"
+#include "runtime/lua_metal.h"
 #include "runtime/lua_nvrtc.h"
 #include "runtime/lua_runtime.h"
 #include "state.h"
@@ -29,6 +30,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.llvm", luaopen_tcl_llvm},
     {"tcl.gpu", luaopen_tcl_gpu},
     {"tcl.cuda", luaopen_tcl_cuda},
+    {"tcl.metal", luaopen_tcl_metal},
     {"tcl.nvrtc", luaopen_tcl_nvrtc},
     {"tcl.opt", luaopen_tcl_opt},
     {NULL, NULL},

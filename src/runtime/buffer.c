@@ -1,6 +1,7 @@
 /* buffer.c — device buffers (see buffer.h). Layer: runtime.
- * The devices whose buffers live in host memory (EMU and CPU); the CUDA device has buffers
- * of its own in GPU memory (cuda_buffer.h), which this file only lists.
+ * The devices whose buffers live in host memory (EMU and CPU); the CUDA and Metal devices have
+ * buffers of their own in GPU memory (cuda_buffer.h, metal_buffer.h), which this file only
+ * lists.
  *
  * CPU storage is calloc'd with TCL_CPU_BUFFER_ALIGN spare bytes and the data pointer rounded
  * up inside it, rather than aligned_alloc + memset: calloc hands out fresh (mmap'd) pages of a
@@ -17,10 +18,11 @@
 #include "core/dtype.h"
 
 /* The devices whose buffers this file allocates (host memory), and every device of the
- * runtime in the order runtime.devices lists them: CUDA keeps its buffers in GPU memory
- * (cuda_buffer.h), so tcl_device_known and tcl_buffer_new do not take it. */
+ * runtime in the order runtime.devices lists them: CUDA and METAL keep their buffers in GPU
+ * memory (cuda_buffer.h, metal_buffer.h), so tcl_device_known and tcl_buffer_new do not take
+ * them. METAL is listed on every system; where there is no Metal its first use fails. */
 static const char *const known_devices[] = {"EMU", "CPU", NULL};
-static const char *const all_devices[] = {"EMU", "CPU", "CUDA", NULL};
+static const char *const all_devices[] = {"EMU", "CPU", "CUDA", "METAL", NULL};
 
 /* EMU and CPU keep buffers in host memory: x86-64 and AArch64 user space is 2^47 bytes. */
 #define HOST_ADDRESSABLE_BYTES ((uint64_t)1 << 47)
@@ -195,7 +197,7 @@ size_t tcl_device_storage_align(const char *device, size_t itemsize) {
 static tcl_buffer *buffer_header(const char *device, int dtype, size_t numel, tcl_error *err) {
     if (device_elsewhere(device)) {
         tcl_fail(err, TCL_ERR_INVALID, "device %s keeps its buffers in its own memory, not in host memory "
-                 "(its buffers come from its module, e.g. tcl.cuda)", device);
+                 "(its buffers come from its module, e.g. tcl.cuda, tcl.metal)", device);
         return NULL;
     }
     if (!tcl_device_known(device)) {

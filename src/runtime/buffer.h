@@ -102,8 +102,9 @@ tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *cache);
 bool tcl_device_known(const char *device);
 /* The largest buffer device can hold, in bytes (0 for a device tcl_device_known refuses). */
 uint64_t tcl_device_max_buffer_bytes(const char *device);
-/* The i-th device this runtime has (0-based: EMU, CPU, CUDA), or NULL past the last. CUDA's
- * buffers live in GPU memory (cuda_buffer.h): tcl_buffer_new refuses it, naming why. */
+/* The i-th device this runtime has (0-based: EMU, CPU, CUDA, METAL), or NULL past the last.
+ * CUDA's and Metal's buffers live in GPU memory (cuda_buffer.h, metal_buffer.h): tcl_buffer_new
+ * refuses them, naming why. */
 const char *tcl_device_at(size_t i);
 
 /* Raw storage bits of element i (zero-extended); i must be < numel. */

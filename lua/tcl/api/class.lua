@@ -73,8 +73,9 @@ function M.replace_uop(t, uop)
   rawset(t, "uop", uop)
 end
 
---- The device name, checked against the devices the runtime has (EMU, CPU, CUDA: listed always;
--- using CUDA without a driver or a GPU fails at the first allocation or kernel, saying why).
+--- The device name, checked against the devices the runtime has (EMU, CPU, CUDA, METAL: listed
+-- always; using CUDA without a driver or a GPU, or METAL anywhere but on a Mac, fails at the first
+-- allocation or kernel, saying why).
 function M.checked_device(fn, name, origin)
   local upper = name:upper()
   local available = runtime.devices

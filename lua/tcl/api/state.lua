@@ -387,7 +387,7 @@ function M.safe_load(path, opts)
 
   local sd = {}
   -- a GPU's memory cannot view the file: its tensors are copied there from a view on the CPU
-  local view_device = device == "CUDA" and "CPU" or device
+  local view_device = buffers.in_device_memory(device) and "CPU" or device
   for _, info in ipairs(infos) do
     local made, storage = pcall(map.buffer, map, info.dtype, info.numel, data_start + info.begin, view_device)
     if made and view_device ~= device then
@@ -396,7 +396,7 @@ function M.safe_load(path, opts)
     end
     if not made then
       fail(fn, "'%s': tensor '%s': %s", path, info.name,
-        (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", "")))
+        (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")))
     end
     local node = buffers.from_storage(storage)
     sd[info.name] = nodes.reshape(class.wrap(node, { info.numel }, device), check.copy(info.shape))

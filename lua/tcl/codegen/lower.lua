@@ -2,7 +2,8 @@
 -- (DESIGN.md, data flow steps 3-5): the passes of tcl.patterns.pipeline in order, the
 -- linearizer (tcl.codegen.linearize) and a device program built by the device's backend
 -- (tcl.codegen.emu: the EMU interpreter; tcl.codegen.llvm: LLVM-compiled CPU kernels;
--- tcl.codegen.cuda: CUDA C compiled by NVRTC, run through the CUDA driver).
+-- tcl.codegen.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.metal:
+-- the Metal Shading Language compiled and run by the Metal framework, macOS only).
 -- Layer: codegen.
 --
 --   local lower = require "tcl.codegen.lower"
@@ -42,7 +43,8 @@ end
 -- backends, loaded when a device is first used (a device's backend may need libraries the
 -- others do not)
 
-local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm", CUDA = "tcl.codegen.cuda" }
+local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm", CUDA = "tcl.codegen.cuda",
+  METAL = "tcl.codegen.metal" }
 local loaded_backends = {}
 
 --- The backend of device (its module: see tcl.codegen.emu's header).

@@ -5,10 +5,10 @@
 -- this module keeps in a registry keyed by the id. The node never points at the memory
 -- (nodes are immutable, hash-consed values), so the registry is the one link between them.
 --
--- Storage is a runtime Buffer (host memory: EMU, CPU) or, on device "CUDA", a CUDA buffer of
--- tcl.cuda (GPU memory) with the same Lua surface (.numel .dtype .nbytes .itemsize .device,
--- read/write, read_bytes/write_bytes, copy_from); M.allocate makes either and M.copy copies
--- between any two.
+-- Storage is a runtime Buffer (host memory: EMU, CPU) or, on the devices with memory of their
+-- own ("CUDA": tcl.cuda, "METAL": tcl.metal), that module's buffer, with the same Lua surface
+-- (.numel .dtype .nbytes .itemsize .device, read/write, read_bytes/write_bytes, copy_from,
+-- copy_to); M.allocate makes any of them and M.copy copies between any two.
 --
 -- Allocation is lazy: buffers.new registers the buffer and hands back the node; the memory
 -- is allocated on the first buffers.get. So schedules can be built (and kernels counted)
@@ -45,21 +45,38 @@ local function load_runtime()
   return runtime
 end
 
-local cuda -- tcl.cuda, loaded when a CUDA buffer is first needed
+-- The devices whose storage is their own module's buffer, not host memory: the module, and the
+-- name of its buffers' metatable.
+local DEVICE_MEMORY = {
+  CUDA = { module = "tcl.cuda", what = "the CUDA device", metatable = "tcl.CudaBuffer" },
+  METAL = { module = "tcl.metal", what = "the Metal device", metatable = "tcl.MetalBuffer" },
+}
+local device_modules = {} -- device -> its module, loaded when its first buffer is needed
 
-local function load_cuda()
-  if not cuda then
-    local ok, mod = pcall(require, "tcl.cuda")
-    if not ok then error("buffers: the CUDA device (tcl.cuda) is not in this build: " .. tostring(mod), 0) end
-    cuda = mod
+local function load_device_module(device)
+  local mod = device_modules[device]
+  if not mod then
+    local d = DEVICE_MEMORY[device]
+    local ok, loaded = pcall(require, d.module)
+    if not ok then error(string.format("buffers: %s (%s) is not in this build: %s", d.what, d.module,
+      tostring(loaded)), 0) end
+    mod = loaded
+    device_modules[device] = mod
   end
-  return cuda
+  return mod
 end
 
---- New zero-filled storage of numel elements of dtype on device: a CUDA buffer for "CUDA" (its
--- first use opens the GPU, or fails saying what is missing), else a runtime Buffer.
+--- Whether device keeps its storage in memory of its own (CUDA, METAL), which host Buffers and
+-- file views cannot be.
+function M.in_device_memory(device)
+  return DEVICE_MEMORY[device] ~= nil
+end
+
+--- New zero-filled storage of numel elements of dtype on device: the device module's buffer for
+-- "CUDA" and "METAL" (its first use opens the GPU, or fails saying what is missing), else a
+-- runtime Buffer.
 function M.allocate(dtype, numel, device)
-  local make = device == "CUDA" and load_cuda().buffer or load_runtime().buffer
+  local make = DEVICE_MEMORY[device] and load_device_module(device).buffer or load_runtime().buffer
   -- called through pcall, so the message is the C function's alone (no position of this file)
   local ok, storage = pcall(make, dtype, numel, device)
   if not ok then error(storage, 0) end
@@ -69,7 +86,13 @@ end
 --- Copies storage src into dst (same dtype and numel) in any direction between host and
 -- device memory; returns dst.
 function M.copy(dst, src)
-  if src.device == "CUDA" and dst.device ~= "CUDA" then
+  local from, to = DEVICE_MEMORY[src.device], DEVICE_MEMORY[dst.device]
+  if from and to and src.device ~= dst.device then
+    -- between two devices' memories (CUDA -> METAL): through host memory
+    local staging = load_runtime().buffer(src.dtype, src.numel, "CPU")
+    src:copy_to(staging)
+    dst:copy_from(staging)
+  elseif from and not to then
     src:copy_to(dst) -- a host Buffer cannot read device memory: the device buffer writes it
   else
     dst:copy_from(src)
@@ -77,10 +100,15 @@ function M.copy(dst, src)
   return dst
 end
 
---- Whether v is storage this module holds: a runtime Buffer or a CUDA buffer.
+--- Whether v is storage this module holds: a runtime Buffer or a device module's buffer.
 function M.is_storage(v)
   local mt = getmetatable(v)
-  return type(v) == "userdata" and type(mt) == "table" and (mt.__name == "tcl.Buffer" or mt.__name == "tcl.CudaBuffer")
+  if type(v) ~= "userdata" or type(mt) ~= "table" then return false end
+  if mt.__name == "tcl.Buffer" then return true end
+  for _, d in pairs(DEVICE_MEMORY) do
+    if mt.__name == d.metatable then return true end
+  end
+  return false
 end
 
 local function as_dtype(dtype, fn)
@@ -108,7 +136,7 @@ end
 -- other (freed by collect once the node is dead).
 function M.from_storage(storage)
   if not M.is_storage(storage) then
-    error("buffers.from_storage: expected a runtime Buffer or a CUDA buffer, got " .. type(storage), 2)
+    error("buffers.from_storage: expected a runtime Buffer or a device buffer, got " .. type(storage), 2)
   end
   local id = core.fresh_id()
   registry[id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
@@ -158,8 +186,11 @@ function M.get(node)
   local entry = entry_of(node, "get")
   if not entry.storage then
     local ok, storage = pcall(M.allocate, entry.dtype, entry.numel, entry.device)
-    -- "out of memory ...", "CUDA: cannot load the NVIDIA driver library ..."
-    if not ok then error((tostring(storage):gsub("^runtime%.buffer: ", ""):gsub("^cuda%.buffer: ", "")), 0) end
+    -- "out of memory ...", "CUDA: cannot load the NVIDIA driver library ...", "Metal: only available on macOS"
+    if not ok then
+      error((tostring(storage):gsub("^runtime%.buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")),
+        0)
+    end
     entry.storage = storage
   end
   return entry.storage

@@ -1,0 +1,167 @@
+-- tcl.codegen.metal — the Metal backend of the lowering driver (tcl.codegen.lower): kernels
+-- rendered to the Metal Shading Language (tcl.gpu), compiled by the Metal framework into
+-- compute pipelines and dispatched on the GPU through the Objective-C runtime (tcl.metal).
+-- macOS only. Layer: codegen.
+--
+-- A backend's shape: tcl.codegen.emu's header. Here:
+--   * renderer: Metal's GPU target (tcl.codegen.gpu_targets: threadgroups, threadgroup memory,
+--     SIMD groups), its limits narrowed to the device's (threads per threadgroup axis,
+--     threadgroup memory) once the device is open.
+--   * options ("metal-Apple M2"): the device's name. The module loads anywhere (specs call
+--     launch_of and params_of without a Mac); reading options or renderer.gpu opens the device,
+--     which the first Metal kernel does, so DEVICE=METAL on Linux fails there with "Metal: only
+--     available on macOS".
+--   * A program's launch comes from its linear program: threadgroups = the sizes of SPECIAL
+--     gidx0..2, threads per threadgroup = those of lidx0..2 (M.launch_of); its buffers are the
+--     PARAMs in slot order (M.params_of), bound at [[buffer(slot)]] and checked at every run
+--     (count, dtype, numel). The pipeline's own limit of threads per threadgroup (which a
+--     kernel's register use may bring below the device's) is checked when it is made.
+--   * Nothing is cached on disk: the Metal framework compiles source to a library inside the
+--     process (newLibraryWithSource:), and its public API has no way to write that library out
+--     short of binary archives or Xcode's `metal` compiler; kernels are memoized in memory
+--     (tcl.codegen.kernel_cache) as on every device. M.stats.disk_hits stays 0.
+--   * program:dump() is the Metal source (DEBUG=4); a run returns the GPU time of its command
+--     buffer (DEBUG=2).
+-- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts compiles
+-- since the state opened.
+local core = require "tcl.core"
+local targets = require "tcl.codegen.gpu_targets"
+local cuda = require "tcl.codegen.cuda"
+
+local target = targets.get("METAL")
+
+local M = {
+  device = "METAL",
+  stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
+}
+
+-- A native module of this build; an error naming it when the build lacks it.
+local function native(name)
+  local ok, mod = pcall(require, name)
+  if not ok then error(string.format("Metal: the module %s is not in this build: %s", name, tostring(mod)), 0) end
+  return mod
+end
+
+--- The GPU limits kernels are shaped for on a device: the Metal target's (base), narrowed to
+-- what the device reports (info: tcl.metal.device()'s table).
+function M.gpu_limits(base, info)
+  local out = {}
+  for k, v in pairs(base) do out[k] = v end
+  local loc = {}
+  for i = 1, 3 do loc[i] = math.min(base.local_max[i], info.max_threadgroup[i] or base.local_max[i]) end
+  out.local_max = loc
+  out.threads_max = math.min(base.threads_max, info.threads_per_threadgroup or base.threads_max)
+  out.local_bytes = math.min(base.local_bytes, info.threadgroup_bytes or base.local_bytes)
+  return out
+end
+
+-- The open device's facts, once: { info =, options =, gpu = }.
+local opened
+
+local function device()
+  if not opened then
+    local metal = native("tcl.metal")
+    local ok, info = pcall(metal.device)
+    if not ok then error((tostring(info):gsub("^metal%.device: ", "")), 0) end
+    opened = { info = info, options = "metal-" .. info.name, gpu = M.gpu_limits(target.gpu, info) }
+  end
+  return opened
+end
+
+--- The device's facts without raising: true, tcl.metal.device()'s table; or false, why.
+function M.probe()
+  local ok, facts = pcall(device)
+  if ok then return true, facts.info end
+  return false, tostring(facts)
+end
+
+-- The transcendentals become tcl's polynomials (tcl.patterns.transcendental), as on CUDA and
+-- the CPU, so results and Tensor.ULP_BOUNDS are the same on every device: Metal's own exp2,
+-- log2, sin, cos and pow have bounds of their own (the Metal specification's tables).
+M.renderer = setmetatable({ name = "metal", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true } },
+  { __index = function(_, k) if k == "gpu" then return device().gpu end end })
+
+--- The optimizer's view of the GPU: the Metal target's capabilities with the device's limits.
+function M.renderer.opt_caps()
+  local gpu = device().gpu
+  local caps = target.opt_caps()
+  caps.threads_max, caps.warp = gpu.threads_max, gpu.warp
+  caps.shared_max, caps.local_bytes = gpu.local_bytes, gpu.local_bytes
+  return caps
+end
+
+setmetatable(M, { __index = function(_, k) if k == "options" then return device().options end end })
+
+--- New zero-filled device storage (tcl.metal's buffer) of numel elements of dtype.
+function M.allocate(dtype, numel)
+  return native("tcl.metal").buffer(dtype, numel)
+end
+
+-- What a linear program asks of a launch, and the kernel function's name: as CUDA's
+-- (workgroups are threadgroups, threads per workgroup threads per threadgroup).
+M.launch_of = cuda.launch_of
+M.params_of = cuda.params_of
+M.entry_name = cuda.entry_name
+
+---------------------------------------------------------------------------------------------
+-- building
+
+local Program = {}
+Program.__index = Program
+
+function Program:run(buffers) return self.metal:run(buffers) end
+function Program:dump() return self.source end
+
+local function fail(name, fmt, ...)
+  error(string.format("kernel '%s': " .. fmt, tostring(name or "kernel"), ...), 0)
+end
+
+-- Checks that the renderer's facts agree with the launch and buffers read off the program.
+local function check_facts(job, facts, launch, params, gpu)
+  if type(facts) ~= "table" then return end
+  if facts.global_size and facts.local_size then
+    for i = 1, 3 do
+      if facts.global_size[i] ~= launch.global_size[i] or facts.local_size[i] ~= launch.local_size[i] then
+        fail(job.name, "the renderer launches %s x %s, the program's SPECIALs say %s x %s",
+          table.concat(facts.global_size, ","), table.concat(facts.local_size, ","),
+          table.concat(launch.global_size, ","), table.concat(launch.local_size, ","))
+      end
+    end
+  end
+  if facts.params and #facts.params ~= #params then
+    fail(job.name, "the renderer takes %d buffers, the program's PARAMs %d", #facts.params, #params)
+  end
+  if facts.local_bytes and facts.local_bytes > gpu.local_bytes then
+    fail(job.name, "%d bytes of threadgroup memory, the device allows %d", facts.local_bytes, gpu.local_bytes)
+  end
+end
+
+local function make(metal, source, job, entry, launch, params)
+  local start = core.clock()
+  local ok, program = pcall(metal.program, source, { name = job.name, entry = entry, params = params,
+    global_size = launch.global_size, local_size = launch.local_size })
+  if not ok then error((tostring(program):gsub("^metal%.program: ", "")), 0) end
+  M.stats.compiled = M.stats.compiled + 1
+  M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
+  return program
+end
+
+function M.build_many(jobs)
+  local dev = device()
+  local metal, gpu = native("tcl.metal"), native("tcl.gpu")
+  local programs = {}
+  for i, job in ipairs(jobs) do
+    local entry = M.entry_name(job.name)
+    local launch = M.launch_of(job.list, job.name)
+    local params = M.params_of(job.list, job.name)
+    local rendered, source, facts = pcall(gpu.render, job.list, { dialect = "metal", name = entry })
+    if not rendered then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
+    check_facts(job, facts, launch, params, dev.gpu)
+    local program = make(metal, source, job, entry, launch, params)
+    programs[i] = setmetatable({ name = job.name, metal = program, bytes = program.bytes, source = source,
+      entry = entry, global_size = launch.global_size, local_size = launch.local_size }, Program)
+  end
+  return programs
+end
+
+return M

@@ -1,0 +1,99 @@
+/* metal_device.h — the Metal device: an Apple GPU through the Metal framework, reached with
+ * the Objective-C runtime's C API, and the few operations tcl needs (shared memory, kernels
+ * compiled from Metal Shading Language source, dispatches timed on the GPU). Layer: runtime.
+ *
+ * No Objective-C compiler and no framework at build time: libobjc, Foundation (NSString),
+ * CoreGraphics (without it a command-line process gets no default device) and Metal are
+ * opened with dlopen when a device is first opened, and every entry point (objc_getClass,
+ * sel_registerName, objc_msgSend, the autorelease pool, MTLCreateSystemDefaultDevice) is
+ * looked up by name. Each message is sent through objc_msgSend cast to the exact C type of
+ * that method, never called variadically (metal_device.c lists them).
+ *
+ * Only macOS has Metal: elsewhere this header's functions exist and fail with "Metal: only
+ * available on macOS" (tcl_metal_device_open; nothing else can be reached without a device).
+ * The Objective-C part of metal_device.c is compiled where __APPLE__ is defined, and on other
+ * systems by the syntax check of spec/metal_device_spec.lua (tests/c/metal_standin/ stands in
+ * for Apple's headers).
+ *
+ * A device is reference counted as the CUDA device is (cuda_driver.h): its opener holds one
+ * reference, every buffer and program another, so they may be freed in any order; the last
+ * release releases the command queue and the MTLDevice. The libraries stay mapped (system
+ * frameworks are never unloaded). A device is used by one thread at a time (its state's);
+ * every call that receives autoreleased objects runs inside an autorelease pool of its own.
+ * Every failure is a message naming the step, e.g. "Metal: newLibraryWithSource:options:error:
+ * cannot compile the source of kernel 'E_4': <the compiler's messages>". No global state. */
+#ifndef TCLC_RUNTIME_METAL_DEVICE_H
+#define TCLC_RUNTIME_METAL_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct tcl_metal_device tcl_metal_device;
+
+/* What tcl reads of a device when it opens it. */
+typedef struct tcl_metal_info {
+    char name[256];               /* [MTLDevice name]: "Apple M2 Pro" */
+    char library[512];            /* "system frameworks", or the stand-in library that was opened */
+    uint32_t max_threadgroup[3];  /* maxThreadsPerThreadgroup: threads per threadgroup axis */
+    uint64_t threadgroup_bytes;   /* maxThreadgroupMemoryLength */
+    uint64_t max_buffer_bytes;    /* maxBufferLength */
+} tcl_metal_info;
+
+/* The message of every entry point on a system without Metal. */
+#define TCL_METAL_UNAVAILABLE "Metal: only available on macOS"
+
+/* Opens the system's default Metal device and a command queue on it. library: NULL for the
+ * system's libraries; else one library that provides every entry point (a stand-in, for
+ * tests). Holds one reference. NULL with err set: a library or an entry point is missing, the
+ * system has no Metal device, or the queue cannot be made. */
+tcl_metal_device *tcl_metal_device_open(const char *library, tcl_error *err);
+void tcl_metal_device_retain(tcl_metal_device *dev);
+/* Drops a reference; the last one releases the device's objects and frees it. NULL is
+ * ignored. */
+void tcl_metal_device_release(tcl_metal_device *dev);
+const tcl_metal_info *tcl_metal_device_info(const tcl_metal_device *dev);
+
+/* ---- memory ---- */
+
+/* A buffer in shared storage (MTLResourceStorageModeShared): the GPU's memory is also the
+ * host's, at `contents`, so host copies are plain memcpy (between dispatches: every dispatch
+ * waits for the GPU). */
+typedef struct tcl_metal_memory {
+    void *buffer;            /* the id<MTLBuffer> (owned); NULL when nbytes is 0 */
+    unsigned char *contents; /* its bytes; NULL when nbytes is 0 */
+} tcl_metal_memory;
+
+/* nbytes of zero-filled shared memory into *out (nothing when nbytes is 0). Fails naming the
+ * device's maxBufferLength, or when Metal gives no buffer (out of memory). */
+tcl_status tcl_metal_alloc(tcl_metal_device *dev, size_t nbytes, tcl_metal_memory *out, tcl_error *err);
+/* Releases memory from tcl_metal_alloc (an empty one is ignored); *m is emptied. */
+void tcl_metal_free(tcl_metal_device *dev, tcl_metal_memory *m);
+
+/* ---- code ---- */
+
+/* A compute pipeline of one kernel function, and what the pipeline allows. */
+typedef struct tcl_metal_kernel {
+    void *pipeline;       /* the id<MTLComputePipelineState> (owned); NULL when empty */
+    uint32_t max_threads; /* maxTotalThreadsPerThreadgroup: threads of one threadgroup, all axes */
+    uint32_t simd_width;  /* threadExecutionWidth */
+} tcl_metal_kernel;
+
+/* Compiles Metal Shading Language source (NUL-terminated UTF-8; fast math off, so results
+ * are IEEE as tcl's renderer assumes) and makes the pipeline of its kernel function `entry`.
+ * A source the compiler refuses fails with the compiler's messages; a missing entry names it.
+ * On failure *out holds nothing. */
+tcl_status tcl_metal_kernel_load(tcl_metal_device *dev, const char *source, const char *entry, tcl_metal_kernel *out,
+                                 tcl_error *err);
+void tcl_metal_kernel_unload(tcl_metal_device *dev, tcl_metal_kernel *k);
+
+/* Dispatches k on grid[0..2] threadgroups of threads[0..2] threads, buffers[i] bound at
+ * [[buffer(i)]] (NULL binds nothing: an empty buffer), and waits for it. *seconds is the GPU
+ * time of the command buffer (GPUEndTime - GPUStartTime). A kernel the GPU could not run
+ * fails with the command buffer's error. */
+tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, const uint32_t grid[3],
+                              const uint32_t threads[3], void *const *buffers, size_t nbuffers, double *seconds,
+                              tcl_error *err);
+
+#endif

@@ -1,0 +1,129 @@
+/* metal_program.c — Metal kernels: compile, check, dispatch (metal_program.h). Layer: runtime. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "metal_program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct tcl_metal_program {
+    tcl_metal_device *dev; /* a reference */
+    char *name, *entry;
+    tcl_metal_param *params;
+    size_t nparams;
+    tcl_metal_launch_size launch;
+    tcl_metal_kernel kernel;
+    size_t bytes;
+};
+
+static const char *const axis_names[3] = {"x", "y", "z"};
+
+/* Checks the launch against the device; TCL_OK or err naming the size and the limit. */
+static tcl_status check_launch(const tcl_metal_info *info, const char *name, const tcl_metal_launch_size *l,
+                               tcl_error *err) {
+    for (int i = 0; i < 3; i++) {
+        if (l->grid[i] < 1 || l->threadgroup[i] < 1)
+            return tcl_fail(err, TCL_ERR_INVALID,
+                            "kernel '%s': launch sizes must be >= 1 (grid %s = %u, threadgroup %s = %u)", name,
+                            axis_names[i], l->grid[i], axis_names[i], l->threadgroup[i]);
+        if (l->threadgroup[i] > info->max_threadgroup[i])
+            return tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %u threads on threadgroup axis %s, %s allows %u", name,
+                            l->threadgroup[i], axis_names[i], info->name, info->max_threadgroup[i]);
+    }
+    return TCL_OK;
+}
+
+tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name, const char *entry,
+                                         const char *source, const tcl_metal_param *params, size_t nparams,
+                                         const tcl_metal_launch_size *launch, tcl_error *err) {
+    if (nparams > TCL_METAL_MAX_PARAMS) {
+        tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %zu buffers, more than a Metal kernel takes (%d)", name, nparams,
+                 TCL_METAL_MAX_PARAMS);
+        return NULL;
+    }
+    if (check_launch(tcl_metal_device_info(dev), name, launch, err) != TCL_OK) return NULL;
+    tcl_metal_program *p = calloc(1, sizeof *p);
+    if (!p) {
+        tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
+        return NULL;
+    }
+    p->name = strdup(name);
+    p->entry = strdup(entry);
+    p->params = malloc((nparams ? nparams : 1) * sizeof *p->params);
+    if (!p->name || !p->entry || !p->params) {
+        tcl_metal_program_free(p);
+        tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
+        return NULL;
+    }
+    if (nparams) memcpy(p->params, params, nparams * sizeof *params);
+    p->nparams = nparams;
+    p->launch = *launch;
+    /* from here on p holds a device reference, so a failure below frees through the same path */
+    tcl_metal_device_retain(dev);
+    p->dev = dev;
+    if (tcl_metal_kernel_load(dev, source, entry, &p->kernel, err) != TCL_OK) {
+        tcl_error inner = *err;
+        tcl_metal_program_free(p);
+        tcl_fail(err, inner.status, "kernel '%s': %s", name, inner.message);
+        return NULL;
+    }
+    uint64_t threads = (uint64_t)launch->threadgroup[0] * launch->threadgroup[1] * launch->threadgroup[2];
+    if (threads > p->kernel.max_threads) {
+        tcl_fail(err, TCL_ERR_LIMIT,
+                 "kernel '%s': %llu threads per threadgroup, its pipeline on %s allows %u "
+                 "(maxTotalThreadsPerThreadgroup)", name, (unsigned long long)threads,
+                 tcl_metal_device_info(dev)->name, p->kernel.max_threads);
+        tcl_metal_program_free(p);
+        return NULL;
+    }
+    p->bytes = sizeof *p + strlen(source) + strlen(name) + strlen(entry) + nparams * sizeof *p->params;
+    return p;
+}
+
+void tcl_metal_program_free(tcl_metal_program *p) {
+    if (!p) return;
+    if (p->dev) {
+        tcl_metal_kernel_unload(p->dev, &p->kernel);
+        tcl_metal_device_release(p->dev);
+    }
+    free(p->name);
+    free(p->entry);
+    free(p->params);
+    free(p);
+}
+
+tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *bufs, size_t nbufs, double *seconds,
+                                 tcl_error *err) {
+    *seconds = 0;
+    if (nbufs != p->nparams)
+        return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
+                        p->nparams == 1 ? "" : "s", nbufs);
+    void *buffers[TCL_METAL_MAX_PARAMS];
+    for (size_t k = 0; k < nbufs; k++) {
+        const tcl_metal_buffer *b = bufs[k];
+        if (!b) return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
+        if (b->dev != p->dev)
+            return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) belongs to another Metal device",
+                            p->name, k + 1, k);
+        if (b->dtype != p->params[k].dtype || b->numel != p->params[k].numel)
+            return tcl_fail(err, TCL_ERR_INVALID,
+                            "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu", p->name,
+                            k + 1, k, tcl_dtype_get(b->dtype)->name, b->numel,
+                            tcl_dtype_get(p->params[k].dtype)->name, p->params[k].numel);
+        buffers[k] = b->memory.buffer;
+    }
+    if (tcl_metal_dispatch(p->dev, &p->kernel, p->launch.grid, p->launch.threadgroup, buffers, nbufs, seconds, err) !=
+        TCL_OK) {
+        tcl_error inner = *err;
+        return tcl_fail(err, inner.status, "kernel '%s': %s", p->name, inner.message);
+    }
+    return TCL_OK;
+}
+
+const char *tcl_metal_program_name(const tcl_metal_program *p) { return p->name; }
+const char *tcl_metal_program_entry(const tcl_metal_program *p) { return p->entry; }
+size_t tcl_metal_program_nparams(const tcl_metal_program *p) { return p->nparams; }
+const tcl_metal_param *tcl_metal_program_params(const tcl_metal_program *p) { return p->params; }
+tcl_metal_launch_size tcl_metal_program_launch(const tcl_metal_program *p) { return p->launch; }
+uint32_t tcl_metal_program_max_threads(const tcl_metal_program *p) { return p->kernel.max_threads; }
+uint32_t tcl_metal_program_simd_width(const tcl_metal_program *p) { return p->kernel.simd_width; }
+size_t tcl_metal_program_bytes(const tcl_metal_program *p) { return p->bytes; }
