@@ -26,7 +26,7 @@
 -- since the state opened.
 local core = require "tcl.core"
 local targets = require "tcl.codegen.gpu_targets"
-local cuda = require "tcl.codegen.cuda"
+local gpu_launch = require "tcl.codegen.gpu_launch"
 
 local target = targets.get("METAL")
 
@@ -99,9 +99,9 @@ end
 
 -- What a linear program asks of a launch, and the kernel function's name: as CUDA's
 -- (workgroups are threadgroups, threads per workgroup threads per threadgroup).
-M.launch_of = cuda.launch_of
-M.params_of = cuda.params_of
-M.entry_name = cuda.entry_name
+M.launch_of = gpu_launch.launch_of
+M.params_of = gpu_launch.params_of
+M.entry_name = gpu_launch.entry_name
 
 ---------------------------------------------------------------------------------------------
 -- building
