@@ -174,6 +174,46 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
     end)
   end
 
+  -- a convolution sums over several reduce ranges (input channels, the window's rows and
+  -- columns): they make one K; m is the output's width (the input's operand), n the output
+  -- channel (the weights'), the batch and the output's rows are more workgroups
+  for _, case in ipairs {
+    { target = "CUDA", dtype = "float16", tc = 0, batch = 2, cin = 16, cout = 32, size = 8, padding = 1 },
+    { target = "CUDA", dtype = "float16", tc = 1214, batch = 1, cin = 16, cout = 64, size = 16, padding = 1,
+      bias = true },
+    { target = "CUDA", dtype = "bfloat16", tc = 11122, batch = 1, cin = 16, cout = 16, size = 34, padding = 0 },
+    { target = "METAL", dtype = "float32", tc = 1211, batch = 2, cin = 8, cout = 16, size = 8, padding = 1,
+      bias = true },
+  } do
+    it(string.format("compute a %s conv2d (%d -> %d channels, 3x3, padding %d%s) with TC(1,%d), exactly (%s)",
+      case.dtype, case.cin, case.cout, case.padding, case.bias and ", bias" or "", case.tc, case.target), function()
+      on_target(case.target, function()
+        with_tc(case.tc, function()
+          local rng = splitmix.new(case.tc + case.cin)
+          local function values(...)
+            local shape, count = { ... }, 1
+            for _, d in ipairs(shape) do count = count * d end
+            local out = {}
+            for i = 1, count do out[i] = rng:integer(-8, 8) / 8 end
+            return Tensor(out, { device = "EMU" }):reshape(...):cast(case.dtype):realize()
+          end
+          local x = values(case.batch, case.cin, case.size, case.size)
+          local w = values(case.cout, case.cin, 3, 3)
+          local bias = case.bias and values(case.cout) or nil
+          local function conv(xx, ww, bb)
+            return xx:float():conv2d(ww:float(), bb and bb:float(), { padding = case.padding })
+          end
+          local y = case.dtype == "float32" and conv(x, w, bias) or x:conv2d(w, bias, { padding = case.padding })
+          local listing = compiled(y).program:dump()
+          assert.matches("WMMA", listing, 1, true)
+          -- exact sums in float32, rounded once to the output's dtype, as tensor cores compute
+          local want = conv(x:to("CPU"), w:to("CPU"), bias and bias:to("CPU")):cast(case.dtype):float():tolist()
+          assert.are.same(want, y:float():tolist())
+        end)
+      end)
+    end)
+  end
+
   it("compute a batched matmul with TC(1,2212), each batch its own workgroups", function()
     on_target("CUDA", function()
       with_tc(2212, function()

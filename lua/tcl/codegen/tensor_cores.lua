@@ -69,23 +69,27 @@ end
 -- fragment is loaded once per K-step and used by TN (A) or TM (B) products.
 function M.direct_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
-  local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local shape, m, n = found.shape, found.m, found.n
   local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
-  local step = p.range(k.src[1].arg // shape.k, "reduce")
+  local step = p.range(found.k_size // shape.k, "reduce")
   local k_base = { scaled(step, shape.k) }
   local a_frags, b_frags = {}, {}
   for i = 0, config.tm - 1 do
     a_frags[i] = {}
     for reg = 0, regs_a - 1 do
       local row, col = position(shape, "A", lane, reg)
-      a_frags[i][reg + 1] = P.substitute(found.a, { [m] = p.plus(p.tile_row(i), row), [k] = p.plus(k_base, col) })
+      local map = tensor_cores.k_map(found, p.plus(k_base, col))
+      map[m] = p.plus(p.tile_row(i), row)
+      a_frags[i][reg + 1] = P.substitute(found.a, map)
     end
   end
   for j = 0, config.tn - 1 do
     b_frags[j] = {}
     for reg = 0, regs_b - 1 do
       local row, col = position(shape, "B", lane, reg)
-      b_frags[j][reg + 1] = P.substitute(found.b, { [k] = p.plus(k_base, row), [n] = p.plus(p.tile_col(j), col) })
+      local map = tensor_cores.k_map(found, p.plus(k_base, row))
+      map[n] = p.plus(p.tile_col(j), col)
+      b_frags[j][reg + 1] = P.substitute(found.b, map)
     end
   end
   local updates = {}
@@ -114,7 +118,7 @@ end
 -- the next stage's copies from overwriting what a slower warp still reads.
 function M.staged_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
-  local shape, m, n, k = found.shape, found.m, found.n, found.k
+  local shape, m, n = found.shape, found.m, found.n
   local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
   local block_m, block_n = tensor_cores.block(shape, config)
   local depth = tensor_cores.stage_depth(found, config, p.local_bytes)
@@ -124,7 +128,7 @@ function M.staged_loop(p)
   local a_dtype, b_dtype = found.a.dtype, found.b.dtype
   local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, block_m * lda })
   local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, depth * ldb })
-  local stage = p.range(k.src[1].arg // depth, "reduce")
+  local stage = p.range(found.k_size // depth, "reduce")
   local thread = sum { scaled(p.warp_row, config.wn * warp), scaled(p.warp_col, warp), lane }
   -- (row, col) of element thread + s*threads of a tile `cols` wide, without a division in
   -- the loop (threads and cols are powers of two: one divides the other)
@@ -136,12 +140,16 @@ function M.staged_loop(p)
   local copies = {}
   for s = 0, block_m * depth // threads - 1 do
     local row, col = element(s, depth)
-    local value = P.substitute(found.a, { [m] = sum { scaled(p.block_row, block_m), row }, [k] = sum { k_base, col } })
+    local map = tensor_cores.k_map(found, sum { k_base, col })
+    map[m] = sum { scaled(p.block_row, block_m), row }
+    local value = P.substitute(found.a, map)
     copies[#copies + 1] = new("STORE", VOID, { new("INDEX", a_dtype, { a_tile, sum { times(row, lda), col } }), value })
   end
   for s = 0, depth * block_n // threads - 1 do
     local row, col = element(s, block_n)
-    local value = P.substitute(found.b, { [k] = sum { k_base, row }, [n] = sum { scaled(p.block_col, block_n), col } })
+    local map = tensor_cores.k_map(found, sum { k_base, row })
+    map[n] = sum { scaled(p.block_col, block_n), col }
+    local value = P.substitute(found.b, map)
     copies[#copies + 1] = new("STORE", VOID, { new("INDEX", b_dtype, { b_tile, sum { times(row, ldb), col } }), value })
   end
   local copied = new("BARRIER", VOID, copies)

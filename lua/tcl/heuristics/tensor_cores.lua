@@ -4,12 +4,13 @@
 -- TC, BEAM times a handful of the configurations that fit (beam_actions()), and the pass "tensor cores"
 -- (tcl.codegen.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
 --
--- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k)) (or of CAST(MUL(a, b)) to float32: the
--- product of float16 tensors) where a depends on the output range m and
--- the reduce range k but not on the output range n, b on k and n but not m (other output
--- ranges, a batch, may appear in both), the inputs of the shape's dtype (float16 or bfloat16
--- loads widened to float32, or float32 for Metal's shape), m, n, k multiples of the shape's
--- M, N, K.
+-- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k...)) (or of CAST(MUL(a, b)) to float32: the
+-- product of float16 tensors) where a depends on the output range m and the reduce ranges
+-- but not on the output range n, b on the reduce ranges and n but not m (other output ranges,
+-- a batch, may appear in both, or in one: a convolution's batch and output rows), the inputs
+-- of the shape's dtype (float16 or bfloat16 loads widened to float32, or float32 for Metal's
+-- shape), m, n and K (the product of the reduce ranges: a convolution's input channels and
+-- window) multiples of the shape's M, N, K; m and n the innermost output ranges that are.
 --
 -- TC's amount is its tile configuration (src/opt/kernel_opt.h): a workgroup of WM x WN warps,
 -- each computing TM x TN tiles of the shape, so that a workgroup computes a block of
@@ -121,7 +122,7 @@ function M.stage_depth(found, c, local_bytes)
   local shape = found.shape
   local bm, bn = M.block(shape, c)
   local threads = c.wm * c.wn * M.WARP
-  local k = found.k.src[1].arg
+  local k = found.k_size
   for _, steps in ipairs(M.STAGE_STEPS) do
     local depth = steps * shape.k
     local bytes = (bm * (depth + M.STAGE_PAD) + depth * (bn + M.STAGE_PAD)) * input_bytes(shape)
@@ -265,8 +266,14 @@ local function narrow_input(u)
   return u
 end
 
+local function size_of(r) return r.src[1].arg end
+
 --- The kernel's matmul parts for the target's tensor cores, or nil and why not.
 -- gpu: { tensor_cores = { shape names in preference order } } (tcl.codegen.gpu_targets).
+-- found: { shape =, name =, m =, n = (output ranges), ks = { reduce ranges, outermost
+-- first }, k_size = (their product: K), a =, b = (the operands), reduce =, store =, outputs =
+-- (the store's ranges, by axis) }. Several reduce ranges (a convolution's channels and
+-- window) count as one K: M.k_map turns a position along K into each range's index.
 function M.match(sink, gpu)
   local shapes = gpu and gpu.tensor_cores
   if not shapes or #shapes == 0 then return nil, "the target has no tensor cores" end
@@ -277,8 +284,12 @@ function M.match(sink, gpu)
   end
   if #reduces ~= 1 or #stores ~= 1 then return nil, "not one reduction stored once" end
   local red = reduces[1]
-  if red.arg ~= "ADD" or #red.src ~= 2 or red.dtype ~= F32 then return nil, "not a float32 sum over one range" end
-  local k = red.src[2]
+  if red.arg ~= "ADD" or #red.src < 2 or red.dtype ~= F32 then return nil, "not a float32 sum" end
+  local ks, k_size = {}, 1
+  for i = 2, #red.src do
+    ks[#ks + 1] = red.src[i]
+    k_size = k_size * size_of(red.src[i])
+  end
   local mul = red.src[1]
   -- a product of narrow floats widened afterwards (a matmul of float16 tensors multiplies in
   -- float16, then sums in float32): tensor cores multiply exactly, so they take it too
@@ -289,32 +300,56 @@ function M.match(sink, gpu)
   for _, u in ipairs(store.src[1]:toposort()) do
     if u.op == "RANGE" then outputs[#outputs + 1] = u end
   end
-  -- m: an output range b does not use; n: one a does not use
+  table.sort(outputs, function(x, y) return x.arg[1] < y.arg[1] end)
+  local function depends_on_k(u)
+    for _, r in ipairs(ks) do if depends_on(u, r) then return true end end
+    return false
+  end
+  -- m: an output range b does not use; n: one a does not use; the innermost that the shape
+  -- divides (a convolution's: output channels, and the output's width)
   local x, y = mul.src[1], mul.src[2]
+  local found_parts = false
   for _, order in ipairs { { x, y }, { y, x } } do
     local a, b = order[1], order[2]
-    local m, n
-    for _, r in ipairs(outputs) do
-      local in_a, in_b = depends_on(a, r), depends_on(b, r)
-      if in_a and not in_b then m = m or r elseif in_b and not in_a then n = n or r end
-    end
-    if m and n and depends_on(a, k) and depends_on(b, k) then
-      local ia, ib = narrow_input(a), narrow_input(b)
+    local ia, ib = narrow_input(a), narrow_input(b)
+    if depends_on_k(a) and depends_on_k(b) then
       for _, name in ipairs(shapes) do
         local shape = SHAPES[name]
         local input = core.dtype(shape.input)
         local ok_dtype = (shape.input == "float32" and a.dtype == F32 and b.dtype == F32)
           or (ia.dtype == input and ib.dtype == input)
-        local sizes = m.src[1].arg % shape.m == 0 and n.src[1].arg % shape.n == 0 and k.src[1].arg % shape.k == 0
-        if ok_dtype and sizes then
-          return { shape = shape, name = name, m = m, n = n, k = k, a = shape.input == "float32" and a or ia,
-            b = shape.input == "float32" and b or ib, reduce = red, store = store, outputs = outputs }
+        local m, n
+        for _, r in ipairs(outputs) do
+          local in_a, in_b = depends_on(a, r), depends_on(b, r)
+          if in_a ~= in_b then found_parts = true end
+          if in_a and not in_b and size_of(r) % shape.m == 0 then m = r end
+          if in_b and not in_a and size_of(r) % shape.n == 0 then n = r end
+        end
+        if ok_dtype and m and n and k_size % shape.k == 0 then
+          return { shape = shape, name = name, m = m, n = n, ks = ks, k_size = k_size,
+            a = shape.input == "float32" and a or ia, b = shape.input == "float32" and b or ib, reduce = red,
+            store = store, outputs = outputs }
         end
       end
-      return nil, "no tensor-core shape fits the dtypes and sizes"
     end
   end
+  if found_parts then return nil, "no tensor-core shape fits the dtypes and sizes" end
   return nil, "not a product of an (m, k) and a (k, n) operand"
+end
+
+--- { [reduce range] = index } for the position `at` (an index expression) along K of the
+-- kernel match() found: the reduce ranges in order, the last varying fastest.
+function M.k_map(found, at)
+  local map, stride = {}, found.k_size
+  for i, r in ipairs(found.ks) do
+    local size = size_of(r)
+    stride = stride // size
+    local index = at
+    if stride > 1 then index = index // new("CONST", INDEX, nil, stride) end
+    if i > 1 then index = index % new("CONST", INDEX, nil, size) end
+    map[r] = index
+  end
+  return map
 end
 
 return M
