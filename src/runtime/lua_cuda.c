@@ -33,18 +33,15 @@
 #include "core/lua_core.h"
 #include "cuda_buffer.h"
 #include "cuda_program.h"
+#include "lua_device_buffer.h"
 #include "lua_runtime.h"
 
 #define DEVICE_KEY "tcl.cuda.device"
 #define DEVICE_MT "tcl.CudaDevice"
-#define CUDA_BUFFER_MT "tcl.CudaBuffer"
 #define CUDA_PROGRAM_MT "tcl.CudaProgram"
-#define CUDA_BUFFER_METHODS_KEY "tcl.cuda.buffer_methods"
 #define CUDA_PROGRAM_METHODS_KEY "tcl.cuda.program_methods"
-#define HOST_BUFFER_MT "tcl.Buffer"
 
 typedef struct device_box { tcl_cuda_device *dev; } device_box;
-typedef struct cuda_buffer_box { tcl_cuda_buffer *b; } cuda_buffer_box;
 typedef struct cuda_program_box { tcl_cuda_program *p; } cuda_program_box;
 
 /* ---- the state's device ---- */
@@ -144,184 +141,34 @@ static int l_synchronize(lua_State *L) {
     return 0;
 }
 
-/* ---- buffers ---- */
+/* ---- buffers (lua_device_buffer.c) ---- */
 
-static tcl_cuda_buffer *check_cuda_buffer(lua_State *L, int idx) {
-    cuda_buffer_box *box = luaL_checkudata(L, idx, CUDA_BUFFER_MT);
-    if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
-    return box->b;
+static void *open_device(lua_State *L, const char *fn) { return state_device(L, fn); }
+static void *create_buffer(void *dev, int dtype, size_t numel, tcl_error *err) {
+    return tcl_cuda_buffer_new(dev, dtype, numel, err);
 }
-
-static tcl_cuda_buffer *test_cuda_buffer(lua_State *L, int idx) {
-    cuda_buffer_box *box = luaL_testudata(L, idx, CUDA_BUFFER_MT);
-    if (box && !box->b) luaL_argerror(L, idx, "the buffer was freed");
-    return box ? box->b : NULL;
+static void destroy_buffer(void *b) { tcl_cuda_buffer_free(b); }
+static void buffer_shape(const void *buffer, tcl_dtype *dtype, size_t *numel, size_t *itemsize, size_t *nbytes) {
+    const tcl_cuda_buffer *b = buffer;
+    *dtype = b->dtype, *numel = b->numel, *itemsize = b->itemsize, *nbytes = b->nbytes;
 }
-
-/* The host Buffer at idx (a Lua error when it was freed or its memory released), or NULL when
- * idx holds something else. */
-static tcl_buffer *test_host_buffer(lua_State *L, int idx) {
-    return luaL_testudata(L, idx, HOST_BUFFER_MT) ? tcl_lua_check_buffer(L, idx) : NULL;
+static tcl_status upload(void *dst, const tcl_buffer *src, tcl_error *err) {
+    return tcl_cuda_buffer_upload(dst, src, err);
 }
-
-static int l_buffer(lua_State *L) {
-    tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
-    if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
-    lua_Integer numel = lua_tointeger(L, 2);
-    if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
-    if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
-    tcl_cuda_device *dev = state_device(L, "cuda.buffer");
-    cuda_buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->b = NULL;
-    luaL_setmetatable(L, CUDA_BUFFER_MT);
-    tcl_error err;
-    box->b = tcl_cuda_buffer_new(dev, (int)dtype, (size_t)numel, &err);
-    if (!box->b) return luaL_error(L, "cuda.buffer: %s", err.message);
-    return 1;
+static tcl_status download(const void *src, tcl_buffer *dst, tcl_error *err) {
+    return tcl_cuda_buffer_download(src, dst, err);
 }
+static tcl_status copy(void *dst, const void *src, tcl_error *err) { return tcl_cuda_buffer_copy(dst, src, err); }
 
-static int cuda_buffer_gc(lua_State *L) {
-    cuda_buffer_box *box = luaL_checkudata(L, 1, CUDA_BUFFER_MT);
-    tcl_cuda_buffer_free(box->b);
-    box->b = NULL;
-    return 0;
-}
+static const tcl_device_buffer_ops CUDA_BUFFERS = {
+    .device = "CUDA", .kind = "CUDA", .metatable = "tcl.CudaBuffer", .methods_key = "tcl.cuda.buffer_methods",
+    .open = open_device, .create = create_buffer, .destroy = destroy_buffer, .shape = buffer_shape,
+    .upload = upload, .download = download, .copy = copy};
 
-static int cuda_buffer_tostring(lua_State *L) {
-    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
-    lua_pushfstring(L, "Buffer(CUDA, %s, %I)", tcl_dtype_get(b->dtype)->name, (lua_Integer)b->numel);
-    return 1;
-}
-
-static int cuda_buffer_index(lua_State *L) {
-    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
-    const char *k = lua_tostring(L, 2);
-    if (k) {
-        if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)b->numel); return 1; }
-        if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, b->dtype); return 1; }
-        if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)b->nbytes); return 1; }
-        if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)b->itemsize); return 1; }
-        if (!strcmp(k, "device")) { lua_pushliteral(L, "CUDA"); return 1; }
-        if (!strcmp(k, "revoked")) { lua_pushboolean(L, 0); return 1; }
-    }
-    lua_getfield(L, LUA_REGISTRYINDEX, CUDA_BUFFER_METHODS_KEY);
-    lua_pushvalue(L, 2);
-    lua_rawget(L, -2);
-    return 1;
-}
-
-/* Pushes a host Buffer of b's dtype and numel (plain host memory) and returns its slot: the
- * userdata owns it, so a Lua error never leaks it; drop_staging frees it early. */
-static tcl_buffer **push_staging(lua_State *L, const tcl_cuda_buffer *b, const char *fn) {
-    tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
-    tcl_error err;
-    *slot = tcl_buffer_new("EMU", (int)b->dtype, b->numel, &err); /* plain host memory */
-    if (!*slot) luaL_error(L, "%s: staging memory on the host: %s", fn, err.message);
-    return slot;
-}
-
-static void drop_staging(tcl_buffer **slot) {
-    tcl_buffer_free(*slot);
-    *slot = NULL;
-}
-
-/* Pushes a host copy of the CudaBuffer b; returns its slot. */
-static tcl_buffer **push_download(lua_State *L, const tcl_cuda_buffer *b, const char *fn) {
-    tcl_buffer **slot = push_staging(L, b, fn);
-    tcl_error err;
-    if (tcl_cuda_buffer_download(b, *slot, &err) != TCL_OK) luaL_error(L, "%s: %s", fn, err.message);
-    return slot;
-}
-
-/* Calls method of the host Buffer at idx with the nargs values on top of the stack; leaves
- * nresults results. */
-static void call_host_method(lua_State *L, int idx, const char *method, int nargs, int nresults) {
-    lua_getfield(L, idx, method);
-    lua_pushvalue(L, idx);
-    lua_rotate(L, -(nargs + 2), 2); /* method, self below the arguments */
-    lua_call(L, nargs + 1, nresults);
-}
-
-static int cuda_buffer_read(lua_State *L) {
-    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
-    tcl_buffer **host = push_download(L, b, "Buffer:read");
-    call_host_method(L, lua_gettop(L), "read", 0, 1);
-    drop_staging(host);
-    return 1;
-}
-
-static int cuda_buffer_read_bytes(lua_State *L) {
-    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
-    tcl_buffer **host = push_download(L, b, "Buffer:read_bytes");
-    call_host_method(L, lua_gettop(L), "read_bytes", 0, 1);
-    drop_staging(host);
-    return 1;
-}
-
-/* write and write_bytes: the host Buffer's method checks and converts the values into staging
- * memory, which then goes to the device in one copy. */
-static int write_through_host(lua_State *L, const char *method, const char *fn) {
-    tcl_cuda_buffer *b = check_cuda_buffer(L, 1);
-    int nargs = lua_gettop(L) - 1;
-    tcl_buffer **host = push_staging(L, b, fn);
-    int staging = lua_gettop(L);
-    for (int i = 2; i <= nargs + 1; i++) lua_pushvalue(L, i);
-    call_host_method(L, staging, method, nargs, 0);
-    tcl_error err;
-    if (tcl_cuda_buffer_upload(b, *host, &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
-    drop_staging(host);
-    lua_settop(L, 1);
-    return 1;
-}
-
-static int cuda_buffer_write(lua_State *L) { return write_through_host(L, "write", "Buffer:write"); }
-static int cuda_buffer_write_bytes(lua_State *L) { return write_through_host(L, "write_bytes", "Buffer:write_bytes"); }
-
-static int cuda_buffer_copy_from(lua_State *L) {
-    tcl_cuda_buffer *dst = check_cuda_buffer(L, 1);
-    tcl_error err;
-    tcl_cuda_buffer *from_device = test_cuda_buffer(L, 2);
-    if (from_device) {
-        if (tcl_cuda_buffer_copy(dst, from_device, &err) != TCL_OK)
-            return luaL_error(L, "Buffer:copy_from: %s", err.message);
-    } else {
-        tcl_buffer *from_host = test_host_buffer(L, 2);
-        if (!from_host) return luaL_argerror(L, 2, "expected a Buffer or a CUDA buffer");
-        if (tcl_cuda_buffer_upload(dst, from_host, &err) != TCL_OK)
-            return luaL_error(L, "Buffer:copy_from: %s", err.message);
-    }
-    lua_settop(L, 1);
-    return 1;
-}
-
-static int cuda_buffer_copy_to(lua_State *L) {
-    tcl_cuda_buffer *src = check_cuda_buffer(L, 1);
-    tcl_buffer *dst = test_host_buffer(L, 2);
-    if (!dst) return luaL_argerror(L, 2, "expected a host Buffer (runtime.buffer)");
-    tcl_error err;
-    if (tcl_cuda_buffer_download(src, dst, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_to: %s", err.message);
-    lua_settop(L, 2);
-    return 1;
-}
-
-static int cuda_buffer_max_difference(lua_State *L) {
-    tcl_cuda_buffer *a = check_cuda_buffer(L, 1);
-    tcl_cuda_buffer *other_device = test_cuda_buffer(L, 2);
-    if (!other_device && !test_host_buffer(L, 2)) return luaL_argerror(L, 2, "expected a Buffer or a CUDA buffer");
-    tcl_buffer **host_a = push_download(L, a, "Buffer:max_difference");
-    int staging = lua_gettop(L);
-    tcl_buffer **host_b = NULL;
-    if (other_device) host_b = push_download(L, other_device, "Buffer:max_difference");
-    else lua_pushvalue(L, 2);
-    call_host_method(L, staging, "max_difference", 1, 1);
-    drop_staging(host_a);
-    if (host_b) drop_staging(host_b);
-    return 1;
-}
+static int l_buffer(lua_State *L) { return tcl_lua_device_buffer_new(L, &CUDA_BUFFERS, "cuda.buffer"); }
 
 static int l_is_buffer(lua_State *L) {
-    cuda_buffer_box *box = luaL_testudata(L, 1, CUDA_BUFFER_MT);
-    lua_pushboolean(L, box && box->b);
+    lua_pushboolean(L, tcl_lua_device_buffer_is(L, 1, &CUDA_BUFFERS));
     return 1;
 }
 
@@ -333,46 +180,15 @@ static tcl_cuda_program *check_cuda_program(lua_State *L, int idx) {
     return box->p;
 }
 
-/* opts[field] as launch sizes: a list of at most 3 positive integers, 1 where absent. */
-static void read_sizes(lua_State *L, int opts, const char *field, uint32_t out[3]) {
-    out[0] = out[1] = out[2] = 1;
-    int t = lua_getfield(L, opts, field);
-    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
-    if (t != LUA_TTABLE) luaL_error(L, "cuda.program: %s must be a list of up to 3 sizes", field);
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n > 3) luaL_error(L, "cuda.program: %s has %I sizes, at most 3 are allowed", field, n);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > UINT32_MAX)
-            luaL_error(L, "cuda.program: %s[%I] must be a positive integer below 2^32", field, i);
-        out[i - 1] = (uint32_t)lua_tointeger(L, -1);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-}
-
-/* opts[field] as a string: required, or def when absent. */
-static const char *string_option(lua_State *L, int opts, const char *field, const char *def) {
-    int t = lua_getfield(L, opts, field);
-    if (t == LUA_TNIL && def) {
-        lua_pop(L, 1);
-        return def;
-    }
-    if (t != LUA_TSTRING) luaL_error(L, "cuda.program: %s must be a string, got %s", field, lua_typename(L, t));
-    const char *s = lua_tostring(L, -1);
-    lua_pop(L, 1); /* opts keeps the string alive */
-    return s;
-}
-
 static int l_program(lua_State *L) {
     size_t size;
     const char *image = luaL_checklstring(L, 1, &size);
     luaL_checktype(L, 2, LUA_TTABLE);
-    const char *name = string_option(L, 2, "name", "kernel");
-    const char *entry = string_option(L, 2, "entry", name);
+    const char *name = tcl_lua_string_option(L, 2, "cuda.program", "name", "kernel");
+    const char *entry = tcl_lua_string_option(L, 2, "cuda.program", "entry", name);
     tcl_cuda_launch_size launch;
-    read_sizes(L, 2, "global_size", launch.grid);
-    read_sizes(L, 2, "local_size", launch.block);
+    tcl_lua_launch_sizes_option(L, 2, "cuda.program", "global_size", launch.grid);
+    tcl_lua_launch_sizes_option(L, 2, "cuda.program", "local_size", launch.block);
     lua_getfield(L, 2, "shared_bytes");
     int ok = 1;
     lua_Integer shared = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &ok);
@@ -458,11 +274,11 @@ static int cuda_program_run(lua_State *L) {
     tcl_cuda_buffer *bufs[TCL_CUDA_MAX_PARAMS];
     for (size_t i = 0; i < n; i++) {
         lua_rawgeti(L, 2, (lua_Integer)i + 1);
-        cuda_buffer_box *box = luaL_testudata(L, -1, CUDA_BUFFER_MT);
-        bufs[i] = box ? box->b : NULL;
+        bool freed = tcl_lua_device_buffer_freed(L, -1, &CUDA_BUFFERS);
+        bufs[i] = freed ? NULL : tcl_lua_device_buffer_test(L, -1, &CUDA_BUFFERS);
         if (!bufs[i]) {
             const char *what = luaL_typename(L, -1);
-            if (box) what = "a freed CUDA buffer";
+            if (freed) what = "a freed CUDA buffer";
             else if (tcl_lua_test_buffer(L, -1))
                 what = lua_pushfstring(L, "a host Buffer (%s)", tcl_lua_test_buffer(L, -1)->device);
             return luaL_error(L, "kernel '%s': buffer %I is %s, not a CUDA buffer", tcl_cuda_program_name(p),
@@ -483,20 +299,7 @@ int luaopen_tcl_cuda(lua_State *L) {
     luaL_requiref(L, "tcl.runtime", luaopen_tcl_runtime, 0);
     lua_pop(L, 1);
 
-    static const luaL_Reg buffer_meta[] = {
-        {"__index", cuda_buffer_index}, {"__gc", cuda_buffer_gc}, {"__tostring", cuda_buffer_tostring}, {NULL, NULL}};
-    static const luaL_Reg buffer_methods[] = {{"read", cuda_buffer_read},
-                                              {"write", cuda_buffer_write},
-                                              {"read_bytes", cuda_buffer_read_bytes},
-                                              {"write_bytes", cuda_buffer_write_bytes},
-                                              {"copy_from", cuda_buffer_copy_from},
-                                              {"copy_to", cuda_buffer_copy_to},
-                                              {"max_difference", cuda_buffer_max_difference},
-                                              {NULL, NULL}};
-    if (luaL_newmetatable(L, CUDA_BUFFER_MT)) luaL_setfuncs(L, buffer_meta, 0);
-    lua_pop(L, 1);
-    luaL_newlib(L, buffer_methods);
-    lua_setfield(L, LUA_REGISTRYINDEX, CUDA_BUFFER_METHODS_KEY);
+    tcl_lua_device_buffers_init(L, &CUDA_BUFFERS);
 
     static const luaL_Reg program_meta[] = {{"__index", cuda_program_index},
                                             {"__gc", cuda_program_gc},

@@ -1,0 +1,264 @@
+/* lua_device_buffer.c — the Lua face of a GPU device's buffers (see lua_device_buffer.h).
+ * Layer: runtime. Every function below takes the device's operations as upvalue 1 (a light
+ * userdata), so one implementation serves every device binding. */
+#include "lua_device_buffer.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#include "core/lua_core.h"
+#include "lua_runtime.h"
+
+#define HOST_BUFFER_MT "tcl.Buffer"
+
+typedef struct device_buffer_box {
+    void *b; /* NULL once freed */
+} device_buffer_box;
+
+static const tcl_device_buffer_ops *ops_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+    if (box && !box->b) luaL_argerror(L, idx, "the buffer was freed");
+    return box ? box->b : NULL;
+}
+
+bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+    return box && box->b;
+}
+
+bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+    return box && !box->b;
+}
+
+static void *check_device_buffer(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
+    device_buffer_box *box = luaL_checkudata(L, idx, ops->metatable);
+    if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
+    return box->b;
+}
+
+/* The host Buffer at idx (a Lua error when it was freed or its memory released), or NULL when
+ * idx holds something else. */
+static tcl_buffer *test_host_buffer(lua_State *L, int idx) {
+    return luaL_testudata(L, idx, HOST_BUFFER_MT) ? tcl_lua_check_buffer(L, idx) : NULL;
+}
+
+int tcl_lua_device_buffer_new(lua_State *L, const tcl_device_buffer_ops *ops, const char *fn) {
+    tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
+    if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
+    lua_Integer numel = lua_tointeger(L, 2);
+    if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
+    if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
+    void *dev = ops->open(L, fn);
+    device_buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->b = NULL;
+    luaL_setmetatable(L, ops->metatable);
+    tcl_error err;
+    box->b = ops->create(dev, (int)dtype, (size_t)numel, &err);
+    if (!box->b) return luaL_error(L, "%s: %s", fn, err.message);
+    return 1;
+}
+
+static int buffer_gc(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    device_buffer_box *box = luaL_checkudata(L, 1, ops->metatable);
+    ops->destroy(box->b);
+    box->b = NULL;
+    return 0;
+}
+
+static int buffer_tostring(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    tcl_dtype dtype;
+    size_t numel, itemsize, nbytes;
+    ops->shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
+    lua_pushfstring(L, "Buffer(%s, %s, %I)", ops->device, tcl_dtype_get(dtype)->name, (lua_Integer)numel);
+    return 1;
+}
+
+static int buffer_index(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    tcl_dtype dtype;
+    size_t numel, itemsize, nbytes;
+    ops->shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
+    const char *k = lua_tostring(L, 2);
+    if (k) {
+        if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)numel); return 1; }
+        if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, dtype); return 1; }
+        if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)nbytes); return 1; }
+        if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)itemsize); return 1; }
+        if (!strcmp(k, "device")) { lua_pushstring(L, ops->device); return 1; }
+        if (!strcmp(k, "revoked")) { lua_pushboolean(L, 0); return 1; }
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, ops->methods_key);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/* Pushes a host Buffer of b's dtype and numel (plain host memory) and returns its slot: the
+ * userdata owns it, so a Lua error never leaks it; drop_staging frees it early. */
+static tcl_buffer **push_staging(lua_State *L, const tcl_device_buffer_ops *ops, const void *b, const char *fn) {
+    tcl_dtype dtype;
+    size_t numel, itemsize, nbytes;
+    ops->shape(b, &dtype, &numel, &itemsize, &nbytes);
+    tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
+    tcl_error err;
+    *slot = tcl_buffer_new("EMU", (int)dtype, numel, &err); /* plain host memory */
+    if (!*slot) luaL_error(L, "%s: staging memory on the host: %s", fn, err.message);
+    return slot;
+}
+
+static void drop_staging(tcl_buffer **slot) {
+    tcl_buffer_free(*slot);
+    *slot = NULL;
+}
+
+/* Pushes a host copy of the device buffer b; returns its slot. */
+static tcl_buffer **push_download(lua_State *L, const tcl_device_buffer_ops *ops, const void *b, const char *fn) {
+    tcl_buffer **slot = push_staging(L, ops, b, fn);
+    tcl_error err;
+    if (ops->download(b, *slot, &err) != TCL_OK) luaL_error(L, "%s: %s", fn, err.message);
+    return slot;
+}
+
+/* Calls method of the host Buffer at idx with the nargs values on top of the stack; leaves
+ * nresults results. */
+static void call_host_method(lua_State *L, int idx, const char *method, int nargs, int nresults) {
+    lua_getfield(L, idx, method);
+    lua_pushvalue(L, idx);
+    lua_rotate(L, -(nargs + 2), 2); /* method, self below the arguments */
+    lua_call(L, nargs + 1, nresults);
+}
+
+/* read and read_bytes: the host Buffer's method on a downloaded copy. */
+static int read_through_host(lua_State *L, const char *method, const char *fn) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    tcl_buffer **host = push_download(L, ops, check_device_buffer(L, 1, ops), fn);
+    call_host_method(L, lua_gettop(L), method, 0, 1);
+    drop_staging(host);
+    return 1;
+}
+
+static int buffer_read(lua_State *L) { return read_through_host(L, "read", "Buffer:read"); }
+static int buffer_read_bytes(lua_State *L) { return read_through_host(L, "read_bytes", "Buffer:read_bytes"); }
+
+/* write and write_bytes: the host Buffer's method checks and converts the values into staging
+ * memory, which then goes to the device in one copy. */
+static int write_through_host(lua_State *L, const char *method, const char *fn) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    void *b = check_device_buffer(L, 1, ops);
+    int nargs = lua_gettop(L) - 1;
+    tcl_buffer **host = push_staging(L, ops, b, fn);
+    int staging = lua_gettop(L);
+    for (int i = 2; i <= nargs + 1; i++) lua_pushvalue(L, i);
+    call_host_method(L, staging, method, nargs, 0);
+    tcl_error err;
+    if (ops->upload(b, *host, &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
+    drop_staging(host);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int buffer_write(lua_State *L) { return write_through_host(L, "write", "Buffer:write"); }
+static int buffer_write_bytes(lua_State *L) { return write_through_host(L, "write_bytes", "Buffer:write_bytes"); }
+
+static int buffer_copy_from(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    void *dst = check_device_buffer(L, 1, ops);
+    tcl_error err;
+    void *from_device = tcl_lua_device_buffer_test(L, 2, ops);
+    if (from_device) {
+        if (ops->copy(dst, from_device, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
+    } else {
+        tcl_buffer *from_host = test_host_buffer(L, 2);
+        if (!from_host) return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->kind));
+        if (ops->upload(dst, from_host, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int buffer_copy_to(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    void *src = check_device_buffer(L, 1, ops);
+    tcl_buffer *dst = test_host_buffer(L, 2);
+    if (!dst) return luaL_argerror(L, 2, "expected a host Buffer (runtime.buffer)");
+    tcl_error err;
+    if (ops->download(src, dst, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_to: %s", err.message);
+    lua_settop(L, 2);
+    return 1;
+}
+
+static int buffer_max_difference(lua_State *L) {
+    const tcl_device_buffer_ops *ops = ops_of(L);
+    void *a = check_device_buffer(L, 1, ops);
+    void *other_device = tcl_lua_device_buffer_test(L, 2, ops);
+    if (!other_device && !test_host_buffer(L, 2))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->kind));
+    tcl_buffer **host_a = push_download(L, ops, a, "Buffer:max_difference");
+    int staging = lua_gettop(L);
+    tcl_buffer **host_b = NULL;
+    if (other_device) host_b = push_download(L, ops, other_device, "Buffer:max_difference");
+    else lua_pushvalue(L, 2);
+    call_host_method(L, staging, "max_difference", 1, 1);
+    drop_staging(host_a);
+    if (host_b) drop_staging(host_b);
+    return 1;
+}
+
+void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops) {
+    static const luaL_Reg meta[] = {
+        {"__index", buffer_index}, {"__gc", buffer_gc}, {"__tostring", buffer_tostring}, {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"read", buffer_read},
+                                       {"write", buffer_write},
+                                       {"read_bytes", buffer_read_bytes},
+                                       {"write_bytes", buffer_write_bytes},
+                                       {"copy_from", buffer_copy_from},
+                                       {"copy_to", buffer_copy_to},
+                                       {"max_difference", buffer_max_difference},
+                                       {NULL, NULL}};
+    if (luaL_newmetatable(L, ops->metatable)) {
+        lua_pushlightuserdata(L, (void *)ops);
+        luaL_setfuncs(L, meta, 1);
+    }
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 7);
+    lua_pushlightuserdata(L, (void *)ops);
+    luaL_setfuncs(L, methods, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, ops->methods_key);
+}
+
+void tcl_lua_launch_sizes_option(lua_State *L, int opts, const char *fn, const char *field, uint32_t out[3]) {
+    out[0] = out[1] = out[2] = 1;
+    int t = lua_getfield(L, opts, field);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TTABLE) luaL_error(L, "%s: %s must be a list of up to 3 sizes", fn, field);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > 3) luaL_error(L, "%s: %s has %I sizes, at most 3 are allowed", fn, field, n);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > UINT32_MAX)
+            luaL_error(L, "%s: %s[%I] must be a positive integer below 2^32", fn, field, i);
+        out[i - 1] = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+const char *tcl_lua_string_option(lua_State *L, int opts, const char *fn, const char *field, const char *def) {
+    int t = lua_getfield(L, opts, field);
+    if (t == LUA_TNIL && def) {
+        lua_pop(L, 1);
+        return def;
+    }
+    if (t != LUA_TSTRING) luaL_error(L, "%s: %s must be a string, got %s", fn, field, lua_typename(L, t));
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* opts keeps the string alive */
+    return s;
+}
