@@ -231,6 +231,28 @@ void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops)
     lua_setfield(L, LUA_REGISTRYINDEX, ops->methods_key);
 }
 
+size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer_ops *ops, const char *kernel,
+                                  size_t nparams, void **out, size_t max) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    size_t n = lua_rawlen(L, idx);
+    if (n > max)
+        luaL_error(L, "kernel '%s' takes %I buffers, got %I", kernel, (lua_Integer)nparams, (lua_Integer)n);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i + 1);
+        bool freed = tcl_lua_device_buffer_freed(L, -1, ops);
+        out[i] = freed ? NULL : tcl_lua_device_buffer_test(L, -1, ops);
+        if (!out[i]) {
+            const char *what = luaL_typename(L, -1);
+            if (freed) what = lua_pushfstring(L, "a freed %s buffer", ops->kind);
+            else if (tcl_lua_test_buffer(L, -1))
+                what = lua_pushfstring(L, "a host Buffer (%s)", tcl_lua_test_buffer(L, -1)->device);
+            luaL_error(L, "kernel '%s': buffer %I is %s, not a %s buffer", kernel, (lua_Integer)i + 1, what, ops->kind);
+        }
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
 void tcl_lua_launch_sizes_option(lua_State *L, int opts, const char *fn, const char *field, uint32_t out[3]) {
     out[0] = out[1] = out[2] = 1;
     int t = lua_getfield(L, opts, field);

@@ -48,6 +48,13 @@ void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_device_buffer_
 bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_device_buffer_ops *ops);
 bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_device_buffer_ops *ops);
 
+/* The buffers of a program's run: the list at idx, each a live buffer of ops' device, into
+ * out (at most max); returns their count. A Lua error names the kernel and the first entry that
+ * is not one (a host Buffer, a freed buffer, another value) or too many entries (nparams: what
+ * the kernel takes, for the message). */
+size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer_ops *ops, const char *kernel,
+                                  size_t nparams, void **out, size_t max);
+
 /* A program's options (<module>.program(code, opts)), read from the table at opts; errors are
  * prefixed by fn. Launch sizes: a list of at most 3 integers in [1, 2^32), 1 where absent. */
 void tcl_lua_launch_sizes_option(lua_State *L, int opts, const char *fn, const char *field, uint32_t out[3]);

@@ -236,29 +236,14 @@ static int metal_program_index(lua_State *L) {
 
 static int metal_program_run(lua_State *L) {
     tcl_metal_program *p = check_metal_program(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    size_t n = lua_rawlen(L, 2);
-    if (n > TCL_METAL_MAX_PARAMS)
-        return luaL_error(L, "kernel '%s' takes %I buffers, got %I", tcl_metal_program_name(p),
-                          (lua_Integer)tcl_metal_program_nparams(p), (lua_Integer)n);
-    tcl_metal_buffer *bufs[TCL_METAL_MAX_PARAMS];
-    for (size_t i = 0; i < n; i++) {
-        lua_rawgeti(L, 2, (lua_Integer)i + 1);
-        bool freed = tcl_lua_device_buffer_freed(L, -1, &METAL_BUFFERS);
-        bufs[i] = freed ? NULL : tcl_lua_device_buffer_test(L, -1, &METAL_BUFFERS);
-        if (!bufs[i]) {
-            const char *what = luaL_typename(L, -1);
-            if (freed) what = "a freed Metal buffer";
-            else if (tcl_lua_test_buffer(L, -1))
-                what = lua_pushfstring(L, "a host Buffer (%s)", tcl_lua_test_buffer(L, -1)->device);
-            return luaL_error(L, "kernel '%s': buffer %I is %s, not a Metal buffer", tcl_metal_program_name(p),
-                              (lua_Integer)i + 1, what);
-        }
-        lua_pop(L, 1);
-    }
+    void *bufs[TCL_METAL_MAX_PARAMS];
+    size_t n = tcl_lua_device_buffer_list(L, 2, &METAL_BUFFERS, tcl_metal_program_name(p), tcl_metal_program_nparams(p),
+                                          bufs, TCL_METAL_MAX_PARAMS);
     tcl_error err;
     double seconds = 0;
-    if (tcl_metal_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    tcl_metal_buffer *typed[TCL_METAL_MAX_PARAMS];
+    for (size_t i = 0; i < n; i++) typed[i] = bufs[i];
+    if (tcl_metal_program_run(p, typed, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
     lua_pushnumber(L, seconds);
     return 1;
 }
