@@ -221,6 +221,33 @@ describe("the CUDA device on the mock driver", function()
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(helper.read(log)))
   end)
 
+  it("takes wrapped host memory of the C API (tclc_tensor_wrap) to the GPU, and results back", function()
+    if not have_mock() then return end
+    child_ok("DEVICE=CUDA " .. mock_env(log), [[
+      local embed = require "tcl.api.embed"
+      local runtime = require "tcl.runtime"
+      local function check(ok, what) if not ok then error(what, 0) end end
+      -- host memory is borrowed as a CPU buffer, its tensor a copy on the default device
+      check(embed.device() == "CPU", "host memory lives on the CPU")
+      local host = runtime.buffer("float32", 6, "CPU")
+      host:write { 1, 2, 3, 4, 5, 6 }
+      local t = embed.wrap(host, { 2, 3 })
+      check(t.device == "CUDA" and t.shape[1] == 2 and t.shape[2] == 3, "a CUDA tensor of the host's shape")
+      -- results into host memory: in place, and (unaligned destinations) through host storage
+      local out = runtime.buffer("float32", 6, "CPU")
+      embed.read_into({ t }, { out })
+      check(table.concat(out:read(), " ") == "1.0 2.0 3.0 4.0 5.0 6.0", "read into host memory")
+      local sources = embed.read_into({ t }, { false })
+      check(sources[1].device == "CPU" and table.concat(sources[1]:read(), " ") == "1.0 2.0 3.0 4.0 5.0 6.0",
+        "a host copy to read from")
+      -- a strided view of host memory is gathered there, then copied
+      local every_other = runtime.buffer("float32", 3, "CPU")
+      embed.read_into({ embed.wrap(host, { 3 }, { 2 }) }, { every_other })
+      check(table.concat(every_other:read(), " ") == "1.0 3.0 5.0", "a strided view")
+      print "ok"
+    ]])
+  end)
+
   it("moves tensors to CUDA and back, every dtype, as steps of the realize", function()
     if not have_mock() then return end
     child_ok(mock_env(log), [[

@@ -23,6 +23,14 @@ end
 -- step over all the elements the next one covers (padded rows, transposes, channel-last and
 -- other nested layouts do; overlapping ones do not); stride-0 dims are expands.
 function M.wrap(storage, shape, strides)
+  local view = M.host_view(storage, shape, strides)
+  -- a GPU default device: the tensor is the host memory's copy there (made at the next realize)
+  if view.device ~= buffers.device then return view:to(buffers.device) end
+  return view
+end
+
+--- The view of M.wrap on the host memory itself (its device: storage's).
+function M.host_view(storage, shape, strides)
   local flat = class.wrap(buffers.from_storage(storage), { storage.numel }, storage.device)
   local numel = 1
   for _, n in ipairs(shape) do numel = numel * n end
@@ -88,8 +96,13 @@ function M.copy(data, dtype, shape)
   return bytes.from_bytes(data, dtype, shape)
 end
 
---- The state's default device, where wrapped host memory lives.
-function M.device() return buffers.device end
+--- The device host memory is wrapped as: the state's default device when it keeps its
+-- storage in host memory (CPU, EMU), else the CPU (the tensors M.wrap makes then copy it to the
+-- GPU, and M.read_into copies results back through it).
+function M.device()
+  if buffers.in_device_memory(buffers.device) then return "CPU" end
+  return buffers.device
+end
 
 --- Whether v is a tcl Tensor (for the C side, deciding what a result is).
 function M.is_tensor(v) return class.is_tensor(v) end
@@ -114,8 +127,9 @@ function M.read_into(ts, outs)
   for i, t in ipairs(ts) do
     if outs[i] and not contiguous_storage(t) then
       -- the kernel that computes t stores straight into the host's memory
-      local target = class.wrap(buffers.from_storage(outs[i]), { outs[i].numel }, t.device):reshape(t.shape)
-      targets[i] = target:assign(t)
+      local host = outs[i].device
+      local target = class.wrap(buffers.from_storage(outs[i]), { outs[i].numel }, host):reshape(t.shape)
+      targets[i] = target:assign(t.device == host and t or t:to(host))
       pending[#pending + 1] = targets[i]
     elseif not outs[i] then
       pending[#pending + 1] = t
@@ -136,7 +150,9 @@ function M.read_into(ts, outs)
     if outs[i] and not targets[i] then
       buffers.copy(outs[i], contiguous_storage(t)) -- stored before (a jitted result, say): one copy
     elseif not outs[i] then
-      sources[i] = contiguous_storage(t) or contiguous_storage(t:contiguous():realize())
+      -- the C side copies out of host memory: a GPU's result comes back to the host first
+      local on_host = t.device == M.device() and t or t:to(M.device())
+      sources[i] = contiguous_storage(on_host) or contiguous_storage(on_host:contiguous():realize())
     end
   end
   return sources
