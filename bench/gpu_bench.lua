@@ -10,15 +10,17 @@
 --
 -- Parts (default all): mm_f32 mm_f16 mm_bf16 (N x N, N = GPU_BENCH_N, default 4096; each with
 -- the heuristics and with BEAM=GPU_BENCH_BEAM, default 2, 0 skips), ew (a*b+1 on 2^26
--- float32), sum (2^26 float32), softmax (4096 x 1024), gpt2 (a GPT-2 small layer's forward,
--- batch 1 x 128 tokens, float32, against torch's TransformerEncoderLayer), tc_configs (the
--- float16 matmul once per tensor-core tile configuration of tcl.heuristics.tensor_cores),
--- variants (the ew and sum kernels with hand-picked opts, a figure per list of opts).
--- Each part runs in a child process with DEVICE=CUDA (GPU_BENCH_DEVICE=EMU with EMU_GPU=CUDA
--- runs the script on the interpreter, for trying it without a GPU at a small N). BENCH_BUILD (default build-rel) names
--- the build whose bench/gpu_baselines is the baseline; BENCH_RUNS (default 21) the runs per
--- median. Targets (issue 13): float16 matmul with tensor cores >= 60 % of cuBLAS with BEAM,
--- elementwise >= 85 % of the copy bandwidth.
+-- float32), sum (2^26 float32), softmax (4096 x 1024), conv (a float16 3x3 convolution, batch
+-- 8, 64 -> 64 channels, 56 x 56, on tensor cores, against torch's), gpt2 (a GPT-2 small
+-- layer's forward, batch 1 x 128 tokens, float32, against torch's TransformerEncoderLayer),
+-- tc_configs (the float16 matmul once per tensor-core tile configuration of
+-- tcl.heuristics.tensor_cores), variants (the ew and sum kernels with hand-picked opts, a
+-- figure per list of opts). Each part runs in a child process with DEVICE=CUDA
+-- (GPU_BENCH_DEVICE=EMU with EMU_GPU=CUDA runs the script on the interpreter, for trying it
+-- without a GPU at a small N). BENCH_BUILD (default build-rel) names the build whose
+-- bench/gpu_baselines is the baseline; BENCH_RUNS (default 21) the runs per median. Targets
+-- (issue 13): float16 matmul with tensor cores >= 60 % of cuBLAS with BEAM, elementwise >= 85 %
+-- of the copy bandwidth.
 local support = require "bench.support"
 local shell_quote, capture, figure = support.shell_quote, support.capture, support.figure
 
@@ -59,6 +61,9 @@ with torch.no_grad():
         print("torch_ms", med(lambda: torch.addcmul(torch.ones(1, device="cuda"), a, b, out=out)))
     elif what == "sum":
         a = torch.rand(1 << 26, device="cuda"); print("torch_ms", med(lambda: a.sum()))
+    elif what == "conv":
+        x = torch.rand(8, 64, 56, 56, device="cuda").half(); w = torch.rand(64, 64, 3, 3, device="cuda").half()
+        print("torch_ms", med(lambda: torch.nn.functional.conv2d(x, w, padding=1)))
     elif what == "gpt2":
         layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
                                                  batch_first=True, norm_first=True).cuda().eval()
@@ -140,6 +145,22 @@ function parts.softmax(tcl)
   if t then figure("softmax_torch_ms", t, "ms") end
 end
 
+-- A float16 convolution (ResNet's 3x3 layer, batch 8, 64 -> 64 channels, 56 x 56, padding 1)
+-- on tensor cores (its reduce ranges make K), against torch's (cuDNN).
+function parts.conv(tcl)
+  local Tensor = tcl.Tensor
+  local x = (Tensor.rand(8, 64, 56, 56, { device = DEVICE }) - 0.5):cast("float16"):realize()
+  local w = (Tensor.rand(64, 64, 3, 3, { device = DEVICE }) - 0.5):cast("float16"):realize()
+  local function conv(a, b) return a:conv2d(b, nil, { padding = 1 }) end
+  local seconds, _, kernels = support.jitted_median(tcl, RUNS, conv, x, w)
+  for _, k in ipairs(kernels) do io.stderr:write(string.format("  kernel %s %.3f ms\n", k.name, k.seconds * 1e3)) end
+  local flops = 2 * 8 * 64 * 56 * 56 * 64 * 9
+  figure("conv_tcl_ms", seconds * 1e3, "ms")
+  figure("conv_tcl_tflops", flops / seconds * 1e-12, "TFLOP/s")
+  local t = torch_ms("conv")
+  if t then figure("conv_torch_ms", t, "ms") end
+end
+
 function parts.gpt2(tcl)
   local layer, x = support.gpt2_layer(tcl) -- DEVICE=CUDA: its tensors are on the GPU
   local seconds, wall, kernels = support.jitted_median(tcl, RUNS, layer, x)
@@ -211,7 +232,7 @@ end
 ---------------------------------------------------------------------------------------------
 -- the parent
 
-local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "gpt2", "tc_configs", "variants" }
+local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "conv", "gpt2", "tc_configs", "variants" }
 
 local function run_child(what, env_text)
   local command = string.format("%s DEVICE=%s lua5.4 %s --child %s", env_text or "", DEVICE, shell_quote(self_path),
@@ -268,7 +289,7 @@ local function report(what)
     local mine, copy, torch = f[what .. "_tcl_gbs"], copy_bandwidth(), f[what .. "_torch_gbs"]
     print(string.format("  %-8s tcl %8.1f GB/s   copy %8.1f GB/s%s   torch %8.1f GB/s", what, mine or 0 / 0,
       copy or 0 / 0, ratio_text(mine, copy, true, what == "ew" and 0.85 or nil), torch or 0 / 0))
-  elseif what == "softmax" or what == "gpt2" then
+  elseif what == "softmax" or what == "gpt2" or what == "conv" then
     local mine, torch = f[what .. "_tcl_ms"], f[what .. "_torch_ms"]
     print(string.format("  %-8s tcl %8.3f ms   torch %8.3f ms%s%s", what, mine or 0 / 0, torch or 0 / 0,
       ratio_text(mine, torch, false),
