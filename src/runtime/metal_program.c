@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_buffer.h"
+
 struct tcl_metal_program {
     tcl_metal_device *dev; /* a reference */
     char *name, *entry;
@@ -104,11 +106,9 @@ tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *
         if (b->dev != p->dev)
             return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) belongs to another Metal device",
                             p->name, k + 1, k);
-        if (b->dtype != p->params[k].dtype || b->numel != p->params[k].numel)
-            return tcl_fail(err, TCL_ERR_INVALID,
-                            "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu", p->name,
-                            k + 1, k, tcl_dtype_get(b->dtype)->name, b->numel,
-                            tcl_dtype_get(p->params[k].dtype)->name, p->params[k].numel);
+        if (tcl_device_param_check(p->name, k, b->dtype, b->numel, p->params[k].dtype, p->params[k].numel, err) !=
+            TCL_OK)
+            return err->status;
         buffers[k] = b->memory.buffer;
     }
     if (tcl_metal_dispatch(p->dev, &p->kernel, p->launch.grid, p->launch.threadgroup, buffers, nbufs, seconds, err) !=
