@@ -391,18 +391,10 @@ static tcl_status emit_alu(tcl_crender *r, size_t i) {
 /* Checks instruction i's sources: each earlier in the list and, where it is read, defined at
  * top level or inside a loop still open here (C's scopes). */
 static tcl_status link_sources(tcl_crender *r, size_t i) {
-    const tcl_uop *u = r->nodes[i];
-    uint32_t k = 0;
-    size_t s = 0;
-    switch (tcl_scope_check_sources(u, i, &r->index_of, r->defined_in, r->open, &k, &s)) {
-    case TCL_SCOPE_NOT_EARLIER:
-        return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not earlier in the list", k + 1, op_name(u->src[k]));
-    case TCL_SCOPE_LOOP_CLOSED:
-        return fail(r, TCL_ERR_INVALID, i, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
-                    k + 1, s, op_name(r->nodes[s]));
-    default:
+    char why[160];
+    if (tcl_scope_sources_ok(r->nodes[i], i, r->nodes, &r->index_of, r->defined_in, r->open, why, sizeof why))
         return TCL_OK;
-    }
+    return fail(r, TCL_ERR_INVALID, i, "%s", why);
 }
 
 static tcl_status emit(tcl_crender *r, size_t i) {

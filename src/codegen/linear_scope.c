@@ -1,18 +1,43 @@
 /* linear_scope.c — the source check renderers share (linear_scope.h). Layer: codegen. */
 #include "linear_scope.h"
 
+#include <stdio.h>
+
 #include "core/ops.h"
 
-tcl_scope_problem tcl_scope_check_sources(const tcl_uop *u, size_t i, const tcl_ptrmap *index_of,
-                                          const int32_t *defined_in, const uint8_t *open, uint32_t *k, size_t *s) {
+typedef enum scope_problem {
+    SCOPE_OK,
+    SCOPE_NOT_EARLIER, /* source *k is not an earlier instruction */
+    SCOPE_LOOP_CLOSED, /* source *k (instruction *s) was defined inside a loop closed here */
+} scope_problem;
+
+static scope_problem check_sources(const tcl_uop *u, size_t i, const tcl_ptrmap *index_of, const int32_t *defined_in,
+                                   const uint8_t *open, uint32_t *k, size_t *s) {
     for (uint32_t j = 0; j < u->nsrc; j++) {
         *k = j;
         void *at = tcl_ptrmap_get(index_of, u->src[j]);
-        if (!at || (size_t)(uintptr_t)at - 1 >= i) return TCL_SCOPE_NOT_EARLIER;
+        if (!at || (size_t)(uintptr_t)at - 1 >= i) return SCOPE_NOT_EARLIER;
         *s = (size_t)(uintptr_t)at - 1;
         if (tcl_op_source_orders_only((tcl_op)u->op, j)) continue;
         int32_t loop = defined_in[*s];
-        if (loop >= 0 && !open[loop]) return TCL_SCOPE_LOOP_CLOSED;
+        if (loop >= 0 && !open[loop]) return SCOPE_LOOP_CLOSED;
     }
-    return TCL_SCOPE_OK;
+    return SCOPE_OK;
+}
+
+bool tcl_scope_sources_ok(const tcl_uop *u, size_t i, tcl_uop *const *nodes, const tcl_ptrmap *index_of,
+                          const int32_t *defined_in, const uint8_t *open, char *why, size_t cap) {
+    uint32_t k = 0;
+    size_t s = 0;
+    switch (check_sources(u, i, index_of, defined_in, open, &k, &s)) {
+    case SCOPE_NOT_EARLIER:
+        snprintf(why, cap, "source %u (%s) is not earlier in the list", k + 1, tcl_op_get((tcl_op)u->src[k]->op)->name);
+        return false;
+    case SCOPE_LOOP_CLOSED:
+        snprintf(why, cap, "source %u (instruction %zu, %s) was defined inside a loop that is closed here", k + 1, s,
+                 tcl_op_get((tcl_op)nodes[s]->op)->name);
+        return false;
+    default:
+        return true;
+    }
 }
