@@ -255,9 +255,11 @@ function M.choose(found, threads_max)
   return best
 end
 
-local function depends_on(u, r)
-  for _, x in ipairs(u:toposort()) do if x == r then return true end end
-  return false
+-- The set of nodes u is computed from (u included).
+local function nodes_of(u)
+  local set = {}
+  for _, x in ipairs(u:toposort()) do set[x] = true end
+  return set
 end
 
 -- The input below a widening cast (CAST to float32 of a float16/bfloat16 value), or u.
@@ -301,8 +303,8 @@ function M.match(sink, gpu)
     if u.op == "RANGE" then outputs[#outputs + 1] = u end
   end
   table.sort(outputs, function(x, y) return x.arg[1] < y.arg[1] end)
-  local function depends_on_k(u)
-    for _, r in ipairs(ks) do if depends_on(u, r) then return true end end
+  local function depends_on_k(nodes)
+    for _, r in ipairs(ks) do if nodes[r] then return true end end
     return false
   end
   -- m: an output range b does not use; n: one a does not use; the innermost that the shape
@@ -312,19 +314,23 @@ function M.match(sink, gpu)
   for _, order in ipairs { { x, y }, { y, x } } do
     local a, b = order[1], order[2]
     local ia, ib = narrow_input(a), narrow_input(b)
-    if depends_on_k(a) and depends_on_k(b) then
+    local of_a, of_b = nodes_of(a), nodes_of(b)
+    if depends_on_k(of_a) and depends_on_k(of_b) then
+      -- the output ranges only a uses (m's candidates), and only b (n's)
+      local only_a, only_b = {}, {}
+      for _, r in ipairs(outputs) do
+        local in_a, in_b = of_a[r] == true, of_b[r] == true
+        if in_a and not in_b then only_a[#only_a + 1] = r elseif in_b and not in_a then only_b[#only_b + 1] = r end
+      end
+      if #only_a > 0 or #only_b > 0 then found_parts = true end
       for _, name in ipairs(shapes) do
         local shape = SHAPES[name]
         local input = core.dtype(shape.input)
         local ok_dtype = (shape.input == "float32" and a.dtype == F32 and b.dtype == F32)
           or (ia.dtype == input and ib.dtype == input)
         local m, n
-        for _, r in ipairs(outputs) do
-          local in_a, in_b = depends_on(a, r), depends_on(b, r)
-          if in_a ~= in_b then found_parts = true end
-          if in_a and not in_b and size_of(r) % shape.m == 0 then m = r end
-          if in_b and not in_a and size_of(r) % shape.n == 0 then n = r end
-        end
+        for _, r in ipairs(only_a) do if size_of(r) % shape.m == 0 then m = r end end
+        for _, r in ipairs(only_b) do if size_of(r) % shape.n == 0 then n = r end end
         if ok_dtype and m and n and k_size % shape.k == 0 then
           return { shape = shape, name = name, m = m, n = n, ks = ks, k_size = k_size,
             a = shape.input == "float32" and a or ia, b = shape.input == "float32" and b or ib, reduce = red,
