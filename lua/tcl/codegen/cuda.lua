@@ -149,19 +149,6 @@ end
 -- NVRTC's version as part of the disk cache key: another compiler may write other PTX.
 local compiler
 
-local function compile(nvrtc, source, job, arch)
-  local start = core.clock()
-  local ok, ptx = pcall(nvrtc.compile_ptx, source, { arch = arch, name = job.name })
-  if not ok then
-    local why = tostring(ptx):gsub("^nvrtc%.compile_ptx: ", "")
-    if not why:find("kernel '", 1, true) then why = string.format("kernel '%s': %s", job.name, why) end
-    error(why, 0)
-  end
-  M.stats.compiled = M.stats.compiled + 1
-  M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
-  return ptx
-end
-
 local function load(cuda, ptx, job, entry, launch, params, info)
   local ok, program = pcall(cuda.program, ptx, { name = job.name, entry = entry, params = params,
     global_size = launch.global_size, local_size = launch.local_size })
@@ -198,15 +185,16 @@ function M.build_many(jobs)
     rendered[i] = { entry = entry, launch = launch, params = params, source = source, key = key, ptx = ptx,
       from_disk = ptx ~= nil and ptx ~= false }
   end
-  if #misses == 1 then
-    local r = rendered[misses[1]]
-    r.ptx = compile(nvrtc, r.source, jobs[misses[1]], dev.arch)
-  elseif #misses > 1 then
+  if #misses > 0 then
     local start = core.clock()
     local requests = {}
     for n, i in ipairs(misses) do requests[n] = { rendered[i].source, { arch = dev.arch, name = jobs[i].name } } end
     local ok, results = pcall(nvrtc.compile_ptx_many, requests)
-    if not ok then error((tostring(results):gsub("^nvrtc%.compile_ptx_many: ", "")), 0) end
+    if not ok then
+      local why = tostring(results):gsub("^nvrtc%.compile_ptx_many: ", "")
+      if not why:find("kernel '", 1, true) then why = string.format("kernel '%s': %s", jobs[misses[1]].name, why) end
+      error(why, 0)
+    end
     for n, i in ipairs(misses) do rendered[i].ptx = results[n].ptx end
     M.stats.compiled = M.stats.compiled + #misses
     M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
