@@ -322,6 +322,77 @@ describe("the GPU heuristic's tile configuration", function()
   end)
 end)
 
+-- The fragment layout of m16n8k16 (src/core/ENCODINGS.md), written out here: (row, col) of
+-- register i of A (16 x 16) or B (16 x 8, K rows) in lane l.
+local function layout(operand, l, i)
+  local g, t = l >> 2, l & 3
+  if operand == "A" then return g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2) end
+  return 2 * t + (i & 1) + 8 * (i >> 1), g
+end
+
+-- The element (offset from the tile's first element) that lane l's 32-bit register q, half h
+-- (0: low) holds after ldmatrix, as the PTX ISA defines it: lane 8p + r gives the address of
+-- row r of matrix p (addr(lane)); each lane receives, of matrix q, row l / 4, elements 2(l % 4)
+-- and 2(l % 4) + 1; with .trans, of the transposed matrix.
+local function ldmatrix_element(addr, trans, l, q, h)
+  if trans then return addr(8 * q + 2 * (l & 3) + h) + (l >> 2) end
+  return addr(8 * q + (l >> 2)) + 2 * (l & 3) + h
+end
+
+describe("staged tensor cores rendered to CUDA", function()
+  it("read each fragment with one ldmatrix whose lanes' rows give every register its element", function()
+    local gpu = require "tcl.gpu"
+    local linearize = require "tcl.codegen.linearize"
+    local c = { wm = 2, wn = 1, tm = 2, tn = 2, staged = true }
+    local source
+    on_target("CUDA", function()
+      with_tc(tensor_cores.arg_of(c), function()
+        local a, b = operands(64, 64, 32, "float16", 7)
+        local sched = schedule.create({ a:float():matmul(b:float()).uop }, { device = "EMU" })
+        local ast = sched.kernels[#sched.kernels].ast
+        local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
+        source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
+      end)
+    end)
+    -- a 64 x 32 block, one stage of K = 64 (4 K-steps): per K-step tm A and tn B fragments
+    local loads = { x4 = 0, ["x2.trans"] = 0 }
+    for kind, tile, expr in source:gmatch("ldmatrix%.sync%.aligned%.m8n8%.([%w.]+)%.shared%.b16[^\n]-" ..
+      "__cvta_generic_to_shared%(&(smem%d+)%[alu%d+ %+ (%b())%]") do
+      loads[kind] = loads[kind] + 1
+      local trans = kind == "x2.trans"
+      local operand = trans and "B" or "A"
+      local c0 = math.tointeger(tonumber(expr:match("^%((%-?%d+)ll")))
+      local ld = math.tointeger(tonumber(expr:match("%* (%d+)ll")))
+      assert.is_truthy(c0 and ld, expr)
+      assert.equal(0, ld % 8) -- rows at 16-byte boundaries
+      local lua_expr = expr:gsub("%(long long%)", ""):gsub("(%d+)ll", "%1"):gsub("(%d+)u", "%1")
+      local lane_term = assert(load("local tcl_lane_id = ...; return " .. lua_expr))
+      -- register 0 of lane l reads X(l) + c0 = row0 * ld + col0 (the tile's first element at 0)
+      local function x_of(l)
+        local row, col = layout(operand, l, 0)
+        return row * ld + col - c0
+      end
+      local function addr(l) return x_of(l) + lane_term(l) end
+      for l = 0, 31 do
+        for reg = 0, (trans and 4 or 8) - 1 do
+          local row, col = layout(operand, l, reg)
+          assert.equal(row * ld + col, ldmatrix_element(addr, trans, l, reg >> 1, reg & 1),
+            string.format("%s of %s, lane %d, register %d", kind, tile, l, reg))
+        end
+      end
+    end
+    assert.same({ x4 = 4 * c.tm, ["x2.trans"] = 4 * c.tn }, loads)
+    assert.is_nil(source:find("unsigned int wmma%d+_a0 ="), "no fragment is packed from single loads")
+    local nvrtc = require "tcl.nvrtc"
+    if not nvrtc.available() then return pending("NVRTC is not available") end
+    for _, arch in ipairs { "sm_80", "sm_90" } do
+      local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
+      local _, x4 = ptx:gsub("ldmatrix%.sync%.aligned%.m8n8%.x4%.shared%.b16", "")
+      assert.equal(4 * c.tm, x4)
+    end
+  end)
+end)
+
 describe("BEAM on a tensor-core matmul", function()
   it("times TC's tile configurations that fit, and its kernel computes the product", function()
     on_target("CUDA", function()

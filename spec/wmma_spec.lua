@@ -82,7 +82,8 @@ end
 -- D_w = A_w * B_w + C_w: buffers D (slot 0), A (1), B (2), C (3), warp w's matrices at w * size,
 -- row-major. opts.diverge: the WMMAs sit in a loop that lanes 16..31 skip (a trip count of
 -- lidx < 16); opts.regs: the number of sources to give (default: the shape's); opts.shape_name:
--- the shape the WMMA nodes name (default: shape's); opts.out: the first node's out (default 0).
+-- the shape the WMMA nodes name (default: shape's); opts.out: the first node's out (default 0);
+-- opts.flag: a third item of the WMMA's arg ("staged").
 local function wmma_program(shape, threads, opts)
   opts = opts or {}
   local warps = math.max(1, threads // 32)
@@ -118,7 +119,7 @@ local function wmma_program(shape, threads, opts)
   local stores = {}
   local dbase = k.op("MUL", warp, M * N)
   for out = 0, shape.regs[3] - 1 do
-    local d = add("WMMA", F32, src, { opts.shape_name or shape.name, out + (opts.out or 0) })
+    local d = add("WMMA", F32, src, { opts.shape_name or shape.name, out + (opts.out or 0), opts.flag })
     local row, col = position(k, shape, 3, g, t, out)
     stores[#stores + 1] = k.store(D, k.op("ADD", dbase, k.op("ADD", k.op("MUL", row, N), col)), d)
   end
@@ -314,7 +315,9 @@ describe("WMMA", function()
         local src, facts = gpu.render(wmma_program(shape, 64), { name = name, dialect = "cuda" })
         local ty = shape.input == "float16" and "f16" or "bf16"
         assert.equals(1, count(src, "asm(\"mma.sync.aligned.m16n8k16.row.col.f32." .. ty .. "." .. ty .. ".f32 "))
-        assert.matches(ty == "f16" and "__half_as_ushort(__float2half_rn(" or "__bfloat16_as_ushort(", src, 1, true)
+        -- the operands' bits as read from the buffer (no round trip through float)
+        assert.matches((ty == "f16" and "__half_as_ushort" or "__bfloat16_as_ushort") .. "%(raw%d+%)", src)
+        assert.is_nil(src:find("_as_ushort(__float2", 1, true))
         -- A in 4 .b32, B in 2, C and D in 4 .f32; the 4 nodes read the asm's 4 results
         assert.matches("unsigned int wmma(%d+)_a3 = %(unsigned int%).* | %(%(unsigned int%).* << 16%);", src)
         assert.matches("unsigned int wmma%d+_b1 = ", src)
@@ -375,7 +378,12 @@ describe("WMMA", function()
           render_error(wmma_program(case[1], 32, { regs = 3 }), case[2]))
         assert.matches("instruction %d+ %(WMMA%): out %d is not a register",
           render_error(wmma_program(case[1], 32, { out = 1 }), case[2]))
+        assert.matches("instruction %d+ %(WMMA%): arg must be {shape, out} or {shape, out, \"staged\"}",
+          render_error(wmma_program(case[1], 32, { flag = "tiled" }), case[2]))
       end
+      -- "staged" promises fragments read from row-major local tiles; these are read from buffers
+      assert.matches("instruction %d+ %(WMMA%): staged WMMA: A is not read from local memory",
+        render_error(wmma_program(SHAPES[1], 32, { flag = "staged" }), "cuda"))
     end)
   end)
 
@@ -465,8 +473,8 @@ describe("WMMA", function()
         .. "not float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16n8k16_bf16_f32" })))
       assert.matches("instruction %d+ %(WMMA%): source 1 %(A register 0%) must be float32 for m8n8k8_f32_f32, not "
         .. "float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m8n8k8_f32_f32", regs = 6 })))
-      assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out} with shape one of "m16n8k16_f16_f32", '
-        .. '"m16n8k16_bf16_f32", "m8n8k8_f32_f32"',
+      assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out} or {shape, out, "staged"} with shape one of '
+        .. '"m16n8k16_f16_f32", "m16n8k16_bf16_f32", "m8n8k8_f32_f32"',
         error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16" })))
       assert.matches("instruction %d+ %(WMMA%): out 4 is not a register of m16n8k16_f16_f32's D fragment %(0..3%)",
         error_of(rt.program, wmma_program(shape, 32, { out = 1 })))

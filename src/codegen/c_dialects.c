@@ -98,6 +98,11 @@ static const tcl_cdialect cuda = {
             [TCL_FP8E4M3] = "tcl_enc_fp8e4m3((double)($1))",
             [TCL_FP8E5M2] = "tcl_enc_fp8e5m2((double)($1))",
         },
+    .storage_bits =
+        {
+            [TCL_FLOAT16] = "__half_as_ushort($1)",
+            [TCL_BFLOAT16] = "__bfloat16_as_ushort($1)",
+        },
     .from_bits =
         {
             [TCL_FLOAT32] = "__uint_as_float((unsigned int)($1))",
@@ -134,9 +139,12 @@ static const tcl_cdialect cuda = {
     .kernel_begin = "extern \"C\" __global__ void",
     .launch_bounds = "__launch_bounds__(%lld)",
     .param = "$1$2* __restrict__ p$3",
+    /* cuMemAlloc returns 256-byte aligned memory and kernels get whole buffers: with the
+     * alignment known, NVVM merges loads and stores of consecutive elements into 16-byte ones */
+    .param_aligned = "    p$3 = ($1$2*)__builtin_assume_aligned(p$3, 16);\n",
     .builtins = {NULL, NULL},
     .barrier = "__syncthreads();",
-    .shared = "__shared__",
+    .shared = "__shared__ __align__(16)", /* as the buffers: wide accesses of local tiles */
     .special = {"blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"},
     .half_include = "#include <cuda_fp16.h>\n",
     .bfloat_include = "#include <cuda_bf16.h>\n",

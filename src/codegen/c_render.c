@@ -324,12 +324,20 @@ static tcl_status emit_load(tcl_crender *r, size_t i) {
                     dtype_name((tcl_dtype)r->nodes[addr]->dtype));
     const char *gate = NULL;
     if (u->nsrc == 2 && (st = gate_of(r, i, 1, &gate)) != TCL_OK) return st;
+    char raw_name[32];
     set_value(r, i, "val%zu", i);
     const char *conv = r->mem[addr] == CM_REG ? NULL : r->d->load[d]; /* registers hold register values */
+    const char *element = r->expr[addr];
+    if (conv && !gate) {
+        line(r);
+        tcl_ctext_printf(&r->body, "%s raw%zu = %s;\n", r->d->storage_type[d], i, element);
+        r->raw[i] = 1;
+        snprintf(raw_name, sizeof raw_name, "raw%zu", i);
+        element = raw_name;
+    }
     line(r);
     tcl_ctext_printf(&r->body, "%s %s = ", r->d->reg_type[d], r->expr[i]);
     if (gate) tcl_ctext_printf(&r->body, "%s ? ", gate);
-    const char *element = r->expr[addr];
     if (conv) tcl_ctext_template(&r->body, conv, r->d->helper, &element, 1);
     else tcl_ctext_put(&r->body, element);
     tcl_ctext_put(&r->body, gate ? " : 0;\n" : ";\n");
@@ -353,6 +361,13 @@ static tcl_status emit_store(tcl_crender *r, size_t i) {
     const char *gate = NULL;
     if (u->nsrc == 3 && (st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
     const char *conv = r->mem[addr] == CM_REG ? NULL : r->d->store[d];
+    size_t s = source_index(r, u, 1);
+    char raw_name[32];
+    if (conv && r->raw[s]) { /* a copy: the element as it was read */
+        snprintf(raw_name, sizeof raw_name, "raw%zu", s);
+        v = raw_name;
+        conv = NULL;
+    }
     line(r);
     if (gate) tcl_ctext_printf(&r->body, "if (%s) ", gate);
     tcl_ctext_printf(&r->body, "%s = ", r->expr[addr]);
@@ -446,6 +461,14 @@ static bool is_identifier(const char *s) {
     return true;
 }
 
+/* Template tpl (the dialect's param or param_aligned) for buffer parameter k. */
+static void put_param(tcl_ctext *src, const tcl_cdialect *D, const char *tpl, const tcl_c_param *p, size_t k) {
+    char slot[24];
+    snprintf(slot, sizeof slot, "%zu", k);
+    const char *args[3] = {p->written ? "" : "const ", D->storage_type[p->dtype], slot};
+    tcl_ctext_template(src, tpl, D->helper, args, 3);
+}
+
 static void assemble(tcl_crender *r, tcl_ctext *src) {
     const tcl_cdialect *D = r->d;
     const int64_t *g = r->out->global_size, *l = r->out->local_size;
@@ -465,12 +488,8 @@ static void assemble(tcl_crender *r, tcl_ctext *src) {
     tcl_ctext_printf(src, " %s(", r->name);
     size_t written = 0;
     for (size_t k = 0; k < r->out->nparams; k++) {
-        char slot[24];
-        snprintf(slot, sizeof slot, "%zu", k);
-        const tcl_c_param *p = &r->out->params[k];
-        const char *args[3] = {p->written ? "" : "const ", D->storage_type[p->dtype], slot};
         if (written++) tcl_ctext_put(src, ", ");
-        tcl_ctext_template(src, D->param, D->helper, args, 3);
+        put_param(src, D, D->param, &r->out->params[k], k);
     }
     for (int k = 0; k < 2; k++)
         if (D->builtins[k]) {
@@ -481,6 +500,8 @@ static void assemble(tcl_crender *r, tcl_ctext *src) {
         tcl_ctext_printf(src, "%suint tcl_lane [[thread_index_in_simdgroup]], uint tcl_sg [[simdgroup_index_in_threadgroup]]",
                          written++ ? ", " : "");
     tcl_ctext_put(src, ") {\n");
+    for (size_t k = 0; D->param_aligned && k < r->out->nparams; k++)
+        put_param(src, D, D->param_aligned, &r->out->params[k], k);
     if (r->locals.len) tcl_ctext_put(src, r->locals.s);
     if (r->body.len) tcl_ctext_put(src, r->body.s);
     tcl_ctext_put(src, "}\n");
@@ -535,22 +556,25 @@ tcl_status tcl_c_render(tcl_c_dialect_id dialect, const char *name, tcl_uop *con
     size_t cap = n ? n : 1;
     r.kind = calloc(cap, 1);
     r.mem = calloc(cap, 1);
+    r.raw = calloc(cap, 1);
     r.expr = calloc(cap, sizeof *r.expr);
     r.defined_in = calloc(cap, sizeof *r.defined_in);
     r.open = calloc(cap, 1);
     r.loops = calloc(cap, sizeof *r.loops);
     tcl_status st;
-    if (!r.kind || !r.mem || !r.expr || !r.defined_in || !r.open || !r.loops)
+    if (!r.kind || !r.mem || !r.raw || !r.expr || !r.defined_in || !r.open || !r.loops)
         st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     else st = render(&r);
     tcl_ptrmap_free(&r.index_of);
     free(r.kind);
     free(r.mem);
+    free(r.raw);
     free(r.expr);
     free(r.defined_in);
     free(r.open);
     free(r.loops);
     free(r.wmma_root);
+    free(r.fragment_in);
     tcl_ctext_free(&r.body);
     tcl_ctext_free(&r.locals);
     tcl_ctext_free(&r.helpers);

@@ -54,6 +54,7 @@ typedef struct tcl_cdialect {
     const char *round_float[TCL_DTYPE_COUNT];  /* a float rounded to a narrow format, as float */
     const char *round_double[TCL_DTYPE_COUNT]; /* a double rounded to a narrow format, as float */
     const char *bits_of[TCL_DTYPE_COUNT];      /* a float register value -> its storage bits */
+    const char *storage_bits[TCL_DTYPE_COUNT]; /* a buffer element (storage type) -> its bits, where WMMA packs it */
     const char *from_bits[TCL_DTYPE_COUNT];    /* storage bits -> a float register value */
     const char *from_signed[TCL_DTYPE_COUNT];  /* a signed integer of up to 64 bits -> a narrow float */
     const char *from_unsigned[TCL_DTYPE_COUNT];
@@ -62,6 +63,7 @@ typedef struct tcl_cdialect {
     const char *kernel_begin;  /* what comes before the kernel's name */
     const char *launch_bounds; /* printf format of the workgroup's threads (a long long) before the name, or NULL */
     const char *param;         /* template of one buffer: $1 "const " or "", $2 the element type, $3 the slot */
+    const char *param_aligned; /* statement telling the compiler a buffer's alignment (param's $1..$3), or NULL */
     const char *builtins[2];   /* parameters after the buffers (thread indices), NULL when none */
     const char *barrier; /* the statement */
     const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
@@ -107,6 +109,10 @@ typedef struct tcl_crender {
     tcl_ptrmap index_of;        /* node -> instruction + 1 */
     uint8_t *kind;              /* tcl_ckind per instruction */
     uint8_t *mem;               /* tcl_cmem of a buffer or address */
+    /* per LOAD of a converted storage format (half, bfloat16, fp8): 1 when the element read is
+     * also kept as it is stored, in raw<i>, so that a copy stores it back unconverted (and NVVM
+     * can merge neighbouring copies into wide accesses, which the conversions' asm blocks stop) */
+    uint8_t *raw;
     char (*expr)[TCL_CEXPR_CAP];
     int32_t *defined_in; /* the RANGE instruction of the innermost loop open at definition, -1: top */
     uint8_t *open;       /* per instruction: 1 while it is a RANGE whose loop is open */
@@ -122,6 +128,11 @@ typedef struct tcl_crender {
     size_t *wmma_root;
     size_t first_wmma;
     bool uses_simdgroup;
+    /* CUDA's ldmatrix reads of "staged" fragments (c_wmma.c): per instruction, for the LOAD of a
+     * fragment's register 0, the loop its registers frag<i>_* were read in + 2 (1: at the top;
+     * 0: not read; allocated with wmma_root); whether the lane id tcl_lane_id is declared */
+    int64_t *fragment_in;
+    bool uses_lane_id;
     tcl_c_kernel *out;
 } tcl_crender;
 

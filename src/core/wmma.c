@@ -55,13 +55,21 @@ void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane
 
 static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
 
+bool tcl_wmma_staged(const tcl_uop *u) {
+    const tcl_arg *a = &u->arg;
+    if (a->kind != TCL_ARG_TUPLE || a->len != 3) return false;
+    const tcl_arg *flag = &a->v.items[2];
+    return flag->kind == TCL_ARG_STR && flag->len == 6 && memcmp(flag->v.s, "staged", 6) == 0;
+}
+
 bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap) {
     const tcl_arg *a = &u->arg;
     const tcl_wmma_shape *s = NULL;
-    if (a->kind == TCL_ARG_TUPLE && a->len == 2 && a->v.items[0].kind == TCL_ARG_STR && a->v.items[1].kind == TCL_ARG_INT)
+    if (a->kind == TCL_ARG_TUPLE && (a->len == 2 || (a->len == 3 && tcl_wmma_staged(u))) &&
+        a->v.items[0].kind == TCL_ARG_STR && a->v.items[1].kind == TCL_ARG_INT)
         s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
     if (!s) {
-        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out} with shape one of");
+        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out} or {shape, out, \"staged\"} with shape one of");
         for (size_t k = 0; k < tcl_wmma_nshapes && used < cap; k++)
             used += (size_t)snprintf(why + used, cap - used, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
         return false;

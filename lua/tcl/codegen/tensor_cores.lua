@@ -111,8 +111,9 @@ end
 
 -- The loop over stages of K with the operands staged through local memory: per stage, the
 -- workgroup's threads copy the block's A slice (BM x depth) and B slice (depth x BN) into
--- local memory, thread t taking elements t, t + threads, ... (neighbouring threads read
--- neighbouring elements of a row), rows padded by STAGE_PAD; a barrier; then for each K-step
+-- local memory in chunks of consecutive elements (16 bytes where the tile allows), thread t
+-- taking chunks t, t + threads, ... (neighbouring threads read neighbouring chunks of a row),
+-- rows padded by STAGE_PAD; a barrier; then for each K-step
 -- of the stage every warp reads its fragments from local memory and issues its products,
 -- the accumulators carried from one K-step to the next in registers; a second barrier keeps
 -- the next stage's copies from overwriting what a slower warp still reads.
@@ -130,27 +131,47 @@ function M.staged_loop(p)
   local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, depth * ldb })
   local stage = p.range(found.k_size // depth, "reduce")
   local thread = sum { scaled(p.warp_row, config.wn * warp), scaled(p.warp_col, warp), lane }
-  -- (row, col) of element thread + s*threads of a tile `cols` wide, without a division in
-  -- the loop (threads and cols are powers of two: one divides the other)
-  local function element(s, cols)
-    if cols % threads == 0 then return const(s * threads // cols), sum { thread, s * threads % cols } end
-    return sum { thread // const(cols), s * (threads // cols) }, thread % const(cols)
+  -- Each thread copies chunks of `chunk` consecutive elements of a tile row (16 bytes where the
+  -- tile allows): thread t takes chunk t, t + threads, ..., so neighbouring threads read
+  -- neighbouring chunks. A chunk's loads and stores are at consecutive addresses, which a
+  -- renderer (NVVM's load/store vectorizer for CUDA) makes one wide access.
+  local function chunk_of(rows, cols, itemsize)
+    local chunk = math.max(1, 16 // itemsize)
+    while chunk > 1 and (cols % chunk ~= 0 or (rows * cols) % (threads * chunk) ~= 0) do chunk = chunk // 2 end
+    return chunk
+  end
+  -- (row, col) of element v of chunk thread + s*threads of a tile `cols` wide, without a
+  -- division in the loop (threads, cols and chunk are powers of two)
+  local function element(s, v, cols, chunk)
+    local per_row = cols // chunk -- chunks per row
+    if per_row % threads == 0 then
+      return const(s * threads // per_row), sum { times(thread, chunk), s * threads % per_row * chunk + v }
+    end
+    return sum { thread // const(per_row), s * (threads // per_row) }, sum { times(thread % const(per_row), chunk), v }
   end
   local k_base = scaled(stage, depth)
   local copies = {}
-  for s = 0, block_m * depth // threads - 1 do
-    local row, col = element(s, depth)
-    local map = tensor_cores.k_map(found, sum { k_base, col })
-    map[m] = sum { scaled(p.block_row, block_m), row }
-    local value = P.substitute(found.a, map)
-    copies[#copies + 1] = new("STORE", VOID, { new("INDEX", a_dtype, { a_tile, sum { times(row, lda), col } }), value })
+  local a_chunk = chunk_of(block_m, depth, a_dtype.itemsize)
+  for s = 0, block_m * depth // (threads * a_chunk) - 1 do
+    for v = 0, a_chunk - 1 do
+      local row, col = element(s, v, depth, a_chunk)
+      local map = tensor_cores.k_map(found, sum { k_base, col })
+      map[m] = sum { scaled(p.block_row, block_m), row }
+      local value = P.substitute(found.a, map)
+      local at = new("INDEX", a_dtype, { a_tile, sum { times(row, lda), col } })
+      copies[#copies + 1] = new("STORE", VOID, { at, value })
+    end
   end
-  for s = 0, depth * block_n // threads - 1 do
-    local row, col = element(s, block_n)
-    local map = tensor_cores.k_map(found, sum { k_base, row })
-    map[n] = sum { scaled(p.block_col, block_n), col }
-    local value = P.substitute(found.b, map)
-    copies[#copies + 1] = new("STORE", VOID, { new("INDEX", b_dtype, { b_tile, sum { times(row, ldb), col } }), value })
+  local b_chunk = chunk_of(depth, block_n, b_dtype.itemsize)
+  for s = 0, depth * block_n // (threads * b_chunk) - 1 do
+    for v = 0, b_chunk - 1 do
+      local row, col = element(s, v, block_n, b_chunk)
+      local map = tensor_cores.k_map(found, sum { k_base, row })
+      map[n] = sum { scaled(p.block_col, block_n), col }
+      local value = P.substitute(found.b, map)
+      local at = new("INDEX", b_dtype, { b_tile, sum { times(row, ldb), col } })
+      copies[#copies + 1] = new("STORE", VOID, { at, value })
+    end
   end
   local copied = new("BARRIER", VOID, copies)
   local a_seen = new("AFTER", a_dtype, { a_tile, copied })
@@ -166,25 +187,30 @@ function M.staged_loop(p)
       end
     end
   end
+  -- A fragment register's element is read at the index of register 0's element plus the
+  -- register's (lane-independent) offset in the row-major tile: WMMA's third arg item "staged"
+  -- promises that form, which lets a renderer read a fragment with one warp-wide matrix load
+  -- (CUDA: ldmatrix; src/core/ENCODINGS.md).
+  -- origin: the tile's first element, warp_term (nil for a range left out) + offset
+  local function fragment(tile, dtype, operand, warp_term, offset, ld, regs)
+    local row0, col0 = position(shape, operand, lane, 0)
+    local loads = {}
+    for reg = 0, regs - 1 do
+      local drow, dcol = tensor_cores.register_offset(shape, operand, reg)
+      local at = sum { warp_term, times(row0, ld), col0, offset + drow * ld + dcol }
+      loads[reg + 1] = new("LOAD", dtype, { new("INDEX", dtype, { tile, at }) })
+    end
+    return loads
+  end
   for kk = 0, depth // shape.k - 1 do
     local a_frags, b_frags = {}, {}
     for i = 0, config.tm - 1 do
-      a_frags[i] = {}
-      for reg = 0, regs_a - 1 do
-        local row, col = position(shape, "A", lane, reg)
-        local at = sum { scaled(p.warp_row, config.tm * shape.m * lda), i * shape.m * lda, times(row, lda),
-          kk * shape.k, col }
-        a_frags[i][reg + 1] = new("LOAD", a_dtype, { new("INDEX", a_dtype, { a_seen, at }) })
-      end
+      a_frags[i] = fragment(a_seen, a_dtype, "A", scaled(p.warp_row, config.tm * shape.m * lda),
+        i * shape.m * lda + kk * shape.k, lda, regs_a)
     end
     for j = 0, config.tn - 1 do
-      b_frags[j] = {}
-      for reg = 0, regs_b - 1 do
-        local row, col = position(shape, "B", lane, reg)
-        local at = sum { kk * shape.k * ldb, times(row, ldb), scaled(p.warp_col, config.tn * shape.n),
-          j * shape.n, col }
-        b_frags[j][reg + 1] = new("LOAD", b_dtype, { new("INDEX", b_dtype, { b_seen, at }) })
-      end
+      b_frags[j] = fragment(b_seen, b_dtype, "B", scaled(p.warp_col, config.tn * shape.n),
+        kk * shape.k * ldb + j * shape.n, ldb, regs_b)
     end
     for i = 0, config.tm - 1 do
       for j = 0, config.tn - 1 do
@@ -192,7 +218,7 @@ function M.staged_loop(p)
         for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
         for _, c in ipairs(current[i][j]) do sources[#sources + 1] = c end
         for reg = 0, regs_c - 1 do
-          current[i][j][reg + 1] = new("WMMA", F32, sources, { found.name, reg })
+          current[i][j][reg + 1] = new("WMMA", F32, sources, { found.name, reg, "staged" })
         end
       end
     end

@@ -47,18 +47,24 @@ local SHAPES = {
 }
 M.SHAPES = SHAPES
 
---- (row, col) of register reg of operand ("A", "B" or "C") in lane (index expressions).
+--- (rows, columns) from register 0's element to register reg's in operand ("A", "B" or "C"):
+-- the same in every lane.
+function M.register_offset(shape, operand, reg)
+  if shape.m == 8 then return 0, reg end
+  if operand == "A" then return 8 * ((reg >> 1) & 1), (reg & 1) + 8 * (reg >> 2) end
+  if operand == "B" then return (reg & 1) + 8 * (reg >> 1), 0 end
+  return 8 * (reg >> 1), reg & 1
+end
+
+--- (row, col) of register reg of operand ("A", "B" or "C") in lane (index expressions):
+-- register 0's element (row lane // 4, column 2 * (lane % 4); B transposed) plus the offset.
 function M.position(shape, operand, lane, reg)
   local function c(v) return new("CONST", INDEX, nil, v) end
   local function plus(x, v) return v == 0 and x or x + c(v) end -- no `x + 0` in the kernel
-  if shape.m == 8 then return lane // c(4), plus(lane % c(4) * c(2), reg) end
-  local g, t = lane // c(4), lane % c(4)
-  if operand == "A" then
-    return plus(g, 8 * ((reg >> 1) & 1)), plus(t * c(2), (reg & 1) + 8 * (reg >> 2))
-  elseif operand == "B" then
-    return plus(t * c(2), (reg & 1) + 8 * (reg >> 1)), g
-  end
-  return plus(g, 8 * (reg >> 1)), plus(t * c(2), reg & 1)
+  local g, t2 = lane // c(4), lane % c(4) * c(2)
+  local drow, dcol = M.register_offset(shape, operand, reg)
+  if operand == "B" and shape.m ~= 8 then return plus(t2, drow), plus(g, dcol) end
+  return plus(g, drow), plus(t2, dcol)
 end
 
 local WARPS = { 1, 2, 4 }
