@@ -348,7 +348,8 @@ describe("staged tensor cores rendered to CUDA", function()
     on_target("CUDA", function()
       with_tc(tensor_cores.arg_of(c), function()
         local a, b = operands(64, 64, 32, "float16", 7)
-        local sched = schedule.create({ a:float():matmul(b:float()).uop }, { device = "EMU" })
+        tcl.realize(a, b) -- float16 buffers, as the copies' wide accesses below need
+        local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
         local ast = sched.kernels[#sched.kernels].ast
         local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
         source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
@@ -389,6 +390,14 @@ describe("staged tensor cores rendered to CUDA", function()
       local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
       local _, x4 = ptx:gsub("ldmatrix%.sync%.aligned%.m8n8%.x4%.shared%.b16", "")
       assert.equal(4 * c.tm, x4)
+      -- buffers and tiles known 16-byte aligned: the stage (A 64 x 64 and B 64 x 16 halves, 64
+      -- threads: 8 + 2 chunks of 8 each) is stored in 16-byte accesses, and NVVM reads nearly all
+      -- of it so (it splits one of B's chunks): 80 single halves otherwise
+      local _, wide_stores = ptx:gsub("st%.shared%.v4%.u32", "")
+      local _, global_loads = ptx:gsub("ld%.global%.", "")
+      assert.equal(10, wide_stores)
+      assert.is_true(global_loads <= 16, global_loads .. " global loads")
+      assert.is_nil(ptx:find("st.shared.u16", 1, true))
     end
   end)
 end)

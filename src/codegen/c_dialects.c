@@ -140,7 +140,8 @@ static const tcl_cdialect cuda = {
     .launch_bounds = "__launch_bounds__(%lld)",
     .param = "$1$2* __restrict__ p$3",
     /* cuMemAlloc returns 256-byte aligned memory and kernels get whole buffers: with the
-     * alignment known, NVVM merges loads and stores of consecutive elements into 16-byte ones */
+     * alignment known, NVVM merges loads and stores of consecutive elements into 16-byte ones
+     * (c_render.c says which kernels get it) */
     .param_aligned = "    p$3 = ($1$2*)__builtin_assume_aligned(p$3, 16);\n",
     .builtins = {NULL, NULL},
     .barrier = "__syncthreads();",

@@ -500,7 +500,9 @@ static void assemble(tcl_crender *r, tcl_ctext *src) {
         tcl_ctext_printf(src, "%suint tcl_lane [[thread_index_in_simdgroup]], uint tcl_sg [[simdgroup_index_in_threadgroup]]",
                          written++ ? ", " : "");
     tcl_ctext_put(src, ") {\n");
-    for (size_t k = 0; D->param_aligned && k < r->out->nparams; k++)
+    /* only where wide copies are made (the staged tiles of tensor cores): NVVM no longer proves a
+     * realigned pointer read-only, so other kernels would lose their ld.global.nc loads */
+    for (size_t k = 0; D->param_aligned && r->first_wmma && k < r->out->nparams; k++)
         put_param(src, D, D->param_aligned, &r->out->params[k], k);
     if (r->locals.len) tcl_ctext_put(src, r->locals.s);
     if (r->body.len) tcl_ctext_put(src, r->body.s);
