@@ -151,28 +151,28 @@ function M.staged_loop(p)
   end
   local k_base = scaled(stage, depth)
   local copies = {}
-  local a_chunk = chunk_of(block_m, depth, a_dtype.itemsize)
-  for s = 0, block_m * depth // (threads * a_chunk) - 1 do
-    for v = 0, a_chunk - 1 do
-      local row, col = element(s, v, depth, a_chunk)
-      local map = tensor_cores.k_map(found, sum { k_base, col })
-      map[m] = sum { scaled(p.block_row, block_m), row }
-      local value = P.substitute(found.a, map)
-      local at = new("INDEX", a_dtype, { a_tile, sum { times(row, lda), col } })
-      copies[#copies + 1] = new("STORE", VOID, { at, value })
+  -- the stores copying a rows x cols slice into tile (row stride ld); operand_map(row, col)
+  -- maps the operand's ranges to the slice element's position
+  local function copy_slice(tile, operand, rows, cols, ld, operand_map)
+    local chunk = chunk_of(rows, cols, operand.dtype.itemsize)
+    for s = 0, rows * cols // (threads * chunk) - 1 do
+      for v = 0, chunk - 1 do
+        local row, col = element(s, v, cols, chunk)
+        local at = new("INDEX", operand.dtype, { tile, sum { times(row, ld), col } })
+        copies[#copies + 1] = new("STORE", VOID, { at, P.substitute(operand, operand_map(row, col)) })
+      end
     end
   end
-  local b_chunk = chunk_of(depth, block_n, b_dtype.itemsize)
-  for s = 0, depth * block_n // (threads * b_chunk) - 1 do
-    for v = 0, b_chunk - 1 do
-      local row, col = element(s, v, block_n, b_chunk)
-      local map = tensor_cores.k_map(found, sum { k_base, row })
-      map[n] = sum { scaled(p.block_col, block_n), col }
-      local value = P.substitute(found.b, map)
-      local at = new("INDEX", b_dtype, { b_tile, sum { times(row, ldb), col } })
-      copies[#copies + 1] = new("STORE", VOID, { at, value })
-    end
-  end
+  copy_slice(a_tile, found.a, block_m, depth, lda, function(row, col)
+    local map = tensor_cores.k_map(found, sum { k_base, col })
+    map[m] = sum { scaled(p.block_row, block_m), row }
+    return map
+  end)
+  copy_slice(b_tile, found.b, depth, block_n, ldb, function(row, col)
+    local map = tensor_cores.k_map(found, sum { k_base, row })
+    map[n] = sum { scaled(p.block_col, block_n), col }
+    return map
+  end)
   local copied = new("BARRIER", VOID, copies)
   local a_seen = new("AFTER", a_dtype, { a_tile, copied })
   local b_seen = new("AFTER", b_dtype, { b_tile, copied })
