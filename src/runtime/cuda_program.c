@@ -1,5 +1,4 @@
 /* cuda_program.c — CUDA kernels: load, check, launch (cuda_program.h). Layer: runtime. */
-#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cuda_program.h"
 
 #include <stdlib.h>
@@ -9,9 +8,7 @@
 
 struct tcl_cuda_program {
     tcl_cuda_device *dev; /* a reference */
-    char *name, *entry;
-    tcl_cuda_param *params;
-    size_t nparams;
+    tcl_device_signature sig;
     tcl_cuda_launch_size launch;
     tcl_cuda_kernel kernel;
     tcl_cuda_timer timer;
@@ -46,7 +43,7 @@ static tcl_status check_launch(const tcl_cuda_info *info, const char *name, cons
 }
 
 tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, const char *entry, const char *image,
-                                       size_t size, const tcl_cuda_param *params, size_t nparams,
+                                       size_t size, const tcl_device_param *params, size_t nparams,
                                        const tcl_cuda_launch_size *launch, tcl_error *err) {
     if (nparams > TCL_CUDA_MAX_PARAMS) {
         tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %zu buffers, more than the CUDA device passes (%d)", name, nparams,
@@ -59,16 +56,10 @@ tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, c
         tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
         return NULL;
     }
-    p->name = strdup(name);
-    p->entry = strdup(entry);
-    p->params = malloc((nparams ? nparams : 1) * sizeof *p->params);
-    if (!p->name || !p->entry || !p->params) {
-        tcl_cuda_program_free(p);
-        tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
+    if (tcl_device_signature_init(&p->sig, name, entry, params, nparams, err) != TCL_OK) {
+        free(p);
         return NULL;
     }
-    if (nparams) memcpy(p->params, params, nparams * sizeof *params);
-    p->nparams = nparams;
     p->launch = *launch;
     /* from here on p holds a device reference, so a failure below frees through the same path */
     tcl_cuda_device_retain(dev);
@@ -82,7 +73,7 @@ tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, c
         tcl_fail(err, status, "kernel '%s': %s", name, inner.message);
         return NULL;
     }
-    p->bytes = sizeof *p + size + strlen(name) + strlen(entry) + nparams * sizeof *p->params;
+    p->bytes = sizeof *p + size + tcl_device_signature_bytes(&p->sig);
     return p;
 }
 
@@ -93,28 +84,20 @@ void tcl_cuda_program_free(tcl_cuda_program *p) {
         tcl_cuda_kernel_unload(p->dev, &p->kernel);
         tcl_cuda_device_release(p->dev);
     }
-    free(p->name);
-    free(p->entry);
-    free(p->params);
+    tcl_device_signature_free(&p->sig);
     free(p);
 }
 
 tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *bufs, size_t nbufs, double *seconds,
                                 tcl_error *err) {
     *seconds = 0;
-    if (nbufs != p->nparams)
-        return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
-                        p->nparams == 1 ? "" : "s", nbufs);
+    if (tcl_device_run_count_check(&p->sig, nbufs, err) != TCL_OK) return err->status;
     tcl_cuda_ptr pointers[TCL_CUDA_MAX_PARAMS];
     void *args[TCL_CUDA_MAX_PARAMS];
     for (size_t k = 0; k < nbufs; k++) {
         const tcl_cuda_buffer *b = bufs[k];
-        if (!b) return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
-        if (b->dev != p->dev)
-            return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) belongs to another CUDA device",
-                            p->name, k + 1, k);
-        if (tcl_device_param_check(p->name, k, b->dtype, b->numel, p->params[k].dtype, p->params[k].numel, err) !=
-            TCL_OK)
+        if (tcl_device_run_buffer_check(&p->sig, "CUDA", k, b, b && b->dev == p->dev, b ? b->dtype : TCL_VOID,
+                                        b ? b->numel : 0, err) != TCL_OK)
             return err->status;
         pointers[k] = b->ptr;
         args[k] = &pointers[k];
@@ -122,14 +105,11 @@ tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *buf
     if (tcl_cuda_launch(p->dev, &p->kernel, p->launch.grid, p->launch.block, p->launch.shared_bytes, args, &p->timer,
                         seconds, err) != TCL_OK) {
         tcl_error inner = *err;
-        return tcl_fail(err, inner.status, "kernel '%s': %s", p->name, inner.message);
+        return tcl_fail(err, inner.status, "kernel '%s': %s", p->sig.name, inner.message);
     }
     return TCL_OK;
 }
 
-const char *tcl_cuda_program_name(const tcl_cuda_program *p) { return p->name; }
-const char *tcl_cuda_program_entry(const tcl_cuda_program *p) { return p->entry; }
-size_t tcl_cuda_program_nparams(const tcl_cuda_program *p) { return p->nparams; }
-const tcl_cuda_param *tcl_cuda_program_params(const tcl_cuda_program *p) { return p->params; }
+const tcl_device_signature *tcl_cuda_program_signature(const tcl_cuda_program *p) { return &p->sig; }
 tcl_cuda_launch_size tcl_cuda_program_launch(const tcl_cuda_program *p) { return p->launch; }
 size_t tcl_cuda_program_bytes(const tcl_cuda_program *p) { return p->bytes; }

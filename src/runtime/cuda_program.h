@@ -16,11 +16,7 @@
 #include "core/dtype.h"
 #include "cuda_buffer.h"
 #include "cuda_driver.h"
-
-typedef struct tcl_cuda_param {
-    tcl_dtype dtype;
-    size_t numel;
-} tcl_cuda_param;
+#include "device_buffer.h"
 
 /* How a kernel is launched: blocks per grid axis, threads per block axis (each >= 1), and
  * dynamic shared memory per block in bytes. */
@@ -40,7 +36,7 @@ typedef struct tcl_cuda_program tcl_cuda_program;
  * the device's limits (threads per block, block and grid sizes, shared memory): a kernel that
  * cannot run on this GPU is refused here with the limit named. NULL with err on failure. */
 tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, const char *entry, const char *image,
-                                       size_t size, const tcl_cuda_param *params, size_t nparams,
+                                       size_t size, const tcl_device_param *params, size_t nparams,
                                        const tcl_cuda_launch_size *launch, tcl_error *err);
 void tcl_cuda_program_free(tcl_cuda_program *p);
 
@@ -49,10 +45,8 @@ void tcl_cuda_program_free(tcl_cuda_program *p);
 tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *bufs, size_t nbufs, double *seconds,
                                 tcl_error *err);
 
-const char *tcl_cuda_program_name(const tcl_cuda_program *p);
-const char *tcl_cuda_program_entry(const tcl_cuda_program *p);
-size_t tcl_cuda_program_nparams(const tcl_cuda_program *p);
-const tcl_cuda_param *tcl_cuda_program_params(const tcl_cuda_program *p);
+/* The kernel's name, entry and buffers. */
+const tcl_device_signature *tcl_cuda_program_signature(const tcl_cuda_program *p);
 tcl_cuda_launch_size tcl_cuda_program_launch(const tcl_cuda_program *p);
 size_t tcl_cuda_program_bytes(const tcl_cuda_program *p);
 

@@ -1,8 +1,11 @@
 /* device_buffer.c — the checks GPU devices' buffers and programs share (device_buffer.h).
  * Layer: runtime. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "device_buffer.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 tcl_status tcl_device_buffer_layout(const char *device, int id, size_t numel, tcl_dtype *dtype, size_t *itemsize,
                                     tcl_error *err) {
@@ -26,9 +29,48 @@ tcl_status tcl_device_copy_check(const char *what, tcl_dtype src, size_t src_num
     return TCL_OK;
 }
 
-tcl_status tcl_device_param_check(const char *kernel, size_t k, tcl_dtype dtype, size_t numel, tcl_dtype want_dtype,
-                                  size_t want_numel, tcl_error *err) {
-    if (dtype == want_dtype && numel == want_numel) return TCL_OK;
+tcl_status tcl_device_signature_init(tcl_device_signature *sig, const char *name, const char *entry,
+                                     const tcl_device_param *params, size_t nparams, tcl_error *err) {
+    sig->name = strdup(name);
+    sig->entry = strdup(entry);
+    sig->params = malloc((nparams ? nparams : 1) * sizeof *sig->params);
+    sig->nparams = nparams;
+    if (!sig->name || !sig->entry || !sig->params) {
+        tcl_device_signature_free(sig);
+        return tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
+    }
+    if (nparams) memcpy(sig->params, params, nparams * sizeof *params);
+    return TCL_OK;
+}
+
+void tcl_device_signature_free(tcl_device_signature *sig) {
+    free(sig->name);
+    free(sig->entry);
+    free(sig->params);
+    sig->name = sig->entry = NULL;
+    sig->params = NULL;
+    sig->nparams = 0;
+}
+
+size_t tcl_device_signature_bytes(const tcl_device_signature *sig) {
+    return strlen(sig->name) + strlen(sig->entry) + sig->nparams * sizeof *sig->params;
+}
+
+tcl_status tcl_device_run_count_check(const tcl_device_signature *sig, size_t nbufs, tcl_error *err) {
+    if (nbufs == sig->nparams) return TCL_OK;
+    return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", sig->name, sig->nparams,
+                    sig->nparams == 1 ? "" : "s", nbufs);
+}
+
+tcl_status tcl_device_run_buffer_check(const tcl_device_signature *sig, const char *device, size_t k, bool present,
+                                       bool same_device, tcl_dtype dtype, size_t numel, tcl_error *err) {
+    const char *kernel = sig->name;
+    if (!present) return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", kernel, k + 1, k);
+    if (!same_device)
+        return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) belongs to another %s device", kernel,
+                        k + 1, k, device);
+    const tcl_device_param *want = &sig->params[k];
+    if (dtype == want->dtype && numel == want->numel) return TCL_OK;
     return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is %s x %zu, the kernel expects %s x %zu",
-                    kernel, k + 1, k, tcl_dtype_get(dtype)->name, numel, tcl_dtype_get(want_dtype)->name, want_numel);
+                    kernel, k + 1, k, tcl_dtype_get(dtype)->name, numel, tcl_dtype_get(want->dtype)->name, want->numel);
 }

@@ -196,24 +196,9 @@ static int l_program(lua_State *L) {
         return luaL_error(L, "cuda.program: shared_bytes must be an integer >= 0");
     launch.shared_bytes = (uint32_t)shared;
     lua_pop(L, 1);
-    if (lua_getfield(L, 2, "params") != LUA_TTABLE) return luaL_error(L, "cuda.program: params must be a list");
-    int params_idx = lua_gettop(L);
-    size_t nparams = lua_rawlen(L, params_idx);
-    if (nparams > TCL_CUDA_MAX_PARAMS)
-        return luaL_error(L, "cuda.program: kernel '%s' has %I buffers, more than the CUDA device passes (%d)", name,
-                          (lua_Integer)nparams, TCL_CUDA_MAX_PARAMS);
-    tcl_cuda_param params[TCL_CUDA_MAX_PARAMS];
-    for (size_t i = 0; i < nparams; i++) {
-        if (lua_rawgeti(L, params_idx, (lua_Integer)i + 1) != LUA_TTABLE)
-            return luaL_error(L, "cuda.program: params[%I] must be a table", (lua_Integer)i + 1);
-        lua_getfield(L, -1, "dtype");
-        params[i].dtype = tcl_lua_check_dtype(L, -1);
-        lua_getfield(L, -2, "numel");
-        lua_Integer numel = lua_tointegerx(L, -1, &ok);
-        if (!ok || numel < 0) return luaL_error(L, "cuda.program: params[%I].numel must be a count", (lua_Integer)i + 1);
-        params[i].numel = (size_t)numel;
-        lua_pop(L, 3);
-    }
+    tcl_device_param params[TCL_CUDA_MAX_PARAMS];
+    size_t nparams =
+        tcl_lua_params_option(L, 2, "cuda.program", name, TCL_CUDA_MAX_PARAMS, "the CUDA device passes", params);
     tcl_cuda_device *dev = state_device(L, "cuda.program");
     cuda_program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->p = NULL;
@@ -233,7 +218,7 @@ static int cuda_program_gc(lua_State *L) {
 
 static int cuda_program_tostring(lua_State *L) {
     tcl_cuda_program *p = check_cuda_program(L, 1);
-    lua_pushfstring(L, "CudaProgram(%s, %I buffers)", tcl_cuda_program_name(p), (lua_Integer)tcl_cuda_program_nparams(p));
+    lua_pushfstring(L, "CudaProgram(%s, %I buffers)", tcl_cuda_program_signature(p)->name, (lua_Integer)tcl_cuda_program_signature(p)->nparams);
     return 1;
 }
 
@@ -241,22 +226,10 @@ static int cuda_program_index(lua_State *L) {
     tcl_cuda_program *p = check_cuda_program(L, 1);
     const char *k = lua_tostring(L, 2);
     if (k) {
-        if (!strcmp(k, "name")) { lua_pushstring(L, tcl_cuda_program_name(p)); return 1; }
-        if (!strcmp(k, "entry")) { lua_pushstring(L, tcl_cuda_program_entry(p)); return 1; }
-        if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_nparams(p)); return 1; }
+        if (tcl_lua_push_signature_field(L, tcl_cuda_program_signature(p), k)) return 1;
         if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_cuda_program_bytes(p)); return 1; }
         if (!strcmp(k, "global_size")) { tcl_lua_push_sizes(L, tcl_cuda_program_launch(p).grid); return 1; }
         if (!strcmp(k, "local_size")) { tcl_lua_push_sizes(L, tcl_cuda_program_launch(p).block); return 1; }
-        if (!strcmp(k, "params")) {
-            size_t n = tcl_cuda_program_nparams(p);
-            const tcl_cuda_param *params = tcl_cuda_program_params(p);
-            lua_createtable(L, (int)n, 0);
-            for (size_t i = 0; i < n; i++) {
-                tcl_lua_push_param(L, params[i].dtype, params[i].numel);
-                lua_rawseti(L, -2, (lua_Integer)i + 1);
-            }
-            return 1;
-        }
     }
     lua_getfield(L, LUA_REGISTRYINDEX, CUDA_PROGRAM_METHODS_KEY);
     lua_pushvalue(L, 2);
@@ -267,7 +240,7 @@ static int cuda_program_index(lua_State *L) {
 static int cuda_program_run(lua_State *L) {
     tcl_cuda_program *p = check_cuda_program(L, 1);
     void *bufs[TCL_CUDA_MAX_PARAMS];
-    size_t n = tcl_lua_device_buffer_list(L, 2, &CUDA_BUFFERS, tcl_cuda_program_name(p), tcl_cuda_program_nparams(p),
+    size_t n = tcl_lua_device_buffer_list(L, 2, &CUDA_BUFFERS, tcl_cuda_program_signature(p)->name, tcl_cuda_program_signature(p)->nparams,
                                           bufs, TCL_CUDA_MAX_PARAMS);
     tcl_error err;
     double seconds = 0;

@@ -284,3 +284,41 @@ const char *tcl_lua_string_option(lua_State *L, int opts, const char *fn, const 
     lua_pop(L, 1); /* opts keeps the string alive */
     return s;
 }
+
+size_t tcl_lua_params_option(lua_State *L, int opts, const char *fn, const char *kernel, size_t max, const char *limit,
+                             tcl_device_param *out) {
+    if (lua_getfield(L, opts, "params") != LUA_TTABLE) luaL_error(L, "%s: params must be a list", fn);
+    int list = lua_gettop(L);
+    size_t n = lua_rawlen(L, list);
+    if (n > max)
+        luaL_error(L, "%s: kernel '%s' has %I buffers, more than %s (%I)", fn, kernel, (lua_Integer)n, limit,
+                   (lua_Integer)max);
+    for (size_t i = 0; i < n; i++) {
+        if (lua_rawgeti(L, list, (lua_Integer)i + 1) != LUA_TTABLE)
+            luaL_error(L, "%s: params[%I] must be a table", fn, (lua_Integer)i + 1);
+        lua_getfield(L, -1, "dtype");
+        out[i].dtype = tcl_lua_check_dtype(L, -1);
+        lua_getfield(L, -2, "numel");
+        int ok = 0;
+        lua_Integer numel = lua_tointegerx(L, -1, &ok);
+        if (!ok || numel < 0) luaL_error(L, "%s: params[%I].numel must be a count", fn, (lua_Integer)i + 1);
+        out[i].numel = (size_t)numel;
+        lua_pop(L, 3);
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+bool tcl_lua_push_signature_field(lua_State *L, const tcl_device_signature *sig, const char *key) {
+    if (!strcmp(key, "name")) lua_pushstring(L, sig->name);
+    else if (!strcmp(key, "entry")) lua_pushstring(L, sig->entry);
+    else if (!strcmp(key, "nparams")) lua_pushinteger(L, (lua_Integer)sig->nparams);
+    else if (!strcmp(key, "params")) {
+        lua_createtable(L, (int)sig->nparams, 0);
+        for (size_t i = 0; i < sig->nparams; i++) {
+            tcl_lua_push_param(L, sig->params[i].dtype, sig->params[i].numel);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+    } else return false;
+    return true;
+}

@@ -20,6 +20,7 @@
 
 #include "buffer.h"
 #include "core/dtype.h"
+#include "device_buffer.h"
 
 typedef struct tcl_device_buffer_ops {
     const char *device;      /* "CUDA", "METAL": the buffers' .device */
@@ -60,5 +61,12 @@ size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer
 void tcl_lua_launch_sizes_option(lua_State *L, int opts, const char *fn, const char *field, uint32_t out[3]);
 /* A string option: required, or def when absent (the opts table keeps the string alive). */
 const char *tcl_lua_string_option(lua_State *L, int opts, const char *fn, const char *field, const char *def);
+/* The params option: a list of {dtype =, numel =} tables, at most max of them (more: an error
+ * naming the kernel and saying that the device takes `limit`), into out; returns their count. */
+size_t tcl_lua_params_option(lua_State *L, int opts, const char *fn, const char *kernel, size_t max, const char *limit,
+                             tcl_device_param *out);
+/* Pushes field key of a program's signature (name, entry, nparams, params: a list of {dtype,
+ * numel}) and returns true; false (nothing pushed) for another key. */
+bool tcl_lua_push_signature_field(lua_State *L, const tcl_device_signature *sig, const char *key);
 
 #endif

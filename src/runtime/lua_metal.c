@@ -163,25 +163,9 @@ static int l_program(lua_State *L) {
     tcl_metal_launch_size launch;
     tcl_lua_launch_sizes_option(L, 2, "metal.program", "global_size", launch.grid);
     tcl_lua_launch_sizes_option(L, 2, "metal.program", "local_size", launch.threadgroup);
-    int ok = 1;
-    if (lua_getfield(L, 2, "params") != LUA_TTABLE) return luaL_error(L, "metal.program: params must be a list");
-    int params_idx = lua_gettop(L);
-    size_t nparams = lua_rawlen(L, params_idx);
-    if (nparams > TCL_METAL_MAX_PARAMS)
-        return luaL_error(L, "metal.program: kernel '%s' has %I buffers, more than a Metal kernel takes (%d)", name,
-                          (lua_Integer)nparams, TCL_METAL_MAX_PARAMS);
-    tcl_metal_param params[TCL_METAL_MAX_PARAMS];
-    for (size_t i = 0; i < nparams; i++) {
-        if (lua_rawgeti(L, params_idx, (lua_Integer)i + 1) != LUA_TTABLE)
-            return luaL_error(L, "metal.program: params[%I] must be a table", (lua_Integer)i + 1);
-        lua_getfield(L, -1, "dtype");
-        params[i].dtype = tcl_lua_check_dtype(L, -1);
-        lua_getfield(L, -2, "numel");
-        lua_Integer numel = lua_tointegerx(L, -1, &ok);
-        if (!ok || numel < 0) return luaL_error(L, "metal.program: params[%I].numel must be a count", (lua_Integer)i + 1);
-        params[i].numel = (size_t)numel;
-        lua_pop(L, 3);
-    }
+    tcl_device_param params[TCL_METAL_MAX_PARAMS];
+    size_t nparams =
+        tcl_lua_params_option(L, 2, "metal.program", name, TCL_METAL_MAX_PARAMS, "a Metal kernel takes", params);
     tcl_metal_device *dev = state_device(L, "metal.program");
     metal_program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->p = NULL;
@@ -201,7 +185,7 @@ static int metal_program_gc(lua_State *L) {
 
 static int metal_program_tostring(lua_State *L) {
     tcl_metal_program *p = check_metal_program(L, 1);
-    lua_pushfstring(L, "MetalProgram(%s, %I buffers)", tcl_metal_program_name(p), (lua_Integer)tcl_metal_program_nparams(p));
+    lua_pushfstring(L, "MetalProgram(%s, %I buffers)", tcl_metal_program_signature(p)->name, (lua_Integer)tcl_metal_program_signature(p)->nparams);
     return 1;
 }
 
@@ -209,24 +193,12 @@ static int metal_program_index(lua_State *L) {
     tcl_metal_program *p = check_metal_program(L, 1);
     const char *k = lua_tostring(L, 2);
     if (k) {
-        if (!strcmp(k, "name")) { lua_pushstring(L, tcl_metal_program_name(p)); return 1; }
-        if (!strcmp(k, "entry")) { lua_pushstring(L, tcl_metal_program_entry(p)); return 1; }
-        if (!strcmp(k, "nparams")) { lua_pushinteger(L, (lua_Integer)tcl_metal_program_nparams(p)); return 1; }
+        if (tcl_lua_push_signature_field(L, tcl_metal_program_signature(p), k)) return 1;
         if (!strcmp(k, "bytes")) { lua_pushinteger(L, (lua_Integer)tcl_metal_program_bytes(p)); return 1; }
         if (!strcmp(k, "global_size")) { tcl_lua_push_sizes(L, tcl_metal_program_launch(p).grid); return 1; }
         if (!strcmp(k, "local_size")) { tcl_lua_push_sizes(L, tcl_metal_program_launch(p).threadgroup); return 1; }
         if (!strcmp(k, "max_threads")) { lua_pushinteger(L, tcl_metal_program_max_threads(p)); return 1; }
         if (!strcmp(k, "simd_width")) { lua_pushinteger(L, tcl_metal_program_simd_width(p)); return 1; }
-        if (!strcmp(k, "params")) {
-            size_t n = tcl_metal_program_nparams(p);
-            const tcl_metal_param *params = tcl_metal_program_params(p);
-            lua_createtable(L, (int)n, 0);
-            for (size_t i = 0; i < n; i++) {
-                tcl_lua_push_param(L, params[i].dtype, params[i].numel);
-                lua_rawseti(L, -2, (lua_Integer)i + 1);
-            }
-            return 1;
-        }
     }
     lua_getfield(L, LUA_REGISTRYINDEX, METAL_PROGRAM_METHODS_KEY);
     lua_pushvalue(L, 2);
@@ -237,7 +209,7 @@ static int metal_program_index(lua_State *L) {
 static int metal_program_run(lua_State *L) {
     tcl_metal_program *p = check_metal_program(L, 1);
     void *bufs[TCL_METAL_MAX_PARAMS];
-    size_t n = tcl_lua_device_buffer_list(L, 2, &METAL_BUFFERS, tcl_metal_program_name(p), tcl_metal_program_nparams(p),
+    size_t n = tcl_lua_device_buffer_list(L, 2, &METAL_BUFFERS, tcl_metal_program_signature(p)->name, tcl_metal_program_signature(p)->nparams,
                                           bufs, TCL_METAL_MAX_PARAMS);
     tcl_error err;
     double seconds = 0;

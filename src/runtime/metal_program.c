@@ -1,5 +1,4 @@
 /* metal_program.c — Metal kernels: compile, check, dispatch (metal_program.h). Layer: runtime. */
-#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "metal_program.h"
 
 #include <stdlib.h>
@@ -9,9 +8,7 @@
 
 struct tcl_metal_program {
     tcl_metal_device *dev; /* a reference */
-    char *name, *entry;
-    tcl_metal_param *params;
-    size_t nparams;
+    tcl_device_signature sig;
     tcl_metal_launch_size launch;
     tcl_metal_kernel kernel;
     size_t bytes;
@@ -35,7 +32,7 @@ static tcl_status check_launch(const tcl_metal_info *info, const char *name, con
 }
 
 tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name, const char *entry,
-                                         const char *source, const tcl_metal_param *params, size_t nparams,
+                                         const char *source, const tcl_device_param *params, size_t nparams,
                                          const tcl_metal_launch_size *launch, tcl_error *err) {
     if (nparams > TCL_METAL_MAX_PARAMS) {
         tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %zu buffers, more than a Metal kernel takes (%d)", name, nparams,
@@ -48,16 +45,10 @@ tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name
         tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
         return NULL;
     }
-    p->name = strdup(name);
-    p->entry = strdup(entry);
-    p->params = malloc((nparams ? nparams : 1) * sizeof *p->params);
-    if (!p->name || !p->entry || !p->params) {
-        tcl_metal_program_free(p);
-        tcl_fail(err, TCL_ERR_MEMORY, "kernel '%s': out of memory", name);
+    if (tcl_device_signature_init(&p->sig, name, entry, params, nparams, err) != TCL_OK) {
+        free(p);
         return NULL;
     }
-    if (nparams) memcpy(p->params, params, nparams * sizeof *params);
-    p->nparams = nparams;
     p->launch = *launch;
     /* from here on p holds a device reference, so a failure below frees through the same path */
     tcl_metal_device_retain(dev);
@@ -77,7 +68,7 @@ tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name
         tcl_metal_program_free(p);
         return NULL;
     }
-    p->bytes = sizeof *p + strlen(source) + strlen(name) + strlen(entry) + nparams * sizeof *p->params;
+    p->bytes = sizeof *p + strlen(source) + tcl_device_signature_bytes(&p->sig);
     return p;
 }
 
@@ -87,42 +78,31 @@ void tcl_metal_program_free(tcl_metal_program *p) {
         tcl_metal_kernel_unload(p->dev, &p->kernel);
         tcl_metal_device_release(p->dev);
     }
-    free(p->name);
-    free(p->entry);
-    free(p->params);
+    tcl_device_signature_free(&p->sig);
     free(p);
 }
 
 tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *bufs, size_t nbufs, double *seconds,
                                  tcl_error *err) {
     *seconds = 0;
-    if (nbufs != p->nparams)
-        return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s' takes %zu buffer%s, got %zu", p->name, p->nparams,
-                        p->nparams == 1 ? "" : "s", nbufs);
+    if (tcl_device_run_count_check(&p->sig, nbufs, err) != TCL_OK) return err->status;
     void *buffers[TCL_METAL_MAX_PARAMS];
     for (size_t k = 0; k < nbufs; k++) {
         const tcl_metal_buffer *b = bufs[k];
-        if (!b) return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
-        if (b->dev != p->dev)
-            return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) belongs to another Metal device",
-                            p->name, k + 1, k);
-        if (tcl_device_param_check(p->name, k, b->dtype, b->numel, p->params[k].dtype, p->params[k].numel, err) !=
-            TCL_OK)
+        if (tcl_device_run_buffer_check(&p->sig, "Metal", k, b, b && b->dev == p->dev, b ? b->dtype : TCL_VOID,
+                                        b ? b->numel : 0, err) != TCL_OK)
             return err->status;
         buffers[k] = b->memory.buffer;
     }
     if (tcl_metal_dispatch(p->dev, &p->kernel, p->launch.grid, p->launch.threadgroup, buffers, nbufs, seconds, err) !=
         TCL_OK) {
         tcl_error inner = *err;
-        return tcl_fail(err, inner.status, "kernel '%s': %s", p->name, inner.message);
+        return tcl_fail(err, inner.status, "kernel '%s': %s", p->sig.name, inner.message);
     }
     return TCL_OK;
 }
 
-const char *tcl_metal_program_name(const tcl_metal_program *p) { return p->name; }
-const char *tcl_metal_program_entry(const tcl_metal_program *p) { return p->entry; }
-size_t tcl_metal_program_nparams(const tcl_metal_program *p) { return p->nparams; }
-const tcl_metal_param *tcl_metal_program_params(const tcl_metal_program *p) { return p->params; }
+const tcl_device_signature *tcl_metal_program_signature(const tcl_metal_program *p) { return &p->sig; }
 tcl_metal_launch_size tcl_metal_program_launch(const tcl_metal_program *p) { return p->launch; }
 uint32_t tcl_metal_program_max_threads(const tcl_metal_program *p) { return p->kernel.max_threads; }
 uint32_t tcl_metal_program_simd_width(const tcl_metal_program *p) { return p->kernel.simd_width; }

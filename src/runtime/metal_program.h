@@ -16,13 +16,9 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "device_buffer.h"
 #include "metal_buffer.h"
 #include "metal_device.h"
-
-typedef struct tcl_metal_param {
-    tcl_dtype dtype;
-    size_t numel;
-} tcl_metal_param;
 
 /* How a kernel is dispatched: threadgroups per grid axis, threads per threadgroup axis (each
  * >= 1). */
@@ -41,7 +37,7 @@ typedef struct tcl_metal_program tcl_metal_program;
  * a kernel that cannot run on this GPU is refused here with the limit named. NULL with err on
  * failure. */
 tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name, const char *entry,
-                                         const char *source, const tcl_metal_param *params, size_t nparams,
+                                         const char *source, const tcl_device_param *params, size_t nparams,
                                          const tcl_metal_launch_size *launch, tcl_error *err);
 void tcl_metal_program_free(tcl_metal_program *p);
 
@@ -50,10 +46,8 @@ void tcl_metal_program_free(tcl_metal_program *p);
 tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *bufs, size_t nbufs, double *seconds,
                                  tcl_error *err);
 
-const char *tcl_metal_program_name(const tcl_metal_program *p);
-const char *tcl_metal_program_entry(const tcl_metal_program *p);
-size_t tcl_metal_program_nparams(const tcl_metal_program *p);
-const tcl_metal_param *tcl_metal_program_params(const tcl_metal_program *p);
+/* The kernel's name, entry and buffers. */
+const tcl_device_signature *tcl_metal_program_signature(const tcl_metal_program *p);
 tcl_metal_launch_size tcl_metal_program_launch(const tcl_metal_program *p);
 /* The pipeline's maxTotalThreadsPerThreadgroup and threadExecutionWidth. */
 uint32_t tcl_metal_program_max_threads(const tcl_metal_program *p);
