@@ -105,16 +105,8 @@ function M.allocate(dtype, numel)
   return native("tcl.cuda").buffer(dtype, numel)
 end
 
----------------------------------------------------------------------------------------------
--- what a linear program asks of a launch
-
-local function fail(name, fmt, ...)
-  error(string.format("kernel '%s': " .. fmt, tostring(name or "kernel"), ...), 0)
-end
-
 -- what a GPU device launches: shared with the Metal backend (tcl.codegen.gpu_launch)
 M.launch_of, M.params_of, M.entry_name = gpu_launch.launch_of, gpu_launch.params_of, gpu_launch.entry_name
-
 
 ---------------------------------------------------------------------------------------------
 -- building
@@ -126,25 +118,6 @@ function Program:run(buffers) return self.cuda:run(buffers) end
 function Program:dump() return self.source end
 function Program:assembly() return self.ptx end
 
--- Checks that the renderer's facts agree with the launch and buffers read off the program.
-local function check_facts(job, facts, launch, params, gpu)
-  if type(facts) ~= "table" then return end
-  if facts.global_size and facts.local_size then
-    for i = 1, 3 do
-      if facts.global_size[i] ~= launch.global_size[i] or facts.local_size[i] ~= launch.local_size[i] then
-        fail(job.name, "the renderer launches %s x %s, the program's SPECIALs say %s x %s",
-          table.concat(facts.global_size, ","), table.concat(facts.local_size, ","),
-          table.concat(launch.global_size, ","), table.concat(launch.local_size, ","))
-      end
-    end
-  end
-  if facts.params and #facts.params ~= #params then
-    fail(job.name, "the renderer takes %d buffers, the program's PARAMs %d", #facts.params, #params)
-  end
-  if facts.local_bytes and facts.local_bytes > gpu.local_bytes then
-    fail(job.name, "%d bytes of local memory per block, the device allows %d", facts.local_bytes, gpu.local_bytes)
-  end
-end
 
 -- NVRTC's version as part of the disk cache key: another compiler may write other PTX.
 local compiler
@@ -173,7 +146,7 @@ function M.build_many(jobs)
     local params = M.params_of(job.list, job.name)
     local ok, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
     if not ok then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
-    check_facts(job, facts, launch, params, dev.gpu)
+    gpu_launch.check_facts(job, facts, launch, params, dev.gpu, "local memory per block")
     if not compiler then
       local have, why = nvrtc.available()
       if not have then error("CUDA: " .. tostring(why), 0) end

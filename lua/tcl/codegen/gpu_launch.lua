@@ -1,7 +1,7 @@
 -- tcl.codegen.gpu_launch — what a GPU backend (tcl.codegen.cuda, tcl.codegen.metal) reads off
 -- a linear program to launch it: the grid and workgroup sizes of its thread-index SPECIALs, its
--- buffers in slot order, and the kernel function's name. Layer: codegen (pure Lua: the specs
--- check it without a GPU).
+-- buffers in slot order, and the kernel function's name; and that the renderer's facts agree.
+-- Layer: codegen (pure Lua: the specs check it without a GPU).
 local M = {}
 
 local function fail(name, fmt, ...)
@@ -56,6 +56,28 @@ function M.entry_name(name)
   local id = tostring(name):gsub("[^%w_]", "_")
   if not id:match("^[%a_]") then id = "k_" .. id end
   return id
+end
+
+--- Checks that the renderer's facts (tcl.gpu.render's) agree with the launch and buffers read
+-- off job's program, and that its local memory fits the device's gpu limits; `memory` names
+-- that memory in the message ("local memory per block").
+function M.check_facts(job, facts, launch, params, gpu, memory)
+  if type(facts) ~= "table" then return end
+  if facts.global_size and facts.local_size then
+    for i = 1, 3 do
+      if facts.global_size[i] ~= launch.global_size[i] or facts.local_size[i] ~= launch.local_size[i] then
+        fail(job.name, "the renderer launches %s x %s, the program's SPECIALs say %s x %s",
+          table.concat(facts.global_size, ","), table.concat(facts.local_size, ","),
+          table.concat(launch.global_size, ","), table.concat(launch.local_size, ","))
+      end
+    end
+  end
+  if facts.params and #facts.params ~= #params then
+    fail(job.name, "the renderer takes %d buffers, the program's PARAMs %d", #facts.params, #params)
+  end
+  if facts.local_bytes and facts.local_bytes > gpu.local_bytes then
+    fail(job.name, "%d bytes of %s, the device allows %d", facts.local_bytes, memory, gpu.local_bytes)
+  end
 end
 
 return M

@@ -112,30 +112,6 @@ Program.__index = Program
 function Program:run(buffers) return self.metal:run(buffers) end
 function Program:dump() return self.source end
 
-local function fail(name, fmt, ...)
-  error(string.format("kernel '%s': " .. fmt, tostring(name or "kernel"), ...), 0)
-end
-
--- Checks that the renderer's facts agree with the launch and buffers read off the program.
-local function check_facts(job, facts, launch, params, gpu)
-  if type(facts) ~= "table" then return end
-  if facts.global_size and facts.local_size then
-    for i = 1, 3 do
-      if facts.global_size[i] ~= launch.global_size[i] or facts.local_size[i] ~= launch.local_size[i] then
-        fail(job.name, "the renderer launches %s x %s, the program's SPECIALs say %s x %s",
-          table.concat(facts.global_size, ","), table.concat(facts.local_size, ","),
-          table.concat(launch.global_size, ","), table.concat(launch.local_size, ","))
-      end
-    end
-  end
-  if facts.params and #facts.params ~= #params then
-    fail(job.name, "the renderer takes %d buffers, the program's PARAMs %d", #facts.params, #params)
-  end
-  if facts.local_bytes and facts.local_bytes > gpu.local_bytes then
-    fail(job.name, "%d bytes of threadgroup memory, the device allows %d", facts.local_bytes, gpu.local_bytes)
-  end
-end
-
 local function make(metal, source, job, entry, launch, params)
   local start = core.clock()
   local ok, program = pcall(metal.program, source, { name = job.name, entry = entry, params = params,
@@ -156,7 +132,7 @@ function M.build_many(jobs)
     local params = M.params_of(job.list, job.name)
     local rendered, source, facts = pcall(gpu.render, job.list, { dialect = "metal", name = entry })
     if not rendered then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
-    check_facts(job, facts, launch, params, dev.gpu)
+    gpu_launch.check_facts(job, facts, launch, params, dev.gpu, "threadgroup memory")
     local program = make(metal, source, job, entry, launch, params)
     programs[i] = setmetatable({ name = job.name, metal = program, bytes = program.bytes, source = source,
       entry = entry, global_size = launch.global_size, local_size = launch.local_size }, Program)
