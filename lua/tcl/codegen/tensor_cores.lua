@@ -65,44 +65,55 @@ local function tc_amount(sink)
   return amount and math.tointeger(tonumber(amount))
 end
 
+-- The C WMMA nodes (out = 0..C-1) of one product D = A*B + C, from the fragments a, b and c
+-- (lists of their registers); flag: WMMA's third arg item, or nil.
+local function product(name, a, b, c, flag)
+  local sources = { table.unpack(a) }
+  for _, x in ipairs(b) do sources[#sources + 1] = x end
+  for _, x in ipairs(c) do sources[#sources + 1] = x end
+  local d = {}
+  for reg = 0, #c - 1 do d[reg + 1] = new("WMMA", F32, sources, { name, reg, flag }) end
+  return d
+end
+
 -- The loop over K-steps reading each lane's fragments straight from the inputs: each
 -- fragment is loaded once per K-step and used by TN (A) or TM (B) products.
 function M.direct_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
   local shape, m, n = found.shape, found.m, found.n
-  local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
+  local regs_c = shape.regs[3]
   local step = p.range(found.k_size // shape.k, "reduce")
   local k_base = { scaled(step, shape.k) }
-  local a_frags, b_frags = {}, {}
-  for i = 0, config.tm - 1 do
-    a_frags[i] = {}
-    for reg = 0, regs_a - 1 do
-      local row, col = position(shape, "A", lane, reg)
-      local map = tensor_cores.k_map(found, p.plus(k_base, col))
-      map[m] = p.plus(p.tile_row(i), row)
-      a_frags[i][reg + 1] = P.substitute(found.a, map)
+  -- count fragments of operand ("A" or "B": the input node `value`), fragment t's register at
+  -- layout position (row, col) read where map_of(t, row, col) maps the ranges
+  local function fragments(operand, value, count, map_of)
+    local frags = {}
+    for t = 0, count - 1 do
+      frags[t] = {}
+      for reg = 0, shape.regs[operand == "A" and 1 or 2] - 1 do
+        local row, col = position(shape, operand, lane, reg)
+        frags[t][reg + 1] = P.substitute(value, map_of(t, row, col))
+      end
     end
+    return frags
   end
-  for j = 0, config.tn - 1 do
-    b_frags[j] = {}
-    for reg = 0, regs_b - 1 do
-      local row, col = position(shape, "B", lane, reg)
-      local map = tensor_cores.k_map(found, p.plus(k_base, row))
-      map[n] = p.plus(p.tile_col(j), col)
-      b_frags[j][reg + 1] = P.substitute(found.b, map)
-    end
-  end
+  local a_frags = fragments("A", found.a, config.tm, function(i, row, col)
+    local map = tensor_cores.k_map(found, p.plus(k_base, col))
+    map[m] = p.plus(p.tile_row(i), row)
+    return map
+  end)
+  local b_frags = fragments("B", found.b, config.tn, function(j, row, col)
+    local map = tensor_cores.k_map(found, p.plus(k_base, row))
+    map[n] = p.plus(p.tile_col(j), col)
+    return map
+  end)
   local updates = {}
   for i = 0, config.tm - 1 do
     for j = 0, config.tn - 1 do
-      local sources = { table.unpack(a_frags[i]) }
-      for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
-      for reg = 0, regs_c - 1 do
-        sources[#sources + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, step }) })
-      end
-      for reg = 0, regs_c - 1 do
-        local d = new("WMMA", F32, sources, { found.name, reg })
-        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg, { init_done, step }), d })
+      local c = {}
+      for reg = 0, regs_c - 1 do c[reg + 1] = new("LOAD", F32, { acc_at(i, j, reg, { init_done, step }) }) end
+      for reg, d in ipairs(product(found.name, a_frags[i], b_frags[j], c)) do
+        updates[#updates + 1] = new("STORE", VOID, { acc_at(i, j, reg - 1, { init_done, step }), d })
       end
     end
   end
@@ -214,12 +225,7 @@ function M.staged_loop(p)
     end
     for i = 0, config.tm - 1 do
       for j = 0, config.tn - 1 do
-        local sources = { table.unpack(a_frags[i]) }
-        for _, b in ipairs(b_frags[j]) do sources[#sources + 1] = b end
-        for _, c in ipairs(current[i][j]) do sources[#sources + 1] = c end
-        for reg = 0, regs_c - 1 do
-          current[i][j][reg + 1] = new("WMMA", F32, sources, { found.name, reg, "staged" })
-        end
+        current[i][j] = product(found.name, a_frags[i], b_frags[j], current[i][j], "staged")
       end
     end
   end
