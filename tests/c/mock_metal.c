@@ -624,6 +624,27 @@ __attribute__((visibility("hidden"))) imp mock_lookup(id self, SEL sel) {
     return NULL;
 }
 
+/* A frame holding the argument registers, as mock_restore_and_go reads them back. */
+#define SAVE_ARGUMENT_REGISTERS \
+    "  pushq %rbp\n" \
+    "  movq %rsp, %rbp\n" \
+    "  subq $192, %rsp\n" \
+    "  movq %rdi, 0(%rsp)\n" \
+    "  movq %rsi, 8(%rsp)\n" \
+    "  movq %rdx, 16(%rsp)\n" \
+    "  movq %rcx, 24(%rsp)\n" \
+    "  movq %r8, 32(%rsp)\n" \
+    "  movq %r9, 40(%rsp)\n" \
+    "  movq %rax, 48(%rsp)\n" \
+    "  movaps %xmm0, 64(%rsp)\n" \
+    "  movaps %xmm1, 80(%rsp)\n" \
+    "  movaps %xmm2, 96(%rsp)\n" \
+    "  movaps %xmm3, 112(%rsp)\n" \
+    "  movaps %xmm4, 128(%rsp)\n" \
+    "  movaps %xmm5, 144(%rsp)\n" \
+    "  movaps %xmm6, 160(%rsp)\n" \
+    "  movaps %xmm7, 176(%rsp)\n"
+
 /* objc_msgSend(self, sel, ...) and objc_msgSend_stret(result, self, sel, ...): save the
  * argument registers (rdi rsi rdx rcx r8 r9, xmm0-7, rax), look the method up, restore them and
  * jump to it with the caller's stack untouched (stack arguments stay where the method expects
@@ -632,48 +653,14 @@ __asm__(".text\n"
         ".globl objc_msgSend\n"
         ".type objc_msgSend, @function\n"
         "objc_msgSend:\n"
-        "  pushq %rbp\n"
-        "  movq %rsp, %rbp\n"
-        "  subq $192, %rsp\n"
-        "  movq %rdi, 0(%rsp)\n"
-        "  movq %rsi, 8(%rsp)\n"
-        "  movq %rdx, 16(%rsp)\n"
-        "  movq %rcx, 24(%rsp)\n"
-        "  movq %r8, 32(%rsp)\n"
-        "  movq %r9, 40(%rsp)\n"
-        "  movq %rax, 48(%rsp)\n"
-        "  movaps %xmm0, 64(%rsp)\n"
-        "  movaps %xmm1, 80(%rsp)\n"
-        "  movaps %xmm2, 96(%rsp)\n"
-        "  movaps %xmm3, 112(%rsp)\n"
-        "  movaps %xmm4, 128(%rsp)\n"
-        "  movaps %xmm5, 144(%rsp)\n"
-        "  movaps %xmm6, 160(%rsp)\n"
-        "  movaps %xmm7, 176(%rsp)\n"
+        SAVE_ARGUMENT_REGISTERS
         "  call mock_lookup\n"
         "  jmp mock_restore_and_go\n"
         ".size objc_msgSend, .-objc_msgSend\n"
         ".globl objc_msgSend_stret\n"
         ".type objc_msgSend_stret, @function\n"
         "objc_msgSend_stret:\n"
-        "  pushq %rbp\n"
-        "  movq %rsp, %rbp\n"
-        "  subq $192, %rsp\n"
-        "  movq %rdi, 0(%rsp)\n"
-        "  movq %rsi, 8(%rsp)\n"
-        "  movq %rdx, 16(%rsp)\n"
-        "  movq %rcx, 24(%rsp)\n"
-        "  movq %r8, 32(%rsp)\n"
-        "  movq %r9, 40(%rsp)\n"
-        "  movq %rax, 48(%rsp)\n"
-        "  movaps %xmm0, 64(%rsp)\n"
-        "  movaps %xmm1, 80(%rsp)\n"
-        "  movaps %xmm2, 96(%rsp)\n"
-        "  movaps %xmm3, 112(%rsp)\n"
-        "  movaps %xmm4, 128(%rsp)\n"
-        "  movaps %xmm5, 144(%rsp)\n"
-        "  movaps %xmm6, 160(%rsp)\n"
-        "  movaps %xmm7, 176(%rsp)\n"
+        SAVE_ARGUMENT_REGISTERS
         "  movq %rsi, %rdi\n" /* the receiver and the selector come after the result's address */
         "  movq %rdx, %rsi\n"
         "  call mock_lookup\n"
