@@ -415,77 +415,9 @@ describe("the CUDA device on a GPU", function()
     return false
   end
 
-  local function values(n, seed)
-    local out, state = {}, seed
-    for i = 1, n do
-      state = (state * 1103515245 + 12345) % 2147483648
-      out[i] = (state % 2001 - 1000) / 250
-    end
-    return out
-  end
-
-  local function close(a, b, tolerance, what)
-    assert.are.equal(#a, #b, what)
-    for i = 1, #a do
-      local d = math.abs(a[i] - b[i]) / (1 + math.abs(b[i]))
-      assert(d <= tolerance, string.format("%s: element %d is %s, expected %s", what, i, tostring(a[i]),
-        tostring(b[i])))
-    end
-  end
-
-  it("round-trips values through device memory, every dtype", function()
-    if not have_gpu() then return end
-    for _, dtype in ipairs { "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool" } do
-      local data = {}
-      for i, v in ipairs(values(24, 3)) do
-        if dtype == "bool" then data[i] = v > 0
-        elseif dtype:find("int") then data[i] = math.floor(math.abs(v) * 10)
-        else data[i] = v end
-      end
-      local x = Tensor(data, { dtype = dtype }):reshape(4, 6)
-      local there = x:to("cuda")
-      assert.are.equal("CUDA", there.device)
-      assert.are.same(x:tolist(), there:tolist(), dtype)
-      assert.are.same(x:tolist(), there:to("CPU"):tolist(), dtype)
-    end
-  end)
-
-  it("computes elementwise kernels as the CPU does", function()
-    if not have_gpu() then return end
-    local a, b = values(4096, 1), values(4096, 2)
-    local function f(device)
-      local x = Tensor(a, { device = device }):reshape(64, 64)
-      local y = Tensor(b, { device = device }):reshape(64, 64)
-      return ((x * y + 1):exp() - y:abs():sqrt() * 0.5):maximum(x):reshape(4096):tolist()
-    end
-    close(f("CUDA"), f("CPU"), 1e-5, "elementwise")
-  end)
-
-  it("computes a reduction through shared memory as the CPU does", function()
-    if not have_gpu() then return end
-    local schedule = require "tcl.schedule"
-    local data = values(65536, 5)
-    local function f(device)
-      local x = Tensor(data, { device = device }):reshape(256, 256)
-      return { x:sum(2):tolist(), x:max(1):tolist(), x:sum():item() }
-    end
-    local sources = {}
-    schedule.recorder = function(kernel)
-      if kernel.program and kernel.program.source then sources[#sources + 1] = kernel.program.source end
-    end
-    local ok, on_gpu = pcall(f, "CUDA")
-    schedule.recorder = nil
-    assert(ok, on_gpu)
-    local on_cpu = f("CPU")
-    close(on_gpu[1], on_cpu[1], 1e-4, "sum over rows")
-    close(on_gpu[2], on_cpu[2], 0, "max over columns")
-    -- 65536 float32 values summed in another order: within 1e-6 of the sum of magnitudes
-    local magnitude = 0
-    for _, v in ipairs(data) do magnitude = magnitude + math.abs(v) end
-    assert(math.abs(on_gpu[3] - on_cpu[3]) <= 1e-6 * magnitude,
-      string.format("sum of all: %s on CUDA, %s on the CPU", on_gpu[3], on_cpu[3]))
-    local shared = false
-    for _, s in ipairs(sources) do shared = shared or s:find("__shared__", 1, true) ~= nil end
-    assert.is_true(shared, "no kernel used shared memory")
-  end)
+  require("spec.support.gpu_device_checks")({ it = it, assert = assert }, {
+    device = "CUDA", to = "cuda", label = "CUDA", memory = "shared memory", marker = "__shared__",
+    dtypes = { "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool" },
+    have_gpu = have_gpu,
+  })
 end)
