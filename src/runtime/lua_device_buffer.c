@@ -4,6 +4,7 @@
 #include "lua_device_buffer.h"
 
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/lua_core.h"
@@ -14,6 +15,58 @@
 typedef struct device_buffer_box {
     void *b; /* NULL once freed */
 } device_buffer_box;
+
+/* ---- the state's device ---- */
+
+typedef struct device_box {
+    void *dev; /* NULL until opened, and once released */
+    void (*release)(void *device);
+} device_box;
+
+static int device_box_gc(lua_State *L) {
+    device_box *box = lua_touserdata(L, 1);
+    if (box && box->release) box->release(box->dev);
+    if (box) box->dev = NULL;
+    return 0;
+}
+
+void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const char *fn) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->key) == LUA_TUSERDATA) {
+        device_box *box = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        if (box->dev) return box->dev;
+        luaL_error(L, "%s: the state is closing", fn);
+    }
+    lua_pop(L, 1);
+    device_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->dev = NULL;
+    box->release = slot->release;
+    if (luaL_newmetatable(L, slot->metatable)) {
+        lua_pushcfunction(L, device_box_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    const char *library = getenv(slot->library_env);
+    if (library && !*library) library = NULL;
+    tcl_error err;
+    box->dev = slot->open(library, &err);
+    if (!box->dev) {
+        if (library) luaL_error(L, "%s: %s (%s names that library)", fn, err.message, slot->library_env);
+        luaL_error(L, "%s: %s", fn, err.message);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, slot->key);
+    return box->dev;
+}
+
+bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_device_slot *slot) {
+    bool open = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->key) == LUA_TUSERDATA)
+        open = ((device_box *)lua_touserdata(L, -1))->dev != NULL;
+    lua_pop(L, 1);
+    return open;
+}
+
+/* ---- buffers ---- */
 
 static const tcl_device_buffer_ops *ops_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 

@@ -1,5 +1,6 @@
-/* lua_device_buffer.h — the Lua face of a GPU device's buffers and programs' options, shared by
- * the device bindings (lua_cuda.c: tcl.cuda, lua_metal.c: tcl.metal). Layer: runtime.
+/* lua_device_buffer.h — the Lua face of a GPU device's buffers, the state's device and programs'
+ * options, shared by the device bindings (lua_cuda.c: tcl.cuda, lua_metal.c: tcl.metal).
+ * Layer: runtime.
  *
  * A device buffer userdata has a runtime Buffer's interface (lua_runtime.h):
  *   .numel .dtype .nbytes .itemsize .device .revoked (always false)
@@ -37,6 +38,21 @@ typedef struct tcl_device_buffer_ops {
     tcl_status (*download)(const void *src, tcl_buffer *dst, tcl_error *err);
     tcl_status (*copy)(void *dst, const void *src, tcl_error *err); /* on one device */
 } tcl_device_buffer_ops;
+
+/* A state's device of a GPU binding: opened on first use (from the library the environment
+ * variable library_env names, when set and not empty; else the system's), held in the registry
+ * under key by a box of metatable `metatable`, whose finalizer releases it. */
+typedef struct tcl_lua_device_slot {
+    const char *key, *metatable, *library_env;
+    void *(*open)(const char *library, tcl_error *err);
+    void (*release)(void *device); /* takes NULL */
+} tcl_lua_device_slot;
+
+/* The state's device, opened now if it is not yet; a Lua error prefixed by fn when it cannot be
+ * (naming library_env when it chose the library) or the state is closing. */
+void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const char *fn);
+/* Whether the state's device is open. */
+bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_device_slot *slot);
 
 /* Registers the buffers' metatable and methods (once per state; ops must outlive the state). */
 void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops);

@@ -37,57 +37,27 @@
 #include "lua_device_buffer.h"
 #include "lua_runtime.h"
 
-#define DEVICE_KEY "tcl.metal.device"
-#define DEVICE_MT "tcl.MetalDevice"
 #define METAL_PROGRAM_MT "tcl.MetalProgram"
 #define METAL_PROGRAM_METHODS_KEY "tcl.metal.program_methods"
 
-typedef struct device_box { tcl_metal_device *dev; } device_box;
 typedef struct metal_program_box { tcl_metal_program *p; } metal_program_box;
 
 /* ---- the state's device ---- */
 
-static int device_box_gc(lua_State *L) {
-    device_box *box = luaL_checkudata(L, 1, DEVICE_MT);
-    tcl_metal_device_release(box->dev);
-    box->dev = NULL;
-    return 0;
-}
+static void *open_metal(const char *library, tcl_error *err) { return tcl_metal_device_open(library, err); }
+static void release_metal(void *dev) { tcl_metal_device_release(dev); }
 
-/* The state's device, opened now if it is not yet; a Lua error (prefixed by fn) when it
- * cannot be. */
+static const tcl_lua_device_slot METAL_DEVICE = {
+    .key = "tcl.metal.device", .metatable = "tcl.MetalDevice", .library_env = "TCL_METAL_LIBRARY", .open = open_metal,
+    .release = release_metal};
+
+/* The state's device (lua_device_buffer.c: opened on first use, TCL_METAL_LIBRARY may name the library). */
 static tcl_metal_device *state_device(lua_State *L, const char *fn) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, DEVICE_KEY) == LUA_TUSERDATA) {
-        device_box *box = lua_touserdata(L, -1);
-        lua_pop(L, 1);
-        if (box->dev) return box->dev;
-        luaL_error(L, "%s: the state is closing", fn);
-    }
-    lua_pop(L, 1);
-    device_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->dev = NULL;
-    if (luaL_newmetatable(L, DEVICE_MT)) {
-        lua_pushcfunction(L, device_box_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    const char *library = getenv("TCL_METAL_LIBRARY");
-    if (library && !*library) library = NULL;
-    tcl_error err;
-    box->dev = tcl_metal_device_open(library, &err);
-    if (!box->dev) {
-        if (library) luaL_error(L, "%s: %s (TCL_METAL_LIBRARY names that library)", fn, err.message);
-        luaL_error(L, "%s: %s", fn, err.message);
-    }
-    lua_setfield(L, LUA_REGISTRYINDEX, DEVICE_KEY);
-    return box->dev;
+    return tcl_lua_state_device(L, &METAL_DEVICE, fn);
 }
 
 static int l_opened(lua_State *L) {
-    bool open = false;
-    if (lua_getfield(L, LUA_REGISTRYINDEX, DEVICE_KEY) == LUA_TUSERDATA)
-        open = ((device_box *)lua_touserdata(L, -1))->dev != NULL;
-    lua_pushboolean(L, open);
+    lua_pushboolean(L, tcl_lua_state_device_opened(L, &METAL_DEVICE));
     return 1;
 }
 
