@@ -333,6 +333,75 @@ describe("EMU's GPU mode", function()
     end)
   end)
 
+  describe("runs asynchronous copies (STORE {\"async\", n}) that land at the next barrier", function()
+    -- 2 threads; thread l copies 4 elements of inp at 4*l into local memory; then (after a
+    -- barrier, or not) it writes element `read(l)` of the local tile to out[l]
+    local function copy_program(name, with_barrier, read, offset)
+      local list, add = builder()
+      local k = kit(add)
+      local out = add("PARAM", I32, nil, { 0, 2 })
+      local inp = add("PARAM", I32, nil, { 1, 9 })
+      local tile = add("DEFINE_LOCAL", I32, nil, { 0, 9 })
+      local l = k.special("lidx0", 2)
+      local at = k.add(k.mul(l, k.c(4)), k.c(offset or 0))
+      local copy = add("STORE", nil, { k.at(tile, at), k.load(inp, at) }, { "async", 4 })
+      local seen = with_barrier and k.after(tile, k.barrier(copy)) or tile
+      k.store(out, l, k.load(seen, read(k, l)))
+      return rt.program(list, { name = name })
+    end
+
+    it("each thread's copy seen by the others after the barrier", function()
+      local p = copy_program("copied", true, function(k, l) return k.add(k.mul(k.add(k.c(1), k.mul(l, k.c(-1))),
+        k.c(4)), k.c(3)) end)
+      local out = rt.buffer(I32, 2)
+      p:run { out, filled(I32, { 10, 11, 12, 13, 14, 15, 16, 17, 18 }) }
+      assert.are.same({ 17, 13 }, out:read()) -- thread 0 reads element 7 (thread 1's), thread 1 element 3
+    end)
+
+    it("a read before that barrier is a race, even of the thread's own copy", function()
+      local p = copy_program("early", false, function(k, l) return k.mul(l, k.c(4)) end)
+      assert.matches("kernel 'early': instruction %d+ %(LOAD%): race: thread gidx %(0,0,0%) lidx %(0,0,0%) reads "
+        .. "element 0 of DEFINE_LOCAL slot 0, which an asynchronous copy of thread gidx %(0,0,0%) lidx %(0,0,0%) "
+        .. "wrote with no barrier between them %(a copy lands at the next barrier%)",
+        run_error(p, { rt.buffer(I32, 2), filled(I32, integers(9, 5)) }))
+    end)
+
+    it("indices that are not multiples of the count are an error", function()
+      local p = copy_program("unaligned", true, function(k) return k.c(0) end, 1)
+      assert.matches("kernel 'unaligned': instruction %d+ %(STORE%): an asynchronous copy of 4 elements needs indices "
+        .. "that are multiples of 4: it copies element 1 of PARAM slot 1 to element 1 of DEFINE_LOCAL slot 0",
+        run_error(p, { rt.buffer(I32, 2), filled(I32, integers(9, 5)) }))
+    end)
+
+    it("refuses copies that are not from a buffer into local memory, or of other sizes", function()
+      local function refusal(make)
+        local list, add = builder()
+        make(kit(add), add)
+        return error_of(rt.program, list, { name = "bad" })
+      end
+      assert.matches("an asynchronous copy writes local memory: source 1 must be an INDEX of a DEFINE_LOCAL",
+        refusal(function(k, add)
+          local out, inp = add("PARAM", I32, nil, { 0, 4 }), add("PARAM", I32, nil, { 1, 4 })
+          add("STORE", nil, { k.at(out, k.c(0)), k.load(inp, k.c(0)) }, { "async", 4 })
+        end), 1, true)
+      assert.matches("an asynchronous copy moves 4, 8 or 16 bytes: 3 elements of int32 are 12 bytes",
+        refusal(function(k, add)
+          local tile, inp = add("DEFINE_LOCAL", I32, nil, { 0, 4 }), add("PARAM", I32, nil, { 0, 4 })
+          add("STORE", nil, { k.at(tile, k.c(0)), k.load(inp, k.c(0)) }, { "async", 3 })
+        end), 1, true)
+      assert.matches("source 2 must be a LOAD of an INDEX of a PARAM, not ADD",
+        refusal(function(k, add)
+          local tile, inp = add("DEFINE_LOCAL", I32, nil, { 0, 4 }), add("PARAM", I32, nil, { 0, 4 })
+          add("STORE", nil, { k.at(tile, k.c(0)), k.add(k.load(inp, k.c(0)), k.c(1, I32)) }, { "async", 1 })
+        end), 1, true)
+      assert.matches("arg must be none (one element) or {\"async\", n}",
+        refusal(function(k, add)
+          local tile, inp = add("DEFINE_LOCAL", I32, nil, { 0, 4 }), add("PARAM", I32, nil, { 0, 4 })
+          add("STORE", nil, { k.at(tile, k.c(0)), k.load(inp, k.c(0)) }, "async")
+        end), 1, true)
+    end)
+  end)
+
   describe("reports barrier divergence", function()
     it("a barrier in a loop whose trip count depends on lidx", function()
       local list, add = builder()

@@ -578,6 +578,65 @@ describe("the CUDA and Metal renderers", function()
       if need_clang() then metal_checks(msl, "group_sum") end
     end)
 
+    it("copy into local memory asynchronously: cp.async on CUDA, element copies on Metal, landing at the barrier",
+      function()
+      -- 8 threads; thread l copies 8 halves (16 bytes) of a and 2 floats (8 bytes) of b at its
+      -- chunk l into local tiles, a barrier, then writes the chunk of thread 7 - l to the outputs
+      local H, F32 = dt "float16", dt "float32"
+      local list, add = builder()
+      local out_h = add("PARAM", H, nil, { 0, 64 })
+      local out_f = add("PARAM", F32, nil, { 1, 16 })
+      local a = add("PARAM", H, nil, { 2, 64 })
+      local b = add("PARAM", F32, nil, { 3, 16 })
+      local l = add("SPECIAL", IDX, { const(add, IDX, 8) }, "lidx0")
+      local tile_h = add("DEFINE_LOCAL", H, nil, { 0, 64 })
+      local tile_f = add("DEFINE_LOCAL", F32, nil, { 1, 16 })
+      local function times(x, c) return add("MUL", IDX, { x, const(add, IDX, c) }) end
+      local function plus(x, c) return add("ADD", IDX, { x, const(add, IDX, c) }) end
+      local copy_h = add("STORE", nil, { add("INDEX", H, { tile_h, times(l, 8) }),
+        add("LOAD", H, { add("INDEX", H, { a, times(l, 8) }) }) }, { "async", 8 })
+      local copy_f = add("STORE", nil, { add("INDEX", F32, { tile_f, times(l, 2) }),
+        add("LOAD", F32, { add("INDEX", F32, { b, times(l, 2) }) }) }, { "async", 2 })
+      local bar = add("BARRIER", nil, { copy_h, copy_f })
+      local other = add("SUB", IDX, { const(add, IDX, 7), l })
+      local seen_h, seen_f = add("AFTER", H, { tile_h, bar }), add("AFTER", F32, { tile_f, bar })
+      for v = 0, 7 do
+        local x = add("LOAD", H, { add("INDEX", H, { seen_h, plus(times(other, 8), v) }) })
+        add("STORE", nil, { add("INDEX", H, { out_h, plus(times(l, 8), v) }), x })
+      end
+      for v = 0, 1 do
+        local x = add("LOAD", F32, { add("INDEX", F32, { seen_f, plus(times(other, 2), v) }) })
+        add("STORE", nil, { add("INDEX", F32, { out_f, plus(times(l, 2), v) }), x })
+      end
+      local src = gpu.render(list, { name = "async_copy", dialect = "cuda" })
+      -- the local element as a 32-bit shared-window address, the tile's declared once
+      assert.matches('asm volatile%("cp%.async%.cg%.shared%.global %[%%0%], %[%%1%], 16;" :: "r"%(smem(%d+)_u32 %+ '
+        .. '%(unsigned int%)alu%d+ %* 2u%), "l"%(&p2%[alu%d+%]%) : "memory"%);', src)
+      assert.matches("unsigned int smem%d+_u32 = %(unsigned int%)__cvta_generic_to_shared%(smem%d+%);", src)
+      assert.matches('asm volatile("cp.async.ca.shared.global [%0], [%1], 8;"', src, 1, true)
+      assert.matches('asm volatile("cp.async.wait_all;" ::: "memory");\n    __syncthreads();', src, 1, true)
+      local msl = gpu.render(list, { name = "async_copy", dialect = "metal" })
+      assert.matches("for %(int v = 0; v < 8; v%+%+%) %(&smem%d+%[alu%d+%]%)%[v%] = %(&p2%[alu%d+%]%)%[v%];", msl)
+      assert.matches("for (int v = 0; v < 2; v++)", msl, 1, true)
+      -- EMU's GPU mode: the same program, the chunks reversed
+      local hs, fs = {}, {}
+      for k = 1, 64 do hs[k] = k / 4 end
+      for k = 1, 16 do fs[k] = k * 1.5 end
+      local bo_h, bo_f, ba, bb = rt.buffer(H, 64), rt.buffer(F32, 16), rt.buffer(H, 64), rt.buffer(F32, 16)
+      ba:write(hs)
+      bb:write(fs)
+      rt.program(list, { name = "async_copy" }):run { bo_h, bo_f, ba, bb }
+      local want_h, want_f = {}, {}
+      for t = 0, 7 do
+        for v = 1, 8 do want_h[t * 8 + v] = hs[(7 - t) * 8 + v] end
+        for v = 1, 2 do want_f[t * 2 + v] = fs[(7 - t) * 2 + v] end
+      end
+      assert.are.same(want_h, bo_h:read())
+      assert.are.same(want_f, bo_f:read())
+      if need_nvrtc() then cuda_compiles(src, "async_copy") end
+      if need_clang() then metal_checks(msl, "async_copy") end
+    end)
+
     it("use all three grid and workgroup axes, with int32 thread indices", function()
       local I32 = dt "int32"
       local list, add = builder()

@@ -140,6 +140,17 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
       staged = true } },
     { target = "METAL", dtype = "float32", m = 32, k = 48, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
       staged = true } },
+    -- two buffers, the next stage copied asynchronously: 5, 3 and 3 stages (an odd count ends
+    -- on the second buffer); copies: the asynchronous copies per thread, before the loop and in
+    -- it (16 bytes, 8 bytes for Metal's A). Only operands read straight from a buffer are copied
+    -- asynchronously: the bfloat16 case's casts are fused into the kernel, so its copies are
+    -- STOREs of the converted values
+    { target = "CUDA", dtype = "float16", m = 64, k = 160, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true, buffers = 2 }, realized = true, copies = 8 },
+    { target = "CUDA", dtype = "bfloat16", m = 32, k = 96, n = 32, tc = { wm = 1, wn = 2, tm = 2, tn = 2,
+      staged = true, buffers = 2 }, relu = true, copies = 0 },
+    { target = "METAL", dtype = "float32", m = 32, k = 24, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true, buffers = 2 }, copies = 4 },
   } do
     local arg = tensor_cores.arg_of(case.tc)
     it(string.format("compute %dx%d @ %dx%d (%s, %s) with TC(1,%d)%s exactly: %d warps per workgroup%s", case.m,
@@ -148,6 +159,7 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
       on_target(case.target, function()
         with_tc(arg, function()
           local a, b = operands(case.m, case.k, case.n, case.dtype, arg + case.m)
+          if case.realized then a, b = a:realize(), b:realize() end
           local product = a:float():matmul(b:float()) - 1.5
           if case.relu then product = product:relu() end
           local want = naive(a, b)
@@ -168,6 +180,8 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
           -- staged: two tiles in local memory and barriers around each stage; direct: none
           assert.are.equal(case.tc.staged or false, listing:find("DEFINE_LOCAL", 1, true) ~= nil)
           assert.are.equal(case.tc.staged or false, listing:find("BARRIER", 1, true) ~= nil)
+          local _, copies = listing:gsub("STORE[^\n]*async", "")
+          assert.are.equal(case.copies or 0, copies)
           assert.are.same(want, product:tolist())
         end)
       end)
@@ -242,16 +256,18 @@ end)
 
 describe("TC's tile configurations", function()
   it("are encoded as 0 or the digits WM WN TM TN, and decoded back", function()
-    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = false }, tensor_cores.config(0))
-    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = false }, tensor_cores.config(2481))
-    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = true }, tensor_cores.config(12481))
-    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = true }, tensor_cores.config(11111))
+    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = false, buffers = 1 }, tensor_cores.config(0))
+    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = false, buffers = 1 }, tensor_cores.config(2481))
+    assert.are.same({ wm = 2, wn = 4, tm = 8, tn = 1, staged = true, buffers = 1 }, tensor_cores.config(12481))
+    assert.are.same({ wm = 1, wn = 1, tm = 1, tn = 1, staged = true, buffers = 1 }, tensor_cores.config(11111))
+    assert.are.same({ wm = 2, wn = 2, tm = 4, tn = 8, staged = true, buffers = 2 }, tensor_cores.config(22248))
     assert.are.equal(12248, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 8, staged = true })
+    assert.are.equal(22248, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 8, staged = true, buffers = 2 })
     assert.are.equal(11111, tensor_cores.arg_of { staged = true })
     assert.are.equal(2244, tensor_cores.arg_of { wm = 2, wn = 2, tm = 4, tn = 4 })
     assert.are.equal(0, tensor_cores.arg_of {})
     assert.are.equal(1218, tensor_cores.arg_of { wn = 2, tn = 8 })
-    for _, arg in ipairs { 0, 1112, 2244, 4488, 4411, 11111, 12244, 14488 } do
+    for _, arg in ipairs { 0, 1112, 2244, 4488, 4411, 11111, 12244, 14488, 21111, 24488 } do
       assert.are.equal(arg, tensor_cores.arg_of(tensor_cores.config(arg)))
     end
     local ok, why = tensor_cores.config(3111)
@@ -262,8 +278,11 @@ describe("TC's tile configurations", function()
     assert.are.equal("the tiles per warp along m and n (6, 3) must each be 1, 2, 4 or 8", why)
     assert.is_nil((tensor_cores.config(5)))
     assert.is_nil((tensor_cores.config(15111)))
+    assert.is_nil((tensor_cores.config(32244)))
     assert.matches("with a 1 in front for operands staged through local memory", select(2, tensor_cores.config(20000)),
       1, true)
+    assert.matches("a 2 for stages double-buffered and copied asynchronously (22244)",
+      select(2, tensor_cores.config(32244)), 1, true)
     local fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
     assert.is_false(fine)
     assert.matches("the warps along m and n (8, 1) must each be 1, 2 or 4", err, 1, true)
@@ -357,17 +376,21 @@ describe("staged tensor cores rendered to CUDA", function()
     end)
     -- a 64 x 32 block, one stage of K = 64 (4 K-steps): per K-step tm A and tn B fragments
     local loads = { x4 = 0, ["x2.trans"] = 0 }
-    for kind, tile, expr in source:gmatch("ldmatrix%.sync%.aligned%.m8n8%.([%w.]+)%.shared%.b16[^\n]-" ..
-      "__cvta_generic_to_shared%(&(smem%d+)%[alu%d+ %+ (%b())%]") do
+    -- the address, in bytes of the shared window: the tile's, plus 2 x the index of register 0,
+    -- plus 2 x the lane's term (from its rows to the tile's first element), plus 2 x c0
+    for kind, tile, expr, bytes in source:gmatch("ldmatrix%.sync%.aligned%.m8n8%.([%w.]+)%.shared%.b16[^\n]-" ..
+      "\"r\"%((smem%d+)_u32 %+ %(unsigned int%)alu%d+ %* 2u %+ (%b()) %* 2u %+ (%d+)u%)") do
       loads[kind] = loads[kind] + 1
       local trans = kind == "x2.trans"
       local operand = trans and "B" or "A"
-      local c0 = math.tointeger(tonumber(expr:match("^%((%-?%d+)ll")))
-      local ld = math.tointeger(tonumber(expr:match("%* (%d+)ll")))
+      local c0 = math.tointeger(tonumber(bytes)) // 2
+      local ld -- the row stride: the largest factor of the lane's term
+      for f in expr:gmatch("%* (%d+)u") do ld = math.max(ld or 0, math.tointeger(tonumber(f))) end
       assert.is_truthy(c0 and ld, expr)
       assert.equal(0, ld % 8) -- rows at 16-byte boundaries
-      local lua_expr = expr:gsub("%(long long%)", ""):gsub("(%d+)ll", "%1"):gsub("(%d+)u", "%1")
-      local lane_term = assert(load("local tcl_lane_id = ...; return " .. lua_expr))
+      local lua_expr = expr:gsub("(%d+)u", "%1")
+      local lane_only = assert(load("local tcl_lane_id = ...; return " .. lua_expr))
+      local function lane_term(l) return c0 + lane_only(l) end
       -- register 0 of lane l reads X(l) + c0 = row0 * ld + col0 (the tile's first element at 0)
       local function x_of(l)
         local row, col = layout(operand, l, 0)
@@ -398,6 +421,46 @@ describe("staged tensor cores rendered to CUDA", function()
       assert.equal(10, wide_stores)
       assert.is_true(global_loads <= 16, global_loads .. " global loads")
       assert.is_nil(ptx:find("st.shared.u16", 1, true))
+    end
+  end)
+end)
+
+describe("double-buffered tensor cores rendered to CUDA", function()
+  it("copy every stage with cp.async, which the barrier opening the next stage waits for", function()
+    local gpu = require "tcl.gpu"
+    local linearize = require "tcl.codegen.linearize"
+    local c = { wm = 2, wn = 1, tm = 2, tn = 2, staged = true, buffers = 2 }
+    local source
+    on_target("CUDA", function()
+      with_tc(tensor_cores.arg_of(c), function()
+        local a, b = operands(64, 128, 16, "float16", 9)
+        tcl.realize(a, b) -- float16 buffers: the copies read them straight
+        local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
+        local ast = sched.kernels[#sched.kernels].ast
+        local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
+        source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
+      end)
+    end)
+    -- a 64 x 16 block, 2 stages of 64: per stage and thread (64 threads) 8 chunks of A's 64 x 64
+    -- slice and 2 of B's 64 x 16, 16 bytes each; stage 0 before the loop, stage s + 1 in it
+    local _, copies = source:gsub("cp%.async%.cg%.shared%.global %[%%0%], %[%%1%], 16;", "")
+    assert.equal(20, copies)
+    local _, gated = source:gsub("if %(alu%d+%) asm volatile%(\"cp%.async", "")
+    assert.equal(10, gated) -- the last stage copies nothing
+    local _, waits = source:gsub('asm volatile%("cp%.async%.wait_all;" ::: "memory"%);\n%s*__syncthreads%(%);', "")
+    local _, barriers = source:gsub("__syncthreads%(%);", "")
+    assert.equal(1, barriers) -- one per stage: it opens the stage
+    assert.equal(1, waits)
+    local nvrtc = require "tcl.nvrtc"
+    if not nvrtc.available() then return pending("NVRTC is not available") end
+    for _, arch in ipairs { "sm_80", "sm_90" } do
+      local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
+      local _, async = ptx:gsub("cp%.async%.cg%.shared%.global", "")
+      assert.equal(20, async)
+      assert.is_truthy(ptx:find("cp.async.wait_all", 1, true))
+      -- nothing goes through registers on its way to local memory
+      assert.is_nil(ptx:find("st.shared", 1, true))
+      assert.is_nil(ptx:find("ld.global", 1, true))
     end
   end)
 end)

@@ -145,6 +145,9 @@ static const tcl_cdialect cuda = {
     .param_aligned = "    p$3 = ($1$2*)__builtin_assume_aligned(p$3, 16);\n",
     .builtins = {NULL, NULL},
     .barrier = "__syncthreads();",
+    /* sm_80+; $1: the local element's 32-bit shared address, $4: .cg (through L2 only) for 16 bytes, .ca for 4 or 8 */
+    .async_copy = "asm volatile(\"cp.async.$4.shared.global [%0], [%1], $3;\" :: \"r\"($1), \"l\"(&$2) : \"memory\");",
+    .async_wait = "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");",
     .shared = "__shared__ __align__(16)", /* as the buffers: wide accesses of local tiles */
     .special = {"blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"},
     .half_include = "#include <cuda_fp16.h>\n",

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "core/async_copy.h"
 #include "linear_scope.h"
 
 #define WHOLE_KERNEL SIZE_MAX
@@ -66,6 +67,18 @@ static bool is_signed_int(tcl_dtype d) { return tcl_dtype_get(d)->is_int && !tcl
 static const tcl_uop *memory_root(const tcl_uop *u) {
     while (u->op == TCL_OP_AFTER && u->nsrc > 0) u = u->src[0];
     return u;
+}
+
+tcl_status tcl_crender_shared_u32(tcl_crender *r, size_t buffer, char *out, size_t cap) {
+    size_t root = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, memory_root(r->nodes[buffer])) - 1;
+    if (root >= r->n || r->mem[root] != CM_LOCAL)
+        return fail(r, TCL_ERR_INVALID, buffer, "is not local memory (a DEFINE_LOCAL)");
+    if (!r->shared_u32 && !(r->shared_u32 = calloc(r->n, 1))) return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+    snprintf(out, cap, "%s_u32", r->expr[root]);
+    if (!r->shared_u32[root])
+        tcl_ctext_printf(&r->locals, "    unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s);\n", out, r->expr[root]);
+    r->shared_u32[root] = 1;
+    return TCL_OK;
 }
 
 /* Starts a statement at the depth of the open loops. */
@@ -344,6 +357,37 @@ static tcl_status emit_load(tcl_crender *r, size_t i) {
     return TCL_OK;
 }
 
+/* An asynchronous copy (STORE {"async", n}, checked by tcl_store_classify): CUDA's cp.async,
+ * else n element copies (Metal: they are visible at the barrier as the copy would be). */
+static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int count, const tcl_uop *load) {
+    const tcl_uop *u = r->nodes[i];
+    size_t from = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, load->src[0]);
+    if (!from || from - 1 >= i || r->kind[from - 1] != CK_ADDRESS)
+        return fail(r, TCL_ERR_INVALID, i, "the INDEX its LOAD reads is not an earlier instruction");
+    const char *gate = NULL;
+    tcl_status st;
+    if (u->nsrc == 3 && (st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
+    int bytes = count * (int)tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize;
+    line(r);
+    if (gate) tcl_ctext_printf(&r->body, "if (%s) ", gate);
+    if (r->d->async_copy) {
+        char nbytes[8], base[TCL_CEXPR_CAP + 8], to[2 * TCL_CEXPR_CAP + 64];
+        snprintf(nbytes, sizeof nbytes, "%d", bytes);
+        size_t tile = source_index(r, r->nodes[addr], 0), index = source_index(r, r->nodes[addr], 1);
+        if ((st = tcl_crender_shared_u32(r, tile, base, sizeof base)) != TCL_OK) return st;
+        snprintf(to, sizeof to, "%s + (unsigned int)%s * %uu", base, r->expr[index],
+                 (unsigned)tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize);
+        const char *args[4] = {to, r->expr[from - 1], nbytes, bytes == 16 ? "cg" : "ca"};
+        tcl_ctext_template(&r->body, r->d->async_copy, r->d->helper, args, 4);
+        tcl_ctext_put(&r->body, "\n");
+    } else {
+        tcl_ctext_printf(&r->body, "for (int v = 0; v < %d; v++) (&%s)[v] = (&%s)[v];\n", count, r->expr[addr],
+                         r->expr[from - 1]);
+    }
+    r->kind[i] = CK_NONE;
+    return TCL_OK;
+}
+
 static tcl_status emit_store(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 2 && u->nsrc != 3)
@@ -352,6 +396,14 @@ static tcl_status emit_store(tcl_crender *r, size_t i) {
     size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
     if (st != TCL_OK) return st;
+    int count;
+    const tcl_uop *load;
+    char why[192];
+    switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+    case TCL_STORE_PLAIN: break;
+    case TCL_STORE_ASYNC: return emit_async_copy(r, i, addr, count, load);
+    case TCL_STORE_INVALID: return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    }
     const char *v;
     if ((st = value_of(r, i, 1, &v)) != TCL_OK) return st;
     tcl_dtype d = (tcl_dtype)r->nodes[addr]->dtype;
@@ -438,6 +490,10 @@ static tcl_status emit(tcl_crender *r, size_t i) {
     case TCL_OP_AFTER: return emit_after(r, i);
     case TCL_OP_BARRIER:
         if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+        if (r->uses_async && r->d->async_wait) {
+            line(r);
+            tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
+        }
         line(r);
         tcl_ctext_printf(&r->body, "%s\n", r->d->barrier);
         r->kind[i] = CK_NONE;
@@ -519,6 +575,9 @@ static tcl_status render(tcl_crender *r) {
         if (tcl_ptrmap_get(&r->index_of, r->nodes[i])) return fail(r, TCL_ERR_INVALID, i, "the node appears twice in the list");
         if (!tcl_ptrmap_put(&r->index_of, r->nodes[i], (void *)(uintptr_t)(i + 1)))
             return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
+        /* a barrier waits for the asynchronous copies issued before it, in program order or not
+         * (a loop's copies precede the barrier at the top of its next iteration) */
+        if (r->nodes[i]->op == TCL_OP_STORE && r->nodes[i]->arg.kind != TCL_ARG_NONE) r->uses_async = true;
     }
     for (int k = 0; k < 3; k++) r->out->global_size[k] = r->out->local_size[k] = 1;
     tcl_status st = collect_params(r);
@@ -577,6 +636,7 @@ tcl_status tcl_c_render(tcl_c_dialect_id dialect, const char *name, tcl_uop *con
     free(r.loops);
     free(r.wmma_root);
     free(r.fragment_in);
+    free(r.shared_u32);
     tcl_ctext_free(&r.body);
     tcl_ctext_free(&r.locals);
     tcl_ctext_free(&r.helpers);

@@ -66,6 +66,10 @@ typedef struct tcl_cdialect {
     const char *param_aligned; /* statement telling the compiler a buffer's alignment (param's $1..$3), or NULL */
     const char *builtins[2];   /* parameters after the buffers (thread indices), NULL when none */
     const char *barrier; /* the statement */
+    /* an asynchronous copy (STORE {"async", n}): $1 the local element's 32-bit shared address,
+     * $2 the buffer's element, $3 the bytes, $4 the cache hint; NULL: copied element by element. async_wait: the statement before a barrier in a
+     * kernel with asynchronous copies (they land there) */
+    const char *async_copy, *async_wait;
     const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
     const char *special[6]; /* gidx0..2, lidx0..2 as expressions */
     const char *half_include, *bfloat_include; /* lines included when the kernel uses them */
@@ -123,6 +127,7 @@ typedef struct tcl_crender {
     unsigned specials;       /* bit k: SPECIAL k (gidx0..2, lidx0..2) seen */
     uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
     bool uses_half, uses_bfloat;
+    bool uses_async; /* the kernel has asynchronous copies: its barriers wait for them */
     /* WMMA (c_wmma.c): per instruction, the WMMA whose computation it reads + 1 (0: none;
      * allocated at the first WMMA); the first WMMA + 1; whether Metal's simdgroup matrices are used */
     size_t *wmma_root;
@@ -133,11 +138,20 @@ typedef struct tcl_crender {
      * 0: not read; allocated with wmma_root); whether the lane id tcl_lane_id is declared */
     int64_t *fragment_in;
     bool uses_lane_id;
+    /* CUDA: per DEFINE_LOCAL instruction, 1 once its 32-bit shared-window address smem<i>_u32 is
+     * declared (allocated at the first use; tcl_crender_shared_u32) */
+    uint8_t *shared_u32;
     tcl_c_kernel *out;
 } tcl_crender;
 
 /* "kernel 'name': instruction i (OP): <message>" (i == SIZE_MAX: the whole kernel); returns s. */
 tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *fmt, ...) TCL_PRINTF_LIKE(4, 5);
+
+/* CUDA: the name of a variable holding the 32-bit shared-window address of local array
+ * `buffer` (the instruction of a DEFINE_LOCAL, or of an AFTER of one), into out (cap bytes),
+ * declared at the top of the kernel on first use. PTX's shared-memory instructions (ldmatrix,
+ * cp.async) take such addresses; offsets added to it in 32 bits fold into their immediates. */
+tcl_status tcl_crender_shared_u32(tcl_crender *r, size_t buffer, char *out, size_t cap);
 
 /* ---- expressions (c_alu.c) ---- */
 

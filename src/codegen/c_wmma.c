@@ -188,20 +188,24 @@ static tcl_status cuda_ldmatrix(tcl_crender *r, size_t i, const tcl_wmma_shape *
     for (int q = 0; q < count; q++) tcl_ctext_printf(&r->body, "%s%%%d", q ? ", " : "", q);
     tcl_ctext_printf(&r->body, "}, [%%%d];\" : ", count);
     for (int q = 0; q < count; q++) tcl_ctext_printf(&r->body, "%s\"=r\"(%s)", q ? ", " : "", names[q]);
-    /* the lane's row address: the tile's first element, plus (l % 16) rows, plus 8 columns for lanes 16-31 (A) */
-    tcl_ctext_printf(&r->body, " : \"r\"((unsigned int)__cvta_generic_to_shared(&%s[", r->expr[op.tile]);
-    if (op.base != SIZE_MAX) tcl_ctext_printf(&r->body, "%s + ", r->expr[op.base]);
+    /* the lane's row address: the tile's first element, plus (l % 16) rows, plus 8 columns for
+     * lanes 16-31 (A); in 32-bit shared-window bytes (wrapping, as the sum is in range), the
+     * register's constant offset last, so that the products' ldmatrix share one base address and
+     * differ by an immediate */
+    char base[TCL_CEXPR_CAP + 8];
+    if ((st = tcl_crender_shared_u32(r, op.tile, base, sizeof base)) != TCL_OK) return st;
+    if (op.c0 < 0 || op.ld < 0)
+        return fail(r, TCL_ERR_INVALID, i, "staged WMMA: a negative offset (%" PRId64 ") or row stride (%" PRId64 ")", op.c0,
+                    op.ld);
+    unsigned size = (unsigned)tcl_dtype_get((tcl_dtype)r->nodes[op.tile]->dtype)->itemsize;
+    tcl_ctext_printf(&r->body, " : \"r\"(%s + ", base);
+    if (op.base != SIZE_MAX) tcl_ctext_printf(&r->body, "(unsigned int)%s * %uu + ", r->expr[op.base], size);
     if (a)
-        tcl_ctext_printf(&r->body,
-                         "(%" PRId64 "ll + ((long long)(tcl_lane_id & 15u) - (long long)(tcl_lane_id >> 2)) * %" PRId64
-                         "ll + (long long)((tcl_lane_id >> 4) * 8u) - (long long)((tcl_lane_id & 3u) * 2u))",
-                         op.c0, op.ld);
+        tcl_ctext_printf(&r->body, "(((tcl_lane_id & 15u) - (tcl_lane_id >> 2)) * %" PRId64 "u + (tcl_lane_id >> 4) * 8u - (tcl_lane_id & 3u) * 2u)",
+                         op.ld);
     else
-        tcl_ctext_printf(&r->body,
-                         "(%" PRId64 "ll + ((long long)(tcl_lane_id & 15u) - (long long)((tcl_lane_id & 3u) * 2u)) * %" PRId64
-                         "ll - (long long)(tcl_lane_id >> 2))",
-                         op.c0, op.ld);
-    tcl_ctext_put(&r->body, "])) : \"memory\");\n");
+        tcl_ctext_printf(&r->body, "(((tcl_lane_id & 15u) - (tcl_lane_id & 3u) * 2u) * %" PRId64 "u - (tcl_lane_id >> 2))", op.ld);
+    tcl_ctext_printf(&r->body, " * %uu + %" PRId64 "u) : \"memory\");\n", size, op.c0 * (int64_t)size);
     return TCL_OK;
 }
 

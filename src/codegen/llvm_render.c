@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/alu.h"
+#include "core/async_copy.h"
 #include "core/ptrmap.h"
 #include "linear_scope.h"
 
@@ -1023,6 +1024,14 @@ static tcl_status emit_store(renderer *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 2 && u->nsrc != 3) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX, value[, gate]), got %u sources", u->nsrc);
     if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+    int count;
+    const tcl_uop *load;
+    char why[192];
+    switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+    case TCL_STORE_PLAIN: break;
+    case TCL_STORE_ASYNC: return fail(r, TCL_ERR_INVALID, i, "an asynchronous copy into local memory is for GPU renderers");
+    case TCL_STORE_INVALID: return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    }
     size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
     if (st != TCL_OK) return st;

@@ -42,14 +42,14 @@ const tcl_wmma_shape *tcl_wmma_shape_find(const char *name, size_t len);
  * A (M x K), B (K x N) or C/D (M x N). */
 void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane, int reg, int *row, int *col);
 
-/* Checks a WMMA node: its arg {shape_name, out} (0 <= out < C's registers), its dtype (the
- * accumulator's), the number of its sources and their dtypes. On success sets *shape and *out
- * and returns true; otherwise writes why into why (cap bytes) and returns false. The sources
- * are not checked to be values: that is the caller's to say in its own terms. */
 /* Whether WMMA node u's arg carries the "staged" promise (ENCODINGS.md): its A and B sources
  * are LOADs of row-major tiles in local memory, rows 16-byte aligned, each register's element
  * at register 0's index plus the register's offset in the tile. */
 bool tcl_wmma_staged(const tcl_uop *u);
+/* Checks a WMMA node: its arg {shape_name, out} (0 <= out < C's registers), its dtype (the
+ * accumulator's), the number of its sources and their dtypes. On success sets *shape and *out
+ * and returns true; otherwise writes why into why (cap bytes) and returns false. The sources
+ * are not checked to be values: that is the caller's to say in its own terms. */
 bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap);
 
 #endif

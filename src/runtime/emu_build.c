@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/async_copy.h"
 #include "core/ptrmap.h"
 #include "emu_program.h"
 
@@ -231,7 +232,18 @@ static tcl_status check_node(builder *b, size_t i) {
             return fail(b, TCL_ERR_INVALID, i, "value dtype %s differs from its INDEX's %s", tcl_emu_dtype_name(s1->dtype), tcl_emu_dtype_name(s0->dtype));
         if (s2 && (!is_value(s2) || s2->dtype != TCL_BOOL))
             return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", tcl_emu_dtype_name(s2->dtype), tcl_emu_op_name(s2->op));
-        in->kind = K_STORE;
+        int count = 0;
+        const tcl_uop *load = NULL;
+        char why[192];
+        switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+        case TCL_STORE_PLAIN: in->kind = K_STORE; break;
+        case TCL_STORE_ASYNC: /* b: the LOAD, whose INDEX names the elements copied from */
+            if (s1->kind != K_LOAD) return fail(b, TCL_ERR_INVALID, i, "source 2 (%s) is not a LOAD", tcl_emu_op_name(s1->op));
+            in->kind = K_COPY;
+            in->which = count;
+            break;
+        case TCL_STORE_INVALID: return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        }
         in->mem = s0->mem;
         return TCL_OK;
     case TCL_OP_SPECIAL: {
@@ -389,10 +401,10 @@ static tcl_status finish_memory(builder *b) {
             in->mem = (int32_t)p->nparams + (-in->mem - 2);
         } else if (in->op == TCL_OP_DEFINE_LOCAL) {
             in->mem = (int32_t)(p->nparams + p->nregs + (size_t)b->mems[SPACE_LOCAL][-in->mem - 2].slot);
-        } else if (in->kind == K_INDEX || in->kind == K_LOAD || in->kind == K_STORE ||
+        } else if (in->kind == K_INDEX || in->kind == K_LOAD || in->kind == K_STORE || in->kind == K_COPY ||
                    (in->kind == K_BUFFER && in->op == TCL_OP_AFTER)) {
             in->mem = p->inst[in->a].mem;
-            if (in->kind == K_STORE) ((emu_mem_info *)tcl_emu_mem_info(p, (size_t)in->mem))->stored = true;
+            if (in->kind == K_STORE || in->kind == K_COPY) ((emu_mem_info *)tcl_emu_mem_info(p, (size_t)in->mem))->stored = true;
         }
     }
     return TCL_OK;
@@ -456,6 +468,11 @@ static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX
     case K_STORE:
         out[n++] = in->a;
         if (in->b >= 0) out[n++] = in->b;
+        if (in->c >= 0) out[n++] = in->c;
+        break;
+    case K_COPY: /* the destination's index, the source's (its LOAD's INDEX), the gate */
+        out[n++] = in->a;
+        out[n++] = p->inst[in->b].a;
         if (in->c >= 0) out[n++] = in->c;
         break;
     case K_WMMA:

@@ -43,6 +43,7 @@ typedef enum emu_kind {
     K_INDEX,
     K_LOAD,
     K_STORE,
+    K_COPY,    /* an asynchronous copy (STORE {"async", n}): n elements PARAM -> DEFINE_LOCAL, landing at the next barrier */
     K_SPECIAL,
     K_ALIAS,   /* AFTER of a value: the value */
     K_BARRIER, /* stops the thread until all threads of its group arrive */
@@ -59,12 +60,13 @@ typedef struct emu_inst {
     uint8_t nval;      /* ALU: number of operands a, b, c */
     uint8_t wide;      /* INDEX, RANGE, SPECIAL: the integer operand is uint64 (may exceed int64) */
     uint8_t shape;     /* WMMA: its shape's index in tcl_wmma_shapes */
-    int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate) */
+    int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate; STORE, COPY: a = INDEX,
+                        * b = value (COPY: the LOAD of the source), c = gate) */
     int32_t jump;      /* RANGE: its END; END: its RANGE */
     int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise (while building,
                         * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
-    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields */
+    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
     tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */
     tcl_arg arg;       /* copy of the node's arg, for the listing */

@@ -42,6 +42,7 @@ typedef struct emu_gshadow {
 typedef struct emu_lshadow {
     uint64_t write_epoch, read_epoch;
     uint32_t writer, reader[2];
+    bool copied; /* the last write was an asynchronous copy: no thread may read it in its epoch */
 } emu_lshadow;
 
 typedef struct emu_mem {
@@ -164,12 +165,24 @@ static tcl_status local_race(const emu_run *r, size_t pc, int64_t idx, race_kind
                    name_thread(p, r->group, other - 1).s, race_did[kind], race_local_why[kind]);
 }
 
+/* An access to a local element that an asynchronous copy wrote in this epoch: the copy lands at
+ * the next barrier, so until then no thread, its own included, may read or write the element. */
+static tcl_status copy_race(const emu_run *r, size_t pc, int64_t idx, const char *does, uint32_t other) {
+    const tcl_emu_program *p = r->p;
+    return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
+                   "race: %s %s %s, which an asynchronous copy of %s wrote with no barrier between them (a copy "
+                   "lands at the next barrier)",
+                   name_thread(p, r->group, r->lid).s, does, name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, r->group, other - 1).s);
+}
+
 /* Race checks of an access to element idx of memory m, which has a shadow. */
 EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, const emu_mem *m, int64_t idx) {
     const tcl_emu_program *p = r->p;
     if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
+        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, idx, "reads", sh->writer);
         if (sh->write_epoch < r->group_epoch) {
             if (!r->uninit) {
                 r->uninit = true;
@@ -203,6 +216,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem 
     if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
+        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, idx, "writes", sh->writer);
         if (sh->write_epoch == r->epoch && sh->writer != me) return local_race(r, pc, idx, WRITE_AFTER_WRITE, sh->writer);
         if (sh->read_epoch == r->epoch) {
             uint32_t other = sh->reader[0] != me ? sh->reader[0] : sh->reader[1];
@@ -210,6 +224,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem 
         }
         sh->write_epoch = r->epoch;
         sh->writer = me;
+        sh->copied = false;
         return TCL_OK;
     }
     emu_gshadow *sh = (emu_gshadow *)m->shadow + idx;
@@ -218,6 +233,32 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem 
     uint32_t other = sh->reader[0] && sh->reader[0] != me ? sh->reader[0] : sh->reader[1] != me ? sh->reader[1] : 0;
     if (other) return global_race(r, pc, idx, WRITE_AFTER_READ, other);
     sh->writer = me;
+    return TCL_OK;
+}
+
+/* Runs the asynchronous copy at pc (K_COPY, not gated off): `which` elements from the LOAD's
+ * buffer at its index to local memory at the copy's, both indices multiples of the count (the
+ * promise of the encoding). The destination's elements are marked copied: reading or writing
+ * them before the next barrier is a race. */
+EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
+    const tcl_emu_program *p = r->p;
+    const emu_inst *in = &p->inst[pc], *load = &p->inst[in->b];
+    const emu_mem *dst = &r->mem[in->mem], *src = &r->mem[load->mem];
+    int64_t n = in->which, to = r->regs[in->a].v.i, from = r->regs[load->a].v.i;
+    if (to % n != 0 || from % n != 0)
+        return fail_at(r, TCL_ERR_INVALID, pc, r->lid, true,
+                       "an asynchronous copy of %" PRId64 " elements needs indices that are multiples of %" PRId64
+                       ": it copies %s to %s",
+                       n, n, name_elem(p, load->mem, from).s, name_elem(p, in->mem, to).s);
+    if (from < 0 || (uint64_t)from + (uint64_t)n > src->numel) return out_of_bounds(r, (size_t)in->b, from < 0 ? from : from + n - 1);
+    if (to < 0 || (uint64_t)to + (uint64_t)n > dst->numel) return out_of_bounds(r, pc, to < 0 ? to : to + n - 1);
+    for (int64_t v = 0; v < n; v++) {
+        tcl_status status;
+        if (src->shadow && (status = check_read(r, (size_t)in->b, src, from + v)) != TCL_OK) return status;
+        if (dst->shadow && (status = check_write(r, pc, dst, to + v)) != TCL_OK) return status;
+        if (dst->shadow) ((emu_lshadow *)dst->shadow)[to + v].copied = true;
+        tcl_storage_write(dst->data, dst->itemsize, (size_t)(to + v), tcl_storage_read(src->data, src->itemsize, (size_t)(from + v)));
+    }
     return TCL_OK;
 }
 
@@ -280,6 +321,10 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
+        case K_COPY:
+            if (in->c >= 0 && !r[in->c].v.b) break;
+            if ((status = run_copy(run, pc)) != TCL_OK) return status;
+            break;
         case K_SPECIAL: {
             if (!ids) { /* the thread's ids, once per run of it */
                 const tcl_launch *l = &p->launch;

@@ -120,6 +120,24 @@ function M.direct_loop(p)
   return new("END", VOID, { new("GROUP", VOID, updates), step })
 end
 
+-- Whether index expression x is a multiple of n for every value of its ranges (seen in its
+-- structure: sums of multiples, products with a multiple).
+local function multiple_of(x, n)
+  if n == 1 then return true end
+  if x.op == "CONST" then return math.type(x.arg) == "integer" and x.arg % n == 0 end
+  if x.op == "ADD" then return multiple_of(x.src[1], n) and multiple_of(x.src[2], n) end
+  if x.op == "MUL" then return multiple_of(x.src[1], n) or multiple_of(x.src[2], n) end
+  return false
+end
+
+-- The operand's LOAD when it reads a buffer straight (LOAD(INDEX(PARAM, i)), no gate), which
+-- an asynchronous copy can take; else nil.
+local function buffer_load(operand)
+  if operand.op ~= "LOAD" or #operand.src ~= 1 then return nil end
+  local index = operand.src[1]
+  return index.op == "INDEX" and index.src[1].op == "PARAM" and operand or nil
+end
+
 -- The loop over stages of K with the operands staged through local memory: per stage, the
 -- workgroup's threads copy the block's A slice (BM x depth) and B slice (depth x BN) into
 -- local memory in chunks of consecutive elements (16 bytes where the tile allows), thread t
@@ -128,6 +146,10 @@ end
 -- of the stage every warp reads its fragments from local memory and issues its products,
 -- the accumulators carried from one K-step to the next in registers; a second barrier keeps
 -- the next stage's copies from overwriting what a slower warp still reads.
+-- Double-buffered (config.buffers == 2): two tiles of each operand; stage 0 is copied before
+-- the loop, and stage s + 1 into the other buffer right after the barrier that opens stage s,
+-- as asynchronous copies (STORE {"async", n}: CUDA's cp.async) that land at the next barrier,
+-- while the warps compute on stage s: one barrier per stage orders it all.
 function M.staged_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
   local shape, m, n = found.shape, found.m, found.n
@@ -138,9 +160,12 @@ function M.staged_loop(p)
   local threads = config.wm * config.wn * warp
   local lda, ldb = depth + tensor_cores.STAGE_PAD, block_n + tensor_cores.STAGE_PAD
   local a_dtype, b_dtype = found.a.dtype, found.b.dtype
-  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, block_m * lda })
-  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, depth * ldb })
-  local stage = p.range(found.k_size // depth, "reduce")
+  local buffers = config.buffers or 1
+  local a_size, b_size = block_m * lda, depth * ldb
+  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, buffers * a_size })
+  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, buffers * b_size })
+  local stages = found.k_size // depth
+  local stage = p.range(stages, "reduce")
   local thread = sum { scaled(p.warp_row, config.wn * warp), scaled(p.warp_col, warp), lane }
   -- Each thread copies chunks of `chunk` consecutive elements of a tile row (16 bytes where the
   -- tile allows): thread t takes chunk t, t + threads, ..., so neighbouring threads read
@@ -160,33 +185,79 @@ function M.staged_loop(p)
     end
     return sum { thread // const(per_row), s * (threads // per_row) }, sum { times(thread % const(per_row), chunk), v }
   end
-  local k_base = scaled(stage, depth)
-  local copies = {}
-  -- the stores copying a rows x cols slice into tile (row stride ld); operand_map(row, col)
-  -- maps the operand's ranges to the slice element's position
-  local function copy_slice(tile, operand, rows, cols, ld, operand_map)
-    local chunk = chunk_of(rows, cols, operand.dtype.itemsize)
+  -- The stores copying a rows x cols slice into tile (row stride ld) at element offset `base`
+  -- (nil: 0), appended to `into`; operand_map(row, col) maps the operand's ranges to the slice
+  -- element's position. Asynchronous (double-buffered), a chunk whose operand is read straight
+  -- from a buffer at a provable multiple of the chunk is one asynchronous copy; otherwise each
+  -- element is a STORE. gate: nil, or whether to copy at all (the asynchronous copies take it;
+  -- the STOREs copy from operand_map(row, col, true) instead, always in bounds, to no use).
+  local function copy_slice(into, tile, base, operand, rows, cols, ld, operand_map, gate)
+    local itemsize = operand.dtype.itemsize
+    local chunk = chunk_of(rows, cols, itemsize)
+    local async = buffers == 2 and buffer_load(operand) and (chunk * itemsize) % 4 == 0
     for s = 0, rows * cols // (threads * chunk) - 1 do
-      for v = 0, chunk - 1 do
-        local row, col = element(s, v, cols, chunk)
-        local at = new("INDEX", operand.dtype, { tile, sum { times(row, ld), col } })
-        copies[#copies + 1] = new("STORE", VOID, { at, P.substitute(operand, operand_map(row, col)) })
+      local load
+      if async then
+        local row, col = element(s, 0, cols, chunk)
+        load = P.substitute(operand, operand_map(row, col))
+        if not (buffer_load(load) and multiple_of(load.src[1].src[2], chunk)) then load = nil end
+      end
+      if load then
+        local row, col = element(s, 0, cols, chunk)
+        local at = new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } })
+        if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
+        into[#into + 1] = new("STORE", VOID, { at, load, gate }, { "async", chunk })
+      else
+        for v = 0, chunk - 1 do
+          local row, col = element(s, v, cols, chunk)
+          local at = new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } })
+          into[#into + 1] = new("STORE", VOID, { at, P.substitute(operand, operand_map(row, col, gate ~= nil)) })
+        end
       end
     end
   end
-  copy_slice(a_tile, found.a, block_m, depth, lda, function(row, col)
-    local map = tensor_cores.k_map(found, sum { k_base, col })
-    map[m] = sum { scaled(p.block_row, block_m), row }
-    return map
-  end)
-  copy_slice(b_tile, found.b, depth, block_n, ldb, function(row, col)
-    local map = tensor_cores.k_map(found, sum { k_base, row })
-    map[n] = sum { scaled(p.block_col, block_n), col }
-    return map
-  end)
-  local copied = new("BARRIER", VOID, copies)
-  local a_seen = new("AFTER", a_dtype, { a_tile, copied })
-  local b_seen = new("AFTER", b_dtype, { b_tile, copied })
+  -- both slices of the stage starting at K element k_base into the tiles (at offsets a_base,
+  -- b_base), appended to into; gated: k_wrapped instead of k_base where a copy takes no gate
+  local function copy_stage(into, a_into, b_into, a_base, b_base, k_base, gate, k_wrapped)
+    copy_slice(into, a_into, a_base, found.a, block_m, depth, lda, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, col })
+      map[m] = sum { scaled(p.block_row, block_m), row }
+      return map
+    end, gate)
+    copy_slice(into, b_into, b_base, found.b, depth, block_n, ldb, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, row })
+      map[n] = sum { scaled(p.block_col, block_n), col }
+      return map
+    end, gate)
+  end
+
+  local a_seen, b_seen, a_now, b_now
+  if buffers == 2 then
+    local first = {}
+    copy_stage(first, a_tile, b_tile, nil, nil, nil)
+    -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
+    -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
+    local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
+    local a_open, b_open = new("AFTER", a_dtype, { a_tile, opened }), new("AFTER", b_dtype, { b_tile, opened })
+    local following = sum { stage, 1 }
+    local after_next = new("MOD", INDEX, { following, const(2) })
+    local copies = {}
+    copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
+      new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
+      times(new("MOD", INDEX, { following, const(stages) }), depth))
+    -- the fragments are read after the copies are issued, so that they overlap the products
+    local issued = new("GROUP", VOID, copies)
+    a_seen = new("AFTER", a_dtype, { a_tile, opened, issued })
+    b_seen = new("AFTER", b_dtype, { b_tile, opened, issued })
+    local current = new("MOD", INDEX, { stage, const(2) })
+    a_now, b_now = times(current, a_size), times(current, b_size)
+  else
+    local copies = {}
+    copy_stage(copies, a_tile, b_tile, nil, nil, scaled(stage, depth))
+    local copied = new("BARRIER", VOID, copies)
+    a_seen = new("AFTER", a_dtype, { a_tile, copied })
+    b_seen = new("AFTER", b_dtype, { b_tile, copied })
+  end
 
   local current = {} -- current[i][j][reg + 1]: the accumulator's value so far in this stage
   for i = 0, config.tm - 1 do
@@ -202,13 +273,13 @@ function M.staged_loop(p)
   -- register's (lane-independent) offset in the row-major tile: WMMA's third arg item "staged"
   -- promises that form, which lets a renderer read a fragment with one warp-wide matrix load
   -- (CUDA: ldmatrix; src/core/ENCODINGS.md).
-  -- origin: the tile's first element, warp_term (nil for a range left out) + offset
-  local function fragment(tile, dtype, operand, warp_term, offset, ld, regs)
+  -- origin: the tile's first element, terms (nil for a range left out) + offset
+  local function fragment(tile, dtype, operand, terms, offset, ld, regs)
     local row0, col0 = position(shape, operand, lane, 0)
     local loads = {}
     for reg = 0, regs - 1 do
       local drow, dcol = tensor_cores.register_offset(shape, operand, reg)
-      local at = sum { warp_term, times(row0, ld), col0, offset + drow * ld + dcol }
+      local at = sum { terms[1], terms[2], times(row0, ld), col0, offset + drow * ld + dcol }
       loads[reg + 1] = new("LOAD", dtype, { new("INDEX", dtype, { tile, at }) })
     end
     return loads
@@ -216,11 +287,11 @@ function M.staged_loop(p)
   for kk = 0, depth // shape.k - 1 do
     local a_frags, b_frags = {}, {}
     for i = 0, config.tm - 1 do
-      a_frags[i] = fragment(a_seen, a_dtype, "A", scaled(p.warp_row, config.tm * shape.m * lda),
+      a_frags[i] = fragment(a_seen, a_dtype, "A", { a_now, scaled(p.warp_row, config.tm * shape.m * lda) },
         i * shape.m * lda + kk * shape.k, lda, regs_a)
     end
     for j = 0, config.tn - 1 do
-      b_frags[j] = fragment(b_seen, b_dtype, "B", scaled(p.warp_col, config.tn * shape.n),
+      b_frags[j] = fragment(b_seen, b_dtype, "B", { b_now, scaled(p.warp_col, config.tn * shape.n) },
         kk * shape.k * ldb + j * shape.n, ldb, regs_b)
     end
     for i = 0, config.tm - 1 do
@@ -238,7 +309,7 @@ function M.staged_loop(p)
       end
     end
   end
-  updates[#updates + 1] = new("BARRIER", VOID, results)
+  if buffers == 1 then updates[#updates + 1] = new("BARRIER", VOID, results) end
   return new("END", VOID, { new("GROUP", VOID, updates), stage })
 end
 

@@ -89,18 +89,19 @@ local function valid(c)
   return c
 end
 
---- { wm =, wn =, tm =, tn =, staged = } of TC's amount, or nil and why it is not a
--- configuration (the callers name the opt).
+--- { wm =, wn =, tm =, tn =, staged =, buffers = } of TC's amount, or nil and why it is not a
+-- configuration (the callers name the opt). buffers: 1, or 2 for stages double-buffered.
 function M.config(arg)
-  if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1, staged = false } end
-  local staged = math.type(arg) == "integer" and arg >= 10000
-  local digits = staged and arg - 10000 or arg
-  if math.type(arg) ~= "integer" or digits < 1111 or digits > 4488 then
+  if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1, staged = false, buffers = 1 } end
+  local front = math.type(arg) == "integer" and arg // 10000 or -1
+  local digits = math.type(arg) == "integer" and arg % 10000 or -1
+  if front > 2 or digits < 1111 or digits > 4488 then
     return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244), with a 1 in "
-      .. "front for operands staged through local memory (12244)", tostring(arg))
+      .. "front for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
+      .. "asynchronously (22244)", tostring(arg))
   end
   return valid { wm = digits // 1000, wn = digits // 100 % 10, tm = digits // 10 % 10, tn = digits % 10,
-    staged = staged }
+    staged = front >= 1, buffers = front == 2 and 2 or 1 }
 end
 
 --- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1); an
@@ -109,7 +110,7 @@ function M.arg_of(c)
   local ok, why = valid { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
   if not ok then error(why, 2) end
   local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
-  if c.staged then return 10000 + arg end
+  if c.staged then return (c.buffers == 2 and 20000 or 10000) + arg end
   return arg == 1111 and 0 or arg
 end
 
@@ -131,7 +132,7 @@ function M.stage_depth(found, c, local_bytes)
   local k = found.k_size
   for _, steps in ipairs(M.STAGE_STEPS) do
     local depth = steps * shape.k
-    local bytes = (bm * (depth + M.STAGE_PAD) + depth * (bn + M.STAGE_PAD)) * input_bytes(shape)
+    local bytes = (c.buffers or 1) * (bm * (depth + M.STAGE_PAD) + depth * (bn + M.STAGE_PAD)) * input_bytes(shape)
     -- every thread copies whole elements: the tiles are multiples of the workgroup
     if k % depth == 0 and (not local_bytes or bytes <= local_bytes) and (bm * depth) % threads == 0
       and (depth * bn) % threads == 0 then
@@ -139,8 +140,9 @@ function M.stage_depth(found, c, local_bytes)
     end
   end
   return nil, string.format("no stage of K fits: K (%d) must be a multiple of %d, and a %d x %d block's A and B "
-    .. "slices of depth %d take %d bytes of local memory (the target has %s)", k, shape.k, bm, bn, shape.k,
-    (bm * (shape.k + M.STAGE_PAD) + shape.k * (bn + M.STAGE_PAD)) * input_bytes(shape), tostring(local_bytes))
+    .. "slices of depth %d take %d bytes of local memory%s (the target has %s)", k, shape.k, bm, bn, shape.k,
+    (c.buffers or 1) * (bm * (shape.k + M.STAGE_PAD) + shape.k * (bn + M.STAGE_PAD)) * input_bytes(shape),
+    (c.buffers or 1) == 2 and " in two buffers" or "", tostring(local_bytes))
 end
 
 --- The block of output a workgroup computes: rows, columns.
@@ -208,10 +210,10 @@ M.CHOOSE_MAX_TILES_N = 8
 
 --- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
 -- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
--- The staged ones (1xxxx) are not measured on a GPU yet: BEAM times them, the heuristic does
--- not choose them.
+-- The staged ones (1xxxx, and 2xxxx double-buffered) are not measured on a GPU yet: BEAM times
+-- them, the heuristic does not choose them.
 M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244,
-  12224, 12244, 12248, 12284, 14244 }
+  12224, 12244, 12248, 12284, 14244, 22244, 22248, 22284, 24244 }
 
 --- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
 -- that fit it (and threads_max and local_bytes, when given).

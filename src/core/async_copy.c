@@ -1,0 +1,65 @@
+/* async_copy.c — the check of an asynchronous copy (async_copy.h). Layer: core. */
+#include "async_copy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ops.h"
+
+/* The buffer an INDEX reads, seen through AFTERs. */
+static const tcl_uop *buffer_of(const tcl_uop *index) {
+    const tcl_uop *b = index->nsrc > 0 ? index->src[0] : NULL;
+    while (b && b->op == TCL_OP_AFTER && b->nsrc > 0) b = b->src[0];
+    return b;
+}
+
+static bool is_async_arg(const tcl_arg *a) {
+    return a->kind == TCL_ARG_TUPLE && a->len == 2 && a->v.items[0].kind == TCL_ARG_STR && a->v.items[0].len == 5 &&
+           memcmp(a->v.items[0].v.s, "async", 5) == 0 && a->v.items[1].kind == TCL_ARG_INT;
+}
+
+tcl_store_kind tcl_store_classify(const tcl_uop *u, int *count, const tcl_uop **load, char *why, size_t cap) {
+    if (u->arg.kind == TCL_ARG_NONE) return TCL_STORE_PLAIN;
+    if (!is_async_arg(&u->arg)) {
+        snprintf(why, cap, "arg must be none (one element) or {\"async\", n} (an asynchronous copy of n elements)");
+        return TCL_STORE_INVALID;
+    }
+    int64_t n = u->arg.v.items[1].v.i;
+    if (u->nsrc != 2 && u->nsrc != 3) {
+        snprintf(why, cap, "an asynchronous copy takes (INDEX, LOAD[, gate]), got %u sources", u->nsrc);
+        return TCL_STORE_INVALID;
+    }
+    const tcl_uop *dst = u->src[0], *value = u->src[1], *gate = u->nsrc == 3 ? u->src[2] : NULL;
+    const tcl_uop *local = dst->op == TCL_OP_INDEX ? buffer_of(dst) : NULL;
+    if (!local || local->op != TCL_OP_DEFINE_LOCAL) {
+        snprintf(why, cap, "an asynchronous copy writes local memory: source 1 must be an INDEX of a DEFINE_LOCAL");
+        return TCL_STORE_INVALID;
+    }
+    const tcl_uop *src_index = value->op == TCL_OP_LOAD && value->nsrc >= 1 ? value->src[0] : NULL;
+    const tcl_uop *param = src_index && src_index->op == TCL_OP_INDEX ? buffer_of(src_index) : NULL;
+    if (!param || param->op != TCL_OP_PARAM) {
+        snprintf(why, cap, "an asynchronous copy reads a buffer: source 2 must be a LOAD of an INDEX of a PARAM, not %s",
+                 tcl_op_get((tcl_op)value->op)->name);
+        return TCL_STORE_INVALID;
+    }
+    const tcl_uop *load_gate = value->nsrc == 2 ? value->src[1] : NULL;
+    if (load_gate && load_gate != gate) {
+        snprintf(why, cap, "an asynchronous copy's LOAD may have a gate only when it is the STORE's");
+        return TCL_STORE_INVALID;
+    }
+    if (dst->dtype != src_index->dtype) {
+        snprintf(why, cap, "an asynchronous copy needs one dtype: local memory of %s, the buffer of %s",
+                 tcl_dtype_get((tcl_dtype)dst->dtype)->name, tcl_dtype_get((tcl_dtype)src_index->dtype)->name);
+        return TCL_STORE_INVALID;
+    }
+    int64_t bytes = n * (int64_t)tcl_dtype_get((tcl_dtype)dst->dtype)->itemsize;
+    if (n < 1 || (bytes != 4 && bytes != 8 && bytes != 16)) {
+        snprintf(why, cap, "an asynchronous copy moves 4, 8 or 16 bytes: %lld elements of %s are %lld bytes", (long long)n,
+                 tcl_dtype_get((tcl_dtype)dst->dtype)->name, (long long)bytes);
+        return TCL_STORE_INVALID;
+    }
+    *count = (int)n;
+    *load = value;
+    return TCL_STORE_ASYNC;
+}

@@ -1,0 +1,28 @@
+/* async_copy.h — the asynchronous copy, a STORE whose arg is {"async", n} (src/core/ENCODINGS.md,
+ * "GPU-shaped kernels"): n consecutive elements of a PARAM copied into local memory, landing at
+ * the next BARRIER. The check of such a STORE, which EMU (runtime) and the renderers (codegen)
+ * all apply. Layer: core. */
+#ifndef TCLC_CORE_ASYNC_COPY_H
+#define TCLC_CORE_ASYNC_COPY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "uop.h"
+
+/* What a STORE's arg makes it. */
+typedef enum tcl_store_kind {
+    TCL_STORE_PLAIN,   /* no arg: one element */
+    TCL_STORE_ASYNC,   /* {"async", n}, checked */
+    TCL_STORE_INVALID, /* an arg that is neither, or an async copy whose sources break the form */
+} tcl_store_kind;
+
+/* Classifies STORE node u. For TCL_STORE_ASYNC sets *count (n) and *load (the LOAD of the PARAM
+ * it copies from); for TCL_STORE_INVALID writes why into why (cap bytes). The form: sources
+ * (INDEX(DEFINE_LOCAL or AFTER of one, i), LOAD(INDEX(PARAM or AFTER of one, j)[, gate])[, gate]),
+ * the LOAD's gate the STORE's (the same node) when it has one, the INDEX dtypes equal, and n
+ * elements of 4, 8 or 16 bytes. That i and j are multiples of n is a promise the graph cannot
+ * show; EMU checks it when it runs the copy. */
+tcl_store_kind tcl_store_classify(const tcl_uop *u, int *count, const tcl_uop **load, char *why, size_t cap);
+
+#endif
