@@ -358,22 +358,29 @@ local function ldmatrix_element(addr, trans, l, q, h)
   return addr(8 * q + (l >> 2)) + 2 * (l & 3) + h
 end
 
+-- The CUDA source of the float16 matmul m x k @ k x n (float16 buffers: the copies read them
+-- straight) with tile configuration c, named "k".
+local function cuda_matmul_source(c, m, k, n, seed)
+  local gpu = require "tcl.gpu"
+  local linearize = require "tcl.codegen.linearize"
+  local source
+  on_target("CUDA", function()
+    with_tc(tensor_cores.arg_of(c), function()
+      local a, b = operands(m, k, n, "float16", seed)
+      tcl.realize(a, b)
+      local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
+      local ast = sched.kernels[#sched.kernels].ast
+      local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
+      source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
+    end)
+  end)
+  return source
+end
+
 describe("staged tensor cores rendered to CUDA", function()
   it("read each fragment with one ldmatrix whose lanes' rows give every register its element", function()
-    local gpu = require "tcl.gpu"
-    local linearize = require "tcl.codegen.linearize"
     local c = { wm = 2, wn = 1, tm = 2, tn = 2, staged = true }
-    local source
-    on_target("CUDA", function()
-      with_tc(tensor_cores.arg_of(c), function()
-        local a, b = operands(64, 64, 32, "float16", 7)
-        tcl.realize(a, b) -- float16 buffers, as the copies' wide accesses below need
-        local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
-        local ast = sched.kernels[#sched.kernels].ast
-        local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
-        source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
-      end)
-    end)
+    local source = cuda_matmul_source(c, 64, 64, 32, 7)
     -- a 64 x 32 block, one stage of K = 64 (4 K-steps): per K-step tm A and tn B fragments
     local loads = { x4 = 0, ["x2.trans"] = 0 }
     -- the address, in bytes of the shared window: the tile's, plus 2 x the index of register 0,
@@ -427,20 +434,7 @@ end)
 
 describe("double-buffered tensor cores rendered to CUDA", function()
   it("copy every stage with cp.async, which the barrier opening the next stage waits for", function()
-    local gpu = require "tcl.gpu"
-    local linearize = require "tcl.codegen.linearize"
-    local c = { wm = 2, wn = 1, tm = 2, tn = 2, staged = true, buffers = 2 }
-    local source
-    on_target("CUDA", function()
-      with_tc(tensor_cores.arg_of(c), function()
-        local a, b = operands(64, 128, 16, "float16", 9)
-        tcl.realize(a, b) -- float16 buffers: the copies read them straight
-        local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
-        local ast = sched.kernels[#sched.kernels].ast
-        local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
-        source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
-      end)
-    end)
+    local source = cuda_matmul_source({ wm = 2, wn = 1, tm = 2, tn = 2, staged = true, buffers = 2 }, 64, 128, 16, 9)
     -- a 64 x 16 block, 2 stages of 64: per stage and thread (64 threads) 8 chunks of A's 64 x 64
     -- slice and 2 of B's 64 x 16, 16 bytes each; stage 0 before the loop, stage s + 1 in it
     local _, copies = source:gsub("cp%.async%.cg%.shared%.global %[%%0%], %[%%1%], 16;", "")
