@@ -28,6 +28,7 @@ local env = require "tcl.env"
 local runtime = require "tcl.runtime"
 local targets = require "tcl.codegen.gpu_targets"
 local gpu_launch = require "tcl.codegen.gpu_launch"
+local gpu_backend = require "tcl.codegen.gpu_backend"
 
 local target = targets.get("CUDA")
 
@@ -35,13 +36,6 @@ local M = {
   device = "CUDA",
   stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
 }
-
--- A native module of this build; an error naming it when the build lacks it.
-local function native(name)
-  local ok, mod = pcall(require, name)
-  if not ok then error(string.format("CUDA: the module %s is not in this build: %s", name, tostring(mod)), 0) end
-  return mod
-end
 
 --- The GPU limits kernels are shaped for on a device: the CUDA target's (base), narrowed to
 -- what the device reports (info: tcl.cuda.device()'s table).
@@ -61,52 +55,18 @@ function M.gpu_limits(base, info)
   return out
 end
 
--- The open device's facts, once: { info =, arch =, options =, gpu = }.
-local opened
-
-local function device()
-  if not opened then
-    local cuda = native("tcl.cuda")
-    local ok, info = pcall(cuda.device)
-    if not ok then error((tostring(info):gsub("^cuda%.device: ", "")), 0) end
-    opened = { info = info, arch = info.arch, options = "cuda-" .. info.arch, gpu = M.gpu_limits(target.gpu, info) }
-  end
-  return opened
-end
-
---- The device's facts without raising: true, tcl.cuda.device()'s table; or false, why.
-function M.probe()
-  local ok, facts = pcall(device)
-  if ok then return true, facts.info end
-  return false, tostring(facts)
-end
-
 -- CUDA's own exp2f, log2f, sinf, cosf and powf are off by up to 2 ulp or more (the CUDA
 -- programming guide's table): the ops become tcl's polynomials (tcl.patterns.transcendental),
 -- as on the CPU, so results and Tensor.ULP_BOUNDS are the same on every device. The kernels
 -- they sit in are bound by memory bandwidth, where the extra arithmetic is free.
-M.renderer = setmetatable({ name = "cuda", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true } }, {
-  __index = function(_, k) if k == "gpu" then return device().gpu end end,
+-- device(): the open device's facts, once: { info =, arch =, options =, gpu = }.
+local native, device = gpu_backend.attach(M, {
+  label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target,
+  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
+  open = function(info)
+    return { arch = info.arch, options = "cuda-" .. info.arch, gpu = M.gpu_limits(target.gpu, info) }
+  end,
 })
-
---- The optimizer's view of the GPU: the CUDA target's capabilities with the device's limits.
-function M.renderer.opt_caps()
-  local gpu = device().gpu
-  local caps = target.opt_caps()
-  caps.threads_max, caps.warp = gpu.threads_max, gpu.warp
-  caps.shared_max, caps.local_bytes = gpu.local_bytes, gpu.local_bytes
-  return caps
-end
-
-setmetatable(M, { __index = function(_, k) if k == "options" then return device().options end end })
-
---- New zero-filled device storage (tcl.cuda's buffer) of numel elements of dtype.
-function M.allocate(dtype, numel)
-  return native("tcl.cuda").buffer(dtype, numel)
-end
-
--- what a GPU device launches: shared with the Metal backend (tcl.codegen.gpu_launch)
-M.launch_of, M.params_of, M.entry_name = gpu_launch.launch_of, gpu_launch.params_of, gpu_launch.entry_name
 
 ---------------------------------------------------------------------------------------------
 -- building

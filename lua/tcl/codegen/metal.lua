@@ -27,6 +27,7 @@
 local core = require "tcl.core"
 local targets = require "tcl.codegen.gpu_targets"
 local gpu_launch = require "tcl.codegen.gpu_launch"
+local gpu_backend = require "tcl.codegen.gpu_backend"
 
 local target = targets.get("METAL")
 
@@ -34,13 +35,6 @@ local M = {
   device = "METAL",
   stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
 }
-
--- A native module of this build; an error naming it when the build lacks it.
-local function native(name)
-  local ok, mod = pcall(require, name)
-  if not ok then error(string.format("Metal: the module %s is not in this build: %s", name, tostring(mod)), 0) end
-  return mod
-end
 
 --- The GPU limits kernels are shaped for on a device: the Metal target's (base), narrowed to
 -- what the device reports (info: tcl.metal.device()'s table).
@@ -55,53 +49,17 @@ function M.gpu_limits(base, info)
   return out
 end
 
--- The open device's facts, once: { info =, options =, gpu = }.
-local opened
-
-local function device()
-  if not opened then
-    local metal = native("tcl.metal")
-    local ok, info = pcall(metal.device)
-    if not ok then error((tostring(info):gsub("^metal%.device: ", "")), 0) end
-    opened = { info = info, options = "metal-" .. info.name, gpu = M.gpu_limits(target.gpu, info) }
-  end
-  return opened
-end
-
---- The device's facts without raising: true, tcl.metal.device()'s table; or false, why.
-function M.probe()
-  local ok, facts = pcall(device)
-  if ok then return true, facts.info end
-  return false, tostring(facts)
-end
-
 -- The transcendentals become tcl's polynomials (tcl.patterns.transcendental), as on CUDA and
 -- the CPU, so results and Tensor.ULP_BOUNDS are the same on every device: Metal's own exp2,
--- log2, sin, cos and pow have bounds of their own (the Metal specification's tables).
-M.renderer = setmetatable({ name = "metal", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true } },
-  { __index = function(_, k) if k == "gpu" then return device().gpu end end })
-
---- The optimizer's view of the GPU: the Metal target's capabilities with the device's limits.
-function M.renderer.opt_caps()
-  local gpu = device().gpu
-  local caps = target.opt_caps()
-  caps.threads_max, caps.warp = gpu.threads_max, gpu.warp
-  caps.shared_max, caps.local_bytes = gpu.local_bytes, gpu.local_bytes
-  return caps
-end
-
-setmetatable(M, { __index = function(_, k) if k == "options" then return device().options end end })
-
---- New zero-filled device storage (tcl.metal's buffer) of numel elements of dtype.
-function M.allocate(dtype, numel)
-  return native("tcl.metal").buffer(dtype, numel)
-end
-
--- What a linear program asks of a launch, and the kernel function's name: as CUDA's
--- (workgroups are threadgroups, threads per workgroup threads per threadgroup).
-M.launch_of = gpu_launch.launch_of
-M.params_of = gpu_launch.params_of
-M.entry_name = gpu_launch.entry_name
+-- log2, sin, cos and pow have bounds of their own (the Metal specification's tables). What a
+-- linear program asks of a launch is as CUDA's (workgroups are threadgroups, threads per
+-- workgroup threads per threadgroup). device(): the open device's facts, once: { info =,
+-- options =, gpu = }.
+local native, device = gpu_backend.attach(M, {
+  label = "Metal", module = "tcl.metal", renderer = "metal", target = target,
+  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
+  open = function(info) return { options = "metal-" .. info.name, gpu = M.gpu_limits(target.gpu, info) } end,
+})
 
 ---------------------------------------------------------------------------------------------
 -- building
