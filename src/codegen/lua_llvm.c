@@ -165,11 +165,6 @@ static void push_compiled(lua_State *L, const tcl_llvm_job *job) {
     }
 }
 
-static int default_threads(void) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
-}
-
 /* The size of the last-level cache one core sees, in bytes (0: not known), for the
  * non-temporal store threshold. Linux's sysfs first: sysconf may report every L3 of the
  * package together (384 MiB on an EPYC where a core shares 32 MiB). */
@@ -201,18 +196,7 @@ static int l_compile_many(lua_State *L) {
     bool fingerprint_only = lua_toboolean(L, lua_upvalueindex(2));
     target_box *target = luaL_checkudata(L, lua_upvalueindex(1), TARGET_MT);
     luaL_checktype(L, 1, LUA_TTABLE);
-    int threads = default_threads();
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "threads");
-        if (!lua_isnil(L, -1)) {
-            int ok;
-            lua_Integer t = lua_tointegerx(L, -1, &ok);
-            if (!ok || t < 1 || t > 1024) return luaL_error(L, "llvm.compile_many: threads must be an integer from 1 to 1024");
-            threads = t > MAX_THREADS ? MAX_THREADS : (int)t;
-        }
-        lua_pop(L, 1);
-    }
+    int threads = tcl_lua_threads_option(L, 2, "llvm.compile_many", MAX_THREADS);
     size_t n = lua_rawlen(L, 1);
     tcl_lua_box *box = tcl_lua_box_push(L, batch_free);
     lua_toclose(L, -1);

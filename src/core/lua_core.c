@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CTX_KEY "tcl.core.ctx"
 #define NODE_CACHE_KEY "tcl.core.nodes"
@@ -607,4 +608,20 @@ int luaopen_tcl_core(lua_State *L) {
     lua_pushcclosure(L, l_uop_fast, 6);
     lua_setfield(L, -2, "uop");
     return 1;
+}
+
+int tcl_lua_threads_option(lua_State *L, int idx, const char *fn, int max) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cores < 1 ? 1 : cores > max ? max : (int)cores;
+    if (lua_isnoneornil(L, idx)) return threads;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_getfield(L, idx, "threads");
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        lua_Integer t = lua_tointegerx(L, -1, &ok);
+        if (!ok || t < 1 || t > 1024) return luaL_error(L, "%s: threads must be an integer from 1 to 1024", fn);
+        threads = t > max ? max : (int)t;
+    }
+    lua_pop(L, 1);
+    return threads;
 }

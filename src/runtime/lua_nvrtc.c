@@ -23,9 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/lua_box.h"
+#include "core/lua_core.h"
 #include "nvrtc.h"
 
 static int l_available(lua_State *L) {
@@ -171,19 +171,7 @@ static void many_batch_free(void *p) {
 static int l_compile_many(lua_State *L) {
     const char *fn = "nvrtc.compile_ptx_many";
     luaL_checktype(L, 1, LUA_TTABLE);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "threads");
-        if (!lua_isnil(L, -1)) {
-            int ok;
-            lua_Integer t = lua_tointegerx(L, -1, &ok);
-            if (!ok || t < 1 || t > 1024) return luaL_error(L, "%s: threads must be an integer from 1 to 1024", fn);
-            threads = t > 64 ? 64 : (int)t;
-        }
-        lua_pop(L, 1);
-    }
+    int threads = tcl_lua_threads_option(L, 2, fn, 64);
     lua_settop(L, 1);
     size_t n = lua_rawlen(L, 1);
     tcl_lua_box *box = tcl_lua_box_push(L, many_batch_free);
