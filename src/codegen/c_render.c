@@ -367,7 +367,8 @@ static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int cou
     const char *gate = NULL;
     tcl_status st;
     if (u->nsrc == 3 && (st = gate_of(r, i, 2, &gate)) != TCL_OK) return st;
-    int bytes = count * (int)tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize;
+    unsigned size = tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize;
+    int bytes = count * (int)size;
     line(r);
     if (gate) tcl_ctext_printf(&r->body, "if (%s) ", gate);
     if (r->d->async_copy) {
@@ -375,8 +376,7 @@ static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int cou
         snprintf(nbytes, sizeof nbytes, "%d", bytes);
         size_t tile = source_index(r, r->nodes[addr], 0), index = source_index(r, r->nodes[addr], 1);
         if ((st = tcl_crender_shared_u32(r, tile, base, sizeof base)) != TCL_OK) return st;
-        snprintf(to, sizeof to, "%s + (unsigned int)%s * %uu", base, r->expr[index],
-                 (unsigned)tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize);
+        snprintf(to, sizeof to, "%s + (unsigned int)%s * %uu", base, r->expr[index], size);
         const char *args[4] = {to, r->expr[from - 1], nbytes, bytes == 16 ? "cg" : "ca"};
         tcl_ctext_template(&r->body, r->d->async_copy, r->d->helper, args, 4);
         tcl_ctext_put(&r->body, "\n");

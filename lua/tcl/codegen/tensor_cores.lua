@@ -197,21 +197,20 @@ function M.staged_loop(p)
     local async = buffers == 2 and buffer_load(operand) and (chunk * itemsize) % 4 == 0
     for s = 0, rows * cols // (threads * chunk) - 1 do
       local load
+      local row, col = element(s, 0, cols, chunk)
       if async then
-        local row, col = element(s, 0, cols, chunk)
         load = P.substitute(operand, operand_map(row, col))
         if not (buffer_load(load) and multiple_of(load.src[1].src[2], chunk)) then load = nil end
       end
       if load then
-        local row, col = element(s, 0, cols, chunk)
         local at = new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } })
         if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
         into[#into + 1] = new("STORE", VOID, { at, load, gate }, { "async", chunk })
       else
         for v = 0, chunk - 1 do
-          local row, col = element(s, v, cols, chunk)
-          local at = new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } })
-          into[#into + 1] = new("STORE", VOID, { at, P.substitute(operand, operand_map(row, col, gate ~= nil)) })
+          local row_v, col_v = element(s, v, cols, chunk)
+          local at = new("INDEX", operand.dtype, { tile, sum { base, times(row_v, ld), col_v } })
+          into[#into + 1] = new("STORE", VOID, { at, P.substitute(operand, operand_map(row_v, col_v, gate ~= nil)) })
         end
       end
     end
