@@ -499,8 +499,8 @@ describe("the CUDA and Metal renderers", function()
         'const half* __restrict__ p1)', src, 1, true)
       assert.matches("#include <cuda_fp16.h>", src, 1, true)
       assert.is_nil(src:find("cuda_bf16.h", 1, true))
-      assert.matches("long long gidx0 = (long long)blockIdx.x;", src, 1, true)
-      assert.matches("long long lidx0 = (long long)threadIdx.x;", src, 1, true)
+      assert.matches("int gidx0 = (int)blockIdx.x;", src, 1, true) -- every index fits an int
+      assert.matches("int lidx0 = (int)threadIdx.x;", src, 1, true)
       -- the element as stored, then converted; no alignment hint without tensor cores (it would
       -- cost NVVM's read-only loads)
       assert.matches("half raw(%d+) = p1%[alu%d+%];\n%s*float val%1 = __half2float%(raw%1%);", src)
@@ -515,7 +515,7 @@ describe("the CUDA and Metal renderers", function()
       assert.matches("kernel void copy_half(device float* p0 [[buffer(0)]], const device half* p1 [[buffer(1)]], " ..
         "uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]])", msl, 1, true)
       assert.matches("#include <metal_stdlib>\nusing namespace metal;", msl, 1, true)
-      assert.matches("long gidx0 = (long)gid.x;", msl, 1, true)
+      assert.matches("int gidx0 = (int)gid.x;", msl, 1, true)
       assert.matches("half raw(%d+) = p1%[alu%d+%];\n%s*float val%1 = float%(raw%1%);", msl)
       assert.are.same({ "cuda", "metal" }, gpu.dialects)
       if need_nvrtc() then cuda_compiles(src, "copy_half") end
@@ -708,30 +708,84 @@ describe("the CUDA and Metal renderers", function()
       end
     end
 
-    it("with index arithmetic of every kind", function()
+    -- out[r * 16 + k] = the k-th op of x = r - 5 (r < 16), as int64: every op of index values.
+    -- wide: a shift by 70 and an XOR of a negative value, whose intervals are the whole int64
+    -- range, so that the kernel's index arithmetic cannot be 32-bit.
+    local function index_ops(name, wide)
       local out = K.param(dt "int64", 0, 16 * 16)
       local r = K.range(16, 0)
       local x, c, m = r - 5, K.c(3), K.c(-3)
       local values = { x + c, x - m, x * m, -x, u("IDIV", IDX, { x, m }), u("MOD", IDX, { x, m }),
         u("FLOORDIV", IDX, { x, c }), u("FLOORMOD", IDX, { x, m }), u("MAX", IDX, { x, c }), u("MIN", IDX, { x, m }),
-        u("SHL", IDX, { x, c }), u("SHR", IDX, { x, K.c(70) }), u("AND", IDX, { x, c }), u("XOR", IDX, { x, m }),
-        u("MULACC", IDX, { x, c, m }) }
+        u("SHL", IDX, { x, c }), u("SHR", IDX, { x, wide and K.c(70) or K.c(2) }), u("AND", IDX, { x, c }),
+        wide and u("XOR", IDX, { x, m }) or u("XOR", IDX, { r, c }), u("MULACC", IDX, { x, c, m }),
+        u("IDIV", IDX, { x, K.c(-1) }) }
       local stores = {}
       for k, v in ipairs(values) do
         stores[k] = u("STORE", nil, { u("INDEX", dt "int64", { out, r * 16 + (k - 1) }), u("CAST", dt "int64", { v }) })
       end
       stores[#stores + 1] = r
-      local list = linearize.linearize(K.sink("index_ops", u("END", nil, stores)))
+      return linearize.linearize(K.sink(name, u("END", nil, stores)))
+    end
+
+    -- The kernel's values on the host against EMU's.
+    local function same_as_emu(list, src, name)
+      local emu, host = rt.buffer(dt "int64", 256), rt.buffer(dt "int64", 256)
+      rt.program(list, { name = name }):run { emu }
+      run_on_host(src, name, { host })
+      assert.are.same(emu:read(), host:read())
+    end
+
+    it("with index arithmetic of every kind", function()
+      local list = index_ops("index_ops", true)
       local src = gpu.render(list, { name = "index_ops", dialect = "cuda" })
       assert.matches("tcl_floormod_index(", src, 1, true)
+      assert.matches("long long ridx%d+ = 0", src)
       if need_nvrtc() then cuda_compiles(src, "index_ops") end
       if need_clang() then metal_checks(gpu.render(list, { name = "index_ops", dialect = "metal" }), "index_ops") end
-      -- the values: against EMU on the host
-      if not need_host_cxx() then return end
-      local emu, host = rt.buffer(dt "int64", 256), rt.buffer(dt "int64", 256)
-      rt.program(list, { name = "index_ops" }):run { emu }
-      run_on_host(src, "index_ops", { host })
-      assert.are.same(emu:read(), host:read())
+      if need_host_cxx() then same_as_emu(list, src, "index_ops") end
+    end)
+
+    it("with index arithmetic in 32 bits where every index value provably fits an int", function()
+      local list = index_ops("index_ops32", false)
+      local src = gpu.render(list, { name = "index_ops32", dialect = "cuda" })
+      assert.matches("int ridx%d+ = 0", src)
+      assert.matches("tcl_floormod_index32(", src, 1, true)
+      assert.matches("tcl_idiv_index32(", src, 1, true)
+      assert.is_nil(src:find("%dll[^%w]")) -- no 64-bit index literal
+      assert.is_nil(src:find("long long alu%d+ = %(ridx")) -- only the int64 results are 64-bit
+      local msl = gpu.render(list, { name = "index_ops32", dialect = "metal" })
+      assert.matches("int ridx%d+ = 0", msl)
+      assert.is_nil(msl:find("long ridx", 1, true))
+      -- the helpers of a 32-bit and of a 64-bit index have their own names: one translation unit
+      local wide = gpu.render(index_ops("index_ops", true), { name = "index_ops", dialect = "cuda" })
+      if need_nvrtc() then cuda_compiles(src .. "\n" .. wide, { "index_ops32", "index_ops" }) end
+      if need_clang() then metal_checks(msl, "index_ops32") end
+      if need_host_cxx() then same_as_emu(list, src, "index_ops32") end
+    end)
+
+    it("with 64-bit index arithmetic as soon as one index value may leave int's range", function()
+      -- out[g * 4096 + l]: g < rows, l < 256; the largest index is (rows - 1) * 4096 + 255
+      local function store_rows(rows)
+        local list, add = builder()
+        local F32 = dt "float32"
+        local out = add("PARAM", F32, nil, { 0, rows * 4096 })
+        local g = add("SPECIAL", IDX, { const(add, IDX, rows) }, "gidx0")
+        local l = add("SPECIAL", IDX, { const(add, IDX, 256) }, "lidx0")
+        local i = add("ADD", IDX, { add("MUL", IDX, { g, const(add, IDX, 4096) }), l })
+        local third = add("FLOORDIV", IDX, { i, const(add, IDX, 3) })
+        add("STORE", nil, { add("INDEX", F32, { out, i }), add("CAST", F32, { third }) })
+        return gpu.render(list, { name = "rows_" .. rows, dialect = "cuda" })
+      end
+      local fits = store_rows(1 << 19) -- at most 2^31 - 3841
+      assert.matches("int gidx0 = (int)blockIdx.x;", fits, 1, true)
+      assert.matches("(gidx0 * 4096)", fits, 1, true)
+      assert.matches("tcl_floordiv_index32(", fits, 1, true)
+      local wide = store_rows((1 << 19) + 1) -- up to 2^31 + 255
+      assert.matches("long long gidx0 = (long long)blockIdx.x;", wide, 1, true)
+      assert.matches("(gidx0 * 4096ll)", wide, 1, true)
+      assert.matches("tcl_floordiv_index(", wide, 1, true)
+      if need_nvrtc() then cuda_compiles(fits .. "\n" .. wide, { "rows_524288", "rows_524289" }) end
     end)
 
     it("spelling what C leaves undefined as tcl defines it", function()

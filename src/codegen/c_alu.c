@@ -40,9 +40,11 @@ bool tcl_calu_is_narrow(tcl_dtype d) {
 static bool is_fp8(tcl_dtype d) { return d == TCL_FP8E4M3 || d == TCL_FP8E5M2; }
 
 /* The unsigned type integer arithmetic of dtype d is done in: past C's promotions. */
-static const char *wrap_type(const tcl_crender *r, tcl_dtype d) { return r->d->bits_type[width_of(d) > 32 ? 8 : 4]; }
+static const char *wrap_type(const tcl_crender *r, tcl_dtype d) {
+    return r->d->bits_type[tcl_crender_int_bits(r, d) > 32 ? 8 : 4];
+}
 
-static const char *reg(const tcl_crender *r, tcl_dtype d) { return r->d->reg_type[d]; }
+static const char *reg(const tcl_crender *r, tcl_dtype d) { return tcl_crender_reg_type(r, d); }
 
 /* Appends tpl applied to the value x ($1). */
 static void apply(tcl_crender *r, tcl_ctext *t, const char *tpl, const char *x) {
@@ -72,7 +74,7 @@ static void float_literal(const tcl_crender *r, tcl_dtype d, double v, char *out
 }
 
 void tcl_calu_literal(tcl_crender *r, tcl_dtype d, tcl_scalar s, char *out) {
-    unsigned w = width_of(d);
+    unsigned w = class_of(d) == V_FLOAT ? width_of(d) : tcl_crender_int_bits(r, d);
     switch (class_of(d)) {
     case V_BOOL: snprintf(out, TCL_CEXPR_CAP, "%s", s.v.b ? "true" : "false"); return;
     case V_FLOAT: float_literal(r, d, s.v.f, out); return;
@@ -158,21 +160,23 @@ static void need_floormod_float(tcl_crender *r, int m) {
 /* float (m = 0) or double (m = 1) -> int dtype d: truncation, saturating, NaN -> 0. */
 static void need_cvt(tcl_crender *r, tcl_dtype d, int m) {
     if (!need(r, m ? CH_CVT_FROM_DOUBLE : CH_CVT_FROM_FLOAT, d)) return;
-    unsigned w = width_of(d);
+    unsigned w = tcl_crender_int_bits(r, d);
     bool sgn = class_of(d) == V_SIGNED;
+    tcl_dtype limits = w == 32 && d == TCL_INDEX ? TCL_INT32 : d; /* a 32-bit index saturates as int32 */
     char lo[64], hi[64], min[TCL_CEXPR_CAP], max[TCL_CEXPR_CAP];
     const char *sfx = m ? "" : "f";
     /* the bounds are powers of two, exact in float and double */
     if (sgn) snprintf(lo, sizeof lo, "-%.1f%s", ldexp(1.0, (int)w - 1), sfx);
     else snprintf(lo, sizeof lo, "0");
     snprintf(hi, sizeof hi, "%.1f%s", ldexp(1.0, sgn ? (int)w - 1 : (int)w), sfx);
-    tcl_scalar smin = tcl_scalar_from_bits(sgn ? (uint64_t)tcl_dtype_imin(d) : 0, d);
-    tcl_scalar smax = tcl_scalar_from_bits(tcl_dtype_umax(d), d);
-    tcl_calu_literal(r, d, smin, min);
-    tcl_calu_literal(r, d, smax, max);
-    const char *args[9] = {reg(r, d), dtype_name(d), float_suffix(m), float_type(m), r->d->trunc[m], lo, min, hi, max};
+    tcl_scalar smin = tcl_scalar_from_bits(sgn ? (uint64_t)tcl_dtype_imin(limits) : 0, limits);
+    tcl_scalar smax = tcl_scalar_from_bits(tcl_dtype_umax(limits), limits);
+    tcl_calu_literal(r, limits, smin, min);
+    tcl_calu_literal(r, limits, smax, max);
+    const char *tag = tcl_crender_type_tag(r, d);
+    const char *args[9] = {reg(r, d), tag, float_suffix(m), float_type(m), r->d->trunc[m], lo, min, hi, max};
     char guard[64];
-    snprintf(guard, sizeof guard, "tcl_cvt_%s_", dtype_name(d));
+    snprintf(guard, sizeof guard, "tcl_cvt_%s_", tag);
     helper_begin(r, guard, float_suffix(m));
     helper(r,
            "$Q $1 tcl_cvt_$2_$3($4 x) {\n"
@@ -192,10 +196,10 @@ static const char *const division_names[4] = {"idiv", "mod", "floordiv", "floorm
 static void need_division(tcl_crender *r, tcl_op op, tcl_dtype d) {
     int which = op == TCL_OP_IDIV ? 0 : op == TCL_OP_MOD ? 1 : op == TCL_OP_FLOORDIV ? 2 : 3;
     if (!need(r, (tcl_chelper)(CH_IDIV + which), d)) return;
-    const char *args[4] = {reg(r, d), dtype_name(d), wrap_type(r, d), division_names[which]};
+    const char *args[4] = {reg(r, d), tcl_crender_type_tag(r, d), wrap_type(r, d), division_names[which]};
     char guard[64];
     snprintf(guard, sizeof guard, "tcl_%s_", division_names[which]);
-    helper_begin(r, guard, dtype_name(d));
+    helper_begin(r, guard, args[1]);
     helper(r, "$Q $1 tcl_$4_$2($1 a, $1 b) {\n", args, 4);
     if (class_of(d) == V_UNSIGNED) { /* truncation and floor agree */
         helper(r,
@@ -447,7 +451,7 @@ static tcl_status float_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, c
 static tcl_status int_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, const operands *a, tcl_ctext *t) {
     const char *T = reg(r, d), *W = wrap_type(r, d), *x = a->x[0], *y = a->x[1], *z = a->x[2];
     bool index = d == TCL_INDEX, sgn = class_of(d) == V_SIGNED;
-    unsigned w = width_of(d);
+    unsigned w = tcl_crender_int_bits(r, d);
     char sym = 0;
     switch (op) {
     case TCL_OP_NEG:
@@ -474,7 +478,7 @@ static tcl_status int_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, con
         need_division(r, op, d);
         tcl_ctext_printf(t, "tcl_%s_%s(%s, %s)",
                          division_names[op == TCL_OP_IDIV ? 0 : op == TCL_OP_MOD ? 1 : op == TCL_OP_FLOORDIV ? 2 : 3],
-                         dtype_name(d), x, y);
+                         tcl_crender_type_tag(r, d), x, y);
         return TCL_OK;
     /* counts outside [0, width) (negative ones too, read unsigned): 0, or -1 shifting a negative right */
     case TCL_OP_SHL:
@@ -553,7 +557,7 @@ static void cast_expr(tcl_crender *r, tcl_dtype from, tcl_dtype to, const char *
     } else if (cf == V_FLOAT) { /* truncation, saturating */
         int m = from == TCL_FLOAT64 ? 1 : 0;
         need_cvt(r, to, m);
-        tcl_ctext_printf(t, "tcl_cvt_%s_%s(%s)", dtype_name(to), float_suffix(m), x);
+        tcl_ctext_printf(t, "tcl_cvt_%s_%s(%s)", tcl_crender_type_tag(r, to), float_suffix(m), x);
     } else { /* integers wrap */
         tcl_ctext_printf(t, "((%s)%s)", reg(r, to), x);
     }

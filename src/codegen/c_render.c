@@ -18,6 +18,7 @@
 #include "c_source.h"
 #include "core/async_copy.h"
 #include "linear_scope.h"
+#include "rewrite/bounds.h"
 
 #define WHOLE_KERNEL SIZE_MAX
 
@@ -37,6 +38,31 @@ const char *tcl_c_dialect_name(tcl_c_dialect_id dialect) { return tcl_cdialect_g
 
 static const char *op_name(const tcl_uop *u) { return tcl_op_get((tcl_op)u->op)->name; }
 static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
+
+const char *tcl_crender_reg_type(const tcl_crender *r, tcl_dtype d) {
+    return d == TCL_INDEX && r->index32 ? r->d->reg_type[TCL_INT32] : r->d->reg_type[d];
+}
+
+unsigned tcl_crender_int_bits(const tcl_crender *r, tcl_dtype d) {
+    return d == TCL_INDEX && r->index32 ? 32u : 8u * (unsigned)tcl_dtype_get(d)->itemsize;
+}
+
+const char *tcl_crender_type_tag(const tcl_crender *r, tcl_dtype d) {
+    return d == TCL_INDEX && r->index32 ? "index32" : dtype_name(d);
+}
+
+/* Whether every index node's interval lies in int's range, so that index arithmetic can be
+ * rendered in 32 bits: then no value, a loop's counter at its end included (the end is a node
+ * too), leaves int. The intervals are sound for every value the variables (RANGE, SPECIAL,
+ * DEFINE_VAR) may take, and C's int arithmetic on such values is exact. */
+static bool index_fits_int(tcl_uop *const *nodes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int64_t lo, hi;
+        if (!nodes[i] || nodes[i]->dtype != TCL_INDEX) continue;
+        if (!tcl_uop_bounds(nodes[i], &lo, &hi) || lo < INT32_MIN || hi > INT32_MAX) return false;
+    }
+    return true;
+}
 
 tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *fmt, ...) {
     if (i == WHOLE_KERNEL) tcl_fail(r->err, s, "kernel '%s': ", r->name);
@@ -206,7 +232,7 @@ static tcl_status emit_define(tcl_crender *r, size_t i, bool local) {
                         TCL_C_MAX_REG_ELEMENTS);
         snprintf(r->expr[i], TCL_CEXPR_CAP, "reg%zu", i);
         line(r);
-        tcl_ctext_printf(&r->body, "%s %s[%" PRId64 "];\n", r->d->reg_type[d], r->expr[i], numel);
+        tcl_ctext_printf(&r->body, "%s %s[%" PRId64 "];\n", tcl_crender_reg_type(r, d), r->expr[i], numel);
         r->mem[i] = CM_REG;
     }
     r->kind[i] = CK_BUFFER;
@@ -230,7 +256,7 @@ static tcl_status emit_special(tcl_crender *r, size_t i) {
     else r->out->local_size[which - 3] = size->arg.v.i;
     snprintf(r->expr[i], TCL_CEXPR_CAP, "%s", special_names[which]);
     r->kind[i] = CK_VALUE;
-    const char *T = r->d->reg_type[d];
+    const char *T = tcl_crender_reg_type(r, d);
     line(r);
     tcl_ctext_printf(&r->body, "%s %s = (%s)%s;\n", T, r->expr[i], T, r->d->special[which]);
     return TCL_OK;
@@ -263,7 +289,7 @@ static tcl_status emit_range(tcl_crender *r, size_t i) {
     tcl_dtype end_dtype = (tcl_dtype)u->src[0]->dtype;
     if (!is_int_class(end_dtype))
         return fail(r, TCL_ERR_INVALID, i, "end must be an integer value, not %s", dtype_name(end_dtype));
-    const char *T = r->d->reg_type[d];
+    const char *T = tcl_crender_reg_type(r, d);
     set_value(r, i, "ridx%zu", i);
     line(r);
     const char *v = r->expr[i];
@@ -349,7 +375,7 @@ static tcl_status emit_load(tcl_crender *r, size_t i) {
         element = raw_name;
     }
     line(r);
-    tcl_ctext_printf(&r->body, "%s %s = ", r->d->reg_type[d], r->expr[i]);
+    tcl_ctext_printf(&r->body, "%s %s = ", tcl_crender_reg_type(r, d), r->expr[i]);
     if (gate) tcl_ctext_printf(&r->body, "%s ? ", gate);
     if (conv) tcl_ctext_template(&r->body, conv, r->d->helper, &element, 1);
     else tcl_ctext_put(&r->body, element);
@@ -451,7 +477,7 @@ static tcl_status emit_alu(tcl_crender *r, size_t i) {
     if (st != TCL_OK) return st;
     set_value(r, i, "alu%zu", i);
     line(r);
-    tcl_ctext_printf(&r->body, "%s %s = %s;\n", r->d->reg_type[r->nodes[i]->dtype], r->expr[i], r->stmt.s ? r->stmt.s : "0");
+    tcl_ctext_printf(&r->body, "%s %s = %s;\n", tcl_crender_reg_type(r, (tcl_dtype)r->nodes[i]->dtype), r->expr[i], r->stmt.s ? r->stmt.s : "0");
     return TCL_OK;
 }
 
@@ -580,6 +606,7 @@ static tcl_status render(tcl_crender *r) {
         if (r->nodes[i]->op == TCL_OP_STORE && r->nodes[i]->arg.kind != TCL_ARG_NONE) r->uses_async = true;
     }
     for (int k = 0; k < 3; k++) r->out->global_size[k] = r->out->local_size[k] = 1;
+    r->index32 = index_fits_int(r->nodes, r->n);
     tcl_status st = collect_params(r);
     if (st != TCL_OK) return st;
     for (size_t i = 0; i < r->n; i++)

@@ -23,6 +23,10 @@
  * one dialect (with distinct names) concatenate into one translation unit: one NVRTC call
  * compiles them all.
  *
+ * Index values are ints when the interval of every index node of the kernel (rewrite/bounds.h)
+ * lies in int's range, else 64-bit integers (helpers of a 32-bit index are named *_index32, so
+ * kernels of both kinds share a translation unit).
+ *
  * Semantics are tcl's (core/alu.h), as the LLVM renderer's: integers wrap (arithmetic is done
  * in unsigned types), integer division or modulo by zero gives 0 and the minimum / -1 wraps,
  * shifts by counts outside [0, width) give 0 (or -1 for a negative value shifted right),

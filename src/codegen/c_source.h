@@ -128,6 +128,10 @@ typedef struct tcl_crender {
     uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
     bool uses_half, uses_bfloat;
     bool uses_async; /* the kernel has asynchronous copies: its barriers wait for them */
+    /* index values are rendered as 32-bit ints: the interval of every index node of the kernel
+     * (rewrite/bounds.h) lies in int's range. GPUs do 64-bit integer arithmetic in several
+     * instructions (a 64-bit division is a long call) and hold it in two registers */
+    bool index32;
     /* WMMA (c_wmma.c): per instruction, the WMMA whose computation it reads + 1 (0: none;
      * allocated at the first WMMA); the first WMMA + 1; whether Metal's simdgroup matrices are used */
     size_t *wmma_root;
@@ -143,6 +147,13 @@ typedef struct tcl_crender {
     uint8_t *shared_u32;
     tcl_c_kernel *out;
 } tcl_crender;
+
+/* The C type of register values of dtype d in this kernel (index: int or the 64-bit type). */
+const char *tcl_crender_reg_type(const tcl_crender *r, tcl_dtype d);
+/* The bits of an integer value of dtype d as rendered (index: 32 or 64). */
+unsigned tcl_crender_int_bits(const tcl_crender *r, tcl_dtype d);
+/* The name helper functions of dtype d carry ("index32" for a 32-bit index, else d's name). */
+const char *tcl_crender_type_tag(const tcl_crender *r, tcl_dtype d);
 
 /* "kernel 'name': instruction i (OP): <message>" (i == SIZE_MAX: the whole kernel); returns s. */
 tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *fmt, ...) TCL_PRINTF_LIKE(4, 5);
