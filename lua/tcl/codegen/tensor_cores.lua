@@ -142,7 +142,8 @@ end
 -- workgroup's threads copy the block's A slice (BM x depth) and B slice (depth x BN) into
 -- local memory in chunks of consecutive elements (16 bytes where the tile allows), thread t
 -- taking chunks t, t + threads, ... (neighbouring threads read neighbouring chunks of a row),
--- rows padded by STAGE_PAD; a barrier; then for each K-step
+-- rows padded by STAGE_PAD (a chunk read straight from a buffer is one asynchronous copy,
+-- STORE {"async", n}: CUDA's cp.async, landing at the barrier); a barrier; then for each K-step
 -- of the stage every warp reads its fragments from local memory and issues its products,
 -- the accumulators carried from one K-step to the next in registers; a second barrier keeps
 -- the next stage's copies from overwriting what a slower warp still reads.
@@ -169,8 +170,9 @@ function M.staged_loop(p)
   local thread = sum { scaled(p.warp_row, config.wn * warp), scaled(p.warp_col, warp), lane }
   -- Each thread copies chunks of `chunk` consecutive elements of a tile row (16 bytes where the
   -- tile allows): thread t takes chunk t, t + threads, ..., so neighbouring threads read
-  -- neighbouring chunks. A chunk's loads and stores are at consecutive addresses, which a
-  -- renderer (NVVM's load/store vectorizer for CUDA) makes one wide access.
+  -- neighbouring chunks. A chunk is one asynchronous copy where its operand allows (below);
+  -- else its loads and stores are at consecutive addresses, which a renderer may make one wide
+  -- access.
   local function chunk_of(rows, cols, itemsize)
     local chunk = math.max(1, 16 // itemsize)
     while chunk > 1 and (cols % chunk ~= 0 or (rows * cols) % (threads * chunk) ~= 0) do chunk = chunk // 2 end
@@ -187,14 +189,15 @@ function M.staged_loop(p)
   end
   -- The stores copying a rows x cols slice into tile (row stride ld) at element offset `base`
   -- (nil: 0), appended to `into`; operand_map(row, col) maps the operand's ranges to the slice
-  -- element's position. Asynchronous (double-buffered), a chunk whose operand is read straight
-  -- from a buffer at a provable multiple of the chunk is one asynchronous copy; otherwise each
+  -- element's position. A chunk whose operand is read straight from a buffer at a provable
+  -- multiple of the chunk is one asynchronous copy (landing at the next barrier: the one that
+  -- closes the stage's copies, or double-buffered the one that opens the next stage); otherwise each
   -- element is a STORE. gate: nil, or whether to copy at all (the asynchronous copies take it;
   -- the STOREs copy from operand_map(row, col, true) instead, always in bounds, to no use).
   local function copy_slice(into, tile, base, operand, rows, cols, ld, operand_map, gate)
     local itemsize = operand.dtype.itemsize
     local chunk = chunk_of(rows, cols, itemsize)
-    local async = buffers == 2 and buffer_load(operand) and (chunk * itemsize) % 4 == 0
+    local async = buffer_load(operand) and (chunk * itemsize) % 4 == 0
     for s = 0, rows * cols // (threads * chunk) - 1 do
       local load
       local row, col = element(s, 0, cols, chunk)
