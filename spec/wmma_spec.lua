@@ -335,7 +335,7 @@ describe("WMMA", function()
       for _, shape in ipairs { SHAPES[1], SHAPES[3] } do
         local src = gpu.render(tiled_program(shape, 3, 64), { name = "tiled", dialect = "cuda" })
         assert.equals(1, count(src, "mma.sync"))
-        assert.matches("for %(long long ridx%d+ = 0; ridx%d+ < 3ll; ridx%d+%+%+%) {\n.*mma%.sync.*\n    }\n", src)
+        assert.matches("for %(int ridx%d+ = 0; ridx%d+ < 3; ridx%d+%+%+%) {\n.*mma%.sync.*\n    }\n", src)
         cuda_compiles(src, "tiled")
       end
     end)
