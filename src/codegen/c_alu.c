@@ -41,7 +41,7 @@ static bool is_fp8(tcl_dtype d) { return d == TCL_FP8E4M3 || d == TCL_FP8E5M2; }
 
 /* The unsigned type integer arithmetic of dtype d is done in: past C's promotions. */
 static const char *wrap_type(const tcl_crender *r, tcl_dtype d) {
-    return r->d->bits_type[tcl_crender_int_bits(r, d) > 32 ? 8 : 4];
+    return r->d->bits_type[width_of(tcl_crender_held_as(r, d)) > 32 ? 8 : 4];
 }
 
 static const char *reg(const tcl_crender *r, tcl_dtype d) { return tcl_crender_reg_type(r, d); }
@@ -74,7 +74,7 @@ static void float_literal(const tcl_crender *r, tcl_dtype d, double v, char *out
 }
 
 void tcl_calu_literal(tcl_crender *r, tcl_dtype d, tcl_scalar s, char *out) {
-    unsigned w = class_of(d) == V_FLOAT ? width_of(d) : tcl_crender_int_bits(r, d);
+    unsigned w = width_of(tcl_crender_held_as(r, d));
     switch (class_of(d)) {
     case V_BOOL: snprintf(out, TCL_CEXPR_CAP, "%s", s.v.b ? "true" : "false"); return;
     case V_FLOAT: float_literal(r, d, s.v.f, out); return;
@@ -160,9 +160,9 @@ static void need_floormod_float(tcl_crender *r, int m) {
 /* float (m = 0) or double (m = 1) -> int dtype d: truncation, saturating, NaN -> 0. */
 static void need_cvt(tcl_crender *r, tcl_dtype d, int m) {
     if (!need(r, m ? CH_CVT_FROM_DOUBLE : CH_CVT_FROM_FLOAT, d)) return;
-    unsigned w = tcl_crender_int_bits(r, d);
+    tcl_dtype limits = tcl_crender_held_as(r, d); /* a 32-bit index saturates as int32 */
+    unsigned w = width_of(limits);
     bool sgn = class_of(d) == V_SIGNED;
-    tcl_dtype limits = w == 32 && d == TCL_INDEX ? TCL_INT32 : d; /* a 32-bit index saturates as int32 */
     char lo[64], hi[64], min[TCL_CEXPR_CAP], max[TCL_CEXPR_CAP];
     const char *sfx = m ? "" : "f";
     /* the bounds are powers of two, exact in float and double */
@@ -451,7 +451,7 @@ static tcl_status float_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, c
 static tcl_status int_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, const operands *a, tcl_ctext *t) {
     const char *T = reg(r, d), *W = wrap_type(r, d), *x = a->x[0], *y = a->x[1], *z = a->x[2];
     bool index = d == TCL_INDEX, sgn = class_of(d) == V_SIGNED;
-    unsigned w = tcl_crender_int_bits(r, d);
+    unsigned w = width_of(tcl_crender_held_as(r, d));
     char sym = 0;
     switch (op) {
     case TCL_OP_NEG:

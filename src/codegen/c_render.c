@@ -39,13 +39,9 @@ const char *tcl_c_dialect_name(tcl_c_dialect_id dialect) { return tcl_cdialect_g
 static const char *op_name(const tcl_uop *u) { return tcl_op_get((tcl_op)u->op)->name; }
 static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
 
-const char *tcl_crender_reg_type(const tcl_crender *r, tcl_dtype d) {
-    return d == TCL_INDEX && r->index32 ? r->d->reg_type[TCL_INT32] : r->d->reg_type[d];
-}
+tcl_dtype tcl_crender_held_as(const tcl_crender *r, tcl_dtype d) { return d == TCL_INDEX && r->index32 ? TCL_INT32 : d; }
 
-unsigned tcl_crender_int_bits(const tcl_crender *r, tcl_dtype d) {
-    return d == TCL_INDEX && r->index32 ? 32u : 8u * (unsigned)tcl_dtype_get(d)->itemsize;
-}
+const char *tcl_crender_reg_type(const tcl_crender *r, tcl_dtype d) { return r->d->reg_type[tcl_crender_held_as(r, d)]; }
 
 const char *tcl_crender_type_tag(const tcl_crender *r, tcl_dtype d) {
     return d == TCL_INDEX && r->index32 ? "index32" : dtype_name(d);

@@ -148,10 +148,11 @@ typedef struct tcl_crender {
     tcl_c_kernel *out;
 } tcl_crender;
 
+/* The dtype whose C type, width and range values of dtype d have in this kernel: int32 for a
+ * 32-bit index, else d. */
+tcl_dtype tcl_crender_held_as(const tcl_crender *r, tcl_dtype d);
 /* The C type of register values of dtype d in this kernel (index: int or the 64-bit type). */
 const char *tcl_crender_reg_type(const tcl_crender *r, tcl_dtype d);
-/* The bits of an integer value of dtype d as rendered (index: 32 or 64). */
-unsigned tcl_crender_int_bits(const tcl_crender *r, tcl_dtype d);
 /* The name helper functions of dtype d carry ("index32" for a 32-bit index, else d's name). */
 const char *tcl_crender_type_tag(const tcl_crender *r, tcl_dtype d);
 
