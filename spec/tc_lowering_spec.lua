@@ -381,6 +381,23 @@ local function cuda_matmul_source(c, m, k, n, seed)
   return source
 end
 
+-- Checks the PTX of the CUDA source for sm_80 and sm_90 (pending without NVRTC): `copies`
+-- 16-byte cp.async, which a cp.async.wait_all lands, and nothing going through registers on
+-- its way to local memory (no ld.global, no st.shared); more(ptx), if given, checks the rest.
+local function ptx_copies_async(source, copies, more)
+  local nvrtc = require "tcl.nvrtc"
+  if not nvrtc.available() then return pending("NVRTC is not available") end
+  for _, arch in ipairs { "sm_80", "sm_90" } do
+    local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
+    local _, async = ptx:gsub("cp%.async%.cg%.shared%.global %[%%r%d+%], %[%%rd%d+%], 16;", "")
+    assert.equal(copies, async)
+    assert.is_truthy(ptx:find("cp.async.wait_all", 1, true))
+    assert.is_nil(ptx:find("ld.global", 1, true))
+    assert.is_nil(ptx:find("st.shared", 1, true))
+    if more then more(ptx) end
+  end
+end
+
 describe("staged tensor cores rendered to CUDA", function()
   it("read each fragment with one ldmatrix whose lanes' rows give every register its element", function()
     local c = { wm = 2, wn = 1, tm = 2, tn = 2, staged = true }
@@ -418,21 +435,14 @@ describe("staged tensor cores rendered to CUDA", function()
     end
     assert.same({ x4 = 4 * c.tm, ["x2.trans"] = 4 * c.tn }, loads)
     assert.is_nil(source:find("unsigned int wmma%d+_a0 ="), "no fragment is packed from single loads")
-    local nvrtc = require "tcl.nvrtc"
-    if not nvrtc.available() then return pending("NVRTC is not available") end
-    for _, arch in ipairs { "sm_80", "sm_90" } do
-      local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
+    -- the stage (A 64 x 64 and B 64 x 16 halves, 64 threads: 8 + 2 chunks of 8 each) is
+    -- copied by 16-byte asynchronous copies, which the barrier closing it waits for (80 single
+    -- halves loaded and stored otherwise)
+    ptx_copies_async(source, 10, function(ptx)
       local _, x4 = ptx:gsub("ldmatrix%.sync%.aligned%.m8n8%.x4%.shared%.b16", "")
       assert.equal(4 * c.tm, x4)
-      -- the stage (A 64 x 64 and B 64 x 16 halves, 64 threads: 8 + 2 chunks of 8 each) is
-      -- copied by 16-byte asynchronous copies, which the barrier closing it waits for: nothing
-      -- passes through registers (80 single halves loaded and stored otherwise)
-      local _, copies = ptx:gsub("cp%.async%.cg%.shared%.global %[%%r%d+%], %[%%rd%d+%], 16;", "")
-      assert.equal(10, copies)
       assert.matches("cp.async.wait_all;%s+// end inline asm%s+bar.sync", ptx)
-      assert.is_nil(ptx:find("ld.global.", 1, true))
-      assert.is_nil(ptx:find("st.shared.", 1, true))
-    end
+    end)
   end)
 end)
 
@@ -449,17 +459,7 @@ describe("double-buffered tensor cores rendered to CUDA", function()
     local _, barriers = source:gsub("__syncthreads%(%);", "")
     assert.equal(1, barriers) -- one per stage: it opens the stage
     assert.equal(1, waits)
-    local nvrtc = require "tcl.nvrtc"
-    if not nvrtc.available() then return pending("NVRTC is not available") end
-    for _, arch in ipairs { "sm_80", "sm_90" } do
-      local ptx = nvrtc.compile_ptx(source, { arch = arch, name = "k" })
-      local _, async = ptx:gsub("cp%.async%.cg%.shared%.global", "")
-      assert.equal(20, async)
-      assert.is_truthy(ptx:find("cp.async.wait_all", 1, true))
-      -- nothing goes through registers on its way to local memory
-      assert.is_nil(ptx:find("st.shared", 1, true))
-      assert.is_nil(ptx:find("ld.global", 1, true))
-    end
+    ptx_copies_async(source, 20)
   end)
 end)
 
