@@ -176,14 +176,23 @@ end
 -- TC with that amount and nothing else, to see what the tiles are worth on this GPU.
 function parts.tc_configs(tcl)
   local tensor_cores = require "tcl.heuristics.tensor_cores"
+  local default_heuristic = require "tcl.heuristics.default"
   local Tensor = tcl.Tensor
   local a = (Tensor.rand(N, N, { device = DEVICE }) - 0.5):cast("float16"):realize()
   local b = (Tensor.rand(N, N, { device = DEVICE }) - 0.5):cast("float16"):realize()
+  -- every configuration's product against the default heuristic's: a configuration that computes
+  -- wrong values (a fragment or tile layout the hardware reads otherwise) shows here, not only
+  -- as a fast figure. Sums of 4096 products differ by their float16 rounding, about 0.01.
+  local reference = a:matmul(b):float():realize()
   for _, arg in ipairs(tensor_cores.BEAM_ARGS) do
-    tcl.set_heuristic(function(k) k:apply("TC", 1, arg) end)
+    tcl.set_heuristic(function(k)
+      if tensor_cores.match(k:graph(), k.caps.gpu) then k:apply("TC", 1, arg) else default_heuristic(k) end
+    end)
     local ok, seconds = pcall(support.jitted_median, tcl, RUNS, function(x, y) return x:matmul(y) end, a, b)
+    local difference = ok and ((a:matmul(b):float() - reference):abs():max():item())
     if ok then
       figure(string.format("tc_%04d_tflops", arg), 2 * N ^ 3 / seconds * 1e-12, "TFLOP/s")
+      figure(string.format("tc_%04d_max_difference", arg), difference, difference > 0.1 and "WRONG" or "ok")
     else
       io.stderr:write(string.format("tc config %04d: %s\n", arg, tostring(seconds)))
     end

@@ -55,6 +55,21 @@ describe("the CUDA device without a GPU", function()
     assert.are.equal("CUDA", Tensor.ones(2, { device = "cuda" }).device) -- lazy: no driver needed yet
   end)
 
+  it("compiles for sm_90a with the warpgroup tensor cores on compute capability 9.0 only", function()
+    local cuda = require "tcl.codegen.cuda"
+    local targets = require "tcl.codegen.gpu_targets"
+    local target, arch = cuda.target_of { compute_capability = { 9, 0 }, arch = "sm_90" }
+    assert.are.equal("sm_90a", arch)
+    assert.are.equal(targets.get("CUDA_SM90"), target)
+    assert.matches("wg_m64n128k16_f16_f32", table.concat(target.gpu.tensor_cores, " "), 1, true)
+    for _, case in ipairs { { { 8, 0 }, "sm_80" }, { { 8, 9 }, "sm_89" }, { { 10, 0 }, "sm_100" } } do
+      target, arch = cuda.target_of { compute_capability = case[1], arch = case[2] }
+      assert.are.equal(case[2], arch)
+      assert.are.equal(targets.get("CUDA"), target)
+      assert.is_nil(table.concat(target.gpu.tensor_cores, " "):find("wg_", 1, true))
+    end
+  end)
+
   it("refuses host Buffers on CUDA, saying where its buffers come from", function()
     local err = helper.error_of(runtime.buffer, "float32", 2, "CUDA")
     assert.matches("device CUDA keeps its buffers in its own memory", err, 1, true)

@@ -52,23 +52,7 @@ local APPROXIMATE = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = tr
 local HAVE_NVRTC, NVRTC_WHY = nvrtc.available()
 local ARCHS = { "sm_80", "sm_90" }
 
-local function find_ptxas()
-  local candidates = {}
-  for _, var in ipairs { "TCL_CUDA_PATH", "CUDA_PATH" } do
-    local dir = os.getenv(var)
-    if dir and dir ~= "" then candidates[#candidates + 1] = dir .. "/bin/ptxas" end
-  end
-  if HAVE_NVRTC then
-    local library = nvrtc.path()
-    candidates[#candidates + 1] = library:gsub("/[^/]*$", "") .. "/../bin/ptxas"
-  end
-  candidates[#candidates + 1] = "/usr/local/cuda/bin/ptxas"
-  for _, path in ipairs(candidates) do
-    if helper.exists(path) then return path end
-  end
-  return nil
-end
-local PTXAS = find_ptxas()
+local PTXAS = require("spec.support.cuda_tools").find_ptxas()
 local HAVE_CLANG = helper.run("command -v clang++") == 0
 
 -- A host C++ compiler with _Float16 (GCC 12 has it on x86-64, clang 14 not) and UBSan, for

@@ -25,7 +25,7 @@ local function on_target(name, fn)
   local saved_renderer, saved_options, saved_env = emu.renderer, emu.options, env.EMU_GPU
   local target = targets.get(name)
   emu.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
-  emu.options = "emu-gpu-" .. target.name
+  emu.options = "emu-gpu-" .. target.id
   local ok, err = pcall(fn)
   emu.renderer, emu.options, env.EMU_GPU = saved_renderer, saved_options, saved_env
   assert(ok, err)
@@ -282,11 +282,25 @@ describe("TC's tile configurations", function()
     assert.are.equal("the tiles per warp along m and n (6, 3) must each be 1, 2, 4 or 8", why)
     assert.is_nil((tensor_cores.config(5)))
     assert.is_nil((tensor_cores.config(15111)))
-    assert.is_nil((tensor_cores.config(32244)))
+    assert.is_nil((tensor_cores.config(42244)))
     assert.matches("with a 1 in front for operands staged through local memory", select(2, tensor_cores.config(20000)),
       1, true)
-    assert.matches("a 2 for stages double-buffered and copied asynchronously (22244)",
-      select(2, tensor_cores.config(32244)), 1, true)
+    assert.matches("a 2 for stages double-buffered and copied asynchronously (22244), a 3 for warpgroups",
+      select(2, tensor_cores.config(42244)), 1, true)
+    -- warpgroups: WM x WN warpgroups of TM tiles 64 rows by 64*TN columns, double-buffered
+    assert.are.same({ wm = 2, wn = 1, tm = 1, tn = 4, staged = true, buffers = 2, warpgroup = true },
+      tensor_cores.config(32114))
+    assert.are.equal(31122, tensor_cores.arg_of { tm = 2, tn = 2, warpgroup = true })
+    for _, arg in ipairs { 31111, 31122, 32114, 34112, 42244 - 10000 } do
+      assert.are.equal(arg, tensor_cores.arg_of(tensor_cores.config(arg)))
+    end
+    ok, why = tensor_cores.config(31311)
+    assert.is_nil(ok)
+    assert.are.equal("the warpgroups along m and n (1, 3) must be 1, 2 or 4 and 1 or 2", why)
+    ok, why = tensor_cores.config(31118)
+    assert.is_nil(ok)
+    assert.are.equal("the tiles of 64 rows per warpgroup (1) and the width in 64 columns (8) must each be 1, 2 or 4",
+      why)
     local fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
     assert.is_false(fine)
     assert.matches("the warps along m and n (8, 1) must each be 1, 2 or 4", err, 1, true)
@@ -297,7 +311,7 @@ end)
 -- target; the operands are never realized.
 local function found_for(target_name, m, k, n, batch)
   local target = targets.get(target_name)
-  local dtype = target_name == "CUDA" and "float16" or "float32"
+  local dtype = target_name:match("^CUDA") and "float16" or "float32"
   local a = Tensor.empty(batch or 1, m, k, { device = "EMU", dtype = dtype })
   local b = Tensor.empty(batch or 1, k, n, { device = "EMU", dtype = dtype })
   local product = a:float():matmul(b:float())
@@ -305,6 +319,88 @@ local function found_for(target_name, m, k, n, batch)
   local sched = schedule.create({ product.uop }, { device = "EMU" })
   return assert(tensor_cores.match(sched.kernels[#sched.kernels].ast, target.gpu)), target
 end
+
+describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_SM90", function()
+  -- threads: 128 per warpgroup; copies: asynchronous copies of 16 bytes per thread, before the
+  -- loop and in it (operands read straight from a buffer only): (BM + BN) * depth / (threads * 8)
+  -- each, with stages of 32 (16 where K is 48)
+  for _, case in ipairs {
+    { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, copies = 16 },
+    { dtype = "float16", m = 256, k = 48, n = 256, arg = 32112, realized = true, relu = true, copies = 4 },
+    { dtype = "bfloat16", m = 128, k = 32, n = 256, arg = 32114, realized = true, copies = 12 },
+    { dtype = "float16", m = 64, k = 64, n = 512, arg = 31114, realized = true, copies = 20 },
+    { dtype = "float16", m = 256, k = 32, n = 128, arg = 34112, realized = true, copies = 6 },
+    { dtype = "float16", m = 64, k = 32, n = 256, arg = 31212, realized = true, copies = 10 },
+    -- casts fused into the kernel: the copies are STOREs of the converted values
+    { dtype = "bfloat16", m = 256, k = 32, n = 64, arg = 31141, copies = 0 },
+    -- B read through a transposed view: its chunks are not consecutive in memory, so only A's
+    -- are asynchronous copies
+    { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, transposed = true, copies = 8 },
+  } do
+    local config = tensor_cores.config(case.arg)
+    it(string.format("compute %dx%d @ %dx%d%s (%s) with TC(1,%d) exactly: %d threads per workgroup", case.m, case.k,
+      case.k, case.n, case.transposed and " (B transposed)" or "", case.dtype, case.arg, 128 * config.wm * config.wn),
+      function()
+      on_target("CUDA_SM90", function()
+        with_tc(case.arg, function()
+          local a, b = operands(case.m, case.k, case.n, case.dtype, case.arg + case.m)
+          if case.realized then a, b = a:realize(), b:realize() end
+          -- a view of B's transpose, realized in (n, k) order
+          if case.transposed then b = b:transpose():contiguous():realize():transpose() end
+          local product = a:float():matmul(b:float()) - 1.5
+          if case.relu then product = product:relu() end
+          local want = naive(a, b)
+          for i = 1, case.m do
+            for j = 1, case.n do
+              want[i][j] = want[i][j] - 1.5
+              if case.relu and want[i][j] < 0 then want[i][j] = 0 end
+            end
+          end
+          local listing = compiled(product).program:dump()
+          local name = string.format("wg_m64n%dk16_%s_f32", 64 * config.tn, case.dtype == "float16" and "f16" or "bf16")
+          assert.matches(name, listing, 1, true)
+          assert.is_nil(listing:find("m16n8k16", 1, true))
+          local workgroups, threads, x = launch_of(listing)
+          assert.are.equal(128 * config.wm * config.wn, threads)
+          assert.are.equal(128, x) -- a warpgroup's threads are consecutive
+          local block_m, block_n = tensor_cores.block(nil, config)
+          assert.are.equal(case.m // block_m * (case.n // block_n), workgroups)
+          assert.are.same({ config.wm * config.tm * 64, config.wn * config.tn * 64 }, { block_m, block_n })
+          local _, copies = listing:gsub("STORE[^\n]*async", "")
+          assert.are.equal(case.copies, copies)
+          assert.are.same(want, product:tolist())
+        end)
+      end)
+    end)
+  end
+
+  it("are offered only by targets with warpgroup shapes, and fit local memory unpadded", function()
+    local hopper = found_for("CUDA_SM90", 4096, 4096, 4096)
+    local ampere = found_for("CUDA", 4096, 4096, 4096)
+    -- 2 tiles of 64 x 128: a 128 x 128 block, stages of 32 in two buffers: 2 * (128 + 128) * 32 * 2 bytes
+    assert.are.same({ 32, 32768 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(31122), 48 * 1024) })
+    -- 2 x 1 warpgroups of 64 x 256: 128 x 256, exactly 48 KiB
+    assert.are.same({ 32, 49152 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(32114), 48 * 1024) })
+    assert.is_true(tensor_cores.check(hopper, tensor_cores.config(31122), 1024, 48 * 1024))
+    local ok, why = tensor_cores.check(ampere, tensor_cores.config(31122), 1024, 48 * 1024)
+    assert.is_nil(ok)
+    assert.are.equal("the target has no warpgroup MMA wg_m64n128k16_f16_f32 (wgmma: CUDA on compute capability 9.0)",
+      why)
+    local function amounts(found)
+      local out = {}
+      for _, action in ipairs(tensor_cores.beam_actions(found, 1024, 48 * 1024)) do out[action[3]] = true end
+      return out
+    end
+    local on_hopper, on_ampere = amounts(hopper), amounts(ampere)
+    for _, arg in ipairs { 31112, 31122, 31114, 32112, 32114, 34112 } do
+      assert.is_true(on_hopper[arg], arg)
+      assert.is_nil(on_ampere[arg], arg)
+    end
+    assert.is_true(on_hopper[2248] and on_ampere[2248])
+    -- the heuristic keeps the measured direct tiles until a GPU has timed the warpgroup ones
+    assert.are.equal(2248, tensor_cores.arg_of(tensor_cores.choose(hopper, 1024)))
+  end)
+end)
 
 describe("the GPU heuristic's tile configuration", function()
   for _, case in ipairs {
@@ -364,21 +460,21 @@ end
 
 -- The CUDA source of the float16 matmul m x k @ k x n (float16 buffers: the copies read them
 -- straight) with tile configuration c, named "k".
-local function cuda_matmul_source(c, m, k, n, seed)
+local function cuda_matmul_source(c, m, k, n, seed, target)
   local gpu = require "tcl.gpu"
   local linearize = require "tcl.codegen.linearize"
-  local source
-  on_target("CUDA", function()
+  local source, facts
+  on_target(target or "CUDA", function()
     with_tc(tensor_cores.arg_of(c), function()
       local a, b = operands(m, k, n, "float16", seed)
       tcl.realize(a, b)
       local sched = schedule.create({ a:matmul(b).uop }, { device = "EMU" })
       local ast = sched.kernels[#sched.kernels].ast
       local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
-      source = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
+      source, facts = gpu.render(linearize.linearize(lower.run_passes(ast, ctx)), { dialect = "cuda", name = "k" })
     end)
   end)
-  return source
+  return source, facts
 end
 
 -- Checks the PTX of the CUDA source for sm_80 and sm_90 (pending without NVRTC): `copies`
@@ -460,6 +556,39 @@ describe("double-buffered tensor cores rendered to CUDA", function()
     assert.equal(1, barriers) -- one per stage: it opens the stage
     assert.equal(1, waits)
     ptx_copies_async(source, 20)
+  end)
+end)
+
+describe("warpgroup tensor cores rendered to CUDA", function()
+  it("issue a stage's wgmmas back to back and wait once, copying with cp.async, for sm_90a", function()
+    local cuda_tools = require "spec.support.cuda_tools"
+    for _, case in ipairs {
+      -- one warpgroup of 2 tiles 64 x 128: stages of 32 (2 K-steps), 4 wgmmas a stage
+      { c = { tm = 2, tn = 2, warpgroup = true }, m = 128, k = 64, n = 128, wgmmas = 4, copies = 16 },
+      -- 2 x 1 warpgroups of 64 x 256: 2 wgmmas a stage
+      { c = { wm = 2, tn = 4, warpgroup = true }, m = 128, k = 64, n = 256, wgmmas = 2, copies = 12 },
+    } do
+      local source, facts = cuda_matmul_source(case.c, case.m, case.k, case.n, 9, "CUDA_SM90")
+      assert.are.equal("sm_90a", facts.arch)
+      -- one run per stage: a fence, the wgmmas, one commit and one wait
+      for _, what in ipairs { "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned 0" } do
+        local _, count = source:gsub(what:gsub("%.", "%%."), "")
+        assert.are.equal(1, count, what)
+      end
+      local _, wgmmas = source:gsub("wgmma%.mma_async", "")
+      assert.are.equal(case.wgmmas, wgmmas)
+      if not cuda_tools.HAVE_NVRTC then return pending("NVRTC is not available") end
+      -- compile_sm90a fails if ptxas injects waits or serializes the wgmmas
+      local ptx = cuda_tools.compile_sm90a(source, "k")
+      local _, async = ptx:gsub("cp%.async%.cg%.shared%.global %[%%r%d+%], %[%%rd%d+%], 16;", "")
+      assert.are.equal(case.copies, async)
+      assert.is_nil(ptx:find("ld.global", 1, true))
+      assert.is_nil(ptx:find("st.shared", 1, true))
+      -- NVVM may keep two copies of the loop's body (unswitched on the gate of the last stage's copies)
+      local _, issued = ptx:gsub("wgmma%.mma_async%.sync%.aligned%.m64n%d+k16%.f32%.f16%.f16", "")
+      assert.is_true(issued > 0 and issued % case.wgmmas == 0, issued)
+    end
   end)
 end)
 
@@ -567,6 +696,14 @@ describe("the opt TC", function()
     assert.matches("invalid opt TC(1,12411): a workgroup of 8 warps is 256 threads, the device allows 128",
       refusal(12411, small), 1, true)
     assert.matches("for operands staged through local memory (12244)", refusal(20000), 1, true)
+    assert.is_true((matmul_kernel(caps):try_apply("TC", 1, 34142)))
+    assert.matches("TC's warpgroups along m and n (the first two digits after the 3) must be 1, 2 or 4 and 1 or 2",
+      refusal(31411), 1, true)
+    assert.matches("TC's tiles of 64 rows per warpgroup and width in 64 columns (the last two digits) must each be 1, "
+      .. "2 or 4", refusal(31181), 1, true)
+    -- a warpgroup is 4 warps: 2 x 1 of them are 256 threads
+    assert.matches("invalid opt TC(1,32111): a workgroup of 8 warps is 256 threads, the device allows 128",
+      refusal(32111, small), 1, true)
   end)
 
   it("staged, takes the deepest stage of K that fits the local memory and divides K", function()

@@ -6,6 +6,12 @@
 --     bit for bit), for every shape, one warp and two, and across the iterations of a loop;
 --   * a WMMA that not all threads reach, a workgroup that is not whole warps, and nodes that
 --     break the encoding (sources, dtypes, arg) are errors naming the kernel and the instruction;
+--   * warpgroup shapes (wg_*, A and B in local memory): each warpgroup of 128 threads copies A and
+--     B into a local array in the core-matrix layout with padded strides, a barrier, the WMMAs;
+--     EMU's D equals naive Lua's for 1 and 2 warpgroups and 2 workgroups; a workgroup that is not
+--     whole warpgroups, lanes that disagree on a tile, a tile past the local array, tiles read
+--     without a barrier since their stores or written before the next, unwritten tiles, bad
+--     strides and a tile that is not an INDEX are errors naming the kernel and the problem;
 --   * the same programs rendered to CUDA (PTX mma.sync, one per product) compile with NVRTC for
 --     sm_80 and sm_90 and pass ptxas, and to Metal (simdgroup matrices through threadgroup
 --     memory) pass clang++ against tcl.codegen.metal_stub; a shape a dialect lacks is an error.
@@ -378,7 +384,8 @@ describe("WMMA", function()
           render_error(wmma_program(case[1], 32, { regs = 3 }), case[2]))
         assert.matches("instruction %d+ %(WMMA%): out %d is not a register",
           render_error(wmma_program(case[1], 32, { out = 1 }), case[2]))
-        assert.matches("instruction %d+ %(WMMA%): arg must be {shape, out} or {shape, out, \"staged\"}",
+        assert.matches("instruction %d+ %(WMMA%): arg must be {shape, out}, {shape, out, \"staged\"} or %(a "
+          .. "warpgroup shape wg_%*%) {shape, out, {strides}}",
           render_error(wmma_program(case[1], 32, { flag = "tiled" }), case[2]))
       end
       -- "staged" promises fragments read from row-major local tiles; these are read from buffers
@@ -473,11 +480,265 @@ describe("WMMA", function()
         .. "not float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16n8k16_bf16_f32" })))
       assert.matches("instruction %d+ %(WMMA%): source 1 %(A register 0%) must be float32 for m8n8k8_f32_f32, not "
         .. "float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m8n8k8_f32_f32", regs = 6 })))
-      assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out} or {shape, out, "staged"} with shape one of '
-        .. '"m16n8k16_f16_f32", "m16n8k16_bf16_f32", "m8n8k8_f32_f32"',
+      assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out}, {shape, out, "staged"} or %(a warpgroup '
+        .. 'shape wg_%*%) {shape, out, {strides}} with shape one of "m16n8k16_f16_f32", "m16n8k16_bf16_f32", '
+        .. '"m8n8k8_f32_f32", "wg_m64n64k16_f16_f32", "wg_m64n128k16_f16_f32", "wg_m64n256k16_f16_f32", '
+        .. '"wg_m64n64k16_bf16_f32", "wg_m64n128k16_bf16_f32", "wg_m64n256k16_bf16_f32"$',
         error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16" })))
       assert.matches("instruction %d+ %(WMMA%): out 4 is not a register of m16n8k16_f16_f32's D fragment %(0..3%)",
         error_of(rt.program, wmma_program(shape, 32, { out = 1 })))
+    end)
+  end)
+end)
+
+-- Warpgroup shapes (wg_*): A and B are tiles in local memory, C and D fragments of 128 lanes.
+local WG_SHAPES = {
+  { name = "wg_m64n64k16_f16_f32", M = 64, N = 64, K = 16, input = "float16" },
+  { name = "wg_m64n128k16_f16_f32", M = 64, N = 128, K = 16, input = "float16" },
+  { name = "wg_m64n64k16_bf16_f32", M = 64, N = 64, K = 16, input = "bfloat16" },
+  { name = "wg_m64n256k16_bf16_f32", M = 64, N = 256, K = 16, input = "bfloat16" },
+}
+
+-- Tile strides {a_rows8, a_k8, b_k8, b_cols8}, none the tightest (A: 128, 64; B: 64 * N / 8, 64):
+-- padding between the 8 x 8 blocks; the second layout puts A's and B's K blocks farther apart
+-- than their row / column blocks.
+local function wg_strides(shape, layout)
+  local blocks = shape.N // 8
+  if layout == 2 then return { 72, 8 * 72 + 16, 80, 2 * 80 + 8 } end
+  return { 160, 72, blocks * 80 + 16, 80 }
+end
+
+-- The encoding's core-matrix layout: element (r, c) of tile A or B from the tile's first element.
+local function tile_offset(st, which, r, c)
+  local within = (r & 7) * 8 + (c & 7)
+  if which == "A" then return (r >> 3) * st[1] + (c >> 3) * st[2] + within end
+  return (r >> 3) * st[3] + (c >> 3) * st[4] + within
+end
+
+-- Where warpgroup w's tiles start in the local array (not at 0: both at 8-element boundaries,
+-- 8 elements apart), and the array's size: it ends with the last warpgroup's B.
+local function wg_places(shape, st, warpgroups)
+  local a_span = tile_offset(st, "A", shape.M - 1, shape.K - 1) + 1
+  local b_span = tile_offset(st, "B", shape.K - 1, shape.N - 1) + 1
+  local first, b_from_a = 24, a_span + 8
+  local region = b_from_a + b_span + 8
+  return { first = first, b_from_a = b_from_a, region = region,
+    numel = first + (warpgroups - 1) * region + b_from_a + b_span }
+end
+
+-- D's layout (the encoding's): register i of lane l of the warpgroup, as (row, col).
+local function wg_d_at(l, i)
+  local w, g, t = l >> 5, (l & 31) >> 2, l & 3
+  return 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+end
+
+-- A program of `groups` workgroups of `threads` threads (opts.threads, default 128) in which each
+-- warpgroup computes its block's D = A*B + C: buffers D (slot 0), A (1), B (2), C (3), block
+-- gidx * warpgroups + w at block * size, row-major. Each lane copies its share of A and B into
+-- one local array (the layout of wg_strides, at wg_places), a barrier, the WMMAs out = 0..N/2-1
+-- read the tiles, and each lane stores its D elements where its C elements came from.
+-- opts: layout (of wg_strides); strides (the WMMA's, instead); a_skew {lane, elements} (that lane
+-- gives A's start that many elements later); b_shift (B's start that many elements later in
+-- every lane); b_at (B's start, an element of the array, in every lane); no_barrier (the tiles
+-- read straight after the copies); overwrite (lane: after the WMMAs that lane stores into A's
+-- first element, with no barrier between); a_load (A's source is a LOAD of the tile's first
+-- element, not its INDEX).
+local function wg_program(shape, opts)
+  opts = opts or {}
+  local threads, groups = opts.threads or 128, opts.groups or 1
+  local warpgroups = math.max(1, threads // 128)
+  local M, N, K = shape.M, shape.N, shape.K
+  local IN = tcl.dtype(shape.input)
+  local st = wg_strides(shape, opts.layout)
+  local at = wg_places(shape, st, warpgroups)
+  local blocks = groups * warpgroups
+  local list, add = builder()
+  local k = kit(add)
+  local D = add("PARAM", F32, nil, { 0, blocks * M * N })
+  local A = add("PARAM", IN, nil, { 1, blocks * M * K })
+  local B = add("PARAM", IN, nil, { 2, blocks * K * N })
+  local C = add("PARAM", F32, nil, { 3, blocks * M * N })
+  local tiles = add("DEFINE_LOCAL", IN, nil, { 0, at.numel })
+  local gidx = add("SPECIAL", IDX, { k.c(groups) }, "gidx0")
+  local lidx = add("SPECIAL", IDX, { k.c(threads) }, "lidx0")
+  local lane, wg = k.op("AND", lidx, 127), k.op("SHR", lidx, 7)
+  local block = k.op("ADD", k.op("MUL", gidx, warpgroups), wg)
+  local a_first = k.op("ADD", k.op("MUL", wg, at.region), at.first)
+  local b_first = k.op("ADD", a_first, at.b_from_a)
+  -- lane copies elements e = j*128 + lane of its warpgroup's tile (rows x cols, row-major); no
+  -- loop: its constants would be out of reach after it (nodes are shared)
+  local function copy(which, src, first, rows, cols)
+    local stores = {}
+    local log2 = math.tointeger(math.log(cols, 2))
+    local r_blocks, c_blocks = table.unpack(which == "A" and { st[1], st[2] } or { st[3], st[4] })
+    for j = 0, rows * cols // 128 - 1 do
+      local e = k.op("ADD", lane, j * 128)
+      local r, c = k.op("SHR", e, log2), k.op("AND", e, cols - 1)
+      local place = k.op("ADD", first, k.op("ADD", k.op("ADD", k.op("MUL", k.op("SHR", r, 3), r_blocks),
+        k.op("MUL", k.op("SHR", c, 3), c_blocks)), k.op("ADD", k.op("MUL", k.op("AND", r, 7), 8), k.op("AND", c, 7))))
+      local from = k.op("ADD", k.op("MUL", block, rows * cols), e)
+      stores[#stores + 1] = k.store(tiles, place, k.load(src, from))
+    end
+    return add("GROUP", nil, stores)
+  end
+  local copies = { copy("A", A, a_first, M, K), copy("B", B, b_first, K, N) }
+  local shared = opts.no_barrier and tiles or add("AFTER", IN, { tiles, add("BARRIER", nil, copies) })
+  local a_start, b_start = a_first, b_first
+  if opts.a_skew then
+    local skewed = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.a_skew[1]) })
+    a_start = k.op("ADD", a_first, add("WHERE", IDX, { skewed, k.c(opts.a_skew[2]), k.c(0) }))
+  end
+  if opts.b_shift then b_start = k.op("ADD", b_first, opts.b_shift) end
+  if opts.b_at then b_start = k.op("ADD", k.op("MUL", lidx, 0), opts.b_at) end
+  local a_tile = add("INDEX", IN, { shared, a_start })
+  if opts.a_load then a_tile = add("LOAD", IN, { a_tile }) end
+  local b_tile = add("INDEX", IN, { shared, b_start })
+  -- C's and D's place of register i: (16w + g + 8((i >> 1) & 1), 8(i >> 2) + 2t + (i & 1))
+  local w, g, t = k.op("SHR", lane, 5), k.op("SHR", k.op("AND", lane, 31), 2), k.op("AND", lane, 3)
+  local row0 = k.op("ADD", k.op("MUL", w, 16), g)
+  local col0 = k.op("MUL", t, 2)
+  local base = k.op("MUL", block, M * N)
+  local places, src = {}, { a_tile, b_tile }
+  for i = 0, N // 2 - 1 do
+    local r0, c0 = wg_d_at(0, i)
+    local row, col = k.op("ADD", row0, r0), k.op("ADD", col0, c0)
+    places[i] = k.op("ADD", base, k.op("ADD", k.op("MUL", row, N), col))
+    src[#src + 1] = k.load(C, places[i])
+  end
+  for out = 0, N // 2 - 1 do
+    local d = add("WMMA", F32, src, { shape.name, out, opts.strides or st })
+    k.store(D, places[out], d)
+  end
+  if opts.overwrite then
+    local who = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.overwrite) })
+    add("STORE", nil, { add("INDEX", IN, { shared, a_first }), k.c(1.0, IN), who })
+  end
+  return list, at
+end
+
+-- Runs shape's warpgroup program on EMU and checks D against naive Lua, bit for bit.
+local function check_wg(shape, opts, integers, seed)
+  local threads, groups = opts.threads or 128, opts.groups or 1
+  local blocks = groups * threads // 128
+  local M, N, K = shape.M, shape.N, shape.K
+  local IN = tcl.dtype(shape.input)
+  local p = rt.program(wg_program(shape, opts), { name = "wg" })
+  local a = filled(IN, values(blocks * M * K, seed, integers))
+  local b = filled(IN, values(blocks * K * N, seed + 1, integers))
+  local c = filled(F32, values(blocks * M * N, seed + 2, integers))
+  local d = rt.buffer(F32, blocks * M * N)
+  p:run { d, a, b, c }
+  assert.same(naive(shape, blocks, a:read(), b:read(), c:read()), d:read(), shape.name)
+  return p
+end
+
+-- Buffers for wg_program(shape, opts) with values that make it run.
+local function wg_buffers(shape, opts)
+  local blocks = (opts.groups or 1) * math.max(1, (opts.threads or 128) // 128)
+  local IN = tcl.dtype(shape.input)
+  local M, N, K = shape.M, shape.N, shape.K
+  return { rt.buffer(F32, blocks * M * N), filled(IN, values(blocks * M * K, 1, true)),
+    filled(IN, values(blocks * K * N, 2, true)), filled(F32, values(blocks * M * N, 3, true)) }
+end
+
+-- The error of running wg_program(shape, opts) as kernel `name`.
+local function wg_run_error(shape, name, opts)
+  local p = rt.program(wg_program(shape, opts), { name = name })
+  return error_of(p.run, p, wg_buffers(shape, opts))
+end
+
+describe("WMMA of a warpgroup shape (A and B in local memory) on EMU's GPU mode", function()
+  for n, shape in ipairs(WG_SHAPES) do
+    it("computes D = A*B + C of " .. shape.name .. " as naive Lua does, from padded tiles", function()
+      check_wg(shape, { layout = 1 }, true, 10 * n)
+      check_wg(shape, { layout = 2 }, false, 10 * n + 3)
+    end)
+  end
+
+  it("computes it for 2 warpgroups of a workgroup, each from its own tiles, and in 2 workgroups", function()
+    check_wg(WG_SHAPES[2], { threads = 256, layout = 1 }, false, 51)
+    for _, shape in ipairs { WG_SHAPES[1], WG_SHAPES[3] } do
+      check_wg(shape, { threads = 256, groups = 2, layout = 2 }, false, 57)
+    end
+  end)
+
+  it("keeps the tiles' INDEX registers across the stop", function()
+    local p = check_wg(WG_SHAPES[1], { threads = 256 }, true, 61)
+    local kept = 0
+    for line in p:dump():gmatch("[^\n]+") do
+      if line:match("^ *%d+ +INDEX +float16 .*%(kept across barriers%)$") then kept = kept + 1 end
+    end
+    assert.equals(2, kept) -- A's and B's: the copies' INDEXes are used before the barrier only
+  end)
+
+  describe("is refused, naming the kernel and the problem", function()
+    local shape = WG_SHAPES[1]
+
+    it("in a workgroup that is not whole warpgroups (96 threads)", function()
+      for _, s in ipairs(WG_SHAPES) do
+        assert.matches("^runtime.program: kernel 'wg_96': instruction %d+ %(WMMA%): a workgroup of local size "
+          .. "%(96,1,1%) has 96 threads, and a WMMA of a warpgroup shape needs whole warpgroups %(a multiple of 128%)$",
+          error_of(rt.program, wg_program(s, { threads = 96 }), { name = "wg_96" }))
+      end
+    end)
+
+    it("when the lanes of a warpgroup disagree on where a tile starts", function()
+      local _, at = wg_program(shape, { threads = 256 })
+      -- lane 37 of the second warpgroup (thread 165) gives A's start 8 elements later
+      local first = at.first + at.region
+      assert.matches("kernel 'skew': instruction %d+ %(WMMA%): the lanes of a warpgroup disagree on where A starts: "
+        .. "thread gidx %(0,0,0%) lidx %(128,0,0%) %(lane 0%) gives element " .. first .. " of DEFINE_LOCAL slot 0, "
+        .. "thread gidx %(0,0,0%) lidx %(165,0,0%) %(lane 37%) element " .. (first + 8) .. " %(",
+        wg_run_error(shape, "skew", { threads = 256, a_skew = { 165, 8 } }))
+    end)
+
+    it("when a tile reaches outside the local array or does not start on 16 bytes", function()
+      local _, at = wg_program(shape)
+      -- B's first 8 elements (row 0 of its first block) are the array's last 8, the next block is past the end
+      assert.matches("kernel 'past': instruction %d+ %(WMMA%): B's element %(0, 8%) is element %d+ of DEFINE_LOCAL "
+        .. "slot 0, outside its " .. at.numel .. " elements %(the tile starts at element " .. (at.numel - 8) .. "%)",
+        wg_run_error(shape, "past", { b_at = at.numel - 8 }))
+      -- the tensor cores read 16-byte rows: a tile starts at a multiple of 8 elements
+      assert.matches("kernel 'odd': instruction %d+ %(WMMA%): B starts at element 4, not a multiple of 8 %(a "
+        .. "warpgroup shape's tiles start on 16%-byte boundaries%)", wg_run_error(shape, "odd", { b_at = 4 }))
+      assert.matches("kernel 'before': instruction %d+ %(WMMA%): B's element %(0, 0%) is element %-8 of "
+        .. "DEFINE_LOCAL slot 0, outside its " .. at.numel .. " elements", wg_run_error(shape, "before", { b_at = -8 }))
+    end)
+
+    it("when it reads tiles stored with no barrier since (a race), or one is written before the next", function()
+      local _, at = wg_program(shape)
+      -- A's first element is thread 0's: as thread 0's read it is no race, as thread 1's it is
+      assert.matches("kernel 'unordered': instruction %d+ %(WMMA%): race: thread gidx %(0,0,0%) lidx %(1,0,0%) "
+        .. "reads element " .. at.first .. " of DEFINE_LOCAL slot 0, which thread gidx %(0,0,0%) lidx %(0,0,0%) "
+        .. "wrote with no barrier between them", wg_run_error(shape, "unordered", { no_barrier = true }))
+      -- every thread of the writer's warpgroup read its A: a store by another races with the
+      -- warpgroup's first thread, one by that thread with the second
+      local second = at.first + at.region
+      for _, case in ipairs { { 5, 0 }, { 0, 1 }, { 128, 129 }, { 255, 128 } } do
+        local writer, reader = case[1], case[2]
+        local err = wg_run_error(shape, "overwrite", { threads = 256, overwrite = writer })
+        assert.matches("kernel 'overwrite': instruction %d+ %(STORE%): race: thread gidx %(0,0,0%) lidx %(" .. writer
+          .. ",0,0%) writes element %d+ of DEFINE_LOCAL slot 0, which thread gidx %(0,0,0%) lidx %(" .. reader
+          .. ",0,0%) read with no barrier between them", err)
+        -- the writer's own warpgroup's tile, A's first element
+        assert.matches("writes element " .. (writer < 128 and at.first or second) .. " ", err, 1, true)
+      end
+    end)
+
+    it("when a tile holds elements no thread has stored (uninitialized local memory)", function()
+      -- 64 elements on, B starts in the padding after its first 8 x 8 block
+      assert.matches("kernel 'unwritten': instruction %d+ %(WMMA%): reads element %d+ of DEFINE_LOCAL slot 0, which "
+        .. "no thread of the workgroup has written %(uninitialized local memory%)",
+        wg_run_error(shape, "unwritten", { b_shift = 64 }))
+    end)
+
+    it("with strides that are not multiples of 8, or a tile that is not an INDEX into local memory", function()
+      assert.matches("^runtime.program: kernel 'strides': instruction %d+ %(WMMA%): wg_m64n64k16_f16_f32's stride a_k8 "
+        .. "must be a positive multiple of 8 elements below 131072$",
+        error_of(rt.program, wg_program(shape, { strides = { 160, 12, 656, 80 } }), { name = "strides" }))
+      assert.matches("^runtime.program: kernel 'loaded': instruction %d+ %(WMMA%): source 1 %(A%) must be an INDEX "
+        .. "into a DEFINE_LOCAL: wg_m64n64k16_f16_f32 reads its tiles from local memory$",
+        error_of(rt.program, wg_program(shape, { a_load = true }), { name = "loaded" }))
     end)
   end)
 end)

@@ -492,6 +492,7 @@ static tcl_status emit(tcl_crender *r, size_t i) {
     if (st == TCL_OK) st = check_dtype(r, i, (tcl_dtype)u->dtype);
     if (st != TCL_OK) return st;
     r->defined_in[i] = r->nloops ? (int32_t)r->loops[r->nloops - 1] : -1;
+    tcl_cwmma_before(r, i); /* a run of wgmmas is waited for before anything that needs it */
     switch ((tcl_op)u->op) {
     case TCL_OP_PARAM: return emit_param(r, i);
     case TCL_OP_DEFINE_REG: return emit_define(r, i, false);
@@ -515,6 +516,10 @@ static tcl_status emit(tcl_crender *r, size_t i) {
         if (r->uses_async && r->d->async_wait) {
             line(r);
             tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
+        }
+        if (r->uses_wgmma) { /* the stores before it become visible to wgmma's asynchronous reads */
+            line(r);
+            tcl_ctext_put(&r->body, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
         }
         line(r);
         tcl_ctext_printf(&r->body, "%s\n", r->d->barrier);
@@ -604,9 +609,11 @@ static tcl_status render(tcl_crender *r) {
     for (int k = 0; k < 3; k++) r->out->global_size[k] = r->out->local_size[k] = 1;
     r->index32 = index_fits_int(r->nodes, r->n);
     tcl_status st = collect_params(r);
+    if (st == TCL_OK) st = tcl_cwmma_prepare(r);
     if (st != TCL_OK) return st;
     for (size_t i = 0; i < r->n; i++)
         if ((st = emit(r, i)) != TCL_OK) return st;
+    tcl_cwmma_before(r, r->n);
     if (r->nloops) return fail(r, TCL_ERR_INVALID, r->loops[r->nloops - 1], "the loop is never closed by an END");
     const int64_t *l = r->out->local_size;
     if (l[0] * l[1] * l[2] > TCL_C_MAX_WORKGROUP)
@@ -615,7 +622,8 @@ static tcl_status render(tcl_crender *r) {
     if ((st = tcl_cwmma_finish(r)) != TCL_OK) return st;
     tcl_ctext src = {0};
     assemble(r, &src);
-    if (src.failed || r->body.failed || r->locals.failed || r->helpers.failed || r->stmt.failed || r->scratch.failed) {
+    if (src.failed || r->body.failed || r->locals.failed || r->helpers.failed || r->stmt.failed || r->scratch.failed ||
+        r->wg_pre.failed) {
         tcl_ctext_free(&src);
         return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }
@@ -660,6 +668,13 @@ tcl_status tcl_c_render(tcl_c_dialect_id dialect, const char *name, tcl_uop *con
     free(r.wmma_root);
     free(r.fragment_in);
     free(r.shared_u32);
+    free(r.wg_run);
+    free(r.wg_head);
+    free(r.wg_last);
+    free(r.wg_escapes);
+    tcl_ctext_free(&r.wg_outer);
+    tcl_ctext_free(&r.wg_pre);
+    tcl_ctext_free(&r.wg_spare);
     tcl_ctext_free(&r.body);
     tcl_ctext_free(&r.locals);
     tcl_ctext_free(&r.helpers);

@@ -5,7 +5,8 @@
  * (src/core/ENCODINGS.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
  * DEFINE_LOCAL, CONST, SPECIAL, RANGE/END loops, INDEX, LOAD/STORE with optional gates,
  * AFTER, BARRIER, GROUP, SINK, every ALU op, CAST and BITCAST, and WMMA (CUDA: the m16n8k16
- * shapes as PTX mma.sync; Metal: m8n8k8_f32_f32 through threadgroup memory and simdgroup
+ * shapes as PTX mma.sync, the warpgroup shapes wg_* as PTX wgmma.mma_async, which needs sm_90a
+ * (the kernel's `arch`); Metal: m8n8k8_f32_f32 through threadgroup memory and simdgroup
  * matrices, with two more kernel arguments, the lane and the simdgroup; c_wmma.c). RANGEs of axis type "vector"
  * and REDUCEs over them (the LLVM renderer's vector lanes) are refused: kernels for these
  * renderers are lowered without renderer.vector_lanes.
@@ -74,6 +75,9 @@ typedef struct tcl_c_kernel {
     int64_t global_size[3]; /* workgroups per grid axis (the gidx sizes; 1 where absent) */
     int64_t local_size[3];  /* threads per workgroup axis (the lidx sizes; 1 where absent) */
     int64_t local_bytes;    /* DEFINE_LOCAL memory of one workgroup */
+    /* the architecture the source needs (a static string): "sm_90a" for a kernel with warpgroup
+     * WMMAs (PTX wgmma.mma_async); NULL: any that tcl supports (sm_80 and later) */
+    const char *arch;
 } tcl_c_kernel;
 
 /* The largest DEFINE_REG array and the most threads in a workgroup a kernel may have. */

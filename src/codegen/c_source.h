@@ -4,7 +4,7 @@
  *   c_text.c      text buffers and templates
  *   c_dialects.c  the spellings of CUDA C and Metal: types, conversions, math, the kernel's frame
  *   c_alu.c       ALU ops, casts and bitcasts as expressions, and the helper functions they call
- *   c_wmma.c      the WMMA op: PTX mma.sync (CUDA), simdgroup matrices (Metal)
+ *   c_wmma.c      the WMMA op: PTX mma.sync and wgmma.mma_async (CUDA), simdgroup matrices (Metal)
  *   c_render.c    the walk over the linear program: checks, declarations, loops, memory */
 #ifndef TCLC_CODEGEN_C_SOURCE_H
 #define TCLC_CODEGEN_C_SOURCE_H
@@ -100,6 +100,7 @@ typedef enum tcl_chelper {
     CH_IDIV, CH_MOD, CH_FLOORDIV, CH_FLOORMOD, /* per int dtype */
     CH_THREEFRY, CH_FMA_ODD, CH_ODD_FLOAT, CH_FP8_ROUND,
     CH_FP8, /* per fp8 dtype */
+    CH_WGMMA_DESC, /* a wgmma matrix descriptor (c_wmma.c), once */
     CH_COUNT
 } tcl_chelper;
 
@@ -142,6 +143,20 @@ typedef struct tcl_crender {
      * 0: not read; allocated with wmma_root); whether the lane id tcl_lane_id is declared */
     int64_t *fragment_in;
     bool uses_lane_id;
+    /* CUDA's warpgroup WMMAs (wgmma.mma_async, c_wmma.c). uses_wgmma: the kernel has one (set
+     * before the walk: every barrier fences the async proxy; the kernel needs sm_90a). A run of
+     * wgmmas waited for together: while wg_open, body collects the run (from instruction
+     * wg_start) and wg_outer holds the text before it, wg_pre the accumulators set up before the
+     * run's wgmma.fence, wg_run[0..wg_nrun) the run's products (their first nodes); wg_spare
+     * keeps a run's buffer for the next. Per instruction (tcl_cwmma_prepare): wg_head, the first
+     * node of its warpgroup product (SIZE_MAX: none); per product's first node: wg_escapes, some
+     * node other than a warpgroup WMMA reads it; wg_last, the first node of the last warpgroup
+     * product reading it (itself when none does) */
+    bool uses_wgmma, wg_open;
+    size_t wg_start, wg_nrun;
+    tcl_ctext wg_outer, wg_pre, wg_spare;
+    size_t *wg_run, *wg_head, *wg_last;
+    uint8_t *wg_escapes;
     /* CUDA: per DEFINE_LOCAL instruction, 1 once its 32-bit shared-window address smem<i>_u32 is
      * declared (allocated at the first use; tcl_crender_shared_u32) */
     uint8_t *shared_u32;
@@ -179,6 +194,11 @@ bool tcl_calu_is_narrow(tcl_dtype d);
 
 /* ---- tensor cores (c_wmma.c) ---- */
 
+/* Before the walk: finds the kernel's warpgroup WMMAs (CUDA) and who reads their products. */
+tcl_status tcl_cwmma_prepare(tcl_crender *r);
+/* Before instruction i (i == r->n: after the last): closes an open run of wgmmas (commit and
+ * wait) unless instruction i may join it. */
+void tcl_cwmma_before(tcl_crender *r, size_t i);
 /* Emits WMMA instruction i (its computation, unless an earlier node of the same product did). */
 tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i);
 /* After the walk: checks the workgroup of a kernel with WMMAs, declares what they share. */

@@ -13,6 +13,34 @@
  *     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
  *         "{%8, %9}, {%0, %1, %2, %3};" : "+f"(wmma9_0), ... : "r"(wmma9_a0), ...);
  *
+ * CUDA renders the warpgroup shapes wg_m64nNk16_{f16,bf16}_f32 as PTX wgmma.mma_async (sm_90a:
+ * the kernel's `arch`), A and B read from local memory through matrix descriptors (A K-major,
+ * B N-major: imm-trans-b 1; no swizzle; leading and stride byte offsets from the node's strides,
+ * constants, so only the tile's shared address is computed, by the helper tcl_wgmma_desc), the
+ * N/2 accumulators in float variables:
+ *     float wmma9_0 = 0.0f, ...;  asm volatile("" : "+f"(wmma9_0), ... :: "memory");
+ *     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+ *     unsigned long long wmma9_da = tcl_wgmma_desc(smem3_u32 + 256u, 0x0000002000080000ull), ...;
+ *     asm volatile("{ ... wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, ..., %63}, %64,
+ *         %65, p, 1, 1, 0, 1; }" : "+f"(wmma9_0), ... : "l"(wmma9_da), "l"(wmma9_db) : "memory");
+ *     ... more wgmmas, and computations that need none of their results ...
+ *     asm volatile("wgmma.commit_group.sync.aligned;" ...); ... wait_group 0 ...;
+ *     asm volatile("" : "+f"(wmma12_0), ... :: "memory");
+ * The wgmmas run asynchronously, so they are grouped in runs: a run opens at a warpgroup WMMA and
+ * takes in later ones and computations that touch no memory and read none of its results; any
+ * other instruction (a load or store, a barrier, a loop's start or end, a read of a result)
+ * first closes it with one commit and one wait, so that the products of a k-stage, chained
+ * through their accumulators, issue back to back and are waited for once. The accumulators of a
+ * product are set up before the run's fence when their values come from before the run (from
+ * inside it, a product's own fence follows them), or are an earlier product's of the run (the
+ * registers wgmma chains through, no fence needed). The empty asm statements pin the
+ * accumulators: NVVM would otherwise set them up after the fence, or read results before the
+ * wait (ptxas then injects waits and serializes the wgmmas); only products read after the run
+ * are pinned after the wait, as pinning one that a later wgmma of the run reads would make NVVM
+ * copy its registers between the two. In such a kernel every barrier is preceded by
+ * fence.proxy.async.shared::cta, which makes the stores to local memory visible to wgmma's
+ * asynchronous reads.
+ *
  * Metal renders m8n8k8_f32_f32 through threadgroup memory, with tcl's layout of that shape
  * (lane l holds row l >> 2, columns 2*(l & 3) + {0, 1} of each 8 x 8 matrix): each simdgroup has
  * 3 tiles of 64 floats in tcl_wmma_tg (declared once, sized for the workgroup's simdgroups); the
@@ -25,7 +53,8 @@
  * simdgroups of 32 threads, consecutive in the threadgroup's linear thread order, as warps are).
  *
  * A shape the dialect does not render is an error naming the node; so is a workgroup of a kernel
- * with WMMAs that is not a multiple of 32 threads. */
+ * with WMMAs that is not a multiple of 32 threads (128 with a warpgroup shape), and a warpgroup
+ * tile at a constant element off a 16-byte boundary (the descriptor drops the low 4 bits). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +75,7 @@ static size_t source_index(const tcl_crender *r, const tcl_uop *u, uint32_t k) {
 /* Whether the dialect renders the shape. */
 static bool renders(const tcl_crender *r, const tcl_wmma_shape *s) {
     if (r->dialect == TCL_C_METAL) return strcmp(s->name, "m8n8k8_f32_f32") == 0;
-    return s->m == 16 && s->n == 8 && s->k == 16;
+    return (s->m == 16 && s->n == 8 && s->k == 16) || tcl_wmma_is_warpgroup(s);
 }
 
 /* An earlier WMMA node that computed the same product in a scope still open here, or SIZE_MAX. */
@@ -288,19 +317,282 @@ static void metal_simdgroup_mma(tcl_crender *r, size_t i, const tcl_wmma_shape *
     r->uses_simdgroup = true;
 }
 
+/* ---- CUDA: warpgroup shapes (wgmma.mma_async) ---- */
+
+/* Whether u is a WMMA naming a warpgroup shape (its other items are checked when it is emitted). */
+static bool names_warpgroup_shape(const tcl_uop *u) {
+    const tcl_arg *a = &u->arg;
+    if (u->op != TCL_OP_WMMA || a->kind != TCL_ARG_TUPLE || a->len < 1 || a->v.items[0].kind != TCL_ARG_STR) return false;
+    const tcl_wmma_shape *s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
+    return s && tcl_wmma_is_warpgroup(s);
+}
+
+static bool same_sources(const tcl_uop *u, const tcl_uop *v) {
+    return u->nsrc == v->nsrc && u->nsrc && tcl_arg_equal(&u->arg.v.items[0], &v->arg.v.items[0]) &&
+           memcmp(u->src, v->src, u->nsrc * sizeof *u->src) == 0;
+}
+
+/* The instruction of node u + 1 (0: not in the list). */
+static size_t instruction_of(const tcl_crender *r, const tcl_uop *u) {
+    return (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u);
+}
+
+tcl_status tcl_cwmma_prepare(tcl_crender *r) {
+    if (r->dialect != TCL_C_CUDA) return TCL_OK; /* Metal refuses the shapes at the node */
+    bool any = false;
+    for (size_t i = 0; i < r->n && !any; i++) any = names_warpgroup_shape(r->nodes[i]);
+    if (!any) return TCL_OK;
+    r->uses_wgmma = true;
+    r->wg_head = malloc(r->n * sizeof *r->wg_head);
+    r->wg_last = calloc(r->n, sizeof *r->wg_last);
+    r->wg_escapes = calloc(r->n, 1);
+    r->wg_run = malloc(r->n * sizeof *r->wg_run);
+    if (!r->wg_head || !r->wg_last || !r->wg_escapes || !r->wg_run) return fail(r, TCL_ERR_MEMORY, SIZE_MAX, "out of memory");
+    size_t *heads = r->wg_run, nheads = 0; /* wg_run is free until the walk */
+    for (size_t i = 0; i < r->n; i++) {
+        r->wg_head[i] = SIZE_MAX;
+        if (!names_warpgroup_shape(r->nodes[i])) continue;
+        size_t h = 0;
+        while (h < nheads && !same_sources(r->nodes[heads[h]], r->nodes[i])) h++;
+        if (h == nheads) {
+            heads[nheads++] = i;
+            r->wg_last[i] = i;
+        }
+        r->wg_head[i] = heads[h];
+    }
+    /* the readers of the products: a wgmma of a later product reads them as its accumulators
+     * (without a copy when that is in the same run), where its first node is: the linearizer may
+     * place its other nodes, which only name its variables, after the run; anything else reads
+     * them after the wait */
+    for (size_t k = 0; k < r->n; k++) {
+        const tcl_uop *u = r->nodes[k];
+        for (uint32_t q = 0; q < u->nsrc; q++) {
+            size_t j = instruction_of(r, u->src[q]) - 1;
+            if (j >= r->n || r->wg_head[j] == SIZE_MAX) continue;
+            size_t h = r->wg_head[j];
+            if (r->wg_head[k] == SIZE_MAX) r->wg_escapes[h] = 1;
+            else if (r->wg_head[k] > r->wg_last[h]) r->wg_last[h] = r->wg_head[k];
+        }
+    }
+    return TCL_OK;
+}
+
+static void indent(const tcl_crender *r, tcl_ctext *t) { tcl_ctext_printf(t, "%*s", (int)(4 * (r->nloops + 1)), ""); }
+
+/* The accumulators of product p as asm operands "+f"(wmma<p>_j), 8 to a line, the lines after
+ * the first indented by `more` past the statement. */
+static void accumulator_operands(const tcl_crender *r, tcl_ctext *t, size_t p, int nc, int more) {
+    for (int j = 0; j < nc; j++) {
+        if (j && j % 8 == 0) {
+            tcl_ctext_put(t, "\n");
+            indent(r, t);
+            tcl_ctext_printf(t, "%*s", more, "");
+        }
+        tcl_ctext_printf(t, "%s\"+f\"(wmma%zu_%d)%s", j % 8 ? " " : "", p, j, j + 1 < nc ? "," : "");
+    }
+}
+
+/* An empty asm that reads and rewrites the accumulators of product p (nc of them): NVVM can then
+ * neither move their setting-up past the wgmma.fence after it nor a read of the results above
+ * the wgmma.wait_group before it (CUTLASS's warpgroup_fence_operand). */
+static void pin_accumulators(const tcl_crender *r, tcl_ctext *t, size_t p, int nc) {
+    indent(r, t);
+    tcl_ctext_put(t, "asm volatile(\"\" : ");
+    accumulator_operands(r, t, p, nc, 18);
+    tcl_ctext_put(t, " :: \"memory\");\n");
+}
+
+static void open_run(tcl_crender *r, size_t i) {
+    r->wg_outer = r->body;
+    r->body = r->wg_spare;
+    r->wg_spare = (tcl_ctext){0};
+    tcl_ctext_clear(&r->body);
+    tcl_ctext_clear(&r->wg_pre);
+    r->wg_open = true;
+    r->wg_start = i;
+    r->wg_nrun = 0;
+}
+
+/* Closes the open run before instruction `at` (r->n: the end): the accumulators set up, one
+ * wgmma.fence, the run, one commit and wait, and the products read after it pinned there. */
+static void close_run(tcl_crender *r, size_t at) {
+    tcl_ctext run = r->body;
+    r->body = r->wg_outer;
+    r->wg_outer = (tcl_ctext){0};
+    if (r->wg_pre.len) tcl_ctext_put(&r->body, r->wg_pre.s);
+    line(r);
+    tcl_ctext_put(&r->body, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n");
+    if (run.len) tcl_ctext_put(&r->body, run.s);
+    line(r);
+    tcl_ctext_put(&r->body, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n");
+    line(r);
+    tcl_ctext_put(&r->body, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n");
+    /* a product whose registers only a later wgmma of this run read needs no pin: pinning it
+     * would keep its registers alive past that wgmma, which then gets copies of them */
+    for (size_t k = 0; k < r->wg_nrun; k++) {
+        size_t p = r->wg_run[k];
+        if (r->wg_escapes[p] || r->wg_last[p] >= at) pin_accumulators(r, &r->body, p, (int)r->nodes[p]->nsrc - 2);
+    }
+    if (run.failed || r->wg_pre.failed) r->body.failed = true;
+    if (run.failed) tcl_ctext_free(&run);
+    tcl_ctext_clear(&run);
+    r->wg_spare = run;
+    tcl_ctext_clear(&r->wg_pre);
+    r->wg_open = false;
+    r->wg_nrun = 0;
+}
+
+/* Whether instruction i may join the open run: a warpgroup WMMA, or a computation that touches
+ * no memory and reads no result of the run (through AFTERs). Anything else may need the
+ * results, or write local memory the run's wgmmas are still reading. */
+static bool joins_run(const tcl_crender *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (r->wg_head[i] != SIZE_MAX) return true;
+    switch ((tcl_op)u->op) {
+    case TCL_OP_CONST:
+    case TCL_OP_INDEX:
+    case TCL_OP_AFTER:
+    case TCL_OP_GROUP:
+    case TCL_OP_NOOP: break;
+    default:
+        if (!(tcl_op_get((tcl_op)u->op)->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY))) return false;
+    }
+    for (uint32_t k = 0; k < u->nsrc; k++) {
+        const tcl_uop *x = u->src[k];
+        while (x->op == TCL_OP_AFTER && x->nsrc > 0) x = x->src[0];
+        size_t j = instruction_of(r, x) - 1;
+        if (j < r->n && r->wg_head[j] != SIZE_MAX && j >= r->wg_start) return false;
+    }
+    return true;
+}
+
+void tcl_cwmma_before(tcl_crender *r, size_t i) {
+    if (r->wg_open && (i >= r->n || !joins_run(r, i))) close_run(r, i);
+}
+
+/* tcl_wgmma_desc(address, fixed): a matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+ * bits 0-13 the tile's shared address >> 4 (of its low 18 bits), `fixed` the rest: the leading
+ * and stride byte offsets >> 4 in bits 16-29 and 32-45, base offset (49-51) and swizzle (62-63)
+ * 0, as the strides are the node's constants. */
+static void need_descriptor_helper(tcl_crender *r) {
+    if (r->have[CH_WGMMA_DESC][0]) return;
+    r->have[CH_WGMMA_DESC][0] = 1;
+    tcl_ctext_put(&r->helpers, "#ifndef TCL_HELPER_tcl_wgmma_desc\n#define TCL_HELPER_tcl_wgmma_desc\n");
+    tcl_ctext_template(&r->helpers,
+                       "$Q unsigned long long tcl_wgmma_desc(unsigned int addr, unsigned long long fixed) {\n"
+                       "    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | fixed;\n"
+                       "}\n",
+                       r->d->helper, NULL, 0);
+    tcl_ctext_put(&r->helpers, "#endif\n");
+}
+
+/* The descriptor of operand w (0: A, 1: B) of WMMA instruction i as a call of tcl_wgmma_desc,
+ * into out: the tile's 32-bit shared address and the constant part (lbo and sbo in bytes). */
+static tcl_status descriptor(tcl_crender *r, size_t i, int w, int64_t lbo, int64_t sbo, char *out, size_t cap) {
+    const tcl_uop *index = r->nodes[i]->src[w];
+    size_t at = source_index(r, r->nodes[i], (uint32_t)w);
+    if (r->kind[at] != CK_ADDRESS || r->mem[at] != CM_LOCAL)
+        return fail(r, TCL_ERR_INVALID, i, "source %d (%s) is not an element of a local array", w + 1, w ? "B" : "A");
+    size_t tile = source_index(r, index, 0), idx = source_index(r, index, 1);
+    char base[TCL_CEXPR_CAP + 8], address[2 * TCL_CEXPR_CAP + 48];
+    tcl_status st = tcl_crender_shared_u32(r, tile, base, sizeof base);
+    if (st != TCL_OK) return st;
+    unsigned size = (unsigned)tcl_dtype_get((tcl_dtype)index->dtype)->itemsize;
+    int64_t first;
+    if (const_int(r->nodes[idx], &first)) {
+        /* a descriptor drops the address's low 4 bits: a tile must start at a 16-byte boundary */
+        if (first < 0 || first * size % 16)
+            return fail(r, TCL_ERR_INVALID, i, "%s's tile starts at element %" PRId64 ", %s", w ? "B" : "A", first,
+                        first < 0 ? "before its local array" : "not at a 16-byte boundary");
+        if (first) snprintf(address, sizeof address, "%s + %" PRId64 "u", base, first * size);
+        else snprintf(address, sizeof address, "%s", base);
+    } else {
+        snprintf(address, sizeof address, "%s + (unsigned int)%s * %uu", base, r->expr[idx], size);
+    }
+    uint64_t fixed = (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
+    snprintf(out, cap, "tcl_wgmma_desc(%s, 0x%016" PRIx64 "ull)", address, fixed);
+    need_descriptor_helper(r);
+    return TCL_OK;
+}
+
+/* Product i of a warpgroup shape as one wgmma.mma_async in the open run (opened here if none is):
+ * its accumulators wmma<i>_0.. set up from the C sources (before the run's fence when these come
+ * from before the run; as the registers of an earlier product of the run, which the wgmmas
+ * chain through without a fence; else just before it, with a fence of its own), the descriptors
+ * of A (K-major) and B (N-major, imm-trans-b 1), the instruction (scale-d 1: D = A*B + C). */
+static tcl_status cuda_wgmma(tcl_crender *r, size_t i, const tcl_wmma_shape *s, const char *const *x) {
+    const tcl_uop *u = r->nodes[i];
+    int nc = s->nreg[TCL_WMMA_C];
+    tcl_wmma_strides strides = tcl_wmma_strides_of(u);
+    char desc[2][2 * TCL_CEXPR_CAP + 96];
+    tcl_status st = descriptor(r, i, 0, strides.a_k8 * 2, strides.a_rows8 * 2, desc[0], sizeof desc[0]);
+    if (st == TCL_OK) st = descriptor(r, i, 1, strides.b_k8 * 2, strides.b_cols8 * 2, desc[1], sizeof desc[1]);
+    if (st != TCL_OK) return st;
+    if (!r->wg_open) open_run(r, i);
+    bool before = true, chained = true;
+    for (int j = 0; j < nc; j++) {
+        size_t c = source_index(r, u, (uint32_t)(2 + j));
+        bool literal = r->nodes[c]->op == TCL_OP_CONST;
+        before = before && (literal || c < r->wg_start);
+        chained = chained && !literal && c >= r->wg_start && r->wg_head[c] != SIZE_MAX;
+    }
+    tcl_ctext *t = before ? &r->wg_pre : &r->body;
+    indent(r, t);
+    tcl_ctext_put(t, "float ");
+    for (int j = 0; j < nc; j++) {
+        if (j && j % 8 == 0) {
+            tcl_ctext_put(t, ",\n");
+            indent(r, t);
+            tcl_ctext_put(t, "      ");
+        }
+        tcl_ctext_printf(t, "%swmma%zu_%d = %s", j % 8 ? ", " : "", i, j, x[2 + j]);
+    }
+    tcl_ctext_put(t, ";\n");
+    if (!chained) pin_accumulators(r, t, i, nc);
+    if (!before && !chained) { /* set up inside the run: fenced again */
+        line(r);
+        tcl_ctext_put(&r->body, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n");
+    }
+    for (int w = 0; w < 2; w++) {
+        line(r);
+        tcl_ctext_printf(&r->body, "unsigned long long wmma%zu_d%c = %s;\n", i, "ab"[w], desc[w]);
+    }
+    const char *type = s->in == TCL_BFLOAT16 ? "bf16" : "f16";
+    line(r);
+    tcl_ctext_printf(&r->body,
+                     "asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, 1, 0;\\n wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
+                     s->n, type, type);
+    for (int j = 0; j < nc; j++) tcl_ctext_printf(&r->body, "%s%%%d", j ? ", " : "", j);
+    tcl_ctext_printf(&r->body, "}, %%%d, %%%d, p, 1, 1, 0, 1;\\n}\\n\"\n", nc, nc + 1);
+    line(r);
+    tcl_ctext_put(&r->body, "    : ");
+    accumulator_operands(r, &r->body, i, nc, 6);
+    tcl_ctext_put(&r->body, "\n");
+    line(r);
+    tcl_ctext_printf(&r->body, "    : \"l\"(wmma%zu_da), \"l\"(wmma%zu_db) : \"memory\");\n", i, i);
+    r->wg_run[r->wg_nrun++] = i;
+    r->out->arch = "sm_90a";
+    return TCL_OK;
+}
+
 tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     const tcl_wmma_shape *s;
     int out;
     char why[192];
     if (!tcl_wmma_check(u, &s, &out, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    bool warpgroup = tcl_wmma_is_warpgroup(s);
+    if (!renders(r, s) && r->dialect == TCL_C_METAL)
+        return fail(r, TCL_ERR_INVALID, i, "shape %s is not rendered in Metal (%sMetal renders m8n8k8_f32_f32)", s->name,
+                    warpgroup ? "a warpgroup shape, PTX wgmma.mma_async of NVIDIA's sm_90a; " : "");
     if (!renders(r, s))
-        return fail(r, TCL_ERR_INVALID, i, "shape %s is not rendered in %s (%s)", s->name, r->d->name,
-                    r->dialect == TCL_C_METAL ? "Metal renders m8n8k8_f32_f32"
-                                              : "CUDA renders m16n8k16_f16_f32 and m16n8k16_bf16_f32");
+        return fail(r, TCL_ERR_INVALID, i,
+                    "shape %s is not rendered in CUDA (CUDA renders m16n8k16_f16_f32 and m16n8k16_bf16_f32) and is not a "
+                    "warpgroup shape (wg_m64n{64,128,256}k16_{f16,bf16}_f32, sm_90a)",
+                    s->name);
     const char *x[TCL_WMMA_MAX_SRC], *raw[TCL_WMMA_MAX_SRC];
     char raw_names[TCL_WMMA_MAX_SRC][32];
-    for (uint32_t k = 0; k < u->nsrc; k++) {
+    for (uint32_t k = warpgroup ? 2 : 0; k < u->nsrc; k++) { /* a warpgroup shape's tiles: descriptor() */
         size_t src = source_index(r, u, k);
         if (r->kind[src] != CK_VALUE)
             return fail(r, TCL_ERR_INVALID, i, "source %u (%s) is not a value", k + 1, tcl_op_get((tcl_op)u->src[k]->op)->name);
@@ -319,7 +611,7 @@ tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i) {
         root = i;
         if (r->dialect == TCL_C_METAL) metal_simdgroup_mma(r, i, s, x);
         else {
-            tcl_status st = cuda_mma(r, i, s, x, raw);
+            tcl_status st = warpgroup ? cuda_wgmma(r, i, s, x) : cuda_mma(r, i, s, x, raw);
             if (st != TCL_OK) return st;
         }
     }
@@ -338,6 +630,14 @@ tcl_status tcl_cwmma_finish(tcl_crender *r) {
                     "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
                     " threads, and WMMA needs whole warps (a multiple of %d)",
                     l[0], l[1], l[2], threads, TCL_WMMA_WARP);
+    if (r->uses_wgmma && threads % TCL_WMMA_WARPGROUP) {
+        size_t first = 0;
+        while (r->wg_head[first] == SIZE_MAX) first++;
+        return fail(r, TCL_ERR_INVALID, first,
+                    "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
+                    " threads, and a warpgroup WMMA needs whole warpgroups (a multiple of %d)",
+                    l[0], l[1], l[2], threads, TCL_WMMA_WARPGROUP);
+    }
     if (r->uses_lane_id) /* the lane within the warp, for ldmatrix's row addresses */
         tcl_ctext_put(&r->locals, "    unsigned int tcl_lane_id;\n    asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(tcl_lane_id));\n");
     if (r->uses_simdgroup) {

@@ -9,7 +9,9 @@
  *       Metal Shading Language (src/codegen/c_render.h says what each holds).
  *     facts: { name =, dialect =, global_size = { x, y, z } (workgroups), local_size = { x, y, z }
  *       (threads per workgroup), local_bytes = (DEFINE_LOCAL memory per workgroup),
- *       params = { { dtype =, numel =, written = }, ... } (slot order) }
+ *       params = { { dtype =, numel =, written = }, ... } (slot order), arch = "sm_90a" where the
+ *       kernel needs that architecture (CUDA: warpgroup WMMAs, PTX wgmma.mma_async; compile it for
+ *       sm_90a, which runs on sm_90 devices only), absent where any tcl supports will do }
  *     Errors name the kernel and the instruction: "gpu.render: kernel 'E_4': instruction 3
  *     (LOAD): ..."; a float64 kernel in Metal: "... Metal has no float64". */
 #include "lua_gpu.h"
@@ -76,7 +78,7 @@ static int l_render(lua_State *L) {
     /* no Lua runs while rendering: the nodes stay alive */
     if (tcl_c_render(dialect, name, nodes, n, k, &err) != TCL_OK) return luaL_error(L, "gpu.render: %s", err.message);
     lua_pushlstring(L, k->source, k->source_len);
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushstring(L, name);
     lua_setfield(L, -2, "name");
     lua_pushstring(L, dialect_name);
@@ -99,6 +101,10 @@ static int l_render(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)p + 1);
     }
     lua_setfield(L, -2, "params");
+    if (k->arch) {
+        lua_pushstring(L, k->arch);
+        lua_setfield(L, -2, "arch");
+    }
     return 2; /* closing the boxes frees the kernel and the node array */
 }
 

@@ -10,16 +10,28 @@
  *   m8n8k8_f32_f32 (tcl's own: Metal's simdgroup_float8x8 multiply-accumulate, reached through
  *   threadgroup memory with simdgroup_load / simdgroup_store, so the fragment layout is tcl's
  *   choice, not Apple's internal one): A, B and C/D (8 x 8) alike, 2 registers:
- *     row l >> 2, col 2*(l & 3) + i */
+ *     row l >> 2, col 2*(l & 3) + i
+ *   wg_m64n{64,128,256}k16_{f16,bf16}_f32 (PTX wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.
+ *   {f16,bf16}, A and B in shared memory), lane l of 128, w = l >> 5, g = (l & 31) >> 2, t = l & 3:
+ *     C/D (64 x N), N/2 registers: row 16w + g + 8*((i >> 1) & 1), col 8*(i >> 2) + 2t + (i & 1)
+ *   (each warp holds 16 rows of D laid out as m16n8's C, N/8 times along the columns). */
 #include "wmma.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#define WARPGROUP_SHAPE(n, in, name) {"wg_m64n" #n "k16_" name "_f32", 64, n, 16, {1, 1, n / 2}, in, TCL_FLOAT32, TCL_WMMA_WARPGROUP}
+
 const tcl_wmma_shape tcl_wmma_shapes[] = {
-    {"m16n8k16_f16_f32", 16, 8, 16, {8, 4, 4}, TCL_FLOAT16, TCL_FLOAT32},
-    {"m16n8k16_bf16_f32", 16, 8, 16, {8, 4, 4}, TCL_BFLOAT16, TCL_FLOAT32},
-    {"m8n8k8_f32_f32", 8, 8, 8, {2, 2, 2}, TCL_FLOAT32, TCL_FLOAT32},
+    {"m16n8k16_f16_f32", 16, 8, 16, {8, 4, 4}, TCL_FLOAT16, TCL_FLOAT32, TCL_WMMA_WARP},
+    {"m16n8k16_bf16_f32", 16, 8, 16, {8, 4, 4}, TCL_BFLOAT16, TCL_FLOAT32, TCL_WMMA_WARP},
+    {"m8n8k8_f32_f32", 8, 8, 8, {2, 2, 2}, TCL_FLOAT32, TCL_FLOAT32, TCL_WMMA_WARP},
+    WARPGROUP_SHAPE(64, TCL_FLOAT16, "f16"),
+    WARPGROUP_SHAPE(128, TCL_FLOAT16, "f16"),
+    WARPGROUP_SHAPE(256, TCL_FLOAT16, "f16"),
+    WARPGROUP_SHAPE(64, TCL_BFLOAT16, "bf16"),
+    WARPGROUP_SHAPE(128, TCL_BFLOAT16, "bf16"),
+    WARPGROUP_SHAPE(256, TCL_BFLOAT16, "bf16"),
 };
 const size_t tcl_wmma_nshapes = sizeof tcl_wmma_shapes / sizeof tcl_wmma_shapes[0];
 
@@ -31,6 +43,12 @@ const tcl_wmma_shape *tcl_wmma_shape_find(const char *name, size_t len) {
 }
 
 void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane, int reg, int *row, int *col) {
+    if (tcl_wmma_is_warpgroup(s)) { /* D only: A and B are in local memory */
+        int w = lane >> 5, g = (lane & 31) >> 2, t = lane & 3;
+        *row = which == TCL_WMMA_C ? 16 * w + g + 8 * ((reg >> 1) & 1) : 0;
+        *col = which == TCL_WMMA_C ? 8 * (reg >> 2) + 2 * t + (reg & 1) : 0;
+        return;
+    }
     if (s->m == 8) { /* m8n8k8: every operand alike */
         *row = lane >> 2;
         *col = 2 * (lane & 3) + reg;
@@ -55,6 +73,59 @@ void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane
 
 static const char *dtype_name(tcl_dtype d) { return tcl_dtype_get(d)->name; }
 
+int64_t tcl_wmma_local_offset(const tcl_wmma_strides *st, tcl_wmma_operand which, int row, int col) {
+    int64_t within = (row & 7) * 8 + (col & 7);
+    if (which == TCL_WMMA_A) return (row >> 3) * st->a_rows8 + (col >> 3) * st->a_k8 + within;
+    return (row >> 3) * st->b_k8 + (col >> 3) * st->b_cols8 + within;
+}
+
+tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u) {
+    const tcl_arg *st = &u->arg.v.items[2];
+    int64_t v[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) tcl_arg_int_at(st, (size_t)k, &v[k]);
+    return (tcl_wmma_strides){v[0], v[1], v[2], v[3]};
+}
+
+/* The most a stride may be: PTX's matrix descriptor holds byte offsets >> 4 in 14 bits. */
+#define MAX_STRIDE_ELEMENTS (1 << 17)
+
+/* Whether a warpgroup WMMA's arg {shape, out, strides} has four valid strides; why if not. */
+static bool check_strides(const tcl_arg *a, const tcl_wmma_shape *s, char *why, size_t cap) {
+    static const char *const names[4] = {"a_rows8", "a_k8", "b_k8", "b_cols8"};
+    const tcl_arg *st = a->len == 3 ? &a->v.items[2] : NULL;
+    if (!st || (st->kind != TCL_ARG_INTS && st->kind != TCL_ARG_TUPLE) || st->len != 4) {
+        snprintf(why, cap, "%s's arg must be {shape, out, {a_rows8, a_k8, b_k8, b_cols8}} (the tiles' strides)", s->name);
+        return false;
+    }
+    for (int k = 0; k < 4; k++) {
+        int64_t v;
+        if (!tcl_arg_int_at(st, (size_t)k, &v) || v <= 0 || v % 8 != 0 || v >= MAX_STRIDE_ELEMENTS) {
+            snprintf(why, cap, "%s's stride %s must be a positive multiple of 8 elements below %d", s->name, names[k],
+                     MAX_STRIDE_ELEMENTS);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether source k of a warpgroup WMMA is an INDEX of the input dtype into a local array. */
+static bool check_tile(const tcl_uop *u, uint32_t k, const tcl_wmma_shape *s, char *why, size_t cap) {
+    const tcl_uop *x = u->src[k];
+    const tcl_uop *mem = x->op == TCL_OP_INDEX && x->nsrc == 2 ? x->src[0] : NULL;
+    while (mem && mem->op == TCL_OP_AFTER && mem->nsrc >= 1) mem = mem->src[0];
+    if (!mem || mem->op != TCL_OP_DEFINE_LOCAL) {
+        snprintf(why, cap, "source %u (%s) must be an INDEX into a DEFINE_LOCAL: %s reads its tiles from local memory", k + 1,
+                 k == 0 ? "A" : "B", s->name);
+        return false;
+    }
+    if ((tcl_dtype)x->dtype != s->in) {
+        snprintf(why, cap, "source %u (%s) must be %s for %s, not %s", k + 1, k == 0 ? "A" : "B", dtype_name(s->in), s->name,
+                 dtype_name((tcl_dtype)x->dtype));
+        return false;
+    }
+    return true;
+}
+
 bool tcl_wmma_staged(const tcl_uop *u) {
     const tcl_arg *a = &u->arg;
     if (a->kind != TCL_ARG_TUPLE || a->len != 3) return false;
@@ -65,11 +136,12 @@ bool tcl_wmma_staged(const tcl_uop *u) {
 bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap) {
     const tcl_arg *a = &u->arg;
     const tcl_wmma_shape *s = NULL;
-    if (a->kind == TCL_ARG_TUPLE && (a->len == 2 || (a->len == 3 && tcl_wmma_staged(u))) &&
-        a->v.items[0].kind == TCL_ARG_STR && a->v.items[1].kind == TCL_ARG_INT)
+    if (a->kind == TCL_ARG_TUPLE && (a->len == 2 || a->len == 3) && a->v.items[0].kind == TCL_ARG_STR &&
+        a->v.items[1].kind == TCL_ARG_INT)
         s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
+    if (s && !tcl_wmma_is_warpgroup(s) && a->len == 3 && !tcl_wmma_staged(u)) s = NULL;
     if (!s) {
-        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out} or {shape, out, \"staged\"} with shape one of");
+        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out}, {shape, out, \"staged\"} or (a warpgroup shape wg_*) {shape, out, {strides}} with shape one of");
         for (size_t k = 0; k < tcl_wmma_nshapes && used < cap; k++)
             used += (size_t)snprintf(why + used, cap - used, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
         return false;
@@ -83,6 +155,7 @@ bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, ch
         snprintf(why, cap, "dtype must be %s (%s's accumulator), not %s", dtype_name(s->acc), s->name, dtype_name(u->dtype));
         return false;
     }
+    if (tcl_wmma_is_warpgroup(s) && !check_strides(a, s, why, cap)) return false;
     uint32_t want = (uint32_t)(s->nreg[0] + s->nreg[1] + s->nreg[2]);
     if (u->nsrc != want) {
         snprintf(why, cap, "%s takes %u sources (%d of A, %d of B, %d of C), got %u", s->name, want, s->nreg[0], s->nreg[1],
@@ -91,7 +164,11 @@ bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, ch
     }
     static const char *const operand[3] = {"A", "B", "C"};
     uint32_t k = 0;
-    for (int w = 0; w < 3; w++) {
+    if (tcl_wmma_is_warpgroup(s)) {
+        for (; k < 2; k++)
+            if (!check_tile(u, k, s, why, cap)) return false;
+    }
+    for (int w = tcl_wmma_is_warpgroup(s) ? TCL_WMMA_C : 0; w < 3; w++) {
         tcl_dtype d = w == TCL_WMMA_C ? s->acc : s->in;
         for (int reg = 0; reg < s->nreg[w]; reg++, k++)
             if ((tcl_dtype)u->src[k]->dtype != d) {

@@ -16,20 +16,38 @@
 #include "dtype.h"
 #include "uop.h"
 
-/* The lanes that execute one WMMA together. */
+/* The lanes that execute one WMMA of a warp shape together. */
 #define TCL_WMMA_WARP 32
-/* The most sources of a WMMA node (m16n8k16: 8 + 4 + 4). */
-#define TCL_WMMA_MAX_SRC 16
+/* The lanes that execute one WMMA of a warpgroup shape (wg_*) together: 4 consecutive warps. */
+#define TCL_WMMA_WARPGROUP 128
+/* The most sources of a WMMA node (wg_m64n256k16: A, B and 128 accumulators). */
+#define TCL_WMMA_MAX_SRC 130
+/* The most rows or columns of A, B or C of a shape (wg_m64n256k16's N). */
+#define TCL_WMMA_MAX_DIM 256
 
 typedef enum tcl_wmma_operand { TCL_WMMA_A, TCL_WMMA_B, TCL_WMMA_C } tcl_wmma_operand;
 
 typedef struct tcl_wmma_shape {
     const char *name; /* the arg's first item, e.g. "m16n8k16_f16_f32" */
     int m, n, k;
-    int nreg[3];      /* registers per lane of A, B and C (= D) */
+    int nreg[3];      /* registers per lane of A, B and C (= D); a warpgroup shape: 1, 1, N/2 */
     tcl_dtype in;     /* dtype of A and B */
     tcl_dtype acc;    /* dtype of C, D and the node */
+    int lanes;        /* TCL_WMMA_WARP, or TCL_WMMA_WARPGROUP for a warpgroup shape */
 } tcl_wmma_shape;
+
+/* A warpgroup shape (PTX wgmma.mma_async with A and B in shared memory): its A and B sources
+ * are INDEX nodes into local arrays (the tiles' first elements), laid out as
+ * tcl_wmma_local_offset says with the strides of the arg's third item. */
+static inline bool tcl_wmma_is_warpgroup(const tcl_wmma_shape *s) { return s->lanes == TCL_WMMA_WARPGROUP; }
+
+/* The strides of a warpgroup WMMA's tiles (the arg's third item), in elements. */
+typedef struct tcl_wmma_strides {
+    int64_t a_rows8; /* A: from rows 8r..8r+7 to rows 8(r+1)..        */
+    int64_t a_k8;    /* A: from columns (K) 8c..8c+7 to 8(c+1)..       */
+    int64_t b_k8;    /* B: from rows (K) 8r..8r+7 to 8(r+1)..          */
+    int64_t b_cols8; /* B: from columns 8c..8c+7 to 8(c+1)..           */
+} tcl_wmma_strides;
 
 /* The shapes, in a fixed order (an index into this table is a shape's id). */
 extern const tcl_wmma_shape tcl_wmma_shapes[];
@@ -42,12 +60,24 @@ const tcl_wmma_shape *tcl_wmma_shape_find(const char *name, size_t len);
  * A (M x K), B (K x N) or C/D (M x N). */
 void tcl_wmma_position(const tcl_wmma_shape *s, tcl_wmma_operand which, int lane, int reg, int *row, int *col);
 
+/* Element (row, col) of a warpgroup WMMA's A (which = TCL_WMMA_A, M x K, K-major core matrices)
+ * or B (TCL_WMMA_B, K x N, N-major core matrices), as an offset from the tile's first element:
+ *   A: (row >> 3)*a_rows8 + (col >> 3)*a_k8 + (row & 7)*8 + (col & 7)
+ *   B: (row >> 3)*b_k8 + (col >> 3)*b_cols8 + (row & 7)*8 + (col & 7)
+ * (8 x 8 blocks of 8 rows of 16 bytes: PTX's "core matrices", without swizzling). */
+int64_t tcl_wmma_local_offset(const tcl_wmma_strides *st, tcl_wmma_operand which, int row, int col);
+
+/* The strides of a warpgroup WMMA node whose arg tcl_wmma_check accepted. */
+tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u);
+
 /* Whether WMMA node u's arg carries the "staged" promise (ENCODINGS.md): its A and B sources
  * are LOADs of row-major tiles in local memory, rows 16-byte aligned, each register's element
  * at register 0's index plus the register's offset in the tile. */
 bool tcl_wmma_staged(const tcl_uop *u);
-/* Checks a WMMA node: its arg {shape_name, out} (0 <= out < C's registers), its dtype (the
- * accumulator's), the number of its sources and their dtypes. On success sets *shape and *out
+/* Checks a WMMA node: its arg {shape_name, out} (0 <= out < C's registers; a warpgroup shape:
+ * {shape_name, out, {a_rows8, a_k8, b_k8, b_cols8}}, positive multiples of 8 below 2^17), its
+ * dtype (the accumulator's), the number of its sources and their dtypes (a warpgroup shape's A
+ * and B: INDEX nodes of the input dtype into a DEFINE_LOCAL, possibly through AFTER). On success sets *shape and *out
  * and returns true; otherwise writes why into why (cap bytes) and returns false. The sources
  * are not checked to be values: that is the caller's to say in its own terms. */
 bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap);

@@ -703,14 +703,25 @@ static const char *kblock_obstacle(const tcl_opt_kernel *k, const tcl_uop *r) {
 static const char *tc_config_warps(int64_t amount, int64_t *warps) {
     *warps = 1;
     if (amount == 0) return NULL;
-    /* 1 in front: staged through local memory; 2: staged, double-buffered: the same tiles */
-    if (amount >= 10000 && amount < 30000) amount %= 10000;
+    /* 1 in front: staged through local memory; 2: staged, double-buffered: the same tiles; 3:
+     * warpgroups (4 warps each) of tiles 64 rows by 64*TN columns */
+    bool warpgroups = amount >= 30000 && amount < 40000;
+    if (amount >= 10000 && amount < 40000) amount %= 10000;
     if (amount < 1111 || amount > 4488)
         return "TC's amount is 0 (one warp, one tile) or the four digits WM WN TM TN (warps per workgroup along m and "
                "n: 1, 2 or 4; tensor-core tiles per warp along m and n: 1, 2, 4 or 8), e.g. 2244, with a 1 in front "
                "for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
-               "asynchronously (22244)";
+               "asynchronously (22244), a 3 for warpgroups (31122: 1 x 1 warpgroups of 2 tiles of 64 x 128)";
     int64_t wm = amount / 1000, wn = amount / 100 % 10, tm = amount / 10 % 10, tn = amount % 10;
+    if (warpgroups) {
+        if (!(wm == 1 || wm == 2 || wm == 4) || !(wn == 1 || wn == 2))
+            return "TC's warpgroups along m and n (the first two digits after the 3) must be 1, 2 or 4 and 1 or 2";
+        if (!(tm == 1 || tm == 2 || tm == 4) || !(tn == 1 || tn == 2 || tn == 4))
+            return "TC's tiles of 64 rows per warpgroup and width in 64 columns (the last two digits) must each be 1, "
+                   "2 or 4";
+        *warps = wm * wn * 4;
+        return NULL;
+    }
     bool warps_ok = (wm == 1 || wm == 2 || wm == 4) && (wn == 1 || wn == 2 || wn == 4);
     bool tiles_ok = (tm == 1 || tm == 2 || tm == 4 || tm == 8) && (tn == 1 || tn == 2 || tn == 4 || tn == 8);
     if (!warps_ok) return "TC's warps along m and n (its first two digits) must each be 1, 2 or 4";

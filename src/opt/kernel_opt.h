@@ -66,7 +66,9 @@ typedef enum tcl_optop {
  * the four decimal digits WM WN TM TN (2244: 2 x 2 warps per workgroup along m and n, each
  * computing 4 x 4 tiles): WM, WN in {1, 2, 4}, TM, TN in {1, 2, 4, 8}; plus 10000 (12244) to
  * stage the operands through local memory, or 20000 (22244) to stage them in two buffers, the
- * next stage copied asynchronously while the warps compute on this one. tcl.heuristics.
+ * next stage copied asynchronously while the warps compute on this one, or 30000 (31122) for
+ * warpgroups (wgmma; 4 warps each): WM x WN warpgroups (WM in {1, 2, 4}, WN in {1, 2}) of TM
+ * tiles of 64 rows by 64*TN columns (TM, TN in {1, 2, 4}), double-buffered. tcl.heuristics.
  * tensor_cores decodes it (config, arg_of) and checks what the opt cannot see (the sizes). */
 #define TCL_OPT_TC_WARP 32 /* threads of one warp */
 

@@ -24,7 +24,8 @@
  *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
  *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
  *   BARRIER (deps...)         the threads of the workgroup wait for each other (sources order only)
- *   WMMA (a..., b..., c...) {shape, out}   a warp's tensor-core multiply-accumulate (core/wmma.h)
+ *   WMMA (a..., b..., c...) {shape, out}   a warp's tensor-core multiply-accumulate (core/wmma.h);
+ *     (a_tile, b_tile, c...) {shape, out, strides}   a warpgroup's, A and B read from local memory
  *   AFTER (x, deps...)        x, once deps are done (an ordering edge; x may be a buffer)
  *   SINK, GROUP               nothing (ordering only)
  * Validation at build time names the instruction index and op of the first problem:
@@ -43,13 +44,19 @@
  * from its lanes' fragments, in float32 in k order, and every lane goes on with its element of
  * D. The whole workgroup must reach each WMMA together (stricter than a GPU, where the warp
  * must): threads elsewhere are an error ("WMMA divergence"). A workgroup with a WMMA has a
- * multiple of 32 threads (a build error otherwise).
+ * multiple of 32 threads (a build error otherwise). A warpgroup shape (wg_*) is computed by each
+ * warpgroup (128 consecutive threads; a workgroup with one has a multiple of 128 threads): its
+ * A and B are tiles in local memory whose first elements all 128 lanes must give alike, every
+ * element inside the local array, read as by every thread of the warpgroup (race checks below);
+ * an error naming the kernel and the WMMA otherwise.
  *
  * Races are errors (TCL_ERR_INVALID) that name the kernel, the instruction, the memory and
  * element, and both threads:
  *   local memory: a read of an element another thread of the group wrote, a write of one
  *     another thread read or wrote, with no barrier between them; and a read of an element
- *     no thread of the group has written (uninitialized local memory);
+ *     no thread of the group has written (uninitialized local memory). A warpgroup WMMA's
+ *     tiles are read by all the warpgroup's threads: stored before a barrier they all passed
+ *     since, not written again before the next;
  *   global memory (PARAMs; slots given one buffer share its elements), in a launch of more
  *     than one thread: two threads writing one element, or one thread writing an element
  *     another read or wrote (a barrier does not order global memory here).

@@ -31,6 +31,8 @@ typedef struct builder {
     size_t nmems[3];
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
     size_t first_wmma;          /* the first WMMA's instruction + 1, 0 if none */
+    size_t first_warpgroup_wmma; /* the first WMMA of a warpgroup shape's instruction + 1, 0 if none */
+    size_t tile_strides_cap;    /* room in p->tile_strides */
 } builder;
 
 /* fail's instruction for a problem of the whole kernel. */
@@ -166,9 +168,12 @@ static tcl_status check_node(builder *b, size_t i) {
     case TCL_OP_WMMA: {
         const tcl_wmma_shape *shape;
         int out;
-        char why[192];
+        char why[512]; /* the refusal of an unknown shape lists every shape */
         if (!tcl_wmma_check(u, &shape, &out, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
-        for (uint32_t k = 0; k < u->nsrc; k++) {
+        /* a warpgroup shape's A and B are INDEXes into local memory (tcl_wmma_check saw to it):
+         * addresses, read at the stop; the C registers are values as in every shape */
+        bool warpgroup = tcl_wmma_is_warpgroup(shape);
+        for (uint32_t k = warpgroup ? 2 : 0; k < u->nsrc; k++) {
             const emu_inst *src = &p->inst[p->srcs[in->src_off + k]];
             if (!is_value(src)) return fail(b, TCL_ERR_INVALID, i, "source %u (%s) is %s", k + 1, tcl_emu_op_name(src->op), not_value_reason(src));
         }
@@ -176,6 +181,20 @@ static tcl_status check_node(builder *b, size_t i) {
         in->shape = (uint8_t)(shape - tcl_wmma_shapes);
         in->which = out;
         if (!b->first_wmma) b->first_wmma = i + 1;
+        if (warpgroup) {
+            if (!b->first_warpgroup_wmma) b->first_warpgroup_wmma = i + 1;
+            if (p->ntile_strides == b->tile_strides_cap) {
+                size_t cap = b->tile_strides_cap ? 2 * b->tile_strides_cap : 4;
+                tcl_wmma_strides *grown = realloc(p->tile_strides, cap * sizeof *grown);
+                if (!grown) return fail(b, TCL_ERR_MEMORY, i, "out of memory");
+                p->tile_strides = grown;
+                b->tile_strides_cap = cap;
+            }
+            in->tiles = (int32_t)p->ntile_strides;
+            p->tile_strides[p->ntile_strides++] = tcl_wmma_strides_of(u);
+        }
+        size_t elements = (size_t)(shape->m * shape->k + shape->k * shape->n + shape->m * shape->n);
+        if (elements > p->wmma_elements) p->wmma_elements = elements;
         return TCL_OK;
     }
     case TCL_OP_SINK:
@@ -299,7 +318,7 @@ static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t 
     in->dtype = (uint8_t)u->dtype;
     in->a = in->b = in->c = -1;
     in->jump = in->mem = -1;
-    in->which = -1;
+    in->which = in->tiles = -1;
     in->loop = *nopen ? open[*nopen - 1] : -1;
     in->src_off = *src_off;
     in->nsrc = u->nsrc;
@@ -441,6 +460,11 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
         threads *= l->global[k];
     }
     b->p->group_threads = (uint32_t)group;
+    if (b->first_warpgroup_wmma && group % TCL_WMMA_WARPGROUP)
+        return fail(b, TCL_ERR_INVALID, b->first_warpgroup_wmma - 1,
+                    "a workgroup of local size (%u,%u,%u) has %" PRIu64
+                    " threads, and a WMMA of a warpgroup shape needs whole warpgroups (a multiple of %d)",
+                    l->local[0], l->local[1], l->local[2], group, TCL_WMMA_WARPGROUP);
     if (b->first_wmma && group % TCL_WMMA_WARP)
         return fail(b, TCL_ERR_INVALID, b->first_wmma - 1,
                     "a workgroup of local size (%u,%u,%u) has %" PRIu64 " threads, and WMMA needs whole warps (a multiple of %d)",
@@ -449,7 +473,8 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
 }
 
 /* The registers instruction i reads at run time (not its ordering-only sources); returns how
- * many (at most TCL_WMMA_MAX_SRC) in out. */
+ * many in out: at most TCL_WMMA_MAX_SRC, a WMMA's sources (tcl_wmma_check bounds their number by
+ * the shape's; other instructions read at most 3). */
 static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX_SRC]) {
     const emu_inst *in = &p->inst[i];
     int n = 0;
@@ -488,7 +513,8 @@ static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX
  * (s < stop < i), or in a loop around i that s is outside of (its body repeats between the write
  * and a later read); the END of a loop reads its RANGE's register and end, so a stop in the body
  * keeps both. A WMMA reads its sources once the group stopped there (after its own stop), so
- * they are kept, and its register is written while the thread waits, so it is kept too. A
+ * they are kept (a warpgroup shape's A and B too: INDEX registers, the tiles' places in local
+ * memory), and its register is written while the thread waits, so it is kept too. A
  * CONST's register needs no keeping: every thread writes the same value. */
 static tcl_status find_live(builder *b) {
     tcl_emu_program *p = b->p;
@@ -586,7 +612,7 @@ static tcl_status build(builder *b, tcl_ptrmap *index_of, int32_t **open, const 
     /* what the program holds on the heap (arg copies estimated), for caches that bound bytes */
     p->bytes = sizeof *p + strlen(p->name) + 1 + n * sizeof *p->inst + total_src * sizeof *p->srcs +
                (p->nparams + p->nregs + p->nlocals) * sizeof(emu_mem_info) + p->nlive * sizeof *p->live + n * 16 +
-               (p->live_slot ? n * sizeof *p->live_slot : 0);
+               (p->live_slot ? n * sizeof *p->live_slot : 0) + b->tile_strides_cap * sizeof *p->tile_strides;
     return TCL_OK;
 }
 
@@ -654,6 +680,7 @@ void tcl_emu_program_free(tcl_emu_program *p) {
     free(p->locals);
     free(p->live);
     free(p->live_slot);
+    free(p->tile_strides);
     free(p->name);
     free(p);
 }

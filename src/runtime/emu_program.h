@@ -17,10 +17,12 @@
  * restored when it resumes. A program without barriers has no live registers and saves nothing.
  *
  * WMMA: a thread stops at a WMMA as at a barrier (without ordering memory). Once every thread of
- * the group waits at the same WMMA, each warp's D is computed from its lanes' saved registers
- * (a WMMA's non-constant sources are always kept, so they are among them) and each lane's
- * result goes into its saved copy of the WMMA's register (always kept too), which it gets back
- * when it resumes. `live_slot` finds a register's place among the saved ones. */
+ * the group waits at the same WMMA, each warp's (a warpgroup shape: each warpgroup's) D is
+ * computed from its lanes' saved registers (a WMMA's non-constant sources are always kept, so
+ * they are among them: a warpgroup shape's A and B sources are INDEX registers, the tiles'
+ * first elements in local memory) and each lane's result goes into its saved copy of the WMMA's
+ * register (always kept too), which it gets back when it resumes. `live_slot` finds a
+ * register's place among the saved ones. */
 #ifndef TCLC_RUNTIME_EMU_PROGRAM_H
 #define TCLC_RUNTIME_EMU_PROGRAM_H
 
@@ -68,6 +70,7 @@ typedef struct emu_inst {
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
     int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
+    int32_t tiles;     /* WMMA of a warpgroup shape: its tiles' strides in p->tile_strides; -1 otherwise */
     tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */
     tcl_arg arg;       /* copy of the node's arg, for the listing */
 } emu_inst;
@@ -93,6 +96,9 @@ struct tcl_emu_program {
     size_t scratch_bytes, local_bytes;
     size_t nbarriers;
     size_t nwmma;         /* WMMA instructions; with the BARRIERs, where a group's threads stop */
+    size_t wmma_elements; /* the most elements of A, B and C of one WMMA together: a run holds them */
+    tcl_wmma_strides *tile_strides; /* of the warpgroup WMMAs (their `tiles`), from their args */
+    size_t ntile_strides;
     int32_t *live;        /* registers kept across barriers (instruction indices), nlive of them */
     size_t nlive;
     int32_t *live_slot;   /* with WMMAs: per instruction, its index in live (-1: not kept) */

@@ -6,9 +6,10 @@
  * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER or a WMMA
  * (or its end), then thread 1, ...; a thread that stops saves the registers it reads after the
  * stop (the program's `live` list) and gets them back when the group goes on past it. At a WMMA
- * the warps compute their products from the saved registers first (run_wmma). With stops each
- * thread also has its own scratch block (DEFINE_REG). A program without barriers and WMMAs runs
- * each thread from start to end and saves nothing.
+ * the warps compute their products from the saved registers first (run_wmma); a warpgroup shape's
+ * warpgroups read A and B from local memory, reads by all their threads (read_tile). With stops
+ * each thread also has its own scratch block (DEFINE_REG). A program without barriers and WMMAs
+ * runs each thread from start to end and saves nothing.
  *
  * Races, through shadow memory beside the data:
  *   global (PARAMs, in a launch of more than one thread; only for buffers some STORE writes,
@@ -69,6 +70,7 @@ typedef struct emu_run {
     unsigned char *scratch; /* one block; with barriers one per thread of a group */
     unsigned char *local;   /* a group's local memory */
     tcl_scalar *saved;      /* with barriers: live registers, nlive per thread of a group */
+    tcl_scalar *wmma;       /* with WMMAs: A, B and C of the warp or warpgroup computing one (run_wmma) */
     emu_gshadow **owned;    /* per param slot, the shadow it allocated (NULL: none or shared) */
     uint64_t group;         /* the running thread: its group (linear, x fastest) */
     uint32_t lid;           /* and its index in the group (x fastest) */
@@ -147,52 +149,54 @@ static const char *const race_local_why[3] = {"a read before the barrier that or
                                               "the read and the write need a barrier between them"};
 
 /* A race on global memory: the running thread against the thread of launch-wide id other - 1. */
-static tcl_status global_race(const emu_run *r, size_t pc, int64_t idx, race_kind kind, uint32_t other) {
+static tcl_status global_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, race_kind kind, uint32_t other) {
     const tcl_emu_program *p = r->p;
     uint32_t nt = p->group_threads;
     uint64_t o = other - 1;
     return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
                    "race: %s %s %s, which %s %s in the same launch (threads of one launch are not ordered)",
-                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, mem, idx).s,
                    name_thread(p, o / nt, (uint32_t)(o % nt)).s, race_did[kind]);
 }
 
 /* A race on local memory: the running thread against thread other - 1 of its group. */
-static tcl_status local_race(const emu_run *r, size_t pc, int64_t idx, race_kind kind, uint32_t other) {
+static tcl_status local_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, race_kind kind, uint32_t other) {
     const tcl_emu_program *p = r->p;
     return fail_at(r, TCL_ERR_INVALID, pc, 0, false, "race: %s %s %s, which %s %s with no barrier between them (%s)",
-                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, r->group, r->lid).s, race_does[kind], name_elem(p, mem, idx).s,
                    name_thread(p, r->group, other - 1).s, race_did[kind], race_local_why[kind]);
 }
 
 /* An access to a local element that an asynchronous copy wrote in this epoch: the copy lands at
  * the next barrier, so until then no thread, its own included, may read or write the element. */
-static tcl_status copy_race(const emu_run *r, size_t pc, int64_t idx, const char *does, uint32_t other) {
+static tcl_status copy_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, const char *does, uint32_t other) {
     const tcl_emu_program *p = r->p;
     return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
                    "race: %s %s %s, which an asynchronous copy of %s wrote with no barrier between them (a copy "
                    "lands at the next barrier)",
-                   name_thread(p, r->group, r->lid).s, does, name_elem(p, p->inst[pc].mem, idx).s,
+                   name_thread(p, r->group, r->lid).s, does, name_elem(p, mem, idx).s,
                    name_thread(p, r->group, other - 1).s);
 }
 
-/* Race checks of an access to element idx of memory m, which has a shadow. */
-EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, const emu_mem *m, int64_t idx) {
+/* Race checks of an access by instruction pc to element idx of memory id mem (the instruction's
+ * own but for a warpgroup WMMA's tiles), which has a shadow. */
+EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, int32_t mem, int64_t idx) {
     const tcl_emu_program *p = r->p;
-    if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
+    const emu_mem *m = &r->mem[mem];
+    if (tcl_emu_mem_space(p, (size_t)mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
-        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, idx, "reads", sh->writer);
+        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, mem, idx, "reads", sh->writer);
         if (sh->write_epoch < r->group_epoch) {
             if (!r->uninit) {
                 r->uninit = true;
                 r->uninit_pc = pc;
                 r->uninit_lid = r->lid;
-                r->uninit_mem = p->inst[pc].mem;
+                r->uninit_mem = mem;
                 r->uninit_idx = idx;
             }
         } else if (sh->write_epoch == r->epoch && sh->writer != me) {
-            return local_race(r, pc, idx, READ_AFTER_WRITE, sh->writer);
+            return local_race(r, pc, mem, idx, READ_AFTER_WRITE, sh->writer);
         }
         if (sh->read_epoch != r->epoch) {
             sh->read_epoch = r->epoch;
@@ -205,22 +209,23 @@ EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, const emu_mem *
     }
     emu_gshadow *sh = (emu_gshadow *)m->shadow + idx;
     uint32_t me = (uint32_t)(r->group * p->group_threads + r->lid + 1);
-    if (sh->writer && sh->writer != me) return global_race(r, pc, idx, READ_AFTER_WRITE, sh->writer);
+    if (sh->writer && sh->writer != me) return global_race(r, pc, mem, idx, READ_AFTER_WRITE, sh->writer);
     if (!sh->reader[0]) sh->reader[0] = me;
     else if (sh->reader[0] != me && !sh->reader[1]) sh->reader[1] = me;
     return TCL_OK;
 }
 
-EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem *m, int64_t idx) {
+EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, int32_t mem, int64_t idx) {
     const tcl_emu_program *p = r->p;
-    if (tcl_emu_mem_space(p, (size_t)p->inst[pc].mem) == SPACE_LOCAL) {
+    const emu_mem *m = &r->mem[mem];
+    if (tcl_emu_mem_space(p, (size_t)mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
-        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, idx, "writes", sh->writer);
-        if (sh->write_epoch == r->epoch && sh->writer != me) return local_race(r, pc, idx, WRITE_AFTER_WRITE, sh->writer);
+        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, mem, idx, "writes", sh->writer);
+        if (sh->write_epoch == r->epoch && sh->writer != me) return local_race(r, pc, mem, idx, WRITE_AFTER_WRITE, sh->writer);
         if (sh->read_epoch == r->epoch) {
             uint32_t other = sh->reader[0] != me ? sh->reader[0] : sh->reader[1];
-            if (other) return local_race(r, pc, idx, WRITE_AFTER_READ, other);
+            if (other) return local_race(r, pc, mem, idx, WRITE_AFTER_READ, other);
         }
         sh->write_epoch = r->epoch;
         sh->writer = me;
@@ -229,9 +234,9 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, const emu_mem 
     }
     emu_gshadow *sh = (emu_gshadow *)m->shadow + idx;
     uint32_t me = (uint32_t)(r->group * p->group_threads + r->lid + 1);
-    if (sh->writer && sh->writer != me) return global_race(r, pc, idx, WRITE_AFTER_WRITE, sh->writer);
+    if (sh->writer && sh->writer != me) return global_race(r, pc, mem, idx, WRITE_AFTER_WRITE, sh->writer);
     uint32_t other = sh->reader[0] && sh->reader[0] != me ? sh->reader[0] : sh->reader[1] != me ? sh->reader[1] : 0;
-    if (other) return global_race(r, pc, idx, WRITE_AFTER_READ, other);
+    if (other) return global_race(r, pc, mem, idx, WRITE_AFTER_READ, other);
     sh->writer = me;
     return TCL_OK;
 }
@@ -254,8 +259,8 @@ EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
     if (to < 0 || (uint64_t)to + (uint64_t)n > dst->numel) return out_of_bounds(r, pc, to < 0 ? to : to + n - 1);
     for (int64_t v = 0; v < n; v++) {
         tcl_status status;
-        if (src->shadow && (status = check_read(r, (size_t)in->b, src, from + v)) != TCL_OK) return status;
-        if (dst->shadow && (status = check_write(r, pc, dst, to + v)) != TCL_OK) return status;
+        if (src->shadow && (status = check_read(r, (size_t)in->b, load->mem, from + v)) != TCL_OK) return status;
+        if (dst->shadow && (status = check_write(r, pc, in->mem, to + v)) != TCL_OK) return status;
         if (dst->shadow) ((emu_lshadow *)dst->shadow)[to + v].copied = true;
         tcl_storage_write(dst->data, dst->itemsize, (size_t)(to + v), tcl_storage_read(src->data, src->itemsize, (size_t)(from + v)));
     }
@@ -308,7 +313,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             int64_t idx = r[in->a].v.i;
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
-            if (m->shadow && (status = check_read(run, pc, m, idx)) != TCL_OK) return status;
+            if (m->shadow && (status = check_read(run, pc, in->mem, idx)) != TCL_OK) return status;
             r[pc] = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), in->dtype);
             break;
         }
@@ -317,7 +322,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             int64_t idx = r[in->a].v.i;
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
-            if (m->shadow && (status = check_write(run, pc, m, idx)) != TCL_OK) return status;
+            if (m->shadow && (status = check_write(run, pc, in->mem, idx)) != TCL_OK) return status;
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
@@ -395,36 +400,102 @@ static tcl_scalar saved_reg(const emu_run *r, uint32_t t, int32_t s) {
     return r->saved[(size_t)t * p->nlive + (size_t)p->live_slot[s]];
 }
 
-/* Every thread of the group waits at WMMA instruction pc: each warp assembles A, B and C from its
- * lanes' saved registers, and each lane's saved copy of the WMMA's register gets D's element at
- * its fragment position `out`, D[i][j] = C[i][j] + A[i][0]*B[0][j] + ... in float32, in k order. */
+/* Reads tile `which` (A or B) of warpgroup WMMA pc for the warpgroup of threads t0..t0+127 into
+ * out (row-major, float32 scalars): the tile starts at the element its source's INDEX register
+ * holds, which every lane must hold alike, and element (row, col) lies at tcl_wmma_local_offset
+ * from there, inside the local array. Each element read counts as read by every thread of the
+ * warpgroup (the hardware reads it for all of them): it must have been stored before a barrier
+ * they passed since, and must not be written before the next. Checking it as threads t0 and
+ * t0 + 1 is exactly checking it as each of the 128 in turn, at 1/64 of the cost: a write in this
+ * epoch by any thread is a race for one of the two (at most one of them wrote it), the thread
+ * named first is the same, and after two reads an element's shadow holds two readers, which no
+ * further read changes. */
+static tcl_status read_tile(emu_run *r, size_t pc, uint32_t t0, tcl_wmma_operand which, tcl_scalar *out) {
+    const tcl_emu_program *p = r->p;
+    const emu_inst *in = &p->inst[pc];
+    const tcl_wmma_shape *s = &tcl_wmma_shapes[in->shape];
+    const char *tile = which == TCL_WMMA_A ? "A" : "B";
+    int32_t index = p->srcs[in->src_off + (which == TCL_WMMA_A ? 0 : 1)];
+    int32_t mem = p->inst[index].mem;
+    const emu_mem *m = &r->mem[mem];
+    int64_t first = saved_reg(r, t0, index).v.i;
+    for (uint32_t lane = 1; lane < TCL_WMMA_WARPGROUP; lane++) {
+        int64_t its = saved_reg(r, t0 + lane, index).v.i;
+        if (its != first)
+            return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
+                           "the lanes of a warpgroup disagree on where %s starts: %s (lane 0) gives %s, %s (lane %u) "
+                           "element %" PRId64 " (a warpgroup shape's tiles are the same in every lane)",
+                           tile, name_thread(p, r->group, t0).s, name_elem(p, mem, first).s,
+                           name_thread(p, r->group, t0 + lane).s, lane, its);
+    }
+    /* the tensor cores read whole 16-byte rows (PTX's matrix descriptors hold addresses >> 4) */
+    if (first % 8 != 0)
+        return fail_at(r, TCL_ERR_INVALID, pc, t0, true,
+                       "%s starts at element %" PRId64 ", not a multiple of 8 (a warpgroup shape's tiles start on "
+                       "16-byte boundaries)", tile, first);
+    const tcl_wmma_strides *strides = &p->tile_strides[in->tiles];
+    int rows = which == TCL_WMMA_A ? s->m : s->k, cols = which == TCL_WMMA_A ? s->k : s->n;
+    /* element (0, 0), at offset 0, is checked first: past it `first` is an index of the array and
+     * adding the (small, positive) offsets cannot overflow */
+    for (int row = 0; row < rows; row++)
+        for (int col = 0; col < cols; col++) {
+            int64_t idx = first + tcl_wmma_local_offset(strides, which, row, col);
+            if (idx < 0 || (uint64_t)idx >= m->numel)
+                return fail_at(r, TCL_ERR_RUNTIME, pc, t0, true,
+                               "%s's element (%d, %d) is element %" PRId64 " of DEFINE_LOCAL slot %" PRId64
+                               ", outside its %zu elements (the tile starts at element %" PRId64 ")",
+                               tile, row, col, idx, tcl_emu_mem_info(p, (size_t)mem)->slot, m->numel, first);
+            for (uint32_t lane = 0; lane < 2 && m->shadow; lane++) {
+                r->lid = t0 + lane;
+                tcl_status status = check_read(r, pc, mem, idx);
+                if (status != TCL_OK) return status;
+            }
+            tcl_scalar v = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), s->in);
+            v.dtype = TCL_FLOAT32; /* float16 and bfloat16 values are float32 values */
+            out[row * cols + col] = v;
+        }
+    return TCL_OK;
+}
+
+/* Every thread of the group waits at WMMA instruction pc: each warp (a warpgroup shape: each
+ * warpgroup) assembles A, B and C from its lanes' saved registers (a warpgroup shape: A and B from
+ * local memory, read_tile), and each lane's saved copy of the WMMA's register gets D's element at
+ * its fragment position `out`, D[i][j] = C[i][j] + A[i][0]*B[0][j] + ... in float32, in k order.
+ * The matrices live in the run's wmma block (row-major): a warpgroup's are too large for the stack. */
 static tcl_status run_wmma(emu_run *r, size_t pc) {
     const tcl_emu_program *p = r->p;
     const emu_inst *in = &p->inst[pc];
     const tcl_wmma_shape *s = &tcl_wmma_shapes[in->shape];
     const int32_t *src = p->srcs + in->src_off;
-    /* A (M x K), B (K x N), C (M x N) of one warp, as float32 scalars; M, N, K <= 16 */
-    tcl_scalar a[16][16], bm[16][16], c[16][16];
-    tcl_scalar(*mat[3])[16] = {a, bm, c};
-    for (uint32_t warp = 0; warp < p->group_threads / TCL_WMMA_WARP; warp++) {
-        uint32_t t0 = warp * TCL_WMMA_WARP;
-        for (int lane = 0; lane < TCL_WMMA_WARP; lane++) {
-            int k = 0;
-            for (int w = 0; w < 3; w++)
+    bool warpgroup = tcl_wmma_is_warpgroup(s);
+    /* A (M x K), B (K x N), C (M x N) of one warp or warpgroup, as float32 scalars */
+    tcl_scalar *a = r->wmma, *bm = a + s->m * s->k, *c = bm + s->k * s->n;
+    tcl_scalar *mat[3] = {a, bm, c};
+    const int cols[3] = {s->k, s->n, s->n};
+    /* the first register source of a lane: a warpgroup shape's C (A and B are its tiles) */
+    const int first_operand = warpgroup ? TCL_WMMA_C : TCL_WMMA_A, first_src = warpgroup ? 2 : 0;
+    for (uint32_t t0 = 0; t0 < p->group_threads; t0 += (uint32_t)s->lanes) {
+        tcl_status status;
+        if (warpgroup && ((status = read_tile(r, pc, t0, TCL_WMMA_A, a)) != TCL_OK ||
+                          (status = read_tile(r, pc, t0, TCL_WMMA_B, bm)) != TCL_OK))
+            return status;
+        for (int lane = 0; lane < s->lanes; lane++) {
+            int k = first_src;
+            for (int w = first_operand; w < 3; w++)
                 for (int reg = 0; reg < s->nreg[w]; reg++, k++) {
                     int row, col;
                     tcl_wmma_position(s, (tcl_wmma_operand)w, lane, reg, &row, &col);
                     tcl_scalar v = saved_reg(r, t0 + (uint32_t)lane, src[k]);
                     v.dtype = TCL_FLOAT32; /* float16 and bfloat16 values are float32 values */
-                    mat[w][row][col] = v;
+                    mat[w][row * cols[w] + col] = v;
                 }
         }
-        for (int lane = 0; lane < TCL_WMMA_WARP; lane++) {
+        for (int lane = 0; lane < s->lanes; lane++) {
             int row, col;
             tcl_wmma_position(s, TCL_WMMA_C, lane, in->which, &row, &col);
-            tcl_scalar acc = c[row][col], prod;
+            tcl_scalar acc = c[row * s->n + col], prod;
             for (int k = 0; k < s->k; k++) {
-                tcl_scalar x[2] = {a[row][k], bm[k][col]};
+                tcl_scalar x[2] = {a[row * s->k + k], bm[k * s->n + col]};
                 if (tcl_alu_exec(TCL_OP_MUL, TCL_FLOAT32, x, 2, &prod) == TCL_ALU_INVALID)
                     return fail_at(r, TCL_ERR_RUNTIME, pc, t0 + (uint32_t)lane, true, "the ALU rejected the operands");
                 x[0] = acc;
@@ -477,6 +548,7 @@ static tcl_status run_group(emu_run *r) {
         if (first_stop != DONE && p->inst[first_stop].kind == K_WMMA) {
             /* not a barrier: memory stays in the same epoch */
             tcl_status status = run_wmma(r, first_stop);
+            if (status == TCL_ERR_RUNTIME && r->uninit) return report_uninit(r); /* as after run_thread */
             if (status != TCL_OK) return status;
             resume = first_stop + 1;
             continue;
@@ -545,7 +617,8 @@ static tcl_status setup(emu_run *r, tcl_buffer *const *bufs) {
     r->local = calloc(p->local_bytes ? p->local_bytes : 1, 1);
     r->saved = calloc(p->nlive ? (size_t)p->group_threads * p->nlive : 1, sizeof *r->saved);
     r->owned = calloc(p->nparams ? p->nparams : 1, sizeof *r->owned);
-    if (!r->regs || !r->mem || !r->scratch || !r->local || !r->saved || !r->owned)
+    r->wmma = calloc(p->wmma_elements ? p->wmma_elements : 1, sizeof *r->wmma);
+    if (!r->regs || !r->mem || !r->scratch || !r->local || !r->saved || !r->owned || !r->wmma)
         return tcl_fail(r->err, TCL_ERR_MEMORY, "kernel '%s': out of memory for registers", p->name);
     for (size_t k = 0; k < p->nparams; k++) {
         r->mem[k].data = bufs[k]->data;
@@ -576,6 +649,7 @@ static void teardown(emu_run *r) {
     if (r->owned)
         for (size_t k = 0; k < p->nparams; k++) free(r->owned[k]);
     free(r->owned);
+    free(r->wmma);
     free(r->saved);
     free(r->local);
     free(r->scratch);

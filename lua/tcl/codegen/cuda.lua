@@ -7,7 +7,8 @@
 --   * renderer: CUDA's GPU target (tcl.codegen.gpu_targets: workgroups, local memory, warps),
 --     its limits narrowed to the device's (threads per block, block and grid sizes, shared
 --     memory per block) once the device is open.
---   * options ("cuda-sm_80"): the device's architecture. The module loads anywhere (specs call
+--   * options ("cuda-sm_80"): the architecture kernels are compiled for (M.target_of: "sm_90a"
+--     on compute capability 9.0, whose target adds the warpgroup tensor cores). The module loads anywhere (specs call
 --     launch_of and params_of without a GPU); reading options or renderer.gpu opens the device,
 --     which the first CUDA kernel does, so DEVICE=CUDA without a driver or a GPU fails there
 --     with the driver's message ("CUDA: cannot load the NVIDIA driver library ...").
@@ -55,6 +56,16 @@ function M.gpu_limits(base, info)
   return out
 end
 
+--- The GPU target and the architecture kernels are compiled for on a device (info:
+-- tcl.cuda.device()'s table): compute capability 9.0 (H100, H200) gets CUDA_SM90, whose
+-- warpgroup tensor cores (wgmma) need code for sm_90a; other devices get CUDA and their own
+-- architecture.
+function M.target_of(info)
+  local cc = info.compute_capability or {}
+  if cc[1] == 9 and cc[2] == 0 then return targets.get("CUDA_SM90"), "sm_90a" end
+  return target, info.arch
+end
+
 -- CUDA's own exp2f, log2f, sinf, cosf and powf are off by up to 2 ulp or more (the CUDA
 -- programming guide's table): the ops become tcl's polynomials (tcl.patterns.transcendental),
 -- as on the CPU, so results and Tensor.ULP_BOUNDS are the same on every device. The kernels
@@ -64,7 +75,8 @@ local native, device = gpu_backend.attach(M, {
   label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target,
   lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
   open = function(info)
-    return { arch = info.arch, options = "cuda-" .. info.arch, gpu = M.gpu_limits(target.gpu, info) }
+    local base, arch = M.target_of(info)
+    return { arch = arch, options = "cuda-" .. arch, gpu = M.gpu_limits(base.gpu, info) }
   end,
 })
 
@@ -107,6 +119,10 @@ function M.build_many(jobs)
     local ok, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
     if not ok then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
     gpu_launch.check_facts(job, facts, launch, params, dev.gpu, "local memory per block")
+    if facts.arch and facts.arch ~= dev.arch then
+      error(string.format("kernel '%s' uses instructions of %s (warpgroup tensor cores: wgmma), but this GPU's "
+        .. "code is for %s", job.name, facts.arch, dev.arch), 0)
+    end
     if not compiler then
       local have, why = nvrtc.available()
       if not have then error("CUDA: " .. tostring(why), 0) end

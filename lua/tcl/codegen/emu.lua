@@ -7,7 +7,7 @@
 -- a program has :run(buffers) -> seconds, .name, .bytes, :dump() (DEBUG=4: its code) and,
 -- where the device has one, :assembly() (DEBUG=7).
 --
--- GPU mode (EMU_GPU=CUDA or METAL, tcl.env): the renderer takes that GPU target's capabilities
+-- GPU mode (EMU_GPU=CUDA, CUDA_SM90 or METAL, tcl.env): the renderer takes that GPU target's capabilities
 -- (tcl.codegen.gpu_targets), so kernels get workgroups, local memory and barriers as on the
 -- GPU (the pipeline's GPU passes), and the interpreter runs them a workgroup at a time,
 -- reporting races. The options string names the mode: compiled kernels of the two modes are
@@ -35,7 +35,7 @@ local target
 if env.EMU_GPU then
   target = require("tcl.codegen.gpu_targets").get(env.EMU_GPU)
   M.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
-  M.options = "emu-gpu-" .. target.name
+  M.options = "emu-gpu-" .. target.id
 end
 
 --- FNV-1a, 64 bits, as 16 hex digits: file and function names from cache keys.

@@ -53,6 +53,8 @@ function M.attach(B, spec)
     local caps = spec.target.opt_caps()
     caps.threads_max, caps.warp = gpu.threads_max, gpu.warp
     caps.shared_max, caps.local_bytes = gpu.local_bytes, gpu.local_bytes
+    -- the device's own: its target may offer more tensor cores than spec.target (CUDA on sm_90)
+    caps.gpu, caps.tensor_cores = gpu, #(gpu.tensor_cores or {})
     return caps
   end
 

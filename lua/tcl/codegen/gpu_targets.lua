@@ -4,8 +4,10 @@
 -- run, and are checked for races, on any machine. Layer: codegen.
 --
 --   local targets = require "tcl.codegen.gpu_targets"
---   local t = targets.get("CUDA")      -- or "METAL"; an unknown name is an error listing both
---   t.name, t.gpu = { grid_max = {x, y, z}, local_max = {x, y, z}, threads_max =,
+--   local t = targets.get("CUDA")      -- or "CUDA_SM90", "METAL"; an unknown name is an error
+--                                       -- listing them
+--   t.name (the renderer's dialect), t.id (the target's own name, lower case),
+--   t.gpu = { grid_max = {x, y, z}, local_max = {x, y, z}, threads_max =,
 --                     local_bytes =, warp =, tensor_cores = { WMMA shape names } }
 --   t.opt_caps()                        -- tcl.opt's caps (src/opt/kernel_opt.h) plus the
 --                                       -- facts heuristics read (warp, local_bytes)
@@ -16,6 +18,12 @@ local TARGETS = {
   CUDA = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
     threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
     tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32" } } },
+  -- NVIDIA Hopper (compute capability 9.0, code for sm_90a): CUDA's, plus the warpgroup shapes
+  -- (wgmma) that TC's configurations 3xxxx use
+  CUDA_SM90 = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
+    threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
+    tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32", "wg_m64n64k16_f16_f32", "wg_m64n128k16_f16_f32",
+      "wg_m64n256k16_f16_f32", "wg_m64n64k16_bf16_f32", "wg_m64n128k16_bf16_f32", "wg_m64n256k16_bf16_f32" } } },
   -- Apple GPUs: 32 KiB of threadgroup memory, 1024 threads per threadgroup, SIMD groups of 32
   METAL = { name = "metal", gpu = { grid_max = { 4294967295, 65535, 65535 }, local_max = { 1024, 1024, 1024 },
     threads_max = 1024, local_bytes = 32 * 1024, warp = 32, tensor_cores = { "m8n8k8_f32_f32" } } },
@@ -31,13 +39,16 @@ local function caps_of(target)
   end
 end
 
-for _, target in pairs(TARGETS) do target.opt_caps = caps_of(target) end
+for key, target in pairs(TARGETS) do
+  target.opt_caps = caps_of(target)
+  target.id = key:lower() -- names the target in cache keys: "cuda" and "cuda_sm90" render alike
+end
 
 --- The target named name (any case).
 function M.get(name)
   local target = type(name) == "string" and TARGETS[name:upper()]
   if not target then
-    error(string.format("unknown GPU target '%s' (known: CUDA, METAL)", tostring(name)), 0)
+    error(string.format("unknown GPU target '%s' (known: CUDA, CUDA_SM90, METAL)", tostring(name)), 0)
   end
   return target
 end

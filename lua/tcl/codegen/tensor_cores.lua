@@ -315,6 +315,143 @@ function M.staged_loop(p)
   return new("END", VOID, { new("GROUP", VOID, updates), stage })
 end
 
+-- (row, col) of the first element of chunk `thread + s*threads` (chunks of 8 elements, in the
+-- order of local memory) of a tile `cols` wide laid out in 8 x 8 blocks, row-major blocks of
+-- row-major rows: block b holds rows 8*(b // (cols/8)) .., columns 8*(b % (cols/8)) .., and
+-- chunk q is row q % 8 of block q // 8. Neighbouring threads fill neighbouring 16 bytes.
+-- threads and cols are powers of two, so the division of the chunk's block splits into the
+-- thread's part and a constant one.
+local function block_chunk(thread, s, threads, cols)
+  local along, per_step = cols // 8, threads // 8 -- blocks per block row; blocks the threads fill at once
+  local block = thread // const(8) -- in [0, per_step)
+  local row_in_block = thread % const(8)
+  local block_col, block_row
+  if per_step % along == 0 then
+    block_col = times(block % const(along), 8)
+    block_row = sum { times(block // const(along), 8), s * (per_step // along) * 8 }
+  else -- along is a multiple of per_step: the step's blocks sit in one block row
+    block_col = sum { times(block, 8), s * per_step % along * 8 }
+    block_row = const(s * per_step // along * 8)
+  end
+  return sum { block_row, row_in_block }, block_col
+end
+
+-- The loop over stages of K for a warpgroup configuration (TC 3xxxx): WM x WN warpgroups of 128
+-- threads, each computing TM tiles of 64 rows by one of the shape's N columns with WMMAs of a
+-- warpgroup shape (ENCODINGS.md: PTX wgmma, A and B read from local memory by the tensor
+-- cores). Per stage the workgroup copies the block's A (BM x depth) and B (depth x BN) slices
+-- into local tiles laid out in 8 x 8 blocks (16-byte rows; consecutive threads fill consecutive
+-- 16 bytes, one asynchronous copy each where the operand is read straight from a buffer),
+-- double-buffered as staged_loop's: stage s + 1 is copied into the other buffer while the
+-- warpgroups compute on stage s, one barrier per stage. Each K-step of 16 of a stage issues
+-- TM WMMAs per warpgroup, chained through their accumulators.
+function M.warpgroup_loop(p)
+  local found, config, shape, name, acc_at, init_done = p.found, p.config, p.shape, p.name, p.acc_at, p.init_done
+  local m, n = found.m, found.n
+  local regs_c = shape.regs[3]
+  local block_m, block_n = tensor_cores.block(shape, config)
+  local depth = tensor_cores.stage_depth(found, config, p.local_bytes)
+  local threads = tensor_cores.threads(config)
+  local a_dtype, b_dtype = found.a.dtype, found.b.dtype
+  -- the strides of the tiles' 8 x 8 blocks (WMMA's arg): a block row of A is depth/8 blocks of
+  -- 64 elements, one of B block_n/8 blocks
+  local strides = { 8 * depth, 64, 8 * block_n, 64 } -- a_rows8, a_k8, b_k8, b_cols8
+  local a_size, b_size = block_m * depth, depth * block_n
+  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, 2 * a_size })
+  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, 2 * b_size })
+  local stages = found.k_size // depth
+  local stage = p.range(stages, "reduce")
+  local warpgroup = tensor_cores.WARPGROUP
+  local thread = sum { scaled(p.warp_row, config.wn * warpgroup), scaled(p.warp_col, warpgroup), p.lane }
+
+  -- The stores copying a rows x cols slice into tile at element offset `base` (nil: 0), appended
+  -- to `into`, as staged_loop's copy_slice does but into 8 x 8 blocks, chunks of 8 elements.
+  local function copy_slice(into, tile, base, operand, rows, cols, operand_map, gate)
+    local async = buffer_load(operand) ~= nil
+    for s = 0, rows * cols // (threads * 8) - 1 do
+      local row, col = block_chunk(thread, s, threads, cols)
+      local at = sum { base, times(thread, 8), s * threads * 8 }
+      local load
+      if async then
+        load = P.substitute(operand, operand_map(row, col))
+        if not (buffer_load(load) and multiple_of(load.src[1].src[2], 8)) then load = nil end
+      end
+      if load then
+        if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
+        into[#into + 1] = new("STORE", VOID, { new("INDEX", operand.dtype, { tile, at }), load, gate }, { "async", 8 })
+      else
+        for v = 0, 7 do
+          local value = P.substitute(operand, operand_map(row, sum { col, v }, gate ~= nil))
+          into[#into + 1] = new("STORE", VOID, { new("INDEX", operand.dtype, { tile, sum { at, v } }), value })
+        end
+      end
+    end
+  end
+  local function copy_stage(into, a_into, b_into, a_base, b_base, k_base, gate, k_wrapped)
+    copy_slice(into, a_into, a_base, found.a, block_m, depth, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, col })
+      map[m] = sum { scaled(p.block_row, block_m), row }
+      return map
+    end, gate)
+    copy_slice(into, b_into, b_base, found.b, depth, block_n, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, row })
+      map[n] = sum { scaled(p.block_col, block_n), col }
+      return map
+    end, gate)
+  end
+
+  local first = {}
+  copy_stage(first, a_tile, b_tile, nil, nil, nil)
+  -- the barrier opening stage s: stage s has landed, and every warpgroup is done with stage
+  -- s - 1's buffer (its WMMAs have completed), which the next copies overwrite
+  local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
+  local a_open, b_open = new("AFTER", a_dtype, { a_tile, opened }), new("AFTER", b_dtype, { b_tile, opened })
+  local following = sum { stage, 1 }
+  local after_next = new("MOD", INDEX, { following, const(2) })
+  local copies = {}
+  copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
+    new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
+    times(new("MOD", INDEX, { following, const(stages) }), depth))
+  local issued = new("GROUP", VOID, copies)
+  local current = {} -- current[i][reg + 1]: tile i's accumulator so far in this stage
+  local loaded = {}
+  for i = 0, config.tm - 1 do
+    current[i] = {}
+    for reg = 0, regs_c - 1 do
+      current[i][reg + 1] = new("LOAD", F32, { acc_at(i, 0, reg, { init_done, stage }) })
+      loaded[#loaded + 1] = current[i][reg + 1]
+    end
+  end
+  -- the tiles are read once every accumulator is loaded: the renderer then issues all the
+  -- stage's WMMAs back to back (a load between them would wait for the earlier ones)
+  local a_seen = new("AFTER", a_dtype, { a_tile, opened, issued, table.unpack(loaded) })
+  local b_seen = new("AFTER", b_dtype, { b_tile, opened, issued, table.unpack(loaded) })
+  local current_buffer = new("MOD", INDEX, { stage, const(2) })
+  local a_now, b_now = times(current_buffer, a_size), times(current_buffer, b_size)
+
+  local a_rows8, a_k8, b_k8, b_cols8 = table.unpack(strides)
+  for kk = 0, depth // shape.k - 1 do
+    -- B's 16 x N slice of this K-step for the warpgroup's columns
+    local b_at = sum { b_now, scaled(p.warp_col, shape.n // 8 * b_cols8), kk * 2 * b_k8 }
+    local b_index = new("INDEX", b_dtype, { b_seen, b_at })
+    for i = 0, config.tm - 1 do
+      local a_at = sum { a_now, scaled(p.warp_row, config.tm * 8 * a_rows8), i * 8 * a_rows8 + kk * 2 * a_k8 }
+      current[i] = product(name, { new("INDEX", a_dtype, { a_seen, a_at }) }, { b_index }, current[i], strides)
+    end
+  end
+  -- the accumulators are stored back once every tile's last product is issued: the renderer then
+  -- waits for all the stage's WMMAs at once (a store of one tile between them would wait early)
+  local issued_all = { init_done, stage }
+  for i = 0, config.tm - 1 do issued_all[#issued_all + 1] = current[i][1] end
+  local updates = {}
+  for i = 0, config.tm - 1 do
+    for reg = 0, regs_c - 1 do
+      updates[#updates + 1] = new("STORE", VOID, { acc_at(i, 0, reg, issued_all), current[i][reg + 1] })
+    end
+  end
+  return new("END", VOID, { new("GROUP", VOID, updates), stage })
+end
+
 function M.run(sink, ctx)
   local amount = tc_amount(sink)
   if not amount then return sink end
@@ -325,9 +462,13 @@ function M.run(sink, ctx)
   local fits, misfit = tensor_cores.check(found, config, ctx.renderer.gpu.threads_max, ctx.renderer.gpu.local_bytes)
   if not fits then error(string.format("TC(1,%d): %s", amount, misfit), 0) end
 
-  local shape, m, n = found.shape, found.m, found.n
+  local m, n = found.m, found.n
+  local shape, name = tensor_cores.shape_of(found, config)
+  name = name or found.name
   local block_m, block_n = tensor_cores.block(shape, config)
   local regs_c = shape.regs[3]
+  -- tiles per warp (per warpgroup: TM tiles of 64 rows, one of N columns)
+  local tiles_m, tiles_n = config.tm, config.warpgroup and 1 or config.tn
   local next_axis = 0
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" and type(u.arg) == "table" and u.arg[1] >= next_axis then next_axis = u.arg[1] + 1 end
@@ -351,15 +492,15 @@ function M.run(sink, ctx)
   local block_col = optional_range(n.src[1].arg // block_n, "global")
   local warp_row = optional_range(config.wm, "local")
   local warp_col = optional_range(config.wn, "local")
-  local lane = range(tensor_cores.WARP, "local")
+  local lane = range(config.warpgroup and tensor_cores.WARPGROUP or tensor_cores.WARP, "local")
   launch[#launch + 1] = lane
 
   -- the first row of the warp's tile i (0-based) and the first column of its tile j
   local function tile_row(i)
-    return { scaled(block_row, block_m), scaled(warp_row, config.tm * shape.m), i * shape.m }
+    return { scaled(block_row, block_m), scaled(warp_row, tiles_m * shape.m), i * shape.m }
   end
   local function tile_col(j)
-    return { scaled(block_col, block_n), scaled(warp_col, config.tn * shape.n), j * shape.n }
+    return { scaled(block_col, block_n), scaled(warp_col, tiles_n * shape.n), j * shape.n }
   end
   local function plus(terms, x)
     local out = { table.unpack(terms, 1, 3) }
@@ -367,15 +508,14 @@ function M.run(sink, ctx)
     return sum(out)
   end
 
-  local tiles = config.tm * config.tn
-  local acc = new("DEFINE_REG", F32, nil, { 0, tiles * regs_c })
+  local acc = new("DEFINE_REG", F32, nil, { 0, tiles_m * tiles_n * regs_c })
   local function acc_at(i, j, reg, after)
     return new("INDEX", F32, { new("AFTER", F32, { acc, table.unpack(after) }),
-      const((i * config.tn + j) * regs_c + reg) })
+      const((i * tiles_n + j) * regs_c + reg) })
   end
   local init = {}
-  for i = 0, config.tm - 1 do
-    for j = 0, config.tn - 1 do
+  for i = 0, tiles_m - 1 do
+    for j = 0, tiles_n - 1 do
       for reg = 0, regs_c - 1 do
         init[#init + 1] = new("STORE", VOID, { acc_at(i, j, reg, launch), new("CONST", F32, nil, 0.0) })
       end
@@ -384,7 +524,11 @@ function M.run(sink, ctx)
   local init_done = new("GROUP", VOID, init)
 
   local loop
-  if config.staged then
+  if config.warpgroup then
+    loop = M.warpgroup_loop { found = found, config = config, shape = shape, name = name, range = range,
+      acc_at = acc_at, init_done = init_done, block_row = block_row, block_col = block_col, warp_row = warp_row,
+      warp_col = warp_col, lane = lane, local_bytes = ctx.renderer.gpu.local_bytes }
+  elseif config.staged then
     loop = M.staged_loop { found = found, config = config, range = range, acc_at = acc_at, init_done = init_done,
       block_row = block_row, block_col = block_col, warp_row = warp_row, warp_col = warp_col, lane = lane,
       local_bytes = ctx.renderer.gpu.local_bytes }
@@ -395,8 +539,8 @@ function M.run(sink, ctx)
 
   -- the epilogue at each of the lane's C positions
   local stores = {}
-  for i = 0, config.tm - 1 do
-    for j = 0, config.tn - 1 do
+  for i = 0, tiles_m - 1 do
+    for j = 0, tiles_n - 1 do
       for reg = 0, regs_c - 1 do
         local row, col = position(shape, "C", lane, reg)
         local total = new("LOAD", F32, { acc_at(i, j, reg, { loop }) })

@@ -45,7 +45,16 @@ local SHAPES = {
   m16n8k16_bf16_f32 = { m = 16, n = 8, k = 16, regs = { 8, 4, 4 }, input = "bfloat16" },
   m8n8k8_f32_f32 = { m = 8, n = 8, k = 8, regs = { 2, 2, 2 }, input = "float32" },
 }
+-- Warpgroup shapes (wgmma, sm_90a): 128 lanes, A and B tiles in local memory, N/2 accumulators.
+for _, n in ipairs { 64, 128, 256 } do
+  for input, short in pairs { float16 = "f16", bfloat16 = "bf16" } do
+    SHAPES[string.format("wg_m64n%dk16_%s_f32", n, short)] = { m = 64, n = n, k = 16, regs = { 1, 1, n // 2 },
+      input = input, warpgroup = true }
+  end
+end
 M.SHAPES = SHAPES
+--- Threads of a warpgroup: the lanes that execute one WMMA of a warpgroup shape together.
+M.WARPGROUP = 128
 
 --- (rows, columns) from register 0's element to register reg's in operand ("A", "B" or "C"):
 -- the same in every lane.
@@ -58,9 +67,16 @@ end
 
 --- (row, col) of register reg of operand ("A", "B" or "C") in lane (index expressions):
 -- register 0's element (row lane // 4, column 2 * (lane % 4); B transposed) plus the offset.
+-- A warpgroup shape's D: each warp (lane // 32) holds 16 rows laid out as m16n8's C, N/8
+-- times along the columns.
 function M.position(shape, operand, lane, reg)
   local function c(v) return new("CONST", INDEX, nil, v) end
   local function plus(x, v) return v == 0 and x or x + c(v) end -- no `x + 0` in the kernel
+  if shape.warpgroup then
+    assert(operand == "C", "a warpgroup shape's A and B are in local memory")
+    local row = lane // c(32) * c(16) + lane % c(32) // c(4)
+    return plus(row, 8 * ((reg >> 1) & 1)), plus(lane % c(4) * c(2), 8 * (reg >> 2) + (reg & 1))
+  end
   local g, t2 = lane // c(4), lane % c(4) * c(2)
   local drow, dcol = M.register_offset(shape, operand, reg)
   if operand == "B" and shape.m ~= 8 then return plus(t2, drow), plus(g, dcol) end
@@ -89,30 +105,68 @@ local function valid(c)
   return c
 end
 
---- { wm =, wn =, tm =, tn =, staged =, buffers = } of TC's amount, or nil and why it is not a
--- configuration (the callers name the opt). buffers: 1, or 2 for stages double-buffered.
+-- A warpgroup configuration (front digit 3): WM x WN warpgroups, each TM tiles of 64 rows by
+-- one of N = 64*TN columns (the shape wg_m64n<N>k16).
+local WARPGROUPS_M, WARPGROUPS_N, WARPGROUP_TILES, WARPGROUP_WIDTHS = { 1, 2, 4 }, { 1, 2 }, { 1, 2, 4 }, { 1, 2, 4 }
+
+local function valid_warpgroup(c)
+  if not (member(WARPGROUPS_M, c.wm) and member(WARPGROUPS_N, c.wn)) then
+    return nil, string.format("the warpgroups along m and n (%s, %s) must be 1, 2 or 4 and 1 or 2", c.wm, c.wn)
+  end
+  if not (member(WARPGROUP_TILES, c.tm) and member(WARPGROUP_WIDTHS, c.tn)) then
+    return nil, string.format("the tiles of 64 rows per warpgroup (%s) and the width in 64 columns (%s) must each "
+      .. "be 1, 2 or 4", c.tm, c.tn)
+  end
+  return c
+end
+
+--- { wm =, wn =, tm =, tn =, staged =, buffers =, warpgroup = } of TC's amount, or nil and why
+-- it is not a configuration (the callers name the opt). buffers: 1, or 2 for stages
+-- double-buffered; warpgroup: true for the warpgroup configurations (front digit 3: wm x wn
+-- warpgroups of tm tiles of 64 x 64*tn, stages double-buffered).
 function M.config(arg)
   if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1, staged = false, buffers = 1 } end
   local front = math.type(arg) == "integer" and arg // 10000 or -1
   local digits = math.type(arg) == "integer" and arg % 10000 or -1
-  if front > 2 or digits < 1111 or digits > 4488 then
+  if front > 3 or digits < 1111 or digits > 4488 then
     return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244), with a 1 in "
       .. "front for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
-      .. "asynchronously (22244)", tostring(arg))
+      .. "asynchronously (22244), a 3 for warpgroups (wgmma: 31122 is 1 x 1 warpgroups of 2 tiles of 64 x 128)",
+      tostring(arg))
   end
-  return valid { wm = digits // 1000, wn = digits // 100 % 10, tm = digits // 10 % 10, tn = digits % 10,
-    staged = front >= 1, buffers = front == 2 and 2 or 1 }
+  local c = { wm = digits // 1000, wn = digits // 100 % 10, tm = digits // 10 % 10, tn = digits % 10,
+    staged = front >= 1, buffers = front >= 2 and 2 or 1, warpgroup = front == 3 or nil }
+  if c.warpgroup then return valid_warpgroup(c) end
+  return valid(c)
 end
 
 --- TC's amount for a configuration { wm =, wn =, tm =, tn = } (missing fields are 1); an
 -- invalid configuration is an error.
 function M.arg_of(c)
-  local ok, why = valid { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
+  local fields = { wm = c.wm or 1, wn = c.wn or 1, tm = c.tm or 1, tn = c.tn or 1 }
+  local ok, why = (c.warpgroup and valid_warpgroup or valid)(fields)
   if not ok then error(why, 2) end
   local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
+  if c.warpgroup then return 30000 + arg end
   if c.staged then return (c.buffers == 2 and 20000 or 10000) + arg end
   return arg == 1111 and 0 or arg
 end
+
+--- The shape a configuration computes with for the kernel match() found: the warpgroup shape
+-- of the configuration's width for a warpgroup configuration (nil and why when the target
+-- lacks it), else the shape match() found.
+function M.shape_of(found, c)
+  if not c.warpgroup then return found.shape end
+  local n = 64 * c.tn
+  local name = string.format("wg_m64n%dk16_%s_f32", n, found.shape.input == "float16" and "f16" or "bf16")
+  if not (found.warpgroup_shapes and found.warpgroup_shapes[name]) then
+    return nil, string.format("the target has no warpgroup MMA %s (wgmma: CUDA on compute capability 9.0)", name)
+  end
+  return SHAPES[name], name
+end
+
+--- Threads of a workgroup of configuration c.
+function M.threads(c) return c.wm * c.wn * (c.warpgroup and M.WARPGROUP or M.WARP) end
 
 --- Elements of padding after each row of a staged tile in local memory: rows of A read by
 -- the lanes of a fragment then start in different banks.
@@ -125,28 +179,37 @@ local function input_bytes(shape) return shape.input == "float32" and 4 or 2 end
 --- The depth of K a staged configuration copies per stage for the kernel match() found: the
 -- deepest of STAGE_STEPS whose tiles fit local_bytes (any, when nil) and divide K, and the
 -- bytes of local memory it takes; nil and why not when none does.
+-- A warpgroup configuration's tiles are not padded (8 x 8 blocks, each 128 contiguous bytes,
+-- have no bank conflicts), and every thread copies whole chunks of 8 elements (16 bytes: one
+-- row of a block).
 function M.stage_depth(found, c, local_bytes)
   local shape = found.shape
   local bm, bn = M.block(shape, c)
-  local threads = c.wm * c.wn * M.WARP
+  local threads = M.threads(c)
+  local pad, unit = c.warpgroup and 0 or M.STAGE_PAD, c.warpgroup and threads * 8 or threads
   local k = found.k_size
   for _, steps in ipairs(M.STAGE_STEPS) do
     local depth = steps * shape.k
-    local bytes = (c.buffers or 1) * (bm * (depth + M.STAGE_PAD) + depth * (bn + M.STAGE_PAD)) * input_bytes(shape)
-    -- every thread copies whole elements: the tiles are multiples of the workgroup
-    if k % depth == 0 and (not local_bytes or bytes <= local_bytes) and (bm * depth) % threads == 0
-      and (depth * bn) % threads == 0 then
+    local bytes = (c.buffers or 1) * (bm * (depth + pad) + depth * (bn + pad)) * input_bytes(shape)
+    -- every thread copies whole elements (whole chunks): the tiles are multiples of the workgroup
+    if k % depth == 0 and (not local_bytes or bytes <= local_bytes) and (bm * depth) % unit == 0
+      and (depth * bn) % unit == 0 then
       return depth, bytes
     end
   end
   return nil, string.format("no stage of K fits: K (%d) must be a multiple of %d, and a %d x %d block's A and B "
-    .. "slices of depth %d take %d bytes of local memory%s (the target has %s)", k, shape.k, bm, bn, shape.k,
-    (c.buffers or 1) * (bm * (shape.k + M.STAGE_PAD) + shape.k * (bn + M.STAGE_PAD)) * input_bytes(shape),
-    (c.buffers or 1) == 2 and " in two buffers" or "", tostring(local_bytes))
+    .. "slices of depth %d take %d bytes of local memory%s (the target has %s)%s", k, shape.k, bm, bn, shape.k,
+    (c.buffers or 1) * (bm * (shape.k + pad) + shape.k * (bn + pad)) * input_bytes(shape),
+    (c.buffers or 1) == 2 and " in two buffers" or "", tostring(local_bytes),
+    c.warpgroup and string.format(", and each slice a multiple of %d elements (the %d threads' chunks of 8)",
+      unit, threads) or "")
 end
 
 --- The block of output a workgroup computes: rows, columns.
-function M.block(shape, c) return c.wm * c.tm * shape.m, c.wn * c.tn * shape.n end
+function M.block(shape, c)
+  if c.warpgroup then return c.wm * c.tm * 64, c.wn * c.tn * 64 end
+  return c.wm * c.tm * shape.m, c.wn * c.tn * shape.n
+end
 
 --- true when configuration c fits the kernel match() found (and a workgroup of at most
 -- threads_max threads and, staged, local_bytes of local memory, when given), else nil and
@@ -154,18 +217,23 @@ function M.block(shape, c) return c.wm * c.tm * shape.m, c.wn * c.tn * shape.n e
 function M.check(found, c, threads_max, local_bytes)
   local bm, bn = M.block(found.shape, c)
   local rows, cols = found.m.src[1].arg, found.n.src[1].arg
+  local unit_m, unit_n = c.warpgroup and 64 or found.shape.m, c.warpgroup and 64 or found.shape.n
+  if c.warpgroup then
+    local shape, why = M.shape_of(found, c)
+    if not shape then return nil, why end
+  end
   if rows % bm ~= 0 then
-    return nil, string.format("m (%d) is not a multiple of WM*TM*%d = %d*%d*%d = %d", rows, found.shape.m, c.wm,
-      c.tm, found.shape.m, bm)
+    return nil, string.format("m (%d) is not a multiple of WM*TM*%d = %d*%d*%d = %d", rows, unit_m, c.wm,
+      c.tm, unit_m, bm)
   end
   if cols % bn ~= 0 then
-    return nil, string.format("n (%d) is not a multiple of WN*TN*%d = %d*%d*%d = %d", cols, found.shape.n, c.wn,
-      c.tn, found.shape.n, bn)
+    return nil, string.format("n (%d) is not a multiple of WN*TN*%d = %d*%d*%d = %d", cols, unit_n, c.wn,
+      c.tn, unit_n, bn)
   end
-  local threads = c.wm * c.wn * M.WARP
+  local threads = M.threads(c)
   if threads_max and threads_max > 0 and threads > threads_max then
-    return nil, string.format("a workgroup of %d x %d warps is %d threads, more than the target's %d", c.wm, c.wn,
-      threads, threads_max)
+    return nil, string.format("a workgroup of %d x %d %s is %d threads, more than the target's %d", c.wm, c.wn,
+      c.warpgroup and "warpgroups" or "warps", threads, threads_max)
   end
   if c.staged then
     local depth, why = M.stage_depth(found, c, local_bytes)
@@ -210,10 +278,12 @@ M.CHOOSE_MAX_TILES_N = 8
 
 --- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
 -- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
--- The staged ones (1xxxx, and 2xxxx double-buffered) are not measured on a GPU yet: BEAM times
--- them, the heuristic does not choose them.
+-- The staged ones (1xxxx, and 2xxxx double-buffered) and the warpgroup ones (3xxxx, on targets
+-- with wgmma) are not measured on a GPU yet: BEAM times them (and drops any whose values are
+-- wrong), the heuristic does not choose them.
 M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244,
-  12224, 12244, 12248, 12284, 14244, 22244, 22248, 22284, 24244 }
+  12224, 12244, 12248, 12284, 14244, 22244, 22248, 22284, 24244,
+  31112, 31122, 31114, 32112, 32114, 34112 }
 
 --- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
 -- that fit it (and threads_max and local_bytes, when given).
@@ -333,6 +403,7 @@ function M.match(sink, gpu)
       if #only_a > 0 or #only_b > 0 then found_parts = true end
       for _, name in ipairs(shapes) do
         local shape = SHAPES[name]
+        if shape.warpgroup then goto next_shape end
         local input = core.dtype(shape.input)
         local ok_dtype = (shape.input == "float32" and a.dtype == F32 and b.dtype == F32)
           or (ia.dtype == input and ib.dtype == input)
@@ -340,10 +411,16 @@ function M.match(sink, gpu)
         for _, r in ipairs(only_a) do if size_of(r) % shape.m == 0 then m = r end end
         for _, r in ipairs(only_b) do if size_of(r) % shape.n == 0 then n = r end end
         if ok_dtype and m and n and k_size % shape.k == 0 then
+          -- the target's warpgroup shapes of the same input, which configurations 3xxxx use
+          local warpgroup_shapes = {}
+          for _, other in ipairs(shapes) do
+            if SHAPES[other].warpgroup and SHAPES[other].input == shape.input then warpgroup_shapes[other] = true end
+          end
           return { shape = shape, name = name, m = m, n = n, ks = ks, k_size = k_size,
             a = shape.input == "float32" and a or ia, b = shape.input == "float32" and b or ib, reduce = red,
-            store = store, outputs = outputs }
+            store = store, outputs = outputs, warpgroup_shapes = warpgroup_shapes }
         end
+        ::next_shape::
       end
     end
   end
