@@ -60,6 +60,21 @@ end
 
 local function naive(a, b) return naive_lists(a:float():tolist(), b:float():tolist()) end
 
+-- a @ b - 1.5 (then a relu, if asked) as a tensor, and its values from the naive product: an
+-- epilogue fused after the tensor cores' sums.
+local function shifted_product(a, b, relu)
+  local product = a:float():matmul(b:float()) - 1.5
+  if relu then product = product:relu() end
+  local want = naive(a, b)
+  for _, row in ipairs(want) do
+    for j = 1, #row do
+      row[j] = row[j] - 1.5
+      if relu and row[j] < 0 then row[j] = 0 end
+    end
+  end
+  return product, want
+end
+
 -- The launch of a program's dump: workgroups, threads per workgroup.
 local function launch_of(listing)
   local gx, gy, gz, lx, ly, lz = listing:match("global %((%d+),(%d+),(%d+)%) local %((%d+),(%d+),(%d+)%)")
@@ -164,15 +179,7 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
         with_tc(arg, function()
           local a, b = operands(case.m, case.k, case.n, case.dtype, arg + case.m)
           if case.realized then a, b = a:realize(), b:realize() end
-          local product = a:float():matmul(b:float()) - 1.5
-          if case.relu then product = product:relu() end
-          local want = naive(a, b)
-          for i = 1, case.m do
-            for j = 1, case.n do
-              want[i][j] = want[i][j] - 1.5
-              if case.relu and want[i][j] < 0 then want[i][j] = 0 end
-            end
-          end
+          local product, want = shifted_product(a, b, case.relu)
           local listing = compiled(product).program:dump()
           assert.matches("WMMA", listing, 1, true)
           local shape = tensor_cores.SHAPES[case.target == "CUDA" and "m16n8k16_f16_f32" or "m8n8k8_f32_f32"]
@@ -347,15 +354,7 @@ describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_S
           if case.realized then a, b = a:realize(), b:realize() end
           -- a view of B's transpose, realized in (n, k) order
           if case.transposed then b = b:transpose():contiguous():realize():transpose() end
-          local product = a:float():matmul(b:float()) - 1.5
-          if case.relu then product = product:relu() end
-          local want = naive(a, b)
-          for i = 1, case.m do
-            for j = 1, case.n do
-              want[i][j] = want[i][j] - 1.5
-              if case.relu and want[i][j] < 0 then want[i][j] = 0 end
-            end
-          end
+          local product, want = shifted_product(a, b, case.relu)
           local listing = compiled(product).program:dump()
           local name = string.format("wg_m64n%dk16_%s_f32", 64 * config.tn, case.dtype == "float16" and "f16" or "bf16")
           assert.matches(name, listing, 1, true)

@@ -186,14 +186,7 @@ local function wgmma_kernel(v, opts)
   return list, st
 end
 
-local function count(text, plain)
-  local n, at = 0, 1
-  while true do
-    local s, e = text:find(plain, at, true)
-    if not s then return n end
-    n, at = n + 1, e + 1
-  end
-end
+local count = helper.count
 
 local function find(text, plain) return (text:find(plain, 1, true)) end
 

@@ -276,14 +276,7 @@ local function metal_checks(src, name)
     tostring(messages), src), 2) end
 end
 
-local function count(text, plain)
-  local n, at = 0, 1
-  while true do
-    local s, e = text:find(plain, at, true)
-    if not s then return n end
-    n, at = n + 1, e + 1
-  end
-end
+local count = helper.count
 
 describe("WMMA", function()
   describe("on EMU's GPU mode", function()

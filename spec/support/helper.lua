@@ -65,6 +65,16 @@ function M.run(cmd, stdin_text)
   return status, stdout, stderr
 end
 
+--- How many times plain text occurs in text (not overlapping).
+function M.count(text, plain)
+  local n, at = 0, 1
+  while true do
+    local s, e = text:find(plain, at, true)
+    if not s then return n end
+    n, at = n + 1, e + 1
+  end
+end
+
 function M.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end

@@ -138,6 +138,30 @@ local function buffer_load(operand)
   return index.op == "INDEX" and index.src[1].op == "PARAM" and operand or nil
 end
 
+-- The copies of a double-buffered loop over `stages` stages of K (`stage` its range, `depth`
+-- deep): stage 0 copied into the tiles' first buffers before the loop, and stage s + 1 into
+-- the other buffers right after the barrier that opens stage s (asynchronous copies land at the
+-- next barrier), gated off in the last stage. copy_stage(into, a_tile, b_tile, a_base, b_base,
+-- k_base, gate, k_wrapped) appends a stage's copies. Returns the barrier opening the stage, the
+-- GROUP of the next stage's copies, and the offsets of this stage's buffers in the A and B tiles.
+local function double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
+  local first = {}
+  copy_stage(first, a_tile, b_tile, nil, nil, nil)
+  -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
+  -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
+  local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
+  local a_open = new("AFTER", a_tile.dtype, { a_tile, opened })
+  local b_open = new("AFTER", b_tile.dtype, { b_tile, opened })
+  local following = sum { stage, 1 }
+  local after_next = new("MOD", INDEX, { following, const(2) })
+  local copies = {}
+  copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
+    new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
+    times(new("MOD", INDEX, { following, const(stages) }), depth))
+  local current = new("MOD", INDEX, { stage, const(2) })
+  return opened, new("GROUP", VOID, copies), times(current, a_size), times(current, b_size)
+end
+
 -- The loop over stages of K with the operands staged through local memory: per stage, the
 -- workgroup's threads copy the block's A slice (BM x depth) and B slice (depth x BN) into
 -- local memory in chunks of consecutive elements (16 bytes where the tile allows), thread t
@@ -235,24 +259,11 @@ function M.staged_loop(p)
 
   local a_seen, b_seen, a_now, b_now
   if buffers == 2 then
-    local first = {}
-    copy_stage(first, a_tile, b_tile, nil, nil, nil)
-    -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
-    -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
-    local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
-    local a_open, b_open = new("AFTER", a_dtype, { a_tile, opened }), new("AFTER", b_dtype, { b_tile, opened })
-    local following = sum { stage, 1 }
-    local after_next = new("MOD", INDEX, { following, const(2) })
-    local copies = {}
-    copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
-      new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
-      times(new("MOD", INDEX, { following, const(stages) }), depth))
+    local opened, issued
+    opened, issued, a_now, b_now = double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
     -- the fragments are read after the copies are issued, so that they overlap the products
-    local issued = new("GROUP", VOID, copies)
     a_seen = new("AFTER", a_dtype, { a_tile, opened, issued })
     b_seen = new("AFTER", b_dtype, { b_tile, opened, issued })
-    local current = new("MOD", INDEX, { stage, const(2) })
-    a_now, b_now = times(current, a_size), times(current, b_size)
   else
     local copies = {}
     copy_stage(copies, a_tile, b_tile, nil, nil, scaled(stage, depth))
@@ -400,19 +411,9 @@ function M.warpgroup_loop(p)
     end, gate)
   end
 
-  local first = {}
-  copy_stage(first, a_tile, b_tile, nil, nil, nil)
-  -- the barrier opening stage s: stage s has landed, and every warpgroup is done with stage
-  -- s - 1's buffer (its WMMAs have completed), which the next copies overwrite
-  local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
-  local a_open, b_open = new("AFTER", a_dtype, { a_tile, opened }), new("AFTER", b_dtype, { b_tile, opened })
-  local following = sum { stage, 1 }
-  local after_next = new("MOD", INDEX, { following, const(2) })
-  local copies = {}
-  copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
-    new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
-    times(new("MOD", INDEX, { following, const(stages) }), depth))
-  local issued = new("GROUP", VOID, copies)
+  -- (the renderer waits for a stage's WMMAs before the next barrier, so the buffer the next
+  -- copies overwrite is no longer read)
+  local opened, issued, a_now, b_now = double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
   local current = {} -- current[i][reg + 1]: tile i's accumulator so far in this stage
   local loaded = {}
   for i = 0, config.tm - 1 do
@@ -426,8 +427,6 @@ function M.warpgroup_loop(p)
   -- stage's WMMAs back to back (a load between them would wait for the earlier ones)
   local a_seen = new("AFTER", a_dtype, { a_tile, opened, issued, table.unpack(loaded) })
   local b_seen = new("AFTER", b_dtype, { b_tile, opened, issued, table.unpack(loaded) })
-  local current_buffer = new("MOD", INDEX, { stage, const(2) })
-  local a_now, b_now = times(current_buffer, a_size), times(current_buffer, b_size)
 
   local a_rows8, a_k8, b_k8, b_cols8 = table.unpack(strides)
   for kk = 0, depth // shape.k - 1 do
