@@ -78,14 +78,18 @@ static bool renders(const tcl_crender *r, const tcl_wmma_shape *s) {
     return (s->m == 16 && s->n == 8 && s->k == 16) || tcl_wmma_is_warpgroup(s);
 }
 
+/* Whether WMMA nodes u and v are nodes of one product: the same shape and sources. */
+static bool same_sources(const tcl_uop *u, const tcl_uop *v) {
+    return u->nsrc == v->nsrc && u->nsrc && tcl_arg_equal(&u->arg.v.items[0], &v->arg.v.items[0]) &&
+           memcmp(u->src, v->src, u->nsrc * sizeof *u->src) == 0;
+}
+
 /* An earlier WMMA node that computed the same product in a scope still open here, or SIZE_MAX. */
 static size_t same_product(const tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     for (size_t j = 0; j < i; j++) {
         const tcl_uop *v = r->nodes[j];
-        if (v->op != TCL_OP_WMMA || r->wmma_root[j] != j + 1 || v->nsrc != u->nsrc) continue;
-        if (!tcl_arg_equal(&v->arg.v.items[0], &u->arg.v.items[0])) continue;
-        if (memcmp(v->src, u->src, u->nsrc * sizeof *u->src) != 0) continue;
+        if (v->op != TCL_OP_WMMA || r->wmma_root[j] != j + 1 || !same_sources(u, v)) continue;
         int32_t loop = r->defined_in[j];
         if (loop < 0 || r->open[loop]) return j;
     }
@@ -325,11 +329,6 @@ static bool names_warpgroup_shape(const tcl_uop *u) {
     if (u->op != TCL_OP_WMMA || a->kind != TCL_ARG_TUPLE || a->len < 1 || a->v.items[0].kind != TCL_ARG_STR) return false;
     const tcl_wmma_shape *s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
     return s && tcl_wmma_is_warpgroup(s);
-}
-
-static bool same_sources(const tcl_uop *u, const tcl_uop *v) {
-    return u->nsrc == v->nsrc && u->nsrc && tcl_arg_equal(&u->arg.v.items[0], &v->arg.v.items[0]) &&
-           memcmp(u->src, v->src, u->nsrc * sizeof *u->src) == 0;
 }
 
 /* The instruction of node u + 1 (0: not in the list). */

@@ -181,7 +181,12 @@ static tcl_status check_node(builder *b, size_t i) {
         in->shape = (uint8_t)(shape - tcl_wmma_shapes);
         in->which = out;
         if (!b->first_wmma) b->first_wmma = i + 1;
-        if (warpgroup) {
+        tcl_wmma_strides strides = warpgroup ? tcl_wmma_strides_of(u) : (tcl_wmma_strides){0, 0, 0, 0};
+        const tcl_wmma_strides *last = p->ntile_strides ? &p->tile_strides[p->ntile_strides - 1] : NULL;
+        /* a product's nodes (one per D register) share their strides: one entry for a run of them */
+        if (warpgroup && last && !memcmp(last, &strides, sizeof strides)) {
+            in->tiles = (int32_t)(p->ntile_strides - 1);
+        } else if (warpgroup) {
             if (!b->first_warpgroup_wmma) b->first_warpgroup_wmma = i + 1;
             if (p->ntile_strides == b->tile_strides_cap) {
                 size_t cap = b->tile_strides_cap ? 2 * b->tile_strides_cap : 4;
@@ -191,7 +196,7 @@ static tcl_status check_node(builder *b, size_t i) {
                 b->tile_strides_cap = cap;
             }
             in->tiles = (int32_t)p->ntile_strides;
-            p->tile_strides[p->ntile_strides++] = tcl_wmma_strides_of(u);
+            p->tile_strides[p->ntile_strides++] = strides;
         }
         size_t elements = (size_t)(shape->m * shape->k + shape->k * shape->n + shape->m * shape->n);
         if (elements > p->wmma_elements) p->wmma_elements = elements;

@@ -138,6 +138,29 @@ local function buffer_load(operand)
   return index.op == "INDEX" and index.src[1].op == "PARAM" and operand or nil
 end
 
+-- copy_stage(into, a_tile, b_tile, a_base, b_base, k_base, gate, k_wrapped) for a block of
+-- block_m x block_n staged `depth` deep: appends to `into` the copies of the block's A slice
+-- (block_m x depth) and B slice (depth x block_n) of the stage starting at K element k_base
+-- into the tiles at offsets a_base, b_base (nil: 0); gated: k_wrapped instead of k_base where a
+-- copy takes no gate. copy_slice(into, tile, base, operand, rows, cols, operand_map, gate)
+-- copies one slice in the loop's layout; operand_map(row, col, wrapped) maps the operand's
+-- ranges to a slice element.
+local function stage_copier(p, block_m, block_n, depth, copy_slice)
+  local found = p.found
+  return function(into, a_into, b_into, a_base, b_base, k_base, gate, k_wrapped)
+    copy_slice(into, a_into, a_base, found.a, block_m, depth, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, col })
+      map[found.m] = sum { scaled(p.block_row, block_m), row }
+      return map
+    end, gate)
+    copy_slice(into, b_into, b_base, found.b, depth, block_n, function(row, col, wrapped)
+      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, row })
+      map[found.n] = sum { scaled(p.block_col, block_n), col }
+      return map
+    end, gate)
+  end
+end
+
 -- The copies of a double-buffered loop over `stages` stages of K (`stage` its range, `depth`
 -- deep): stage 0 copied into the tiles' first buffers before the loop, and stage s + 1 into
 -- the other buffers right after the barrier that opens stage s (asynchronous copies land at the
@@ -177,12 +200,12 @@ end
 -- while the warps compute on stage s: one barrier per stage orders it all.
 function M.staged_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
-  local shape, m, n = found.shape, found.m, found.n
+  local shape = found.shape
   local regs_a, regs_b, regs_c = shape.regs[1], shape.regs[2], shape.regs[3]
   local block_m, block_n = tensor_cores.block(shape, config)
   local depth = tensor_cores.stage_depth(found, config, p.local_bytes)
   local warp = tensor_cores.WARP
-  local threads = config.wm * config.wn * warp
+  local threads = tensor_cores.threads(config)
   local lda, ldb = depth + tensor_cores.STAGE_PAD, block_n + tensor_cores.STAGE_PAD
   local a_dtype, b_dtype = found.a.dtype, found.b.dtype
   local buffers = config.buffers or 1
@@ -211,14 +234,15 @@ function M.staged_loop(p)
     end
     return sum { thread // const(per_row), s * (threads // per_row) }, sum { times(thread % const(per_row), chunk), v }
   end
-  -- The stores copying a rows x cols slice into tile (row stride ld) at element offset `base`
+  -- The stores copying a rows x cols slice into tile (row stride cols + STAGE_PAD) at element offset `base`
   -- (nil: 0), appended to `into`; operand_map(row, col) maps the operand's ranges to the slice
   -- element's position. A chunk whose operand is read straight from a buffer at a provable
   -- multiple of the chunk is one asynchronous copy (landing at the next barrier: the one that
   -- closes the stage's copies, or double-buffered the one that opens the next stage); otherwise each
   -- element is a STORE. gate: nil, or whether to copy at all (the asynchronous copies take it;
   -- the STOREs copy from operand_map(row, col, true) instead, always in bounds, to no use).
-  local function copy_slice(into, tile, base, operand, rows, cols, ld, operand_map, gate)
+  local function copy_slice(into, tile, base, operand, rows, cols, operand_map, gate)
+    local ld = cols + tensor_cores.STAGE_PAD
     local itemsize = operand.dtype.itemsize
     local chunk = chunk_of(rows, cols, itemsize)
     local async = buffer_load(operand) and (chunk * itemsize) % 4 == 0
@@ -244,18 +268,7 @@ function M.staged_loop(p)
   end
   -- both slices of the stage starting at K element k_base into the tiles (at offsets a_base,
   -- b_base), appended to into; gated: k_wrapped instead of k_base where a copy takes no gate
-  local function copy_stage(into, a_into, b_into, a_base, b_base, k_base, gate, k_wrapped)
-    copy_slice(into, a_into, a_base, found.a, block_m, depth, lda, function(row, col, wrapped)
-      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, col })
-      map[m] = sum { scaled(p.block_row, block_m), row }
-      return map
-    end, gate)
-    copy_slice(into, b_into, b_base, found.b, depth, block_n, ldb, function(row, col, wrapped)
-      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, row })
-      map[n] = sum { scaled(p.block_col, block_n), col }
-      return map
-    end, gate)
-  end
+  local copy_stage = stage_copier(p, block_m, block_n, depth, copy_slice)
 
   local a_seen, b_seen, a_now, b_now
   if buffers == 2 then
@@ -358,7 +371,6 @@ end
 -- TM WMMAs per warpgroup, chained through their accumulators.
 function M.warpgroup_loop(p)
   local found, config, shape, name, acc_at, init_done = p.found, p.config, p.shape, p.name, p.acc_at, p.init_done
-  local m, n = found.m, found.n
   local regs_c = shape.regs[3]
   local block_m, block_n = tensor_cores.block(shape, config)
   local depth = tensor_cores.stage_depth(found, config, p.local_bytes)
@@ -398,18 +410,7 @@ function M.warpgroup_loop(p)
       end
     end
   end
-  local function copy_stage(into, a_into, b_into, a_base, b_base, k_base, gate, k_wrapped)
-    copy_slice(into, a_into, a_base, found.a, block_m, depth, function(row, col, wrapped)
-      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, col })
-      map[m] = sum { scaled(p.block_row, block_m), row }
-      return map
-    end, gate)
-    copy_slice(into, b_into, b_base, found.b, depth, block_n, function(row, col, wrapped)
-      local map = tensor_cores.k_map(found, sum { wrapped and k_wrapped or k_base, row })
-      map[n] = sum { scaled(p.block_col, block_n), col }
-      return map
-    end, gate)
-  end
+  local copy_stage = stage_copier(p, block_m, block_n, depth, copy_slice)
 
   -- (the renderer waits for a stage's WMMAs before the next barrier, so the buffer the next
   -- copies overwrite is no longer read)
