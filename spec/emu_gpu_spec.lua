@@ -60,7 +60,8 @@ end
 -- out[g] = the sum of inp[g*threads .. g*threads + threads-1], a workgroup per g: every thread
 -- stores its element in local memory; (a BARRIER;) thread 0 adds them up in a register and
 -- stores the sum. Without the barrier, thread 0's loads read local memory directly.
-local function reduce_program(groups, threads, with_barrier)
+-- barrier_arg: the BARRIER's arg (copy groups it leaves in flight; this kernel has no copies).
+local function reduce_program(groups, threads, with_barrier, barrier_arg)
   local list, add = builder()
   local k = kit(add)
   local out = add("PARAM", I32, nil, { 0, groups })
@@ -71,7 +72,7 @@ local function reduce_program(groups, threads, with_barrier)
   local first = k.eq(l, k.c(0))
   local st = k.store(buf, l, k.load(inp, k.add(k.mul(g, k.c(threads)), l)))
   local seen = buf
-  if with_barrier then seen = k.after(buf, k.barrier(st)) end
+  if with_barrier then seen = k.after(buf, add("BARRIER", nil, { st }, barrier_arg)) end
   local zero = k.c(0)
   k.store(acc, zero, k.c(0, I32))
   local r = k.range(threads)
@@ -333,7 +334,7 @@ describe("EMU's GPU mode", function()
     end)
   end)
 
-  describe("runs asynchronous copies (STORE {\"async\", n}) that land at the next barrier", function()
+  describe("runs asynchronous copies (STORE {\"async\", n}) that land at the barrier that waits for them", function()
     -- 2 threads; thread l copies 4 elements of inp at 4*l into local memory; then (after a
     -- barrier, or not) it writes element `read(l)` of the local tile to out[l]
     local function copy_program(name, with_barrier, read, offset)
@@ -362,7 +363,8 @@ describe("EMU's GPU mode", function()
       local p = copy_program("early", false, function(k, l) return k.mul(l, k.c(4)) end)
       assert.matches("kernel 'early': instruction %d+ %(LOAD%): race: thread gidx %(0,0,0%) lidx %(0,0,0%) reads "
         .. "element 0 of DEFINE_LOCAL slot 0, which an asynchronous copy of thread gidx %(0,0,0%) lidx %(0,0,0%) "
-        .. "wrote with no barrier between them %(a copy lands at the next barrier%)",
+        .. "wrote, and no barrier since has waited for it %(0 barriers passed since the copy; a barrier with arg n "
+        .. "lands every group of copies but the n newest",
         run_error(p, { rt.buffer(I32, 2), filled(I32, integers(9, 5)) }))
     end)
 
@@ -399,6 +401,152 @@ describe("EMU's GPU mode", function()
           local tile, inp = add("DEFINE_LOCAL", I32, nil, { 0, 4 }), add("PARAM", I32, nil, { 0, 4 })
           add("STORE", nil, { k.at(tile, k.c(0)), k.load(inp, k.c(0)) }, "async")
         end), 1, true)
+    end)
+  end)
+
+  describe("runs copy pipelines: a BARRIER with arg n lands every copy group but the n newest", function()
+    local THREADS, CHUNK = 4, 4 -- each thread copies CHUNK int32 (16 bytes) per stage
+    local STAGE = THREADS * CHUNK -- elements of one stage (and of one buffer of the tile)
+
+    -- Workgroup g, thread l: in epoch e (the code between two barriers) it copies its chunk of
+    -- stage e (if e < stages) from inp into buffer e % buffers of the local tile, and reads stage
+    -- e - lag (if there is one): element (s + l) % CHUNK of thread (l + 1) % THREADS's chunk,
+    -- stored to out[(g*stages + s)*THREADS + l]. Every epoch but the last ends with a BARRIER of
+    -- arg `pending`. A stage lands at the barrier that ends epoch s + pending, so lag = pending + 1
+    -- reads each as soon as it may; lag < buffers keeps a buffer's reads before its next copy.
+    local function pipeline_program(name, o)
+      local list, add = builder()
+      local k = kit(add)
+      local function mod(a, b) return add("MOD", IDX, { a, k.c(b) }) end
+      local out = add("PARAM", I32, nil, { 0, o.groups * o.stages * THREADS })
+      local inp = add("PARAM", I32, nil, { 1, o.groups * o.stages * STAGE })
+      local tile = add("DEFINE_LOCAL", I32, nil, { 0, o.buffers * STAGE })
+      local g, l = k.special("gidx0", o.groups), k.special("lidx0", THREADS)
+      local seen = tile
+      local last = o.stages + o.lag - 1
+      for e = 0, last do
+        local stores = {}
+        local s = e - o.lag
+        if s >= 0 and s < o.stages then
+          local from = k.add(k.c((s % o.buffers) * STAGE), k.add(k.mul(mod(k.add(l, k.c(1)), THREADS), k.c(CHUNK)),
+            mod(k.add(l, k.c(s)), CHUNK)))
+          local at = k.add(k.mul(k.add(k.mul(g, k.c(o.stages)), k.c(s)), k.c(THREADS)), l)
+          stores[#stores + 1] = k.store(out, at, k.load(seen, from))
+        end
+        if e < o.stages then
+          local to = k.add(k.c((e % o.buffers) * STAGE), k.mul(l, k.c(CHUNK)))
+          local from = k.add(k.mul(k.add(k.mul(g, k.c(o.stages)), k.c(e)), k.c(STAGE)), k.mul(l, k.c(CHUNK)))
+          stores[#stores + 1] = add("STORE", nil, { k.at(seen, to), k.load(inp, from) }, { "async", CHUNK })
+        end
+        if e < last then seen = k.after(tile, add("BARRIER", nil, stores, o.pending)) end
+      end
+      return rt.program(list, { name = name })
+    end
+
+    local function pipeline_want(xs, groups, stages)
+      local want = {}
+      for g = 0, groups - 1 do
+        for s = 0, stages - 1 do
+          for l = 0, THREADS - 1 do
+            local from = ((g * stages + s) * THREADS + (l + 1) % THREADS) * CHUNK + (s + l) % CHUNK
+            want[(g * stages + s) * THREADS + l + 1] = xs[from + 1]
+          end
+        end
+      end
+      return want
+    end
+
+    local function run_pipeline(name, o)
+      local xs = integers(o.groups * o.stages * STAGE, 11)
+      local ob = rt.buffer(I32, o.groups * o.stages * THREADS)
+      pipeline_program(name, o):run { ob, filled(I32, xs) }
+      return ob:read(), pipeline_want(xs, o.groups, o.stages)
+    end
+
+    it("a three-buffer pipeline keeping two groups in flight (barriers of arg 1), exactly, in two workgroups",
+      function()
+      -- 5 stages through 3 buffers: every buffer is reused; the last barriers close empty groups
+      local got, want = run_pipeline("pipeline", { groups = 2, stages = 5, buffers = 3, pending = 1, lag = 2 })
+      assert.same(want, got)
+    end)
+
+    it("barriers of arg 2 (three groups in flight) through four buffers, and of arg 0 reading one barrier later",
+      function()
+      local got, want = run_pipeline("deep", { groups = 2, stages = 6, buffers = 4, pending = 2, lag = 3 })
+      assert.same(want, got)
+      got, want = run_pipeline("plain", { groups = 1, stages = 3, buffers = 2, pending = 0, lag = 1 })
+      assert.same(want, got)
+    end)
+
+    it("a read of a stage whose group the barrier leaves in flight is a race naming both threads", function()
+      local p = pipeline_program("early", { groups = 1, stages = 3, buffers = 3, pending = 1, lag = 1 })
+      local err = run_error(p, { rt.buffer(I32, 3 * THREADS), filled(I32, integers(3 * STAGE, 3)) })
+      -- thread 0 reads stage 0 right after the barrier that closed its group: thread 1's element 0
+      assert.matches("kernel 'early': instruction %d+ %(LOAD%): race: thread gidx %(0,0,0%) lidx %(0,0,0%) reads "
+        .. "element 4 of DEFINE_LOCAL slot 0, which an asynchronous copy of thread gidx %(0,0,0%) lidx %(1,0,0%) "
+        .. "wrote, and no barrier since has waited for it %(1 barrier passed since the copy; a barrier with arg n "
+        .. "lands every group of copies but the n newest, the group it closes included; one without an arg lands "
+        .. "all%)$", err)
+      -- with a deeper pipeline, two barriers of arg 2 still leave it in flight
+      p = pipeline_program("early2", { groups = 1, stages = 4, buffers = 4, pending = 2, lag = 2 })
+      assert.matches("kernel 'early2': instruction %d+ %(LOAD%): race: thread gidx %(0,0,0%) lidx %(0,0,0%) reads "
+        .. "element 4 of DEFINE_LOCAL slot 0, which an asynchronous copy of thread gidx %(0,0,0%) lidx %(1,0,0%) "
+        .. "wrote, and no barrier since has waited for it %(2 barriers passed since the copy",
+        run_error(p, { rt.buffer(I32, 4 * THREADS), filled(I32, integers(4 * STAGE, 3)) }))
+    end)
+
+    it("a copy over an element whose earlier copy is still in flight is a race", function()
+      -- one buffer: stage 1 is copied over stage 0, which the barrier of arg 1 left in flight
+      local p = pipeline_program("overwrite", { groups = 1, stages = 2, buffers = 1, pending = 1, lag = 2 })
+      assert.matches("kernel 'overwrite': instruction %d+ %(STORE%): race: thread gidx %(0,0,0%) lidx %(0,0,0%) "
+        .. "writes element 0 of DEFINE_LOCAL slot 0, which an asynchronous copy of thread gidx %(0,0,0%) lidx "
+        .. "%(0,0,0%) wrote, and no barrier since has waited for it %(1 barrier passed since the copy",
+        run_error(p, { rt.buffer(I32, 2 * THREADS), filled(I32, integers(2 * STAGE, 3)) }))
+    end)
+
+    it("a plain store over an element whose copy is in flight is a race too", function()
+      local list, add = builder()
+      local k = kit(add)
+      local inp = add("PARAM", I32, nil, { 0, 8 })
+      local tile = add("DEFINE_LOCAL", I32, nil, { 0, 8 })
+      local l = k.special("lidx0", 2)
+      local at = k.mul(l, k.c(4))
+      local copy = add("STORE", nil, { k.at(tile, at), k.load(inp, at) }, { "async", 4 })
+      local seen = k.after(tile, add("BARRIER", nil, { copy }, 1))
+      k.store(seen, k.c(4), k.c(0, I32), k.eq(l, k.c(0))) -- thread 0 writes thread 1's first element
+      assert.matches("race: thread gidx (0,0,0) lidx (0,0,0) writes element 4 of DEFINE_LOCAL slot 0, which an "
+        .. "asynchronous copy of thread gidx (0,0,0) lidx (1,0,0) wrote, and no barrier since has waited for it",
+        run_error(rt.program(list, { name = "store_over" }), { filled(I32, integers(8, 2)) }), 1, true)
+    end)
+
+    it("a BARRIER of arg n in a kernel without copies is a plain barrier", function()
+      for _, n in ipairs { 0, 1, 64 } do
+        local xs = integers(3 * 8, 7)
+        local ob = rt.buffer(I32, 3)
+        reduce_program(3, 8, true, n):run { ob, filled(I32, xs) }
+        assert.same(group_sums(xs, 3, 8), ob:read())
+      end
+    end)
+
+    it("lists a barrier's arg when it leaves groups in flight", function()
+      local text = pipeline_program("listed", { groups = 1, stages = 2, buffers = 2, pending = 1, lag = 2 }):dump()
+      assert.matches("BARRIER    void     %[[%d, ]+%] 1 %(leaves 1 asynchronous%-copy group in flight%)", text)
+      assert.not_matches("leaves", reduce_program(1, 4, true, 0):dump(), 1, true)
+    end)
+
+    it("refuses a BARRIER whose arg is not an integer 0..64", function()
+      local function refusal(arg)
+        local list, add = builder()
+        add("BARRIER", nil, {}, arg)
+        return error_of(rt.program, list, { name = "bad" })
+      end
+      local why = "kernel 'bad': instruction 0 (BARRIER): a BARRIER's arg is the number of asynchronous-copy groups it "
+        .. "leaves in flight, an integer 0..64, not "
+      assert.matches(why .. "-1", refusal(-1), 1, true)
+      assert.matches(why .. "65", refusal(65), 1, true)
+      assert.matches(why .. "the string \"one\"", refusal("one"), 1, true)
+      assert.matches(why .. "a float (1.5)", refusal(1.5), 1, true)
+      assert.matches(why .. "a list of 2 integers", refusal({ 1, 2 }), 1, true)
     end)
   end)
 
@@ -466,19 +614,20 @@ describe("EMU's GPU mode", function()
     end
 
     it("local memory over the limit", function()
-      assert.matches("kernel 'bad': instruction 0 (DEFINE_LOCAL): local memory of 65540 bytes (DEFINE_LOCAL slots "
-        .. "0..0) is more than the 65536 bytes a workgroup may hold", build_error(function(_, add)
-          add("DEFINE_LOCAL", F32, nil, { 0, 16385 })
+      -- 256 KiB: more than any GPU target's (CUDA_SM90: 227 KiB)
+      assert.matches("kernel 'bad': instruction 0 (DEFINE_LOCAL): local memory of 262148 bytes (DEFINE_LOCAL slots "
+        .. "0..0) is more than the 262144 bytes a workgroup may hold", build_error(function(_, add)
+          add("DEFINE_LOCAL", F32, nil, { 0, 65537 })
         end), 1, true)
       -- laid out by slot: slot 1 (instruction 0) is the one that does not fit
-      assert.matches("instruction 0 (DEFINE_LOCAL): local memory of 65544 bytes (DEFINE_LOCAL slots 0..1) is more",
+      assert.matches("instruction 0 (DEFINE_LOCAL): local memory of 262152 bytes (DEFINE_LOCAL slots 0..1) is more",
         build_error(function(_, add)
-          add("DEFINE_LOCAL", F32, nil, { 1, 8192 })
-          add("DEFINE_LOCAL", F32, nil, { 0, 8193 })
+          add("DEFINE_LOCAL", F32, nil, { 1, 32768 })
+          add("DEFINE_LOCAL", F32, nil, { 0, 32769 })
         end), 1, true)
       local list, add = builder()
-      add("DEFINE_LOCAL", F32, nil, { 0, 16384 })
-      assert.equals(65536, rt.program(list).local_bytes)
+      add("DEFINE_LOCAL", F32, nil, { 0, 65536 })
+      assert.equals(262144, rt.program(list).local_bytes)
     end)
 
     it("a workgroup of more than 1024 threads", function()

@@ -20,10 +20,12 @@
  *   END (deps..., RANGE)      closes the loop of its last source (the others only order)
  *   INDEX (buffer, i)         element i of a PARAM/DEFINE_REG/DEFINE_LOCAL (possibly through AFTER)
  *   LOAD (INDEX[, gate])      the element; gated off: 0 of its dtype, no access
- *   STORE (INDEX, v[, gate])  writes v; gated off: nothing
+ *   STORE (INDEX, v[, gate])  writes v; gated off: nothing; {"async", n}: an asynchronous copy
+ *                             (ENCODINGS.md), landing at the barrier that waits for its group
  *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
  *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
- *   BARRIER (deps...)         the threads of the workgroup wait for each other (sources order only)
+ *   BARRIER (deps...) [n]     the threads of the workgroup wait for each other (sources order only);
+ *                             it lands every asynchronous-copy group but the n newest (0..64; none: 0)
  *   WMMA (a..., b..., c...) {shape, out}   a warp's tensor-core multiply-accumulate (core/wmma.h);
  *     (a_tile, b_tile, c...) {shape, out, strides}   a warpgroup's, A and B read from local memory
  *   AFTER (x, deps...)        x, once deps are done (an ordering edge; x may be a buffer)
@@ -56,7 +58,8 @@
  *     another thread read or wrote, with no barrier between them; and a read of an element
  *     no thread of the group has written (uninitialized local memory). A warpgroup WMMA's
  *     tiles are read by all the warpgroup's threads: stored before a barrier they all passed
- *     since, not written again before the next;
+ *     since, not written again before the next; and any access to an element an asynchronous
+ *     copy wrote before a barrier has landed the copy's group (the copying thread's too);
  *   global memory (PARAMs; slots given one buffer share its elements), in a launch of more
  *     than one thread: two threads writing one element, or one thread writing an element
  *     another read or wrote (a barrier does not order global memory here).
@@ -75,7 +78,7 @@
 #define TCL_EMU_MAX_REG_ELEMENTS 16384
 #define TCL_EMU_MAX_SCRATCH_BYTES (1 << 20)
 /* Local (shared) memory of one workgroup, all DEFINE_LOCALs together; the threads of one group. */
-#define TCL_EMU_MAX_LOCAL_BYTES (64 * 1024)
+#define TCL_EMU_MAX_LOCAL_BYTES (256 * 1024) /* above every GPU target's (CUDA_SM90: 227 KiB) */
 #define TCL_EMU_MAX_WORKGROUP 1024
 /* With barriers every thread of a group keeps its own scratch memory: their total. */
 #define TCL_EMU_MAX_GROUP_SCRATCH_BYTES (64 << 20)

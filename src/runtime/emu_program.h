@@ -45,12 +45,16 @@ typedef enum emu_kind {
     K_INDEX,
     K_LOAD,
     K_STORE,
-    K_COPY,    /* an asynchronous copy (STORE {"async", n}): n elements PARAM -> DEFINE_LOCAL, landing at the next barrier */
+    K_COPY,    /* an asynchronous copy (STORE {"async", n}): n elements PARAM -> DEFINE_LOCAL, landing at the barrier
+                * that waits for its group (the copies of one thread between two barriers) */
     K_SPECIAL,
     K_ALIAS,   /* AFTER of a value: the value */
-    K_BARRIER, /* stops the thread until all threads of its group arrive */
+    K_BARRIER, /* stops the thread until all threads of its group arrive; lands every copy group but the `which` newest */
     K_WMMA,    /* stops the thread like a barrier; the group's warps compute it together */
 } emu_kind;
+
+/* The most asynchronous-copy groups a BARRIER may leave in flight: the bound the renderers accept too. */
+#define EMU_MAX_COPY_GROUPS_IN_FLIGHT 64
 
 /* Which memory a memory id names. */
 typedef enum emu_space { SPACE_PARAM, SPACE_REG, SPACE_LOCAL } emu_space;
@@ -68,7 +72,8 @@ typedef struct emu_inst {
     int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise (while building,
                         * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
-    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements */
+    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements;
+                        * BARRIER: the asynchronous-copy groups it leaves in flight (0: none) */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
     int32_t tiles;     /* WMMA of a warpgroup shape: its tiles' strides in p->tile_strides; -1 otherwise */
     tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */

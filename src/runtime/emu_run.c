@@ -20,7 +20,10 @@
  *     and first two threads of its reads. Epochs count up through the whole run: one starts at
  *     each group and at each barrier, so "written in this group" is `write epoch >= the
  *     group's first` and "with no barrier between" is `epoch == the current one`; nothing is
- *     cleared between groups.
+ *     cleared between groups. An asynchronous copy marks its elements `copied`: the copies a
+ *     thread issues between two barriers are a group, the epoch they were issued in (all threads
+ *     pass the same barriers). A barrier with arg n that ends epoch E lands the groups up to
+ *     E - n (`landed_through`), so a copied element is in flight while its write epoch is later.
  * A read of local memory no thread of the group wrote is reported at the end of its epoch
  * (the next barrier, or the group's end): a thread after it that writes the element in the
  * same epoch turns it into the race it is, named with both threads. */
@@ -43,7 +46,7 @@ typedef struct emu_gshadow {
 typedef struct emu_lshadow {
     uint64_t write_epoch, read_epoch;
     uint32_t writer, reader[2];
-    bool copied; /* the last write was an asynchronous copy: no thread may read it in its epoch */
+    bool copied; /* the last write was an asynchronous copy: no thread may touch it until its group lands */
 } emu_lshadow;
 
 typedef struct emu_mem {
@@ -75,6 +78,7 @@ typedef struct emu_run {
     uint64_t group;         /* the running thread: its group (linear, x fastest) */
     uint32_t lid;           /* and its index in the group (x fastest) */
     uint64_t epoch, group_epoch;
+    uint64_t landed_through; /* the asynchronous copies issued in epochs up to this one have landed */
     /* the first read of unwritten local memory in this epoch, reported at its end */
     bool uninit;
     size_t uninit_pc;
@@ -167,15 +171,22 @@ static tcl_status local_race(const emu_run *r, size_t pc, int32_t mem, int64_t i
                    name_thread(p, r->group, other - 1).s, race_did[kind], race_local_why[kind]);
 }
 
-/* An access to a local element that an asynchronous copy wrote in this epoch: the copy lands at
- * the next barrier, so until then no thread, its own included, may read or write the element. */
-static tcl_status copy_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, const char *does, uint32_t other) {
+/* Whether a local element's last write is an asynchronous copy whose group has not landed. */
+static bool copy_in_flight(const emu_run *r, const emu_lshadow *sh) {
+    return sh->copied && sh->write_epoch > r->landed_through;
+}
+
+/* An access to a local element that an asynchronous copy wrote and no barrier has waited for
+ * yet: until one does, no thread, its own included, may read or write the element. */
+static tcl_status copy_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, const char *does, const emu_lshadow *sh) {
     const tcl_emu_program *p = r->p;
+    uint64_t passed = r->epoch - sh->write_epoch; /* barriers since the copy: epochs within one group */
     return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
-                   "race: %s %s %s, which an asynchronous copy of %s wrote with no barrier between them (a copy "
-                   "lands at the next barrier)",
+                   "race: %s %s %s, which an asynchronous copy of %s wrote, and no barrier since has waited for it "
+                   "(%" PRIu64 " barrier%s passed since the copy; a barrier with arg n lands every group of copies but "
+                   "the n newest, the group it closes included; one without an arg lands all)",
                    name_thread(p, r->group, r->lid).s, does, name_elem(p, mem, idx).s,
-                   name_thread(p, r->group, other - 1).s);
+                   name_thread(p, r->group, sh->writer - 1).s, passed, passed == 1 ? "" : "s");
 }
 
 /* Race checks of an access by instruction pc to element idx of memory id mem (the instruction's
@@ -186,7 +197,7 @@ EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, int32_t mem, in
     if (tcl_emu_mem_space(p, (size_t)mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
-        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, mem, idx, "reads", sh->writer);
+        if (copy_in_flight(r, sh)) return copy_race(r, pc, mem, idx, "reads", sh);
         if (sh->write_epoch < r->group_epoch) {
             if (!r->uninit) {
                 r->uninit = true;
@@ -221,7 +232,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, int32_t mem, i
     if (tcl_emu_mem_space(p, (size_t)mem) == SPACE_LOCAL) {
         emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
         uint32_t me = r->lid + 1;
-        if (sh->copied && sh->write_epoch == r->epoch) return copy_race(r, pc, mem, idx, "writes", sh->writer);
+        if (copy_in_flight(r, sh)) return copy_race(r, pc, mem, idx, "writes", sh);
         if (sh->write_epoch == r->epoch && sh->writer != me) return local_race(r, pc, mem, idx, WRITE_AFTER_WRITE, sh->writer);
         if (sh->read_epoch == r->epoch) {
             uint32_t other = sh->reader[0] != me ? sh->reader[0] : sh->reader[1];
@@ -244,7 +255,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, int32_t mem, i
 /* Runs the asynchronous copy at pc (K_COPY, not gated off): `which` elements from the LOAD's
  * buffer at its index to local memory at the copy's, both indices multiples of the count (the
  * promise of the encoding). The destination's elements are marked copied: reading or writing
- * them before the next barrier is a race. */
+ * them before a barrier lands their group is a race. */
 EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
     const tcl_emu_program *p = r->p;
     const emu_inst *in = &p->inst[pc], *load = &p->inst[in->b];
@@ -517,6 +528,7 @@ static tcl_status run_group(emu_run *r) {
     uint32_t nt = p->group_threads;
     bool lockstep = p->nbarriers > 0 || p->nwmma > 0;
     r->group_epoch = ++r->epoch;
+    r->landed_through = r->group_epoch - 1; /* copies of earlier groups never count */
     r->uninit = false;
     if (lockstep && p->scratch_bytes) memset(r->scratch, 0, (size_t)nt * p->scratch_bytes);
     size_t resume = 0; /* where every thread goes on: after the barrier all of them reached */
@@ -555,7 +567,11 @@ static tcl_status run_group(emu_run *r) {
         }
         if (r->uninit) return report_uninit(r);
         if (first_stop == DONE) return TCL_OK;
-        r->epoch++; /* all passed the barrier */
+        /* all passed the barrier: it lands the copy groups but the n newest (this epoch's is the newest) */
+        uint64_t in_flight = (uint64_t)p->inst[first_stop].which;
+        if (r->epoch - r->group_epoch >= in_flight && r->epoch - in_flight > r->landed_through)
+            r->landed_through = r->epoch - in_flight;
+        r->epoch++;
         resume = first_stop + 1;
     }
 }
