@@ -357,6 +357,87 @@ describe("the CUDA device on the mock driver", function()
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end)
 
+  -- A PTX with three kernels of one buffer each, and a child chunk that loads one of them with
+  -- shared_bytes = bytes and runs it (the mock logs the launch), or fails with the message.
+  local SHARED_PTX = ".version 8.0\n.visible .entry big(\n.param .u64 a\n)\n{ ret; }\n" ..
+    ".visible .entry small(\n.param .u64 a\n)\n{ ret; }\n.visible .entry edge(\n.param .u64 a\n)\n{ ret; }\n"
+  local SHARED_CHUNK = string.format([[
+    local cuda = require "tcl.cuda"
+    local ptx = %q
+    local buffer = cuda.buffer("float32", 4)
+    local function run(entry, bytes)
+      local p = cuda.program(ptx, { name = "E_" .. entry, entry = entry, params = { { dtype = "float32", numel = 4 } },
+        shared_bytes = bytes })
+      p:run { buffer }
+    end
+    local function fails(pattern, entry, bytes)
+      local ok, err = pcall(run, entry, bytes)
+      assert(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
+    end
+    local info = cuda.device()
+  ]], SHARED_PTX)
+
+  it("opts kernels in to more than 48 KiB of dynamic shared memory, up to the device's opt-in limit", function()
+    if not have_mock() then return end
+    child_ok(mock_env(log), SHARED_CHUNK .. [[
+      assert(info.shared_bytes == 49152, "shared_bytes " .. tostring(info.shared_bytes))
+      assert(info.shared_bytes_optin == 232448, "shared_bytes_optin " .. tostring(info.shared_bytes_optin))
+      run("big", 100000)
+      run("small", 40000)
+      run("edge", 49152) -- the plain limit itself needs no opt-in
+      fails("kernel 'E_big': 300000 bytes of shared memory per block, tcl mock GPU allows 232448", "big", 300000)
+      run("big", 232448)
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    assert.matches("\nattribute big 8 100000\nlaunch big grid 1 1 1 block 1 1 1 shared 100000 params 1\n", text, 1,
+      true)
+    assert.matches("\nlaunch small grid 1 1 1 block 1 1 1 shared 40000 params 1\n", text, 1, true)
+    assert.matches("\nlaunch edge grid 1 1 1 block 1 1 1 shared 49152 params 1\n", text, 1, true)
+    assert.matches("\nattribute big 8 232448\nlaunch big grid 1 1 1 block 1 1 1 shared 232448 params 1\n", text, 1,
+      true)
+    assert.is_nil(text:find("attribute small", 1, true))
+    assert.is_nil(text:find("attribute edge", 1, true))
+    assert.is_nil(text:find("300000", 1, true)) -- refused before loading
+    assert.is_nil(text:find("without the opt-in", 1, true))
+    local attributes = 0
+    for _ in text:gmatch("attribute big 8 ") do attributes = attributes + 1 end
+    assert.are.equal(2, attributes) -- once per program, not per launch
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
+  it("takes the opt-in limit from the driver, and names a refused opt-in", function()
+    if not have_mock() then return end
+    child_ok(mock_env(log, "MOCK_CUDA_SHARED_OPTIN=65536"), SHARED_CHUNK .. [[
+      assert(info.shared_bytes_optin == 65536, "shared_bytes_optin " .. tostring(info.shared_bytes_optin))
+      fails("kernel 'E_big': 70000 bytes of shared memory per block, tcl mock GPU allows 65536", "big", 70000)
+      run("big", 65536)
+      print "ok"
+    ]])
+    assert.matches("\nattribute big 8 65536\nlaunch big grid 1 1 1 block 1 1 1 shared 65536 params 1\n",
+      helper.read(log), 1, true)
+    -- a driver that does not report the opt-in limit leaves the plain one
+    os.remove(log)
+    child_ok(mock_env(log, "MOCK_CUDA_SHARED_OPTIN=0"), SHARED_CHUNK .. [[
+      assert(info.shared_bytes_optin == 49152, "shared_bytes_optin " .. tostring(info.shared_bytes_optin))
+      fails("kernel 'E_big': 49153 bytes of shared memory per block, tcl mock GPU allows 49152", "big", 49153)
+      print "ok"
+    ]])
+    -- the driver refuses the attribute: the program is not made, and nothing of it is left
+    os.remove(log)
+    child_ok(mock_env(log, "MOCK_CUDA_FUNC_ATTRIBUTE_ERROR=1"), SHARED_CHUNK .. [[
+      fails("kernel 'E_big': CUDA: cannot let 'big' use 100000 bytes of dynamic shared memory per block on tcl mock " ..
+        "GPU (opt-in limit 232448", "big", 100000)
+      fails("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) failed: CUDA_ERROR_INVALID_VALUE", "big", 100000)
+      run("small", 40000) -- no opt-in needed
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    assert.is_nil(text:find("launch big", 1, true))
+    assert.matches("\nlaunch small grid 1 1 1 block 1 1 1 shared 40000 params 1\n", text, 1, true)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
   it("compiles kernels to PTX with NVRTC, caches it on disk and launches it as the SPECIALs say", function()
     if not have_mock() then return end
     local have, why = require("tcl.nvrtc").available()
@@ -405,6 +486,49 @@ describe("the CUDA device on the mock driver", function()
     assert.are.equal(0, compiled, err2)
     assert.are.equal(launches, from_disk, err2)
     os.execute("rm -rf " .. helper.shell_quote(cache))
+  end)
+end)
+
+describe("a pipelined warpgroup matmul on the mock driver as a Hopper GPU (compute capability 9.0)", function()
+  it("compiles for sm_90a and launches with its tiles in dynamic shared memory, opted in", function()
+    if not helper.exists(MOCK) then return pending("the mock driver is not built (" .. MOCK .. ")") end
+    local have, why = require("tcl.nvrtc").available()
+    if not have then return pending("NVRTC is not available: " .. tostring(why)) end
+    local log = os.tmpname()
+    -- TC(1,431122): a 128 x 128 block, 4 buffers of stages of 64: 2 tiles of 4 * 128 * 64 halves
+    local out = child_ok("DEVICE=CUDA MOCK_CUDA_CC=9.0 " .. mock_env(log), [[
+      local optimize = require "tcl.codegen.optimize"
+      local tensor_cores = require "tcl.heuristics.tensor_cores"
+      local schedule = require "tcl.schedule"
+      optimize.set_heuristic(function(k)
+        if tensor_cores.match(k:graph(), k.caps.gpu) then k:apply("TC", 1, 431122) end
+      end)
+      local programs = {}
+      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
+      local a = Tensor.empty(128, 256, { dtype = "float16" }):realize()
+      local b = Tensor.empty(256, 128, { dtype = "float16" }):realize()
+      a:matmul(b):realize()
+      schedule.recorder = nil
+      for _, p in ipairs(programs) do
+        local source = p:dump()
+        if source:find("wgmma", 1, true) then
+          assert(source:find("extern __shared__", 1, true), "the tiles are not in dynamic shared memory")
+          assert(p:assembly():find(".target sm_90a", 1, true), "not compiled for sm_90a")
+          print("kernel " .. p.entry)
+        end
+      end
+      print "ok"
+    ]])
+    local entry = assert(out:match("kernel ([%w_]+)"), out)
+    local text = helper.read(log)
+    os.remove(log)
+    -- opted in when loaded, before the launch
+    local opted = text:find("\nattribute " .. entry .. " 8 131072\n", 1, true)
+    local launched = text:find("\nlaunch " .. entry .. " grid 1 1 1 block 128 1 1 shared 131072 ", 1, true)
+    assert.is_truthy(opted, text)
+    assert.is_truthy(launched, text)
+    assert.is_true(opted < launched)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end)
 end)
 

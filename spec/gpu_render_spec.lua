@@ -621,6 +621,79 @@ describe("the CUDA and Metal renderers", function()
       if need_clang() then metal_checks(msl, "async_copy") end
     end)
 
+    it("keep newer copy groups in flight at a barrier with an arg, and carve more than 48 KiB of local memory "
+      .. "from CUDA's dynamic shared memory", function()
+      -- 8 threads; two stages of 8 halves per thread copied into a 32 KiB tile, each closed by a
+      -- barrier that leaves one group in flight: the second lands stage 0, which the threads read
+      -- (thread l the chunk of 7 - l); a barrier without an arg lands stage 1. Each thread also
+      -- passes a float through a 20000-byte tile, at its end (beyond 48 KiB in all)
+      local H, F32 = dt "float16", dt "float32"
+      local list, add = builder()
+      local out_h = add("PARAM", H, nil, { 0, 128 })
+      local out_f = add("PARAM", F32, nil, { 1, 8 })
+      local a = add("PARAM", H, nil, { 2, 128 })
+      local l = add("SPECIAL", IDX, { const(add, IDX, 8) }, "lidx0")
+      local tile_h = add("DEFINE_LOCAL", H, nil, { 0, 16384 })
+      local tile_f = add("DEFINE_LOCAL", F32, nil, { 1, 5000 })
+      local function times(x, c) return add("MUL", IDX, { x, const(add, IDX, c) }) end
+      local function plus(x, c) return add("ADD", IDX, { x, const(add, IDX, c) }) end
+      local function copy(tile, stage)
+        local at = plus(times(l, 8), 64 * stage)
+        return add("STORE", nil, { add("INDEX", H, { tile, at }), add("LOAD", H, { add("INDEX", H, { a, at }) }) },
+          { "async", 8 })
+      end
+      local last = add("SUB", IDX, { const(add, IDX, 4999), l })
+      local own_f = add("STORE", nil, { add("INDEX", F32, { tile_f, last }), add("CAST", F32, { l }) })
+      local first = add("BARRIER", nil, { copy(tile_h, 0), own_f }, 1)
+      local second = add("BARRIER", nil, { copy(add("AFTER", H, { tile_h, first }), 1) }, 1)
+      local other = add("SUB", IDX, { const(add, IDX, 7), l })
+      local function read_stage(seen, stage)
+        for v = 0, 7 do
+          local x = add("LOAD", H, { add("INDEX", H, { seen, plus(times(other, 8), 64 * stage + v) }) })
+          add("STORE", nil, { add("INDEX", H, { out_h, plus(times(l, 8), 64 * stage + v) }), x })
+        end
+      end
+      read_stage(add("AFTER", H, { tile_h, second }), 0)
+      local f = add("LOAD", F32, { add("INDEX", F32, { add("AFTER", F32, { tile_f, second }),
+        add("SUB", IDX, { const(add, IDX, 4999), other }) }) })
+      add("STORE", nil, { add("INDEX", F32, { out_f, l }), f })
+      local landed = add("BARRIER", nil, { second })
+      read_stage(add("AFTER", H, { tile_h, landed }), 1)
+      local src, facts = gpu.render(list, { name = "pipelined", dialect = "cuda" })
+      local _, some = src:gsub('asm volatile%("cp%.async%.commit_group;\\n\\tcp%.async%.wait_group 1;" ::: "memory"%);'
+        .. "\n    __syncthreads%(%);", "")
+      assert.are.equal(2, some)
+      assert.matches('asm volatile("cp.async.wait_all;" ::: "memory");\n    __syncthreads();', src, 1, true)
+      -- the tiles from one dynamic array, at 128-byte aligned offsets: 32768 + 20096 bytes
+      assert.matches("extern __shared__ __align__(128) unsigned char tcl_smem[];", src, 1, true)
+      assert.matches("half%* smem%d+ = %(half%*%)%(tcl_smem %+ 0%);", src)
+      assert.matches("float%* smem%d+ = %(float%*%)%(tcl_smem %+ 32768%);", src)
+      assert.are.equal(52768, facts.local_bytes)
+      assert.are.equal(52864, facts.dynamic_local_bytes)
+      -- Metal: static threadgroup arrays, copies that need no wait
+      local msl, metal_facts = gpu.render(list, { name = "pipelined", dialect = "metal" })
+      assert.is_nil(msl:find("wait", 1, true))
+      assert.matches("threadgroup half smem%d+%[16384%];", msl)
+      assert.is_nil(metal_facts.dynamic_local_bytes)
+      -- EMU's GPU mode runs it: stage 0's chunks reversed, stage 1's, the floats
+      local hs = {}
+      for k = 1, 128 do hs[k] = k / 4 end
+      local bo_h, bo_f, ba = rt.buffer(H, 128), rt.buffer(F32, 8), rt.buffer(H, 128)
+      ba:write(hs)
+      rt.program(list, { name = "pipelined" }):run { bo_h, bo_f, ba }
+      local want_h, want_f = {}, {}
+      for t = 0, 7 do
+        for stage = 0, 1 do
+          for v = 1, 8 do want_h[64 * stage + t * 8 + v] = hs[64 * stage + (7 - t) * 8 + v] end
+        end
+        want_f[t + 1] = 7 - t
+      end
+      assert.are.same(want_h, bo_h:read())
+      assert.are.same(want_f, bo_f:read())
+      if need_nvrtc() then cuda_compiles(src, "pipelined") end
+      if need_clang() then metal_checks(msl, "pipelined") end
+    end)
+
     it("use all three grid and workgroup axes, with int32 thread indices", function()
       local I32 = dt "int32"
       local list, add = builder()
@@ -981,6 +1054,8 @@ describe("the CUDA and Metal renderers", function()
       assert.matches("(THREEFRY): is not defined for operands (int32, int32) giving int32", with(function(add)
         add("THREEFRY", I32, { const(add, I32, 1), const(add, I32, 2) })
       end), 1, true)
+      assert.matches("instruction 0 (BARRIER): a BARRIER's arg is the number of asynchronous-copy groups it leaves in "
+        .. "flight, an integer 0..64", with(function(add) add("BARRIER", nil, {}, 65) end), 1, true)
       local c = u("CONST", I32, nil, 1)
       assert.matches("instruction 0 (ADD): source 1 (CONST) is not earlier in the list",
         render_error({ u("ADD", I32, { c, c }), c }, { name = "bad", dialect = "cuda" }), 1, true)

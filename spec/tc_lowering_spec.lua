@@ -170,6 +170,15 @@ describe("tensor-core tile configurations on EMU's GPU mode", function()
       staged = true, buffers = 2 }, relu = true, copies = 0 },
     { target = "METAL", dtype = "float32", m = 32, k = 24, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
       staged = true, buffers = 2 }, copies = 4 },
+    -- pipelines of 3 and 4 buffers, 2 and 3 stages of copies in flight: the prologue copies
+    -- the first stages (5 stages of 32 wrap around 3 buffers; Metal's 3 stages of 8 are all
+    -- copied before the loop, whose copies are all gated off)
+    { target = "CUDA", dtype = "float16", m = 64, k = 160, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true, buffers = 3 }, realized = true, copies = 12 },
+    { target = "CUDA", dtype = "bfloat16", m = 32, k = 128, n = 32, tc = { wm = 1, wn = 2, tm = 2, tn = 2,
+      staged = true, buffers = 4 }, relu = true, copies = 0 },
+    { target = "METAL", dtype = "float32", m = 32, k = 24, n = 64, tc = { wm = 2, wn = 2, tm = 2, tn = 4,
+      staged = true, buffers = 3 }, copies = 6 },
   } do
     local arg = tensor_cores.arg_of(case.tc)
     it(string.format("compute %dx%d @ %dx%d (%s, %s) with TC(1,%d)%s exactly: %d warps per workgroup%s", case.m,
@@ -308,7 +317,24 @@ describe("TC's tile configurations", function()
     assert.is_nil(ok)
     assert.are.equal("the tiles of 64 rows per warpgroup (1) and the width in 64 columns (8) must each be 1, 2 or 4",
       why)
-    local fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
+    -- pipelines: B buffers (3..8) in front of a 2 or a 3, B - 1 stages in flight
+    assert.are.same({ wm = 1, wn = 1, tm = 2, tn = 2, staged = true, buffers = 4, warpgroup = true },
+      tensor_cores.config(431122))
+    assert.are.same({ wm = 2, wn = 2, tm = 4, tn = 8, staged = true, buffers = 3 }, tensor_cores.config(322248))
+    assert.are.equal(831122, tensor_cores.arg_of { tm = 2, tn = 2, warpgroup = true, buffers = 8 })
+    for _, arg in ipairs { 322248, 422244, 331111, 432114, 834112 } do
+      assert.are.equal(arg, tensor_cores.arg_of(tensor_cores.config(arg)))
+    end
+    for _, arg in ipairs { 131122, 231122, 931122, 312244, 302244, 342244 } do
+      ok, why = tensor_cores.config(arg)
+      assert.is_nil(ok, arg)
+      assert.matches("and before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to 8 (431122: 4 buffers, 3 "
+        .. "stages in flight)", why, 1, true)
+    end
+    local fine, err = pcall(tensor_cores.arg_of, { tm = 2, staged = true, buffers = 9 })
+    assert.is_false(fine)
+    assert.matches("a pipeline of 9 buffers needs a staged or warpgroup configuration and at most 8", err, 1, true)
+    fine, err = pcall(tensor_cores.arg_of, { wm = 8 })
     assert.is_false(fine)
     assert.matches("the warps along m and n (8, 1) must each be 1, 2 or 4", err, 1, true)
   end)
@@ -330,19 +356,25 @@ end
 describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_SM90", function()
   -- threads: 128 per warpgroup; copies: asynchronous copies of 16 bytes per thread, before the
   -- loop and in it (operands read straight from a buffer only): (BM + BN) * depth / (threads * 8)
-  -- each, with stages of 32 (16 where K is 48)
+  -- each, with the deepest stages that divide K (64, 32 or 16) and fit CUDA_SM90's 227 KiB
   for _, case in ipairs {
-    { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, copies = 16 },
+    { dtype = "float16", m = 128, k = 128, n = 128, arg = 31122, realized = true, copies = 32 },
     { dtype = "float16", m = 256, k = 48, n = 256, arg = 32112, realized = true, relu = true, copies = 4 },
     { dtype = "bfloat16", m = 128, k = 32, n = 256, arg = 32114, realized = true, copies = 12 },
-    { dtype = "float16", m = 64, k = 64, n = 512, arg = 31114, realized = true, copies = 20 },
+    { dtype = "float16", m = 64, k = 128, n = 512, arg = 31114, realized = true, copies = 40 },
     { dtype = "float16", m = 256, k = 32, n = 128, arg = 34112, realized = true, copies = 6 },
     { dtype = "float16", m = 64, k = 32, n = 256, arg = 31212, realized = true, copies = 10 },
     -- casts fused into the kernel: the copies are STOREs of the converted values
     { dtype = "bfloat16", m = 256, k = 32, n = 64, arg = 31141, copies = 0 },
     -- B read through a transposed view: its chunks are not consecutive in memory, so only A's
     -- are asynchronous copies
-    { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, transposed = true, copies = 8 },
+    { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, transposed = true, copies = 16 },
+    -- pipelines: 3 buffers (5 stages of 32 wrap around them; copies: 2 stages before the loop,
+    -- one in it), 4 buffers of 64 x (128 + 256) (192 KiB: dynamic shared memory in CUDA; the 3
+    -- stages are all copied before the loop), and STOREs of converted values through 3 buffers
+    { dtype = "float16", m = 128, k = 160, n = 128, arg = 331122, realized = true, copies = 24 },
+    { dtype = "bfloat16", m = 128, k = 192, n = 256, arg = 432114, realized = true, copies = 48 },
+    { dtype = "float16", m = 128, k = 96, n = 64, arg = 331121, relu = true, copies = 0 },
   } do
     local config = tensor_cores.config(case.arg)
     it(string.format("compute %dx%d @ %dx%d%s (%s) with TC(1,%d) exactly: %d threads per workgroup", case.m, case.k,
@@ -396,6 +428,14 @@ describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_S
       assert.is_nil(on_ampere[arg], arg)
     end
     assert.is_true(on_hopper[2248] and on_ampere[2248])
+    -- a 128 x 256 block through 4 buffers takes stages of 16 in 48 KiB, of 64 in CUDA_SM90's 227 KiB
+    assert.are.same({ 16, 49152 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(432114), 48 * 1024) })
+    assert.are.same({ 64, 196608 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(432114), 227 * 1024) })
+    local deep = {}
+    for _, action in ipairs(tensor_cores.beam_actions(hopper, 1024, 227 * 1024)) do deep[action[3]] = true end
+    for _, arg in ipairs { 331122, 431122, 332112, 432112, 332114, 432114, 434112 } do
+      assert.is_true(deep[arg], arg)
+    end
     -- the heuristic keeps the measured direct tiles until a GPU has timed the warpgroup ones
     assert.are.equal(2248, tensor_cores.arg_of(tensor_cores.choose(hopper, 1024)))
   end)
@@ -561,14 +601,27 @@ end)
 describe("warpgroup tensor cores rendered to CUDA", function()
   it("issue a stage's wgmmas back to back and wait once, copying with cp.async, for sm_90a", function()
     local cuda_tools = require "spec.support.cuda_tools"
+    -- copies: the 16-byte cp.async of one stage (per thread)
     for _, case in ipairs {
-      -- one warpgroup of 2 tiles 64 x 128: stages of 32 (2 K-steps), 4 wgmmas a stage
-      { c = { tm = 2, tn = 2, warpgroup = true }, m = 128, k = 64, n = 128, wgmmas = 4, copies = 16 },
-      -- 2 x 1 warpgroups of 64 x 256: 2 wgmmas a stage
-      { c = { wm = 2, tn = 4, warpgroup = true }, m = 128, k = 64, n = 256, wgmmas = 2, copies = 12 },
+      -- one warpgroup of 2 tiles 64 x 128: stages of 64 (4 K-steps), 8 wgmmas a stage, 64 KiB
+      -- of local memory in two buffers (dynamic shared memory: more than 48 KiB)
+      { c = { tm = 2, tn = 2, warpgroup = true }, m = 128, k = 128, n = 128, wgmmas = 8, copies = 16,
+        shared = 65536 },
+      -- 2 x 1 warpgroups of 64 x 256, stages of 32 (48 KiB: static shared memory): 2 wgmmas a stage
+      { c = { wm = 2, tn = 4, warpgroup = true }, m = 128, k = 96, n = 256, wgmmas = 2, copies = 6 },
+      -- the same through 4 buffers of stages of 64 (192 KiB), 3 stages in flight: the prologue
+      -- copies 3 stages with barriers between them, each barrier leaves 2 copy groups in flight
+      { c = { wm = 2, tn = 4, warpgroup = true, buffers = 4 }, m = 128, k = 320, n = 256, wgmmas = 4, copies = 12,
+        shared = 196608, barriers = 3, in_flight = 2 },
     } do
       local source, facts = cuda_matmul_source(case.c, case.m, case.k, case.n, 9, "CUDA_SM90")
       assert.are.equal("sm_90a", facts.arch)
+      assert.are.equal(case.shared, facts.dynamic_local_bytes)
+      assert.are.equal(case.shared ~= nil, source:find("extern __shared__", 1, true) ~= nil)
+      local _, barriers = source:gsub("__syncthreads%(%)", "")
+      assert.are.equal(case.barriers or 1, barriers)
+      local _, waits = source:gsub("cp%.async%.commit_group;\\n\\tcp%.async%.wait_group " .. (case.in_flight or 0), "")
+      assert.are.equal(case.in_flight and barriers or 0, waits)
       -- one run per stage: a fence, the wgmmas, one commit and one wait
       for _, what in ipairs { "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
         "wgmma.wait_group.sync.aligned 0" } do
@@ -581,7 +634,9 @@ describe("warpgroup tensor cores rendered to CUDA", function()
       -- compile_sm90a fails if ptxas injects waits or serializes the wgmmas
       local ptx = cuda_tools.compile_sm90a(source, "k")
       local _, async = ptx:gsub("cp%.async%.cg%.shared%.global %[%%r%d+%], %[%%rd%d+%], 16;", "")
-      assert.are.equal(case.copies, async)
+      -- the copies before the loop, and those in it: once, or twice where NVVM unswitches the loop
+      local before = case.copies * ((case.c.buffers or 2) - 1)
+      assert.is_true(async == before + case.copies or async == before + 2 * case.copies, async)
       assert.is_nil(ptx:find("ld.global", 1, true))
       assert.is_nil(ptx:find("st.shared", 1, true))
       -- NVVM may keep two copies of the loop's body (unswitched on the gate of the last stage's copies)
@@ -703,6 +758,15 @@ describe("the opt TC", function()
     -- a warpgroup is 4 warps: 2 x 1 of them are 256 threads
     assert.matches("invalid opt TC(1,32111): a workgroup of 8 warps is 256 threads, the device allows 128",
       refusal(32111, small), 1, true)
+    -- pipelines of 3 to 8 buffers, in front of a 2 or a 3 only
+    assert.is_true((matmul_kernel(caps):try_apply("TC", 1, 431122)))
+    assert.is_true((matmul_kernel(caps):try_apply("TC", 1, 822244)))
+    for _, amount in ipairs { 131122, 231122, 931122, 312244, 302244, 342244 } do
+      assert.matches("before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to 8 (431122)", refusal(amount),
+        1, true)
+    end
+    assert.matches("invalid opt TC(1,432111): a workgroup of 8 warps is 256 threads, the device allows 128",
+      refusal(432111, small), 1, true)
   end)
 
   it("staged, takes the deepest stage of K that fits the local memory and divides K", function()
@@ -720,6 +784,16 @@ describe("the opt TC", function()
     assert.is_true(tensor_cores.check(found, tensor_cores.config(2248), 1024, 8 * 1024))
     -- K of 48: stages of 16 only
     assert.are.equal(16, (tensor_cores.stage_depth(found_for("CUDA", 128, 48, 128), tensor_cores.config(12244))))
+    -- a pipeline of B buffers needs B - 1 stages for its prologue: 8 buffers of a 128 x 128
+    -- warpgroup block over K = 128 take stages of 16 (8 of them), 8 * (128 + 128) * 16 * 2 bytes
+    local hopper = found_for("CUDA_SM90", 128, 128, 128)
+    assert.are.same({ 16, 65536 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(831122), 227 * 1024) })
+    assert.are.same({ 64, 98304 }, { tensor_cores.stage_depth(hopper, tensor_cores.config(331122), 227 * 1024) })
+    none, why = tensor_cores.stage_depth(found_for("CUDA_SM90", 128, 96, 128), tensor_cores.config(831122), 227 * 1024)
+    assert.is_nil(none)
+    assert.matches("no stage of K fits: K (96) must be a multiple of 16 with at least 7 stages, and a 128 x 128 "
+      .. "block's A and B slices of depth 16 take 65536 bytes of local memory in 8 buffers (the target has 232448)",
+      why, 1, true)
   end)
 
   it("is refused by the heuristics' kernel when the matmul's sizes do not fit the configuration", function()

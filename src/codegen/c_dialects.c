@@ -148,7 +148,10 @@ static const tcl_cdialect cuda = {
     /* sm_80+; $1: the local element's 32-bit shared address, $4: .cg (through L2 only) for 16 bytes, .ca for 4 or 8 */
     .async_copy = "asm volatile(\"cp.async.$4.shared.global [%0], [%1], $3;\" :: \"r\"($1), \"l\"(&$2) : \"memory\");",
     .async_wait = "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");",
+    .async_wait_some = "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group $1;\" ::: \"memory\");",
     .shared = "__shared__ __align__(16)", /* as the buffers: wide accesses of local tiles */
+    .shared_static_max = 48 * 1024,
+    .shared_dynamic = "extern __shared__ __align__(128) unsigned char tcl_smem[];",
     .special = {"blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"},
     .half_include = "#include <cuda_fp16.h>\n",
     .bfloat_include = "#include <cuda_bf16.h>\n",

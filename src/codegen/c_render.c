@@ -8,7 +8,10 @@
  * that defined them is open) are exactly C's scoping. INDEX is an element, buf[index], used by
  * the LOAD or STORE that reads it: a gated-off LOAD is `gate ? buf[index] : 0`, which never
  * reads, and a gated STORE is `if (gate) buf[index] = v;`. DEFINE_LOCAL arrays are declared
- * at the top of the kernel (Metal wants threadgroup memory there). */
+ * at the top of the kernel (Metal wants threadgroup memory there); in CUDA, when together they
+ * exceed the 48 KiB of static shared memory, as pointers into one dynamic shared array (the
+ * launch opts into more). A barrier of a kernel with asynchronous copies first waits for them:
+ * all, or all but the newest groups its arg leaves in flight (ENCODINGS.md). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -219,8 +222,19 @@ static tcl_status emit_define(tcl_crender *r, size_t i, bool local) {
             return fail(r, TCL_ERR_LIMIT, i, "a local array of %" PRId64 " elements (1 to 2^28 may be held)", numel);
         /* local memory holds the storage format, as buffers do */
         snprintf(r->expr[i], TCL_CEXPR_CAP, "smem%zu", i);
-        tcl_ctext_printf(&r->locals, "    %s %s %s[%" PRId64 "];\n", r->d->shared, r->d->storage_type[d], r->expr[i], numel);
-        r->out->local_bytes += numel * tcl_dtype_get(d)->itemsize;
+        int64_t bytes = numel * tcl_dtype_get(d)->itemsize;
+        if (r->shared_is_dynamic) {
+            if (!r->shared_offset) tcl_ctext_printf(&r->locals, "    %s\n", r->d->shared_dynamic);
+            const char *T = r->d->storage_type[d];
+            tcl_ctext_printf(&r->locals, "    %s* %s = (%s*)(tcl_smem + %" PRId64 ");\n", T, r->expr[i], T,
+                             r->shared_offset);
+            r->shared_offset += (bytes + 127) / 128 * 128;
+            r->out->dynamic_local_bytes = r->shared_offset;
+        } else {
+            tcl_ctext_printf(&r->locals, "    %s %s %s[%" PRId64 "];\n", r->d->shared, r->d->storage_type[d], r->expr[i],
+                             numel);
+        }
+        r->out->local_bytes += bytes;
         r->mem[i] = CM_LOCAL;
     } else {
         if (numel < 1 || numel > TCL_C_MAX_REG_ELEMENTS)
@@ -513,9 +527,20 @@ static tcl_status emit(tcl_crender *r, size_t i) {
     case TCL_OP_AFTER: return emit_after(r, i);
     case TCL_OP_BARRIER:
         if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+        if (u->arg.kind != TCL_ARG_NONE && (u->arg.kind != TCL_ARG_INT || u->arg.v.i < 0 || u->arg.v.i > 64))
+            return fail(r, TCL_ERR_INVALID, i,
+                        "a BARRIER's arg is the number of asynchronous-copy groups it leaves in flight, an integer 0..64");
         if (r->uses_async && r->d->async_wait) {
             line(r);
-            tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
+            if (u->arg.kind == TCL_ARG_INT && u->arg.v.i > 0) {
+                char pending[24];
+                snprintf(pending, sizeof pending, "%" PRId64, u->arg.v.i);
+                const char *args[1] = {pending};
+                tcl_ctext_template(&r->body, r->d->async_wait_some, r->d->helper, args, 1);
+                tcl_ctext_put(&r->body, "\n");
+            } else {
+                tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
+            }
         }
         if (r->uses_wgmma) { /* the stores before it become visible to wgmma's asynchronous reads */
             line(r);
@@ -592,6 +617,18 @@ static void assemble(tcl_crender *r, tcl_ctext *src) {
     tcl_ctext_put(src, "}\n");
 }
 
+/* The bytes of the kernel's DEFINE_LOCAL arrays (malformed ones count 0: emit_define refuses them). */
+static int64_t declared_local_bytes(const tcl_crender *r) {
+    int64_t total = 0, slot, numel;
+    for (size_t i = 0; i < r->n; i++) {
+        const tcl_uop *u = r->nodes[i];
+        if (u->op == TCL_OP_DEFINE_LOCAL && u->dtype != TCL_VOID && tcl_arg_int_at(&u->arg, 0, &slot) &&
+            tcl_arg_int_at(&u->arg, 1, &numel) && numel > 0 && numel <= (INT64_C(1) << 28))
+            total += numel * tcl_dtype_get((tcl_dtype)u->dtype)->itemsize;
+    }
+    return total;
+}
+
 static tcl_status render(tcl_crender *r) {
     if (!is_identifier(r->name))
         return tcl_fail(r->err, TCL_ERR_INVALID, "kernel '%s': the name is not a C identifier (letters, digits and _)",
@@ -608,6 +645,7 @@ static tcl_status render(tcl_crender *r) {
     }
     for (int k = 0; k < 3; k++) r->out->global_size[k] = r->out->local_size[k] = 1;
     r->index32 = index_fits_int(r->nodes, r->n);
+    r->shared_is_dynamic = r->d->shared_static_max > 0 && declared_local_bytes(r) > r->d->shared_static_max;
     tcl_status st = collect_params(r);
     if (st == TCL_OK) st = tcl_cwmma_prepare(r);
     if (st != TCL_OK) return st;

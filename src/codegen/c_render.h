@@ -75,6 +75,9 @@ typedef struct tcl_c_kernel {
     int64_t global_size[3]; /* workgroups per grid axis (the gidx sizes; 1 where absent) */
     int64_t local_size[3];  /* threads per workgroup axis (the lidx sizes; 1 where absent) */
     int64_t local_bytes;    /* DEFINE_LOCAL memory of one workgroup */
+    /* of it, the bytes of dynamic shared memory the launch must give (CUDA, above 48 KiB: the
+     * arrays are carved from one extern array, at 128-byte aligned offsets); 0: none */
+    int64_t dynamic_local_bytes;
     /* the architecture the source needs (a static string): "sm_90a" for a kernel with warpgroup
      * WMMAs (PTX wgmma.mma_async); NULL: any that tcl supports (sm_80 and later) */
     const char *arch;

@@ -68,9 +68,15 @@ typedef struct tcl_cdialect {
     const char *barrier; /* the statement */
     /* an asynchronous copy (STORE {"async", n}): $1 the local element's 32-bit shared address,
      * $2 the buffer's element, $3 the bytes, $4 the cache hint; NULL: copied element by element. async_wait: the statement before a barrier in a
-     * kernel with asynchronous copies (they land there) */
-    const char *async_copy, *async_wait;
+     * kernel with asynchronous copies (all of them land there); async_wait_some: the same for a
+     * barrier that leaves the newest $1 copy groups in flight (its arg, ENCODINGS.md) */
+    const char *async_copy, *async_wait, *async_wait_some;
     const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
+    /* local memory above shared_static_max bytes (0: no limit) is one dynamically sized array,
+     * declared by shared_dynamic, which the local arrays are carved from (CUDA: static shared
+     * memory ends at 48 KiB; more is opted into at launch) */
+    int64_t shared_static_max;
+    const char *shared_dynamic;
     const char *special[6]; /* gidx0..2, lidx0..2 as expressions */
     const char *half_include, *bfloat_include; /* lines included when the kernel uses them */
     bool compute_fp8_in_double; /* ops on fp8 values (CUDA) */
@@ -129,6 +135,10 @@ typedef struct tcl_crender {
     uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
     bool uses_half, uses_bfloat;
     bool uses_async; /* the kernel has asynchronous copies: its barriers wait for them */
+    /* the local arrays are carved from dynamic shared memory (their total exceeds the dialect's
+     * static limit); the next array's byte offset there */
+    bool shared_is_dynamic;
+    int64_t shared_offset;
     /* index values are rendered as 32-bit ints: the interval of every index node of the kernel
      * (rewrite/bounds.h) lies in int's range. GPUs do 64-bit integer arithmetic in several
      * instructions (a 64-bit division is a long call) and hold it in two registers */

@@ -9,6 +9,8 @@
  *       Metal Shading Language (src/codegen/c_render.h says what each holds).
  *     facts: { name =, dialect =, global_size = { x, y, z } (workgroups), local_size = { x, y, z }
  *       (threads per workgroup), local_bytes = (DEFINE_LOCAL memory per workgroup),
+ *       dynamic_local_bytes = (CUDA, where local memory exceeds 48 KiB: the dynamic shared memory
+ *       the launch must give; absent otherwise),
  *       params = { { dtype =, numel =, written = }, ... } (slot order), arch = "sm_90a" where the
  *       kernel needs that architecture (CUDA: warpgroup WMMAs, PTX wgmma.mma_async; compile it for
  *       sm_90a, which runs on sm_90 devices only), absent where any tcl supports will do }
@@ -89,6 +91,10 @@ static int l_render(lua_State *L) {
     lua_setfield(L, -2, "local_size");
     lua_pushinteger(L, k->local_bytes);
     lua_setfield(L, -2, "local_bytes");
+    if (k->dynamic_local_bytes) {
+        lua_pushinteger(L, k->dynamic_local_bytes);
+        lua_setfield(L, -2, "dynamic_local_bytes");
+    }
     lua_createtable(L, (int)k->nparams, 0);
     for (size_t p = 0; p < k->nparams; p++) {
         lua_createtable(L, 0, 3);

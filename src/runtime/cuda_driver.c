@@ -49,6 +49,12 @@ enum {
     ATTR_MULTIPROCESSOR_COUNT = 16,
     ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
     ATTR_COMPUTE_CAPABILITY_MINOR = 76,
+    ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+/* CUfunction_attribute values (cuFuncSetAttribute) */
+enum {
+    FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 
 /* CUjit_option values (cuModuleLoadDataEx) */
@@ -81,6 +87,7 @@ typedef struct driver_api {
                                   void **values);
     cu_result (*ModuleGetFunction)(cu_function *fn, cu_module module, const char *name);
     cu_result (*ModuleUnload)(cu_module module);
+    cu_result (*FuncSetAttribute)(cu_function fn, int attribute, int value);
     cu_result (*LaunchKernel)(cu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                               unsigned bz, unsigned shared_bytes, cu_stream stream, void **params, void **extra);
     cu_result (*EventCreate)(cu_event *event, unsigned flags);
@@ -120,6 +127,7 @@ static const entry_point entry_points[] = {
     ENTRY(ModuleLoadDataEx, "cuModuleLoadDataEx", NULL),
     ENTRY(ModuleGetFunction, "cuModuleGetFunction", NULL),
     ENTRY(ModuleUnload, "cuModuleUnload", NULL),
+    ENTRY(FuncSetAttribute, "cuFuncSetAttribute", NULL),
     ENTRY(LaunchKernel, "cuLaunchKernel", NULL),
     ENTRY(EventCreate, "cuEventCreate", NULL),
     ENTRY(EventRecord, "cuEventRecord", NULL),
@@ -290,6 +298,12 @@ static bool read_info(tcl_cuda_device *d, tcl_error *err) {
         }
         memcpy((char *)info + attributes[i].offset, &value, sizeof value);
     }
+    /* The opt-in limit is a bonus, not a requirement: a driver that cannot report it (or
+     * reports less) leaves kernels the plain per-block limit. */
+    int optin = 0;
+    r = api->DeviceGetAttribute(&optin, ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->device);
+    info->shared_bytes_optin =
+        r == CU_SUCCESS && optin > info->shared_bytes_per_block ? optin : info->shared_bytes_per_block;
     size_t total = 0;
     r = api->DeviceTotalMem(&total, d->device);
     if (r != CU_SUCCESS) {
@@ -491,6 +505,25 @@ tcl_status tcl_cuda_kernel_load(tcl_cuda_device *dev, const char *image, const c
 void tcl_cuda_kernel_unload(tcl_cuda_device *dev, tcl_cuda_kernel *k) {
     if (k->module && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.ModuleUnload(k->module);
     k->module = k->function = NULL;
+}
+
+tcl_status tcl_cuda_kernel_set_max_dynamic_shared(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const char *entry,
+                                                  uint32_t bytes, tcl_error *err) {
+    if (bytes > INT32_MAX) /* the driver takes an int */
+        return tcl_fail(err, TCL_ERR_LIMIT, "CUDA: %u bytes of dynamic shared memory for '%s': more than any GPU has",
+                        bytes, entry);
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.FuncSetAttribute(k->function, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+    if (r != CU_SUCCESS) {
+        char what[384];
+        describe(&dev->api, r, what, sizeof what);
+        return tcl_fail(err, TCL_ERR_RUNTIME,
+                        "CUDA: cannot let '%s' use %u bytes of dynamic shared memory per block on %s (opt-in "
+                        "limit %d, less the kernel's static shared memory): "
+                        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) failed: %s",
+                        entry, bytes, dev->info.name, dev->info.shared_bytes_optin, what);
+    }
+    return TCL_OK;
 }
 
 tcl_status tcl_cuda_timer_new(tcl_cuda_device *dev, tcl_cuda_timer *out, tcl_error *err) {

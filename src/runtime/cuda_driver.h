@@ -41,7 +41,9 @@ typedef struct tcl_cuda_info {
     int max_threads_per_block;  /* threads of one block, all axes together */
     int max_block[3];           /* largest block size per axis */
     int max_grid[3];            /* largest grid size per axis */
-    int shared_bytes_per_block; /* static shared memory a block may use */
+    int shared_bytes_per_block; /* shared memory a block may use without opting in (48 KiB) */
+    int shared_bytes_optin;     /* the most a block may use once its kernel opts in (CUDA's
+                                 * ..._PER_BLOCK_OPTIN: 227 KiB on an H100); never below the above */
     int multiprocessors;
     int warp_size;
     int driver_version; /* cuDriverGetVersion: 12040 = 12.4 */
@@ -91,6 +93,14 @@ typedef struct tcl_cuda_kernel {
 tcl_status tcl_cuda_kernel_load(tcl_cuda_device *dev, const char *image, const char *entry, tcl_cuda_kernel *out,
                                 tcl_error *err);
 void tcl_cuda_kernel_unload(tcl_cuda_device *dev, tcl_cuda_kernel *k);
+
+/* Lets k launch with up to `bytes` of dynamic shared memory per block
+ * (cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)): a launch asking for
+ * more than shared_bytes_per_block fails without it. Once per kernel, before its launches. The
+ * driver refuses more than shared_bytes_optin less the kernel's static shared memory; the
+ * error names the kernel's entry, the bytes and the driver's error. */
+tcl_status tcl_cuda_kernel_set_max_dynamic_shared(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const char *entry,
+                                                  uint32_t bytes, tcl_error *err);
 
 /* A pair of events that time one launch. */
 typedef struct tcl_cuda_timer {

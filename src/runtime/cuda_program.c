@@ -1,6 +1,7 @@
 /* cuda_program.c — CUDA kernels: load, check, launch (cuda_program.h). Layer: runtime. */
 #include "cuda_program.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,9 +37,10 @@ static tcl_status check_launch(const tcl_cuda_info *info, const char *name, cons
     if (threads > (uint64_t)info->max_threads_per_block)
         return tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %llu threads per block, %s allows %d", name,
                         (unsigned long long)threads, info->name, info->max_threads_per_block);
-    if (l->shared_bytes > (uint32_t)info->shared_bytes_per_block)
+    /* beyond shared_bytes_per_block the kernel opts in (tcl_cuda_program_new), up to this */
+    if (l->shared_bytes > (uint32_t)info->shared_bytes_optin)
         return tcl_fail(err, TCL_ERR_LIMIT, "kernel '%s': %u bytes of shared memory per block, %s allows %d", name,
-                        l->shared_bytes, info->name, info->shared_bytes_per_block);
+                        l->shared_bytes, info->name, info->shared_bytes_optin);
     return TCL_OK;
 }
 
@@ -64,7 +66,12 @@ tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, c
     /* from here on p holds a device reference, so a failure below frees through the same path */
     tcl_cuda_device_retain(dev);
     p->dev = dev;
+    /* More dynamic shared memory than a block gets by default needs the kernel's opt-in, or
+     * every launch fails; set it once here rather than before each launch. */
+    uint32_t shared = launch->shared_bytes;
+    bool opts_in = shared > (uint32_t)tcl_cuda_device_info(dev)->shared_bytes_per_block;
     if (tcl_cuda_kernel_load(dev, image, entry, &p->kernel, err) != TCL_OK ||
+        (opts_in && tcl_cuda_kernel_set_max_dynamic_shared(dev, &p->kernel, entry, shared, err) != TCL_OK) ||
         tcl_cuda_timer_new(dev, &p->timer, err) != TCL_OK) {
         tcl_status status = err->status;
         tcl_cuda_program_free(p);

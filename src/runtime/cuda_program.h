@@ -6,7 +6,9 @@
  * entry(T0 *p0, ..., Tn-1 *pn-1), one device pointer per PARAM slot in slot order; the
  * workgroups of the linear program are CUDA blocks (gidx0..2: blockIdx.x..z, lidx0..2:
  * threadIdx.x..z). Local memory is static __shared__ memory of the PTX, so launches ask for no
- * dynamic shared memory unless the caller says so. A program holds a reference to its device. */
+ * dynamic shared memory unless the caller says so. A kernel asking for more than the device's
+ * shared_bytes_per_block (48 KiB) opts in when it is loaded, up to shared_bytes_optin
+ * (cuda_driver.h). A program holds a reference to its device. */
 #ifndef TCLC_RUNTIME_CUDA_PROGRAM_H
 #define TCLC_RUNTIME_CUDA_PROGRAM_H
 
@@ -19,7 +21,7 @@
 #include "device_buffer.h"
 
 /* How a kernel is launched: blocks per grid axis, threads per block axis (each >= 1), and
- * dynamic shared memory per block in bytes. */
+ * dynamic shared memory per block in bytes (at most the device's shared_bytes_optin). */
 typedef struct tcl_cuda_launch_size {
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;
@@ -34,7 +36,8 @@ typedef struct tcl_cuda_program tcl_cuda_program;
 /* Loads image on dev (size bytes: PTX text, NUL-terminated, or a CUBIN) and finds `entry` in
  * it. The launch is checked against
  * the device's limits (threads per block, block and grid sizes, shared memory): a kernel that
- * cannot run on this GPU is refused here with the limit named. NULL with err on failure. */
+ * cannot run on this GPU is refused here with the limit named. Shared memory above
+ * shared_bytes_per_block is opted in to here, once, before any launch. NULL with err on failure. */
 tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, const char *entry, const char *image,
                                        size_t size, const tcl_device_param *params, size_t nparams,
                                        const tcl_cuda_launch_size *launch, tcl_error *err);

@@ -9,12 +9,17 @@
  *   cuda.program(code, {name =, entry =, params = {{dtype =, numel =}, ...},
  *                      global_size = {x, y, z}, local_size = {x, y, z}, shared_bytes = 0})
  *     code: PTX text or a CUBIN image (nvrtc.compile_ptx / compile_cubin); entry: the kernel
- *     function's name in it (default: name)
+ *     function's name in it (default: name); shared_bytes: dynamic shared memory per block (the
+ *     `extern __shared__` array), at most the device's shared_bytes_optin; above shared_bytes
+ *     the kernel opts in to it when loaded
  *     -> CudaProgram: .name .entry .nparams .params .global_size .local_size .bytes
  *     :run(buffers) -> device seconds   buffers: CudaBuffers in PARAM slot order
- *   cuda.device() -> { name =, arch = "sm_80", compute_capability = {8, 0}, threads_per_block =,
- *                      max_block = {x, y, z}, max_grid = {x, y, z}, shared_bytes =,
- *                      multiprocessors =, warp_size =, total_bytes =, driver_version =, library = }
+ *   cuda.device() -> { name =, arch = "sm_80", compute_capability = {8, 0}, ordinal =,
+ *                      threads_per_block =, max_block = {x, y, z}, max_grid = {x, y, z},
+ *                      shared_bytes =, shared_bytes_optin =, multiprocessors =, warp_size =,
+ *                      total_bytes =, driver_version =, library = }
+ *     shared_bytes: shared memory per block without opting in (48 KiB); shared_bytes_optin:
+ *     with it (dynamic shared memory; 232448 on an H100)
  *   cuda.opened() -> whether this state has opened its device (never opens it)
  *   cuda.synchronize()                  waits for everything queued on the device
  *   cuda.is_buffer(v) -> whether v is a CudaBuffer
@@ -70,7 +75,7 @@ static void push_triple(lua_State *L, const int v[3]) {
 
 static int l_device(lua_State *L) {
     const tcl_cuda_info *info = tcl_cuda_device_info(state_device(L, "cuda.device"));
-    lua_createtable(L, 0, 14);
+    lua_createtable(L, 0, 15);
     lua_pushstring(L, info->name);
     lua_setfield(L, -2, "name");
     lua_pushfstring(L, "sm_%d%d", info->cc_major, info->cc_minor);
@@ -91,6 +96,8 @@ static int l_device(lua_State *L) {
     lua_setfield(L, -2, "max_grid");
     lua_pushinteger(L, info->shared_bytes_per_block);
     lua_setfield(L, -2, "shared_bytes");
+    lua_pushinteger(L, info->shared_bytes_optin);
+    lua_setfield(L, -2, "shared_bytes_optin");
     lua_pushinteger(L, info->multiprocessors);
     lua_setfield(L, -2, "multiprocessors");
     lua_pushinteger(L, info->warp_size);

@@ -5,14 +5,21 @@
  * "Device memory" is host memory, so allocations, zero-filling and copies in every direction
  * behave as on a GPU. Kernels do not run: a launch checks what it is given (the kernel exists
  * in the loaded PTX, the block fits 1024 threads, each pointer parameter is 0 or the start of
- * a live allocation; the PTX's .param list gives their number) and records itself. A test
- * reads the record from the file MOCK_CUDA_LOG names (one line per event: "launch <entry>
- * grid X Y Z block X Y Z shared S params N", "load <bytes>", "alloc <bytes>", "free"), and at
- * exit a line "exit allocations A contexts C modules M events E" with what is still held.
+ * a live allocation; the PTX's .param list gives their number; dynamic shared memory above
+ * 48 KiB needs the function's opt-in, as on a GPU) and records itself. A test reads the
+ * record from the file MOCK_CUDA_LOG names (one line per event: "launch <entry> grid X Y Z
+ * block X Y Z shared S params N", "load <bytes>", "alloc <bytes>", "free", "attribute <entry>
+ * <attrib> <value>" for cuFuncSetAttribute (8: the max dynamic shared size), and for a refused
+ * launch "launch <entry>: <why>"), and at exit a line "exit allocations A contexts C modules M
+ * events E" with what is still held.
  *
  * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
  * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
- * largest allocation (default 1 GiB; larger ones fail with CUDA_ERROR_OUT_OF_MEMORY).
+ * largest allocation (default 1 GiB; larger ones fail with CUDA_ERROR_OUT_OF_MEMORY);
+ * MOCK_CUDA_SHARED_OPTIN=<bytes> the opt-in shared memory per block, device attribute 97
+ * (default 232448, an H100's; 0: not reported); MOCK_CUDA_FUNC_ATTRIBUTE_ERROR=<code> makes cuFuncSetAttribute
+ * fail with that code; MOCK_CUDA_CC=<major>.<minor> the compute capability (default 8.0; 9.0
+ * makes tcl shape kernels for Hopper, CUDA_SM90, and compile them for sm_90a).
  * Single-threaded use only (a test process); a test helper, not part of tcl. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -54,6 +61,7 @@ typedef struct mock_function {
     mock_module *module;
     char name[256];
     int nparams;
+    int max_dynamic_shared; /* cuFuncSetAttribute's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
     struct mock_function *next;
 } mock_function;
 
@@ -116,6 +124,21 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Shared memory per block without opting in, and the most a function may opt in to. */
+#define SHARED_BYTES_DEFAULT (48 * 1024)
+static int shared_bytes_optin(void) {
+    const char *n = getenv("MOCK_CUDA_SHARED_OPTIN");
+    return n && *n ? atoi(n) : 232448;
+}
+
+/* The compute capability's major (which 0) or minor (which 1) number. */
+static int compute_capability(int which) {
+    const char *cc = getenv("MOCK_CUDA_CC");
+    int major = 8, minor = 0;
+    if (cc && *cc && sscanf(cc, "%d.%d", &major, &minor) != 2) major = 8, minor = 0;
+    return which ? minor : major;
+}
+
 /* ---- initialization and devices ---- */
 
 EXPORT CUresult cuInit(unsigned flags) {
@@ -164,11 +187,14 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
     case 4: *value = 64; return OK;                   /* block z */
     case 5: *value = 2147483647; return OK;           /* grid x */
     case 6: case 7: *value = 65535; return OK;        /* grid y, z */
-    case 8: *value = 48 * 1024; return OK;            /* shared memory per block */
+    case 8: *value = SHARED_BYTES_DEFAULT; return OK; /* shared memory per block */
     case 10: *value = 32; return OK;                  /* warp */
     case 16: *value = 4; return OK;                   /* multiprocessors */
-    case 75: *value = 8; return OK;                   /* compute capability 8.0 */
-    case 76: *value = 0; return OK;
+    case 75: *value = compute_capability(0); return OK; /* compute capability (8.0 unless MOCK_CUDA_CC) */
+    case 76: *value = compute_capability(1); return OK;
+    case 97: /* shared memory per block, opted in; 0: unknown, as to a driver older than CUDA 9 */
+        *value = shared_bytes_optin();
+        return *value > 0 ? OK : INVALID_VALUE;
     default: return INVALID_VALUE;
     }
 }
@@ -329,6 +355,27 @@ EXPORT CUresult cuModuleUnload(void *module) {
     return OK;
 }
 
+/* Only the attributes a kernel may set that tcl could use: 8, the max dynamic shared size (up to
+ * the opt-in limit), and 9, the preferred shared memory carveout (a percentage, or -1). */
+EXPORT CUresult cuFuncSetAttribute(void *fn, int attrib, int value) {
+    mock_function *f = fn;
+    if (!f) return INVALID_HANDLE;
+    const char *code = getenv("MOCK_CUDA_FUNC_ATTRIBUTE_ERROR");
+    if (code && *code) return atoi(code);
+    switch (attrib) {
+    case 8:
+        if (value < 0 || value > shared_bytes_optin()) return INVALID_VALUE;
+        f->max_dynamic_shared = value;
+        break;
+    case 9:
+        if (value < -1 || value > 100) return INVALID_VALUE;
+        break;
+    default: return INVALID_VALUE;
+    }
+    log_line("attribute %s %d %d", f->name, attrib, value);
+    return OK;
+}
+
 EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)stream;
@@ -336,6 +383,11 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
     mock_function *f = fn;
     if (!f || gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return INVALID_VALUE;
     if ((unsigned long long)bx * by * bz > 1024) return INVALID_VALUE;
+    if (shared > SHARED_BYTES_DEFAULT && shared > (unsigned)f->max_dynamic_shared) {
+        log_line("launch %s: %u bytes of dynamic shared memory without the opt-in (attribute 8 is %d)", f->name, shared,
+                 f->max_dynamic_shared);
+        return INVALID_VALUE;
+    }
     for (int i = 0; i < f->nparams; i++) {
         CUdeviceptr p;
         memcpy(&p, params[i], sizeof p);

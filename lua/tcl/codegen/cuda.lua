@@ -6,7 +6,9 @@
 -- A backend's shape: tcl.codegen.emu's header. Here:
 --   * renderer: CUDA's GPU target (tcl.codegen.gpu_targets: workgroups, local memory, warps),
 --     its limits narrowed to the device's (threads per block, block and grid sizes, shared
---     memory per block) once the device is open.
+--     memory per block: the opt-in limit, as a kernel with more than 48 KiB gets its local
+--     memory as dynamic shared memory, facts.dynamic_local_bytes, given at launch) once the
+--     device is open.
 --   * options ("cuda-sm_80"): the architecture kernels are compiled for (M.target_of: "sm_90a"
 --     on compute capability 9.0, whose target adds the warpgroup tensor cores). The module loads anywhere (specs call
 --     launch_of and params_of without a GPU); reading options or renderer.gpu opens the device,
@@ -49,7 +51,8 @@ function M.gpu_limits(base, info)
     return r
   end
   out.threads_max = math.min(base.threads_max, info.threads_per_block)
-  out.local_bytes = math.min(base.local_bytes, info.shared_bytes)
+  -- beyond 48 KiB a kernel's shared memory is dynamic, opted into at load (tcl.cuda's program)
+  out.local_bytes = math.min(base.local_bytes, info.shared_bytes_optin or info.shared_bytes)
   out.local_max = narrowed(base.local_max, info.max_block)
   out.grid_max = narrowed(base.grid_max, info.max_grid)
   out.warp = info.warp_size or base.warp
@@ -94,9 +97,9 @@ function Program:assembly() return self.ptx end
 -- NVRTC's version as part of the disk cache key: another compiler may write other PTX.
 local compiler
 
-local function load(cuda, ptx, job, entry, launch, params, info)
+local function load(cuda, ptx, job, entry, launch, params, info, shared_bytes)
   local ok, program = pcall(cuda.program, ptx, { name = job.name, entry = entry, params = params,
-    global_size = launch.global_size, local_size = launch.local_size })
+    global_size = launch.global_size, local_size = launch.local_size, shared_bytes = shared_bytes })
   if ok then return program end
   local why = tostring(program):gsub("^cuda%.program: ", "")
   if why:find("UNSUPPORTED_PTX_VERSION", 1, true) then
@@ -132,7 +135,7 @@ function M.build_many(jobs)
     local ptx = dir and runtime.cache_read(dir, key)
     if ptx then M.stats.disk_hits = M.stats.disk_hits + 1 else misses[#misses + 1] = i end
     rendered[i] = { entry = entry, launch = launch, params = params, source = source, key = key, ptx = ptx,
-      from_disk = ptx ~= nil and ptx ~= false }
+      from_disk = ptx ~= nil and ptx ~= false, shared_bytes = facts.dynamic_local_bytes }
   end
   if #misses > 0 then
     local start = core.clock()
@@ -152,7 +155,7 @@ function M.build_many(jobs)
   for i, job in ipairs(jobs) do
     local r = rendered[i]
     if dir and not r.from_disk then runtime.cache_write(dir, r.key, r.ptx) end
-    local program = load(cuda, r.ptx, job, r.entry, r.launch, r.params, dev.info)
+    local program = load(cuda, r.ptx, job, r.entry, r.launch, r.params, dev.info, r.shared_bytes)
     programs[i] = setmetatable({ name = job.name, cuda = program, bytes = program.bytes + #r.source, source = r.source,
       ptx = r.ptx, entry = r.entry, global_size = r.launch.global_size, local_size = r.launch.local_size }, Program)
   end

@@ -19,9 +19,10 @@ local TARGETS = {
     threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
     tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32" } } },
   -- NVIDIA Hopper (compute capability 9.0, code for sm_90a): CUDA's, plus the warpgroup shapes
-  -- (wgmma) that TC's configurations 3xxxx use
+  -- (wgmma) that TC's configurations 3xxxx use, and 227 KiB of shared memory per block (above
+  -- 48 KiB dynamic, opted into at launch)
   CUDA_SM90 = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
-    threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
+    threads_max = 1024, local_bytes = 227 * 1024, warp = 32,
     tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32", "wg_m64n64k16_f16_f32", "wg_m64n128k16_f16_f32",
       "wg_m64n256k16_f16_f32", "wg_m64n64k16_bf16_f32", "wg_m64n128k16_bf16_f32", "wg_m64n256k16_bf16_f32" } } },
   -- Apple GPUs: 32 KiB of threadgroup memory, 1024 threads per threadgroup, SIMD groups of 32

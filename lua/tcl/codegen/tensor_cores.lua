@@ -161,27 +161,45 @@ local function stage_copier(p, block_m, block_n, depth, copy_slice)
   end
 end
 
--- The copies of a double-buffered loop over `stages` stages of K (`stage` its range, `depth`
--- deep): stage 0 copied into the tiles' first buffers before the loop, and stage s + 1 into
--- the other buffers right after the barrier that opens stage s (asynchronous copies land at the
--- next barrier), gated off in the last stage. copy_stage(into, a_tile, b_tile, a_base, b_base,
--- k_base, gate, k_wrapped) appends a stage's copies. Returns the barrier opening the stage, the
--- GROUP of the next stage's copies, and the offsets of this stage's buffers in the A and B tiles.
-local function double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
-  local first = {}
-  copy_stage(first, a_tile, b_tile, nil, nil, nil)
+-- The copies of a pipelined loop over `stages` stages of K (`stage` its range, `depth` deep)
+-- through `buffers` buffers of each tile, keeping ahead = buffers - 1 stages of copies in
+-- flight: stages 0 .. ahead - 1 are copied into the first buffers before the loop, and stage
+-- s + ahead into buffer (s + ahead) % buffers right after the barrier that opens stage s, gated
+-- off in the last `ahead` stages. Asynchronous copies land at a barrier (ENCODINGS.md): every
+-- barrier closes a group of them (the copies of one stage) and leaves the newest ahead - 1
+-- groups in flight (its arg), so the barrier opening stage s lands exactly stage s's group; the
+-- prologue's stages are separated by barriers for that count. Two buffers are double
+-- buffering: one stage ahead, barriers that land everything. copy_stage(into, a_tile, b_tile,
+-- a_base, b_base, k_base, gate, k_wrapped) appends a stage's copies. Returns the barrier opening
+-- the stage, the GROUP of the copies issued in it, and the offsets of this stage's buffers in
+-- the A and B tiles.
+local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
+  local ahead = buffers - 1
+  local in_flight = ahead > 1 and ahead - 1 or nil -- the barriers' arg: copy groups left pending
+  local a_in, b_in, copied
+  for i = 0, ahead - 1 do
+    if i > 0 then -- after the barrier that closes stage i - 1's group
+      local closed = new("BARRIER", VOID, { copied }, in_flight)
+      a_in = new("AFTER", a_tile.dtype, { a_tile, closed })
+      b_in = new("AFTER", b_tile.dtype, { b_tile, closed })
+    end
+    local first = {}
+    copy_stage(first, a_in or a_tile, b_in or b_tile, i > 0 and i * a_size or nil, i > 0 and i * b_size or nil,
+      i > 0 and i * depth or nil)
+    copied = new("GROUP", VOID, first)
+  end
   -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
   -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
-  local opened = new("BARRIER", VOID, { new("GROUP", VOID, first), stage })
+  local opened = new("BARRIER", VOID, { copied, stage }, in_flight)
   local a_open = new("AFTER", a_tile.dtype, { a_tile, opened })
   local b_open = new("AFTER", b_tile.dtype, { b_tile, opened })
-  local following = sum { stage, 1 }
-  local after_next = new("MOD", INDEX, { following, const(2) })
+  local following = sum { stage, ahead }
+  local into = new("MOD", INDEX, { following, const(buffers) })
   local copies = {}
-  copy_stage(copies, a_open, b_open, times(after_next, a_size), times(after_next, b_size), times(following, depth),
-    new("CMPLT", core.dtype "bool", { stage, const(stages - 1) }),
+  copy_stage(copies, a_open, b_open, times(into, a_size), times(into, b_size), times(following, depth),
+    new("CMPLT", core.dtype "bool", { stage, const(stages - ahead) }),
     times(new("MOD", INDEX, { following, const(stages) }), depth))
-  local current = new("MOD", INDEX, { stage, const(2) })
+  local current = new("MOD", INDEX, { stage, const(buffers) })
   return opened, new("GROUP", VOID, copies), times(current, a_size), times(current, b_size)
 end
 
@@ -194,10 +212,11 @@ end
 -- of the stage every warp reads its fragments from local memory and issues its products,
 -- the accumulators carried from one K-step to the next in registers; a second barrier keeps
 -- the next stage's copies from overwriting what a slower warp still reads.
--- Double-buffered (config.buffers == 2): two tiles of each operand; stage 0 is copied before
--- the loop, and stage s + 1 into the other buffer right after the barrier that opens stage s,
--- as asynchronous copies (STORE {"async", n}: CUDA's cp.async) that land at the next barrier,
--- while the warps compute on stage s: one barrier per stage orders it all.
+-- Pipelined (config.buffers B >= 2: TC 2xxxx is B = 2, double-buffered): B tiles of each
+-- operand; stages 0 .. B - 2 are copied before the loop, and stage s + B - 1 into the buffer of
+-- stage s - 1 right after the barrier that opens stage s, as asynchronous copies (STORE
+-- {"async", n}: CUDA's cp.async) that land B - 1 barriers later, while the warps compute on
+-- stage s: one barrier per stage orders it all (pipeline()).
 function M.staged_loop(p)
   local found, config, lane, acc_at, init_done = p.found, p.config, p.lane, p.acc_at, p.init_done
   local shape = found.shape
@@ -271,9 +290,9 @@ function M.staged_loop(p)
   local copy_stage = stage_copier(p, block_m, block_n, depth, copy_slice)
 
   local a_seen, b_seen, a_now, b_now
-  if buffers == 2 then
+  if buffers >= 2 then
     local opened, issued
-    opened, issued, a_now, b_now = double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
+    opened, issued, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
     -- the fragments are read after the copies are issued, so that they overlap the products
     a_seen = new("AFTER", a_dtype, { a_tile, opened, issued })
     b_seen = new("AFTER", b_dtype, { b_tile, opened, issued })
@@ -366,8 +385,9 @@ end
 -- cores). Per stage the workgroup copies the block's A (BM x depth) and B (depth x BN) slices
 -- into local tiles laid out in 8 x 8 blocks (16-byte rows; consecutive threads fill consecutive
 -- 16 bytes, one asynchronous copy each where the operand is read straight from a buffer),
--- double-buffered as staged_loop's: stage s + 1 is copied into the other buffer while the
--- warpgroups compute on stage s, one barrier per stage. Each K-step of 16 of a stage issues
+-- pipelined through config.buffers buffers as staged_loop's (two: stage s + 1 is copied into
+-- the other buffer while the warpgroups compute on stage s; more: that many stages - 1 in
+-- flight), one barrier per stage. Each K-step of 16 of a stage issues
 -- TM WMMAs per warpgroup, chained through their accumulators.
 function M.warpgroup_loop(p)
   local found, config, shape, name, acc_at, init_done = p.found, p.config, p.shape, p.name, p.acc_at, p.init_done
@@ -380,8 +400,8 @@ function M.warpgroup_loop(p)
   -- 64 elements, one of B block_n/8 blocks
   local strides = { 8 * depth, 64, 8 * block_n, 64 } -- a_rows8, a_k8, b_k8, b_cols8
   local a_size, b_size = block_m * depth, depth * block_n
-  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, 2 * a_size })
-  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, 2 * b_size })
+  local a_tile = new("DEFINE_LOCAL", a_dtype, nil, { 0, config.buffers * a_size })
+  local b_tile = new("DEFINE_LOCAL", b_dtype, nil, { 1, config.buffers * b_size })
   local stages = found.k_size // depth
   local stage = p.range(stages, "reduce")
   local warpgroup = tensor_cores.WARPGROUP
@@ -414,7 +434,8 @@ function M.warpgroup_loop(p)
 
   -- (the renderer waits for a stage's WMMAs before the next barrier, so the buffer the next
   -- copies overwrite is no longer read)
-  local opened, issued, a_now, b_now = double_buffer(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth)
+  local opened, issued, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth,
+    config.buffers)
   local current = {} -- current[i][reg + 1]: tile i's accumulator so far in this stage
   local loaded = {}
   for i = 0, config.tm - 1 do

@@ -120,22 +120,31 @@ local function valid_warpgroup(c)
   return c
 end
 
+--- Buffers a pipelined configuration may have (a sixth digit in front of 2xxxx or 3xxxx).
+M.MAX_BUFFERS = 8
+
 --- { wm =, wn =, tm =, tn =, staged =, buffers =, warpgroup = } of TC's amount, or nil and why
--- it is not a configuration (the callers name the opt). buffers: 1, or 2 for stages
--- double-buffered; warpgroup: true for the warpgroup configurations (front digit 3: wm x wn
--- warpgroups of tm tiles of 64 x 64*tn, stages double-buffered).
+-- it is not a configuration (the callers name the opt). buffers: 1, 2 for stages
+-- double-buffered, or B (3..MAX_BUFFERS) for a pipeline of B buffers keeping B - 1 stages of
+-- copies in flight (a sixth digit B in front of 2xxxx or 3xxxx: TC(1,431122)); warpgroup: true
+-- for the warpgroup configurations (front digit 3: wm x wn warpgroups of tm tiles of 64 x
+-- 64*tn, stages pipelined).
 function M.config(arg)
   if arg == 0 then return { wm = 1, wn = 1, tm = 1, tn = 1, staged = false, buffers = 1 } end
-  local front = math.type(arg) == "integer" and arg // 10000 or -1
-  local digits = math.type(arg) == "integer" and arg % 10000 or -1
-  if front > 3 or digits < 1111 or digits > 4488 then
+  local integer = math.type(arg) == "integer" and arg >= 0
+  local front = integer and arg // 10000 % 10 or -1
+  local digits = integer and arg % 10000 or -1
+  local buffers = integer and arg // 100000 or -1
+  if front > 3 or digits < 1111 or digits > 4488 or buffers == 1 or buffers == 2 or buffers > M.MAX_BUFFERS
+    or (buffers > 0 and front < 2) then
     return nil, string.format("the amount %s is not 0 or the four digits WM WN TM TN (e.g. 2244), with a 1 in "
       .. "front for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
-      .. "asynchronously (22244), a 3 for warpgroups (wgmma: 31122 is 1 x 1 warpgroups of 2 tiles of 64 x 128)",
-      tostring(arg))
+      .. "asynchronously (22244), a 3 for warpgroups (wgmma: 31122 is 1 x 1 warpgroups of 2 tiles of 64 x 128), "
+      .. "and before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to %d (431122: 4 buffers, 3 stages "
+      .. "in flight)", tostring(arg), M.MAX_BUFFERS)
   end
   local c = { wm = digits // 1000, wn = digits // 100 % 10, tm = digits // 10 % 10, tn = digits % 10,
-    staged = front >= 1, buffers = front >= 2 and 2 or 1, warpgroup = front == 3 or nil }
+    staged = front >= 1, buffers = buffers > 0 and buffers or front >= 2 and 2 or 1, warpgroup = front == 3 or nil }
   if c.warpgroup then return valid_warpgroup(c) end
   return valid(c)
 end
@@ -147,8 +156,16 @@ function M.arg_of(c)
   local ok, why = (c.warpgroup and valid_warpgroup or valid)(fields)
   if not ok then error(why, 2) end
   local arg = ok.wm * 1000 + ok.wn * 100 + ok.tm * 10 + ok.tn
+  local buffers = c.buffers or 1
+  if buffers > 2 then
+    if buffers > M.MAX_BUFFERS or not (c.warpgroup or c.staged) then
+      error(string.format("a pipeline of %d buffers needs a staged or warpgroup configuration and at most %d", buffers,
+        M.MAX_BUFFERS), 2)
+    end
+    arg = arg + buffers * 100000
+  end
   if c.warpgroup then return 30000 + arg end
-  if c.staged then return (c.buffers == 2 and 20000 or 10000) + arg end
+  if c.staged then return (buffers >= 2 and 20000 or 10000) + arg end
   return arg == 1111 and 0 or arg
 end
 
@@ -177,8 +194,9 @@ M.STAGE_STEPS = { 4, 2, 1 }
 local function input_bytes(shape) return shape.input == "float32" and 4 or 2 end
 
 --- The depth of K a staged configuration copies per stage for the kernel match() found: the
--- deepest of STAGE_STEPS whose tiles fit local_bytes (any, when nil) and divide K, and the
--- bytes of local memory it takes; nil and why not when none does.
+-- deepest of STAGE_STEPS whose tiles (in all of the configuration's buffers) fit local_bytes
+-- (any, when nil) and divide K into at least buffers - 1 stages (a pipeline's prologue copies
+-- that many), and the bytes of local memory it takes; nil and why not when none does.
 -- A warpgroup configuration's tiles are not padded (8 x 8 blocks, each 128 contiguous bytes,
 -- have no bank conflicts), and every thread copies whole chunks of 8 elements (16 bytes: one
 -- row of a block).
@@ -192,15 +210,17 @@ function M.stage_depth(found, c, local_bytes)
     local depth = steps * shape.k
     local bytes = (c.buffers or 1) * (bm * (depth + pad) + depth * (bn + pad)) * input_bytes(shape)
     -- every thread copies whole elements (whole chunks): the tiles are multiples of the workgroup
-    if k % depth == 0 and (not local_bytes or bytes <= local_bytes) and (bm * depth) % unit == 0
-      and (depth * bn) % unit == 0 then
+    if k % depth == 0 and k // depth >= (c.buffers or 1) - 1 and (not local_bytes or bytes <= local_bytes)
+      and (bm * depth) % unit == 0 and (depth * bn) % unit == 0 then
       return depth, bytes
     end
   end
-  return nil, string.format("no stage of K fits: K (%d) must be a multiple of %d, and a %d x %d block's A and B "
-    .. "slices of depth %d take %d bytes of local memory%s (the target has %s)%s", k, shape.k, bm, bn, shape.k,
-    (c.buffers or 1) * (bm * (shape.k + pad) + shape.k * (bn + pad)) * input_bytes(shape),
-    (c.buffers or 1) == 2 and " in two buffers" or "", tostring(local_bytes),
+  local buffers = c.buffers or 1
+  return nil, string.format("no stage of K fits: K (%d) must be a multiple of %d%s, and a %d x %d block's A and B "
+    .. "slices of depth %d take %d bytes of local memory%s (the target has %s)%s", k, shape.k,
+    buffers > 2 and string.format(" with at least %d stages", buffers - 1) or "", bm, bn, shape.k,
+    buffers * (bm * (shape.k + pad) + shape.k * (bn + pad)) * input_bytes(shape),
+    buffers >= 2 and string.format(" in %d buffers", buffers) or "", tostring(local_bytes),
     c.warpgroup and string.format(", and each slice a multiple of %d elements (the %d threads' chunks of 8)",
       unit, threads) or "")
 end
@@ -278,12 +298,13 @@ M.CHOOSE_MAX_TILES_N = 8
 
 --- The configurations BEAM times (the amounts of TC), of those that fit the kernel: from one
 -- warp's single tile to 8 warps and 128 x 128 blocks around choose()'s usual picks.
--- The staged ones (1xxxx, and 2xxxx double-buffered) and the warpgroup ones (3xxxx, on targets
--- with wgmma) are not measured on a GPU yet: BEAM times them (and drops any whose values are
--- wrong), the heuristic does not choose them.
+-- The staged ones (1xxxx, 2xxxx double-buffered, B2xxxx pipelined through B buffers) and the
+-- warpgroup ones (3xxxx and B3xxxx, on targets with wgmma; 128 x 256 blocks through 4 buffers
+-- of stages of 64 are the shape of cuBLAS's Hopper kernels) are not measured on a GPU yet:
+-- BEAM times them (and drops any whose values are wrong), the heuristic does not choose them.
 M.BEAM_ARGS = { 0, 1112, 1121, 1122, 2222, 1244, 2144, 2224, 2242, 2244, 2424, 4224, 2248, 2284, 4244,
-  12224, 12244, 12248, 12284, 14244, 22244, 22248, 22284, 24244,
-  31112, 31122, 31114, 32112, 32114, 34112 }
+  12224, 12244, 12248, 12284, 14244, 22244, 22248, 22284, 24244, 322248, 422244,
+  31112, 31122, 31114, 32112, 32114, 34112, 331122, 431122, 332112, 432112, 332114, 432114, 434112 }
 
 --- The opts { "TC", 1, amount } BEAM tries for the kernel match() found: those of BEAM_ARGS
 -- that fit it (and threads_max and local_bytes, when given).
