@@ -173,7 +173,9 @@ end
 
 -- The float16 matmul with each tile configuration BEAM tries (tcl.heuristics.tensor_cores:
 -- TC's amount is the digits WM WN TM TN: warps along m and n, tiles per warp along m and n),
--- TC with that amount and nothing else, to see what the tiles are worth on this GPU.
+-- TC with that amount and nothing else, to see what the tiles are worth on this GPU. The parent
+-- runs one child per configuration (GPU_BENCH_TC_ARG), so that a kernel that faults (a layout
+-- the hardware reads otherwise) cannot take the CUDA context, and the others, down with it.
 function parts.tc_configs(tcl)
   local tensor_cores = require "tcl.heuristics.tensor_cores"
   local default_heuristic = require "tcl.heuristics.default"
@@ -184,7 +186,8 @@ function parts.tc_configs(tcl)
   -- wrong values (a fragment or tile layout the hardware reads otherwise) shows here, not only
   -- as a fast figure. Sums of 4096 products differ by their float16 rounding, about 0.01.
   local reference = a:matmul(b):float():realize()
-  for _, arg in ipairs(tensor_cores.BEAM_ARGS) do
+  local only = math.tointeger(tonumber(os.getenv("GPU_BENCH_TC_ARG") or ""))
+  for _, arg in ipairs(only and { only } or tensor_cores.BEAM_ARGS) do
     tcl.set_heuristic(function(k)
       if tensor_cores.match(k:graph(), k.caps.gpu) then k:apply("TC", 1, arg) else default_heuristic(k) end
     end)
@@ -291,8 +294,34 @@ local function copy_bandwidth()
   return copy_gbs or nil
 end
 
+-- Every configuration of BEAM_ARGS in a child of its own (GPU_BENCH_TC_SECONDS, default 60,
+-- bounds each), the warpgroup ones (Hopper's wgmma) first; the fastest correct one last.
+local function report_tc_configs()
+  require "tcl" -- its module searcher finds tcl's Lua files; no device opens here
+  local tensor_cores = require "tcl.heuristics.tensor_cores"
+  local args = {}
+  for _, arg in ipairs(tensor_cores.BEAM_ARGS) do args[#args + 1] = arg end
+  local function warpgroup(arg) return arg % 100000 >= 30000 end
+  table.sort(args, function(x, y)
+    if warpgroup(x) ~= warpgroup(y) then return warpgroup(x) end
+    return x < y
+  end)
+  local seconds = tonumber(os.getenv("GPU_BENCH_TC_SECONDS") or "") or 60
+  local best, best_tflops
+  for _, arg in ipairs(args) do
+    local f = run_child("tc_configs", string.format("GPU_BENCH_TC_ARG=%d timeout %d env", arg, seconds))
+    local tflops, difference = f[string.format("tc_%04d_tflops", arg)], f[string.format("tc_%04d_max_difference", arg)]
+    local right = difference and difference <= 0.1
+    print(string.format("  TC(1,%d)%s %8.2f TFLOP/s   max difference %s", arg, string.rep(" ", 8 - #tostring(arg)),
+      tflops or 0 / 0, difference and string.format("%.3g %s", difference, right and "ok" or "WRONG") or "(failed)"))
+    if right and tflops and (not best_tflops or tflops > best_tflops) then best, best_tflops = arg, tflops end
+  end
+  if best then print(string.format("  fastest correct configuration: TC(1,%d), %.2f TFLOP/s", best, best_tflops)) end
+end
+
 local function report(what)
   if DTYPES[what] then return report_matmul(what) end
+  if what == "tc_configs" then return report_tc_configs() end
   local f = run_child(what)
   if what == "ew" or what == "sum" then
     local mine, copy, torch = f[what .. "_tcl_gbs"], copy_bandwidth(), f[what .. "_torch_gbs"]
