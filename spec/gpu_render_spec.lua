@@ -132,6 +132,12 @@ local builder = K.builder -- a linear program: list, add(op, dtype, src, arg)
 
 local function const(add, dtype, v) return add("CONST", dtype, nil, v) end
 
+-- times(x, c) and plus(x, c): index arithmetic with a constant, added through add.
+local function index_math(add)
+  return function(x, c) return add("MUL", IDX, { x, const(add, IDX, c) }) end,
+    function(x, c) return add("ADD", IDX, { x, const(add, IDX, c) }) end
+end
+
 local function zero_of(name)
   if name == "bool" then return false end
   return dt(name).is_float and 0.0 or 0
@@ -575,8 +581,7 @@ describe("the CUDA and Metal renderers", function()
       local l = add("SPECIAL", IDX, { const(add, IDX, 8) }, "lidx0")
       local tile_h = add("DEFINE_LOCAL", H, nil, { 0, 64 })
       local tile_f = add("DEFINE_LOCAL", F32, nil, { 1, 16 })
-      local function times(x, c) return add("MUL", IDX, { x, const(add, IDX, c) }) end
-      local function plus(x, c) return add("ADD", IDX, { x, const(add, IDX, c) }) end
+      local times, plus = index_math(add)
       local copy_h = add("STORE", nil, { add("INDEX", H, { tile_h, times(l, 8) }),
         add("LOAD", H, { add("INDEX", H, { a, times(l, 8) }) }) }, { "async", 8 })
       local copy_f = add("STORE", nil, { add("INDEX", F32, { tile_f, times(l, 2) }),
@@ -635,8 +640,7 @@ describe("the CUDA and Metal renderers", function()
       local l = add("SPECIAL", IDX, { const(add, IDX, 8) }, "lidx0")
       local tile_h = add("DEFINE_LOCAL", H, nil, { 0, 16384 })
       local tile_f = add("DEFINE_LOCAL", F32, nil, { 1, 5000 })
-      local function times(x, c) return add("MUL", IDX, { x, const(add, IDX, c) }) end
-      local function plus(x, c) return add("ADD", IDX, { x, const(add, IDX, c) }) end
+      local times, plus = index_math(add)
       local function copy(tile, stage)
         local at = plus(times(l, 8), 64 * stage)
         return add("STORE", nil, { add("INDEX", H, { tile, at }), add("LOAD", H, { add("INDEX", H, { a, at }) }) },
