@@ -424,6 +424,36 @@ static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int cou
     return TCL_OK;
 }
 
+/* A barrier; in a kernel with asynchronous copies it first waits for them (all, or all but the
+ * newest groups its arg leaves in flight), in one with wgmmas it fences the async proxy. */
+static tcl_status emit_barrier(tcl_crender *r, size_t i) {
+    const tcl_uop *u = r->nodes[i];
+    if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
+    int64_t in_flight;
+    char why[192];
+    if (!tcl_barrier_groups_in_flight(u, &in_flight, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    if (r->uses_async && r->d->async_wait) {
+        line(r);
+        if (in_flight > 0) {
+            char count[24];
+            snprintf(count, sizeof count, "%" PRId64, in_flight);
+            const char *args[1] = {count};
+            tcl_ctext_template(&r->body, r->d->async_wait_some, r->d->helper, args, 1);
+            tcl_ctext_put(&r->body, "\n");
+        } else {
+            tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
+        }
+    }
+    if (r->uses_wgmma) { /* the stores before it become visible to wgmma's asynchronous reads */
+        line(r);
+        tcl_ctext_put(&r->body, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
+    }
+    line(r);
+    tcl_ctext_printf(&r->body, "%s\n", r->d->barrier);
+    r->kind[i] = CK_NONE;
+    return TCL_OK;
+}
+
 static tcl_status emit_store(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 2 && u->nsrc != 3)
@@ -525,31 +555,7 @@ static tcl_status emit(tcl_crender *r, size_t i) {
     case TCL_OP_LOAD: return emit_load(r, i);
     case TCL_OP_STORE: return emit_store(r, i);
     case TCL_OP_AFTER: return emit_after(r, i);
-    case TCL_OP_BARRIER:
-        if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
-        if (u->arg.kind != TCL_ARG_NONE && (u->arg.kind != TCL_ARG_INT || u->arg.v.i < 0 || u->arg.v.i > 64))
-            return fail(r, TCL_ERR_INVALID, i,
-                        "a BARRIER's arg is the number of asynchronous-copy groups it leaves in flight, an integer 0..64");
-        if (r->uses_async && r->d->async_wait) {
-            line(r);
-            if (u->arg.kind == TCL_ARG_INT && u->arg.v.i > 0) {
-                char pending[24];
-                snprintf(pending, sizeof pending, "%" PRId64, u->arg.v.i);
-                const char *args[1] = {pending};
-                tcl_ctext_template(&r->body, r->d->async_wait_some, r->d->helper, args, 1);
-                tcl_ctext_put(&r->body, "\n");
-            } else {
-                tcl_ctext_printf(&r->body, "%s\n", r->d->async_wait);
-            }
-        }
-        if (r->uses_wgmma) { /* the stores before it become visible to wgmma's asynchronous reads */
-            line(r);
-            tcl_ctext_put(&r->body, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
-        }
-        line(r);
-        tcl_ctext_printf(&r->body, "%s\n", r->d->barrier);
-        r->kind[i] = CK_NONE;
-        return TCL_OK;
+    case TCL_OP_BARRIER: return emit_barrier(r, i);
     case TCL_OP_WMMA: return tcl_cwmma_emit(r, i);
     case TCL_OP_REDUCE:
         return fail(r, TCL_ERR_INVALID, i,

@@ -1,6 +1,7 @@
 /* async_copy.c — the check of an asynchronous copy (async_copy.h). Layer: core. */
 #include "async_copy.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,4 +63,33 @@ tcl_store_kind tcl_store_classify(const tcl_uop *u, int *count, const tcl_uop **
     *count = (int)n;
     *load = value;
     return TCL_STORE_ASYNC;
+}
+
+/* A node's arg as a message names it: "65", "the string \"x\"", "a float (1.5)", ... */
+static void describe_arg(const tcl_arg *a, char *out, size_t cap) {
+    switch (a->kind) {
+    case TCL_ARG_NONE: snprintf(out, cap, "none"); break;
+    case TCL_ARG_INT: snprintf(out, cap, "%" PRId64, a->v.i); break;
+    case TCL_ARG_FLOAT: snprintf(out, cap, "a float (%g)", a->v.f); break;
+    case TCL_ARG_BOOL: snprintf(out, cap, "a boolean (%s)", a->v.b ? "true" : "false"); break;
+    case TCL_ARG_STR: snprintf(out, cap, "the string \"%.*s\"", a->len > 40 ? 40 : (int)a->len, a->v.s); break;
+    case TCL_ARG_DTYPE: snprintf(out, cap, "the dtype %s", tcl_dtype_get(a->v.dtype)->name); break;
+    case TCL_ARG_INTS: snprintf(out, cap, "a list of %u integer%s", a->len, a->len == 1 ? "" : "s"); break;
+    case TCL_ARG_TUPLE: snprintf(out, cap, "a tuple of %u item%s", a->len, a->len == 1 ? "" : "s"); break;
+    }
+}
+
+bool tcl_barrier_groups_in_flight(const tcl_uop *u, int64_t *n, char *why, size_t cap) {
+    *n = 0;
+    if (u->arg.kind == TCL_ARG_NONE) return true;
+    if (u->arg.kind == TCL_ARG_INT && u->arg.v.i >= 0 && u->arg.v.i <= TCL_MAX_COPY_GROUPS_IN_FLIGHT) {
+        *n = u->arg.v.i;
+        return true;
+    }
+    char given[96];
+    describe_arg(&u->arg, given, sizeof given);
+    snprintf(why, cap,
+             "a BARRIER's arg is the number of asynchronous-copy groups it leaves in flight, an integer 0..%d, not %s",
+             TCL_MAX_COPY_GROUPS_IN_FLIGHT, given);
+    return false;
 }

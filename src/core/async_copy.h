@@ -1,7 +1,7 @@
 /* async_copy.h — the asynchronous copy, a STORE whose arg is {"async", n} (src/core/ENCODINGS.md,
  * "GPU-shaped kernels"): n consecutive elements of a PARAM copied into local memory, landing at
- * the next BARRIER. The check of such a STORE, which EMU (runtime) and the renderers (codegen)
- * all apply. Layer: core. */
+ * the BARRIER that waits for their group. The checks of such a STORE and of a BARRIER's arg,
+ * which EMU (runtime) and the renderers (codegen) all apply. Layer: core. */
 #ifndef TCLC_CORE_ASYNC_COPY_H
 #define TCLC_CORE_ASYNC_COPY_H
 
@@ -24,5 +24,12 @@ typedef enum tcl_store_kind {
  * elements of 4, 8 or 16 bytes. That i and j are multiples of n is a promise the graph cannot
  * show; EMU checks it when it runs the copy. */
 tcl_store_kind tcl_store_classify(const tcl_uop *u, int *count, const tcl_uop **load, char *why, size_t cap);
+
+/* The most asynchronous-copy groups a BARRIER may leave in flight. */
+#define TCL_MAX_COPY_GROUPS_IN_FLIGHT 64
+
+/* The copy groups BARRIER node u leaves in flight (its arg; none is 0) into *n; false, with why
+ * (cap bytes) naming the arg, when the arg is not an integer 0..TCL_MAX_COPY_GROUPS_IN_FLIGHT. */
+bool tcl_barrier_groups_in_flight(const tcl_uop *u, int64_t *n, char *why, size_t cap);
 
 #endif

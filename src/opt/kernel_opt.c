@@ -706,17 +706,18 @@ static const char *tc_config_warps(int64_t amount, int64_t *warps) {
     /* 1 in front: staged through local memory; 2: staged, double-buffered: the same tiles; 3:
      * warpgroups (4 warps each) of tiles 64 rows by 64*TN columns; before a 2 or 3, the buffers
      * of a deeper pipeline (3..8): the same tiles */
+    static const char *const not_a_configuration =
+        "TC's amount is 0 (one warp, one tile) or the four digits WM WN TM TN (warps per workgroup along m and "
+        "n: 1, 2 or 4; tensor-core tiles per warp along m and n: 1, 2, 4 or 8), e.g. 2244, with a 1 in front "
+        "for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
+        "asynchronously (22244), a 3 for warpgroups (31122: 1 x 1 warpgroups of 2 tiles of 64 x 128), and "
+        "before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to 8 (431122)";
     int64_t buffers = amount / 100000, front = amount / 10000 % 10;
     bool pipeline_ok = buffers == 0 || (buffers >= 3 && buffers <= 8 && (front == 2 || front == 3));
+    if (!pipeline_ok || front > 3) return not_a_configuration;
     bool warpgroups = front == 3;
-    if (!pipeline_ok || front > 3) amount = 0; /* refused below */
     amount %= 10000;
-    if (amount < 1111 || amount > 4488)
-        return "TC's amount is 0 (one warp, one tile) or the four digits WM WN TM TN (warps per workgroup along m and "
-               "n: 1, 2 or 4; tensor-core tiles per warp along m and n: 1, 2, 4 or 8), e.g. 2244, with a 1 in front "
-               "for operands staged through local memory (12244), a 2 for stages double-buffered and copied "
-               "asynchronously (22244), a 3 for warpgroups (31122: 1 x 1 warpgroups of 2 tiles of 64 x 128), and "
-               "before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to 8 (431122)";
+    if (amount < 1111 || amount > 4488) return not_a_configuration;
     int64_t wm = amount / 1000, wn = amount / 100 % 10, tm = amount / 10 % 10, tn = amount % 10;
     if (warpgroups) {
         if (!(wm == 1 || wm == 2 || wm == 4) || !(wn == 1 || wn == 2))

@@ -67,20 +67,6 @@ static bool visible(const tcl_emu_program *p, int32_t s, int32_t loop) {
 
 static bool is_buffer_inst(const emu_inst *in) { return in->kind == K_BUFFER; }
 
-/* A node's arg as a message names it: "65", "the string \"x\"", "a float (1.5)", ... */
-static void describe_arg(const tcl_arg *a, char *out, size_t cap) {
-    switch (a->kind) {
-    case TCL_ARG_NONE: snprintf(out, cap, "none"); break;
-    case TCL_ARG_INT: snprintf(out, cap, "%" PRId64, a->v.i); break;
-    case TCL_ARG_FLOAT: snprintf(out, cap, "a float (%g)", a->v.f); break;
-    case TCL_ARG_BOOL: snprintf(out, cap, "a boolean (%s)", a->v.b ? "true" : "false"); break;
-    case TCL_ARG_STR: snprintf(out, cap, "the string \"%.*s\"", a->len > 40 ? 40 : (int)a->len, a->v.s); break;
-    case TCL_ARG_DTYPE: snprintf(out, cap, "the dtype %s", tcl_emu_dtype_name(a->v.dtype)); break;
-    case TCL_ARG_INTS: snprintf(out, cap, "a list of %u integer%s", a->len, a->len == 1 ? "" : "s"); break;
-    case TCL_ARG_TUPLE: snprintf(out, cap, "a tuple of %u item%s", a->len, a->len == 1 ? "" : "s"); break;
-    }
-}
-
 /* Whether the instruction's register holds a value of its dtype (not memory, an address
  * computed by INDEX, or nothing). */
 static bool is_value(const emu_inst *in) {
@@ -177,16 +163,11 @@ static tcl_status check_node(builder *b, size_t i) {
     case TCL_OP_DEFINE_LOCAL: return add_mem(b, i, SPACE_LOCAL);
     case TCL_OP_BARRIER: {
         if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
-        bool count_ok = u->arg.kind == TCL_ARG_INT && u->arg.v.i >= 0 && u->arg.v.i <= EMU_MAX_COPY_GROUPS_IN_FLIGHT;
-        if (u->arg.kind != TCL_ARG_NONE && !count_ok) {
-            char given[96];
-            describe_arg(&u->arg, given, sizeof given);
-            return fail(b, TCL_ERR_INVALID, i,
-                        "a BARRIER's arg is the number of asynchronous-copy groups it leaves in flight, an integer 0..%d, "
-                        "not %s", EMU_MAX_COPY_GROUPS_IN_FLIGHT, given);
-        }
+        int64_t in_flight;
+        char why[192];
+        if (!tcl_barrier_groups_in_flight(u, &in_flight, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
         in->kind = K_BARRIER;
-        in->which = count_ok ? (int32_t)u->arg.v.i : 0; /* no arg: it waits for every copy, as n = 0 */
+        in->which = (int32_t)in_flight; /* no arg: it waits for every copy, as n = 0 */
         return TCL_OK;
     }
     case TCL_OP_WMMA: {

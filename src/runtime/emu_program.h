@@ -53,9 +53,6 @@ typedef enum emu_kind {
     K_WMMA,    /* stops the thread like a barrier; the group's warps compute it together */
 } emu_kind;
 
-/* The most asynchronous-copy groups a BARRIER may leave in flight: the bound the renderers accept too. */
-#define EMU_MAX_COPY_GROUPS_IN_FLIGHT 64
-
 /* Which memory a memory id names. */
 typedef enum emu_space { SPACE_PARAM, SPACE_REG, SPACE_LOCAL } emu_space;
 

@@ -138,6 +138,17 @@ local function buffer_load(operand)
   return index.op == "INDEX" and index.src[1].op == "PARAM" and operand or nil
 end
 
+-- The asynchronous copy (STORE {"async", chunk}) of `chunk` elements of operand, its ranges
+-- mapped by `map`, into local element `at` (an INDEX), taking gate (or nil), when the operand read
+-- there is a buffer's element at a provable multiple of the chunk; else nil (the caller copies
+-- the chunk element by element).
+local function async_chunk(operand, map, chunk, at, gate)
+  local load = P.substitute(operand, map)
+  if not (buffer_load(load) and multiple_of(load.src[1].src[2], chunk)) then return nil end
+  if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
+  return new("STORE", VOID, { at, load, gate }, { "async", chunk })
+end
+
 -- copy_stage(into, a_tile, b_tile, a_base, b_base, k_base, gate, k_wrapped) for a block of
 -- block_m x block_n staged `depth` deep: appends to `into` the copies of the block's A slice
 -- (block_m x depth) and B slice (depth x block_n) of the stage starting at K element k_base
@@ -266,16 +277,11 @@ function M.staged_loop(p)
     local chunk = chunk_of(rows, cols, itemsize)
     local async = buffer_load(operand) and (chunk * itemsize) % 4 == 0
     for s = 0, rows * cols // (threads * chunk) - 1 do
-      local load
       local row, col = element(s, 0, cols, chunk)
-      if async then
-        load = P.substitute(operand, operand_map(row, col))
-        if not (buffer_load(load) and multiple_of(load.src[1].src[2], chunk)) then load = nil end
-      end
-      if load then
-        local at = new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } })
-        if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
-        into[#into + 1] = new("STORE", VOID, { at, load, gate }, { "async", chunk })
+      local copy = async and async_chunk(operand, operand_map(row, col), chunk,
+        new("INDEX", operand.dtype, { tile, sum { base, times(row, ld), col } }), gate)
+      if copy then
+        into[#into + 1] = copy
       else
         for v = 0, chunk - 1 do
           local row_v, col_v = element(s, v, cols, chunk)
@@ -414,14 +420,10 @@ function M.warpgroup_loop(p)
     for s = 0, rows * cols // (threads * 8) - 1 do
       local row, col = block_chunk(thread, s, threads, cols)
       local at = sum { base, times(thread, 8), s * threads * 8 }
-      local load
-      if async then
-        load = P.substitute(operand, operand_map(row, col))
-        if not (buffer_load(load) and multiple_of(load.src[1].src[2], 8)) then load = nil end
-      end
-      if load then
-        if gate then load = new("LOAD", load.dtype, { load.src[1], gate }) end
-        into[#into + 1] = new("STORE", VOID, { new("INDEX", operand.dtype, { tile, at }), load, gate }, { "async", 8 })
+      local copy = async and async_chunk(operand, operand_map(row, col), 8, new("INDEX", operand.dtype, { tile, at }),
+        gate)
+      if copy then
+        into[#into + 1] = copy
       else
         for v = 0, 7 do
           local value = P.substitute(operand, operand_map(row, sum { col, v }, gate ~= nil))
