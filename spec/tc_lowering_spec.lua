@@ -630,6 +630,12 @@ describe("warpgroup tensor cores rendered to CUDA", function()
       end
       local _, wgmmas = source:gsub("wgmma%.mma_async", "")
       assert.are.equal(case.wgmmas, wgmmas)
+      -- the next stage's copies are issued after the stage's wgmmas, before the run's commit and
+      -- wait: the tensor cores compute while the threads issue them
+      local last_wgmma = select(2, source:find(".*wgmma%.mma_async"))
+      local commit = source:find("wgmma.commit_group", 1, true)
+      local _, overlapped = source:sub(last_wgmma, commit):gsub("cp%.async%.cg%.shared%.global", "")
+      assert.are.equal(case.copies, overlapped)
       if not cuda_tools.HAVE_NVRTC then return pending("NVRTC is not available") end
       -- compile_sm90a fails if ptxas injects waits or serializes the wgmmas
       local ptx = cuda_tools.compile_sm90a(source, "k")

@@ -92,7 +92,10 @@ end
 -- two products; opts.inside: the second product's C is a value computed after the first
 -- product (1.5, an ALU on constants) instead of D1; opts.loop: the k-steps are the iterations
 -- of a loop accumulating in a register array (C loaded from it, D stored back: the shape of a
--- tensor-core matmul); opts.a_first: the constant element A's first tile starts at (default 0).
+-- tensor-core matmul); opts.a_first: the constant element A's first tile starts at (default 0);
+-- opts.after_products: after the second product each thread writes 8 elements of a third local
+-- array (slot 2) from A: "copy" as one asynchronous copy (the next stage's copies of a
+-- pipeline), "store" as plain stores.
 local function wgmma_kernel(v, opts)
   opts = opts or {}
   local wgs = v.threads // 128
@@ -114,6 +117,7 @@ local function wgmma_kernel(v, opts)
   end
   local LA = add("DEFINE_LOCAL", IN, nil, { 0, numel("A", rows, K) })
   local LB = add("DEFINE_LOCAL", IN, nil, { 1, numel("B", K, N) })
+  local LC = opts.after_products and add("DEFINE_LOCAL", IN, nil, { 2, 8 * v.threads })
   local lidx = add("SPECIAL", IDX, { k.c(v.threads) }, "lidx0")
   -- the copies: element lidx + threads*e of the row-major buffer into its place in the tile
   local function copy(buf, tile, which, r_end, c_end)
@@ -181,6 +185,19 @@ local function wgmma_kernel(v, opts)
       for j = 1, nc do c2[j] = k.op("ADD", k.c(1.0, F32), k.c(0.5, F32)) end
     end
     d = product(a_tile(1), k.index(TB, 2 * st.b_k8), c2)
+  end
+  if opts.after_products then
+    local into = add("AFTER", IN, { LC, d[1] }) -- after the products
+    local first = k.op("MUL", lidx, 8)
+    local copies = {}
+    if opts.after_products == "copy" then
+      copies[1] = add("STORE", nil, { k.index(into, first), k.load(A, first) }, { "async", 8 })
+    else
+      for e = 0, 7 do copies[e + 1] = k.store(into, k.op("ADD", first, e), k.load(A, k.op("ADD", first, e))) end
+    end
+    local copied = add("GROUP", nil, copies)
+    d = { table.unpack(d) }
+    d[1] = add("AFTER", F32, { d[1], copied }) -- D is stored after them
   end
   for j = 0, nc - 1 do k.store(D, d_index(j), d[j + 1]) end
   return list, st
@@ -370,6 +387,24 @@ describe("warpgroup WMMAs rendered to CUDA", function()
       assert.matches("^smem%d+_u32 %+ %(unsigned int%)alu%d+ %* 2u$", addresses.b[1])
       compile_sm90a(src, "wg_loop", v)
     end
+  end)
+
+  it("issues asynchronous copies inside a run (they overlap the products), plain local stores after its wait",
+    function()
+    local v = VARIANTS[1]
+    local list = wgmma_kernel(v, { after_products = "copy" })
+    local src = render(list, "wg_copy")
+    for _, what in ipairs { COMMIT, WAIT } do assert.equals(1, count(src, what)) end
+    local second = src:find(instruction(v), find(src, instruction(v)) + 1, true)
+    local copy = find(src, "cp.async.cg.shared.global")
+    assert.is_true(second < copy and copy < find(src, COMMIT), "the copy between the last wgmma and the commit")
+    compile_sm90a(src, "wg_copy", v)
+    src = render(wgmma_kernel(v, { after_products = "store" }), "wg_store")
+    second = src:find(instruction(v), find(src, instruction(v)) + 1, true)
+    local wait = find(src, WAIT)
+    assert.is_nil(src:find("cp.async.cg", 1, true))
+    local store = assert(src:find("smem%d+%[[^\n]*%] = ", second))
+    assert.is_true(second < wait and wait < store, "the stores after the wait")
   end)
 
   it("in one translation unit with other kernels (the descriptor helper once)", function()

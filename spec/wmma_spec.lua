@@ -534,7 +534,8 @@ end
 -- gives A's start that many elements later); b_shift (B's start that many elements later in
 -- every lane); b_at (B's start, an element of the array, in every lane); no_barrier (the tiles
 -- read straight after the copies); overwrite (lane: after the WMMAs that lane stores into A's
--- first element, with no barrier between); a_load (A's source is a LOAD of the tile's first
+-- first element, with no barrier between); overwrite_copy (lane: the same with an asynchronous
+-- copy of 8 elements of A's buffer); a_load (A's source is a LOAD of the tile's first
 -- element, not its INDEX).
 local function wg_program(shape, opts)
   opts = opts or {}
@@ -605,6 +606,10 @@ local function wg_program(shape, opts)
   if opts.overwrite then
     local who = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.overwrite) })
     add("STORE", nil, { add("INDEX", IN, { shared, a_first }), k.c(1.0, IN), who })
+  end
+  if opts.overwrite_copy then
+    local who = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.overwrite_copy) })
+    add("STORE", nil, { add("INDEX", IN, { shared, a_first }), k.load(A, k.c(0), who), who }, { "async", 8 })
   end
   return list, at
 end
@@ -715,6 +720,14 @@ describe("WMMA of a warpgroup shape (A and B in local memory) on EMU's GPU mode"
           .. ",0,0%) read with no barrier between them", err)
         -- the writer's own warpgroup's tile, A's first element
         assert.matches("writes element " .. (writer < 128 and at.first or second) .. " ", err, 1, true)
+      end
+      -- so is an asynchronous copy into it (CUDA issues the next stage's copies while its wgmmas
+      -- still read the tiles: only the barrier after their wait ends the reads)
+      for _, case in ipairs { { 0, 1 }, { 7, 0 } } do
+        assert.matches("kernel 'copy': instruction %d+ %(STORE%): race: thread gidx %(0,0,0%) lidx %(" .. case[1]
+          .. ",0,0%) writes element " .. at.first .. " of DEFINE_LOCAL slot 0, which thread gidx %(0,0,0%) lidx %("
+          .. case[2] .. ",0,0%) read with no barrier between them",
+          wg_run_error(shape, "copy", { overwrite_copy = case[1] }))
       end
     end)
 

@@ -23,12 +23,15 @@
  *     unsigned long long wmma9_da = tcl_wgmma_desc(smem3_u32 + 256u, 0x0000002000080000ull), ...;
  *     asm volatile("{ ... wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, ..., %63}, %64,
  *         %65, p, 1, 1, 0, 1; }" : "+f"(wmma9_0), ... : "l"(wmma9_da), "l"(wmma9_db) : "memory");
- *     ... more wgmmas, and computations that need none of their results ...
+ *     ... more wgmmas, computations that need none of their results, cp.async copies ...
  *     asm volatile("wgmma.commit_group.sync.aligned;" ...); ... wait_group 0 ...;
  *     asm volatile("" : "+f"(wmma12_0), ... :: "memory");
  * The wgmmas run asynchronously, so they are grouped in runs: a run opens at a warpgroup WMMA and
- * takes in later ones and computations that touch no memory and read none of its results; any
- * other instruction (a load or store, a barrier, a loop's start or end, a read of a result)
+ * takes in later ones and, reading none of its results, computations that touch no memory,
+ * loads of global memory and asynchronous copies (a pipeline's next stage, issued while the
+ * tensor cores compute; EMU counts a wgmma's reads of its tiles as lasting until the next
+ * barrier, so a copy into a tile the run reads is a race there); any other instruction (a
+ * local or register load, a store, a barrier, a loop's start or end, a read of a result)
  * first closes it with one commit and one wait, so that the products of a k-stage, chained
  * through their accumulators, issue back to back and are waited for once. The accumulators of a
  * product are set up before the run's fence when their values come from before the run (from
@@ -61,6 +64,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "core/async_copy.h"
 #include "core/wmma.h"
 
 #define fail tcl_crender_fail
@@ -441,18 +445,37 @@ static void close_run(tcl_crender *r, size_t at) {
     r->wg_nrun = 0;
 }
 
-/* Whether instruction i may join the open run: a warpgroup WMMA, or a computation that touches
- * no memory and reads no result of the run (through AFTERs). Anything else may need the
- * results, or write local memory the run's wgmmas are still reading. */
+/* Whether LOAD u reads global memory (a kernel parameter's buffer). */
+static bool loads_global(const tcl_crender *r, const tcl_uop *u) {
+    if (u->nsrc < 1) return false;
+    size_t at = instruction_of(r, u->src[0]) - 1;
+    return at < r->n && r->kind[at] == CK_ADDRESS && r->mem[at] == CM_PARAM;
+}
+
+/* Whether instruction i may join the open run: a warpgroup WMMA, an AFTER (it emits nothing:
+ * its readers follow it to the value it passes on), or, reading no result of the run, a
+ * computation that touches no memory, a load of global memory or an asynchronous copy (the
+ * next stage's, issued while the tensor cores compute: it writes local memory, but EMU counts a
+ * wgmma's reads of its tiles as lasting until the next barrier, so a copy into a tile the run
+ * reads is a race there). Anything else may need the results, or write local memory the run's
+ * wgmmas are still reading. */
 static bool joins_run(const tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
-    if (r->wg_head[i] != SIZE_MAX) return true;
+    if (r->wg_head[i] != SIZE_MAX || u->op == TCL_OP_AFTER) return true;
+    int count;
+    const tcl_uop *load;
+    char why[192];
     switch ((tcl_op)u->op) {
     case TCL_OP_CONST:
     case TCL_OP_INDEX:
-    case TCL_OP_AFTER:
     case TCL_OP_GROUP:
     case TCL_OP_NOOP: break;
+    case TCL_OP_LOAD:
+        if (!loads_global(r, u)) return false;
+        break;
+    case TCL_OP_STORE:
+        if (tcl_store_classify(u, &count, &load, why, sizeof why) != TCL_STORE_ASYNC) return false;
+        break;
     default:
         if (!(tcl_op_get((tcl_op)u->op)->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY))) return false;
     }

@@ -182,8 +182,9 @@ end
 -- prologue's stages are separated by barriers for that count. Two buffers are double
 -- buffering: one stage ahead, barriers that land everything. copy_stage(into, a_tile, b_tile,
 -- a_base, b_base, k_base, gate, k_wrapped) appends a stage's copies. Returns the barrier opening
--- the stage, the GROUP of the copies issued in it, and the offsets of this stage's buffers in
--- the A and B tiles.
+-- the stage, issue(after) (the GROUP of the copies issued in the stage, once the nodes of the
+-- list `after` are: a caller that issues them after the stage's products makes the products'
+-- execution overlap them), and the offsets of this stage's buffers in the A and B tiles.
 local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
   local ahead = buffers - 1
   local in_flight = ahead > 1 and ahead - 1 or nil -- the barriers' arg: copy groups left pending
@@ -202,16 +203,19 @@ local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stage
   -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
   -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
   local opened = new("BARRIER", VOID, { copied, stage }, in_flight)
-  local a_open = new("AFTER", a_tile.dtype, { a_tile, opened })
-  local b_open = new("AFTER", b_tile.dtype, { b_tile, opened })
-  local following = sum { stage, ahead }
-  local into = new("MOD", INDEX, { following, const(buffers) })
-  local copies = {}
-  copy_stage(copies, a_open, b_open, times(into, a_size), times(into, b_size), times(following, depth),
-    new("CMPLT", core.dtype "bool", { stage, const(stages - ahead) }),
-    times(new("MOD", INDEX, { following, const(stages) }), depth))
+  local function issue(after)
+    local a_open = new("AFTER", a_tile.dtype, { a_tile, opened, table.unpack(after) })
+    local b_open = new("AFTER", b_tile.dtype, { b_tile, opened, table.unpack(after) })
+    local following = sum { stage, ahead }
+    local into = new("MOD", INDEX, { following, const(buffers) })
+    local copies = {}
+    copy_stage(copies, a_open, b_open, times(into, a_size), times(into, b_size), times(following, depth),
+      new("CMPLT", core.dtype "bool", { stage, const(stages - ahead) }),
+      times(new("MOD", INDEX, { following, const(stages) }), depth))
+    return new("GROUP", VOID, copies)
+  end
   local current = new("MOD", INDEX, { stage, const(buffers) })
-  return opened, new("GROUP", VOID, copies), times(current, a_size), times(current, b_size)
+  return opened, issue, times(current, a_size), times(current, b_size)
 end
 
 -- The loop over stages of K with the operands staged through local memory: per stage, the
@@ -297,9 +301,10 @@ function M.staged_loop(p)
 
   local a_seen, b_seen, a_now, b_now
   if buffers >= 2 then
-    local opened, issued
-    opened, issued, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
+    local opened, issue
+    opened, issue, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
     -- the fragments are read after the copies are issued, so that they overlap the products
+    local issued = issue {}
     a_seen = new("AFTER", a_dtype, { a_tile, opened, issued })
     b_seen = new("AFTER", b_dtype, { b_tile, opened, issued })
   else
@@ -394,7 +399,8 @@ end
 -- pipelined through config.buffers buffers as staged_loop's (two: stage s + 1 is copied into
 -- the other buffer while the warpgroups compute on stage s; more: that many stages - 1 in
 -- flight), one barrier per stage. Each K-step of 16 of a stage issues
--- TM WMMAs per warpgroup, chained through their accumulators.
+-- TM WMMAs per warpgroup, chained through their accumulators; the next stage's copies are issued
+-- after the stage's WMMAs, while the tensor cores compute them.
 function M.warpgroup_loop(p)
   local found, config, shape, name, acc_at, init_done = p.found, p.config, p.shape, p.name, p.acc_at, p.init_done
   local regs_c = shape.regs[3]
@@ -434,9 +440,7 @@ function M.warpgroup_loop(p)
   end
   local copy_stage = stage_copier(p, block_m, block_n, depth, copy_slice)
 
-  -- (the renderer waits for a stage's WMMAs before the next barrier, so the buffer the next
-  -- copies overwrite is no longer read)
-  local opened, issued, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth,
+  local opened, issue, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth,
     config.buffers)
   local current = {} -- current[i][reg + 1]: tile i's accumulator so far in this stage
   local loaded = {}
@@ -449,8 +453,8 @@ function M.warpgroup_loop(p)
   end
   -- the tiles are read once every accumulator is loaded: the renderer then issues all the
   -- stage's WMMAs back to back (a load between them would wait for the earlier ones)
-  local a_seen = new("AFTER", a_dtype, { a_tile, opened, issued, table.unpack(loaded) })
-  local b_seen = new("AFTER", b_dtype, { b_tile, opened, issued, table.unpack(loaded) })
+  local a_seen = new("AFTER", a_dtype, { a_tile, opened, table.unpack(loaded) })
+  local b_seen = new("AFTER", b_dtype, { b_tile, opened, table.unpack(loaded) })
 
   local a_rows8, a_k8, b_k8, b_cols8 = table.unpack(strides)
   for kk = 0, depth // shape.k - 1 do
@@ -462,10 +466,19 @@ function M.warpgroup_loop(p)
       current[i] = product(name, { new("INDEX", a_dtype, { a_seen, a_at }) }, { b_index }, current[i], strides)
     end
   end
-  -- the accumulators are stored back once every tile's last product is issued: the renderer then
-  -- waits for all the stage's WMMAs at once (a store of one tile between them would wait early)
-  local issued_all = { init_done, stage }
-  for i = 0, config.tm - 1 do issued_all[#issued_all + 1] = current[i][1] end
+  -- the next stage's copies are issued after the stage's products, so that the tensor cores work
+  -- on the products while the threads issue the copies (the renderer's run of wgmmas takes the
+  -- copies in: it waits for the products at the stores below). They go into the buffer stage
+  -- s - 1 read: its products were waited for before the barrier that opened this stage, and a
+  -- copy into a tile these products read would be a race on EMU (a wgmma's reads last until
+  -- the next barrier there)
+  local last = {}
+  for i = 0, config.tm - 1 do last[#last + 1] = current[i][1] end
+  local issued = issue(last)
+  -- the accumulators are stored back once the copies and every tile's last product are issued:
+  -- the renderer then waits for all the stage's WMMAs at once (a store of one tile between them
+  -- would wait early)
+  local issued_all = { init_done, stage, issued, table.unpack(last) }
   local updates = {}
   for i = 0, config.tm - 1 do
     for reg = 0, regs_c - 1 do
