@@ -369,11 +369,13 @@ describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_S
     -- B read through a transposed view: its chunks are not consecutive in memory, so only A's
     -- are asynchronous copies
     { dtype = "float16", m = 128, k = 64, n = 128, arg = 31122, realized = true, transposed = true, copies = 16 },
-    -- pipelines: 3 buffers (5 stages of 32 wrap around them; copies: 2 stages before the loop,
-    -- one in it), 4 buffers of 64 x (128 + 256) (192 KiB: dynamic shared memory in CUDA; the 3
-    -- stages are all copied before the loop), and STOREs of converted values through 3 buffers
-    { dtype = "float16", m = 128, k = 160, n = 128, arg = 331122, realized = true, copies = 24 },
-    { dtype = "bfloat16", m = 128, k = 192, n = 256, arg = 432114, realized = true, copies = 48 },
+    -- pipelines, their products "deferred" (waited for a stage later), so the copies run
+    -- buffers - 2 stages ahead: 3 buffers (5 stages of 32 wrap around them; copies: one stage
+    -- before the loop, one in it), 4 buffers of 64 x (128 + 256) (192 KiB: dynamic shared memory
+    -- in CUDA; 2 of the 3 stages copied before the loop), and STOREs of converted values through
+    -- 3 buffers
+    { dtype = "float16", m = 128, k = 160, n = 128, arg = 331122, realized = true, copies = 16 },
+    { dtype = "bfloat16", m = 128, k = 192, n = 256, arg = 432114, realized = true, copies = 36 },
     { dtype = "float16", m = 128, k = 96, n = 64, arg = 331121, relu = true, copies = 0 },
   } do
     local config = tensor_cores.config(case.arg)
@@ -399,6 +401,8 @@ describe("warpgroup tensor cores (TC 3xxxx, wgmma) on EMU's GPU mode with CUDA_S
           assert.are.same({ config.wm * config.tm * 64, config.wn * config.tn * 64 }, { block_m, block_n })
           local _, copies = listing:gsub("STORE[^\n]*async", "")
           assert.are.equal(case.copies, copies)
+          local _, deferred = listing:gsub("WMMA[^\n]*deferred", "")
+          assert.are.equal(config.buffers >= 3, deferred > 0)
           assert.are.same(want, product:tolist())
         end)
       end)
@@ -609,10 +613,14 @@ describe("warpgroup tensor cores rendered to CUDA", function()
         shared = 65536 },
       -- 2 x 1 warpgroups of 64 x 256, stages of 32 (48 KiB: static shared memory): 2 wgmmas a stage
       { c = { wm = 2, tn = 4, warpgroup = true }, m = 128, k = 96, n = 256, wgmmas = 2, copies = 6 },
-      -- the same through 4 buffers of stages of 64 (192 KiB), 3 stages in flight: the prologue
-      -- copies 3 stages with barriers between them, each barrier leaves 2 copy groups in flight
+      -- the same through 4 buffers of stages of 64 (192 KiB), the products deferred (one stage
+      -- of them in flight at each barrier) and 2 stages of copies: the prologue copies 2 stages
+      -- with a barrier between them, each barrier leaves 1 copy group in flight
       { c = { wm = 2, tn = 4, warpgroup = true, buffers = 4 }, m = 128, k = 320, n = 256, wgmmas = 4, copies = 12,
-        shared = 196608, barriers = 3, in_flight = 2 },
+        shared = 196608, barriers = 2, in_flight = 1, deferred = true },
+      -- deferred in a loop NVVM keeps (32 stages of 64): the last stage's wait is in the loop
+      { c = { warpgroup = true, buffers = 4 }, m = 64, k = 2048, n = 64, wgmmas = 4, copies = 8, shared = 65536,
+        barriers = 2, in_flight = 1, deferred = true, loop = true },
     } do
       local source, facts = cuda_matmul_source(case.c, case.m, case.k, case.n, 9, "CUDA_SM90")
       assert.are.equal("sm_90a", facts.arch)
@@ -622,12 +630,15 @@ describe("warpgroup tensor cores rendered to CUDA", function()
       assert.are.equal(case.barriers or 1, barriers)
       local _, waits = source:gsub("cp%.async%.commit_group;\\n\\tcp%.async%.wait_group " .. (case.in_flight or 0), "")
       assert.are.equal(case.in_flight and barriers or 0, waits)
-      -- one run per stage: a fence, the wgmmas, one commit and one wait
+      -- one run per stage: a fence, the wgmmas, one commit and one wait (deferred: of all but
+      -- this stage's group, but for the last stage)
       for _, what in ipairs { "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
         "wgmma.wait_group.sync.aligned 0" } do
         local _, count = source:gsub(what:gsub("%.", "%%."), "")
         assert.are.equal(1, count, what)
       end
+      local _, leaving_one = source:gsub("else asm volatile%(\"wgmma%.wait_group%.sync%.aligned 1;", "")
+      assert.are.equal(case.deferred and 1 or 0, leaving_one)
       local _, wgmmas = source:gsub("wgmma%.mma_async", "")
       assert.are.equal(case.wgmmas, wgmmas)
       -- the next stage's copies are issued after the stage's wgmmas, before the run's commit and
@@ -640,14 +651,16 @@ describe("warpgroup tensor cores rendered to CUDA", function()
       -- compile_sm90a fails if ptxas injects waits or serializes the wgmmas
       local ptx = cuda_tools.compile_sm90a(source, "k")
       local _, async = ptx:gsub("cp%.async%.cg%.shared%.global %[%%r%d+%], %[%%rd%d+%], 16;", "")
-      -- the copies before the loop, and those in it: once, or twice where NVVM unswitches the loop
-      local before = case.copies * ((case.c.buffers or 2) - 1)
-      assert.is_true(async == before + case.copies or async == before + 2 * case.copies, async)
+      -- the copies before the loop, and those in it: once, or more where NVVM unswitches or
+      -- unrolls the loop (it unrolls the 5 stages of the deferred case)
+      local before = case.copies * ((case.c.buffers or 2) - (case.deferred and 2 or 1))
+      assert.is_true(async > before and (async - before) % case.copies == 0, async)
       assert.is_nil(ptx:find("ld.global", 1, true))
       assert.is_nil(ptx:find("st.shared", 1, true))
       -- NVVM may keep two copies of the loop's body (unswitched on the gate of the last stage's copies)
       local _, issued = ptx:gsub("wgmma%.mma_async%.sync%.aligned%.m64n%d+k16%.f32%.f16%.f16", "")
       assert.is_true(issued > 0 and issued % case.wgmmas == 0, issued)
+      if case.loop then assert.are.equal(case.wgmmas, issued) end
     end
   end)
 end)

@@ -93,6 +93,9 @@ end
 -- product (1.5, an ALU on constants) instead of D1; opts.loop: the k-steps are the iterations
 -- of a loop accumulating in a register array (C loaded from it, D stored back: the shape of a
 -- tensor-core matmul); opts.a_first: the constant element A's first tile starts at (default 0);
+-- opts.deferred (with opts.loop): the products carry "deferred" and the loop's body opens with a
+-- barrier, unless opts.no_barrier; opts.escape (with opts.loop): the body also stores the
+-- product's first register to D;
 -- opts.after_products: after the second product each thread writes 8 elements of a third local
 -- array (slot 2) from A: "copy" as one asynchronous copy (the next stage's copies of a
 -- pipeline), "store" as plain stores.
@@ -147,7 +150,9 @@ local function wgmma_kernel(v, opts)
     local src = { a, b }
     for j = 1, nc do src[#src + 1] = c[j] end
     local d = {}
-    for j = 0, nc - 1 do d[j + 1] = add("WMMA", F32, src, { v.shape, j, strides }) end
+    for j = 0, nc - 1 do
+      d[j + 1] = add("WMMA", F32, src, { v.shape, j, strides, opts.deferred and "deferred" or nil })
+    end
     return d
   end
   local zero = k.c(0.0, F32)
@@ -164,14 +169,20 @@ local function wgmma_kernel(v, opts)
     for j = 0, nc - 1 do inits[#inits + 1] = k.store(acc, j, zero) end
     for _, x in ipairs { 2 * st.a_k8, 2 * st.b_k8 } do k.c(x) end
     local step = add("RANGE", IDX, { k.c(2) }, { 2, "reduce" })
+    local ta, tb = TA, TB
+    if opts.deferred and not opts.no_barrier then
+      local opened = add("BARRIER", nil, { step })
+      ta, tb = add("AFTER", IN, { LA, opened }), add("AFTER", IN, { LB, opened })
+    end
     local cur = add("AFTER", F32, { acc, table.unpack(inits) })
     local c = {}
     for j = 0, nc - 1 do c[j + 1] = k.load(cur, j) end
     local a_first = k.op("MUL", step, 2 * st.a_k8)
-    local a = k.index(TA, arow and k.op("ADD", arow, a_first) or a_first)
-    local dk = product(a, k.index(TB, k.op("MUL", step, 2 * st.b_k8)), c)
+    local a = k.index(ta, arow and k.op("ADD", arow, a_first) or a_first)
+    local dk = product(a, k.index(tb, k.op("MUL", step, 2 * st.b_k8)), c)
     local stores = {}
     for j = 0, nc - 1 do stores[j + 1] = k.store(cur, j, dk[j + 1]) end
+    if opts.escape then stores[#stores + 1] = k.store(D, k.op("ADD", lidx, 0), dk[1]) end
     local done = add("AFTER", F32, { acc, add("END", nil, { add("GROUP", nil, stores), step }) })
     for j = 0, nc - 1 do d[j + 1] = k.load(done, j) end
   else
@@ -386,6 +397,31 @@ describe("warpgroup WMMAs rendered to CUDA", function()
       assert.matches("^smem%d+_u32 %+ %(unsigned int%)alu%d+ %* 2u$", addresses.a[1])
       assert.matches("^smem%d+_u32 %+ %(unsigned int%)alu%d+ %* 2u$", addresses.b[1])
       compile_sm90a(src, "wg_loop", v)
+    end
+  end)
+
+  it("leaves a loop's deferred products in flight until the next iteration's wait, the last iteration's waited for",
+    function()
+    local v = VARIANTS[1]
+    local src = render(wgmma_kernel(v, { loop = true, deferred = true }), "wg_deferred")
+    local loop = assert(src:find("for %(int (ridx%d+) = 0; ridx%d+ < 2; ridx%d+%+%+%) {\n"))
+    local var = src:match("for %(int (ridx%d+) = 0; ridx%d+ < 2;")
+    local last = find(src, "if (" .. var .. ' + 1 == 2) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");')
+    local others = find(src, 'else asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");')
+    local loop_end = src:find("\n    }\n", others, true)
+    local array = src:match("float (reg%d+)%[64%];")
+    -- after the loop, the accumulators' array pinned (NVVM must not read it before the wait)
+    local pin = find(src, 'asm volatile("" : "+f"(' .. array .. '[0]), ')
+    assert.is_true(loop < last and last < others and others < loop_end and loop_end < pin)
+    assert.equals(1, count(src, WAIT))
+    compile_sm90a(src, "wg_deferred", v)
+    -- wait for all in each iteration: without a barrier in the loop (the next iteration's wait
+    -- must come before the second barrier after the products), or where the products are read
+    for _, opts in ipairs { { no_barrier = true }, { escape = true } } do
+      opts.loop, opts.deferred = true, true
+      src = render(wgmma_kernel(v, opts), "wg_not_deferred")
+      assert.equals(1, count(src, WAIT))
+      assert.is_nil(src:find("wait_group.sync.aligned 1", 1, true))
     end
   end)
 

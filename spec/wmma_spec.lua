@@ -378,7 +378,7 @@ describe("WMMA", function()
         assert.matches("instruction %d+ %(WMMA%): out %d is not a register",
           render_error(wmma_program(case[1], 32, { out = 1 }), case[2]))
         assert.matches("instruction %d+ %(WMMA%): arg must be {shape, out}, {shape, out, \"staged\"} or %(a "
-          .. "warpgroup shape wg_%*%) {shape, out, {strides}}",
+          .. "warpgroup shape wg_%*%) {shape, out, {strides}%[, \"deferred\"%]}",
           render_error(wmma_program(case[1], 32, { flag = "tiled" }), case[2]))
       end
       -- "staged" promises fragments read from row-major local tiles; these are read from buffers
@@ -474,7 +474,8 @@ describe("WMMA", function()
       assert.matches("instruction %d+ %(WMMA%): source 1 %(A register 0%) must be float32 for m8n8k8_f32_f32, not "
         .. "float16", error_of(rt.program, wmma_program(shape, 32, { shape_name = "m8n8k8_f32_f32", regs = 6 })))
       assert.matches('instruction %d+ %(WMMA%): arg must be {shape, out}, {shape, out, "staged"} or %(a warpgroup '
-        .. 'shape wg_%*%) {shape, out, {strides}} with shape one of "m16n8k16_f16_f32", "m16n8k16_bf16_f32", '
+        .. 'shape wg_%*%) {shape, out, {strides}%[, "deferred"%]} with shape one of "m16n8k16_f16_f32", '
+        .. '"m16n8k16_bf16_f32", '
         .. '"m8n8k8_f32_f32", "wg_m64n64k16_f16_f32", "wg_m64n128k16_f16_f32", "wg_m64n256k16_f16_f32", '
         .. '"wg_m64n64k16_bf16_f32", "wg_m64n128k16_bf16_f32", "wg_m64n256k16_bf16_f32"$',
         error_of(rt.program, wmma_program(shape, 32, { shape_name = "m16" })))
@@ -535,7 +536,8 @@ end
 -- every lane); b_at (B's start, an element of the array, in every lane); no_barrier (the tiles
 -- read straight after the copies); overwrite (lane: after the WMMAs that lane stores into A's
 -- first element, with no barrier between); overwrite_copy (lane: the same with an asynchronous
--- copy of 8 elements of A's buffer); a_load (A's source is a LOAD of the tile's first
+-- copy of 8 elements of A's buffer); deferred (the WMMAs' arg carries "deferred"); barriers (that
+-- many barriers between the WMMAs and the overwrite); a_load (A's source is a LOAD of the tile's first
 -- element, not its INDEX).
 local function wg_program(shape, opts)
   opts = opts or {}
@@ -599,17 +601,22 @@ local function wg_program(shape, opts)
     places[i] = k.op("ADD", base, k.op("ADD", k.op("MUL", row, N), col))
     src[#src + 1] = k.load(C, places[i])
   end
+  local stored = {}
   for out = 0, N // 2 - 1 do
-    local d = add("WMMA", F32, src, { shape.name, out, opts.strides or st })
-    k.store(D, places[out], d)
+    local d = add("WMMA", F32, src, { shape.name, out, opts.strides or st, opts.deferred and "deferred" or nil })
+    stored[#stored + 1] = k.store(D, places[out], d)
+  end
+  local later = shared -- the tiles after `barriers` more barriers
+  for b = 1, opts.barriers or 0 do
+    later = add("AFTER", IN, { tiles, add("BARRIER", nil, { b == 1 and add("GROUP", nil, stored) or later }) })
   end
   if opts.overwrite then
     local who = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.overwrite) })
-    add("STORE", nil, { add("INDEX", IN, { shared, a_first }), k.c(1.0, IN), who })
+    add("STORE", nil, { add("INDEX", IN, { later, a_first }), k.c(1.0, IN), who })
   end
   if opts.overwrite_copy then
     local who = add("CMPEQ", tcl.dtype "bool", { lidx, k.c(opts.overwrite_copy) })
-    add("STORE", nil, { add("INDEX", IN, { shared, a_first }), k.load(A, k.c(0), who), who }, { "async", 8 })
+    add("STORE", nil, { add("INDEX", IN, { later, a_first }), k.load(A, k.c(0), who), who }, { "async", 8 })
   end
   return list, at
 end
@@ -729,6 +736,23 @@ describe("WMMA of a warpgroup shape (A and B in local memory) on EMU's GPU mode"
           .. case[2] .. ",0,0%) read with no barrier between them",
           wg_run_error(shape, "copy", { overwrite_copy = case[1] }))
       end
+    end)
+
+    it("when a \"deferred\" WMMA's tile is written before the second barrier after it", function()
+      local _, at = wg_program(shape)
+      -- one barrier orders a plain WMMA's reads before the write; a deferred one's need two
+      check_wg(shape, { overwrite = 3, barriers = 1 }, true, 41)
+      check_wg(shape, { deferred = true, overwrite = 3, barriers = 2 }, true, 41)
+      check_wg(shape, { deferred = true, overwrite_copy = 0, barriers = 2 }, true, 41)
+      for _, case in ipairs { { "overwrite", 3 }, { "overwrite_copy", 0 } } do
+        local err = wg_run_error(shape, "deferred", { deferred = true, [case[1]] = case[2], barriers = 1 })
+        assert.matches("kernel 'deferred': instruction %d+ %(STORE%): race: thread gidx %(0,0,0%) lidx %(" .. case[2]
+          .. ',0,0%) writes element ' .. at.first .. ' of DEFINE_LOCAL slot 0, which the "deferred" WMMA of the '
+          .. "warpgroup of thread gidx %(0,0,0%) lidx %(0,0,0%) read one barrier ago %(a deferred WMMA's reads of "
+          .. "its tiles last until the second barrier after it%)", err)
+      end
+      -- a workgroup's deferred reads do not hold the next workgroup's local memory
+      check_wg(shape, { deferred = true, groups = 2 }, true, 43)
     end)
 
     it("when a tile holds elements no thread has stored (uninitialized local memory)", function()

@@ -324,6 +324,7 @@ static tcl_status emit_end(tcl_crender *r, size_t i) {
     r->open[range] = 0;
     line(r);
     tcl_ctext_put(&r->body, "}\n");
+    tcl_cwmma_after_loop(r, range);
     r->kind[i] = CK_NONE;
     return TCL_OK;
 }

@@ -89,6 +89,8 @@ const tcl_cdialect *tcl_cdialect_get(tcl_c_dialect_id id);
 
 /* Room for an instruction's expression: a variable name, a literal, or buf[index]. */
 #define TCL_CEXPR_CAP 96
+/* The most register arrays (accumulators) the products of a deferred run may be stored to. */
+#define TCL_CWMMA_MAX_DEFERRED_ARRAYS 4
 
 typedef enum tcl_ckind {
     CK_NONE,    /* nothing (STORE, END, SINK, GROUP, BARRIER) */
@@ -167,6 +169,11 @@ typedef struct tcl_crender {
     tcl_ctext wg_outer, wg_pre, wg_spare;
     size_t *wg_run, *wg_head, *wg_last;
     uint8_t *wg_escapes;
+    /* a run of "deferred" products left in flight (wait_group 1) in the loop whose RANGE is
+     * wg_deferred_loop (SIZE_MAX: none), waited for right after that loop, where the register
+     * arrays its products were stored to (wg_deferred_arrays, DEFINE_REG instructions) are pinned */
+    size_t wg_deferred_loop, wg_ndeferred_arrays;
+    size_t wg_deferred_arrays[TCL_CWMMA_MAX_DEFERRED_ARRAYS];
     /* CUDA: per DEFINE_LOCAL instruction, 1 once its 32-bit shared-window address smem<i>_u32 is
      * declared (allocated at the first use; tcl_crender_shared_u32) */
     uint8_t *shared_u32;
@@ -209,6 +216,9 @@ tcl_status tcl_cwmma_prepare(tcl_crender *r);
 /* Before instruction i (i == r->n: after the last): closes an open run of wgmmas (commit and
  * wait) unless instruction i may join it. */
 void tcl_cwmma_before(tcl_crender *r, size_t i);
+/* After the END of the loop whose RANGE is instruction `range`: the wait for a run of deferred
+ * products left in flight in it. */
+void tcl_cwmma_after_loop(tcl_crender *r, size_t range);
 /* Emits WMMA instruction i (its computation, unless an earlier node of the same product did). */
 tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i);
 /* After the walk: checks the workgroup of a kernel with WMMAs, declares what they share. */

@@ -33,7 +33,9 @@
  * barrier, so a copy into a tile the run reads is a race there); any other instruction (a
  * local or register load, a store, a barrier, a loop's start or end, a read of a result)
  * first closes it with one commit and one wait, so that the products of a k-stage, chained
- * through their accumulators, issue back to back and are waited for once. The accumulators of a
+ * through their accumulators, issue back to back and are waited for once. A run of "deferred"
+ * products that may_defer accepts (a pipeline's stage) waits with wait_group 1, leaving itself in
+ * flight until the next iteration's wait, the loop's last iteration with 0. The accumulators of a
  * product are set up before the run's fence when their values come from before the run (from
  * inside it, a product's own fence follows them), or are an earlier product's of the run (the
  * registers wgmma chains through, no fence needed). The empty asm statements pin the
@@ -346,6 +348,7 @@ tcl_status tcl_cwmma_prepare(tcl_crender *r) {
     for (size_t i = 0; i < r->n && !any; i++) any = names_warpgroup_shape(r->nodes[i]);
     if (!any) return TCL_OK;
     r->uses_wgmma = true;
+    r->wg_deferred_loop = SIZE_MAX;
     r->wg_head = malloc(r->n * sizeof *r->wg_head);
     r->wg_last = calloc(r->n, sizeof *r->wg_last);
     r->wg_escapes = calloc(r->n, 1);
@@ -416,9 +419,86 @@ static void open_run(tcl_crender *r, size_t i) {
     r->wg_nrun = 0;
 }
 
+/* Whether node x (through AFTERs) is a node of a product of the open run, which `at` closes. */
+static bool of_run(const tcl_crender *r, const tcl_uop *x, size_t at) {
+    while (x->op == TCL_OP_AFTER && x->nsrc > 0) x = x->src[0];
+    size_t j = instruction_of(r, x) - 1;
+    return j < r->n && r->wg_head[j] != SIZE_MAX && r->wg_head[j] >= r->wg_start && r->wg_head[j] < at;
+}
+
+/* The float32 DEFINE_REG instruction INDEX node x addresses (through AFTERs), or SIZE_MAX. */
+static size_t float_array(const tcl_crender *r, const tcl_uop *x) {
+    if (x->op != TCL_OP_INDEX || x->nsrc < 1) return SIZE_MAX;
+    const tcl_uop *b = x->src[0];
+    while (b->op == TCL_OP_AFTER && b->nsrc > 0) b = b->src[0];
+    size_t j = instruction_of(r, b) - 1;
+    return j < r->n && b->op == TCL_OP_DEFINE_REG && b->dtype == TCL_FLOAT32 ? j : SIZE_MAX;
+}
+
+static bool deferred_array(const tcl_crender *r, size_t array) {
+    for (size_t k = 0; k < r->wg_ndeferred_arrays; k++)
+        if (r->wg_deferred_arrays[k] == array) return true;
+    return false;
+}
+
+/* Whether the open run, which instruction `at` closes, may be left in flight until the next
+ * run's wait (wait_group 1), its accumulators' registers untouched meanwhile: its products are
+ * "deferred" (their tile reads last until the second barrier after them; ENCODINGS.md), it is
+ * the only run of a straight-line loop body with one barrier, before it (so the next run's wait,
+ * in the next iteration, comes before the second barrier), and its results are only stored to
+ * register arrays (the accumulators: wg_deferred_arrays), which in the loop hold only its
+ * results and are read only as a warpgroup WMMA's C. A loop's last run is waited for after the
+ * loop (tcl_cwmma_after_loop). */
+static bool may_defer(tcl_crender *r, size_t at) {
+    r->wg_ndeferred_arrays = 0;
+    for (size_t k = 0; k < r->wg_nrun; k++)
+        if (!tcl_wmma_deferred(r->nodes[r->wg_run[k]])) return false;
+    if (r->nloops == 0 || r->loops[r->nloops - 1] >= r->wg_start) return false;
+    size_t loop = r->loops[r->nloops - 1], end = SIZE_MAX;
+    for (size_t j = at; j < r->n && end == SIZE_MAX; j++) {
+        const tcl_uop *u = r->nodes[j];
+        if (u->op == TCL_OP_END && u->nsrc > 0 && instruction_of(r, u->src[u->nsrc - 1]) == loop + 1) end = j;
+    }
+    if (end == SIZE_MAX) return false;
+    size_t barriers = 0;
+    for (size_t j = loop + 1; j < end; j++) {
+        const tcl_uop *u = r->nodes[j];
+        if (u->op == TCL_OP_RANGE || (u->op == TCL_OP_BARRIER && (++barriers > 1 || j > r->wg_start))) return false;
+        if (r->wg_head[j] != SIZE_MAX && (r->wg_head[j] < r->wg_start || r->wg_head[j] >= at)) return false;
+    }
+    if (barriers != 1) return false;
+    for (size_t j = at; j < end; j++) { /* the results: stored to register arrays only */
+        const tcl_uop *u = r->nodes[j];
+        if (r->wg_head[j] != SIZE_MAX) continue; /* a later node of the run's products: its variable */
+        for (uint32_t q = 0; q < u->nsrc; q++) {
+            if (!of_run(r, u->src[q], at) || (u->op == TCL_OP_AFTER && q > 0)) continue;
+            size_t array = u->op == TCL_OP_STORE && q == 1 ? float_array(r, u->src[0]) : SIZE_MAX;
+            if (array == SIZE_MAX) return false;
+            if (deferred_array(r, array)) continue;
+            if (r->wg_ndeferred_arrays == TCL_CWMMA_MAX_DEFERRED_ARRAYS) return false;
+            r->wg_deferred_arrays[r->wg_ndeferred_arrays++] = array;
+        }
+    }
+    for (size_t j = loop + 1; j < end; j++) { /* the arrays in the loop: the results in, C out */
+        const tcl_uop *u = r->nodes[j];
+        if (u->op == TCL_OP_STORE && u->nsrc >= 2 && deferred_array(r, float_array(r, u->src[0])) &&
+            !of_run(r, u->src[1], at))
+            return false;
+        for (uint32_t q = 0; q < u->nsrc; q++) {
+            const tcl_uop *x = u->src[q];
+            if (x->op != TCL_OP_LOAD || x->nsrc < 1 || !deferred_array(r, float_array(r, x->src[0]))) continue;
+            if ((u->op == TCL_OP_AFTER && q > 0) || (r->wg_head[j] != SIZE_MAX && q >= 2)) continue;
+            return false;
+        }
+    }
+    return r->wg_ndeferred_arrays > 0;
+}
+
 /* Closes the open run before instruction `at` (r->n: the end): the accumulators set up, one
- * wgmma.fence, the run, one commit and wait, and the products read after it pinned there. */
+ * wgmma.fence, the run, one commit and wait (of all groups; or all but this one, for a run
+ * may_defer lets stay in flight), and the products read after it pinned there. */
 static void close_run(tcl_crender *r, size_t at) {
+    bool defer = may_defer(r, at);
     tcl_ctext run = r->body;
     r->body = r->wg_outer;
     r->wg_outer = (tcl_ctext){0};
@@ -429,7 +509,18 @@ static void close_run(tcl_crender *r, size_t at) {
     line(r);
     tcl_ctext_put(&r->body, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n");
     line(r);
-    tcl_ctext_put(&r->body, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n");
+    if (defer) {
+        /* the loop's last iteration waits for all (ptxas serializes the wgmmas when that wait
+         * comes after the loop, with other instructions before it) */
+        size_t loop = r->loops[r->nloops - 1];
+        tcl_ctext_printf(&r->body, "if (%s + 1 == %s) asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n",
+                         r->expr[loop], r->expr[source_index(r, r->nodes[loop], 0)]);
+        line(r);
+        tcl_ctext_put(&r->body, "else asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");\n");
+        r->wg_deferred_loop = loop;
+    } else {
+        tcl_ctext_put(&r->body, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n");
+    }
     /* a product whose registers only a later wgmma of this run read needs no pin: pinning it
      * would keep its registers alive past that wgmma, which then gets copies of them */
     for (size_t k = 0; k < r->wg_nrun; k++) {
@@ -490,6 +581,30 @@ static bool joins_run(const tcl_crender *r, size_t i) {
 
 void tcl_cwmma_before(tcl_crender *r, size_t i) {
     if (r->wg_open && (i >= r->n || !joins_run(r, i))) close_run(r, i);
+}
+
+/* Pins per asm statement (each element one operand). */
+#define PINS_PER_ASM 64
+
+void tcl_cwmma_after_loop(tcl_crender *r, size_t range) {
+    if (!r->uses_wgmma || r->wg_deferred_loop != range) return;
+    /* the last iteration waited for its products: NVVM may otherwise read their registers
+     * before that wait */
+    for (size_t k = 0; k < r->wg_ndeferred_arrays; k++) {
+        size_t array = r->wg_deferred_arrays[k];
+        int64_t numel = 0;
+        tcl_arg_int_at(&r->nodes[array]->arg, 1, &numel);
+        for (int64_t e = 0; e < numel; e++) {
+            if (e % PINS_PER_ASM == 0) {
+                line(r);
+                tcl_ctext_put(&r->body, "asm volatile(\"\" :");
+            }
+            tcl_ctext_printf(&r->body, " \"+f\"(%s[%" PRId64 "])%s", r->expr[array], e,
+                             e % PINS_PER_ASM == PINS_PER_ASM - 1 || e + 1 == numel ? " :: \"memory\");\n" : ",");
+        }
+    }
+    r->wg_deferred_loop = SIZE_MAX;
+    r->wg_ndeferred_arrays = 0;
 }
 
 /* tcl_wgmma_desc(address, fixed): a matrix descriptor (PTX ISA, "Matrix Descriptor Format"):

@@ -92,7 +92,7 @@ tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u) {
 /* Whether a warpgroup WMMA's arg {shape, out, strides} has four valid strides; why if not. */
 static bool check_strides(const tcl_arg *a, const tcl_wmma_shape *s, char *why, size_t cap) {
     static const char *const names[4] = {"a_rows8", "a_k8", "b_k8", "b_cols8"};
-    const tcl_arg *st = a->len == 3 ? &a->v.items[2] : NULL;
+    const tcl_arg *st = a->len >= 3 ? &a->v.items[2] : NULL;
     if (!st || (st->kind != TCL_ARG_INTS && st->kind != TCL_ARG_TUPLE) || st->len != 4) {
         snprintf(why, cap, "%s's arg must be {shape, out, {a_rows8, a_k8, b_k8, b_cols8}} (the tiles' strides)", s->name);
         return false;
@@ -133,15 +133,23 @@ bool tcl_wmma_staged(const tcl_uop *u) {
     return flag->kind == TCL_ARG_STR && flag->len == 6 && memcmp(flag->v.s, "staged", 6) == 0;
 }
 
+bool tcl_wmma_deferred(const tcl_uop *u) {
+    const tcl_arg *a = &u->arg;
+    if (a->kind != TCL_ARG_TUPLE || a->len != 4) return false;
+    const tcl_arg *flag = &a->v.items[3];
+    return flag->kind == TCL_ARG_STR && flag->len == 8 && memcmp(flag->v.s, "deferred", 8) == 0;
+}
+
 bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap) {
     const tcl_arg *a = &u->arg;
     const tcl_wmma_shape *s = NULL;
-    if (a->kind == TCL_ARG_TUPLE && (a->len == 2 || a->len == 3) && a->v.items[0].kind == TCL_ARG_STR &&
+    if (a->kind == TCL_ARG_TUPLE && a->len >= 2 && a->len <= 4 && a->v.items[0].kind == TCL_ARG_STR &&
         a->v.items[1].kind == TCL_ARG_INT)
         s = tcl_wmma_shape_find(a->v.items[0].v.s, a->v.items[0].len);
-    if (s && !tcl_wmma_is_warpgroup(s) && a->len == 3 && !tcl_wmma_staged(u)) s = NULL;
+    if (s && !tcl_wmma_is_warpgroup(s) && (a->len == 4 || (a->len == 3 && !tcl_wmma_staged(u)))) s = NULL;
+    if (s && tcl_wmma_is_warpgroup(s) && a->len == 4 && !tcl_wmma_deferred(u)) s = NULL;
     if (!s) {
-        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out}, {shape, out, \"staged\"} or (a warpgroup shape wg_*) {shape, out, {strides}} with shape one of");
+        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out}, {shape, out, \"staged\"} or (a warpgroup shape wg_*) {shape, out, {strides}[, \"deferred\"]} with shape one of");
         for (size_t k = 0; k < tcl_wmma_nshapes && used < cap; k++)
             used += (size_t)snprintf(why + used, cap - used, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
         return false;

@@ -74,8 +74,13 @@ tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u);
  * are LOADs of row-major tiles in local memory, rows 16-byte aligned, each register's element
  * at register 0's index plus the register's offset in the tile. */
 bool tcl_wmma_staged(const tcl_uop *u);
+/* Whether warpgroup WMMA node u's arg carries a fourth item "deferred" (ENCODINGS.md): its reads
+ * of A and B last until the second barrier after it, so a renderer may leave its products in
+ * flight across one barrier (wait for them a stage later). */
+bool tcl_wmma_deferred(const tcl_uop *u);
 /* Checks a WMMA node: its arg {shape_name, out} (0 <= out < C's registers; a warpgroup shape:
- * {shape_name, out, {a_rows8, a_k8, b_k8, b_cols8}}, positive multiples of 8 below 2^17), its
+ * {shape_name, out, {a_rows8, a_k8, b_k8, b_cols8}} or {shape_name, out, {strides}, "deferred"},
+ * the strides positive multiples of 8 below 2^17), its
  * dtype (the accumulator's), the number of its sources and their dtypes (a warpgroup shape's A
  * and B: INDEX nodes of the input dtype into a DEFINE_LOCAL, possibly through AFTER). On success sets *shape and *out
  * and returns true; otherwise writes why into why (cap bytes) and returns false. The sources

@@ -184,6 +184,7 @@ static tcl_status check_node(builder *b, size_t i) {
         }
         in->kind = K_WMMA;
         in->shape = (uint8_t)(shape - tcl_wmma_shapes);
+        in->deferred = warpgroup && tcl_wmma_deferred(u);
         in->which = out;
         if (!b->first_wmma) b->first_wmma = i + 1;
         tcl_wmma_strides strides = warpgroup ? tcl_wmma_strides_of(u) : (tcl_wmma_strides){0, 0, 0, 0};

@@ -63,6 +63,7 @@ typedef struct emu_inst {
     uint8_t nval;      /* ALU: number of operands a, b, c */
     uint8_t wide;      /* INDEX, RANGE, SPECIAL: the integer operand is uint64 (may exceed int64) */
     uint8_t shape;     /* WMMA: its shape's index in tcl_wmma_shapes */
+    uint8_t deferred;  /* WMMA of a warpgroup shape: "deferred", its tile reads last until the second barrier */
     int32_t a, b, c;   /* operand instructions, -1 when absent (LOAD: a = INDEX, b = gate; STORE, COPY: a = INDEX,
                         * b = value (COPY: the LOAD of the source), c = gate) */
     int32_t jump;      /* RANGE: its END; END: its RANGE */

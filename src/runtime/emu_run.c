@@ -24,6 +24,9 @@
  *     thread issues between two barriers are a group, the epoch they were issued in (all threads
  *     pass the same barriers). A barrier with arg n that ends epoch E lands the groups up to
  *     E - n (`landed_through`), so a copied element is in flight while its write epoch is later.
+ *     A warpgroup WMMA's reads of its tiles count as reads by its warpgroup's first two threads
+ *     (read_tile); a "deferred" one's also hold the elements (`held`) through the epoch after
+ *     theirs: CUDA may wait for its products a stage later, past one barrier.
  * A read of local memory no thread of the group wrote is reported at the end of its epoch
  * (the next barrier, or the group's end): a thread after it that writes the element in the
  * same epoch turns it into the race it is, named with both threads. */
@@ -45,7 +48,9 @@ typedef struct emu_gshadow {
 /* per element of a DEFINE_LOCAL: epochs, and threads' indices in their group + 1 (0: none) */
 typedef struct emu_lshadow {
     uint64_t write_epoch, read_epoch;
+    uint64_t held; /* a "deferred" warpgroup WMMA read it in epoch held - 1 (0: none): no write until epoch held + 1 */
     uint32_t writer, reader[2];
+    uint32_t holder; /* the first thread of that WMMA's warpgroup + 1 */
     bool copied; /* the last write was an asynchronous copy: no thread may touch it until its group lands */
 } emu_lshadow;
 
@@ -189,6 +194,21 @@ static tcl_status copy_race(const emu_run *r, size_t pc, int32_t mem, int64_t id
                    name_thread(p, r->group, sh->writer - 1).s, passed, passed == 1 ? "" : "s");
 }
 
+/* Whether a local element is held by a "deferred" warpgroup WMMA of this group whose reads still
+ * last: it read the element in this epoch or the one before. */
+static bool held_by_deferred(const emu_run *r, const emu_lshadow *sh) {
+    return sh->held && sh->held - 1 >= r->group_epoch && r->epoch <= sh->held;
+}
+
+/* A write to a local element a "deferred" warpgroup WMMA read one barrier ago. */
+static tcl_status deferred_race(const emu_run *r, size_t pc, int32_t mem, int64_t idx, const emu_lshadow *sh) {
+    const tcl_emu_program *p = r->p;
+    return fail_at(r, TCL_ERR_INVALID, pc, 0, false,
+                   "race: %s writes %s, which the \"deferred\" WMMA of the warpgroup of %s read one barrier ago (a "
+                   "deferred WMMA's reads of its tiles last until the second barrier after it)",
+                   name_thread(p, r->group, r->lid).s, name_elem(p, mem, idx).s, name_thread(p, r->group, sh->holder - 1).s);
+}
+
 /* Race checks of an access by instruction pc to element idx of memory id mem (the instruction's
  * own but for a warpgroup WMMA's tiles), which has a shadow. */
 EMU_NOINLINE static tcl_status check_read(emu_run *r, size_t pc, int32_t mem, int64_t idx) {
@@ -238,6 +258,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, int32_t mem, i
             uint32_t other = sh->reader[0] != me ? sh->reader[0] : sh->reader[1];
             if (other) return local_race(r, pc, mem, idx, WRITE_AFTER_READ, other);
         }
+        if (held_by_deferred(r, sh)) return deferred_race(r, pc, mem, idx, sh);
         sh->write_epoch = r->epoch;
         sh->writer = me;
         sh->copied = false;
@@ -420,7 +441,8 @@ static tcl_scalar saved_reg(const emu_run *r, uint32_t t, int32_t s) {
  * t0 + 1 is exactly checking it as each of the 128 in turn, at 1/64 of the cost: a write in this
  * epoch by any thread is a race for one of the two (at most one of them wrote it), the thread
  * named first is the same, and after two reads an element's shadow holds two readers, which no
- * further read changes. */
+ * further read changes. A "deferred" WMMA's reads also hold the element through the next epoch
+ * (no write before the second barrier after it). */
 static tcl_status read_tile(emu_run *r, size_t pc, uint32_t t0, tcl_wmma_operand which, tcl_scalar *out) {
     const tcl_emu_program *p = r->p;
     const emu_inst *in = &p->inst[pc];
@@ -460,6 +482,11 @@ static tcl_status read_tile(emu_run *r, size_t pc, uint32_t t0, tcl_wmma_operand
                 r->lid = t0 + lane;
                 tcl_status status = check_read(r, pc, mem, idx);
                 if (status != TCL_OK) return status;
+            }
+            if (m->shadow && in->deferred) {
+                emu_lshadow *sh = (emu_lshadow *)m->shadow + idx;
+                sh->held = r->epoch + 1;
+                sh->holder = t0 + 1;
             }
             tcl_scalar v = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), s->in);
             v.dtype = TCL_FLOAT32; /* float16 and bfloat16 values are float32 values */

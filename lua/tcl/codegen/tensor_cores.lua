@@ -66,13 +66,13 @@ local function tc_amount(sink)
 end
 
 -- The C WMMA nodes (out = 0..C-1) of one product D = A*B + C, from the fragments a, b and c
--- (lists of their registers); flag: WMMA's third arg item, or nil.
-local function product(name, a, b, c, flag)
+-- (lists of their registers); flag: WMMA's third arg item, or nil; fourth: its fourth, or nil.
+local function product(name, a, b, c, flag, fourth)
   local sources = { table.unpack(a) }
   for _, x in ipairs(b) do sources[#sources + 1] = x end
   for _, x in ipairs(c) do sources[#sources + 1] = x end
   local d = {}
-  for reg = 0, #c - 1 do d[reg + 1] = new("WMMA", F32, sources, { name, reg, flag }) end
+  for reg = 0, #c - 1 do d[reg + 1] = new("WMMA", F32, sources, { name, reg, flag, fourth }) end
   return d
 end
 
@@ -173,9 +173,10 @@ local function stage_copier(p, block_m, block_n, depth, copy_slice)
 end
 
 -- The copies of a pipelined loop over `stages` stages of K (`stage` its range, `depth` deep)
--- through `buffers` buffers of each tile, keeping ahead = buffers - 1 stages of copies in
+-- through `buffers` buffers of each tile, keeping `ahead` (default buffers - 1; less where the
+-- products of a stage still read its buffer after the next barrier) stages of copies in
 -- flight: stages 0 .. ahead - 1 are copied into the first buffers before the loop, and stage
--- s + ahead into buffer (s + ahead) % buffers right after the barrier that opens stage s, gated
+-- s + ahead into buffer (s + ahead) % buffers in stage s, after the barrier that opens it, gated
 -- off in the last `ahead` stages. Asynchronous copies land at a barrier (ENCODINGS.md): every
 -- barrier closes a group of them (the copies of one stage) and leaves the newest ahead - 1
 -- groups in flight (its arg), so the barrier opening stage s lands exactly stage s's group; the
@@ -185,8 +186,8 @@ end
 -- the stage, issue(after) (the GROUP of the copies issued in the stage, once the nodes of the
 -- list `after` are: a caller that issues them after the stage's products makes the products'
 -- execution overlap them), and the offsets of this stage's buffers in the A and B tiles.
-local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers)
-  local ahead = buffers - 1
+local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth, buffers, ahead)
+  ahead = ahead or buffers - 1
   local in_flight = ahead > 1 and ahead - 1 or nil -- the barriers' arg: copy groups left pending
   local a_in, b_in, copied
   for i = 0, ahead - 1 do
@@ -201,7 +202,7 @@ local function pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stage
     copied = new("GROUP", VOID, first)
   end
   -- the barrier opening stage s (a source in the loop puts it there): stage s has landed,
-  -- and every warp is done with stage s - 1's buffer, which the next copies overwrite
+  -- and every warp is done with the buffer the next copies overwrite
   local opened = new("BARRIER", VOID, { copied, stage }, in_flight)
   local function issue(after)
     local a_open = new("AFTER", a_tile.dtype, { a_tile, opened, table.unpack(after) })
@@ -397,10 +398,14 @@ end
 -- into local tiles laid out in 8 x 8 blocks (16-byte rows; consecutive threads fill consecutive
 -- 16 bytes, one asynchronous copy each where the operand is read straight from a buffer),
 -- pipelined through config.buffers buffers as staged_loop's (two: stage s + 1 is copied into
--- the other buffer while the warpgroups compute on stage s; more: that many stages - 1 in
--- flight), one barrier per stage. Each K-step of 16 of a stage issues
--- TM WMMAs per warpgroup, chained through their accumulators; the next stage's copies are issued
--- after the stage's WMMAs, while the tensor cores compute them.
+-- the other buffer while the warpgroups compute on stage s; more: below), one barrier per
+-- stage. Each K-step of 16 of a stage issues TM WMMAs per warpgroup, chained through their
+-- accumulators; the next stage's copies are issued after the stage's WMMAs, while the tensor
+-- cores compute them. With 3 or more buffers the
+-- WMMAs are "deferred" (ENCODINGS.md): CUDA waits for a stage's products one stage later, so
+-- the tensor cores do not drain at each barrier, and the copies run buffers - 2 stages ahead,
+-- into the buffer stage s - 2 read (its products were waited for in stage s - 1, before the
+-- barrier that opened stage s).
 function M.warpgroup_loop(p)
   local found, config, shape, name, acc_at, init_done = p.found, p.config, p.shape, p.name, p.acc_at, p.init_done
   local regs_c = shape.regs[3]
@@ -440,8 +445,9 @@ function M.warpgroup_loop(p)
   end
   local copy_stage = stage_copier(p, block_m, block_n, depth, copy_slice)
 
+  local deferred = config.buffers >= 3 and "deferred" or nil
   local opened, issue, a_now, b_now = pipeline(copy_stage, a_tile, b_tile, a_size, b_size, stage, stages, depth,
-    config.buffers)
+    config.buffers, deferred and config.buffers - 2)
   local current = {} -- current[i][reg + 1]: tile i's accumulator so far in this stage
   local loaded = {}
   for i = 0, config.tm - 1 do
@@ -463,15 +469,16 @@ function M.warpgroup_loop(p)
     local b_index = new("INDEX", b_dtype, { b_seen, b_at })
     for i = 0, config.tm - 1 do
       local a_at = sum { a_now, scaled(p.warp_row, config.tm * 8 * a_rows8), i * 8 * a_rows8 + kk * 2 * a_k8 }
-      current[i] = product(name, { new("INDEX", a_dtype, { a_seen, a_at }) }, { b_index }, current[i], strides)
+      current[i] = product(name, { new("INDEX", a_dtype, { a_seen, a_at }) }, { b_index }, current[i], strides,
+        deferred)
     end
   end
   -- the next stage's copies are issued after the stage's products, so that the tensor cores work
   -- on the products while the threads issue the copies (the renderer's run of wgmmas takes the
   -- copies in: it waits for the products at the stores below). They go into the buffer stage
-  -- s - 1 read: its products were waited for before the barrier that opened this stage, and a
-  -- copy into a tile these products read would be a race on EMU (a wgmma's reads last until
-  -- the next barrier there)
+  -- s - 1 (deferred: s - 2) read: its products were waited for before the barrier that opened
+  -- this stage, and a copy into a tile still read would be a race on EMU (a wgmma's reads last
+  -- until the next barrier there, a deferred one's until the second)
   local last = {}
   for i = 0, config.tm - 1 do last[#last + 1] = current[i][1] end
   local issued = issue(last)

@@ -126,7 +126,8 @@ M.MAX_BUFFERS = 8
 --- { wm =, wn =, tm =, tn =, staged =, buffers =, warpgroup = } of TC's amount, or nil and why
 -- it is not a configuration (the callers name the opt). buffers: 1, 2 for stages
 -- double-buffered, or B (3..MAX_BUFFERS) for a pipeline of B buffers keeping B - 1 stages of
--- copies in flight (a sixth digit B in front of 2xxxx or 3xxxx: TC(1,431122)); warpgroup: true
+-- copies in flight (a sixth digit B in front of 2xxxx or 3xxxx: TC(1,431122); warpgroup ones keep
+-- B - 2 stages of copies and one of products in flight); warpgroup: true
 -- for the warpgroup configurations (front digit 3: wm x wn warpgroups of tm tiles of 64 x
 -- 64*tn, stages pipelined).
 function M.config(arg)
