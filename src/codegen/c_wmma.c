@@ -447,8 +447,8 @@ static bool deferred_array(const tcl_crender *r, size_t array) {
  * the only run of a straight-line loop body with one barrier, before it (so the next run's wait,
  * in the next iteration, comes before the second barrier), and its results are only stored to
  * register arrays (the accumulators: wg_deferred_arrays), which in the loop hold only its
- * results and are read only as a warpgroup WMMA's C. A loop's last run is waited for after the
- * loop (tcl_cwmma_after_loop). */
+ * results and are read only as a warpgroup WMMA's C. The loop's last iteration waits for all,
+ * and the arrays are pinned after the loop (tcl_cwmma_after_loop). */
 static bool may_defer(tcl_crender *r, size_t at) {
     r->wg_ndeferred_arrays = 0;
     for (size_t k = 0; k < r->wg_nrun; k++)
