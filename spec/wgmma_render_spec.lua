@@ -54,15 +54,7 @@ local VARIANTS = {
 
 local K = 32 -- two k-steps of 16
 
-local function kit(add)
-  local k = {}
-  function k.c(v, dt) return add("CONST", dt or IDX, nil, v) end
-  function k.op(op, a, b) return add(op, a.dtype, { a, type(b) == "number" and k.c(b, a.dtype) or b }) end
-  function k.index(buf, i) return add("INDEX", buf.dtype, { buf, type(i) == "number" and k.c(i) or i }) end
-  function k.load(buf, i) return add("LOAD", buf.dtype, { k.index(buf, i) }) end
-  function k.store(buf, i, v) return add("STORE", nil, { k.index(buf, i), v }) end
-  return k
-end
+local kit = kernels.kit
 
 -- Offset of element (r, c) of A (which = "A") or B in its local tile (ENCODINGS.md).
 local function tile_offset(st, which, r, c)

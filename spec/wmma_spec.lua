@@ -58,14 +58,7 @@ SHAPES[3].name, SHAPES[3].input = "m16n8k16_bf16_f32", "bfloat16"
 
 local builder = kernels.builder -- a linear program: list, add(op, dtype, src, arg)
 
-local function kit(add)
-  local k = {}
-  function k.c(v, dt) return add("CONST", dt or IDX, nil, v) end
-  function k.op(op, a, b) return add(op, a.dtype, { a, type(b) == "number" and k.c(b, a.dtype) or b }) end
-  function k.load(buf, i) return add("LOAD", buf.dtype, { add("INDEX", buf.dtype, { buf, i }) }) end
-  function k.store(buf, i, v) return add("STORE", nil, { add("INDEX", buf.dtype, { buf, i }), v }) end
-  return k
-end
+local kit = kernels.kit
 
 -- The (row, col) of a fragment register as index nodes of lane (g, t are nodes): the layout's
 -- formula applied to nodes, the constant parts folded (row = base + const).

@@ -23,6 +23,19 @@ function M.builder()
   return list, add, seen
 end
 
+--- Node helpers for a program built with add (M.builder's): c(v, dt) a CONST (index when dt is
+-- nil); op(name, a, b) a binary op of a's dtype (b a node, or a number made a CONST of that
+-- dtype); index(buf, i), load(buf, i), store(buf, i, v) (i a node, or a number made an index CONST).
+function M.kit(add)
+  local k = {}
+  function k.c(v, dt) return add("CONST", dt or IDX, nil, v) end
+  function k.op(op, a, b) return add(op, a.dtype, { a, type(b) == "number" and k.c(b, a.dtype) or b }) end
+  function k.index(buf, i) return add("INDEX", buf.dtype, { buf, type(i) == "number" and k.c(i) or i }) end
+  function k.load(buf, i) return add("LOAD", buf.dtype, { k.index(buf, i) }) end
+  function k.store(buf, i, v) return add("STORE", nil, { k.index(buf, i), v }) end
+  return k
+end
+
 --- Kernel argument `slot`: a buffer of n elements of dtype dt.
 function M.param(dt, slot, n) return u("PARAM", dt, nil, { slot, n }) end
 

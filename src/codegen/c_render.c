@@ -88,14 +88,8 @@ static bool arg_str_is(const tcl_arg *a, uint32_t i, const char *s) {
 static bool is_int_class(tcl_dtype d) { return tcl_dtype_get(d)->is_int; }
 static bool is_signed_int(tcl_dtype d) { return tcl_dtype_get(d)->is_int && !tcl_dtype_get(d)->is_unsigned; }
 
-/* The buffer an INDEX addresses, through AFTERs. */
-static const tcl_uop *memory_root(const tcl_uop *u) {
-    while (u->op == TCL_OP_AFTER && u->nsrc > 0) u = u->src[0];
-    return u;
-}
-
 tcl_status tcl_crender_shared_u32(tcl_crender *r, size_t buffer, char *out, size_t cap) {
-    size_t root = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, memory_root(r->nodes[buffer])) - 1;
+    size_t root = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, tcl_uop_past_afters(r->nodes[buffer])) - 1;
     if (root >= r->n || r->mem[root] != CM_LOCAL)
         return fail(r, TCL_ERR_INVALID, buffer, "is not local memory (a DEFINE_LOCAL)");
     if (!r->shared_u32 && !(r->shared_u32 = calloc(r->n, 1))) return fail(r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
@@ -166,7 +160,7 @@ static tcl_status collect_params(tcl_crender *r) {
     for (size_t i = 0; i < r->n; i++) {
         const tcl_uop *u = r->nodes[i];
         if (u->op != TCL_OP_STORE || u->nsrc < 1 || u->src[0]->op != TCL_OP_INDEX || u->src[0]->nsrc < 1) continue;
-        const tcl_uop *root = memory_root(u->src[0]->src[0]);
+        const tcl_uop *root = tcl_uop_past_afters(u->src[0]->src[0]);
         int64_t slot;
         if (root->op == TCL_OP_PARAM && tcl_arg_int_at(&root->arg, 0, &slot) && slot >= 0 && (uint64_t)slot < count)
             params[slot].written = true;

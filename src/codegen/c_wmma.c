@@ -421,16 +421,14 @@ static void open_run(tcl_crender *r, size_t i) {
 
 /* Whether node x (through AFTERs) is a node of a product of the open run, which `at` closes. */
 static bool of_run(const tcl_crender *r, const tcl_uop *x, size_t at) {
-    while (x->op == TCL_OP_AFTER && x->nsrc > 0) x = x->src[0];
-    size_t j = instruction_of(r, x) - 1;
+    size_t j = instruction_of(r, tcl_uop_past_afters(x)) - 1;
     return j < r->n && r->wg_head[j] != SIZE_MAX && r->wg_head[j] >= r->wg_start && r->wg_head[j] < at;
 }
 
 /* The float32 DEFINE_REG instruction INDEX node x addresses (through AFTERs), or SIZE_MAX. */
 static size_t float_array(const tcl_crender *r, const tcl_uop *x) {
     if (x->op != TCL_OP_INDEX || x->nsrc < 1) return SIZE_MAX;
-    const tcl_uop *b = x->src[0];
-    while (b->op == TCL_OP_AFTER && b->nsrc > 0) b = b->src[0];
+    const tcl_uop *b = tcl_uop_past_afters(x->src[0]);
     size_t j = instruction_of(r, b) - 1;
     return j < r->n && b->op == TCL_OP_DEFINE_REG && b->dtype == TCL_FLOAT32 ? j : SIZE_MAX;
 }
@@ -460,10 +458,12 @@ static bool may_defer(tcl_crender *r, size_t at) {
         if (u->op == TCL_OP_END && u->nsrc > 0 && instruction_of(r, u->src[u->nsrc - 1]) == loop + 1) end = j;
     }
     if (end == SIZE_MAX) return false;
-    size_t barriers = 0;
+    size_t barriers = 0; /* in the body: one, before the run */
     for (size_t j = loop + 1; j < end; j++) {
         const tcl_uop *u = r->nodes[j];
-        if (u->op == TCL_OP_RANGE || (u->op == TCL_OP_BARRIER && (++barriers > 1 || j > r->wg_start))) return false;
+        if (u->op == TCL_OP_RANGE) return false;
+        if (u->op == TCL_OP_BARRIER && j > r->wg_start) return false;
+        if (u->op == TCL_OP_BARRIER) barriers++;
         if (r->wg_head[j] != SIZE_MAX && (r->wg_head[j] < r->wg_start || r->wg_head[j] >= at)) return false;
     }
     if (barriers != 1) return false;
@@ -571,9 +571,7 @@ static bool joins_run(const tcl_crender *r, size_t i) {
         if (!(tcl_op_get((tcl_op)u->op)->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY))) return false;
     }
     for (uint32_t k = 0; k < u->nsrc; k++) {
-        const tcl_uop *x = u->src[k];
-        while (x->op == TCL_OP_AFTER && x->nsrc > 0) x = x->src[0];
-        size_t j = instruction_of(r, x) - 1;
+        size_t j = instruction_of(r, tcl_uop_past_afters(u->src[k])) - 1;
         if (j < r->n && r->wg_head[j] != SIZE_MAX && j >= r->wg_start) return false;
     }
     return true;

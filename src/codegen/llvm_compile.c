@@ -157,8 +157,7 @@ static size_t streaming_slots(const tcl_llvm_job *job, int64_t limit, bool *cand
     for (size_t i = 0; i < job->n; i++) {
         const tcl_uop *u = job->nodes[i];
         if (u->op != TCL_OP_LOAD || u->nsrc < 1 || u->src[0]->op != TCL_OP_INDEX || u->src[0]->nsrc < 1) continue;
-        const tcl_uop *root = u->src[0]->src[0];
-        while (root->op == TCL_OP_AFTER && root->nsrc > 0) root = root->src[0];
+        const tcl_uop *root = tcl_uop_past_afters(u->src[0]->src[0]);
         int64_t at;
         if (root->op == TCL_OP_PARAM && tcl_arg_int_at(&root->arg, 0, &at) && at >= 0 && (size_t)at < k->nparams)
             candidate[at] = false;

@@ -217,12 +217,6 @@ static size_t source_index(const renderer *r, const tcl_uop *u, uint32_t k) {
 }
 
 
-/* The buffer an INDEX addresses, through AFTERs: the PARAM or DEFINE_REG instruction. */
-static const tcl_uop *memory_root(const tcl_uop *u) {
-    while (u->op == TCL_OP_AFTER && u->nsrc > 0) u = u->src[0];
-    return u;
-}
-
 /* The parallel loop: the one top-level loop, of axis type "thread" and constant size >= 2,
  * when nothing outside it stores to a buffer (each part of a split run repeats what is
  * outside the loop). Sets r->parallel_range and r->parallel_size. */
@@ -239,7 +233,7 @@ static void find_parallel_loop(renderer *r) {
         } else if (u->op == TCL_OP_END && !(u->nsrc > 0 && is_vector_range(u->src[u->nsrc - 1]))) {
             if (depth > 0) depth--;
         } else if (u->op == TCL_OP_STORE && depth == 0 && u->nsrc > 0 && u->src[0]->nsrc > 0 &&
-                   memory_root(u->src[0]->src[0])->op == TCL_OP_PARAM) {
+                   tcl_uop_past_afters(u->src[0]->src[0])->op == TCL_OP_PARAM) {
             top_store = true;
         }
     }
@@ -1306,7 +1300,7 @@ static tcl_status plan_lanes(renderer *r) {
             }
             if (u->op == TCL_OP_STORE && lanes && u->nsrc > 1 && u->src[0]->op == TCL_OP_INDEX) {
                 /* a vector stored at a scalar register address: that register holds vectors */
-                const tcl_uop *root = memory_root(u->src[0]->src[0]);
+                const tcl_uop *root = tcl_uop_past_afters(u->src[0]->src[0]);
                 size_t at = instruction_before(r, u->src[0], i), ri = instruction_before(r, root, i);
                 if (at != SIZE_MAX && ri != SIZE_MAX && root->op == TCL_OP_DEFINE_REG && r->lanes_of[at] == 0 &&
                     r->lanes_of[ri] != lanes) {

@@ -10,9 +10,7 @@
 
 /* The buffer an INDEX reads, seen through AFTERs. */
 static const tcl_uop *buffer_of(const tcl_uop *index) {
-    const tcl_uop *b = index->nsrc > 0 ? index->src[0] : NULL;
-    while (b && b->op == TCL_OP_AFTER && b->nsrc > 0) b = b->src[0];
-    return b;
+    return index->nsrc > 0 ? tcl_uop_past_afters(index->src[0]) : NULL;
 }
 
 static bool is_async_arg(const tcl_arg *a) {

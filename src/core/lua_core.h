@@ -27,11 +27,11 @@ tcl_dtype tcl_lua_check_dtype(lua_State *L, int idx);
 tcl_op tcl_lua_check_op(lua_State *L, int idx);
 /* Converts the Lua value at idx to an arg. Storage lives in userdata pushed on the stack
  * (so a Lua error cannot leak it); returns how many values were pushed. */
+int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what);
+void tcl_lua_push_arg(lua_State *L, const tcl_arg *a);
 /* The threads option of a batch call (a compile of many kernels): field `threads` of the
  * table at idx (none or nil: the cores online), 1 to 1024, capped at max; a Lua error naming fn
  * otherwise. */
 int tcl_lua_threads_option(lua_State *L, int idx, const char *fn, int max);
-int tcl_lua_to_arg(lua_State *L, int idx, tcl_arg *out, const char *what);
-void tcl_lua_push_arg(lua_State *L, const tcl_arg *a);
 
 #endif

@@ -84,6 +84,11 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
 tcl_uop *tcl_uop_find(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_t nsrc, const tcl_arg *arg,
                       const tcl_arg *tag);
 static inline tcl_uop *tcl_uop_ref(tcl_uop *u) { u->refcount++; return u; }
+/* What u passes on through AFTERs (an AFTER's first source, followed down): u when not an AFTER. */
+static inline const tcl_uop *tcl_uop_past_afters(const tcl_uop *u) {
+    while (u->op == TCL_OP_AFTER && u->nsrc > 0) u = u->src[0];
+    return u;
+}
 void tcl_uop_unref(tcl_uop *u);
 
 /* Sources first, u last; cached on u. NULL on out of memory (the context's error set). */

@@ -111,8 +111,7 @@ static bool check_strides(const tcl_arg *a, const tcl_wmma_shape *s, char *why, 
 /* Whether source k of a warpgroup WMMA is an INDEX of the input dtype into a local array. */
 static bool check_tile(const tcl_uop *u, uint32_t k, const tcl_wmma_shape *s, char *why, size_t cap) {
     const tcl_uop *x = u->src[k];
-    const tcl_uop *mem = x->op == TCL_OP_INDEX && x->nsrc == 2 ? x->src[0] : NULL;
-    while (mem && mem->op == TCL_OP_AFTER && mem->nsrc >= 1) mem = mem->src[0];
+    const tcl_uop *mem = x->op == TCL_OP_INDEX && x->nsrc == 2 ? tcl_uop_past_afters(x->src[0]) : NULL;
     if (!mem || mem->op != TCL_OP_DEFINE_LOCAL) {
         snprintf(why, cap, "source %u (%s) must be an INDEX into a DEFINE_LOCAL: %s reads its tiles from local memory", k + 1,
                  k == 0 ? "A" : "B", s->name);

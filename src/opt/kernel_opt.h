@@ -70,7 +70,7 @@ typedef enum tcl_optop {
  * warpgroups (wgmma; 4 warps each): WM x WN warpgroups (WM in {1, 2, 4}, WN in {1, 2}) of TM
  * tiles of 64 rows by 64*TN columns (TM, TN in {1, 2, 4}), double-buffered; before the 2 or 3,
  * B * 100000 (431122) pipelines the stages through B buffers (3..8), B - 1 stages of copies in
- * flight. tcl.heuristics.tensor_cores decodes it (config, arg_of) and checks what the opt cannot
+ * flight (warpgroups: B - 2, and one stage of products). tcl.heuristics.tensor_cores decodes it (config, arg_of) and checks what the opt cannot
  * see (the sizes). */
 #define TCL_OPT_TC_WARP 32 /* threads of one warp */
 

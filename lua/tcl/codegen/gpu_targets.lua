@@ -18,17 +18,26 @@ local TARGETS = {
   CUDA = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
     threads_max = 1024, local_bytes = 48 * 1024, warp = 32,
     tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32" } } },
-  -- NVIDIA Hopper (compute capability 9.0, code for sm_90a): CUDA's, plus the warpgroup shapes
-  -- (wgmma) that TC's configurations 3xxxx use, and 227 KiB of shared memory per block (above
-  -- 48 KiB dynamic, opted into at launch)
-  CUDA_SM90 = { name = "cuda", gpu = { grid_max = { 2147483647, 65535, 65535 }, local_max = { 1024, 1024, 64 },
-    threads_max = 1024, local_bytes = 227 * 1024, warp = 32,
-    tensor_cores = { "m16n8k16_f16_f32", "m16n8k16_bf16_f32", "wg_m64n64k16_f16_f32", "wg_m64n128k16_f16_f32",
-      "wg_m64n256k16_f16_f32", "wg_m64n64k16_bf16_f32", "wg_m64n128k16_bf16_f32", "wg_m64n256k16_bf16_f32" } } },
   -- Apple GPUs: 32 KiB of threadgroup memory, 1024 threads per threadgroup, SIMD groups of 32
   METAL = { name = "metal", gpu = { grid_max = { 4294967295, 65535, 65535 }, local_max = { 1024, 1024, 1024 },
     threads_max = 1024, local_bytes = 32 * 1024, warp = 32, tensor_cores = { "m8n8k8_f32_f32" } } },
 }
+
+-- NVIDIA Hopper (compute capability 9.0, code for sm_90a): CUDA's, plus the warpgroup shapes
+-- (wgmma) that TC's configurations 3xxxx use, and 227 KiB of shared memory per block (above
+-- 48 KiB dynamic, opted into at launch)
+do
+  local hopper = { local_bytes = 227 * 1024, tensor_cores = { table.unpack(TARGETS.CUDA.gpu.tensor_cores) } }
+  for _, input in ipairs { "f16", "bf16" } do
+    for _, n in ipairs { 64, 128, 256 } do
+      hopper.tensor_cores[#hopper.tensor_cores + 1] = string.format("wg_m64n%dk16_%s_f32", n, input)
+    end
+  end
+  for k, v in pairs(TARGETS.CUDA.gpu) do -- the rest as CUDA's (copies: the targets share no table)
+    if hopper[k] == nil then hopper[k] = type(v) == "table" and { table.unpack(v) } or v end
+  end
+  TARGETS.CUDA_SM90 = { name = "cuda", gpu = hopper }
+end
 
 local function caps_of(target)
   return function()
