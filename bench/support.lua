@@ -42,6 +42,24 @@ function M.jitted_median(tcl, runs, fn, ...)
   return mid.seconds, M.median(wall), mid.kernels
 end
 
+--- The median seconds of `runs` jitted calls of fn(...) as a program runs them: no kernel is
+-- timed, so a GPU that queues kernels (CUDA) runs them back to back while Lua goes on, and
+-- each call's time runs from its start until the device has finished it (tcl.synchronize) —
+-- what torch's events around a call measure.
+function M.jitted_queued_median(tcl, runs, fn, ...)
+  local step = tcl.jit(fn)
+  for _ = 1, 3 do step(...) end
+  local times = {}
+  for i = 1, runs do
+    tcl.synchronize() -- the previous call's kernels
+    local start = tcl.clock()
+    step(...)
+    tcl.synchronize()
+    times[i] = tcl.clock() - start
+  end
+  return M.median(times)
+end
+
 --- A GPT-2 small layer (spec/support/models.lua) as a function of its input, and that input.
 function M.gpt2_layer(tcl)
   local models = require "spec.support.models"

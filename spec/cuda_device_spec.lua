@@ -317,6 +317,131 @@ describe("the CUDA device on the mock driver", function()
     assert.matches("CUDA: cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)", err, 1, true)
   end)
 
+  -- The lines of the mock's log from the first that starts with `from` up to the first after it
+  -- that starts with `to`.
+  local function log_between(text, from, to)
+    local lines, inside = {}, false
+    for line in text:gmatch("[^\n]+") do
+      if inside and line:sub(1, #to) == to then break end
+      inside = inside or line:sub(1, #from) == from
+      if inside then lines[#lines + 1] = line end
+    end
+    return lines
+  end
+  local function count(lines, prefix)
+    local n = 0
+    for _, line in ipairs(lines) do if line:sub(1, #prefix) == prefix then n = n + 1 end end
+    return n
+  end
+  -- marks the mock's log from the child (the mock opens the file for each line it writes)
+  local MARK = [[
+    local function mark(text)
+      local f = assert(io.open(os.getenv("MOCK_CUDA_LOG"), "a"))
+      f:write("mark ", text, "\n")
+      f:close()
+    end
+  ]]
+
+  it("queues kernels without waiting for them; a read or tcl.synchronize waits, then frees what was freed meanwhile",
+    function()
+    if not have_mock() then return end
+    if not require("tcl.nvrtc").available() then return pending("NVRTC is not available") end
+    child_ok("DEVICE=CUDA " .. mock_env(log), MARK .. [[
+      local cuda = require "tcl.cuda"
+      local x = Tensor.arange(4096):float():reshape(64, 64):realize()
+      local y = ((x * 2):exp():sum(2) + 1):realize()
+      assert(cuda.queued(), "nothing queued after a realize")
+      for i = 1, 3 do -- results dropped while their kernels are queued
+        local t = (x * i):realize()
+        t = nil
+        collectgarbage()
+        collectgarbage()
+      end
+      mark "dropped"
+      tcl.synchronize()
+      assert(not cuda.queued(), "still queued after tcl.synchronize")
+      mark "synchronized"
+      local z = (y * 3):realize()
+      assert(cuda.queued(), "nothing queued")
+      local values = z:tolist()
+      assert(#values == 64 and not cuda.queued(), "queued after a read")
+      mark "read"
+      tcl.synchronize("cuda") -- nothing queued: nothing to wait for
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    assert.is_nil(text:find("queued kernel uses", 1, true)) -- no memory freed under a kernel
+    local queued = log_between(text, "init", "mark dropped")
+    assert.are.equal(5, count(queued, "launch "), text)
+    assert.are.equal(0, count(queued, "synchronize") + count(queued, "wait") + count(queued, "read"), text)
+    assert.are.equal(0, count(queued, "free"), text) -- the dropped results wait for the device
+    local synchronized = log_between(text, "mark dropped", "mark synchronized")
+    assert.are.equal("synchronize", synchronized[2], text)
+    assert.is_true(count(synchronized, "free") >= 3, text) -- then go back
+    local read = log_between(text, "mark synchronized", "mark read")
+    assert.are.same({ "launch", "read" }, { read[#read - 1]:match("^%a+"), read[#read] }, text)
+    assert.are.equal(1, count(read, "launch "), text)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
+  it("times and waits for each kernel at DEBUG=2 and under tcl.profile", function()
+    if not have_mock() then return end
+    if not require("tcl.nvrtc").available() then return pending("NVRTC is not available") end
+    local _, err = child_ok("DEVICE=CUDA DEBUG=2 " .. mock_env(log), [[
+      local x = Tensor.arange(4096):float():reshape(64, 64):realize()
+      local y = ((x * 2):exp():sum(2) + 1):realize()
+      assert(not require("tcl.cuda").queued(), "a timed kernel left queued")
+      print "ok"
+    ]])
+    assert.matches("*** CUDA ", err, 1, true)
+    local text = helper.read(log)
+    local launches, waited = 0, 0
+    local previous
+    for line in text:gmatch("[^\n]+") do
+      if line:find("^launch ") then launches = launches + 1 end
+      if line == "wait" and previous and previous:find("^launch ") then waited = waited + 1 end
+      previous = line
+    end
+    assert.is_true(launches >= 2, text)
+    assert.are.equal(launches, waited, text) -- each launch is followed by the wait for its end event
+    os.remove(log)
+    child_ok("DEVICE=CUDA " .. mock_env(log), [[
+      local x = Tensor.arange(4096):float():reshape(64, 64):realize()
+      local report = tcl.profile(function() return ((x * 2):exp():sum(2) + 1):realize() end)
+      assert(#report.kernels >= 1 and not require("tcl.cuda").queued(), "profiled kernels left queued")
+      print "ok"
+    ]])
+    text = helper.read(log)
+    assert.matches("\nlaunch [^\n]+\nwait\n", text)
+  end)
+
+  it("reports a queued kernel's fault at the next call that waits, and names the kernel when each launch waits",
+    function()
+    if not have_mock() then return end
+    if not require("tcl.nvrtc").available() then return pending("NVRTC is not available") end
+    local code = [[
+      local x = Tensor.arange(4096):float():reshape(64, 64):realize()
+      local ok, err = pcall(tcl.synchronize)
+      print(ok and "synchronized" or err)
+    ]]
+    local status, out, err = child(mock_env(log, "DEVICE=CUDA MOCK_CUDA_FAULT='*'"), code)
+    assert.are.equal(0, status, err)
+    assert.matches("cuCtxSynchronize (waiting for the device) failed: CUDA_ERROR_ILLEGAL_ADDRESS", out, 1, true)
+    assert.matches("may be the error of a kernel launched earlier: CUDA_LAUNCH_BLOCKING=1 or DEBUG=2", out, 1, true)
+    -- the next allocation meets the fault too, and says so
+    status, out, err = child(mock_env(log, "DEVICE=CUDA MOCK_CUDA_FAULT='*'"),
+      "local x = Tensor.arange(16):realize(); print((x + 1):realize():tolist())")
+    assert.are.equal(1, status, out)
+    assert.matches("CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered) (CUDA runs kernels "
+      .. "asynchronously", err, 1, true)
+    for _, switch in ipairs { "DEBUG=2", "CUDA_LAUNCH_BLOCKING=1" } do
+      status, _, err = child(mock_env(log, "DEVICE=CUDA MOCK_CUDA_FAULT='*' " .. switch), code)
+      assert.are.equal(1, status, switch)
+      assert.matches("kernel '[%w_]+': CUDA: the kernel failed while running: CUDA_ERROR_ILLEGAL_ADDRESS", err)
+      assert.is_nil(err:find("launched earlier", 1, true), switch)
+    end
+  end)
+
   it("loads programs, checks their launch against the device and their buffers at every run", function()
     if not have_mock() then return end
     child_ok(mock_env(log), [[

@@ -146,6 +146,14 @@ struct tcl_cuda_device {
     cu_device device;
     cu_context context;
     tcl_cuda_info info;
+    /* Work queued since the device last finished everything (an asynchronous launch, copy or
+     * zero-fill): memory freed meanwhile waits in `deferred` until then (a queued kernel may
+     * still use it). With kernels_queued (an untimed launch among it), a failing call may be
+     * reporting an earlier kernel's fault. */
+    bool queued, kernels_queued;
+    bool launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 at open: every launch waits for its kernel */
+    cu_ptr *deferred;
+    size_t ndeferred, deferred_cap;
 };
 
 /* ---- messages ---- */
@@ -211,6 +219,11 @@ static tcl_status fail_call(const driver_api *api, tcl_error *err, const char *c
     return tcl_fail(err, code == CU_ERROR_OUT_OF_MEMORY ? TCL_ERR_MEMORY : TCL_ERR_RUNTIME, "CUDA: %s failed: %s%s",
                     call, what, extra ? extra : "");
 }
+
+/* A wait for queued work failed: the error may be a kernel's, launched before this call. */
+#define QUEUED_HINT                                                                                \
+    " (CUDA runs kernels asynchronously, so this may be the error of a kernel launched earlier: " \
+    "CUDA_LAUNCH_BLOCKING=1 or DEBUG=2 waits for each kernel and names the one that fails)"
 
 /* ---- opening ---- */
 
@@ -383,14 +396,23 @@ tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_erro
         free(d);
         return NULL;
     }
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    d->launch_blocking = blocking && strcmp(blocking, "1") == 0;
     d->refs = 1;
     return d;
 }
 
 void tcl_cuda_device_retain(tcl_cuda_device *dev) { dev->refs++; }
 
+static void return_deferred(tcl_cuda_device *dev);
+
 void tcl_cuda_device_release(tcl_cuda_device *dev) {
     if (!dev || --dev->refs > 0) return;
+    if (dev->ndeferred && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) {
+        dev->api.CtxSynchronize(); /* a failure leaves the memory to the context, released below */
+        return_deferred(dev);
+    }
+    free(dev->deferred);
     dev->api.CtxSetCurrent(NULL);
     dev->api.DevicePrimaryCtxRelease(dev->device);
     free(dev);
@@ -404,6 +426,36 @@ static tcl_status enter(tcl_cuda_device *dev, tcl_error *err) {
     return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSetCurrent", r, NULL);
 }
 
+/* ---- queued work ---- */
+
+/* What a failing call adds when it may be reporting a queued kernel's fault. */
+static const char *earlier_fault(const tcl_cuda_device *dev) { return dev->kernels_queued ? QUEUED_HINT : NULL; }
+
+/* Frees the memory whose free waited for queued work (the context is current). */
+static void return_deferred(tcl_cuda_device *dev) {
+    for (size_t i = 0; i < dev->ndeferred; i++) dev->api.MemFree(dev->deferred[i]);
+    dev->ndeferred = 0;
+}
+
+/* Everything queued has finished (a wait for it succeeded). */
+static void settled(tcl_cuda_device *dev) {
+    dev->queued = dev->kernels_queued = false;
+    return_deferred(dev);
+}
+
+/* Waits for everything queued on the device (the context is current). */
+static tcl_status finish(tcl_cuda_device *dev, tcl_error *err) {
+    cu_result r = dev->api.CtxSynchronize();
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuCtxSynchronize (waiting for the device)", r, earlier_fault(dev));
+    settled(dev);
+    return TCL_OK;
+}
+
+/* More frees than this waiting for queued work make the device finish it first, so that a
+ * program that never reads a result back does not hold every buffer it ever freed. */
+#define MAX_DEFERRED_FREES 1024
+
 /* ---- memory ---- */
 
 tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err) {
@@ -412,24 +464,52 @@ tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr
     if (enter(dev, err) != TCL_OK) return err->status;
     cu_ptr p = 0;
     cu_result r = dev->api.MemAlloc(&p, nbytes);
+    if (r == CU_ERROR_OUT_OF_MEMORY && dev->ndeferred) {
+        /* memory freed while kernels ran comes back once they are done */
+        if (finish(dev, err) != TCL_OK) return err->status;
+        r = dev->api.MemAlloc(&p, nbytes);
+    }
     if (r != CU_SUCCESS) {
         char what[384];
         describe(&dev->api, r, what, sizeof what);
-        return tcl_fail(err, r == CU_ERROR_OUT_OF_MEMORY ? TCL_ERR_MEMORY : TCL_ERR_RUNTIME,
-                        "CUDA: cannot allocate %zu bytes on %s: cuMemAlloc failed: %s", nbytes, dev->info.name, what);
+        bool out_of_memory = r == CU_ERROR_OUT_OF_MEMORY;
+        const char *earlier = out_of_memory ? NULL : earlier_fault(dev);
+        return tcl_fail(err, out_of_memory ? TCL_ERR_MEMORY : TCL_ERR_RUNTIME,
+                        "CUDA: cannot allocate %zu bytes on %s: cuMemAlloc failed: %s%s", nbytes, dev->info.name, what,
+                        earlier ? earlier : "");
     }
     r = dev->api.MemsetD8(p, 0, nbytes);
     if (r != CU_SUCCESS) {
         dev->api.MemFree(p);
-        return fail_call(&dev->api, err, "cuMemsetD8", r, NULL);
+        return fail_call(&dev->api, err, "cuMemsetD8", r, earlier_fault(dev));
     }
+    dev->queued = true; /* the memset is asynchronous */
     *ptr = p;
     return TCL_OK;
 }
 
 void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr) {
-    if (!ptr) return;
-    if (dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.MemFree(ptr);
+    if (!ptr || dev->api.CtxSetCurrent(dev->context) != CU_SUCCESS) return;
+    if (dev->queued && dev->ndeferred < MAX_DEFERRED_FREES) {
+        if (dev->ndeferred == dev->deferred_cap) {
+            size_t cap = dev->deferred_cap ? 2 * dev->deferred_cap : 16;
+            cu_ptr *grown = realloc(dev->deferred, cap * sizeof *grown);
+            if (grown) {
+                dev->deferred = grown;
+                dev->deferred_cap = cap;
+            }
+        }
+        if (dev->ndeferred < dev->deferred_cap) {
+            dev->deferred[dev->ndeferred++] = ptr;
+            return;
+        }
+    }
+    if (dev->queued) {
+        /* no room to defer: wait; a failed wait leaves the memory to the broken context */
+        tcl_error ignored;
+        if (finish(dev, &ignored) != TCL_OK) return;
+    }
+    dev->api.MemFree(ptr);
 }
 
 tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,
@@ -437,14 +517,22 @@ tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const
     if (nbytes == 0) return TCL_OK;
     if (enter(dev, err) != TCL_OK) return err->status;
     cu_result r = dev->api.MemcpyHtoD(dst, src, nbytes);
-    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuMemcpyHtoD (a copy to the device)", r, NULL);
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuMemcpyHtoD (a copy to the device)", r, earlier_fault(dev));
+    /* src is free to change now, but the copy into device memory may still be under way */
+    dev->queued = true;
+    return TCL_OK;
 }
 
 tcl_status tcl_cuda_copy_to_host(tcl_cuda_device *dev, void *dst, tcl_cuda_ptr src, size_t nbytes, tcl_error *err) {
     if (nbytes == 0) return TCL_OK;
     if (enter(dev, err) != TCL_OK) return err->status;
     cu_result r = dev->api.MemcpyDtoH(dst, src, nbytes);
-    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuMemcpyDtoH (a copy to the host)", r, NULL);
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuMemcpyDtoH (a copy to the host)", r, earlier_fault(dev));
+    /* into pageable memory it waited for everything queued before it (the null stream) */
+    settled(dev);
+    return TCL_OK;
 }
 
 tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_cuda_ptr src, size_t nbytes,
@@ -452,17 +540,18 @@ tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_c
     if (nbytes == 0 || dst == src) return TCL_OK;
     if (enter(dev, err) != TCL_OK) return err->status;
     cu_result r = dev->api.MemcpyDtoD(dst, src, nbytes);
-    if (r != CU_SUCCESS) return fail_call(&dev->api, err, "cuMemcpyDtoD (a copy on the device)", r, NULL);
-    /* device-to-device copies are asynchronous to the host: finish it, as the header promises */
-    r = dev->api.CtxSynchronize();
-    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSynchronize", r, NULL);
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuMemcpyDtoD (a copy on the device)", r, earlier_fault(dev));
+    dev->queued = true; /* ordered with the kernels, asynchronous to the host */
+    return TCL_OK;
 }
 
 tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err) {
     if (enter(dev, err) != TCL_OK) return err->status;
-    cu_result r = dev->api.CtxSynchronize();
-    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuCtxSynchronize", r, NULL);
+    return finish(dev, err);
 }
+
+bool tcl_cuda_queued(const tcl_cuda_device *dev) { return dev->queued; }
 
 /* ---- code ---- */
 
@@ -482,8 +571,11 @@ tcl_status tcl_cuda_kernel_load(tcl_cuda_device *dev, const char *image, const c
         char what[384];
         describe(&dev->api, r, what, sizeof what);
         log[JIT_LOG_BYTES - 1] = '\0';
-        tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: cuModuleLoadDataEx failed to load the code of '%s' for %s (sm_%d%d): %s%s%s",
-                 entry, dev->info.name, dev->info.cc_major, dev->info.cc_minor, what, log[0] ? "\n" : "", log);
+        const char *earlier = earlier_fault(dev);
+        tcl_fail(err, TCL_ERR_RUNTIME,
+                 "CUDA: cuModuleLoadDataEx failed to load the code of '%s' for %s (sm_%d%d): %s%s%s%s", entry,
+                 dev->info.name, dev->info.cc_major, dev->info.cc_minor, what, earlier ? earlier : "",
+                 log[0] ? "\n" : "", log);
         free(log);
         return err->status;
     }
@@ -552,26 +644,45 @@ void tcl_cuda_timer_free(tcl_cuda_device *dev, tcl_cuda_timer *t) {
 tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t shared_bytes, void **args, tcl_cuda_timer *timer,
                            double *seconds, tcl_error *err) {
-    *seconds = 0;
+    if (seconds) *seconds = 0;
     if (enter(dev, err) != TCL_OK) return err->status;
     const driver_api *api = &dev->api;
+    /* an error here may be an earlier kernel's, reported by the next call that waits */
+    const char *earlier = earlier_fault(dev);
+    if (!timer) {
+        cu_result r = api->LaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                        shared_bytes, NULL, args, NULL);
+        if (r != CU_SUCCESS) return fail_call(api, err, "cuLaunchKernel", r, earlier);
+        dev->queued = dev->kernels_queued = true;
+        if (!dev->launch_blocking) return TCL_OK;
+        r = api->CtxSynchronize();
+        if (r != CU_SUCCESS) {
+            char what[384];
+            describe(api, r, what, sizeof what);
+            return tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: the kernel failed while running: %s", what);
+        }
+        settled(dev);
+        return TCL_OK;
+    }
     cu_event start = timer->start, end = timer->end;
     cu_result r = api->EventRecord(start, NULL);
-    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, earlier);
     r = api->LaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, NULL,
                           args, NULL);
-    if (r != CU_SUCCESS) return fail_call(api, err, "cuLaunchKernel", r, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuLaunchKernel", r, earlier);
     r = api->EventRecord(end, NULL);
-    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, NULL);
+    if (r != CU_SUCCESS) return fail_call(api, err, "cuEventRecord", r, earlier);
     r = api->EventSynchronize(end);
     if (r != CU_SUCCESS) {
         char what[384];
         describe(api, r, what, sizeof what);
-        return tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: the kernel failed while running: %s", what);
+        return tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: the kernel failed while running: %s%s", what,
+                        earlier ? earlier : "");
     }
+    settled(dev); /* the end event follows everything queued before it (the null stream) */
     float ms = 0;
     r = api->EventElapsedTime(&ms, start, end);
     if (r != CU_SUCCESS) return fail_call(api, err, "cuEventElapsedTime", r, NULL);
-    *seconds = (double)ms * 1e-3;
+    if (seconds) *seconds = (double)ms * 1e-3;
     return TCL_OK;
 }

@@ -18,10 +18,20 @@
  * Every call makes the device's context current on the calling thread first, so a state may
  * move between threads; a device is used by one thread at a time (its state's). Every failure
  * is a message naming the call and the driver's error, e.g. "CUDA: cuInit failed:
- * CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)". No global state. */
+ * CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)". No global state.
+ *
+ * Work is queued, as on CUDA's null stream: an untimed launch, a zero-fill, a copy to the
+ * device or on it return once queued, and run in the order they were queued. A copy to the
+ * host, a timed launch and tcl_cuda_synchronize wait for everything queued before them. So a
+ * kernel's fault is reported by the next call that waits, with a note that it may be an earlier
+ * kernel's; memory freed while work is queued is freed once the device has finished it (or
+ * before an allocation that would fail without it). With CUDA_LAUNCH_BLOCKING=1 in the
+ * environment when the device opens, every launch waits for its kernel (as the driver's own
+ * switch of that name does), so a fault names the kernel that caused it. */
 #ifndef TCLC_RUNTIME_CUDA_DRIVER_H
 #define TCLC_RUNTIME_CUDA_DRIVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,10 +79,12 @@ const tcl_cuda_info *tcl_cuda_device_info(const tcl_cuda_device *dev);
 
 /* nbytes of device memory, zero-filled, in *ptr (0 when nbytes is 0). */
 tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err);
-/* Frees memory from tcl_cuda_alloc (0 is ignored); failures are ignored (a context that a
- * faulting kernel broke cannot free either, and the memory goes with the context). */
+/* Frees memory from tcl_cuda_alloc (0 is ignored): now, or once queued work that may use it
+ * has finished. Failures are ignored (a context that a faulting kernel broke cannot free
+ * either, and the memory goes with the context). */
 void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr);
-/* Host -> device, device -> host, device -> device; each returns when the copy is done. */
+/* Host -> device (src may change once it returns), device -> host (returns when the copy and
+ * everything queued before it are done), device -> device (queued). */
 tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,
                                    tcl_error *err);
 tcl_status tcl_cuda_copy_to_host(tcl_cuda_device *dev, void *dst, tcl_cuda_ptr src, size_t nbytes, tcl_error *err);
@@ -111,15 +123,17 @@ tcl_status tcl_cuda_timer_new(tcl_cuda_device *dev, tcl_cuda_timer *out, tcl_err
 void tcl_cuda_timer_free(tcl_cuda_device *dev, tcl_cuda_timer *t);
 
 /* Launches k on a grid of grid[0..2] blocks of block[0..2] threads with shared_bytes of
- * dynamic shared memory; args[i] points at the i-th kernel parameter's value. Waits for the
- * kernel to finish and returns the device time between the timer's events in *seconds. A
- * kernel that faults fails here, with the driver's error (the context is then unusable: the
- * driver keeps the error). */
+ * dynamic shared memory; args[i] points at the i-th kernel parameter's value. With a timer,
+ * waits for the kernel to finish and returns the device time between the timer's events in
+ * *seconds; a kernel that faults fails here, with the driver's error (the context is then
+ * unusable: the driver keeps the error). Without (NULL), queues the launch and returns. */
 tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t shared_bytes, void **args, tcl_cuda_timer *timer,
                            double *seconds, tcl_error *err);
 
 /* Waits until everything queued on the device has finished. */
 tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err);
+/* Whether work may be queued: launched or copied since the device last finished everything. */
+bool tcl_cuda_queued(const tcl_cuda_device *dev);
 
 #endif

@@ -97,7 +97,7 @@ void tcl_cuda_program_free(tcl_cuda_program *p) {
 
 tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *bufs, size_t nbufs, double *seconds,
                                 tcl_error *err) {
-    *seconds = 0;
+    if (seconds) *seconds = 0;
     if (tcl_device_run_count_check(&p->sig, nbufs, err) != TCL_OK) return err->status;
     tcl_cuda_ptr pointers[TCL_CUDA_MAX_PARAMS];
     void *args[TCL_CUDA_MAX_PARAMS];
@@ -109,8 +109,8 @@ tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *buf
         pointers[k] = b->ptr;
         args[k] = &pointers[k];
     }
-    if (tcl_cuda_launch(p->dev, &p->kernel, p->launch.grid, p->launch.block, p->launch.shared_bytes, args, &p->timer,
-                        seconds, err) != TCL_OK) {
+    if (tcl_cuda_launch(p->dev, &p->kernel, p->launch.grid, p->launch.block, p->launch.shared_bytes, args,
+                        seconds ? &p->timer : NULL, seconds, err) != TCL_OK) {
         tcl_error inner = *err;
         return tcl_fail(err, inner.status, "kernel '%s': %s", p->sig.name, inner.message);
     }

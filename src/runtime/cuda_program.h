@@ -43,8 +43,9 @@ tcl_cuda_program *tcl_cuda_program_new(tcl_cuda_device *dev, const char *name, c
                                        const tcl_cuda_launch_size *launch, tcl_error *err);
 void tcl_cuda_program_free(tcl_cuda_program *p);
 
-/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel) and waits for
- * it; *seconds is the device time between two events around the launch. */
+/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel). With seconds,
+ * waits for it, and *seconds is the device time between two events around the launch;
+ * without (NULL), queues it (cuda_driver.h). */
 tcl_status tcl_cuda_program_run(tcl_cuda_program *p, tcl_cuda_buffer *const *bufs, size_t nbufs, double *seconds,
                                 tcl_error *err);
 

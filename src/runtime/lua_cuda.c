@@ -13,7 +13,8 @@
  *     `extern __shared__` array), at most the device's shared_bytes_optin; above shared_bytes
  *     the kernel opts in to it when loaded
  *     -> CudaProgram: .name .entry .nparams .params .global_size .local_size .bytes
- *     :run(buffers) -> device seconds   buffers: CudaBuffers in PARAM slot order
+ *     :run(buffers [, timed]) -> device seconds   buffers: CudaBuffers in PARAM slot order;
+ *       timed false: queues the launch and returns nothing (cuda_driver.h: queued work)
  *   cuda.device() -> { name =, arch = "sm_80", compute_capability = {8, 0}, ordinal =,
  *                      threads_per_block =, max_block = {x, y, z}, max_grid = {x, y, z},
  *                      shared_bytes =, shared_bytes_optin =, multiprocessors =, warp_size =,
@@ -22,6 +23,7 @@
  *     with it (dynamic shared memory; 232448 on an H100)
  *   cuda.opened() -> whether this state has opened its device (never opens it)
  *   cuda.synchronize()                  waits for everything queued on the device
+ *   cuda.queued() -> whether work may be queued on this state's device (never opens it)
  *   cuda.is_buffer(v) -> whether v is a CudaBuffer
  *
  * The state's device (cuda_driver.h) is opened on first use (a buffer, a program, device())
@@ -62,6 +64,12 @@ static tcl_cuda_device *state_device(lua_State *L, const char *fn) {
 
 static int l_opened(lua_State *L) {
     lua_pushboolean(L, tcl_lua_state_device_opened(L, &CUDA_DEVICE));
+    return 1;
+}
+
+static int l_queued(lua_State *L) {
+    bool open = tcl_lua_state_device_opened(L, &CUDA_DEVICE);
+    lua_pushboolean(L, open && tcl_cuda_queued(state_device(L, "cuda.queued")));
     return 1;
 }
 
@@ -219,11 +227,14 @@ static int cuda_program_run(lua_State *L) {
     void *bufs[TCL_CUDA_MAX_PARAMS];
     size_t n = tcl_lua_device_buffer_list(L, 2, &CUDA_BUFFERS, tcl_cuda_program_signature(p)->name, tcl_cuda_program_signature(p)->nparams,
                                           bufs, TCL_CUDA_MAX_PARAMS);
+    bool timed = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     tcl_error err;
     double seconds = 0;
     tcl_cuda_buffer *typed[TCL_CUDA_MAX_PARAMS];
     for (size_t i = 0; i < n; i++) typed[i] = bufs[i];
-    if (tcl_cuda_program_run(p, typed, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    if (tcl_cuda_program_run(p, typed, n, timed ? &seconds : NULL, &err) != TCL_OK)
+        return luaL_error(L, "%s", err.message);
+    if (!timed) return 0;
     lua_pushnumber(L, seconds);
     return 1;
 }
@@ -248,7 +259,8 @@ int luaopen_tcl_cuda(lua_State *L) {
 
     static const luaL_Reg funcs[] = {{"buffer", l_buffer},       {"program", l_program},
                                      {"device", l_device},       {"opened", l_opened},
-                                     {"synchronize", l_synchronize}, {"is_buffer", l_is_buffer},
+                                     {"synchronize", l_synchronize}, {"queued", l_queued},
+                                     {"is_buffer", l_is_buffer},
                                      {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;

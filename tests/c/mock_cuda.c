@@ -10,8 +10,16 @@
  * record from the file MOCK_CUDA_LOG names (one line per event: "launch <entry> grid X Y Z
  * block X Y Z shared S params N", "load <bytes>", "alloc <bytes>", "free", "attribute <entry>
  * <attrib> <value>" for cuFuncSetAttribute (8: the max dynamic shared size), and for a refused
- * launch "launch <entry>: <why>"), and at exit a line "exit allocations A contexts C modules M
- * events E" with what is still held.
+ * launch "launch <entry>: <why>"; "synchronize" for cuCtxSynchronize, "wait" for
+ * cuEventSynchronize, "read" for a copy to the host), and at exit a line "exit allocations A
+ * contexts C modules M events E" with what is still held.
+ *
+ * Launches are asynchronous, as a GPU's: a launch's pointers count as in use until a call that
+ * waits for the device (cuCtxSynchronize, cuEventSynchronize, cuMemcpyDtoH). Freeing memory in
+ * use fails with CUDA_ERROR_INVALID_VALUE and the line "free: memory a queued kernel uses" (a
+ * real GPU might still be running the kernel on it). MOCK_CUDA_FAULT=<entry> makes a launch of
+ * that kernel ("*": of any kernel) fault as it runs: the launch succeeds, and every call after it fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (700), sticky as on a GPU.
  *
  * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
  * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
@@ -43,6 +51,7 @@ enum {
     INVALID_PTX = 218,
     INVALID_HANDLE = 400,
     NOT_FOUND = 500,
+    ILLEGAL_ADDRESS = 700,
 };
 
 /* ---- bookkeeping ---- */
@@ -69,12 +78,17 @@ typedef struct mock_event {
     double at;
 } mock_event;
 
+#define MAX_QUEUED_POINTERS 4096
+
 static struct {
     int initialized;
     long contexts, modules, events;
     allocation *allocations;
     mock_function *functions; /* freed with their module */
     int context_token;
+    CUresult fault;                           /* a faulted kernel's sticky error, or OK */
+    CUdeviceptr queued[MAX_QUEUED_POINTERS]; /* pointers of the launches not yet waited for */
+    size_t nqueued;
 } mock;
 
 static void log_line(const char *fmt, ...) {
@@ -88,6 +102,20 @@ static void log_line(const char *fmt, ...) {
     va_end(ap);
     fputc('\n', f);
     fclose(f);
+}
+
+/* A call that waits for the device: queued launches are done (or the fault shows). */
+static CUresult wait_for_device(const char *line) {
+    if (line) log_line("%s", line);
+    if (mock.fault != OK) return mock.fault;
+    mock.nqueued = 0;
+    return OK;
+}
+
+static int in_use(CUdeviceptr p) {
+    for (size_t i = 0; i < mock.nqueued; i++)
+        if (mock.queued[i] == p) return 1;
+    return 0;
 }
 
 static long count_allocations(void) {
@@ -223,11 +251,12 @@ EXPORT CUresult cuCtxSetCurrent(void *ctx) {
     return ctx == NULL || ctx == &mock.context_token ? OK : INVALID_VALUE;
 }
 
-EXPORT CUresult cuCtxSynchronize(void) { return OK; }
+EXPORT CUresult cuCtxSynchronize(void) { return wait_for_device("synchronize"); }
 
 /* ---- memory ---- */
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+    if (mock.fault != OK) return mock.fault;
     if (size == 0) return INVALID_VALUE; /* as the driver */
     const char *max = getenv("MOCK_CUDA_MAX_ALLOC");
     size_t limit = max && *max ? (size_t)strtoull(max, NULL, 10) : (size_t)1 << 30;
@@ -250,6 +279,11 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    if (mock.fault != OK) return mock.fault;
+    if (in_use(ptr)) {
+        log_line("free: memory a queued kernel uses");
+        return INVALID_VALUE;
+    }
     for (allocation **p = &mock.allocations; *p; p = &(*p)->next)
         if ((CUdeviceptr)(uintptr_t)(*p)->data == ptr) {
             allocation *a = *p;
@@ -269,18 +303,22 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
 }
 
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    if (mock.fault != OK) return mock.fault;
     if (!inside(dst, n)) return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }
 
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    CUresult waited = wait_for_device("read");
+    if (waited != OK) return waited;
     if (!inside(src, n)) return INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
 
 EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (mock.fault != OK) return mock.fault;
     if (!inside(dst, n) || !inside(src, n)) return INVALID_VALUE;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return OK;
@@ -381,6 +419,7 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
     (void)stream;
     (void)extra;
     mock_function *f = fn;
+    if (mock.fault != OK) return mock.fault;
     if (!f || gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return INVALID_VALUE;
     if ((unsigned long long)bx * by * bz > 1024) return INVALID_VALUE;
     if (shared > SHARED_BYTES_DEFAULT && shared > (unsigned)f->max_dynamic_shared) {
@@ -396,8 +435,17 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
             return INVALID_VALUE;
         }
     }
+    for (int i = 0; i < f->nparams; i++) {
+        if (mock.nqueued == MAX_QUEUED_POINTERS) {
+            log_line("launch %s: more than %d pointers queued without a wait", f->name, MAX_QUEUED_POINTERS);
+            return OUT_OF_MEMORY;
+        }
+        memcpy(&mock.queued[mock.nqueued++], params[i], sizeof(CUdeviceptr));
+    }
     log_line("launch %s grid %u %u %u block %u %u %u shared %u params %d", f->name, gx, gy, gz, bx, by, bz, shared,
              f->nparams);
+    const char *fault = getenv("MOCK_CUDA_FAULT");
+    if (fault && (strcmp(fault, "*") == 0 || strcmp(fault, f->name) == 0)) mock.fault = ILLEGAL_ADDRESS;
     return OK;
 }
 
@@ -419,7 +467,10 @@ EXPORT CUresult cuEventRecord(void *event, void *stream) {
     return OK;
 }
 
-EXPORT CUresult cuEventSynchronize(void *event) { return event ? OK : INVALID_HANDLE; }
+EXPORT CUresult cuEventSynchronize(void *event) {
+    if (!event) return INVALID_HANDLE;
+    return wait_for_device("wait"); /* tcl records its events right after a launch */
+}
 
 /* only the older name: tcl must fall back to it from cuEventElapsedTime_v2 */
 EXPORT CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
@@ -445,6 +496,7 @@ EXPORT CUresult cuGetErrorName(CUresult error, const char **name) {
     case 100: *name = "CUDA_ERROR_NO_DEVICE"; return OK;
     case INVALID_PTX: *name = "CUDA_ERROR_INVALID_PTX"; return OK;
     case NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return OK;
+    case ILLEGAL_ADDRESS: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
     default: *name = NULL; return INVALID_VALUE;
     }
 }
@@ -453,6 +505,7 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
     switch (error) {
     case 100: *text = "no CUDA-capable device is detected"; return OK;
     case OUT_OF_MEMORY: *text = "out of memory"; return OK;
+    case ILLEGAL_ADDRESS: *text = "an illegal memory access was encountered"; return OK;
     default: *text = NULL; return INVALID_VALUE;
     }
 }

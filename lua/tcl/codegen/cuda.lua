@@ -22,8 +22,10 @@
 --   * PTX is cached on disk (tcl.env: CACHELEVEL, CACHE_DIR) under a key made of the CUDA
 --     source, the options and NVRTC's version, so any change of a rule, a pass or the renderer
 --     that changes the code misses the cache; a corrupt entry reads as absent.
---   * program:dump() is the CUDA source (DEBUG=4), program:assembly() the PTX (DEBUG=7); a run
---     returns the device time between two events around the launch (DEBUG=2).
+--   * program:dump() is the CUDA source (DEBUG=4), program:assembly() the PTX (DEBUG=7);
+--     program:run(buffers, timed) returns the device time between two events around the launch
+--     (DEBUG=2), or with timed false queues the launch and returns nothing: a copy to the host
+--     or tcl.synchronize() waits for it (src/runtime/cuda_driver.h).
 -- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts NVRTC
 -- compiles and disk hits since the state opened.
 local core = require "tcl.core"
@@ -89,7 +91,7 @@ local native, device = gpu_backend.attach(M, {
 local Program = {}
 Program.__index = Program
 
-function Program:run(buffers) return self.cuda:run(buffers) end
+function Program:run(buffers, timed) return self.cuda:run(buffers, timed) end
 function Program:dump() return self.source end
 function Program:assembly() return self.ptx end
 

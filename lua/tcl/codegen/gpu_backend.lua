@@ -10,7 +10,7 @@ local M = {}
 
 --- Gives backend table B: B.probe(), B.renderer (name, lacks, gpu read from the device,
 -- opt_caps()), B.options (read from the device), B.allocate(dtype, numel), B.launch_of,
--- B.params_of, B.entry_name. spec = { label = "CUDA" (messages), module = "tcl.cuda" (its
+-- B.params_of, B.entry_name, B.synchronize(). spec = { label = "CUDA" (messages), module = "tcl.cuda" (its
 -- device() and buffer()), renderer = "cuda" (the renderer's name and the prefix of the module's
 -- errors), lacks = { [op] = true }, target = tcl.codegen.gpu_targets' target, open =
 -- function(info) -> { options =, gpu =, ... } (the device's facts from module.device()'s table) }.
@@ -59,6 +59,14 @@ function M.attach(B, spec)
   end
 
   setmetatable(B, { __index = function(_, k) if k == "options" then return device().options end end })
+
+  --- Waits until everything queued on the device has finished (nothing when this state never
+  -- opened it); a queued kernel's failure is raised here.
+  function B.synchronize()
+    if not opened then return end
+    local mod = native(spec.module)
+    if mod.synchronize then mod.synchronize() end
+  end
 
   --- New zero-filled device storage (the module's buffer) of numel elements of dtype.
   function B.allocate(dtype, numel) return native(spec.module).buffer(dtype, numel) end

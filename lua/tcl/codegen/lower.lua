@@ -64,6 +64,23 @@ function M.backend(device)
   return backend
 end
 
+--- Waits until everything queued on device (a name; nil: every device this state used) has
+-- finished. Only a GPU that queues kernels (CUDA) has anything to wait for; a failure of a
+-- queued kernel is raised here.
+function M.synchronize(device)
+  if device ~= nil then
+    if type(device) ~= "string" then
+      error("synchronize: device must be a name such as 'CUDA', got " .. type(device), 0)
+    end
+    local backend = M.backend(device:upper())
+    if backend.synchronize then backend.synchronize() end
+    return
+  end
+  for _, backend in pairs(loaded_backends) do
+    if backend.synchronize then backend.synchronize() end
+  end
+end
+
 -- How kernels were had since the state opened (see M.stats).
 local counts = { memory_hits = 0, built = 0, build_seconds = 0 }
 
@@ -147,9 +164,12 @@ end
 local Kernel = {}
 Kernel.__index = Kernel
 
---- Runs the kernel on buffers (a list in PARAM slot order); returns the elapsed seconds.
+--- Runs the kernel on buffers (a list in PARAM slot order); returns the elapsed seconds. A GPU
+-- that queues kernels (CUDA) times one only at DEBUG >= 2 or while something listens (tcl.profile):
+-- otherwise the launch is queued, nothing waits for it, and its seconds are 0.
 function Kernel:run(buffers)
-  local seconds = self.program:run(buffers)
+  local timed = env.DEBUG >= 2 or next(listeners) ~= nil
+  local seconds = self.program:run(buffers, timed) or 0
   totals.kernels, totals.seconds = totals.kernels + 1, totals.seconds + seconds
   totals.ops, totals.bytes = totals.ops + self.ops, totals.bytes + self.bytes
   if env.DEBUG >= 2 then
@@ -167,7 +187,8 @@ function Kernel:__tostring()
   return string.format("Kernel(%s on %s)", self.name, self.device)
 end
 
---- What has run since the state opened: { kernels =, seconds =, ops =, bytes = }.
+--- What has run since the state opened: { kernels =, seconds =, ops =, bytes = } (seconds: of
+-- the runs that were timed, Kernel:run).
 function M.totals()
   return { kernels = totals.kernels, seconds = totals.seconds, ops = totals.ops, bytes = totals.bytes }
 end
