@@ -220,7 +220,7 @@ static tcl_status fail_call(const driver_api *api, tcl_error *err, const char *c
                     call, what, extra ? extra : "");
 }
 
-/* A wait for queued work failed: the error may be a kernel's, launched before this call. */
+/* What a call that failed while kernels were queued adds: the error may be one of theirs. */
 #define QUEUED_HINT                                                                                \
     " (CUDA runs kernels asynchronously, so this may be the error of a kernel launched earlier: " \
     "CUDA_LAUNCH_BLOCKING=1 or DEBUG=2 waits for each kernel and names the one that fails)"
