@@ -193,7 +193,7 @@ static int cpu_program_run(lua_State *L) {
         if (!pool) return luaL_error(L, "kernel '%s': %s", tcl_cpu_program_name(p), err.message);
     }
     double seconds = 0;
-    if (tcl_cpu_program_run(p, bufs, n, pool, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    if (tcl_cpu_program_run(p, bufs, n, pool, &seconds, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
     lua_pushnumber(L, seconds);
     return 1;
 }

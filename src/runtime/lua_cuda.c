@@ -232,8 +232,7 @@ static int cuda_program_run(lua_State *L) {
     double seconds = 0;
     tcl_cuda_buffer *typed[TCL_CUDA_MAX_PARAMS];
     for (size_t i = 0; i < n; i++) typed[i] = bufs[i];
-    if (tcl_cuda_program_run(p, typed, n, timed ? &seconds : NULL, &err) != TCL_OK)
-        return luaL_error(L, "%s", err.message);
+    if (tcl_cuda_program_run(p, typed, n, timed ? &seconds : NULL, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
     if (!timed) return 0;
     lua_pushnumber(L, seconds);
     return 1;

@@ -185,7 +185,7 @@ static int metal_program_run(lua_State *L) {
     double seconds = 0;
     tcl_metal_buffer *typed[TCL_METAL_MAX_PARAMS];
     for (size_t i = 0; i < n; i++) typed[i] = bufs[i];
-    if (tcl_metal_program_run(p, typed, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    if (tcl_metal_program_run(p, typed, n, &seconds, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
     lua_pushnumber(L, seconds);
     return 1;
 }

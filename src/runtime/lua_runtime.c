@@ -371,6 +371,11 @@ void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]) {
     }
 }
 
+int tcl_lua_run_failed(lua_State *L, const tcl_error *err) {
+    lua_pushstring(L, err->message);
+    return lua_error(L);
+}
+
 void tcl_lua_push_param(lua_State *L, tcl_dtype dtype, size_t numel) {
     lua_createtable(L, 0, 2);
     tcl_lua_push_dtype(L, dtype);
@@ -425,7 +430,7 @@ static int program_run(lua_State *L) {
     }
     tcl_error err;
     double seconds = 0;
-    if (tcl_emu_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return luaL_error(L, "%s", err.message);
+    if (tcl_emu_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
     lua_pushnumber(L, seconds);
     return 1;
 }

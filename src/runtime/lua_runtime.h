@@ -22,5 +22,8 @@ tcl_buffer **tcl_lua_push_buffer_slot(lua_State *L);
  * three sizes as a list. */
 void tcl_lua_push_param(lua_State *L, tcl_dtype dtype, size_t numel);
 void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]);
+/* Raises a failed run's message as it is ("kernel 'E_4': ..."): it names the kernel, and the
+ * position in tcl's own Lua that luaL_error would put first means nothing to a user. */
+int tcl_lua_run_failed(lua_State *L, const tcl_error *err);
 
 #endif
