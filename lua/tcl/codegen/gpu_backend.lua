@@ -61,11 +61,11 @@ function M.attach(B, spec)
   setmetatable(B, { __index = function(_, k) if k == "options" then return device().options end end })
 
   --- Waits until everything queued on the device has finished (nothing when this state never
-  -- opened it); a queued kernel's failure is raised here.
+  -- opened it: a tensor's buffer opens it too, without device()); a queued kernel's failure is
+  -- raised here.
   function B.synchronize()
-    if not opened then return end
     local mod = native(spec.module)
-    if mod.synchronize then mod.synchronize() end
+    if mod.synchronize and mod.opened() then mod.synchronize() end
   end
 
   --- New zero-filled device storage (the module's buffer) of numel elements of dtype.
