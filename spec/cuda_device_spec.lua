@@ -346,7 +346,8 @@ describe("the CUDA device on the mock driver", function()
     function()
     if not have_mock() then return end
     if not require("tcl.nvrtc").available() then return pending("NVRTC is not available") end
-    child_ok("DEVICE=CUDA " .. mock_env(log), MARK .. [[
+    -- no cache of freed memory (below): every free goes to the driver
+    child_ok("DEVICE=CUDA TCL_CUDA_CACHE_MB=0 " .. mock_env(log), MARK .. [[
       local cuda = require "tcl.cuda"
       local x = Tensor.arange(4096):float():reshape(64, 64):realize()
       local y = ((x * 2):exp():sum(2) + 1):realize()
@@ -382,6 +383,43 @@ describe("the CUDA device on the mock driver", function()
     assert.are.same({ "launch", "read" }, { read[#read - 1]:match("^%a+"), read[#read] }, text)
     assert.are.equal(1, count(read, "launch "), text)
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
+  it("keeps freed memory for the next allocation of its size, zero-filled again; gives it back when the GPU is full",
+    function()
+    if not have_mock() then return end
+    -- 400000 bytes of device memory: a cache of at most 100000
+    child_ok("DEVICE=CUDA " .. mock_env(log, "MOCK_CUDA_MEMORY=400000"), MARK .. [[
+      local cuda = require "tcl.cuda"
+      for i = 1, 3 do
+        local b = cuda.buffer("float32", 15000) -- 60000 bytes
+        for _, v in ipairs(b:read()) do assert(v == 0, "not zero-filled") end
+        b:write_bytes(string.rep("\1", 60000))
+        b = nil
+        collectgarbage()
+        collectgarbage()
+        mark("dropped " .. i)
+      end
+      local stats = cuda.cache_stats()
+      assert(stats.held_bytes == 60000 and stats.held_blocks == 1 and stats.max_bytes == 100000 and stats.reused == 2,
+        "cache_stats")
+      local big = cuda.buffer("uint8", 360000) -- fits only once the cached 60000 are given back
+      mark "big"
+      assert(cuda.cache_stats().held_bytes == 0, "the cache was not given back")
+      local ok, err = pcall(cuda.buffer, "uint8", 360000)
+      assert(not ok and tostring(err):find("CUDA_ERROR_OUT_OF_MEMORY", 1, true), tostring(err))
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    local reused = log_between(text, "mark dropped 1", "mark dropped 3")
+    assert.are.equal(0, count(reused, "alloc") + count(reused, "free"), text) -- one block, three buffers
+    local big = log_between(text, "mark dropped 3", "mark big")
+    assert.are.same({ "mark dropped 3", "synchronize", "free", "alloc 360000" }, big)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+    local status, _, err = child("DEVICE=CUDA TCL_CUDA_CACHE_MB=lots " .. mock_env(log),
+      "print(Tensor.ones(4):to('cuda'):tolist())")
+    assert.are.equal(1, status)
+    assert.matches("CUDA: TCL_CUDA_CACHE_MB must be a whole number of MiB, got 'lots'", err, 1, true)
   end)
 
   it("times and waits for each kernel at DEBUG=2 and under tcl.profile", function()

@@ -29,7 +29,7 @@ tcl_cuda_buffer *tcl_cuda_buffer_new(tcl_cuda_device *dev, int id, size_t numel,
 
 void tcl_cuda_buffer_free(tcl_cuda_buffer *b) {
     if (!b) return;
-    tcl_cuda_free(b->dev, b->ptr);
+    tcl_cuda_free(b->dev, b->ptr, b->nbytes);
     tcl_cuda_device_release(b->dev);
     free(b);
 }

@@ -10,6 +10,7 @@
 #include "cuda_driver.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,11 @@ static const entry_point entry_points[] = {
 };
 #undef ENTRY
 
+typedef struct cached_block {
+    cu_ptr ptr;
+    size_t bytes;
+} cached_block;
+
 struct tcl_cuda_device {
     size_t refs;
     void *library;
@@ -154,6 +160,13 @@ struct tcl_cuda_device {
     bool launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 at open: every launch waits for its kernel */
     cu_ptr *deferred;
     size_t ndeferred, deferred_cap;
+    /* Freed memory kept for the next allocation of its size (cuMemAlloc and cuMemFree are slow,
+     * and cuMemFree may wait for the device): every use is queued on the one stream, so a block
+     * is reused at once, in stream order behind the kernels that used it before. At most
+     * cache_limit bytes; released when an allocation fails and when the device closes. */
+    cached_block *cache;
+    size_t ncache, cache_cap, cached_bytes, cache_limit;
+    uint64_t reused; /* allocations the cache served */
 };
 
 /* ---- messages ---- */
@@ -327,6 +340,23 @@ static bool read_info(tcl_cuda_device *d, tcl_error *err) {
     return true;
 }
 
+/* The cache's bound (cached_block): TCL_CUDA_CACHE_MB MiB, else a quarter of the GPU's memory;
+ * false with err set for a value that is not a whole number. */
+static bool read_cache_limit(tcl_cuda_device *d, tcl_error *err) {
+    d->cache_limit = d->info.total_bytes / 4;
+    const char *mb = getenv("TCL_CUDA_CACHE_MB");
+    if (!mb || !*mb) return true;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(mb, &end, 10);
+    if (errno || *end || mb[0] == '-' || v > SIZE_MAX >> 20) {
+        tcl_fail(err, TCL_ERR_INVALID, "CUDA: TCL_CUDA_CACHE_MB must be a whole number of MiB, got '%s'", mb);
+        return false;
+    }
+    d->cache_limit = (size_t)v << 20;
+    return true;
+}
+
 tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_error *err) {
     tcl_cuda_device *d = calloc(1, sizeof *d);
     if (!d) {
@@ -396,6 +426,12 @@ tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_erro
         free(d);
         return NULL;
     }
+    if (!read_cache_limit(d, err)) {
+        api->CtxSetCurrent(NULL);
+        api->DevicePrimaryCtxRelease(d->device);
+        free(d);
+        return NULL;
+    }
     const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     d->launch_blocking = blocking && strcmp(blocking, "1") == 0;
     d->refs = 1;
@@ -405,14 +441,17 @@ tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_erro
 void tcl_cuda_device_retain(tcl_cuda_device *dev) { dev->refs++; }
 
 static void return_deferred(tcl_cuda_device *dev);
+static void release_cache(tcl_cuda_device *dev);
 
 void tcl_cuda_device_release(tcl_cuda_device *dev) {
     if (!dev || --dev->refs > 0) return;
-    if (dev->ndeferred && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) {
+    if ((dev->ndeferred || dev->ncache) && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) {
         dev->api.CtxSynchronize(); /* a failure leaves the memory to the context, released below */
         return_deferred(dev);
+        release_cache(dev);
     }
     free(dev->deferred);
+    free(dev->cache);
     dev->api.CtxSetCurrent(NULL);
     dev->api.DevicePrimaryCtxRelease(dev->device);
     free(dev);
@@ -456,17 +495,54 @@ static tcl_status finish(tcl_cuda_device *dev, tcl_error *err) {
  * program that never reads a result back does not hold every buffer it ever freed. */
 #define MAX_DEFERRED_FREES 1024
 
+/* Frees the cached blocks (nothing queued may use them: after a wait). */
+static void release_cache(tcl_cuda_device *dev) {
+    for (size_t i = 0; i < dev->ncache; i++) dev->api.MemFree(dev->cache[i].ptr);
+    dev->ncache = 0;
+    dev->cached_bytes = 0;
+}
+
+/* A cached block of exactly nbytes, taken out of the cache; 0 if none (the newest first: the
+ * likeliest to be in the GPU's caches still). */
+static cu_ptr take_cached(tcl_cuda_device *dev, size_t nbytes) {
+    for (size_t i = dev->ncache; i-- > 0;)
+        if (dev->cache[i].bytes == nbytes) {
+            cu_ptr p = dev->cache[i].ptr;
+            dev->cache[i] = dev->cache[--dev->ncache];
+            dev->cached_bytes -= nbytes;
+            dev->reused++;
+            return p;
+        }
+    return 0;
+}
+
+/* Keeps a freed block for reuse; false when the cache is full (or cannot grow). */
+static bool cache_block(tcl_cuda_device *dev, cu_ptr ptr, size_t nbytes) {
+    if (nbytes > dev->cache_limit - dev->cached_bytes) return false;
+    if (dev->ncache == dev->cache_cap) {
+        size_t cap = dev->cache_cap ? 2 * dev->cache_cap : 16;
+        cached_block *grown = realloc(dev->cache, cap * sizeof *grown);
+        if (!grown) return false;
+        dev->cache = grown;
+        dev->cache_cap = cap;
+    }
+    dev->cache[dev->ncache++] = (cached_block){ptr, nbytes};
+    dev->cached_bytes += nbytes;
+    return true;
+}
+
 /* ---- memory ---- */
 
 tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err) {
     *ptr = 0;
     if (nbytes == 0) return TCL_OK;
     if (enter(dev, err) != TCL_OK) return err->status;
-    cu_ptr p = 0;
-    cu_result r = dev->api.MemAlloc(&p, nbytes);
-    if (r == CU_ERROR_OUT_OF_MEMORY && dev->ndeferred) {
-        /* memory freed while kernels ran comes back once they are done */
+    cu_ptr p = take_cached(dev, nbytes);
+    cu_result r = p ? CU_SUCCESS : dev->api.MemAlloc(&p, nbytes);
+    if (r == CU_ERROR_OUT_OF_MEMORY && (dev->ndeferred || dev->ncache)) {
+        /* memory freed while kernels ran, and the cache, go back once the kernels are done */
         if (finish(dev, err) != TCL_OK) return err->status;
+        release_cache(dev);
         r = dev->api.MemAlloc(&p, nbytes);
     }
     if (r != CU_SUCCESS) {
@@ -488,8 +564,9 @@ tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr
     return TCL_OK;
 }
 
-void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr) {
+void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr, size_t nbytes) {
     if (!ptr || dev->api.CtxSetCurrent(dev->context) != CU_SUCCESS) return;
+    if (cache_block(dev, ptr, nbytes)) return;
     if (dev->queued && dev->ndeferred < MAX_DEFERRED_FREES) {
         if (dev->ndeferred == dev->deferred_cap) {
             size_t cap = dev->deferred_cap ? 2 * dev->deferred_cap : 16;
@@ -552,6 +629,10 @@ tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err) {
 }
 
 bool tcl_cuda_queued(const tcl_cuda_device *dev) { return dev->queued; }
+
+tcl_cuda_cache_stats tcl_cuda_cache_stats_of(const tcl_cuda_device *dev) {
+    return (tcl_cuda_cache_stats){dev->cached_bytes, dev->ncache, dev->cache_limit, dev->reused};
+}
 
 /* ---- code ---- */
 

@@ -77,12 +77,24 @@ const tcl_cuda_info *tcl_cuda_device_info(const tcl_cuda_device *dev);
 
 /* ---- memory (sizes in bytes; a size of 0 does nothing and allocates nothing) ---- */
 
-/* nbytes of device memory, zero-filled, in *ptr (0 when nbytes is 0). */
+/* nbytes of device memory, zero-filled, in *ptr (0 when nbytes is 0): a block of that size
+ * freed earlier, or new memory. When the driver has none left, the device waits for queued
+ * work, gives the freed blocks it keeps back to the driver, and tries once more. */
 tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err);
-/* Frees memory from tcl_cuda_alloc (0 is ignored): now, or once queued work that may use it
- * has finished. Failures are ignored (a context that a faulting kernel broke cannot free
- * either, and the memory goes with the context). */
-void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr);
+/* Frees nbytes of memory from tcl_cuda_alloc (0 is ignored). The device keeps the block for
+ * reuse, up to TCL_CUDA_CACHE_MB MiB in all (read when the device opens; default a quarter of
+ * the GPU's memory; 0 keeps none). Reuse is safe at once: all work is queued in order. Beyond
+ * that it is freed now, or once queued work that may use it has finished.
+ * Failures are ignored (a context that a faulting kernel broke cannot free either, and the
+ * memory goes with the context). */
+void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr, size_t nbytes);
+/* What the cache of freed memory holds (bytes, blocks), its bound, and how many allocations it
+ * has served since the device opened. */
+typedef struct tcl_cuda_cache_stats {
+    size_t held_bytes, held_blocks, max_bytes;
+    uint64_t reused;
+} tcl_cuda_cache_stats;
+tcl_cuda_cache_stats tcl_cuda_cache_stats_of(const tcl_cuda_device *dev);
 /* Host -> device (src may change once it returns), device -> host (returns when the copy and
  * everything queued before it are done), device -> device (queued). */
 tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,

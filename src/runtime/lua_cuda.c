@@ -24,6 +24,8 @@
  *   cuda.opened() -> whether this state has opened its device (never opens it)
  *   cuda.synchronize()                  waits for everything queued on the device
  *   cuda.queued() -> whether work may be queued on this state's device (never opens it)
+ *   cuda.cache_stats() -> { held_bytes =, held_blocks =, max_bytes =, reused = }: the device's
+ *     cache of freed memory (cuda_driver.h), as runtime.buffer_cache_stats() for the CPU's
  *   cuda.is_buffer(v) -> whether v is a CudaBuffer
  *
  * The state's device (cuda_driver.h) is opened on first use (a buffer, a program, device())
@@ -70,6 +72,20 @@ static int l_opened(lua_State *L) {
 static int l_queued(lua_State *L) {
     bool open = tcl_lua_state_device_opened(L, &CUDA_DEVICE);
     lua_pushboolean(L, open && tcl_cuda_queued(state_device(L, "cuda.queued")));
+    return 1;
+}
+
+static int l_cache_stats(lua_State *L) {
+    tcl_cuda_cache_stats s = tcl_cuda_cache_stats_of(state_device(L, "cuda.cache_stats"));
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)s.held_bytes);
+    lua_setfield(L, -2, "held_bytes");
+    lua_pushinteger(L, (lua_Integer)s.held_blocks);
+    lua_setfield(L, -2, "held_blocks");
+    lua_pushinteger(L, (lua_Integer)s.max_bytes);
+    lua_setfield(L, -2, "max_bytes");
+    lua_pushinteger(L, (lua_Integer)s.reused);
+    lua_setfield(L, -2, "reused");
     return 1;
 }
 
@@ -259,6 +275,7 @@ int luaopen_tcl_cuda(lua_State *L) {
     static const luaL_Reg funcs[] = {{"buffer", l_buffer},       {"program", l_program},
                                      {"device", l_device},       {"opened", l_opened},
                                      {"synchronize", l_synchronize}, {"queued", l_queued},
+                                     {"cache_stats", l_cache_stats},
                                      {"is_buffer", l_is_buffer},
                                      {NULL, NULL}};
     luaL_newlib(L, funcs);

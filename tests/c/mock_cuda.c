@@ -24,6 +24,8 @@
  * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
  * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
  * largest allocation (default 1 GiB; larger ones fail with CUDA_ERROR_OUT_OF_MEMORY);
+ * MOCK_CUDA_MEMORY=<bytes> the device's memory (default 1 GiB: cuDeviceTotalMem; an allocation
+ * that would take the live ones beyond it fails with CUDA_ERROR_OUT_OF_MEMORY);
  * MOCK_CUDA_SHARED_OPTIN=<bytes> the opt-in shared memory per block, device attribute 97
  * (default 232448, an H100's; 0: not reported); MOCK_CUDA_FUNC_ATTRIBUTE_ERROR=<code> makes cuFuncSetAttribute
  * fail with that code; MOCK_CUDA_CC=<major>.<minor> the compute capability (default 8.0; 9.0
@@ -152,6 +154,12 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The device's memory: MOCK_CUDA_MEMORY bytes, default 1 GiB. */
+static size_t device_memory(void) {
+    const char *n = getenv("MOCK_CUDA_MEMORY");
+    return n && *n ? (size_t)strtoull(n, NULL, 10) : (size_t)1 << 30;
+}
+
 /* Shared memory per block without opting in, and the most a function may opt in to. */
 #define SHARED_BYTES_DEFAULT (48 * 1024)
 static int shared_bytes_optin(void) {
@@ -229,7 +237,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int dev) {
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
     (void)dev;
-    *bytes = (size_t)1 << 30;
+    *bytes = device_memory();
     return OK;
 }
 
@@ -261,6 +269,9 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
     const char *max = getenv("MOCK_CUDA_MAX_ALLOC");
     size_t limit = max && *max ? (size_t)strtoull(max, NULL, 10) : (size_t)1 << 30;
     if (size > limit) return OUT_OF_MEMORY;
+    size_t live = 0;
+    for (allocation *a = mock.allocations; a; a = a->next) live += a->size;
+    if (size > device_memory() - live) return OUT_OF_MEMORY;
     allocation *a = malloc(sizeof *a);
     unsigned char *data = malloc(size);
     if (!a || !data) {
