@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lua_runtime.h"
+
 #define CPU_POOL_KEY "tcl.runtime.cpu_pool"
 #define CPU_POOL_MT "tcl.CpuPool"
 
@@ -147,15 +149,7 @@ tcl_buffer_cache *tcl_lua_buffer_cache(lua_State *L) {
 /* runtime.buffer_cache_stats() -> { held_bytes, held_blocks, max_bytes, reused } */
 static int l_buffer_cache_stats(lua_State *L) {
     tcl_buffer_cache_stats s = tcl_buffer_cache_stats_of(tcl_lua_buffer_cache(L));
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)s.held_bytes);
-    lua_setfield(L, -2, "held_bytes");
-    lua_pushinteger(L, (lua_Integer)s.held_blocks);
-    lua_setfield(L, -2, "held_blocks");
-    lua_pushinteger(L, (lua_Integer)s.max_bytes);
-    lua_setfield(L, -2, "max_bytes");
-    lua_pushinteger(L, (lua_Integer)s.reused);
-    lua_setfield(L, -2, "reused");
+    tcl_lua_push_cache_stats(L, s.held_bytes, s.held_blocks, s.max_bytes, s.reused);
     return 1;
 }
 

@@ -77,15 +77,7 @@ static int l_queued(lua_State *L) {
 
 static int l_cache_stats(lua_State *L) {
     tcl_cuda_cache_stats s = tcl_cuda_cache_stats_of(state_device(L, "cuda.cache_stats"));
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)s.held_bytes);
-    lua_setfield(L, -2, "held_bytes");
-    lua_pushinteger(L, (lua_Integer)s.held_blocks);
-    lua_setfield(L, -2, "held_blocks");
-    lua_pushinteger(L, (lua_Integer)s.max_bytes);
-    lua_setfield(L, -2, "max_bytes");
-    lua_pushinteger(L, (lua_Integer)s.reused);
-    lua_setfield(L, -2, "reused");
+    tcl_lua_push_cache_stats(L, s.held_bytes, s.held_blocks, s.max_bytes, s.reused);
     return 1;
 }
 

@@ -371,6 +371,19 @@ void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]) {
     }
 }
 
+void tcl_lua_push_cache_stats(lua_State *L, size_t held_bytes, size_t held_blocks, size_t max_bytes,
+                              uint64_t reused) {
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)held_bytes);
+    lua_setfield(L, -2, "held_bytes");
+    lua_pushinteger(L, (lua_Integer)held_blocks);
+    lua_setfield(L, -2, "held_blocks");
+    lua_pushinteger(L, (lua_Integer)max_bytes);
+    lua_setfield(L, -2, "max_bytes");
+    lua_pushinteger(L, (lua_Integer)reused);
+    lua_setfield(L, -2, "reused");
+}
+
 int tcl_lua_run_failed(lua_State *L, const tcl_error *err) {
     lua_pushstring(L, err->message);
     return lua_error(L);

@@ -22,6 +22,10 @@ tcl_buffer **tcl_lua_push_buffer_slot(lua_State *L);
  * three sizes as a list. */
 void tcl_lua_push_param(lua_State *L, tcl_dtype dtype, size_t numel);
 void tcl_lua_push_sizes(lua_State *L, const uint32_t v[3]);
+/* Pushes what a cache of freed memory holds, as runtime.buffer_cache_stats() and
+ * cuda.cache_stats() show it: { held_bytes =, held_blocks =, max_bytes =, reused = }. */
+void tcl_lua_push_cache_stats(lua_State *L, size_t held_bytes, size_t held_blocks, size_t max_bytes,
+                              uint64_t reused);
 /* Raises a failed run's message as it is ("kernel 'E_4': ..."): it names the kernel, and the
  * position in tcl's own Lua that luaL_error would put first means nothing to a user. */
 int tcl_lua_run_failed(lua_State *L, const tcl_error *err);
