@@ -358,12 +358,19 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
       assert.are.equal(1, status)
       assert.matches("threads per threadgroup, its pipeline on tcl mock GPU allows 64 (maxTotalThreadsPerThreadgroup)",
         err, 1, true)
-      status, _, err = run_standin("MOCK_METAL_RUN_ERROR=1 DEVICE=METAL",
-        "print((Tensor.arange(16):float() * 2):realize():tolist()[1])")
+      -- a queued kernel's failure shows when its results are read, naming it; with DEBUG=2 each
+      -- dispatch waits, and its own run fails
+      local failing = "print((Tensor.arange(16):float() * 2):realize():tolist()[1])"
+      status, _, err = run_standin("MOCK_METAL_RUN_ERROR=1 DEVICE=METAL", failing)
       assert.are.equal(1, status)
-      assert.matches("Metal: the kernel failed while running on tcl mock GPU: Execution of the command buffer was " ..
-        "aborted due to an error during execution. (mock) (command buffer status 5, MTLCommandBufferStatusError)", err,
-        1, true)
+      assert.matches("Metal: kernel 'E_16l', queued earlier, failed while running on tcl mock GPU: Execution of the "
+        .. "command buffer was aborted due to an error during execution. (mock) (command buffer status 5, "
+        .. "MTLCommandBufferStatusError)", err, 1, true)
+      status, _, err = run_standin("MOCK_METAL_RUN_ERROR=1 DEVICE=METAL DEBUG=2", failing)
+      assert.are.equal(1, status)
+      assert.matches("tcl: kernel 'E_16l': Metal: the kernel failed while running on tcl mock GPU: Execution of the "
+        .. "command buffer was aborted due to an error during execution. (mock) (command buffer status 5, "
+        .. "MTLCommandBufferStatusError)", err, 1, true)
       status, _, err = child("TCL_METAL_LIBRARY=/nonexistent/libobjc.dylib",
         "print(Tensor.ones(2):to('metal'):tolist())", STANDIN_TCL)
       assert.are.equal(1, status)
@@ -406,6 +413,55 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
     end
     assert.is_true(dispatches >= 1)
     clean_record(text)
+  end)
+
+  it("commits dispatches without waiting; a read or tcl.synchronize waits for them, in order", function()
+    if not have_mock() then return end
+    standin_ok("DEVICE=METAL", [[
+      local metal = require "tcl.metal"
+      local function mark(text)
+        local f = assert(io.open(os.getenv("MOCK_METAL_LOG"), "a"))
+        f:write("mark ", text, "\n")
+        f:close()
+      end
+      local x = Tensor.arange(4096):float():reshape(64, 64):realize()
+      local y = ((x * 2):exp():sum(2) + 1):realize()
+      for i = 1, 3 do -- results dropped while their dispatches are queued: their command buffers hold them
+        local t = (x * i):realize()
+        t = nil
+        collectgarbage()
+        collectgarbage()
+      end
+      assert(metal.queued(), "nothing queued")
+      mark "queued"
+      tcl.synchronize()
+      assert(not metal.queued(), "queued after tcl.synchronize")
+      mark "synchronized"
+      local values = (y * 3):tolist()
+      assert(#values == 64 and not metal.queued(), "queued after a read")
+      mark "read"
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    local function lines_between(from, to)
+      local lines, inside = {}, false
+      for line in text:gmatch("[^\n]+") do
+        if inside and line == to then break end
+        inside = inside or line == from
+        if inside then lines[#lines + 1] = line end
+      end
+      return table.concat(lines, "\n")
+    end
+    local queued = text:match("^(.-)mark queued")
+    local _, dispatches = queued:gsub("\ndispatch ", "")
+    local _, commits = queued:gsub("\ncommit", "")
+    assert.are.equal(5, dispatches, text)
+    assert.are.equal(5, commits, text)
+    assert.is_nil(queued:find("\nwait", 1, true), text) -- nothing waited for before the read
+    local _, waits = lines_between("mark queued", "mark synchronized"):gsub("\nwait", "")
+    assert.are.equal(5, waits, text)
+    assert.matches("\ndispatch [^\n]+\ncommit\nwait$", lines_between("mark synchronized", "mark read"))
+    clean_record(text) -- every command buffer let go, every buffer released
   end)
 end)
 

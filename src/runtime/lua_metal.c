@@ -13,10 +13,13 @@
  *     per threadgroup axis
  *     -> MetalProgram: .name .entry .nparams .params .global_size .local_size .bytes
  *        .max_threads (the pipeline's maxTotalThreadsPerThreadgroup) .simd_width
- *     :run(buffers) -> GPU seconds      buffers: MetalBuffers in PARAM slot order
+ *     :run(buffers [, timed]) -> GPU seconds   buffers: MetalBuffers in PARAM slot order;
+ *       timed false: commits the dispatch and returns nothing (metal_device.h: queued)
  *   metal.device() -> { name =, max_threadgroup = {x, y, z}, threads_per_threadgroup =,
  *                       threadgroup_bytes =, max_buffer_bytes =, library = }
  *   metal.opened() -> whether this state has opened its device (never opens it)
+ *   metal.synchronize()                  waits for every queued dispatch
+ *   metal.queued() -> whether dispatches are queued on this state's device (never opens it)
  *   metal.is_buffer(v) -> whether v is a MetalBuffer
  *
  * The state's device (metal_device.h) is opened on first use (a buffer, a program, device())
@@ -58,6 +61,19 @@ static tcl_metal_device *state_device(lua_State *L, const char *fn) {
 
 static int l_opened(lua_State *L) {
     lua_pushboolean(L, tcl_lua_state_device_opened(L, &METAL_DEVICE));
+    return 1;
+}
+
+static int l_synchronize(lua_State *L) {
+    tcl_error err;
+    if (tcl_metal_synchronize(state_device(L, "metal.synchronize"), &err) != TCL_OK)
+        return luaL_error(L, "metal.synchronize: %s", err.message);
+    return 0;
+}
+
+static int l_queued(lua_State *L) {
+    bool open = tcl_lua_state_device_opened(L, &METAL_DEVICE);
+    lua_pushboolean(L, open && tcl_metal_queued(state_device(L, "metal.queued")));
     return 1;
 }
 
@@ -181,11 +197,13 @@ static int metal_program_run(lua_State *L) {
     void *bufs[TCL_METAL_MAX_PARAMS];
     size_t n = tcl_lua_device_buffer_list(L, 2, &METAL_BUFFERS, tcl_metal_program_signature(p)->name, tcl_metal_program_signature(p)->nparams,
                                           bufs, TCL_METAL_MAX_PARAMS);
+    bool timed = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     tcl_error err;
     double seconds = 0;
     tcl_metal_buffer *typed[TCL_METAL_MAX_PARAMS];
     for (size_t i = 0; i < n; i++) typed[i] = bufs[i];
-    if (tcl_metal_program_run(p, typed, n, &seconds, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
+    if (tcl_metal_program_run(p, typed, n, timed ? &seconds : NULL, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
+    if (!timed) return 0;
     lua_pushnumber(L, seconds);
     return 1;
 }
@@ -208,8 +226,10 @@ int luaopen_tcl_metal(lua_State *L) {
     luaL_newlib(L, program_methods);
     lua_setfield(L, LUA_REGISTRYINDEX, METAL_PROGRAM_METHODS_KEY);
 
-    static const luaL_Reg funcs[] = {{"buffer", l_buffer}, {"program", l_program},     {"device", l_device},
-                                     {"opened", l_opened}, {"is_buffer", l_is_buffer}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"buffer", l_buffer},       {"program", l_program},
+                                     {"device", l_device},       {"opened", l_opened},
+                                     {"synchronize", l_synchronize}, {"queued", l_queued},
+                                     {"is_buffer", l_is_buffer}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

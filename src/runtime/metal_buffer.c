@@ -38,6 +38,8 @@ void tcl_metal_buffer_free(tcl_metal_buffer *b) {
 tcl_status tcl_metal_buffer_upload(tcl_metal_buffer *dst, const tcl_buffer *src, tcl_error *err) {
     if (tcl_device_copy_check("a copy to Metal", src->dtype, src->numel, dst->dtype, dst->numel, src->revoked, err) != TCL_OK)
         return err->status;
+    /* a queued kernel may still read or write the shared memory */
+    if (tcl_metal_synchronize(dst->dev, err) != TCL_OK) return err->status;
     if (dst->nbytes) memcpy(dst->memory.contents, src->data, dst->nbytes);
     return TCL_OK;
 }
@@ -45,6 +47,7 @@ tcl_status tcl_metal_buffer_upload(tcl_metal_buffer *dst, const tcl_buffer *src,
 tcl_status tcl_metal_buffer_download(const tcl_metal_buffer *src, tcl_buffer *dst, tcl_error *err) {
     if (tcl_device_copy_check("a copy from Metal", src->dtype, src->numel, dst->dtype, dst->numel, dst->revoked, err) != TCL_OK)
         return err->status;
+    if (tcl_metal_synchronize(src->dev, err) != TCL_OK) return err->status;
     if (src->nbytes) memcpy(dst->data, src->memory.contents, src->nbytes);
     return TCL_OK;
 }
@@ -54,6 +57,7 @@ tcl_status tcl_metal_buffer_copy(tcl_metal_buffer *dst, const tcl_metal_buffer *
         return err->status;
     if (src->dev != dst->dev)
         return tcl_fail(err, TCL_ERR_INVALID, "a copy on Metal: the buffers belong to different devices (states)");
+    if (tcl_metal_synchronize(dst->dev, err) != TCL_OK) return err->status;
     if (dst->nbytes && dst != src) memcpy(dst->memory.contents, src->memory.contents, dst->nbytes);
     return TCL_OK;
 }

@@ -114,6 +114,7 @@ static const entry_point entry_points[] = {
 /* Every selector sent: its field, its name. */
 #define SELECTORS(X)                                                                                                   \
     X(release, "release")                                                                                              \
+    X(retain, "retain")                                                                                                \
     X(alloc, "alloc")                                                                                                  \
     X(init, "init")                                                                                                    \
     X(name, "name")                                                                                                    \
@@ -151,6 +152,15 @@ typedef struct selectors {
 #undef FIELD
 } selectors;
 
+/* At most this many command buffers wait to be waited for (a queue lets 64 be uncompleted). */
+#define MAX_PENDING 32
+
+/* A committed command buffer nobody has waited for yet (retained), and its kernel's name. */
+typedef struct pending_run {
+    id command_buffer;
+    char kernel[128];
+} pending_run;
+
 struct tcl_metal_device {
     size_t refs;
     objc_api api;
@@ -159,6 +169,8 @@ struct tcl_metal_device {
     id device; /* id<MTLDevice>, owned */
     id queue;  /* id<MTLCommandQueue>, owned */
     tcl_metal_info info;
+    pending_run pending[MAX_PENDING]; /* in commit order */
+    size_t npending;
 };
 
 /* ---- sending messages ---- */
@@ -265,9 +277,13 @@ static bool open_device(tcl_metal_device *d, tcl_error *err) {
     return true;
 }
 
+static tcl_status wait_pending(tcl_metal_device *d, tcl_error *err);
+
 static void destroy(tcl_metal_device *d) {
     if (d->api.msg_send) {
         void *pool = d->api.pool_push();
+        tcl_error ignored; /* nobody is left to read a queued kernel's failure */
+        wait_pending(d, &ignored);
         release(d, d->queue);
         release(d, d->device);
         d->api.pool_pop(pool);
@@ -426,10 +442,40 @@ void tcl_metal_kernel_unload(tcl_metal_device *d, tcl_metal_kernel *k) {
     k->pipeline = NULL;
 }
 
-/* Encodes, commits and waits for one dispatch (inside the caller's pool). */
-static tcl_status run_dispatch(tcl_metal_device *d, const tcl_metal_kernel *k, const uint32_t grid[3],
-                               const uint32_t threads[3], void *const *buffers, size_t nbuffers, double *seconds,
-                               tcl_error *err) {
+/* Fails err with what a command buffer that did not complete says (inside the caller's pool). */
+static tcl_status failed_run(tcl_metal_device *d, id command_buffer, ns_uint status, const char *queued_kernel,
+                             tcl_error *err) {
+    id error = SEND(d, MSG_ID)(command_buffer, d->sel.error);
+    char which[192] = "the kernel";
+    if (queued_kernel) snprintf(which, sizeof which, "kernel '%s', queued earlier,", queued_kernel);
+    return tcl_fail(err, TCL_ERR_RUNTIME, "Metal: %s failed while running on %s: %s (command buffer status %lu%s)",
+                    which, d->info.name, describe(d, error, "no message"), status,
+                    status == COMMAND_BUFFER_ERROR ? ", MTLCommandBufferStatusError" : "");
+}
+
+/* Waits for every queued command buffer, in commit order, and lets them go; the first that did
+ * not complete fails err, naming its kernel (inside the caller's pool). */
+static tcl_status wait_pending(tcl_metal_device *d, tcl_error *err) {
+    tcl_status status = TCL_OK;
+    for (size_t i = 0; i < d->npending; i++) {
+        id command_buffer = d->pending[i].command_buffer;
+        SEND(d, MSG_VOID)(command_buffer, d->sel.wait_until_completed);
+        ns_uint state = SEND(d, MSG_UINT)(command_buffer, d->sel.status);
+        if (state != COMMAND_BUFFER_COMPLETED && status == TCL_OK)
+            status = failed_run(d, command_buffer, state, d->pending[i].kernel, err);
+        release(d, command_buffer);
+    }
+    d->npending = 0;
+    return status;
+}
+
+/* Encodes and commits one dispatch (inside the caller's pool): with seconds, waits for it and
+ * gives its GPU time; without, keeps it (retained) among the pending ones. */
+static tcl_status run_dispatch(tcl_metal_device *d, const tcl_metal_kernel *k, const char *name,
+                               const uint32_t grid[3], const uint32_t threads[3], void *const *buffers,
+                               size_t nbuffers, double *seconds, tcl_error *err) {
+    /* a timed run starts from an idle GPU, and the queue has room for one more */
+    if ((seconds || d->npending == MAX_PENDING) && wait_pending(d, err) != TCL_OK) return err->status;
     id command_buffer = SEND(d, MSG_ID)(d->queue, d->sel.command_buffer);
     if (!command_buffer)
         return tcl_fail(err, TCL_ERR_RUNTIME, "Metal: commandBuffer returned no command buffer on %s", d->info.name);
@@ -443,29 +489,41 @@ static tcl_status run_dispatch(tcl_metal_device *d, const tcl_metal_kernel *k, c
     SEND(d, MSG_VOID_SIZE_SIZE)(encoder, d->sel.dispatch, groups, group);
     SEND(d, MSG_VOID)(encoder, d->sel.end_encoding);
     SEND(d, MSG_VOID)(command_buffer, d->sel.commit);
+    if (!seconds) {
+        /* the command buffer keeps the buffers it uses alive until it completes (retained references) */
+        pending_run *run = &d->pending[d->npending++];
+        run->command_buffer = SEND(d, MSG_ID)(command_buffer, d->sel.retain);
+        snprintf(run->kernel, sizeof run->kernel, "%s", name);
+        return TCL_OK;
+    }
     SEND(d, MSG_VOID)(command_buffer, d->sel.wait_until_completed);
     ns_uint status = SEND(d, MSG_UINT)(command_buffer, d->sel.status);
-    if (status != COMMAND_BUFFER_COMPLETED) {
-        id error = SEND(d, MSG_ID)(command_buffer, d->sel.error);
-        return tcl_fail(err, TCL_ERR_RUNTIME, "Metal: the kernel failed while running on %s: %s (command buffer "
-                        "status %lu%s)", d->info.name, describe(d, error, "no message"), status,
-                        status == COMMAND_BUFFER_ERROR ? ", MTLCommandBufferStatusError" : "");
-    }
+    if (status != COMMAND_BUFFER_COMPLETED) return failed_run(d, command_buffer, status, NULL, err);
     double start = SEND(d, MSG_DOUBLE)(command_buffer, d->sel.gpu_start_time);
     double end = SEND(d, MSG_DOUBLE)(command_buffer, d->sel.gpu_end_time);
     *seconds = end > start ? end - start : 0;
     return TCL_OK;
 }
 
-tcl_status tcl_metal_dispatch(tcl_metal_device *d, const tcl_metal_kernel *k, const uint32_t grid[3],
-                              const uint32_t threads[3], void *const *buffers, size_t nbuffers, double *seconds,
-                              tcl_error *err) {
-    *seconds = 0;
+tcl_status tcl_metal_dispatch(tcl_metal_device *d, const tcl_metal_kernel *k, const char *name,
+                              const uint32_t grid[3], const uint32_t threads[3], void *const *buffers, size_t nbuffers,
+                              double *seconds, tcl_error *err) {
+    if (seconds) *seconds = 0;
     void *pool = d->api.pool_push();
-    tcl_status status = run_dispatch(d, k, grid, threads, buffers, nbuffers, seconds, err);
-    d->api.pool_pop(pool); /* the command buffer and its encoder go with the pool */
+    tcl_status status = run_dispatch(d, k, name, grid, threads, buffers, nbuffers, seconds, err);
+    d->api.pool_pop(pool); /* the command buffer and its encoder go with the pool (a pending one is retained) */
     return status;
 }
+
+tcl_status tcl_metal_synchronize(tcl_metal_device *d, tcl_error *err) {
+    if (!d->npending) return TCL_OK;
+    void *pool = d->api.pool_push();
+    tcl_status status = wait_pending(d, err);
+    d->api.pool_pop(pool);
+    return status;
+}
+
+bool tcl_metal_queued(const tcl_metal_device *d) { return d->npending > 0; }
 
 #else /* no Metal on this system */
 
@@ -514,17 +572,28 @@ void tcl_metal_kernel_unload(tcl_metal_device *dev, tcl_metal_kernel *k) {
     k->pipeline = NULL;
 }
 
-tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, const uint32_t grid[3],
-                              const uint32_t threads[3], void *const *buffers, size_t nbuffers, double *seconds,
-                              tcl_error *err) {
+tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, const char *name,
+                              const uint32_t grid[3], const uint32_t threads[3], void *const *buffers, size_t nbuffers,
+                              double *seconds, tcl_error *err) {
     (void)dev;
     (void)k;
+    (void)name;
     (void)grid;
     (void)threads;
     (void)buffers;
     (void)nbuffers;
-    *seconds = 0;
+    if (seconds) *seconds = 0;
     return unavailable(err);
+}
+
+tcl_status tcl_metal_synchronize(tcl_metal_device *dev, tcl_error *err) {
+    (void)dev;
+    return unavailable(err);
+}
+
+bool tcl_metal_queued(const tcl_metal_device *dev) {
+    (void)dev;
+    return false;
 }
 
 #endif

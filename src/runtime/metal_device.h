@@ -25,6 +25,7 @@
 #ifndef TCLC_RUNTIME_METAL_DEVICE_H
 #define TCLC_RUNTIME_METAL_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,8 +59,8 @@ const tcl_metal_info *tcl_metal_device_info(const tcl_metal_device *dev);
 /* ---- memory ---- */
 
 /* A buffer in shared storage (MTLResourceStorageModeShared): the GPU's memory is also the
- * host's, at `contents`, so host copies are plain memcpy (between dispatches: every dispatch
- * waits for the GPU). */
+ * host's, at `contents`, so host copies are plain memcpy, once the queued dispatches are done
+ * (tcl_metal_synchronize: metal_buffer.c waits before every copy). */
 typedef struct tcl_metal_memory {
     void *buffer;            /* the id<MTLBuffer> (owned); NULL when nbytes is 0 */
     unsigned char *contents; /* its bytes; NULL when nbytes is 0 */
@@ -88,12 +89,19 @@ tcl_status tcl_metal_kernel_load(tcl_metal_device *dev, const char *source, cons
                                  tcl_error *err);
 void tcl_metal_kernel_unload(tcl_metal_device *dev, tcl_metal_kernel *k);
 
-/* Dispatches k on grid[0..2] threadgroups of threads[0..2] threads, buffers[i] bound at
- * [[buffer(i)]] (NULL binds nothing: an empty buffer), and waits for it. *seconds is the GPU
- * time of the command buffer (GPUEndTime - GPUStartTime). A kernel the GPU could not run
- * fails with the command buffer's error. */
-tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, const uint32_t grid[3],
-                              const uint32_t threads[3], void *const *buffers, size_t nbuffers, double *seconds,
-                              tcl_error *err);
+/* Dispatches k (kernel `name`) on grid[0..2] threadgroups of threads[0..2] threads, buffers[i]
+ * bound at [[buffer(i)]] (NULL binds nothing: an empty buffer), in a command buffer of its own.
+ * With seconds: waits for everything queued, then for this one; *seconds is the GPU time of
+ * its command buffer (GPUEndTime - GPUStartTime), and a kernel the GPU could not run fails
+ * with the command buffer's error. Without (NULL): commits it and returns; the command buffer
+ * keeps the buffers it uses alive until it completes, so they may be freed at once. */
+tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, const char *name,
+                              const uint32_t grid[3], const uint32_t threads[3], void *const *buffers, size_t nbuffers,
+                              double *seconds, tcl_error *err);
+/* Waits for every queued dispatch, in order; the first that failed fails err, naming its
+ * kernel ("kernel 'E_4', queued earlier, failed while running on ..."). */
+tcl_status tcl_metal_synchronize(tcl_metal_device *dev, tcl_error *err);
+/* Whether dispatches are queued that nobody has waited for yet. */
+bool tcl_metal_queued(const tcl_metal_device *dev);
 
 #endif

@@ -84,7 +84,7 @@ void tcl_metal_program_free(tcl_metal_program *p) {
 
 tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *bufs, size_t nbufs, double *seconds,
                                  tcl_error *err) {
-    *seconds = 0;
+    if (seconds) *seconds = 0;
     if (tcl_device_run_count_check(&p->sig, nbufs, err) != TCL_OK) return err->status;
     void *buffers[TCL_METAL_MAX_PARAMS];
     for (size_t k = 0; k < nbufs; k++) {
@@ -94,8 +94,8 @@ tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *
             return err->status;
         buffers[k] = b->memory.buffer;
     }
-    if (tcl_metal_dispatch(p->dev, &p->kernel, p->launch.grid, p->launch.threadgroup, buffers, nbufs, seconds, err) !=
-        TCL_OK) {
+    if (tcl_metal_dispatch(p->dev, &p->kernel, p->sig.name, p->launch.grid, p->launch.threadgroup, buffers, nbufs,
+                           seconds, err) != TCL_OK) {
         tcl_error inner = *err;
         return tcl_fail(err, inner.status, "kernel '%s': %s", p->sig.name, inner.message);
     }

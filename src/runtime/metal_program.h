@@ -41,8 +41,9 @@ tcl_metal_program *tcl_metal_program_new(tcl_metal_device *dev, const char *name
                                          const tcl_metal_launch_size *launch, tcl_error *err);
 void tcl_metal_program_free(tcl_metal_program *p);
 
-/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel) and waits for
- * it; *seconds is the GPU time of its command buffer. */
+/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel). With seconds,
+ * waits for it, and *seconds is the GPU time of its command buffer; without (NULL), queues it
+ * (metal_device.h). */
 tcl_status tcl_metal_program_run(tcl_metal_program *p, tcl_metal_buffer *const *bufs, size_t nbufs, double *seconds,
                                  tcl_error *err);
 

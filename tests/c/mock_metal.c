@@ -22,9 +22,14 @@
  * pipeline is set, that every buffer index the kernel has is bound (to nil or a live buffer)
  * and that the threadgroup fits the pipeline, and records itself instead of running.
  *
+ * A command buffer retains the buffers its dispatches use until it is released itself, as
+ * Metal's do by default; "retain" works on every object.
+ *
  * Record (the file MOCK_METAL_LOG names, one line per event): "device", "queue", "buffer
  * <bytes>", "compile <bytes> fast_math <0|1>", "pipeline <function> buffers <n>", "dispatch
- * <function> grid X Y Z threads X Y Z buffers <n>", "problem: <what>" for a misuse of the API,
+ * <function> grid X Y Z threads X Y Z buffers <n>", "commit", "wait" (a waitUntilCompleted
+ * that waited: a second one on a completed buffer returns at once, unrecorded),
+ * "problem: <what>" for a misuse of the API,
  * and at exit "exit objects <live> pools <open>" (then "live <class>" per object still held).
  * Knobs (environment): MOCK_METAL_NO_DEVICE=1 (MTLCreateSystemDefaultDevice gives nil),
  * MOCK_METAL_MAX_BUFFER=<bytes> (maxBufferLength, default 1 GiB), MOCK_METAL_PIPELINE_THREADS=<n>
@@ -143,6 +148,12 @@ static void release(id self, SEL sel) {
     if (self->cls->dealloc) self->cls->dealloc(self);
     self->dead = 1;
     unlink_live(self);
+}
+
+static id retain(id self, SEL sel) {
+    (void)sel;
+    if (self->refs >= 0) self->refs++;
+    return self;
 }
 
 static id autoreleased(id o) {
@@ -348,10 +359,16 @@ static const class_info pipeline_class = {"MTLComputePipelineState", pipeline_me
 
 enum { STATUS_NOT_ENQUEUED = 0, STATUS_COMMITTED = 2, STATUS_COMPLETED = 4, STATUS_ERROR = 5 };
 
+#define MAX_HELD 256
+
+/* A command buffer holds the buffers its dispatches use until it goes (Metal's retained
+ * references), so a buffer released while its kernel is queued lives on until then. */
 typedef struct command_buffer_object {
     object base;
     ns_uint status;
     int run_error;
+    id held[MAX_HELD];
+    int nheld;
 } command_buffer_object;
 
 typedef struct encoder_object {
@@ -407,6 +424,12 @@ static void dispatch(id self, SEL sel, mtl_size groups, mtl_size threads) {
                  threads.width * threads.height * threads.depth, p->max_threads);
     log_line("dispatch %s grid %lu %lu %lu threads %lu %lu %lu buffers %d", p->name, groups.width, groups.height,
              groups.depth, threads.width, threads.height, threads.depth, bound);
+    command_buffer_object *c = e->command_buffer;
+    for (int i = 0; i < p->nbuffers; i++)
+        if (e->is_bound[i] && e->bound[i] && live_buffer(e->bound[i])) {
+            if (c->nheld == MAX_HELD) die("a command buffer holding more than %d buffers", MAX_HELD);
+            c->held[c->nheld++] = retain(e->bound[i], "retain");
+        }
 }
 
 static void end_encoding(id self, SEL sel) {
@@ -436,15 +459,17 @@ static void commit(id self, SEL sel) {
         if (o->cls == &encoder_class && ((encoder_object *)o)->command_buffer == c && !((encoder_object *)o)->ended)
             log_line("problem: commit before endEncoding");
     c->status = STATUS_COMMITTED;
+    log_line("commit");
 }
 
 static void wait_until_completed(id self, SEL sel) {
     (void)sel;
     command_buffer_object *c = (command_buffer_object *)self;
     if (c->status != STATUS_COMMITTED) {
-        log_line("problem: waitUntilCompleted before commit");
+        if (c->status == STATUS_NOT_ENQUEUED) log_line("problem: waitUntilCompleted before commit");
         return;
     }
+    log_line("wait");
     c->status = c->run_error ? STATUS_ERROR : STATUS_COMPLETED;
 }
 
@@ -478,7 +503,12 @@ static const method command_buffer_methods[] = {{"computeCommandEncoder", (imp)c
                                                 {"GPUStartTime", (imp)gpu_start_time},
                                                 {"GPUEndTime", (imp)gpu_end_time},
                                                 {NULL, NULL}};
-static const class_info command_buffer_class = {"MTLCommandBuffer", command_buffer_methods, NULL};
+static void command_buffer_dealloc(object *o) {
+    command_buffer_object *c = (command_buffer_object *)o;
+    for (int i = 0; i < c->nheld; i++) release(c->held[i], "release");
+}
+
+static const class_info command_buffer_class = {"MTLCommandBuffer", command_buffer_methods, command_buffer_dealloc};
 
 static id command_buffer(id self, SEL sel) {
     (void)self;
@@ -618,6 +648,7 @@ __attribute__((visibility("hidden"))) imp mock_lookup(id self, SEL sel) {
     if (!self) return (imp)nil_message;
     if (self->dead) die("%s sent to a released %s", sel, self->cls->name);
     if (!strcmp(sel, "release")) return (imp)release;
+    if (!strcmp(sel, "retain")) return (imp)retain;
     for (const method *m = self->cls->methods; m && m->name; m++)
         if (!strcmp(m->name, sel)) return m->fn;
     die("unrecognized selector %s sent to a %s", sel, self->cls->name);

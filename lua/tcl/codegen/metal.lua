@@ -67,7 +67,7 @@ local native, device = gpu_backend.attach(M, {
 local Program = {}
 Program.__index = Program
 
-function Program:run(buffers) return self.metal:run(buffers) end
+function Program:run(buffers, timed) return self.metal:run(buffers, timed) end
 function Program:dump() return self.source end
 
 local function make(metal, source, job, entry, launch, params)
