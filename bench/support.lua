@@ -43,7 +43,7 @@ function M.jitted_median(tcl, runs, fn, ...)
 end
 
 --- The median seconds of `runs` jitted calls of fn(...) as a program runs them: no kernel is
--- timed, so a GPU that queues kernels (CUDA) runs them back to back while Lua goes on, and
+-- timed, so a GPU that queues kernels (CUDA, Metal) runs them back to back while Lua goes on, and
 -- each call's time runs from its start until the device has finished it (tcl.synchronize) —
 -- what torch's events around a call measure.
 function M.jitted_queued_median(tcl, runs, fn, ...)

@@ -35,8 +35,8 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
-  -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA launches without
-  -- waiting; reading a result back waits too)
+  -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
+  -- without waiting; reading a result back waits too)
   synchronize = lower.synchronize,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,

@@ -65,7 +65,7 @@ function M.backend(device)
 end
 
 --- Waits until everything queued on device (a name; nil: every device this state used) has
--- finished. Only a GPU that queues kernels (CUDA) has anything to wait for; a failure of a
+-- finished. Only a GPU that queues kernels (CUDA, Metal) has anything to wait for; a failure of a
 -- queued kernel is raised here.
 function M.synchronize(device)
   if device ~= nil then
@@ -165,7 +165,8 @@ local Kernel = {}
 Kernel.__index = Kernel
 
 --- Runs the kernel on buffers (a list in PARAM slot order); returns the elapsed seconds. A GPU
--- that queues kernels (CUDA) times one only at DEBUG >= 2 or while something listens (tcl.profile):
+-- that queues kernels (CUDA, Metal) times one only at DEBUG >= 2 or while something listens
+-- (tcl.profile):
 -- otherwise the launch is queued, nothing waits for it, and its seconds are 0.
 function Kernel:run(buffers)
   local timed = env.DEBUG >= 2 or next(listeners) ~= nil
