@@ -166,8 +166,7 @@ Kernel.__index = Kernel
 
 --- Runs the kernel on buffers (a list in PARAM slot order); returns the elapsed seconds. A GPU
 -- that queues kernels (CUDA, Metal) times one only at DEBUG >= 2 or while something listens
--- (tcl.profile):
--- otherwise the launch is queued, nothing waits for it, and its seconds are 0.
+-- (tcl.profile); otherwise the launch is queued, nothing waits for it, and its seconds are 0.
 function Kernel:run(buffers)
   local timed = env.DEBUG >= 2 or next(listeners) ~= nil
   local seconds = self.program:run(buffers, timed) or 0
