@@ -15,7 +15,8 @@
  * contexts C modules M events E" with what is still held.
  *
  * Launches are asynchronous, as a GPU's: a launch's pointers count as in use until a call that
- * waits for the device (cuCtxSynchronize, cuEventSynchronize, cuMemcpyDtoH). Freeing memory in
+ * waits for the device (cuCtxSynchronize, cuEventSynchronize, cuMemcpyDtoH), or until the
+ * queue is full (a launch then waits, as with a driver's bounded queue). Freeing memory in
  * use fails with CUDA_ERROR_INVALID_VALUE and the line "free: memory a queued kernel uses" (a
  * real GPU might still be running the kernel on it). MOCK_CUDA_FAULT=<entry> makes a launch of
  * that kernel ("*": of any kernel) fault as it runs: the launch succeeds, and every call after it fails with
@@ -446,13 +447,9 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
             return INVALID_VALUE;
         }
     }
-    for (int i = 0; i < f->nparams; i++) {
-        if (mock.nqueued == MAX_QUEUED_POINTERS) {
-            log_line("launch %s: more than %d pointers queued without a wait", f->name, MAX_QUEUED_POINTERS);
-            return OUT_OF_MEMORY;
-        }
-        memcpy(&mock.queued[mock.nqueued++], params[i], sizeof(CUdeviceptr));
-    }
+    /* a driver's launch queue is bounded too: a launch into a full one waits for the GPU */
+    if (mock.nqueued + (size_t)f->nparams > MAX_QUEUED_POINTERS) mock.nqueued = 0;
+    for (int i = 0; i < f->nparams; i++) memcpy(&mock.queued[mock.nqueued++], params[i], sizeof(CUdeviceptr));
     log_line("launch %s grid %u %u %u block %u %u %u shared %u params %d", f->name, gx, gy, gz, bx, by, bz, shared,
              f->nparams);
     const char *fault = getenv("MOCK_CUDA_FAULT");
