@@ -158,6 +158,16 @@ describe("the CUDA device without a GPU", function()
     assert.are.equal("k_4x_y", cuda.entry_name("4x-y"))
   end)
 
+  it("tcl.synchronize waits for nothing on devices that do not queue, and names a wrong device", function()
+    Tensor({ 1, 2 }):add(1):realize() -- the CPU (or EMU) backend is in use: it has nothing queued
+    tcl.synchronize()
+    tcl.synchronize("cpu")
+    assert.has_error(function() tcl.synchronize(5) end, "synchronize: device must be a name such as 'CUDA', got number")
+    local ok, err = pcall(tcl.synchronize, "tpu")
+    assert.is_false(ok)
+    assert.matches("unknown device 'TPU' (available: CPU, CUDA, EMU, METAL)", err, 1, true)
+  end)
+
   it("loads as a backend without a GPU (its device opens with the first kernel)", function()
     local lower = require "tcl.codegen.lower"
     local backend = lower.backend("CUDA")

@@ -10,10 +10,11 @@ local M = {}
 
 --- Gives backend table B: B.probe(), B.renderer (name, lacks, gpu read from the device,
 -- opt_caps()), B.options (read from the device), B.allocate(dtype, numel), B.launch_of,
--- B.params_of, B.entry_name, B.synchronize(). spec = { label = "CUDA" (messages), module = "tcl.cuda" (its
--- device() and buffer()), renderer = "cuda" (the renderer's name and the prefix of the module's
--- errors), lacks = { [op] = true }, target = tcl.codegen.gpu_targets' target, open =
--- function(info) -> { options =, gpu =, ... } (the device's facts from module.device()'s table) }.
+-- B.params_of, B.entry_name, B.synchronize(). spec = { label = "CUDA" (messages), module =
+-- "tcl.cuda" (its device(), buffer(), opened() and synchronize()), renderer = "cuda" (the
+-- renderer's name and the prefix of the module's errors), lacks = { [op] = true }, target =
+-- tcl.codegen.gpu_targets' target, open = function(info) -> { options =, gpu =, ... } (the
+-- device's facts from module.device()'s table) }.
 -- Returns native(name) (a native module, or an error naming it) and device() (the opened facts,
 -- with info added).
 function M.attach(B, spec)
