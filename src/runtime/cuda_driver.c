@@ -140,6 +140,13 @@ static const entry_point entry_points[] = {
 };
 #undef ENTRY
 
+/* More frees than this waiting for queued work make the device finish it first, so that a
+ * program that never reads a result back does not hold every buffer it ever freed. */
+#define MAX_DEFERRED_FREES 1024
+/* At most this many blocks in the cache: an allocation looks for its size by a scan, which
+ * this keeps to a microsecond. */
+#define MAX_CACHED_BLOCKS 1024
+
 typedef struct cached_block {
     cu_ptr ptr;
     size_t bytes;
@@ -158,14 +165,15 @@ struct tcl_cuda_device {
      * reporting an earlier kernel's fault. */
     bool queued, kernels_queued;
     bool launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 at open: every launch waits for its kernel */
-    cu_ptr *deferred;
-    size_t ndeferred, deferred_cap;
+    cu_ptr deferred[MAX_DEFERRED_FREES];
+    size_t ndeferred;
     /* Freed memory kept for the next allocation of its size (cuMemAlloc and cuMemFree are slow,
      * and cuMemFree may wait for the device): every use is queued on the one stream, so a block
      * is reused at once, in stream order behind the kernels that used it before. At most
-     * cache_limit bytes; released when an allocation fails and when the device closes. */
-    cached_block *cache;
-    size_t ncache, cache_cap, cached_bytes, cache_limit;
+     * cache_limit bytes in MAX_CACHED_BLOCKS blocks; released when an allocation fails and when
+     * the device closes. */
+    cached_block cache[MAX_CACHED_BLOCKS];
+    size_t ncache, cached_bytes, cache_limit;
     uint64_t reused; /* allocations the cache served */
 };
 
@@ -450,8 +458,6 @@ void tcl_cuda_device_release(tcl_cuda_device *dev) {
         return_deferred(dev);
         release_cache(dev);
     }
-    free(dev->deferred);
-    free(dev->cache);
     dev->api.CtxSetCurrent(NULL);
     dev->api.DevicePrimaryCtxRelease(dev->device);
     free(dev);
@@ -491,10 +497,6 @@ static tcl_status finish(tcl_cuda_device *dev, tcl_error *err) {
     return TCL_OK;
 }
 
-/* More frees than this waiting for queued work make the device finish it first, so that a
- * program that never reads a result back does not hold every buffer it ever freed. */
-#define MAX_DEFERRED_FREES 1024
-
 /* Frees the cached blocks (nothing queued may use them: after a wait). */
 static void release_cache(tcl_cuda_device *dev) {
     for (size_t i = 0; i < dev->ncache; i++) dev->api.MemFree(dev->cache[i].ptr);
@@ -516,16 +518,9 @@ static cu_ptr take_cached(tcl_cuda_device *dev, size_t nbytes) {
     return 0;
 }
 
-/* Keeps a freed block for reuse; false when the cache is full (or cannot grow). */
+/* Keeps a freed block for reuse; false when the cache is full. */
 static bool cache_block(tcl_cuda_device *dev, cu_ptr ptr, size_t nbytes) {
-    if (nbytes > dev->cache_limit - dev->cached_bytes) return false;
-    if (dev->ncache == dev->cache_cap) {
-        size_t cap = dev->cache_cap ? 2 * dev->cache_cap : 16;
-        cached_block *grown = realloc(dev->cache, cap * sizeof *grown);
-        if (!grown) return false;
-        dev->cache = grown;
-        dev->cache_cap = cap;
-    }
+    if (nbytes > dev->cache_limit - dev->cached_bytes || dev->ncache == MAX_CACHED_BLOCKS) return false;
     dev->cache[dev->ncache++] = (cached_block){ptr, nbytes};
     dev->cached_bytes += nbytes;
     return true;
@@ -568,18 +563,8 @@ void tcl_cuda_free(tcl_cuda_device *dev, tcl_cuda_ptr ptr, size_t nbytes) {
     if (!ptr || dev->api.CtxSetCurrent(dev->context) != CU_SUCCESS) return;
     if (cache_block(dev, ptr, nbytes)) return;
     if (dev->queued && dev->ndeferred < MAX_DEFERRED_FREES) {
-        if (dev->ndeferred == dev->deferred_cap) {
-            size_t cap = dev->deferred_cap ? 2 * dev->deferred_cap : 16;
-            cu_ptr *grown = realloc(dev->deferred, cap * sizeof *grown);
-            if (grown) {
-                dev->deferred = grown;
-                dev->deferred_cap = cap;
-            }
-        }
-        if (dev->ndeferred < dev->deferred_cap) {
-            dev->deferred[dev->ndeferred++] = ptr;
-            return;
-        }
+        dev->deferred[dev->ndeferred++] = ptr;
+        return;
     }
     if (dev->queued) {
         /* no room to defer: wait; a failed wait leaves the memory to the broken context */

@@ -82,8 +82,8 @@ const tcl_cuda_info *tcl_cuda_device_info(const tcl_cuda_device *dev);
  * work, gives the freed blocks it keeps back to the driver, and tries once more. */
 tcl_status tcl_cuda_alloc(tcl_cuda_device *dev, size_t nbytes, tcl_cuda_ptr *ptr, tcl_error *err);
 /* Frees nbytes of memory from tcl_cuda_alloc (0 is ignored). The device keeps the block for
- * reuse, up to TCL_CUDA_CACHE_MB MiB in all (read when the device opens; default a quarter of
- * the GPU's memory; 0 keeps none). Reuse is safe at once: all work is queued in order. Beyond
+ * reuse, up to TCL_CUDA_CACHE_MB MiB and 1024 blocks in all (read when the device opens;
+ * default a quarter of the GPU's memory; 0 keeps none). Reuse is safe at once: all work is queued in order. Beyond
  * that it is freed now, or once queued work that may use it has finished.
  * Failures are ignored (a context that a faulting kernel broke cannot free either, and the
  * memory goes with the context). */
