@@ -604,7 +604,11 @@ describe("the CUDA and Metal renderers", function()
       assert.matches("unsigned int smem%d+_u32 = %(unsigned int%)__cvta_generic_to_shared%(smem%d+%);", src)
       assert.matches('asm volatile("cp.async.ca.shared.global [%0], [%1], 8;"', src, 1, true)
       assert.matches('asm volatile("cp.async.wait_all;" ::: "memory");\n    __syncthreads();', src, 1, true)
+      -- the copies read their LOADs' INDEXes: the LOADs themselves, used by nothing else, are not rendered
+      assert.is_nil(src:find("= p2[", 1, true))
+      assert.is_nil(src:find("= p3[", 1, true))
       local msl = gpu.render(list, { name = "async_copy", dialect = "metal" })
+      assert.is_nil(msl:find("= p2[", 1, true))
       assert.matches("for %(int v = 0; v < 8; v%+%+%) %(&smem%d+%[alu%d+%]%)%[v%] = %(&p2%[alu%d+%]%)%[v%];", msl)
       assert.matches("for (int v = 0; v < 2; v++)", msl, 1, true)
       -- EMU's GPU mode: the same program, the chunks reversed

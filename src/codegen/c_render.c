@@ -359,6 +359,10 @@ static tcl_status address_of(tcl_crender *r, size_t i, size_t *addr) {
 static tcl_status emit_load(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 1 && u->nsrc != 2) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
+    if (r->copied_only[i]) { /* the copies read its INDEX; a load of its own would be dead code */
+        r->kind[i] = CK_NONE;
+        return TCL_OK;
+    }
     size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
     if (st != TCL_OK) return st;
@@ -630,6 +634,30 @@ static int64_t declared_local_bytes(const tcl_crender *r) {
     return total;
 }
 
+/* Marks the LOADs whose every user is an asynchronous copy reading it as its source 2. */
+static void mark_copied_only(tcl_crender *r) {
+    if (!r->uses_async) return;
+    for (size_t i = 0; i < r->n; i++) {
+        const tcl_uop *u = r->nodes[i];
+        bool copy = u->op == TCL_OP_STORE && u->arg.kind != TCL_ARG_NONE && u->nsrc >= 2;
+        if (copy && u->src[1]->op == TCL_OP_LOAD) {
+            size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[1]);
+            if (at && r->copied_only[at - 1] != 2) r->copied_only[at - 1] = 1;
+        }
+    }
+    /* any other use renders it: 2 marks "used otherwise", whatever order the users come in */
+    for (size_t i = 0; i < r->n; i++) {
+        const tcl_uop *u = r->nodes[i];
+        bool copy = u->op == TCL_OP_STORE && u->arg.kind != TCL_ARG_NONE;
+        for (uint32_t k = 0; k < u->nsrc; k++) {
+            if (copy && k == 1) continue;
+            size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[k]);
+            if (at && r->nodes[at - 1]->op == TCL_OP_LOAD) r->copied_only[at - 1] = 2;
+        }
+    }
+    for (size_t i = 0; i < r->n; i++) r->copied_only[i] = r->copied_only[i] == 1;
+}
+
 static tcl_status render(tcl_crender *r) {
     if (!is_identifier(r->name))
         return tcl_fail(r->err, TCL_ERR_INVALID, "kernel '%s': the name is not a C identifier (letters, digits and _)",
@@ -644,6 +672,7 @@ static tcl_status render(tcl_crender *r) {
          * (a loop's copies precede the barrier at the top of its next iteration) */
         if (r->nodes[i]->op == TCL_OP_STORE && r->nodes[i]->arg.kind != TCL_ARG_NONE) r->uses_async = true;
     }
+    mark_copied_only(r);
     for (int k = 0; k < 3; k++) r->out->global_size[k] = r->out->local_size[k] = 1;
     r->index32 = index_fits_int(r->nodes, r->n);
     r->shared_is_dynamic = r->d->shared_static_max > 0 && declared_local_bytes(r) > r->d->shared_static_max;
@@ -688,18 +717,20 @@ tcl_status tcl_c_render(tcl_c_dialect_id dialect, const char *name, tcl_uop *con
     r.kind = calloc(cap, 1);
     r.mem = calloc(cap, 1);
     r.raw = calloc(cap, 1);
+    r.copied_only = calloc(cap, 1);
     r.expr = calloc(cap, sizeof *r.expr);
     r.defined_in = calloc(cap, sizeof *r.defined_in);
     r.open = calloc(cap, 1);
     r.loops = calloc(cap, sizeof *r.loops);
     tcl_status st;
-    if (!r.kind || !r.mem || !r.raw || !r.expr || !r.defined_in || !r.open || !r.loops)
+    if (!r.kind || !r.mem || !r.raw || !r.copied_only || !r.expr || !r.defined_in || !r.open || !r.loops)
         st = fail(&r, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     else st = render(&r);
     tcl_ptrmap_free(&r.index_of);
     free(r.kind);
     free(r.mem);
     free(r.raw);
+    free(r.copied_only);
     free(r.expr);
     free(r.defined_in);
     free(r.open);

@@ -126,6 +126,8 @@ typedef struct tcl_crender {
      * also kept as it is stored, in raw<i>, so that a copy stores it back unconverted (and NVVM
      * can merge neighbouring copies into wide accesses, which the conversions' asm blocks stop) */
     uint8_t *raw;
+    /* per LOAD: 1 when only asynchronous copies use it (they read its INDEX): nothing is rendered */
+    uint8_t *copied_only;
     char (*expr)[TCL_CEXPR_CAP];
     int32_t *defined_in; /* the RANGE instruction of the innermost loop open at definition, -1: top */
     uint8_t *open;       /* per instruction: 1 while it is a RANGE whose loop is open */
