@@ -550,6 +550,128 @@ describe("EMU's GPU mode", function()
     end)
   end)
 
+  describe("exchanges values between the lanes of a warp: SHUFFLE gets the value of lane (own lane xor mask)",
+    function()
+    -- 2 workgroups of 32 x 2 threads: in the linear order (lidx0 fastest) each lidx1 is one warp,
+    -- and thread t = lidx1 * 32 + lidx0 of group g reads inp[g * 64 + t]
+    local GROUPS, THREADS = 2, 64
+
+    -- the program's nodes: k, x (this thread's input), the thread's place in the launch, out
+    local function warp_program(dt, nout)
+      local list, add = builder()
+      local k = kit(add)
+      local out = add("PARAM", dt, nil, { 0, nout })
+      local inp = add("PARAM", dt, nil, { 1, GROUPS * THREADS })
+      local g, lx, ly = k.special("gidx0", GROUPS), k.special("lidx0", 32), k.special("lidx1", 2)
+      local place = k.add(k.mul(g, k.c(THREADS)), k.add(k.mul(ly, k.c(32)), lx))
+      return list, add, k, k.load(inp, place), place, out
+    end
+
+    -- the value lane `t` of the launch gets from SHUFFLE(x, mask), 0-based threads
+    local function partner(t, mask) return t - t % 32 + ((t % 32) ~ mask) end
+
+    it("for every mask 1..31, exactly, float32 and int32", function()
+      for _, dt in ipairs { F32, I32 } do
+        local masks = {}
+        for m = 1, 31 do masks[#masks + 1] = m end
+        local list, add, k, x, place, out = warp_program(dt, #masks * GROUPS * THREADS)
+        for j, m in ipairs(masks) do
+          k.store(out, k.add(place, k.c((j - 1) * GROUPS * THREADS)), add("SHUFFLE", dt, { x }, m))
+        end
+        local xs = integers(GROUPS * THREADS, 7)
+        local ob = rt.buffer(dt, #masks * GROUPS * THREADS)
+        local p = rt.program(list, { name = "shuffles" })
+        p:run { ob, filled(dt, xs) }
+        local want = {}
+        for j, m in ipairs(masks) do
+          for t = 0, GROUPS * THREADS - 1 do want[(j - 1) * GROUPS * THREADS + t + 1] = xs[partner(t, m) + 1] end
+        end
+        assert.same(want, ob:read())
+      end
+    end)
+
+    it("sums a warp in 5 steps (masks 16, 8, 4, 2, 1): every lane holds its warp's sum", function()
+      local list, add, k, x, place, out = warp_program(I32, GROUPS * THREADS)
+      local s = x
+      for _, m in ipairs { 16, 8, 4, 2, 1 } do s = k.add(s, add("SHUFFLE", I32, { s }, m)) end
+      k.store(out, place, s)
+      local xs = integers(GROUPS * THREADS, 11)
+      local ob = rt.buffer(I32, GROUPS * THREADS)
+      rt.program(list, { name = "warp_sum" }):run { ob, filled(I32, xs) }
+      local want = {}
+      for t = 0, GROUPS * THREADS - 1 do
+        local w, sum = t - t % 32, 0
+        for l = 0, 31 do sum = sum + xs[w + l + 1] end
+        want[t + 1] = sum
+      end
+      assert.same(want, ob:read())
+    end)
+
+    it("inside a loop, keeping each thread's accumulator and loop state", function()
+      -- acc = the sum over i = 0..2 of SHUFFLE(x * (i + 1), 1): 6 times the neighbour's x
+      local list, add, k, x, place, out = warp_program(I32, GROUPS * THREADS)
+      local acc = add("DEFINE_REG", I32, nil, { 0, 1 })
+      local zero = k.c(0)
+      local init = k.store(acc, zero, k.c(0, I32))
+      local r = k.range(3)
+      local shuffled = add("SHUFFLE", I32, { k.mul(x, k.cast(I32, k.add(r, k.c(1)))) }, 1)
+      local sum = k.add(k.load(k.after(acc, init), zero), shuffled)
+      local e = k.close(k.store(acc, zero, sum), r)
+      k.store(out, place, k.load(k.after(acc, e), zero))
+      local xs = integers(GROUPS * THREADS, 13)
+      local ob = rt.buffer(I32, GROUPS * THREADS)
+      rt.program(list, { name = "loop_shuffle" }):run { ob, filled(I32, xs) }
+      local want = {}
+      for t = 0, GROUPS * THREADS - 1 do want[t + 1] = 6 * xs[partner(t, 1) + 1] end
+      assert.same(want, ob:read())
+    end)
+
+    it("refuses a mask outside 1..31, a dtype that does not travel, and a workgroup of part of a warp", function()
+      local function build(dt, mask, threads)
+        local list, add = builder()
+        local k = kit(add)
+        local out = add("PARAM", dt, nil, { 0, threads })
+        local l = k.special("lidx0", threads)
+        k.store(out, l, add("SHUFFLE", dt, { k.cast(dt, l) }, mask))
+        return function() return rt.program(list, { name = "bad_shuffle" }) end
+      end
+      assert.matches("kernel 'bad_shuffle': instruction %d+ %(SHUFFLE%): arg must be the lane mask, an integer 1..31",
+        error_of(build(F32, 0, 32)))
+      assert.matches("arg must be the lane mask, an integer 1..31", error_of(build(F32, 32, 32)), 1, true)
+      assert.matches("(SHUFFLE): dtype float64 does not travel between lanes (float32, float16, int32 or uint32 do)",
+        error_of(build(tcl.dtype "float64", 1, 32)), 1, true)
+      assert.matches("kernel 'bad_shuffle': instruction %d+ %(SHUFFLE%): a workgroup of local size %(48,1,1%) has 48 "
+        .. "threads, and SHUFFLE needs whole warps %(a multiple of 32%)", error_of(build(F32, 1, 48)))
+      assert.is_truthy(build(F32, 31, 64)()) -- two whole warps
+    end)
+
+    it("reports a SHUFFLE that not every thread reaches as divergence naming both threads", function()
+      local list, add = builder()
+      local k = kit(add)
+      local out = add("PARAM", I32, nil, { 0, 32 })
+      local l = k.special("lidx0", 32)
+      local acc = add("DEFINE_REG", I32, nil, { 0, 1 })
+      local zero = k.c(0)
+      local init = k.store(acc, zero, k.c(0, I32))
+      -- thread l loops l % 2 + 1 times
+      local r = k.range(k.add(add("MOD", IDX, { l, k.c(2) }), k.c(1)))
+      local s = add("SHUFFLE", I32, { k.cast(I32, r) }, 1)
+      local e = k.close(k.store(acc, zero, k.add(k.load(k.after(acc, init), zero), s)), r)
+      k.store(out, l, k.load(k.after(acc, e), zero))
+      local err = run_error(rt.program(list, { name = "diverge_shuffle" }), { rt.buffer(I32, 32) })
+      assert.matches("kernel 'diverge_shuffle': instruction %d+ %(SHUFFLE%): SHUFFLE divergence: thread gidx %(0,0,0%) "
+        .. "lidx %(1,0,0%) waits at this SHUFFLE, but thread gidx %(0,0,0%) lidx %(0,0,0%) finished without reaching "
+        .. "it %(the threads of a workgroup must reach each SHUFFLE together", err)
+    end)
+
+    it("lists the SHUFFLEs among the stops", function()
+      local list, add, k, x, place, out = warp_program(F32, GROUPS * THREADS)
+      k.store(out, place, add("SHUFFLE", F32, { x }, 3))
+      local text = rt.program(list, { name = "listed" }):dump()
+      assert.matches("1 SHUFFLE: the workgroup's threads stop at each, as at a barrier", text, 1, true)
+    end)
+  end)
+
   describe("reports barrier divergence", function()
     it("a barrier in a loop whose trip count depends on lidx", function()
       local list, add = builder()

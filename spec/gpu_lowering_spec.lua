@@ -129,6 +129,53 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     end
   end)
 
+  it("combines a group whose threads are lanes in order by warp shuffles: no barrier up to 32 threads, two beyond",
+    function()
+    -- the instructions of a listing: SHUFFLEs, BARRIERs
+    local function count(text, op)
+      local _, n = text:gsub("\n%s*%d+%s+" .. op .. "%s", "")
+      return n
+    end
+    -- opts, the reduction, the SHUFFLEs and BARRIERs it takes: a group of 16 (4 steps), of 32
+    -- (5), of 64 (5 per warp, 1 over the 2 warps), GROUPTOP's 256 of a long row (5, then 3)
+    local cases = {
+      { opts = { { "LOCAL", 1, 4 }, { "GROUP", 1, 16 } }, cols = 64, op = "sum", shuffles = 4, barriers = 0 },
+      { opts = { { "GROUP", 1, 32 } }, cols = 64, op = "max", shuffles = 5, barriers = 0 },
+      { opts = { { "GROUP", 1, 64 } }, cols = 128, op = "sum", shuffles = 6, barriers = 2 },
+      { cols = 1024, op = "sum", shuffles = 8, barriers = 2 },
+    }
+    for i, case in ipairs(cases) do
+      optimize.set_heuristic(case.opts and function(k)
+        for _, o in ipairs(case.opts) do k:apply(table.unpack(o)) end
+      end or nil)
+      local data = integers(8 * case.cols, 20 + i)
+      local x = on_emu(data, { 8, case.cols })
+      local want = {}
+      for r = 1, 8 do
+        local acc = case.op == "sum" and 0 or -math.huge
+        for c = 1, case.cols do
+          local v = data[(r - 1) * case.cols + c]
+          acc = case.op == "sum" and acc + v or math.max(acc, v)
+        end
+        want[r] = acc
+      end
+      local function reduced() return case.op == "sum" and x:sum(2) or x:max(2) end
+      local text = last_listing(reduced()).text
+      assert.are.same(want, reduced():tolist(), "case " .. i)
+      assert.are.equal(case.shuffles, count(text, "SHUFFLE"), text)
+      assert.are.equal(case.barriers, count(text, "BARRIER"), text)
+    end
+    -- a group whose threads are not lanes in order (GROUP before LOCAL: the group's axis is the
+    -- outer one) takes the tree through local memory
+    optimize.set_heuristic(function(k)
+      k:apply("GROUP", 1, 16)
+      k:apply("LOCAL", 1, 4)
+    end)
+    local text = last_listing(on_emu(integers(8 * 64, 30), { 8, 64 }):sum(2)).text
+    assert.are.equal(0, count(text, "SHUFFLE"), text)
+    assert.are.equal(6, count(text, "BARRIER"), text)
+  end)
+
   it("lets BEAM search workgroups and shared reductions; every candidate it keeps runs race-free", function()
     local data = integers(8 * 512, 12)
     local x = on_emu(data, { 8, 512 })

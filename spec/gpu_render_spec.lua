@@ -568,6 +568,64 @@ describe("the CUDA and Metal renderers", function()
       if need_clang() then metal_checks(msl, "group_sum") end
     end)
 
+    it("sum a warp's values with SHUFFLE: __shfl_xor_sync on CUDA, simd_shuffle_xor on Metal", function()
+      -- out[t] = the sum of a over t's warp: 5 butterfly steps (masks 16..1) in 2 warps; half
+      -- values travel as their compute type, float, int32 as int
+      for _, case in ipairs { { dtype = "float32", ctype = "float", mtype = "float" },
+        { dtype = "float16", ctype = "float", mtype = "float" }, { dtype = "int32", ctype = "int", mtype = "int" } } do
+        local V = dt(case.dtype)
+        local list, add = builder()
+        local out = add("PARAM", V, nil, { 0, 64 })
+        local a = add("PARAM", V, nil, { 1, 64 })
+        local l = add("SPECIAL", IDX, { const(add, IDX, 64) }, "lidx0")
+        local s = add("LOAD", V, { add("INDEX", V, { a, l }) })
+        for _, m in ipairs { 16, 8, 4, 2, 1 } do s = add("ADD", V, { s, add("SHUFFLE", V, { s }, m) }) end
+        add("STORE", nil, { add("INDEX", V, { out, l }), s })
+        local src = gpu.render(list, { name = "warp_sum", dialect = "cuda" })
+        for _, m in ipairs { 16, 8, 4, 2, 1 } do
+          assert.matches(case.ctype .. " shfl%d+ = __shfl_xor_sync%(0xffffffffu, %w+, " .. m .. "%);", src)
+        end
+        assert.is_nil(src:find("__syncthreads", 1, true)) -- no barrier, no local memory
+        local msl = gpu.render(list, { name = "warp_sum", dialect = "metal" })
+        assert.matches(case.mtype .. " shfl%d+ = simd_shuffle_xor%(%w+, %(ushort%)16%);", msl)
+        -- EMU: the same program
+        local values = {}
+        for k = 1, 64 do values[k] = (k * 5) % 9 end
+        local ba, bo = rt.buffer(V, 64), rt.buffer(V, 64)
+        ba:write(values)
+        rt.program(list, { name = "warp_sum" }):run { bo, ba }
+        local want = {}
+        for k = 1, 64 do
+          local w, sum = (k - 1) // 32 * 32, 0
+          for j = 1, 32 do sum = sum + values[w + j] end
+          want[k] = sum
+        end
+        assert.are.same(want, bo:read())
+        if need_nvrtc() then cuda_compiles(src, "warp_sum") end
+        if need_clang() then metal_checks(msl, "warp_sum") end
+      end
+    end)
+
+    it("refuse a SHUFFLE in a workgroup of part of a warp, or with a mask outside 1..31", function()
+      local F32 = dt "float32"
+      local function kernel(threads, mask)
+        local list, add = builder()
+        local out = add("PARAM", F32, nil, { 0, threads })
+        local l = add("SPECIAL", IDX, { const(add, IDX, threads) }, "lidx0")
+        add("STORE", nil, { add("INDEX", F32, { out, l }), add("SHUFFLE", F32, { add("CAST", F32, { l }) }, mask) })
+        return list
+      end
+      for _, dialect in ipairs { "cuda", "metal" } do
+        local ok, err = pcall(gpu.render, kernel(16, 1), { name = "part_warp", dialect = dialect })
+        assert.is_false(ok)
+        assert.matches("kernel 'part_warp': instruction %d+ %(SHUFFLE%): a workgroup of local size %(16,1,1%) has 16 "
+          .. "threads, and SHUFFLE needs whole warps %(a multiple of 32%)", tostring(err))
+        ok, err = pcall(gpu.render, kernel(32, 32), { name = "bad_mask", dialect = dialect })
+        assert.is_false(ok)
+        assert.matches("(SHUFFLE): arg must be the lane mask, an integer 1..31", tostring(err), 1, true)
+      end
+    end)
+
     it("copy into local memory asynchronously: cp.async on CUDA, element copies on Metal, landing at the barrier",
       function()
       -- 8 threads; thread l copies 8 halves (16 bytes) of a and 2 floats (8 bytes) of b at its
@@ -969,19 +1027,22 @@ describe("the CUDA and Metal renderers", function()
       assert.is_true(check_kernels(ts, "metal") >= 2 * #ts)
     end)
 
-    it("shaped for a GPU: thread indices, and local memory with barriers for a long reduction", function()
+    it("shaped for a GPU: thread indices, and warp shuffles and local memory with barriers for a long reduction",
+      function()
       local k = kernels_of(T.randn(8, 4096):sum(2), "CUDA")
       local src, facts = gpu.render(k[#k].list, { name = "long_sum", dialect = "cuda" })
       assert.matches("blockIdx.x", src, 1, true)
       assert.matches("threadIdx.x", src, 1, true)
       assert.matches("__shared__", src, 1, true)
       assert.matches("__syncthreads();", src, 1, true)
+      assert.matches("__shfl_xor_sync(0xffffffffu, ", src, 1, true) -- each warp's partial sums
       assert.is_true(facts.local_size[1] > 1)
       assert.is_true(facts.local_bytes > 0)
       local m = kernels_of(T.randn(8, 4096):sum(2), "METAL")
       local msl = gpu.render(m[#m].list, { name = "long_sum", dialect = "metal" })
       assert.matches("threadgroup_barrier(mem_flags::mem_threadgroup);", msl, 1, true)
       assert.matches("threadgroup float", msl, 1, true)
+      assert.matches("simd_shuffle_xor(", msl, 1, true)
       assert.matches("lid.x", msl, 1, true)
     end)
   end)

@@ -145,6 +145,7 @@ static const tcl_cdialect cuda = {
     .param_aligned = "    p$3 = ($1$2*)__builtin_assume_aligned(p$3, 16);\n",
     .builtins = {NULL, NULL},
     .barrier = "__syncthreads();",
+    .shuffle_xor = "__shfl_xor_sync(0xffffffffu, $1, $2)",
     /* sm_80+; $1: the local element's 32-bit shared address, $4: .cg (through L2 only) for 16 bytes, .ca for 4 or 8 */
     .async_copy = "asm volatile(\"cp.async.$4.shared.global [%0], [%1], $3;\" :: \"r\"($1), \"l\"(&$2) : \"memory\");",
     .async_wait = "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");",
@@ -256,6 +257,7 @@ static const tcl_cdialect metal = {
     .param = "$1device $2* p$3 [[buffer($3)]]",
     .builtins = {"uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"},
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);",
+    .shuffle_xor = "simd_shuffle_xor($1, (ushort)$2)",
     .shared = "threadgroup",
     .special = {"gid.x", "gid.y", "gid.z", "lid.x", "lid.y", "lid.z"},
     .half_include = "",

@@ -20,6 +20,7 @@
 
 #include "c_source.h"
 #include "core/async_copy.h"
+#include "core/shuffle.h"
 #include "linear_scope.h"
 #include "rewrite/bounds.h"
 
@@ -510,6 +511,26 @@ static tcl_status emit_after(tcl_crender *r, size_t i) {
     return TCL_OK;
 }
 
+/* SHUFFLE: the value of the lane whose index is this one's xor the mask, in the same warp
+ * (the kernel's workgroup is whole warps: render() checks it once the launch is known). */
+static tcl_status emit_shuffle(tcl_crender *r, size_t i) {
+    int mask;
+    char why[160], count[8];
+    if (!tcl_shuffle_check(r->nodes[i], &mask, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    const char *v;
+    tcl_status st = value_of(r, i, 0, &v);
+    if (st != TCL_OK) return st;
+    if (!r->first_shuffle) r->first_shuffle = i + 1;
+    snprintf(count, sizeof count, "%d", mask);
+    set_value(r, i, "shfl%zu", i);
+    line(r);
+    tcl_ctext_printf(&r->body, "%s %s = ", tcl_crender_reg_type(r, (tcl_dtype)r->nodes[i]->dtype), r->expr[i]);
+    const char *args[2] = {v, count};
+    tcl_ctext_template(&r->body, r->d->shuffle_xor, r->d->helper, args, 2);
+    tcl_ctext_put(&r->body, ";\n");
+    return TCL_OK;
+}
+
 static tcl_status emit_alu(tcl_crender *r, size_t i) {
     tcl_ctext_clear(&r->stmt);
     tcl_status st = tcl_calu_expr(r, i, &r->stmt);
@@ -556,6 +577,7 @@ static tcl_status emit(tcl_crender *r, size_t i) {
     case TCL_OP_AFTER: return emit_after(r, i);
     case TCL_OP_BARRIER: return emit_barrier(r, i);
     case TCL_OP_WMMA: return tcl_cwmma_emit(r, i);
+    case TCL_OP_SHUFFLE: return emit_shuffle(r, i);
     case TCL_OP_REDUCE:
         return fail(r, TCL_ERR_INVALID, i,
                     "a REDUCE of vector lanes is not rendered in %s: lower without renderer.vector_lanes", r->d->name);
@@ -688,6 +710,11 @@ static tcl_status render(tcl_crender *r) {
         return fail(r, TCL_ERR_LIMIT, WHOLE_KERNEL, "a workgroup of %" PRId64 " threads (%s allows at most %d)",
                     l[0] * l[1] * l[2], r->d->name, TCL_C_MAX_WORKGROUP);
     if ((st = tcl_cwmma_finish(r)) != TCL_OK) return st;
+    if (r->first_shuffle && (l[0] * l[1] * l[2]) % TCL_SHUFFLE_WARP)
+        return fail(r, TCL_ERR_INVALID, r->first_shuffle - 1,
+                    "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
+                    " threads, and SHUFFLE needs whole warps (a multiple of %d)",
+                    l[0], l[1], l[2], l[0] * l[1] * l[2], TCL_SHUFFLE_WARP);
     tcl_ctext src = {0};
     assemble(r, &src);
     if (src.failed || r->body.failed || r->locals.failed || r->helpers.failed || r->stmt.failed || r->scratch.failed ||

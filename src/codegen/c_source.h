@@ -71,6 +71,7 @@ typedef struct tcl_cdialect {
      * kernel with asynchronous copies (all of them land there); async_wait_some: the same for a
      * barrier that leaves the newest $1 copy groups in flight (its arg, ENCODINGS.md) */
     const char *async_copy, *async_wait, *async_wait_some;
+    const char *shuffle_xor; /* SHUFFLE: $1 the value, $2 the lane mask */
     const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
     /* local memory above shared_static_max bytes (0: no limit) is one dynamically sized array,
      * declared by shared_dynamic, which the local arrays are carved from (CUDA: static shared
@@ -139,6 +140,7 @@ typedef struct tcl_crender {
     uint8_t have[CH_COUNT][TCL_DTYPE_COUNT];
     bool uses_half, uses_bfloat;
     bool uses_async; /* the kernel has asynchronous copies: its barriers wait for them */
+    size_t first_shuffle; /* the first SHUFFLE's instruction + 1, 0 if none: the workgroup must be whole warps */
     /* the local arrays are carved from dynamic shared memory (their total exceeds the dialect's
      * static limit); the next array's byte offset there */
     bool shared_is_dynamic;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shuffle.h"
+
 #define CTX_KEY "tcl.core.ctx"
 #define NODE_CACHE_KEY "tcl.core.nodes"
 #define DTYPE_OBJS_KEY "tcl.core.dtypes"
@@ -83,6 +85,12 @@ static int dtype_tostring(lua_State *L) {
 
 static int l_dtype(lua_State *L) {
     tcl_lua_push_dtype(L, tcl_lua_check_dtype(L, 1));
+    return 1;
+}
+
+/* shuffles(dtype): whether SHUFFLE carries values of the dtype (shuffle.h). */
+static int l_shuffles(lua_State *L) {
+    lua_pushboolean(L, tcl_shuffle_dtype_ok(tcl_lua_check_dtype(L, 1)));
     return 1;
 }
 
@@ -577,7 +585,7 @@ int luaopen_tcl_core(lua_State *L) {
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"live_ids", l_live_ids}, {"fresh_id", l_fresh_id}, {"toposort", l_toposort},
-        {"graph_size", l_graph_size}, {"clock", l_clock},
+        {"graph_size", l_graph_size}, {"clock", l_clock}, {"shuffles", l_shuffles},
         {NULL, NULL},
     };
     luaL_newlib(L, funcs);

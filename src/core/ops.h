@@ -104,6 +104,7 @@ enum {
     X(BARRIER, TCL_G_CONTROL, -1)                                                            \
     /* tensor cores and code injection */                                                    \
     X(WMMA, 0, -1)                                                                           \
+    X(SHUFFLE, 0, 1)                                                                         \
     X(CUSTOM, 0, -1)                                                                         \
     X(CUSTOMI, 0, -1)                                                                        \
     /* unary ALU */                                                                          \

@@ -10,6 +10,7 @@
 
 #include "core/async_copy.h"
 #include "core/ptrmap.h"
+#include "core/shuffle.h"
 #include "emu_program.h"
 
 const char *const tcl_emu_special_names[6] = {"gidx0", "gidx1", "gidx2", "lidx0", "lidx1", "lidx2"};
@@ -31,6 +32,7 @@ typedef struct builder {
     size_t nmems[3];
     int64_t special_size[6];    /* size of each SPECIAL with a CONST size, 0 if none */
     size_t first_wmma;          /* the first WMMA's instruction + 1, 0 if none */
+    size_t first_shuffle;       /* the first SHUFFLE's instruction + 1, 0 if none */
     size_t first_warpgroup_wmma; /* the first WMMA of a warpgroup shape's instruction + 1, 0 if none */
     size_t tile_strides_cap;    /* room in p->tile_strides */
 } builder;
@@ -77,6 +79,7 @@ static bool is_value(const emu_inst *in) {
     case K_LOAD:
     case K_SPECIAL:
     case K_WMMA:
+    case K_SHUFFLE:
     case K_ALIAS: return in->dtype != TCL_VOID;
     default: return false;
     }
@@ -206,6 +209,16 @@ static tcl_status check_node(builder *b, size_t i) {
         }
         size_t elements = (size_t)(shape->m * shape->k + shape->k * shape->n + shape->m * shape->n);
         if (elements > p->wmma_elements) p->wmma_elements = elements;
+        return TCL_OK;
+    }
+    case TCL_OP_SHUFFLE: {
+        int mask;
+        char why[160];
+        if (!tcl_shuffle_check(u, &mask, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        if (!is_value(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is %s", tcl_emu_op_name(s0->op), not_value_reason(s0));
+        in->kind = K_SHUFFLE;
+        in->which = mask;
+        if (!b->first_shuffle) b->first_shuffle = i + 1;
         return TCL_OK;
     }
     case TCL_OP_SINK:
@@ -480,8 +493,16 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
         return fail(b, TCL_ERR_INVALID, b->first_wmma - 1,
                     "a workgroup of local size (%u,%u,%u) has %" PRIu64 " threads, and WMMA needs whole warps (a multiple of %d)",
                     l->local[0], l->local[1], l->local[2], group, TCL_WMMA_WARP);
+    if (b->first_shuffle && group % TCL_SHUFFLE_WARP)
+        return fail(b, TCL_ERR_INVALID, b->first_shuffle - 1,
+                    "a workgroup of local size (%u,%u,%u) has %" PRIu64
+                    " threads, and SHUFFLE needs whole warps (a multiple of %d)",
+                    l->local[0], l->local[1], l->local[2], group, TCL_SHUFFLE_WARP);
     return TCL_OK;
 }
+
+/* A WMMA or SHUFFLE: a stop where the warps of the group compute the result from their lanes' saved registers. */
+static bool is_warp_stop(const emu_inst *in) { return in->kind == K_WMMA || in->kind == K_SHUFFLE; }
 
 /* The registers instruction i reads at run time (not its ordering-only sources); returns how
  * many in out: at most TCL_WMMA_MAX_SRC, a WMMA's sources (tcl_wmma_check bounds their number by
@@ -514,6 +535,7 @@ static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX
     case K_WMMA:
         for (uint32_t k = 0; k < in->nsrc; k++) out[n++] = p->srcs[in->src_off + k];
         break;
+    case K_SHUFFLE: out[n++] = in->a; break;
     default: break;
     }
     return n;
@@ -525,15 +547,17 @@ static int reads_of(const tcl_emu_program *p, size_t i, int32_t out[TCL_WMMA_MAX
  * and a later read); the END of a loop reads its RANGE's register and end, so a stop in the body
  * keeps both. A WMMA reads its sources once the group stopped there (after its own stop), so
  * they are kept (a warpgroup shape's A and B too: INDEX registers, the tiles' places in local
- * memory), and its register is written while the thread waits, so it is kept too. A
- * CONST's register needs no keeping: every thread writes the same value. */
+ * memory), and its register is written while the thread waits, so it is kept too; the same for
+ * a SHUFFLE, its source and its register. A CONST's register needs no keeping: every thread
+ * writes the same value. */
 static tcl_status find_live(builder *b) {
     tcl_emu_program *p = b->p;
     for (size_t i = 0; i < p->n; i++) {
         if (p->inst[i].kind == K_BARRIER) p->nbarriers++;
         if (p->inst[i].kind == K_WMMA) p->nwmma++;
+        if (p->inst[i].kind == K_SHUFFLE) p->nshuffle++;
     }
-    if (!p->nbarriers && !p->nwmma) return TCL_OK;
+    if (!tcl_emu_lockstep(p)) return TCL_OK;
     if (p->scratch_bytes > TCL_EMU_MAX_GROUP_SCRATCH_BYTES / p->group_threads)
         return fail(b, TCL_ERR_LIMIT, WHOLE_KERNEL,
                     "with barriers each of the %u threads of a workgroup keeps its %zu bytes of register arrays, "
@@ -546,11 +570,11 @@ static tcl_status find_live(builder *b) {
         free(keep);
         return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }
-    for (size_t i = 0; i < p->n; i++) before[i + 1] = before[i] + (p->inst[i].kind == K_BARRIER || p->inst[i].kind == K_WMMA);
+    for (size_t i = 0; i < p->n; i++) before[i + 1] = before[i] + (p->inst[i].kind == K_BARRIER || is_warp_stop(&p->inst[i]));
     for (size_t i = 0; i < p->n; i++) {
         int32_t reads[TCL_WMMA_MAX_SRC];
         int nr = reads_of(p, i, reads);
-        bool wmma = p->inst[i].kind == K_WMMA;
+        bool wmma = is_warp_stop(&p->inst[i]); /* reads its sources after its own stop */
         if (wmma && !keep[i]) {
             keep[i] = true;
             p->nlive++;
@@ -568,8 +592,8 @@ static tcl_status find_live(builder *b) {
     }
     free(before);
     p->live = calloc(p->nlive ? p->nlive : 1, sizeof *p->live);
-    if (p->nwmma) p->live_slot = calloc(p->n, sizeof *p->live_slot);
-    if (!p->live || (p->nwmma && !p->live_slot)) {
+    if (p->nwmma || p->nshuffle) p->live_slot = calloc(p->n, sizeof *p->live_slot);
+    if (!p->live || ((p->nwmma || p->nshuffle) && !p->live_slot)) {
         free(keep);
         return fail(b, TCL_ERR_MEMORY, WHOLE_KERNEL, "out of memory");
     }

@@ -80,6 +80,9 @@ char *tcl_emu_program_dump(const tcl_emu_program *p) {
                   p->nlive == 1 ? "" : "s");
     if (p->nwmma)
         sb_printf(&sb, "  %zu WMMA%s: the workgroup's threads stop at each, as at a barrier\n", p->nwmma, p->nwmma == 1 ? "" : "s");
+    if (p->nshuffle)
+        sb_printf(&sb, "  %zu SHUFFLE%s: the workgroup's threads stop at each, as at a barrier\n", p->nshuffle,
+                  p->nshuffle == 1 ? "" : "s");
     int depth = 0;
     size_t next_live = 0;
     for (size_t i = 0; i < p->n; i++) {

@@ -22,7 +22,11 @@
  * they are among them: a warpgroup shape's A and B sources are INDEX registers, the tiles'
  * first elements in local memory) and each lane's result goes into its saved copy of the WMMA's
  * register (always kept too), which it gets back when it resumes. `live_slot` finds a
- * register's place among the saved ones. */
+ * register's place among the saved ones.
+ *
+ * SHUFFLE: a thread stops there as at a WMMA; once every thread of the group waits at it, each
+ * lane's saved copy of the SHUFFLE's register gets the saved value of its source in the lane
+ * `lane xor mask` of its warp (32 consecutive threads of the group). */
 #ifndef TCLC_RUNTIME_EMU_PROGRAM_H
 #define TCLC_RUNTIME_EMU_PROGRAM_H
 
@@ -51,6 +55,7 @@ typedef enum emu_kind {
     K_ALIAS,   /* AFTER of a value: the value */
     K_BARRIER, /* stops the thread until all threads of its group arrive; lands every copy group but the `which` newest */
     K_WMMA,    /* stops the thread like a barrier; the group's warps compute it together */
+    K_SHUFFLE, /* stops the thread like a WMMA; each lane then gets the value of lane (lane xor `which`) of its warp */
 } emu_kind;
 
 /* Which memory a memory id names. */
@@ -71,6 +76,7 @@ typedef struct emu_inst {
                         * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
     int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements;
+                        * SHUFFLE: the lane mask (1..31);
                         * BARRIER: the asynchronous-copy groups it leaves in flight (0: none) */
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
     int32_t tiles;     /* WMMA of a warpgroup shape: its tiles' strides in p->tile_strides; -1 otherwise */
@@ -98,17 +104,21 @@ struct tcl_emu_program {
     emu_mem_info *locals; /* by slot: memory id nparams + nregs + slot */
     size_t scratch_bytes, local_bytes;
     size_t nbarriers;
-    size_t nwmma;         /* WMMA instructions; with the BARRIERs, where a group's threads stop */
+    size_t nwmma;         /* WMMA instructions; with the BARRIERs and SHUFFLEs, where a group's threads stop */
+    size_t nshuffle;      /* SHUFFLE instructions */
     size_t wmma_elements; /* the most elements of A, B and C of one WMMA together: a run holds them */
     tcl_wmma_strides *tile_strides; /* of the warpgroup WMMAs (their `tiles`), from their args */
     size_t ntile_strides;
     int32_t *live;        /* registers kept across barriers (instruction indices), nlive of them */
     size_t nlive;
-    int32_t *live_slot;   /* with WMMAs: per instruction, its index in live (-1: not kept) */
+    int32_t *live_slot;   /* with WMMAs or SHUFFLEs: per instruction, its index in live (-1: not kept) */
     tcl_launch launch;
     uint32_t group_threads; /* threads per workgroup */
     size_t bytes; /* heap bytes held, about */
 };
+
+/* Whether the threads of a group run in lockstep, from stop to stop (BARRIER, WMMA, SHUFFLE). */
+static inline bool tcl_emu_lockstep(const tcl_emu_program *p) { return p->nbarriers || p->nwmma || p->nshuffle; }
 
 /* SPECIAL's arg names, by the index an instruction's `which` holds: gidx0..2, lidx0..2. */
 extern const char *const tcl_emu_special_names[6];

@@ -3,13 +3,14 @@
  * every ALU op through tcl_alu_exec; the threads of a workgroup in lockstep between barriers,
  * and races between threads found through shadow memory. Layer: runtime.
  *
- * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER or a WMMA
- * (or its end), then thread 1, ...; a thread that stops saves the registers it reads after the
- * stop (the program's `live` list) and gets them back when the group goes on past it. At a WMMA
- * the warps compute their products from the saved registers first (run_wmma); a warpgroup shape's
- * warpgroups read A and B from local memory, reads by all their threads (read_tile). With stops
- * each thread also has its own scratch block (DEFINE_REG). A program without barriers and WMMAs
- * runs each thread from start to end and saves nothing.
+ * Lockstep: a group's threads share one register file. Thread 0 runs until a BARRIER, a WMMA or
+ * a SHUFFLE (or its end), then thread 1, ...; a thread that stops saves the registers it reads
+ * after the stop (the program's `live` list) and gets them back when the group goes on past it.
+ * At a WMMA the warps compute their products from the saved registers first (run_wmma); a
+ * warpgroup shape's warpgroups read A and B from local memory, reads by all their threads
+ * (read_tile). At a SHUFFLE each thread gets its partner lane's saved value (run_shuffle). With
+ * stops each thread also has its own scratch block (DEFINE_REG). A program without any runs each
+ * thread from start to end and saves nothing.
  *
  * Races, through shadow memory beside the data:
  *   global (PARAMs, in a launch of more than one thread; only for buffers some STORE writes,
@@ -382,7 +383,8 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             break;
         }
         case K_BARRIER:
-        case K_WMMA: *stop = pc; return TCL_OK;
+        case K_WMMA:
+        case K_SHUFFLE: *stop = pc; return TCL_OK;
         }
     }
     *stop = DONE;
@@ -398,7 +400,7 @@ static stop_name name_stop(const tcl_emu_program *p, size_t stop) {
     return n;
 }
 
-/* Thread t stopped elsewhere than thread 0: a BARRIER or WMMA that not all threads reached. */
+/* Thread t stopped elsewhere than thread 0: a BARRIER, WMMA or SHUFFLE that not all threads reached. */
 static tcl_status divergence(const emu_run *r, uint32_t t, size_t stop, size_t first_stop, size_t passed) {
     const tcl_emu_program *p = r->p;
     thread_name first = name_thread(p, r->group, 0), other = name_thread(p, r->group, t);
@@ -407,13 +409,16 @@ static tcl_status divergence(const emu_run *r, uint32_t t, size_t stop, size_t f
     size_t at = at_first ? first_stop : stop;
     const char *waiter = at_first ? first.s : other.s, *strayed = at_first ? other.s : first.s;
     size_t elsewhere = at_first ? stop : first_stop;
-    bool wmma = p->inst[at].kind == K_WMMA || (elsewhere != DONE && p->inst[elsewhere].kind == K_WMMA);
-    if (wmma)
+    /* the warp op involved, if any: the one waited at, else the one the other thread waits at */
+    size_t warp_op = p->inst[at].kind != K_BARRIER ? at : elsewhere != DONE && p->inst[elsewhere].kind != K_BARRIER ? elsewhere : DONE;
+    if (warp_op != DONE) {
+        const char *op = tcl_emu_op_name(p->inst[warp_op].op);
         return fail_at(r, TCL_ERR_INVALID, at, 0, false,
-                       "WMMA divergence: %s waits at this %s, but %s %s (the threads of a workgroup must reach each WMMA "
-                       "together; after %zu barrier%s and WMMAs the workgroup passed together)",
-                       waiter, tcl_emu_op_name(p->inst[at].op), strayed, name_stop(p, elsewhere).s, passed,
+                       "%s divergence: %s waits at this %s, but %s %s (the threads of a workgroup must reach each %s "
+                       "together; after %zu barrier%s, WMMAs and SHUFFLEs the workgroup passed together)",
+                       op, waiter, tcl_emu_op_name(p->inst[at].op), strayed, name_stop(p, elsewhere).s, op, passed,
                        passed == 1 ? "" : "s");
+    }
     if (elsewhere == DONE)
         return fail_at(r, TCL_ERR_INVALID, at, 0, false,
                        "barrier divergence: %s waits at this barrier, but %s finished without reaching it (after %zu barrier%s "
@@ -548,12 +553,26 @@ static tcl_status run_wmma(emu_run *r, size_t pc) {
     return TCL_OK;
 }
 
+/* SHUFFLE pc, once every thread of the group waits there: each thread's saved copy of its
+ * register gets the saved value of its source in lane (lane xor mask) of its warp. */
+static void run_shuffle(emu_run *r, size_t pc) {
+    const tcl_emu_program *p = r->p;
+    const emu_inst *in = &p->inst[pc];
+    size_t own = (size_t)p->live_slot[pc];
+    for (uint32_t t = 0; t < p->group_threads; t++) {
+        uint32_t partner = t ^ (uint32_t)in->which; /* the mask is below the warp size: the same warp */
+        tcl_scalar v = saved_reg(r, partner, in->a);
+        v.dtype = (tcl_dtype)in->dtype;
+        r->saved[(size_t)t * p->nlive + own] = v;
+    }
+}
+
 /* Runs the threads of one workgroup: without barriers and WMMAs each to its end, one after
  * another; with them in lockstep, from stop to stop. */
 static tcl_status run_group(emu_run *r) {
     const tcl_emu_program *p = r->p;
     uint32_t nt = p->group_threads;
-    bool lockstep = p->nbarriers > 0 || p->nwmma > 0;
+    bool lockstep = tcl_emu_lockstep(p);
     r->group_epoch = ++r->epoch;
     r->landed_through = r->group_epoch - 1; /* copies of earlier groups never count */
     r->uninit = false;
@@ -589,6 +608,11 @@ static tcl_status run_group(emu_run *r) {
             tcl_status status = run_wmma(r, first_stop);
             if (status == TCL_ERR_RUNTIME && r->uninit) return report_uninit(r); /* as after run_thread */
             if (status != TCL_OK) return status;
+            resume = first_stop + 1;
+            continue;
+        }
+        if (first_stop != DONE && p->inst[first_stop].kind == K_SHUFFLE) { /* not a barrier either */
+            run_shuffle(r, first_stop);
             resume = first_stop + 1;
             continue;
         }
@@ -653,7 +677,7 @@ static tcl_status check_buffers(const tcl_emu_program *p, tcl_buffer *const *buf
 static tcl_status setup(emu_run *r, tcl_buffer *const *bufs) {
     const tcl_emu_program *p = r->p;
     size_t nmem = p->nparams + p->nregs + p->nlocals;
-    size_t blocks = p->nbarriers || p->nwmma ? p->group_threads : 1;
+    size_t blocks = tcl_emu_lockstep(p) ? p->group_threads : 1;
     r->regs = calloc(p->n ? p->n : 1, sizeof *r->regs);
     r->mem = calloc(nmem ? nmem : 1, sizeof *r->mem);
     r->scratch = calloc(p->scratch_bytes ? blocks * p->scratch_bytes : 1, 1);

@@ -16,6 +16,17 @@
 -- race). A second barrier after the loads keeps a later store into the same slots (the
 -- reduction inside an outer loop) from overtaking a thread still reading them: the result is
 -- used as AFTER(result, BARRIER).
+--
+-- On a target with warps of 32 (CUDA, Metal, EMU's GPU mode with theirs), a group of a power of
+-- two threads whose threads are lanes of warps in order (the group ranges innermost in the
+-- workgroup's linear thread order, the workgroup whole warps) combines its partials with
+-- SHUFFLE (ENCODINGS.md) instead, when the dtype travels between lanes:
+--   a group of up to 32 threads: log2(size) butterfly steps, v = op(v, SHUFFLE(v, m)) for
+--     m = size/2 .. 1, and every thread holds the result: no local memory, no barrier;
+--   a larger group: the butterfly over each warp (m = 16 .. 1), lane 0 of each warp stores the
+--     warp's result in local memory, a barrier, then every lane loads the partial of warp
+--     (lane mod W) of its group (W warps) and a butterfly over m = W/2 .. 1 combines them:
+--     2 barriers (one for reuse, as above) where the tree takes log2(size) + 2.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
 
@@ -25,6 +36,9 @@ local new = UOp.new
 local INDEX = core.dtype "index"
 local VOID = core.dtype "void"
 local BOOL = core.dtype "bool"
+
+-- Threads of a warp (SHUFFLE's: src/core/shuffle.h).
+local WARP = 32
 
 local function const(dtype, v) return new("CONST", dtype, nil, v) end
 
@@ -53,6 +67,17 @@ local function rebuild(sink, rewrite)
   return map[sink]
 end
 
+-- Butterfly steps over the lanes of aligned blocks of `width` lanes (a power of two up to a
+-- warp): after them every lane holds op of the block's values.
+local function butterfly(v, op, dtype, width)
+  local m = width // 2
+  while m >= 1 do
+    v = new(op, dtype, { v, new("SHUFFLE", dtype, { v }, m) })
+    m = m // 2
+  end
+  return v
+end
+
 local function grouped(u)
   if u.op ~= "REDUCE" then return false end
   for i = 2, #u.src do
@@ -61,7 +86,7 @@ local function grouped(u)
   return false
 end
 
-function M.run(sink)
+function M.run(sink, ctx)
   local order = sink:toposort()
   local any = false
   for _, u in ipairs(order) do if grouped(u) then any = true break end end
@@ -100,6 +125,16 @@ function M.run(sink)
   local group_base = local_part and local_part * const(INDEX, group_threads) or nil
   local own_slot = group_base and group_base + group_part or group_part
 
+  -- shuffles need the group's slots to be lanes in order: own_slot the linear thread index,
+  -- which gpu_dims makes innermost (largest axis) fastest
+  local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
+  local lanes_in_order = warp == WARP and threads % WARP == 0 and group_threads & (group_threads - 1) == 0
+  for _, l in ipairs(locals) do
+    for _, g in ipairs(groups) do
+      if axis_of(l) > axis_of(g) then lanes_in_order = false end
+    end
+  end
+
   local first_of_group -- gate: this thread is the first of each group range
   for _, g in ipairs(groups) do
     local is_first = new("CMPEQ", BOOL, { g, const(INDEX, 0) })
@@ -117,6 +152,21 @@ function M.run(sink)
       for _, r in ipairs(keep) do src[#src + 1] = r end
       partial = new("REDUCE", red.dtype, src, red.arg)
     end
+    local op = ALU_OF[red.arg]
+    if lanes_in_order and core.shuffles(red.dtype) then
+      if group_threads <= WARP then return butterfly(partial, op, red.dtype, group_threads) end
+      local warps = group_threads // WARP -- per group, at most 32 (1024 threads)
+      local buf = new("DEFINE_LOCAL", red.dtype, nil, { next_slot, threads // WARP })
+      next_slot = next_slot + 1
+      local lane = group_part % const(INDEX, WARP)
+      local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot // const(INDEX, WARP) }),
+        butterfly(partial, op, red.dtype, WARP), new("CMPEQ", BOOL, { lane, const(INDEX, 0) }) })
+      local seen = new("AFTER", red.dtype, { buf, new("BARRIER", VOID, { store }) })
+      local slot = lane % const(INDEX, warps)
+      if group_base then slot = group_base // const(INDEX, WARP) + slot end
+      local total = butterfly(new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) }), op, red.dtype, warps)
+      return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
+    end
     local buf = new("DEFINE_LOCAL", red.dtype, nil, { next_slot, threads })
     next_slot = next_slot + 1
     local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot }), partial })
@@ -126,7 +176,6 @@ function M.run(sink)
       -- a tree: at each step the first half of the group's threads combine their slot with the
       -- slot half a group further, then a barrier; log2(size) steps instead of a loop over
       -- the whole group in every thread
-      local op = ALU_OF[red.arg]
       local half = group_threads // 2
       while half >= 1 do
         local active = new("CMPLT", BOOL, { group_part, const(INDEX, half) })

@@ -80,6 +80,13 @@ template <typename T, typename U> T as_type(U x) {
     return t;
 }
 
+// SIMD-group shuffles (tcl's SHUFFLE: the value of lane `own lane ^ mask`), for the types tcl
+// shuffles; a value of another type is an error here
+float simd_shuffle_xor(float data, ushort mask);
+half simd_shuffle_xor(half data, ushort mask);
+int simd_shuffle_xor(int data, ushort mask);
+uint simd_shuffle_xor(uint data, ushort mask);
+
 // simdgroup matrices (tcl's WMMA m8n8k8_f32_f32: src/codegen/c_wmma.c); the pointers are
 // threadgroup memory in Metal, plain here
 void simdgroup_barrier(mem_flags);
