@@ -165,15 +165,34 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
       assert.are.equal(case.shuffles, count(text, "SHUFFLE"), text)
       assert.are.equal(case.barriers, count(text, "BARRIER"), text)
     end
-    -- a group whose threads are not lanes in order (GROUP before LOCAL: the group's axis is the
-    -- outer one) takes the tree through local memory
+    -- GROUP applied before LOCAL (the group's axis the outer one): gpu dims still puts the
+    -- group's threads innermost, so they shuffle too
     optimize.set_heuristic(function(k)
       k:apply("GROUP", 1, 16)
       k:apply("LOCAL", 1, 4)
     end)
-    local text = last_listing(on_emu(integers(8 * 64, 30), { 8, 64 }):sum(2)).text
+    local data = integers(8 * 64, 30)
+    local x = on_emu(data, { 8, 64 })
+    local text = last_listing(x:sum(2)).text
+    assert.are.equal(4, count(text, "SHUFFLE"), text)
+    assert.are.equal(0, count(text, "BARRIER"), text)
+    local want = {}
+    for r = 1, 8 do
+      want[r] = 0
+      for c = 1, 64 do want[r] = want[r] + data[(r - 1) * 64 + c] end
+    end
+    assert.are.same(want, x:sum(2):tolist())
+    -- float64 does not travel between lanes: the tree through local memory (1 + 5 + 1 barriers)
+    optimize.set_heuristic(function(k) k:apply("GROUP", 1, 32) end)
+    local wide = x:cast("float64")
+    text = last_listing(wide:max(2)).text
     assert.are.equal(0, count(text, "SHUFFLE"), text)
-    assert.are.equal(6, count(text, "BARRIER"), text)
+    assert.are.equal(7, count(text, "BARRIER"), text)
+    for r = 1, 8 do
+      want[r] = -math.huge
+      for c = 1, 64 do want[r] = math.max(want[r], data[(r - 1) * 64 + c]) end
+    end
+    assert.are.same(want, wide:max(2):tolist())
   end)
 
   it("lets BEAM search workgroups and shared reductions; every candidate it keeps runs race-free", function()

@@ -6,7 +6,10 @@
 -- type "local" or "group_reduce" thread indices within the workgroup (SPECIAL lidx); the loops
 -- that closed them go (their ENDs become GROUPs: ordering only). The innermost range (the
 -- largest axis id: the last output dim, contiguous in memory) gets dim 0, x, so that threads
--- next to each other touch memory next to each other. Up to three ranges of a kind map to
+-- next to each other touch memory next to each other; among the thread ranges the
+-- group_reduce ones come innermost, whatever their ids (their threads read neighbouring
+-- elements, and the pass "group reduces" counts on a group's threads being consecutive lanes
+-- of warps). Up to three ranges of a kind map to
 -- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
 -- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
 -- has, a grid beyond its limits) is an error naming the kernel's sizes.
@@ -78,7 +81,11 @@ function M.run(sink, ctx)
   if #grid == 0 and #threads == 0 then return sink end
   local innermost_first = function(a, b) return axis_of(a) > axis_of(b) end
   table.sort(grid, innermost_first)
-  table.sort(threads, innermost_first)
+  table.sort(threads, function(a, b)
+    local group_a, group_b = a:axis_type() == "group_reduce", b:axis_type() == "group_reduce"
+    if group_a ~= group_b then return group_a end
+    return axis_of(a) > axis_of(b)
+  end)
   local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
   for r, index in pairs(assign(threads, "lidx", gpu.local_max, gpu.threads_max, "threads per workgroup")) do
     replaced[r] = index

@@ -18,9 +18,10 @@
 -- used as AFTER(result, BARRIER).
 --
 -- On a target with warps of 32 (CUDA, Metal, EMU's GPU mode with theirs), a group of a power of
--- two threads whose threads are lanes of warps in order (the group ranges innermost in the
--- workgroup's linear thread order, the workgroup whole warps) combines its partials with
--- SHUFFLE (ENCODINGS.md) instead, when the dtype travels between lanes:
+-- two threads in a workgroup of whole warps combines its partials with SHUFFLE (ENCODINGS.md)
+-- instead, when the dtype travels between lanes: the pass "gpu dims" puts the group ranges
+-- innermost in the workgroup's linear thread order, so a thread's slot is its linear index and
+-- a group's threads are consecutive lanes:
 --   a group of up to 32 threads: log2(size) butterfly steps, v = op(v, SHUFFLE(v, m)) for
 --     m = size/2 .. 1, and every thread holds the result: no local memory, no barrier;
 --   a larger group: the butterfly over each warp (m = 16 .. 1), lane 0 of each warp stores the
@@ -125,15 +126,9 @@ function M.run(sink, ctx)
   local group_base = local_part and local_part * const(INDEX, group_threads) or nil
   local own_slot = group_base and group_base + group_part or group_part
 
-  -- shuffles need the group's slots to be lanes in order: own_slot the linear thread index,
-  -- which gpu_dims makes innermost (largest axis) fastest
+  -- own_slot is the linear thread index (gpu_dims: group ranges innermost, then by axis)
   local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
   local lanes_in_order = warp == WARP and threads % WARP == 0 and group_threads & (group_threads - 1) == 0
-  for _, l in ipairs(locals) do
-    for _, g in ipairs(groups) do
-      if axis_of(l) > axis_of(g) then lanes_in_order = false end
-    end
-  end
 
   local first_of_group -- gate: this thread is the first of each group range
   for _, g in ipairs(groups) do
