@@ -2,8 +2,9 @@
 # test.sh — the one test command, for a fresh Debian 12 machine or a working copy:
 #   1. scripts/setup.sh installs whatever Debian packages are missing;
 #   2. builds Debug in build/ and Sanitize (ASan + UBSan) in build-asan/;
-#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build, and the Tensor
-#      API's specs again on EMU: as is, and in its GPU mode with CUDA's and Metal's capabilities;
+#   3. runs the whole busted suite (spec/**/*_spec.lua) against each build, the sanitized one
+#      in the background meanwhile, and the Tensor API's specs again on EMU: as is, and in its
+#      GPU mode with CUDA's and Metal's capabilities;
 #   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it;
 #   5. runs luacheck over every Lua file (.luacheckrc): zero warnings.
 # Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
@@ -50,26 +51,30 @@ build() {
   fi
 }
 
-# run_specs LABEL DIR HELPER [VAR=value ...]: runs busted under stock lua5.4 against DIR,
+# spec_run LOG LABEL DIR HELPER [VAR=value ...]: runs busted under stock lua5.4 against DIR,
 # with busted's --helper HELPER (none if "") and the given variables set for the
-# interpreter, and adds its counts to the totals.
-run_specs() {
-  local label=$1 dir=$2 helper=$3
-  shift 3
-  local log rc summary cache
-  echo "== test: specs against $label ($dir/)"
-  log=$(mktemp)
+# interpreter, its output into LOG; returns busted's exit status.
+spec_run() {
+  local log=$1 label=$2 dir=$3 helper=$4
+  shift 4
+  local cache rc
+  echo "== test: specs against $label ($dir/)" >"$log"
   # a fresh on-disk kernel cache: every run compiles what it runs, whatever ran before
   cache=$(mktemp -d)
   set +e
   env TCLC_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
-    lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" 2>&1 \
-    | tee "$log"
-  rc=${PIPESTATUS[0]}
+    lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" \
+    >>"$log" 2>&1
+  rc=$?
   set -e
-  summary=$(grep '^tclc-summary ' "$log" | tail -n 1 || true)
-  rm -f "$log"
   rm -rf "$cache"
+  return "$rc"
+}
+
+# spec_count LOG LABEL RC: adds the counts of a spec_run's log to the totals.
+spec_count() {
+  local log=$1 label=$2 rc=$3 summary
+  summary=$(grep '^tclc-summary ' "$log" | tail -n 1 || true)
   if [ -z "$summary" ]; then
     echo "test: $label: busted stopped before its summary (exit status $rc); counted as 1 failure"
     failed=$((failed + 1))
@@ -88,6 +93,19 @@ run_specs() {
     echo "test: $label: busted exited with status $rc although no test failed; counted as 1 failure"
     failed=$((failed + 1))
   fi
+}
+
+# run_specs LABEL DIR HELPER [VAR=value ...]: spec_run in the foreground, its output shown as
+# it comes, and its counts added to the totals.
+run_specs() {
+  local label=$1 log rc=0
+  log=$(mktemp)
+  spec_run "$log" "$@" &
+  local job=$!
+  tail -n +1 -f --pid="$job" "$log"
+  wait "$job" || rc=$?
+  spec_count "$log" "$label" "$rc"
+  rm -f "$log"
 }
 
 # check_gpu_sources DIALECT DIR: compiles the kernel sources a GPU-mode run wrote
@@ -127,10 +145,65 @@ else
   failed=$((failed + 1))
 fi
 
+# --- Debug build ---------------------------------------------------------------------------
+debug_built=0
+if build build Debug; then debug_built=1; fi
+
+# --- Sanitize (ASan + UBSan), started in the background ---------------------------------
+# Stock lua5.4 is not sanitized: to load the sanitized tcl.so it needs the ASan runtime
+# preloaded, and its own allocations are not checked for leaks (detect_leaks=0); a huge
+# allocation returns NULL as the C library does (allocator_may_return_null=1), so the
+# out-of-memory error paths run under ASan too. A lua5.4
+# wrapper put first on PATH does both, for busted and for every lua5.4 a spec starts. Other
+# programs started by specs must not inherit those settings: the sanitized `tcl` and C test
+# programs check for leaks, and cc, cmake, sh... run without ASan. So busted loads
+# spec/support/child_env.lua (building on spec/support/child_env.c), which gives its children
+# the values the wrapper saw, kept in TCLC_CHILD_*.
+# The sanitized suite runs while the Debug runs below do (busted is one thread: the two
+# share the machine's cores); its output follows theirs.
+sanitized_lua() { # sanitized_lua WRAPPER ASAN_RUNTIME REAL_LUA
+  cat >"$1" <<EOF_WRAPPER
+#!/bin/sh
+# lua5.4 for the sanitized spec run, written by scripts/test.sh: $3 with the ASan runtime
+# preloaded and leak checks off; the values it replaces go to TCLC_CHILD_* (see child_env.c).
+if [ "\${LD_PRELOAD+set}" = set ]; then export TCLC_CHILD_LD_PRELOAD="\$LD_PRELOAD"; else unset TCLC_CHILD_LD_PRELOAD; fi
+if [ "\${ASAN_OPTIONS+set}" = set ]; then export TCLC_CHILD_ASAN_OPTIONS="\$ASAN_OPTIONS"; else unset TCLC_CHILD_ASAN_OPTIONS; fi
+export LD_PRELOAD="$2\${LD_PRELOAD:+:\$LD_PRELOAD}"
+export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0:allocator_may_return_null=1"
+exec "$3" "\$@"
+EOF_WRAPPER
+  chmod +x "$1"
+}
+
+asan_label="Sanitize (ASan+UBSan)"
+asan_log="" asan_job=""
+if build build-asan Sanitize; then
+  asan_lib=$(gcc -print-file-name=libasan.so)
+  support="$root/build-asan/spec-support"
+  mkdir -p "$support/bin"
+  if [[ "$asan_lib" != /* ]] || [ ! -e "$asan_lib" ]; then
+    echo "test: gcc has no libasan.so (apt-get install gcc); cannot run the sanitized specs" >&2
+    failed=$((failed + 1))
+  elif ! cc -shared -fPIC -O1 -o "$support/tclc_child_env.so" spec/support/child_env.c; then
+    echo "test: could not build spec/support/child_env.c" >&2
+    failed=$((failed + 1))
+  else
+    sanitized_lua "$support/bin/lua5.4" "$asan_lib" "$(command -v lua5.4)"
+    asan_log=$(mktemp)
+    echo "== test: specs against $asan_label (build-asan/) started; its output follows the Debug runs'"
+    spec_run "$asan_log" "$asan_label" build-asan spec/support/child_env.lua \
+      PATH="$support/bin:$PATH" TCLC_CHILD_ENV_LIB="$support/tclc_child_env.so" \
+      UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" &
+    asan_job=$!
+  fi
+else
+  failed=$((failed + 1))
+fi
+
 # --- Debug -------------------------------------------------------------------------------
 # The whole suite on the default device (CPU), then the Tensor API's specs again on EMU, the
 # reference interpreter (the differential spec compares the two devices directly).
-if build build Debug; then
+if [ "$debug_built" = 1 ]; then
   run_specs Debug build ""
   spec_paths=(spec/tensor_*_spec.lua)
   run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
@@ -152,48 +225,13 @@ else
   failed=$((failed + 1))
 fi
 
-# --- Sanitize (ASan + UBSan) -------------------------------------------------------------
-# Stock lua5.4 is not sanitized: to load the sanitized tcl.so it needs the ASan runtime
-# preloaded, and its own allocations are not checked for leaks (detect_leaks=0); a huge
-# allocation returns NULL as the C library does (allocator_may_return_null=1), so the
-# out-of-memory error paths run under ASan too. A lua5.4
-# wrapper put first on PATH does both, for busted and for every lua5.4 a spec starts. Other
-# programs started by specs must not inherit those settings: the sanitized `tcl` and C test
-# programs check for leaks, and cc, cmake, sh... run without ASan. So busted loads
-# spec/support/child_env.lua (building on spec/support/child_env.c), which gives its children
-# the values the wrapper saw, kept in TCLC_CHILD_*.
-sanitized_lua() { # sanitized_lua WRAPPER ASAN_RUNTIME REAL_LUA
-  cat >"$1" <<EOF_WRAPPER
-#!/bin/sh
-# lua5.4 for the sanitized spec run, written by scripts/test.sh: $3 with the ASan runtime
-# preloaded and leak checks off; the values it replaces go to TCLC_CHILD_* (see child_env.c).
-if [ "\${LD_PRELOAD+set}" = set ]; then export TCLC_CHILD_LD_PRELOAD="\$LD_PRELOAD"; else unset TCLC_CHILD_LD_PRELOAD; fi
-if [ "\${ASAN_OPTIONS+set}" = set ]; then export TCLC_CHILD_ASAN_OPTIONS="\$ASAN_OPTIONS"; else unset TCLC_CHILD_ASAN_OPTIONS; fi
-export LD_PRELOAD="$2\${LD_PRELOAD:+:\$LD_PRELOAD}"
-export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0:allocator_may_return_null=1"
-exec "$3" "\$@"
-EOF_WRAPPER
-  chmod +x "$1"
-}
-
-if build build-asan Sanitize; then
-  asan_lib=$(gcc -print-file-name=libasan.so)
-  support="$root/build-asan/spec-support"
-  mkdir -p "$support/bin"
-  if [[ "$asan_lib" != /* ]] || [ ! -e "$asan_lib" ]; then
-    echo "test: gcc has no libasan.so (apt-get install gcc); cannot run the sanitized specs" >&2
-    failed=$((failed + 1))
-  elif ! cc -shared -fPIC -O1 -o "$support/tclc_child_env.so" spec/support/child_env.c; then
-    echo "test: could not build spec/support/child_env.c" >&2
-    failed=$((failed + 1))
-  else
-    sanitized_lua "$support/bin/lua5.4" "$asan_lib" "$(command -v lua5.4)"
-    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-    run_specs "Sanitize (ASan+UBSan)" build-asan spec/support/child_env.lua \
-      PATH="$support/bin:$PATH" TCLC_CHILD_ENV_LIB="$support/tclc_child_env.so"
-  fi
-else
-  failed=$((failed + 1))
+# --- Sanitize: its results -------------------------------------------------------------
+if [ -n "$asan_job" ]; then
+  asan_rc=0
+  wait "$asan_job" || asan_rc=$?
+  cat "$asan_log"
+  spec_count "$asan_log" "$asan_label" "$asan_rc"
+  rm -f "$asan_log"
 fi
 
 # --- TSan (ThreadSanitizer) -------------------------------------------------------------
