@@ -148,6 +148,10 @@ static const tcl_cdialect cuda = {
     .shuffle_xor = "__shfl_xor_sync(0xffffffffu, $1, $2)",
     /* sm_80+; $1: the local element's 32-bit shared address, $4: .cg (through L2 only) for 16 bytes, .ca for 4 or 8 */
     .async_copy = "asm volatile(\"cp.async.$4.shared.global [%0], [%1], $3;\" :: \"r\"($1), \"l\"(&$2) : \"memory\");",
+    /* predicated rather than branched around: a branch per copy splits the block, and NVVM then
+     * computes the copies' common address arithmetic again in each */
+    .async_copy_gated = "asm volatile(\"{\\n\\t.reg .pred g;\\n\\tsetp.ne.b32 g, %2, 0;\\n\\t@g cp.async.$4.shared.global [%0], "
+                        "[%1], $3;\\n\\t}\" :: \"r\"($1), \"l\"(&$2), \"r\"((int)($5)) : \"memory\");",
     .async_wait = "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");",
     .async_wait_some = "asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group $1;\" ::: \"memory\");",
     .shared = "__shared__ __align__(16)", /* as the buffers: wide accesses of local tiles */

@@ -393,8 +393,9 @@ static tcl_status emit_load(tcl_crender *r, size_t i) {
     return TCL_OK;
 }
 
-/* An asynchronous copy (STORE {"async", n}, checked by tcl_store_classify): CUDA's cp.async,
- * else n element copies (Metal: they are visible at the barrier as the copy would be). */
+/* An asynchronous copy (STORE {"async", n}, checked by tcl_store_classify): CUDA's cp.async
+ * (predicated on its gate, if any), else n element copies under the gate (Metal: they are
+ * visible at the barrier as the copy would be). */
 static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int count, const tcl_uop *load) {
     const tcl_uop *u = r->nodes[i];
     size_t from = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, load->src[0]);
@@ -406,15 +407,17 @@ static tcl_status emit_async_copy(tcl_crender *r, size_t i, size_t addr, int cou
     unsigned size = tcl_dtype_get((tcl_dtype)u->src[0]->dtype)->itemsize;
     int bytes = count * (int)size;
     line(r);
-    if (gate) tcl_ctext_printf(&r->body, "if (%s) ", gate);
+    bool predicated = gate && r->d->async_copy && r->d->async_copy_gated;
+    if (gate && !predicated) tcl_ctext_printf(&r->body, "if (%s) ", gate);
     if (r->d->async_copy) {
         char nbytes[8], base[TCL_CEXPR_CAP + 8], to[2 * TCL_CEXPR_CAP + 64];
         snprintf(nbytes, sizeof nbytes, "%d", bytes);
         size_t tile = source_index(r, r->nodes[addr], 0), index = source_index(r, r->nodes[addr], 1);
         if ((st = tcl_crender_shared_u32(r, tile, base, sizeof base)) != TCL_OK) return st;
         snprintf(to, sizeof to, "%s + (unsigned int)%s * %uu", base, r->expr[index], size);
-        const char *args[4] = {to, r->expr[from - 1], nbytes, bytes == 16 ? "cg" : "ca"};
-        tcl_ctext_template(&r->body, r->d->async_copy, r->d->helper, args, 4);
+        const char *args[5] = {to, r->expr[from - 1], nbytes, bytes == 16 ? "cg" : "ca", gate};
+        tcl_ctext_template(&r->body, predicated ? r->d->async_copy_gated : r->d->async_copy, r->d->helper, args,
+                           predicated ? 5 : 4);
         tcl_ctext_put(&r->body, "\n");
     } else {
         tcl_ctext_printf(&r->body, "for (int v = 0; v < %d; v++) (&%s)[v] = (&%s)[v];\n", count, r->expr[addr],

@@ -71,6 +71,9 @@ typedef struct tcl_cdialect {
      * kernel with asynchronous copies (all of them land there); async_wait_some: the same for a
      * barrier that leaves the newest $1 copy groups in flight (its arg, ENCODINGS.md) */
     const char *async_copy, *async_wait, *async_wait_some;
+    /* a gated asynchronous copy without a branch: async_copy's $1..$4 and $5 the gate (a bool);
+     * NULL: async_copy under an if */
+    const char *async_copy_gated;
     const char *shuffle_xor; /* SHUFFLE: $1 the value, $2 the lane mask */
     const char *shared;  /* qualifier of DEFINE_LOCAL arrays */
     /* local memory above shared_static_max bytes (0: no limit) is one dynamically sized array,
