@@ -204,7 +204,7 @@ static tcl_status staged_operand_of(tcl_crender *r, size_t i, const tcl_wmma_sha
  * columns for B). */
 static tcl_status cuda_ldmatrix(tcl_crender *r, size_t i, const tcl_wmma_shape *s, tcl_wmma_operand which, uint32_t first,
                                 const char **names, char (*storage)[40]) {
-    staged_operand op;
+    staged_operand op = {0, 0, 0, 0, 0}; /* staged_operand_of fills it (GCC -O2 cannot tell) */
     tcl_status st = staged_operand_of(r, i, s, which, first, &op);
     if (st != TCL_OK) return st;
     int count = s->nreg[which] / 2;
