@@ -106,6 +106,45 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.matches("lidx", last_listing(on_emu(a, { 32, 64 }):matmul(on_emu(b, { 64, 48 }))).text, 1, true)
   end)
 
+  it("gives a float32 matmul a register tile: 16 x 16 threads, up to 4 x 4 outputs each a workgroup apart",
+    function()
+    local tensor_cores = require "tcl.heuristics.tensor_cores"
+    local kernel_cache = require "tcl.codegen.kernel_cache"
+    local a, b = integers(128 * 48, 40), integers(48 * 192, 41)
+    local want = {}
+    for i = 1, 128 do
+      want[i] = {}
+      for j = 1, 192 do
+        local s = 0
+        for k = 1, 48 do s = s + a[(i - 1) * 48 + k] * b[(k - 1) * 192 + j] end
+        want[i][j] = s
+      end
+    end
+    local function product() return on_emu(a, { 128, 48 }):float():matmul(on_emu(b, { 48, 192 }):float()) end
+    -- (workgroups a GPU runs at once, the opts, the grid): with 1, the largest tile that
+    -- divides the parts (4 x 4 of 8 x 12 threads' parts: 2 x 3 workgroups); with 16, the
+    -- largest that leaves 16 (2 x 4 and 4 x 2 leave 12, 2 x 2 leaves 24); with more than any
+    -- tile leaves, no tile, the threads alone
+    local saved = tensor_cores.PARALLEL_WORKGROUPS
+    local ok, err = pcall(function()
+      for _, case in ipairs {
+        { 1, "LOCAL(1,16) LOCAL(2,16) UPCAST(2,4) UPCAST(1,4)", { 3, 2, 1 } },
+        { 16, "LOCAL(1,16) LOCAL(2,16) UPCAST(2,2) UPCAST(1,2)", { 6, 4, 1 } },
+        { 1000, "LOCAL(1,16) LOCAL(2,16)", { 12, 8, 1 } },
+      } do
+        tensor_cores.PARALLEL_WORKGROUPS = case[1]
+        kernel_cache.clear() -- the cache does not know the constant changed
+        local text = last_listing(product()).text
+        assert.matches(", \"" .. case[2] .. "\")", text, 1, true) -- the kernel's opts, in its SINK
+        -- the columns' threads are x: neighbouring threads read neighbouring elements of B
+        assert.matches("global %(" .. table.concat(case[3], ",") .. "%) local %(16,16,1%)", text)
+        assert.are.same(want, product():tolist(), "workgroups " .. case[1])
+      end
+    end)
+    tensor_cores.PARALLEL_WORKGROUPS = saved
+    assert(ok, err)
+  end)
+
   it("maps more than three output axes onto the launch through // and %", function()
     local data = integers(3 * 5 * 7 * 2, 6)
     local x = on_emu(data, { 3, 5, 7, 2 })

@@ -13,11 +13,19 @@
 --     the partials meet in local memory. Without it a kernel like sum() would run its whole
 --     reduction on one thread. (GROUPTOP, contiguous slices per thread, measured 3.7x slower
 --     on an H200 for sum() of 2^26 floats: 962 against 3602 GB/s.)
---  2. Workgroups: the innermost output axis (contiguous in memory for the stores) is split
+--  2. Register tiles: a reduction that is not shared and whose output has a reuse axis (a
+--     float32 matmul's rows: B does not depend on them) gets TILE_THREADS x TILE_THREADS
+--     threads over the reuse axis and the unit-stride output axis (LOCAL, the unit-stride
+--     axis's threads neighbouring in the warp), and each thread a tile of up to 4 x 4 outputs
+--     a workgroup apart (UPCAST of the two axes' outer parts: the loads stay coalesced). Each
+--     value a thread loads in the reduction then feeds 4 products instead of one; the tile
+--     shrinks while the kernel would have fewer workgroups than a large GPU runs at once
+--     (tcl.heuristics.tensor_cores.PARALLEL_WORKGROUPS).
+--  3. Workgroups: the innermost output axis (contiguous in memory for the stores) is split
 --     into threads of a workgroup (LOCAL), as many as divide it up to LOCAL_MAX threads in
 --     all; then the next axis with the room left. Neighbouring threads then touch
 --     neighbouring addresses (coalesced loads and stores).
---  3. Large elementwise kernels: UPCAST of the innermost axis's outer part, 4 elements per
+--  4. Large elementwise kernels: UPCAST of the innermost axis's outer part, 4 elements per
 --     thread, a workgroup apart (still coalesced).
 local tensor_cores = require "tcl.heuristics.tensor_cores"
 
@@ -37,6 +45,64 @@ M.UPCAST_ELEMENTWISE = 4
 M.UPCAST_MIN_OUTPUTS = 1 << 20
 
 local LOCAL_SIZES = { 256, 128, 64, 32, 16, 8, 4, 2 }
+
+--- Register tiles: threads along each of the two axes, and the tiles per thread (along the
+-- reuse axis, along the unit-stride axis), largest first.
+M.TILE_THREADS = 16
+M.TILE_SHAPES = { { 4, 4 }, { 2, 4 }, { 4, 2 }, { 2, 2 }, { 1, 4 }, { 1, 2 } }
+
+-- The register tile's axes: the output axis the store steps by 1 (vec) and one that some read
+-- does not use while it uses vec (reuse), or nil.
+local function tile_axes(k)
+  local buffers = k:buffers()
+  local store
+  for _, b in ipairs(buffers) do
+    if b.store then store = b break end
+  end
+  if not store then return nil end
+  local outputs = k:axes("global", "loop")
+  local vec, reuse
+  for _, r in ipairs(outputs) do
+    if store.strides[r.axis] == 1 then vec = r end
+  end
+  if not vec then return nil end
+  for _, r in ipairs(outputs) do
+    if r ~= vec and (store.strides[r.axis] or 0) ~= 0 then
+      for _, b in ipairs(buffers) do
+        if not b.store and b.strides[r.axis] == 0 and (b.strides[vec.axis] or 1) ~= 0 then reuse = r end
+      end
+    end
+  end
+  if not reuse then return nil end
+  return vec, reuse
+end
+
+-- Applies the register tile (step 2) when the kernel has one; returns the threads it made.
+local function register_tile(k)
+  local vec, reuse = tile_axes(k)
+  local t = M.TILE_THREADS
+  if not vec or vec.size % t ~= 0 or reuse.size % t ~= 0 or t * t > (k.caps.threads_max or t * t) then return 1 end
+  local others = k:output_size() // (vec.size * reuse.size)
+  local shape
+  for _, s in ipairs(M.TILE_SHAPES) do
+    local rows, cols = s[1], s[2]
+    if (reuse.size // t) % rows == 0 and (vec.size // t) % cols == 0 then
+      local workgroups = reuse.size // (t * rows) * (vec.size // (t * cols)) * others
+      -- as many workgroups as a large GPU runs at once (tensor_cores.PARALLEL_WORKGROUPS)
+      if workgroups >= tensor_cores.PARALLEL_WORKGROUPS then shape = s break end
+    end
+  end
+  -- the reuse axis's threads first: the unit-stride axis's, made later, take dim x (gpu dims)
+  local reuse_axis, vec_axis = reuse.axis, vec.axis
+  if not k:try_apply("LOCAL", reuse_axis, t) then return 1 end
+  if not k:try_apply("LOCAL", vec_axis, t) then return t end
+  -- the global parts keep their axis numbers: upcast them, lanes a workgroup apart
+  if shape then
+    if shape[2] > 1 then k:try_apply("UPCAST", vec_axis, shape[2]) end
+    if shape[1] > 1 then k:try_apply("UPCAST", reuse_axis, shape[1]) end
+  end
+  return t * t
+end
 
 local function largest_divisor(n, sizes, limit)
   for _, s in ipairs(sizes) do
@@ -58,6 +124,7 @@ function M.optimize(k)
     -- GROUP counts the reduce axes (1 = the first)
     if n and k:try_apply("GROUP", 1, n) then threads = n end
   end
+  if #reduce > 0 and threads == 1 then threads = register_tile(k) end
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
   for i = #outputs, 1, -1 do
