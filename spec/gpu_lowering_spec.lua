@@ -145,6 +145,29 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert(ok, err)
   end)
 
+  it("gives many short rows a warp each: lanes read neighbouring elements and shuffle, no barrier", function()
+    -- 512 rows of 64: too many outputs to share one reduction per workgroup, too short a row
+    -- for GROUP's 256 threads: a warp per row, 8 rows per workgroup
+    local data = integers(512 * 64, 50)
+    local x = on_emu(data, { 512, 64 })
+    local text = last_listing(x:sum(2)).text
+    assert.matches(', "GROUP(1,32) LOCAL(1,8)")', text, 1, true)
+    assert.matches("global %(64,1,1%) local %(32,8,1%)", text) -- the lanes of a warp are x
+    assert.are.equal(5, count(text, "SHUFFLE"), text)
+    assert.are.equal(0, count(text, "BARRIER"), text)
+    local want = {}
+    for r = 1, 512 do
+      want[r] = 0
+      for c = 1, 64 do want[r] = want[r] + data[(r - 1) * 64 + c] end
+    end
+    assert.are.same(want, x:sum(2):tolist())
+    -- a reduction along an axis no read steps by 1 (the columns' sums): a thread per output,
+    -- neighbouring threads reading neighbouring elements
+    text = last_listing(on_emu(data, { 64, 512 }):sum(1)).text
+    assert.are.equal(0, count(text, "SHUFFLE"), text)
+    assert.is_nil(text:find("GROUP", 1, true))
+  end)
+
   it("maps more than three output axes onto the launch through // and %", function()
     local data = integers(3 * 5 * 7 * 2, 6)
     local x = on_emu(data, { 3, 5, 7, 2 })

@@ -21,6 +21,11 @@
 --     value a thread loads in the reduction then feeds 4 products instead of one; the tile
 --     shrinks while the kernel would have fewer workgroups than a large GPU runs at once
 --     (tcl.heuristics.tensor_cores.PARALLEL_WORKGROUPS).
+--  2b. Rows: a reduction that is neither shared nor tiled, along an axis some read steps by 1
+--     (a softmax over many rows: attention's), gets a warp per row (GROUP of 32 on that axis):
+--     the warp's lanes read neighbouring elements, and the pass "group reduces" combines them
+--     by shuffles, without local memory or a barrier; the workgroup takes several rows (3).
+--     A thread per row would read its own row, every load of a warp touching 32 cache lines.
 --  3. Workgroups: the innermost output axis (contiguous in memory for the stores) is split
 --     into threads of a workgroup (LOCAL), as many as divide it up to LOCAL_MAX threads in
 --     all; then the next axis with the room left. Neighbouring threads then touch
@@ -77,6 +82,21 @@ local function tile_axes(k)
   return vec, reuse
 end
 
+-- A warp per row (step 2b) when the last reduce axis is one some read steps by 1 and a warp
+-- divides it; returns the threads it made.
+local function warp_per_row(k, reduce)
+  local warp = k.caps.warp or 32
+  local last = reduce[#reduce]
+  if last.size % warp ~= 0 then return 1 end
+  for _, b in ipairs(k:buffers()) do
+    -- GROUP counts the reduce axes (#reduce: the last)
+    if not b.store and b.strides[last.axis] == 1 then
+      return k:try_apply("GROUP", #reduce, warp) and warp or 1
+    end
+  end
+  return 1
+end
+
 -- Applies the register tile (step 2) when the kernel has one; returns the threads it made.
 local function register_tile(k)
   local vec, reuse = tile_axes(k)
@@ -125,6 +145,7 @@ function M.optimize(k)
     if n and k:try_apply("GROUP", 1, n) then threads = n end
   end
   if #reduce > 0 and threads == 1 then threads = register_tile(k) end
+  if #reduce > 0 and threads == 1 then threads = warp_per_row(k, reduce) end
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
   for i = #outputs, 1, -1 do
