@@ -12,7 +12,8 @@
 --
 -- Parts (default all): mm_f32 mm_f16 mm_bf16 (N x N, N = GPU_BENCH_N, default 4096; each with
 -- the heuristics and with BEAM=GPU_BENCH_BEAM, default 2, 0 skips), ew (a*b+1 on 2^26
--- float32), sum (2^26 float32), softmax (4096 x 1024), conv (a float16 3x3 convolution, batch
+-- float32), sum (2^26 float32), softmax (4096 x 1024), softmax_rows (attention's shape: 12
+-- heads x 1024 rows of 1024, a warp per row), conv (a float16 3x3 convolution, batch
 -- 8, 64 -> 64 channels, 56 x 56, on tensor cores, against torch's), gpt2 (a GPT-2 small
 -- layer's forward, batch 1 x 128 tokens, float32, against torch's TransformerEncoderLayer),
 -- tc_configs (the float16 matmul once per tensor-core tile configuration of
@@ -57,6 +58,8 @@ what = sys.argv[1]
 with torch.no_grad():
     if what == "softmax":
         a = torch.rand(4096, 1024, device="cuda"); print("torch_ms", med(lambda: torch.softmax(a, -1)))
+    elif what == "softmax_rows":
+        a = torch.rand(12 * 1024, 1024, device="cuda"); print("torch_ms", med(lambda: torch.softmax(a, -1)))
     elif what == "ew":
         n = 1 << 26
         a = torch.rand(n, device="cuda"); b = torch.rand(n, device="cuda"); out = torch.empty(n, device="cuda")
@@ -147,6 +150,16 @@ function parts.softmax(tcl)
   figure("softmax_tcl_queued_ms", queued * 1e3, "ms")
   local t = torch_ms("softmax")
   if t then figure("softmax_torch_ms", t, "ms") end
+end
+
+-- Attention's softmax shape: 12 heads x 1024 queries, rows of 1024 keys: more rows than one
+-- workgroup per row shares (tcl.heuristics.gpu: a warp per row).
+function parts.softmax_rows(tcl)
+  local a = tcl.Tensor.rand(12 * 1024, 1024, { device = DEVICE }):realize()
+  local queued = support.jitted_queued_median(tcl, RUNS, function(x) return x:softmax(-1) end, a)
+  figure("softmax_rows_tcl_queued_ms", queued * 1e3, "ms")
+  local t = torch_ms("softmax_rows")
+  if t then figure("softmax_rows_torch_ms", t, "ms") end
 end
 
 -- A float16 convolution (ResNet's 3x3 layer, batch 8, 64 -> 64 channels, 56 x 56, padding 1)
@@ -249,7 +262,8 @@ end
 ---------------------------------------------------------------------------------------------
 -- the parent
 
-local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "conv", "gpt2", "tc_configs", "variants" }
+local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "softmax_rows", "conv", "gpt2", "tc_configs",
+  "variants" }
 
 local function run_child(what, env_text)
   local command = string.format("%s DEVICE=%s lua5.4 %s --child %s", env_text or "", DEVICE, shell_quote(self_path),
