@@ -1027,6 +1027,22 @@ describe("the CUDA and Metal renderers", function()
       assert.is_true(check_kernels(ts, "metal") >= 2 * #ts)
     end)
 
+    it("contracting an accumulator update acc + x * y into one fma, and nothing else", function()
+      -- a sum of products that no tensor core takes (Metal's take float32 matmuls)
+      local a, b = T.rand(64, 48), T.rand(64, 48)
+      for _, case in ipairs { { "CUDA", "cuda", "fmaf" }, { "METAL", "metal", "fma" } } do
+        local k = kernels_of((a * b):sum(2), case[1])
+        local src = gpu.render(k[#k].list, { name = "mm", dialect = case[2] })
+        -- the reduction's steps: fma(a, b, acc), the product not rounded on its own
+        assert.matches("float alu%d+ = " .. case[3] .. "%(val%d+, val%d+, val%d+%);", src)
+        -- an elementwise a * b + c stays two roundings (NVRTC runs with --fmad=false)
+        local e = kernels_of(a * a + a, case[1])
+        local esrc = gpu.render(e[#e].list, { name = "ew", dialect = case[2] })
+        assert.is_nil(esrc:find(case[3] .. "(", 1, true))
+        assert.matches("%(val%d+ %* val%d+%)", esrc)
+      end
+    end)
+
     it("shaped for a GPU: thread indices, and warp shuffles and local memory with barriers for a long reduction",
       function()
       local k = kernels_of(T.randn(8, 4096):sum(2), "CUDA")

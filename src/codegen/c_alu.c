@@ -396,6 +396,32 @@ static bool const_below(const operands *a, int k, int64_t limit) {
     return c && c->op == TCL_OP_CONST && c->arg.kind == TCL_ARG_INT && c->arg.v.i >= 0 && c->arg.v.i < limit;
 }
 
+/* The expression of an earlier instruction's node. */
+static const char *expr_of(const tcl_crender *r, const tcl_uop *u) {
+    size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u);
+    return at && r->kind[at - 1] == CK_VALUE ? r->expr[at - 1] : NULL;
+}
+
+/* An accumulator update acc + x * y (acc a LOAD of a register array, the product's dtype the
+ * sum's): fma(x, y, acc), the contraction the LLVM renderer allows there too (its reductions'
+ * fast-math flags). NVRTC runs with --fmad=false, so without it every step of a reduction of
+ * products is a multiply and an add. Into fx, fy, facc; false when the sum is no such update. */
+static bool accumulator_update(const tcl_crender *r, tcl_dtype d, const operands *a, const char **fx, const char **fy,
+                               const char **facc) {
+    for (int k = 0; k < 2; k++) {
+        const tcl_uop *acc = a->node[k], *prod = a->node[1 - k];
+        if (!acc || !prod || acc->op != TCL_OP_LOAD || acc->nsrc != 1 || prod->op != TCL_OP_MUL || prod->dtype != d)
+            continue;
+        size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, acc->src[0]);
+        if (!at || r->kind[at - 1] != CK_ADDRESS || r->mem[at - 1] != CM_REG) continue;
+        *fx = expr_of(r, prod->src[0]);
+        *fy = expr_of(r, prod->src[1]);
+        *facc = a->x[k];
+        if (*fx && *fy) return true;
+    }
+    return false;
+}
+
 static tcl_status float_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, const operands *a, tcl_ctext *t) {
     const tcl_cdialect *D = r->d;
     bool narrow = tcl_calu_is_narrow(d);
@@ -416,7 +442,13 @@ static tcl_status float_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, c
     case TCL_OP_SIN: tcl_ctext_printf(v, "%s(%s)", D->sin[m], x[0]); break;
     case TCL_OP_COS: tcl_ctext_printf(v, "%s(%s)", D->cos[m], x[0]); break;
     case TCL_OP_TRUNC: tcl_ctext_printf(v, "%s(%s)", D->trunc[m], x[0]); exact = true; break;
-    case TCL_OP_ADD: tcl_ctext_printf(v, "(%s + %s)", x[0], x[1]); break;
+    case TCL_OP_ADD: {
+        const char *fx, *fy, *facc;
+        if (!narrow && !wide && D->fma[m] && accumulator_update(r, d, a, &fx, &fy, &facc))
+            tcl_ctext_printf(v, "%s(%s, %s, %s)", D->fma[m], fx, fy, facc);
+        else tcl_ctext_printf(v, "(%s + %s)", x[0], x[1]);
+        break;
+    }
     case TCL_OP_SUB: tcl_ctext_printf(v, "(%s - %s)", x[0], x[1]); break;
     case TCL_OP_MUL: tcl_ctext_printf(v, "(%s * %s)", x[0], x[1]); break;
     case TCL_OP_FDIV: tcl_ctext_printf(v, "(%s / %s)", x[0], x[1]); break;
