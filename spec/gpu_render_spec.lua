@@ -888,27 +888,37 @@ describe("the CUDA and Metal renderers", function()
     end)
 
     it("with 64-bit index arithmetic as soon as one index value may leave int's range", function()
-      -- out[g * 4096 + l]: g < rows, l < 256; the largest index is (rows - 1) * 4096 + 255
-      local function store_rows(rows)
+      -- out[g * 4096 + l]: g < rows, l < 256; the largest index is (rows - 1) * 4096 + 255;
+      -- its third (offset: of i - offset, which may be negative)
+      local function store_rows(rows, offset)
         local list, add = builder()
         local F32 = dt "float32"
         local out = add("PARAM", F32, nil, { 0, rows * 4096 })
         local g = add("SPECIAL", IDX, { const(add, IDX, rows) }, "gidx0")
         local l = add("SPECIAL", IDX, { const(add, IDX, 256) }, "lidx0")
         local i = add("ADD", IDX, { add("MUL", IDX, { g, const(add, IDX, 4096) }), l })
-        local third = add("FLOORDIV", IDX, { i, const(add, IDX, 3) })
+        local shifted = offset and add("SUB", IDX, { i, const(add, IDX, offset) }) or i
+        local third = add("FLOORDIV", IDX, { shifted, const(add, IDX, 3) })
         add("STORE", nil, { add("INDEX", F32, { out, i }), add("CAST", F32, { third }) })
-        return gpu.render(list, { name = "rows_" .. rows, dialect = "cuda" })
+        return gpu.render(list, { name = "rows_" .. rows .. (offset and "_shifted" or ""), dialect = "cuda" })
       end
       local fits = store_rows(1 << 19) -- at most 2^31 - 3841
       assert.matches("int gidx0 = (int)blockIdx.x;", fits, 1, true)
       assert.matches("(gidx0 * 4096)", fits, 1, true)
-      assert.matches("tcl_floordiv_index32(", fits, 1, true)
+      -- a value the interval analysis proves non-negative, by a positive constant: unsigned / and %
+      assert.matches("%(%(int%)%(%(unsigned int%)alu%d+ / 3u%)%)", fits)
       local wide = store_rows((1 << 19) + 1) -- up to 2^31 + 255
       assert.matches("long long gidx0 = (long long)blockIdx.x;", wide, 1, true)
       assert.matches("(gidx0 * 4096ll)", wide, 1, true)
-      assert.matches("tcl_floordiv_index(", wide, 1, true)
-      if need_nvrtc() then cuda_compiles(fits .. "\n" .. wide, { "rows_524288", "rows_524289" }) end
+      assert.matches("%(%(long long%)%(%(unsigned long long%)alu%d+ / 3u%)%)", wide)
+      -- one that may be negative floors through the helpers, of each width
+      local fits_shifted, wide_shifted = store_rows(1 << 19, 128), store_rows((1 << 19) + 1, 128)
+      assert.matches("tcl_floordiv_index32(", fits_shifted, 1, true)
+      assert.matches("tcl_floordiv_index(", wide_shifted, 1, true)
+      if need_nvrtc() then
+        cuda_compiles(table.concat({ fits, wide, fits_shifted, wide_shifted }, "\n"),
+          { "rows_524288", "rows_524289", "rows_524288_shifted", "rows_524289_shifted" })
+      end
     end)
 
     it("spelling what C leaves undefined as tcl defines it", function()

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "rewrite/bounds.h"
 
 typedef enum vclass { V_BOOL, V_SIGNED, V_UNSIGNED, V_FLOAT, V_NONE } vclass;
 
@@ -480,6 +481,19 @@ static tcl_status float_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, c
     return TCL_OK;
 }
 
+/* Whether a division of operand 0 by operand 1 is of a value the interval analysis proves
+ * non-negative by a positive constant: then truncating and flooring agree, and the quotient and
+ * remainder of the unsigned values are the result (a shift and a mask for a power of two, where
+ * the helpers' signed division takes several instructions). Index arithmetic only, whose
+ * intervals the renderer's choice of int or long long already relies on (other ints wrap). */
+static bool plain_division(tcl_dtype d, const operands *a) {
+    if (d != TCL_INDEX) return false;
+    const tcl_uop *c = a->node[1];
+    if (!c || c->op != TCL_OP_CONST || c->arg.kind != TCL_ARG_INT || c->arg.v.i <= 0 || c->arg.v.i > INT32_MAX) return false;
+    int64_t lo, hi;
+    return a->node[0] && tcl_uop_bounds((tcl_uop *)a->node[0], &lo, &hi) && lo >= 0;
+}
+
 static tcl_status int_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, const operands *a, tcl_ctext *t) {
     const char *T = reg(r, d), *W = wrap_type(r, d), *x = a->x[0], *y = a->x[1], *z = a->x[2];
     bool index = d == TCL_INDEX, sgn = class_of(d) == V_SIGNED;
@@ -507,6 +521,11 @@ static tcl_status int_expr(tcl_crender *r, size_t i, tcl_op op, tcl_dtype d, con
     case TCL_OP_MOD:
     case TCL_OP_FLOORDIV:
     case TCL_OP_FLOORMOD:
+        if (plain_division(d, a)) {
+            tcl_ctext_printf(t, "((%s)((%s)%s %c %" PRId64 "u))", T, W, x,
+                             op == TCL_OP_IDIV || op == TCL_OP_FLOORDIV ? '/' : '%', a->node[1]->arg.v.i);
+            return TCL_OK;
+        }
         need_division(r, op, d);
         tcl_ctext_printf(t, "tcl_%s_%s(%s, %s)",
                          division_names[op == TCL_OP_IDIV ? 0 : op == TCL_OP_MOD ? 1 : op == TCL_OP_FLOORDIV ? 2 : 3],
