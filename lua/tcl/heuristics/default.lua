@@ -35,43 +35,26 @@ M.KBLOCK_STEPS = 512
 M.TILE_MAX_READ_STRIDE = 4
 M.KBLOCK_MIN_BLOCKS = 4
 
-local function first_store(buffers)
-  for _, b in ipairs(buffers) do
-    if b.store then return b end
-  end
-end
-
 -- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
 local function plan_tile(k)
   local caps = k.caps
   local reduce = k:axes("reduce")
   if #reduce == 0 then return nil end
-  local buffers = k:buffers()
-  local store = first_store(buffers)
-  if not store then return nil end
-  local lanes = math.max(1, (caps.vector_bytes or 4) // math.max(1, store.itemsize))
-  local outputs = k:axes("global", "loop")
-  local vec
-  for _, r in ipairs(outputs) do
-    if store.strides[r.axis] == 1 then vec = r end
-  end
+  -- vec: the unit-stride output axis; reuse: an axis some read uses vec but not it
+  local vec, reuse = k:tile_axes()
   if not vec then return nil end
+  local buffers = k:buffers()
+  local store
+  for _, b in ipairs(buffers) do
+    if b.store then store = b break end
+  end
+  local lanes = math.max(1, (caps.vector_bytes or 4) // math.max(1, store.itemsize))
   -- the vector axis's lanes would be gathered where a read steps far along it (x W^T reads W
   -- across rows, a per-channel sum over (N, C, H, W) reads channels H*W apart): no tile then
   for _, b in ipairs(buffers) do
     local stride = b.strides[vec.axis]
     if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
   end
-  -- a reuse axis: some read uses the vector axis but not this one
-  local reuse
-  for _, r in ipairs(outputs) do
-    if r ~= vec and store.strides[r.axis] ~= 0 then
-      for _, b in ipairs(buffers) do
-        if not b.store and b.strides[r.axis] == 0 and (b.strides[vec.axis] or 1) ~= 0 then reuse = r end
-      end
-    end
-  end
-  if not reuse then return nil end
   local vec_amount
   for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
     if v <= 32 and vec.size % v == 0 then vec_amount = v break end -- 32: two UPCASTs of 16

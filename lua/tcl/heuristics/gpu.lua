@@ -56,32 +56,6 @@ local LOCAL_SIZES = { 256, 128, 64, 32, 16, 8, 4, 2 }
 M.TILE_THREADS = 16
 M.TILE_SHAPES = { { 4, 4 }, { 2, 4 }, { 4, 2 }, { 2, 2 }, { 1, 4 }, { 1, 2 } }
 
--- The register tile's axes: the output axis the store steps by 1 (vec) and one that some read
--- does not use while it uses vec (reuse), or nil.
-local function tile_axes(k)
-  local buffers = k:buffers()
-  local store
-  for _, b in ipairs(buffers) do
-    if b.store then store = b break end
-  end
-  if not store then return nil end
-  local outputs = k:axes("global", "loop")
-  local vec, reuse
-  for _, r in ipairs(outputs) do
-    if store.strides[r.axis] == 1 then vec = r end
-  end
-  if not vec then return nil end
-  for _, r in ipairs(outputs) do
-    if r ~= vec and (store.strides[r.axis] or 0) ~= 0 then
-      for _, b in ipairs(buffers) do
-        if not b.store and b.strides[r.axis] == 0 and (b.strides[vec.axis] or 1) ~= 0 then reuse = r end
-      end
-    end
-  end
-  if not reuse then return nil end
-  return vec, reuse
-end
-
 -- A warp per row (step 2b) when the last reduce axis is one some read steps by 1 and a warp
 -- divides it; returns the threads it made.
 local function warp_per_row(k, reduce)
@@ -99,7 +73,7 @@ end
 
 -- Applies the register tile (step 2) when the kernel has one; returns the threads it made.
 local function register_tile(k)
-  local vec, reuse = tile_axes(k)
+  local vec, reuse = k:tile_axes()
   local t = M.TILE_THREADS
   if not vec or vec.size % t ~= 0 or reuse.size % t ~= 0 or t * t > (k.caps.threads_max or t * t) then return 1 end
   local others = k:output_size() // (vec.size * reuse.size)

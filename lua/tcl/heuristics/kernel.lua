@@ -15,6 +15,9 @@
 --                        one entry per access (a buffer read twice appears twice); strides[axis]
 --                        is how many elements the address moves per step of that axis: 0 when
 --                        the access does not use the axis, nil when it is not affine in it
+--   kernel:tile_axes()   the axes of a register tile, or nil: the output range the (first) store
+--                        steps by 1 (vec), and an output range the store uses that some read
+--                        does not while it uses vec (reuse: a matmul's rows, B not using them)
 --   kernel:reduce_ops()  { "ADD", "MAX", ... } of the kernel's reductions
 --   kernel:output_size() product of the sizes of the non-reduce axes
 --   kernel:work()        product of all axis sizes (one step of the innermost body each)
@@ -111,6 +114,30 @@ function Kernel:buffers()
     if u.op == "STORE" and u:source(1).op == "INDEX" then entry(u:source(1), true) end
   end
   return out
+end
+
+function Kernel:tile_axes()
+  local buffers = self:buffers()
+  local store
+  for _, b in ipairs(buffers) do
+    if b.store then store = b break end
+  end
+  if not store then return nil end
+  local outputs = self:axes("global", "loop")
+  local vec, reuse
+  for _, r in ipairs(outputs) do
+    if store.strides[r.axis] == 1 then vec = r end
+  end
+  if not vec then return nil end
+  for _, r in ipairs(outputs) do
+    if r ~= vec and store.strides[r.axis] ~= 0 then
+      for _, b in ipairs(buffers) do
+        if not b.store and b.strides[r.axis] == 0 and (b.strides[vec.axis] or 1) ~= 0 then reuse = r end
+      end
+    end
+  end
+  if not reuse then return nil end
+  return vec, reuse
 end
 
 function Kernel:reduce_ops()
