@@ -409,8 +409,10 @@ static tcl_status divergence(const emu_run *r, uint32_t t, size_t stop, size_t f
     size_t at = at_first ? first_stop : stop;
     const char *waiter = at_first ? first.s : other.s, *strayed = at_first ? other.s : first.s;
     size_t elsewhere = at_first ? stop : first_stop;
-    /* the warp op involved, if any: the one waited at, else the one the other thread waits at */
-    size_t warp_op = p->inst[at].kind != K_BARRIER ? at : elsewhere != DONE && p->inst[elsewhere].kind != K_BARRIER ? elsewhere : DONE;
+    /* the warp op involved (WMMA, SHUFFLE), if any: the one waited at, else the other thread's */
+    size_t warp_op = DONE;
+    if (p->inst[at].kind != K_BARRIER) warp_op = at;
+    else if (elsewhere != DONE && p->inst[elsewhere].kind != K_BARRIER) warp_op = elsewhere;
     if (warp_op != DONE) {
         const char *op = tcl_emu_op_name(p->inst[warp_op].op);
         return fail_at(r, TCL_ERR_INVALID, at, 0, false,
@@ -567,8 +569,8 @@ static void run_shuffle(emu_run *r, size_t pc) {
     }
 }
 
-/* Runs the threads of one workgroup: without barriers and WMMAs each to its end, one after
- * another; with them in lockstep, from stop to stop. */
+/* Runs the threads of one workgroup: without stops (BARRIER, WMMA, SHUFFLE) each to its end,
+ * one after another; with them in lockstep, from stop to stop. */
 static tcl_status run_group(emu_run *r) {
     const tcl_emu_program *p = r->p;
     uint32_t nt = p->group_threads;
