@@ -76,6 +76,16 @@ tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *
 
 #define fail tcl_crender_fail
 
+tcl_status tcl_crender_need_whole(tcl_crender *r, size_t i, const char *what, const char *units, int unit) {
+    const int64_t *l = r->out->local_size;
+    int64_t threads = l[0] * l[1] * l[2];
+    if (threads % unit == 0) return TCL_OK;
+    return fail(r, TCL_ERR_INVALID, i,
+                "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
+                " threads, and %s needs whole %s (a multiple of %d)",
+                l[0], l[1], l[2], threads, what, units, unit);
+}
+
 static size_t source_index(const tcl_crender *r, const tcl_uop *u, uint32_t k) {
     return (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[k]) - 1;
 }
@@ -360,7 +370,7 @@ static tcl_status address_of(tcl_crender *r, size_t i, size_t *addr) {
 static tcl_status emit_load(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->nsrc != 1 && u->nsrc != 2) return fail(r, TCL_ERR_INVALID, i, "takes (INDEX[, gate]), got %u sources", u->nsrc);
-    if (r->copied_only[i]) { /* the copies read its INDEX; a load of its own would be dead code */
+    if (r->copied_only[i] == 1) { /* the copies read its INDEX; a load of its own would be dead code */
         r->kind[i] = CK_NONE;
         return TCL_OK;
     }
@@ -659,28 +669,18 @@ static int64_t declared_local_bytes(const tcl_crender *r) {
     return total;
 }
 
-/* Marks the LOADs whose every user is an asynchronous copy reading it as its source 2. */
+/* Marks the LOADs whose every user is an asynchronous copy reading it as its source 2: each use
+ * of a LOAD sets bit 1 (a copy's source) or bit 2 (anything else); copied_only is then 1. */
 static void mark_copied_only(tcl_crender *r) {
     if (!r->uses_async) return;
     for (size_t i = 0; i < r->n; i++) {
         const tcl_uop *u = r->nodes[i];
-        bool copy = u->op == TCL_OP_STORE && u->arg.kind != TCL_ARG_NONE && u->nsrc >= 2;
-        if (copy && u->src[1]->op == TCL_OP_LOAD) {
-            size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[1]);
-            if (at && r->copied_only[at - 1] != 2) r->copied_only[at - 1] = 1;
-        }
-    }
-    /* any other use renders it: 2 marks "used otherwise", whatever order the users come in */
-    for (size_t i = 0; i < r->n; i++) {
-        const tcl_uop *u = r->nodes[i];
         bool copy = u->op == TCL_OP_STORE && u->arg.kind != TCL_ARG_NONE;
         for (uint32_t k = 0; k < u->nsrc; k++) {
-            if (copy && k == 1) continue;
             size_t at = (size_t)(uintptr_t)tcl_ptrmap_get(&r->index_of, u->src[k]);
-            if (at && r->nodes[at - 1]->op == TCL_OP_LOAD) r->copied_only[at - 1] = 2;
+            if (at && r->nodes[at - 1]->op == TCL_OP_LOAD) r->copied_only[at - 1] |= copy && k == 1 ? 1 : 2;
         }
     }
-    for (size_t i = 0; i < r->n; i++) r->copied_only[i] = r->copied_only[i] == 1;
 }
 
 static tcl_status render(tcl_crender *r) {
@@ -713,11 +713,9 @@ static tcl_status render(tcl_crender *r) {
         return fail(r, TCL_ERR_LIMIT, WHOLE_KERNEL, "a workgroup of %" PRId64 " threads (%s allows at most %d)",
                     l[0] * l[1] * l[2], r->d->name, TCL_C_MAX_WORKGROUP);
     if ((st = tcl_cwmma_finish(r)) != TCL_OK) return st;
-    if (r->first_shuffle && (l[0] * l[1] * l[2]) % TCL_SHUFFLE_WARP)
-        return fail(r, TCL_ERR_INVALID, r->first_shuffle - 1,
-                    "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
-                    " threads, and SHUFFLE needs whole warps (a multiple of %d)",
-                    l[0], l[1], l[2], l[0] * l[1] * l[2], TCL_SHUFFLE_WARP);
+    if (r->first_shuffle &&
+        (st = tcl_crender_need_whole(r, r->first_shuffle - 1, "SHUFFLE", "warps", TCL_SHUFFLE_WARP)) != TCL_OK)
+        return st;
     tcl_ctext src = {0};
     assemble(r, &src);
     if (src.failed || r->body.failed || r->locals.failed || r->helpers.failed || r->stmt.failed || r->scratch.failed ||

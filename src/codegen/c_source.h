@@ -130,7 +130,8 @@ typedef struct tcl_crender {
      * also kept as it is stored, in raw<i>, so that a copy stores it back unconverted (and NVVM
      * can merge neighbouring copies into wide accesses, which the conversions' asm blocks stop) */
     uint8_t *raw;
-    /* per LOAD: 1 when only asynchronous copies use it (they read its INDEX): nothing is rendered */
+    /* per LOAD: 1 when only asynchronous copies use it (they read its INDEX): nothing is
+     * rendered; bit 2 when anything else does (mark_copied_only) */
     uint8_t *copied_only;
     char (*expr)[TCL_CEXPR_CAP];
     int32_t *defined_in; /* the RANGE instruction of the innermost loop open at definition, -1: top */
@@ -197,6 +198,10 @@ const char *tcl_crender_type_tag(const tcl_crender *r, tcl_dtype d);
 
 /* "kernel 'name': instruction i (OP): <message>" (i == SIZE_MAX: the whole kernel); returns s. */
 tcl_status tcl_crender_fail(tcl_crender *r, tcl_status s, size_t i, const char *fmt, ...) TCL_PRINTF_LIKE(4, 5);
+/* Once the launch is known: TCL_OK when the workgroup is a multiple of `unit` threads, else a
+ * failure at instruction i saying "... threads, and <what> needs whole <units> (a multiple of
+ * <unit>)" (WMMA: warps, warpgroups; SHUFFLE: warps). */
+tcl_status tcl_crender_need_whole(tcl_crender *r, size_t i, const char *what, const char *units, int unit);
 
 /* CUDA: the name of a variable holding the 32-bit shared-window address of local array
  * `buffer` (the instruction of a DEFINE_LOCAL, or of an AFTER of one), into out (cap bytes),

@@ -760,18 +760,12 @@ tcl_status tcl_cwmma_finish(tcl_crender *r) {
     if (!r->first_wmma) return TCL_OK;
     const int64_t *l = r->out->local_size;
     int64_t threads = l[0] * l[1] * l[2];
-    if (threads % TCL_WMMA_WARP)
-        return fail(r, TCL_ERR_INVALID, r->first_wmma - 1,
-                    "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
-                    " threads, and WMMA needs whole warps (a multiple of %d)",
-                    l[0], l[1], l[2], threads, TCL_WMMA_WARP);
+    tcl_status st = tcl_crender_need_whole(r, r->first_wmma - 1, "WMMA", "warps", TCL_WMMA_WARP);
+    if (st != TCL_OK) return st;
     if (r->uses_wgmma && threads % TCL_WMMA_WARPGROUP) {
         size_t first = 0;
         while (r->wg_head[first] == SIZE_MAX) first++;
-        return fail(r, TCL_ERR_INVALID, first,
-                    "a workgroup of local size (%" PRId64 ",%" PRId64 ",%" PRId64 ") has %" PRId64
-                    " threads, and a warpgroup WMMA needs whole warpgroups (a multiple of %d)",
-                    l[0], l[1], l[2], threads, TCL_WMMA_WARPGROUP);
+        return tcl_crender_need_whole(r, first, "a warpgroup WMMA", "warpgroups", TCL_WMMA_WARPGROUP);
     }
     if (r->uses_lane_id) /* the lane within the warp, for ldmatrix's row addresses */
         tcl_ctext_put(&r->locals, "    unsigned int tcl_lane_id;\n    asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(tcl_lane_id));\n");

@@ -453,6 +453,17 @@ static tcl_status finish_memory(builder *b) {
     return TCL_OK;
 }
 
+/* TCL_OK unless the op whose instruction + 1 is `first` (0: none) runs in a workgroup of `group`
+ * threads that is not a multiple of `unit`: "... threads, and <what> needs whole <units> (a
+ * multiple of <unit>)". */
+static tcl_status need_whole(builder *b, size_t first, uint64_t group, const char *what, const char *units, int unit) {
+    if (!first || group % (uint64_t)unit == 0) return TCL_OK;
+    const tcl_launch *l = &b->p->launch;
+    return fail(b, TCL_ERR_INVALID, first - 1,
+                "a workgroup of local size (%u,%u,%u) has %" PRIu64 " threads, and %s needs whole %s (a multiple of %d)",
+                l->local[0], l->local[1], l->local[2], group, what, units, unit);
+}
+
 static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
     tcl_launch *l = &b->p->launch;
     memset(l, 0, sizeof *l);
@@ -484,21 +495,11 @@ static tcl_status resolve_launch(builder *b, const tcl_launch *given) {
         threads *= l->global[k];
     }
     b->p->group_threads = (uint32_t)group;
-    if (b->first_warpgroup_wmma && group % TCL_WMMA_WARPGROUP)
-        return fail(b, TCL_ERR_INVALID, b->first_warpgroup_wmma - 1,
-                    "a workgroup of local size (%u,%u,%u) has %" PRIu64
-                    " threads, and a WMMA of a warpgroup shape needs whole warpgroups (a multiple of %d)",
-                    l->local[0], l->local[1], l->local[2], group, TCL_WMMA_WARPGROUP);
-    if (b->first_wmma && group % TCL_WMMA_WARP)
-        return fail(b, TCL_ERR_INVALID, b->first_wmma - 1,
-                    "a workgroup of local size (%u,%u,%u) has %" PRIu64 " threads, and WMMA needs whole warps (a multiple of %d)",
-                    l->local[0], l->local[1], l->local[2], group, TCL_WMMA_WARP);
-    if (b->first_shuffle && group % TCL_SHUFFLE_WARP)
-        return fail(b, TCL_ERR_INVALID, b->first_shuffle - 1,
-                    "a workgroup of local size (%u,%u,%u) has %" PRIu64
-                    " threads, and SHUFFLE needs whole warps (a multiple of %d)",
-                    l->local[0], l->local[1], l->local[2], group, TCL_SHUFFLE_WARP);
-    return TCL_OK;
+    tcl_status st = need_whole(b, b->first_warpgroup_wmma, group, "a WMMA of a warpgroup shape", "warpgroups",
+                               TCL_WMMA_WARPGROUP);
+    if (st == TCL_OK) st = need_whole(b, b->first_wmma, group, "WMMA", "warps", TCL_WMMA_WARP);
+    if (st == TCL_OK) st = need_whole(b, b->first_shuffle, group, "SHUFFLE", "warps", TCL_SHUFFLE_WARP);
+    return st;
 }
 
 /* A WMMA or SHUFFLE: a stop where the warps of the group compute the result from their lanes' saved registers. */

@@ -41,17 +41,12 @@ local function plan_tile(k)
   local reduce = k:axes("reduce")
   if #reduce == 0 then return nil end
   -- vec: the unit-stride output axis; reuse: an axis some read uses vec but not it
-  local vec, reuse = k:tile_axes()
+  local vec, reuse, store = k:tile_axes()
   if not vec then return nil end
-  local buffers = k:buffers()
-  local store
-  for _, b in ipairs(buffers) do
-    if b.store then store = b break end
-  end
   local lanes = math.max(1, (caps.vector_bytes or 4) // math.max(1, store.itemsize))
   -- the vector axis's lanes would be gathered where a read steps far along it (x W^T reads W
   -- across rows, a per-channel sum over (N, C, H, W) reads channels H*W apart): no tile then
-  for _, b in ipairs(buffers) do
+  for _, b in ipairs(k:buffers()) do
     local stride = b.strides[vec.axis]
     if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
   end

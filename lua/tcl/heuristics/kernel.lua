@@ -12,12 +12,14 @@
 --                        "reduce", "unroll"
 --   kernel:axes(type, ...)   the ranges of those types, in order
 --   kernel:buffers()     { { slot =, dtype =, itemsize =, store = bool, strides = { [axis] = n } }, ... }
+--                        (the same table until the next opt is applied: read it, don't change it)
 --                        one entry per access (a buffer read twice appears twice); strides[axis]
 --                        is how many elements the address moves per step of that axis: 0 when
 --                        the access does not use the axis, nil when it is not affine in it
 --   kernel:tile_axes()   the axes of a register tile, or nil: the output range the (first) store
---                        steps by 1 (vec), and an output range the store uses that some read
---                        does not while it uses vec (reuse: a matmul's rows, B not using them)
+--                        steps by 1 (vec), an output range the store uses that some read
+--                        does not while it uses vec (reuse: a matmul's rows, B not using them),
+--                        and that store's entry of buffers()
 --   kernel:reduce_ops()  { "ADD", "MAX", ... } of the kernel's reductions
 --   kernel:output_size() product of the sizes of the non-reduce axes
 --   kernel:work()        product of all axis sizes (one step of the innermost body each)
@@ -93,6 +95,7 @@ local function affine(u, memo)
 end
 
 function Kernel:buffers()
+  if self._buffers then return self._buffers end
   local ranges = self._k:ranges()
   local graph = self._k:graph()
   local memo, out = {}, {}
@@ -113,6 +116,7 @@ function Kernel:buffers()
     if u.op == "LOAD" and u:source(1).op == "INDEX" then entry(u:source(1), false) end
     if u.op == "STORE" and u:source(1).op == "INDEX" then entry(u:source(1), true) end
   end
+  self._buffers = out -- heuristics ask several times between opts
   return out
 end
 
@@ -137,7 +141,7 @@ function Kernel:tile_axes()
     end
   end
   if not reuse then return nil end
-  return vec, reuse
+  return vec, reuse, store
 end
 
 function Kernel:reduce_ops()
@@ -178,6 +182,7 @@ local function tc_misfit(self, amount)
 end
 
 function Kernel:apply(op, axis, amount)
+  self._buffers = nil
   local why = op == "TC" and tc_misfit(self, amount)
   if why then error(string.format("invalid opt TC(%s,%s): %s", tostring(axis), tostring(amount), why), 2) end
   self._k:apply(op, axis, amount)
@@ -185,6 +190,7 @@ function Kernel:apply(op, axis, amount)
 end
 
 function Kernel:try_apply(op, axis, amount)
+  self._buffers = nil
   local why = op == "TC" and tc_misfit(self, amount)
   if why then return false, string.format("invalid opt TC(%s,%s): %s", tostring(axis), tostring(amount), why) end
   return self._k:try_apply(op, axis, amount)
