@@ -1,6 +1,7 @@
 -- check_gpu_sources.lua — compiles every kernel source that EMU's GPU mode wrote with
--- TCL_RENDER_DUMP (one file per kernel of a spec run), in batches: CUDA C with NVRTC for sm_80
--- and sm_90 and then ptxas on the PTX (when the toolkit has it); Metal Shading Language with
+-- TCL_RENDER_DUMP (one file per kernel of a spec run), in batches: CUDA C with NVRTC for sm_75
+-- (Turing: what runs where tensor cores are not offered), sm_80 and sm_90 and then ptxas on the
+-- PTX (when the toolkit has it); Metal Shading Language with
 -- clang++ against tcl's stand-in header (tcl.codegen.metal_stub). scripts/test.sh runs it after
 -- the Tensor API's specs ran on EMU's GPU mode, so every kernel of that suite is compiled for the
 -- real targets. Needs tcl's Lua files and C module on the Lua paths (test.sh sets them).
@@ -83,7 +84,7 @@ if dialect == "cuda" then
   local have_ptxas = run("test -x " .. shell_quote(cuda_bin)) == 0
   for b, batch in ipairs(batches) do
     local what = string.format("kernels %d-%d", batch.first, batch.last)
-    for _, arch in ipairs { "sm_80", "sm_90" } do
+    for _, arch in ipairs { "sm_75", "sm_80", "sm_90" } do
       if not have then
         report(nil, what .. " NVRTC " .. arch, tostring(why))
       else

@@ -210,7 +210,7 @@ if [ "$debug_built" = 1 ]; then
   # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
   # and barriers as on the GPU, and the interpreter reports any race between threads
   # and every kernel of those runs written in the target's language, then compiled for real:
-  # CUDA C by NVRTC (sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
+  # CUDA C by NVRTC (sm_75, sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
   gpu_sources=$(mktemp -d)
   mkdir -p "$gpu_sources/cuda" "$gpu_sources/metal"
   run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA \

@@ -70,6 +70,42 @@ describe("the CUDA device without a GPU", function()
     end
   end)
 
+  it("compiles for GPUs before Ampere without tensor cores, and for GPUs newer than NVRTC as the newest it knows",
+    function()
+      local cuda = require "tcl.codegen.cuda"
+      local targets = require "tcl.codegen.gpu_targets"
+      local sm75 = targets.get("CUDA_SM75")
+      assert.are.same({}, sm75.gpu.tensor_cores)
+      assert.are.equal(targets.get("CUDA").gpu.local_bytes, sm75.gpu.local_bytes)
+      local target, arch = cuda.target_of { compute_capability = { 7, 5 }, arch = "sm_75" }
+      assert.are.equal(sm75, target)
+      assert.are.equal("sm_75", arch)
+      -- what NVRTC lists decides the code: the device's own architecture, else the newest below it
+      local compiler = { version = "12.4", archs = { 50, 60, 70, 75, 80, 86, 89, 90 } }
+      for _, case in ipairs {
+        { { 7, 0 }, "sm_70", "CUDA_SM75" }, { { 8, 6 }, "sm_86", "CUDA" }, { { 8, 7 }, "sm_86", "CUDA" },
+        { { 9, 0 }, "sm_90a", "CUDA_SM90" }, { { 10, 0 }, "sm_90", "CUDA" }, { { 12, 1 }, "sm_90", "CUDA" },
+      } do
+        local cc = case[1]
+        target, arch = cuda.target_of({ compute_capability = cc, arch = string.format("sm_%d%d", cc[1], cc[2]) },
+          compiler)
+        assert.are.equal(case[2], arch)
+        assert.are.equal(targets.get(case[3]), target)
+      end
+      -- Hopper's own code needs NVRTC to know sm_90
+      target, arch = cuda.target_of({ compute_capability = { 9, 0 }, arch = "sm_90" }, { version = "11.4",
+        archs = { 35, 50, 60, 70, 75, 80, 86 } })
+      assert.are.equal("sm_86", arch)
+      assert.are.equal(targets.get("CUDA"), target)
+      -- a GPU older than everything NVRTC compiles for
+      target, arch = cuda.target_of({ name = "Tesla V100", compute_capability = { 7, 0 }, arch = "sm_70" },
+        { version = "13.0", archs = { 75, 80, 90, 100, 120 } })
+      assert.is_nil(target)
+      assert.are.equal("CUDA: this GPU (Tesla V100, compute capability 7.0) is older than every architecture NVRTC "
+        .. "13.0 compiles for (sm_75, sm_80, sm_90, sm_100, sm_120): use a CUDA toolkit that supports sm_70 "
+        .. "(TCL_CUDA_PATH names its directory)", arch)
+    end)
+
   it("refuses host Buffers on CUDA, saying where its buffers come from", function()
     local err = helper.error_of(runtime.buffer, "float32", 2, "CUDA")
     assert.matches("device CUDA keeps its buffers in its own memory", err, 1, true)
@@ -660,6 +696,59 @@ describe("the CUDA device on the mock driver", function()
     assert.are.equal(0, compiled, err2)
     assert.are.equal(launches, from_disk, err2)
     os.execute("rm -rf " .. helper.shell_quote(cache))
+  end)
+end)
+
+describe("the mock driver as GPUs of other generations", function()
+  local function have_tools()
+    if not helper.exists(MOCK) then return pending("the mock driver is not built (" .. MOCK .. ")") end
+    local have, why = require("tcl.nvrtc").available()
+    if not have then return pending("NVRTC is not available: " .. tostring(why)) end
+    return true
+  end
+
+  it("compiles a float16 matmul for a Turing GPU (7.5) without tensor cores, and runs its kernels", function()
+    if not have_tools() then return end
+    local log = os.tmpname()
+    local out = child_ok("DEVICE=CUDA MOCK_CUDA_CC=7.5 " .. mock_env(log), [[
+      local schedule = require "tcl.schedule"
+      local programs = {}
+      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
+      local a = Tensor.ones(256, 256, { dtype = "float16" }):realize()
+      local b = Tensor.ones(256, 256, { dtype = "float16" }):realize()
+      a:matmul(b):realize()
+      schedule.recorder = nil
+      for _, p in ipairs(programs) do
+        assert(p:assembly():find(".target sm_75", 1, true), "not compiled for sm_75")
+        assert(not p:dump():find("mma", 1, true), "tensor cores on sm_75")
+        print("kernel " .. p.entry)
+      end
+      print "ok"
+    ]])
+    local text = helper.read(log)
+    os.remove(log)
+    local kernels = 0
+    for entry in out:gmatch("kernel ([%w_]+)") do
+      kernels = kernels + 1
+      assert.matches("\nlaunch " .. entry .. " grid ", text, 1, true)
+    end
+    assert.is_true(kernels >= 2, out) -- the two fills and the matmul
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end)
+
+  it("names a GPU that NVRTC cannot compile for at its first kernel, and still copies to and from it", function()
+    if not have_tools() then return end
+    local archs = require("tcl.nvrtc").supported_archs()
+    if not archs or archs[1] <= 30 then return pending("this NVRTC compiles for sm_30: no older GPU to refuse") end
+    local log = os.tmpname()
+    local old = string.format("MOCK_CUDA_CC=%d.%d ", (archs[1] - 5) // 10, (archs[1] - 5) % 10)
+    child_ok(old .. mock_env(log), "assert(Tensor({ 1, 2 }):to('cuda'):to('cpu'):tolist()[2] == 2) print 'ok'")
+    local status, _, err = child("DEVICE=CUDA " .. old .. mock_env(log), "print(Tensor.ones(2):realize():tolist())")
+    os.remove(log)
+    assert.are.equal(1, status, err)
+    assert.matches(string.format("CUDA: this GPU (tcl mock GPU, compute capability %s) is older than every "
+      .. "architecture NVRTC", old:match("[%d.]+")), err, 1, true)
+    assert.matches(string.format("use a CUDA toolkit that supports sm_%d ", archs[1] - 5), err, 1, true)
   end)
 end)
 

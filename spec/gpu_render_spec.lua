@@ -1169,7 +1169,7 @@ describe("the CUDA and Metal renderers", function()
 end)
 
 describe("NVRTC", function()
-  it("is loaded at run time: available() says why not, instead of raising", function()
+  it("is loaded at run time: available() says why not, instead of raising; it lists its architectures", function()
     local ok, why = nvrtc.available()
     assert.are.equal("boolean", type(ok))
     if not ok then
@@ -1184,6 +1184,20 @@ describe("NVRTC", function()
     local library, include = nvrtc.path()
     assert.matches("libnvrtc", library, 1, true)
     if include then assert.is_true(helper.exists(include .. "/cuda_fp16.h")) end
+    -- the architectures it compiles for, ascending; every one it lists compiles
+    local archs = nvrtc.supported_archs()
+    if major > 11 or minor >= 2 then
+      assert.is_true(#archs >= 2)
+      for i = 2, #archs do assert.is_true(archs[i - 1] < archs[i]) end
+      local source = 'extern "C" __global__ void k(float *p) { p[threadIdx.x] += 1.0f; }'
+      for _, a in ipairs { archs[1], archs[#archs] } do
+        local ptx = nvrtc.compile_ptx(source, { arch = "sm_" .. a, name = "k" })
+        assert.matches(".target sm_" .. a, ptx, 1, true)
+      end
+      local below = archs[1] - 5
+      assert.matches("invalid value for --gpu-architecture", helper.error_of(nvrtc.compile_ptx, source,
+        { arch = string.format("sm_%d", below), name = "k" }), 1, true)
+    end
   end)
 
   it("is looked for first in the toolkit that TCL_CUDA_PATH names", function()

@@ -15,9 +15,9 @@
 --   HEURISTICS          string or nil: a Lua file whose function replaces the default
 --                       heuristic (TCL_HEURISTICS)
 --   DEVICE              string or nil: the default device of new tensors (any case; CPU when unset)
---   EMU_GPU             string or nil: "CUDA", "CUDA_SM90" (with wgmma) or "METAL" runs EMU in
---                       its GPU mode, with that renderer's capabilities (workgroups, local
---                       memory; kernels checked for races)
+--   EMU_GPU             string or nil: "CUDA", "CUDA_SM75" (no tensor cores), "CUDA_SM90" (with
+--                       wgmma) or "METAL" runs EMU in its GPU mode, with that renderer's
+--                       capabilities (workgroups, local memory; kernels checked for races)
 --   RENDER_DUMP         string or nil: in EMU's GPU mode, a directory where each kernel's source
 --                       in the GPU target's language is written (TCL_RENDER_DUMP; the test
 --                       command compiles them all: scripts/check_gpu_sources.lua)

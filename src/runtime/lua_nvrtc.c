@@ -4,6 +4,8 @@
  *   local nvrtc = require "tcl.nvrtc"
  *   nvrtc.available() -> true | false, why     loads NVRTC on first use; never raises
  *   nvrtc.version() -> major, minor            raises when NVRTC is missing
+ *   nvrtc.supported_archs() -> { 75, 80, ... } the compute capabilities (times ten) it compiles
+ *                                              for, ascending; nil when it cannot tell (< 11.2)
  *   nvrtc.path() -> library, include_dir       the loaded library's file and the toolkit's
  *                                              include/ (nil when none was found)
  *   nvrtc.compile_ptx(source, opts) -> ptx, { log =, seconds = }
@@ -47,6 +49,24 @@ static int l_version(lua_State *L) {
     lua_pushinteger(L, major);
     lua_pushinteger(L, minor);
     return 2;
+}
+
+static int l_supported_archs(lua_State *L) {
+    tcl_error err;
+    int archs[TCL_NVRTC_MAX_ARCHS];
+    size_t n = 0;
+    if (tcl_nvrtc_supported_archs(archs, TCL_NVRTC_MAX_ARCHS, &n, &err) != TCL_OK)
+        return luaL_error(L, "nvrtc.supported_archs: %s", err.message);
+    if (n == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, (int)n, 0);
+    for (size_t k = 0; k < n; k++) {
+        lua_pushinteger(L, archs[k]);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    return 1;
 }
 
 static int l_path(lua_State *L) {
@@ -238,13 +258,15 @@ static int l_compile_many(lua_State *L) {
 }
 
 TCL_LUAOPEN_API int luaopen_tcl_nvrtc(lua_State *L) {
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 7);
     lua_pushcfunction(L, l_available);
     lua_setfield(L, -2, "available");
     lua_pushcfunction(L, l_version);
     lua_setfield(L, -2, "version");
     lua_pushcfunction(L, l_path);
     lua_setfield(L, -2, "path");
+    lua_pushcfunction(L, l_supported_archs);
+    lua_setfield(L, -2, "supported_archs");
     lua_pushboolean(L, 0);
     lua_pushcclosure(L, l_compile, 1);
     lua_setfield(L, -2, "compile_ptx");

@@ -25,6 +25,7 @@ typedef int (*fn_compile)(nvrtc_program, int, const char *const *);
 typedef int (*fn_size)(nvrtc_program, size_t *);
 typedef int (*fn_get)(nvrtc_program, char *);
 typedef const char *(*fn_error_string)(int);
+typedef int (*fn_count)(int *);
 
 static struct {
     pthread_mutex_t lock;
@@ -37,6 +38,7 @@ static struct {
     fn_size ptx_size, log_size, cubin_size;
     fn_get ptx, log, cubin;
     fn_error_string error_string;
+    fn_count num_archs, archs; /* nvrtcGetNumSupportedArchs, nvrtcGetSupportedArchs (11.2 and later) */
     char path[PATH_MAX];
     char include[PATH_MAX];
     bool have_include;
@@ -151,6 +153,8 @@ static bool load_locked(void) {
     lib.error_string = (fn_error_string)symbol("nvrtcGetErrorString", true);
     lib.cubin_size = (fn_size)symbol("nvrtcGetCUBINSize", false); /* NVRTC 11.1 and later */
     lib.cubin = (fn_get)symbol("nvrtcGetCUBIN", false);
+    lib.num_archs = (fn_count)symbol("nvrtcGetNumSupportedArchs", false);
+    lib.archs = (fn_count)symbol("nvrtcGetSupportedArchs", false);
     if (!lib.version || !lib.create || !lib.destroy || !lib.compile || !lib.ptx_size || !lib.ptx || !lib.log_size || !lib.log ||
         !lib.error_string) {
         dlclose(lib.handle);
@@ -177,6 +181,21 @@ tcl_status tcl_nvrtc_version(int *major, int *minor, tcl_error *err) {
     tcl_status st = tcl_nvrtc_load(err);
     if (st != TCL_OK) return st;
     if (lib.version(major, minor) != 0) return tcl_fail(err, TCL_ERR_RUNTIME, "nvrtcVersion failed");
+    return TCL_OK;
+}
+
+tcl_status tcl_nvrtc_supported_archs(int *archs, size_t cap, size_t *n, tcl_error *err) {
+    *n = 0;
+    tcl_status st = tcl_nvrtc_load(err);
+    if (st != TCL_OK) return st;
+    if (!lib.num_archs || !lib.archs) return TCL_OK;
+    int count = 0;
+    if (lib.num_archs(&count) != 0 || count < 0)
+        return tcl_fail(err, TCL_ERR_RUNTIME, "nvrtcGetNumSupportedArchs failed");
+    if ((size_t)count > cap)
+        return tcl_fail(err, TCL_ERR_RUNTIME, "NVRTC lists %d architectures, more than the %zu expected", count, cap);
+    if (count && lib.archs(archs) != 0) return tcl_fail(err, TCL_ERR_RUNTIME, "nvrtcGetSupportedArchs failed");
+    *n = (size_t)count;
     return TCL_OK;
 }
 

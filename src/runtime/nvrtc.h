@@ -24,6 +24,11 @@
 tcl_status tcl_nvrtc_load(tcl_error *err);
 /* NVRTC's version (loads it). */
 tcl_status tcl_nvrtc_version(int *major, int *minor, tcl_error *err);
+/* The architectures NVRTC compiles for, as compute capabilities times ten (75, 80, ..., 90,
+ * 100, ...), ascending, into archs[0..cap-1] and their number into *n (loads NVRTC). *n is 0
+ * when this NVRTC cannot tell (before 11.2). More than cap of them is an error. */
+#define TCL_NVRTC_MAX_ARCHS 64
+tcl_status tcl_nvrtc_supported_archs(int *archs, size_t cap, size_t *n, tcl_error *err);
 /* After a successful load: the library's file, and the include directory (NULL: none found). */
 const char *tcl_nvrtc_library_path(void);
 const char *tcl_nvrtc_include_dir(void);

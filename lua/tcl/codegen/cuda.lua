@@ -10,7 +10,9 @@
 --     memory as dynamic shared memory, facts.dynamic_local_bytes, given at launch) once the
 --     device is open.
 --   * options ("cuda-sm_80"): the architecture kernels are compiled for (M.target_of: "sm_90a"
---     on compute capability 9.0, whose target adds the warpgroup tensor cores). The module loads anywhere (specs call
+--     on compute capability 9.0, whose target adds the warpgroup tensor cores; below 8.0 a
+--     target without tensor cores; the newest NVRTC knows for a GPU newer than NVRTC). The
+--     module loads anywhere (specs call
 --     launch_of and params_of without a GPU); reading options or renderer.gpu opens the device,
 --     which the first CUDA kernel does, so DEVICE=CUDA without a driver or a GPU fails there
 --     with the driver's message ("CUDA: cannot load the NVIDIA driver library ...").
@@ -62,13 +64,35 @@ function M.gpu_limits(base, info)
 end
 
 --- The GPU target and the architecture kernels are compiled for on a device (info:
--- tcl.cuda.device()'s table): compute capability 9.0 (H100, H200) gets CUDA_SM90, whose
--- warpgroup tensor cores (wgmma) need code for sm_90a; other devices get CUDA and their own
--- architecture.
-function M.target_of(info)
+-- tcl.cuda.device()'s table; compiler: { version = "13.0", archs = the compute capabilities
+-- times ten that NVRTC compiles for }, or nil when unknown). The code is for the device's own
+-- architecture, or, when NVRTC does not list it, the newest listed below it: PTX for an older
+-- architecture runs on newer GPUs (the driver compiles it when the module loads). Then
+-- compute capability 9.0 (H100, H200) gets CUDA_SM90, whose warpgroup tensor cores (wgmma)
+-- need code for sm_90a; below 8.0 (T4, RTX 20x0) CUDA_SM75, without tensor cores; the rest
+-- CUDA. Returns target, arch; or nil, why when NVRTC lists nothing this GPU runs.
+function M.target_of(info, compiler)
   local cc = info.compute_capability or {}
-  if cc[1] == 9 and cc[2] == 0 then return targets.get("CUDA_SM90"), "sm_90a" end
-  return target, info.arch
+  local own = (cc[1] or 0) * 10 + (cc[2] or 0)
+  local code, archs = own, compiler and compiler.archs
+  if archs then
+    code = nil
+    for _, a in ipairs(archs) do
+      if a <= own and (not code or a > code) then code = a end
+    end
+    if not code then
+      local listed = {}
+      for n, a in ipairs(archs) do listed[n] = "sm_" .. a end
+      return nil, string.format("CUDA: this GPU (%s, compute capability %d.%d) is older than every architecture "
+        .. "NVRTC %s compiles for (%s): use a CUDA toolkit that supports sm_%d (TCL_CUDA_PATH names its directory)",
+        tostring(info.name), cc[1] or 0, cc[2] or 0, compiler.version, table.concat(listed, ", "), own)
+    end
+  end
+  -- sm_90a code runs on compute capability 9.0 only
+  if code == 90 and own == 90 then return targets.get("CUDA_SM90"), "sm_90a" end
+  local arch = code == own and info.arch or ("sm_" .. code)
+  if code < 80 then return targets.get("CUDA_SM75"), arch end
+  return target, arch
 end
 
 -- CUDA's own exp2f, log2f, sinf, cosf and powf are off by up to 2 ulp or more (the CUDA
@@ -80,7 +104,21 @@ local native, device = gpu_backend.attach(M, {
   label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target,
   lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
   open = function(info)
-    local base, arch = M.target_of(info)
+    -- what NVRTC compiles for, when it is there (copies need no compiler: its absence is
+    -- reported by the first kernel)
+    local have, nvrtc = pcall(require, "tcl.nvrtc")
+    local compiler
+    if have and nvrtc.available() then
+      compiler = { version = string.format("%d.%d", nvrtc.version()), archs = nvrtc.supported_archs() }
+    end
+    local base, arch = M.target_of(info, compiler)
+    if not base then -- no kernel can be compiled: the first says why
+      return { unsupported = arch, options = "cuda-unsupported", gpu = M.gpu_limits(target.gpu, info) }
+    end
+    if arch ~= info.arch and arch ~= "sm_90a" and env.DEBUG >= 1 then
+      io.stderr:write(string.format("CUDA: NVRTC %s does not compile for %s (%s); kernels are PTX for %s, which "
+        .. "the driver compiles for this GPU\n", compiler.version, info.arch, tostring(info.name), arch))
+    end
     return { arch = arch, options = "cuda-" .. arch, gpu = M.gpu_limits(base.gpu, info) }
   end,
 })
@@ -133,6 +171,7 @@ function M.build_many(jobs)
       if not have then error("CUDA: " .. tostring(why), 0) end
       compiler = string.format("nvrtc%d.%d", nvrtc.version())
     end
+    if dev.unsupported then error(dev.unsupported, 0) end
     local key = string.format("cuda-ptx|%s|%s|%s", dev.options, compiler, source)
     local ptx = dir and runtime.cache_read(dir, key)
     if ptx then M.stats.disk_hits = M.stats.disk_hits + 1 else misses[#misses + 1] = i end

@@ -7,8 +7,8 @@
 -- a program has :run(buffers) -> seconds, .name, .bytes, :dump() (DEBUG=4: its code) and,
 -- where the device has one, :assembly() (DEBUG=7).
 --
--- GPU mode (EMU_GPU=CUDA, CUDA_SM90 or METAL, tcl.env): the renderer takes that GPU target's capabilities
--- (tcl.codegen.gpu_targets), so kernels get workgroups, local memory and barriers as on the
+-- GPU mode (EMU_GPU=CUDA, CUDA_SM75, CUDA_SM90 or METAL, tcl.env): the renderer takes that GPU
+-- target's capabilities (tcl.codegen.gpu_targets), so kernels get workgroups, local memory and barriers as on the
 -- GPU (the pipeline's GPU passes), and the interpreter runs them a workgroup at a time,
 -- reporting races. The options string names the mode: compiled kernels of the two modes are
 -- cached apart.

@@ -4,7 +4,8 @@
 -- run, and are checked for races, on any machine. Layer: codegen.
 --
 --   local targets = require "tcl.codegen.gpu_targets"
---   local t = targets.get("CUDA")      -- or "CUDA_SM90", "METAL"; an unknown name is an error
+--   local t = targets.get("CUDA")      -- or "CUDA_SM75", "CUDA_SM90", "METAL"; an unknown name is
+--                                       -- an error
 --                                       -- listing them
 --   t.name (the renderer's dialect), t.id (the target's own name, lower case),
 --   t.gpu = { grid_max = {x, y, z}, local_max = {x, y, z}, threads_max =,
@@ -39,6 +40,17 @@ do
   TARGETS.CUDA_SM90 = { name = "cuda", gpu = hopper }
 end
 
+-- NVIDIA before Ampere (compute capability below 8.0; 7.5, Turing, is the oldest CUDA 13
+-- compiles for): CUDA's limits without tensor cores, as the shapes tcl renders (mma.sync
+-- m16n8k16) and the staged configurations' cp.async need 8.0
+do
+  local turing = { tensor_cores = {} }
+  for k, v in pairs(TARGETS.CUDA.gpu) do
+    if turing[k] == nil then turing[k] = type(v) == "table" and { table.unpack(v) } or v end
+  end
+  TARGETS.CUDA_SM75 = { name = "cuda", gpu = turing }
+end
+
 local function caps_of(target)
   return function()
     local gpu = target.gpu
@@ -58,7 +70,7 @@ end
 function M.get(name)
   local target = type(name) == "string" and TARGETS[name:upper()]
   if not target then
-    error(string.format("unknown GPU target '%s' (known: CUDA, CUDA_SM90, METAL)", tostring(name)), 0)
+    error(string.format("unknown GPU target '%s' (known: CUDA, CUDA_SM75, CUDA_SM90, METAL)", tostring(name)), 0)
   end
   return target
 end
