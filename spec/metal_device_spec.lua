@@ -228,6 +228,23 @@ describe("the Metal backend", function()
     assert.are.equal(32, gpu.warp)
     assert.are.equal(1024, base.threads_max) -- the target itself is left alone
   end)
+
+  it("offers simdgroup matrices from Apple GPU family 7 on, and 32-thread shuffles on Apple GPUs only", function()
+    local base = require("tcl.codegen.gpu_targets").get("METAL").gpu
+    local function limits(family)
+      return metal.gpu_limits(base, { max_threadgroup = { 1024, 1024, 1024 }, threads_per_threadgroup = 1024,
+        threadgroup_bytes = 32768, apple_family = family })
+    end
+    for _, family in ipairs { 7, 8, 9, 10 } do
+      assert.are.same(base.tensor_cores, limits(family).tensor_cores)
+      assert.are.equal(32, limits(family).warp)
+    end
+    assert.are.same({}, limits(6).tensor_cores) -- an A13: permutes, no simdgroup matrices
+    assert.are.equal(32, limits(6).warp)
+    assert.are.same({}, limits(0).tensor_cores) -- AMD, Intel
+    assert.is_nil(limits(0).warp)
+    assert.are.same({ "m8n8k8_f32_f32" }, base.tensor_cores) -- the target itself is left alone
+  end)
 end)
 
 -- The mock's record, and the environment that loads the mock with that record.
@@ -413,6 +430,33 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
     end
     assert.is_true(dispatches >= 1)
     clean_record(text)
+  end)
+
+  it("asks the GPU's family: an AMD or Intel GPU's kernels use neither simdgroup matrices nor shuffles", function()
+    if not have_mock() then return end
+    -- a float32 matmul tensor cores take, and sums over rows of 1024 (GROUP: shuffles where the
+    -- SIMD groups are 32 threads)
+    local code = [[
+      local schedule = require "tcl.schedule"
+      local sources = {}
+      schedule.recorder = function(kernel) if kernel.program then sources[#sources + 1] = kernel.program:dump() end end
+      local a = Tensor.arange(64 * 64):float():reshape(64, 64):realize()
+      local b = Tensor.ones(64, 64):realize()
+      a:matmul(b):realize()
+      Tensor.ones(16, 1024):sum(2):realize()
+      schedule.recorder = nil
+      local all = table.concat(sources, "\n")
+      print(string.format("family %d matrices %s shuffles %s", require("tcl.metal").device().apple_family,
+        tostring(all:find("simdgroup_multiply_accumulate", 1, true) ~= nil),
+        tostring(all:find("simd_shuffle_xor", 1, true) ~= nil)))
+      print "ok"
+    ]]
+    local out = standin_ok("DEVICE=METAL", code)
+    assert.matches("family 8 matrices true shuffles true", out, 1, true)
+    clean_record(helper.read(log))
+    out = standin_ok("DEVICE=METAL MOCK_METAL_APPLE_FAMILY=0", code)
+    assert.matches("family 0 matrices false shuffles false", out, 1, true)
+    clean_record(helper.read(log))
   end)
 
   it("commits dispatches without waiting; a read or tcl.synchronize waits for them, in order", function()

@@ -16,7 +16,8 @@
  *     :run(buffers [, timed]) -> GPU seconds   buffers: MetalBuffers in PARAM slot order;
  *       timed false: commits the dispatch and returns nothing (metal_device.h: queued)
  *   metal.device() -> { name =, max_threadgroup = {x, y, z}, threads_per_threadgroup =,
- *                       threadgroup_bytes =, max_buffer_bytes =, library = }
+ *                       threadgroup_bytes =, max_buffer_bytes =, library =, apple_family = (the
+ *                       newest Apple GPU family: 7 on an M1, 0 for AMD and Intel GPUs) }
  *   metal.opened() -> whether this state has opened its device (never opens it)
  *   metal.synchronize()                  waits for every queued dispatch
  *   metal.queued() -> whether dispatches are queued on this state's device (never opens it)
@@ -79,7 +80,7 @@ static int l_queued(lua_State *L) {
 
 static int l_device(lua_State *L) {
     const tcl_metal_info *info = tcl_metal_device_info(state_device(L, "metal.device"));
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, info->name);
     lua_setfield(L, -2, "name");
     tcl_lua_push_sizes(L, info->max_threadgroup);
@@ -97,6 +98,8 @@ static int l_device(lua_State *L) {
     lua_setfield(L, -2, "max_buffer_bytes");
     lua_pushstring(L, info->library);
     lua_setfield(L, -2, "library");
+    lua_pushinteger(L, (lua_Integer)info->apple_family);
+    lua_setfield(L, -2, "apple_family");
     return 1;
 }
 

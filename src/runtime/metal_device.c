@@ -61,6 +61,10 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym results convert 
 
 /* MTLResourceStorageModeShared | MTLResourceCPUCacheModeDefaultCache */
 #define RESOURCE_STORAGE_SHARED ((ns_uint)0)
+/* MTLGPUFamilyApple1; Apple<N> is APPLE_FAMILY_1 + N - 1 (MTLGPUFamily). Families up to
+ * APPLE_FAMILY_MAX are asked about. */
+#define APPLE_FAMILY_1 1001
+#define APPLE_FAMILY_MAX 12
 /* MTLCommandBufferStatus */
 enum { COMMAND_BUFFER_COMPLETED = 4, COMMAND_BUFFER_ERROR = 5 };
 
@@ -81,6 +85,7 @@ typedef void (*MSG_VOID_ID)(id, SEL, id);                          /* setCompute
 typedef void (*MSG_VOID_BOOL)(id, SEL, BOOL);                      /* setFastMathEnabled: */
 typedef void (*MSG_VOID_ID_UINT_UINT)(id, SEL, id, ns_uint, ns_uint); /* setBuffer:offset:atIndex: */
 typedef void (*MSG_VOID_SIZE_SIZE)(id, SEL, mtl_size, mtl_size);   /* dispatchThreadgroups:threadsPerThreadgroup: */
+typedef BOOL (*MSG_BOOL_INT)(id, SEL, long);                       /* supportsFamily: (an NSInteger) */
 
 /* The runtime's and Metal's C functions. objc_msgSend is kept as void (*)(void), the type
  * that converts to every function pointer type, and cast to a MSG_* type at each send. */
@@ -124,6 +129,7 @@ static const entry_point entry_points[] = {
     X(max_threads_per_threadgroup, "maxThreadsPerThreadgroup")                                                        \
     X(max_threadgroup_memory, "maxThreadgroupMemoryLength")                                                           \
     X(max_buffer_length, "maxBufferLength")                                                                           \
+    X(supports_family, "supportsFamily:")                                                                             \
     X(new_command_queue, "newCommandQueue")                                                                           \
     X(new_buffer, "newBufferWithLength:options:")                                                                     \
     X(contents, "contents")                                                                                            \
@@ -269,6 +275,10 @@ static bool open_device(tcl_metal_device *d, tcl_error *err) {
     for (int i = 0; i < 3; i++) d->info.max_threadgroup[i] = axes[i] > UINT32_MAX ? UINT32_MAX : (uint32_t)axes[i];
     d->info.threadgroup_bytes = SEND(d, MSG_UINT)(d->device, d->sel.max_threadgroup_memory);
     d->info.max_buffer_bytes = SEND(d, MSG_UINT)(d->device, d->sel.max_buffer_length);
+    /* the newest Apple GPU family it supports (the families include the older ones); an AMD or
+     * Intel GPU supports none */
+    for (uint32_t n = APPLE_FAMILY_MAX; n >= 1 && !d->info.apple_family; n--)
+        if (SEND(d, MSG_BOOL_INT)(d->device, d->sel.supports_family, APPLE_FAMILY_1 + (long)n - 1)) d->info.apple_family = n;
     d->queue = SEND(d, MSG_ID)(d->device, d->sel.new_command_queue);
     if (!d->queue) {
         tcl_fail(err, TCL_ERR_RUNTIME, "Metal: newCommandQueue returned no queue on %s", d->info.name);

@@ -40,6 +40,8 @@ typedef struct tcl_metal_info {
     uint32_t max_threadgroup[3];  /* maxThreadsPerThreadgroup: threads per threadgroup axis */
     uint64_t threadgroup_bytes;   /* maxThreadgroupMemoryLength */
     uint64_t max_buffer_bytes;    /* maxBufferLength */
+    uint32_t apple_family;        /* N of the newest MTLGPUFamilyApple<N> it supports (supportsFamily:,
+                                   * macOS 10.15 and later): 7 on an M1; 0 for an AMD or Intel GPU */
 } tcl_metal_info;
 
 /* The message of every entry point on a system without Metal. */

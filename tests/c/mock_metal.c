@@ -32,9 +32,11 @@
  * "problem: <what>" for a misuse of the API,
  * and at exit "exit objects <live> pools <open>" (then "live <class>" per object still held).
  * Knobs (environment): MOCK_METAL_NO_DEVICE=1 (MTLCreateSystemDefaultDevice gives nil),
- * MOCK_METAL_MAX_BUFFER=<bytes> (maxBufferLength, default 1 GiB), MOCK_METAL_PIPELINE_THREADS=<n>
- * (maxTotalThreadsPerThreadgroup, default 1024), MOCK_METAL_RUN_ERROR=1 (command buffers end in
- * MTLCommandBufferStatusError). Single-threaded use only. */
+ * MOCK_METAL_MAX_BUFFER=<bytes> (maxBufferLength, default 1 GiB), MOCK_METAL_APPLE_FAMILY=<n>
+ * (the newest MTLGPUFamilyApple<n> supportsFamily: says yes to, default 8; 0 for none, as an
+ * AMD GPU), MOCK_METAL_PIPELINE_THREADS=<n> (maxTotalThreadsPerThreadgroup, default 1024),
+ * MOCK_METAL_RUN_ERROR=1 (command buffers end in MTLCommandBufferStatusError). Single-threaded
+ * use only. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdint.h>
@@ -547,6 +549,15 @@ static ns_uint max_buffer_length(id self, SEL sel) {
     return env_number("MOCK_METAL_MAX_BUFFER", 1ul << 30);
 }
 
+/* MTLGPUFamilyApple1..Apple<MOCK_METAL_APPLE_FAMILY> (default 8, an M2's; 0: an AMD GPU's none),
+ * and every other family asked about but Apple's. */
+static BOOL supports_family(id self, SEL sel, long family) {
+    (void)self;
+    (void)sel;
+    if (family > 1000 && family < 2000) return family - 1000 <= (long)env_number("MOCK_METAL_APPLE_FAMILY", 8);
+    return 1;
+}
+
 static id new_command_queue(id self, SEL sel) {
     (void)self;
     (void)sel;
@@ -606,6 +617,7 @@ static const method device_methods[] = {
     {"maxThreadsPerThreadgroup", (imp)max_threads_per_threadgroup},
     {"maxThreadgroupMemoryLength", (imp)max_threadgroup_memory},
     {"maxBufferLength", (imp)max_buffer_length},
+    {"supportsFamily:", (imp)supports_family},
     {"newCommandQueue", (imp)new_command_queue},
     {"newBufferWithLength:options:", (imp)new_buffer},
     {"newLibraryWithSource:options:error:", (imp)new_library},

@@ -37,7 +37,8 @@ local M = {
 }
 
 --- The GPU limits kernels are shaped for on a device: the Metal target's (base), narrowed to
--- what the device reports (info: tcl.metal.device()'s table).
+-- what the device reports (info: tcl.metal.device()'s table; without apple_family, the
+-- target's tensor cores and SIMD groups are assumed).
 function M.gpu_limits(base, info)
   local out = {}
   for k, v in pairs(base) do out[k] = v end
@@ -46,6 +47,12 @@ function M.gpu_limits(base, info)
   out.local_max = loc
   out.threads_max = math.min(base.threads_max, info.threads_per_threadgroup or base.threads_max)
   out.local_bytes = math.min(base.local_bytes, info.threadgroup_bytes or base.local_bytes)
+  -- the Metal feature set tables: simdgroup matrices from Apple7 (M1) on, SIMD permutes
+  -- (simd_shuffle_xor) from Apple6; an AMD or Intel GPU (family 0) has SIMD groups of 8 to 64
+  -- threads, so no shuffle (they assume 32) and no tensor cores there
+  local family = info.apple_family
+  if family and family < 7 then out.tensor_cores = {} end
+  if family and family < 6 then out.warp = nil end
   return out
 end
 
