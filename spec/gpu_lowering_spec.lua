@@ -47,6 +47,20 @@ local function last_listing(t)
   return all[#all]
 end
 
+-- The coalescing figures (runtime Program:profile) of the last kernel of t, whose one input
+-- (slot 1) holds values.
+local function last_profile(t, values)
+  local rt = require "tcl.runtime"
+  local sched = schedule.create({ t.uop }, { device = "EMU" })
+  local compiled = lower.compile(sched.kernels[#sched.kernels].ast, { device = "EMU" })
+  local program = compiled.program.emu
+  local buffers = {}
+  for slot, p in ipairs(program.params) do buffers[slot] = rt.buffer(p.dtype, p.numel) end
+  buffers[2]:write(values)
+  local _, profile = program:profile(buffers)
+  return profile, buffers[1]:read()
+end
+
 describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
   after_each(function() optimize.set_heuristic(nil) end)
 
@@ -166,6 +180,46 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     text = last_listing(on_emu(data, { 64, 512 }):sum(1)).text
     assert.are.equal(0, count(text, "SHUFFLE"), text)
     assert.is_nil(text:find("GROUP", 1, true))
+  end)
+
+  it("shares a column sum among 32 columns x 8 rows of threads, so that a warp reads a row's neighbours", function()
+    local data = integers(512 * 512, 51)
+    local x = on_emu(data, { 512, 512 })
+    local text = last_listing(x:sum(1)).text
+    assert.matches(', "LOCAL(1,32) GROUP(1,8)")', text, 1, true)
+    assert.matches("global %(16,1,1%) local %(32,8,1%)", text) -- the columns' threads are x
+    assert.are.equal(0, count(text, "SHUFFLE"), text) -- the group's threads are not neighbouring lanes
+    local want = {}
+    for c = 1, 512 do
+      want[c] = 0
+      for r = 1, 512 do want[c] = want[c] + data[(r - 1) * 512 + c] end
+    end
+    assert.are.same(want, x:sum(1):tolist())
+    -- every sector the first warp touches is needed: 4 per load of 32 floats, 4 per store
+    local profile, got = last_profile(x:sum(1), data)
+    assert.are.same(want, got)
+    assert.are.equal(2, #profile)
+    for _, a in ipairs(profile) do
+      assert.are.equal(a.needed, a.sectors, a.op)
+      assert.are.equal(4 * a.executions, a.sectors, a.op)
+    end
+    -- a middle axis: the last one's threads over the columns, the group over the reduction
+    data = integers(4 * 300 * 64, 52)
+    local y = on_emu(data, { 4, 300, 64 })
+    text = last_listing(y:sum(2)).text
+    assert.matches(', "LOCAL(2,32) GROUP(1,4) LOCAL(2,2)")', text, 1, true)
+    want = {}
+    for b = 1, 4 do
+      want[b] = {}
+      for c = 1, 64 do
+        local s = 0
+        for r = 1, 300 do s = s + data[((b - 1) * 300 + r - 1) * 64 + c] end
+        want[b][c] = s
+      end
+    end
+    assert.are.same(want, y:sum(2):tolist())
+    profile = last_profile(y:sum(2), data)
+    for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
   end)
 
   it("maps more than three output axes onto the launch through // and %", function()

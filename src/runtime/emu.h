@@ -119,6 +119,13 @@ size_t tcl_emu_program_nbarriers(const tcl_emu_program *p);
 tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
                                tcl_error *err);
 
+/* Runs as tcl_emu_program_run does, and measures how the global accesses of the first warp of
+ * workgroup 0 coalesce (emu_profile.h): *stats (malloc'd, *nstats of them, NULL when none;
+ * the caller frees it) is set only when the run succeeded. */
+struct tcl_emu_access_stats;
+tcl_status tcl_emu_program_profile(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                                   struct tcl_emu_access_stats **stats, size_t *nstats, tcl_error *err);
+
 /* A readable listing, one instruction per line, indented by loop depth. A malloc'd string
  * the caller frees, or NULL when out of memory (core/error.h, rule 4). */
 char *tcl_emu_program_dump(const tcl_emu_program *p);

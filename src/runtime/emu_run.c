@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "emu_profile.h"
 #include "emu_program.h"
 
 /* per element of a PARAM: launch-wide thread ids + 1, 0 for none */
@@ -83,6 +84,7 @@ typedef struct emu_run {
     emu_gshadow **owned;    /* per param slot, the shadow it allocated (NULL: none or shared) */
     uint64_t group;         /* the running thread: its group (linear, x fastest) */
     uint32_t lid;           /* and its index in the group (x fastest) */
+    tcl_emu_profiler *prof; /* while the global accesses are recorded (workgroup 0), else NULL */
     uint64_t epoch, group_epoch;
     uint64_t landed_through; /* the asynchronous copies issued in epochs up to this one have landed */
     /* the first read of unwritten local memory in this epoch, reported at its end */
@@ -290,6 +292,7 @@ EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
                        n, n, name_elem(p, load->mem, from).s, name_elem(p, in->mem, to).s);
     if (from < 0 || (uint64_t)from + (uint64_t)n > src->numel) return out_of_bounds(r, (size_t)in->b, from < 0 ? from : from + n - 1);
     if (to < 0 || (uint64_t)to + (uint64_t)n > dst->numel) return out_of_bounds(r, pc, to < 0 ? to : to + n - 1);
+    if (r->prof) tcl_emu_profiler_record(r->prof, pc, r->lid, from * (int64_t)src->itemsize, (uint32_t)(n * (int64_t)src->itemsize));
     for (int64_t v = 0; v < n; v++) {
         tcl_status status;
         if (src->shadow && (status = check_read(r, (size_t)in->b, load->mem, from + v)) != TCL_OK) return status;
@@ -347,6 +350,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
             if (m->shadow && (status = check_read(run, pc, in->mem, idx)) != TCL_OK) return status;
+            if (run->prof) tcl_emu_profiler_record(run->prof, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
             r[pc] = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), in->dtype);
             break;
         }
@@ -356,6 +360,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
             if (m->shadow && (status = check_write(run, pc, in->mem, idx)) != TCL_OK) return status;
+            if (run->prof) tcl_emu_profiler_record(run->prof, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
@@ -726,8 +731,9 @@ static void teardown(emu_run *r) {
     free(r->regs);
 }
 
-tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
-                               tcl_error *err) {
+/* A run; with prof, workgroup 0's global accesses are recorded in it. */
+static tcl_status run_program(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                              tcl_emu_profiler *prof, tcl_error *err) {
     tcl_status status = check_buffers(p, bufs, nbufs, err);
     if (status != TCL_OK) return status;
     emu_run r;
@@ -738,9 +744,29 @@ tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs
         const tcl_launch *l = &p->launch;
         uint64_t groups = (uint64_t)l->global[0] * l->global[1] * l->global[2];
         double start = now_seconds();
-        for (r.group = 0; r.group < groups && status == TCL_OK; r.group++) status = run_group(&r);
+        for (r.group = 0; r.group < groups && status == TCL_OK; r.group++) {
+            r.prof = r.group == 0 ? prof : NULL;
+            status = run_group(&r);
+        }
         if (seconds) *seconds = now_seconds() - start;
     }
     teardown(&r);
+    return status;
+}
+
+tcl_status tcl_emu_program_run(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                               tcl_error *err) {
+    return run_program(p, bufs, nbufs, seconds, NULL, err);
+}
+
+tcl_status tcl_emu_program_profile(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
+                                   tcl_emu_access_stats **stats, size_t *nstats, tcl_error *err) {
+    *stats = NULL;
+    *nstats = 0;
+    tcl_emu_profiler *prof = tcl_emu_profiler_new(p, err);
+    if (!prof) return TCL_ERR_MEMORY;
+    tcl_status status = run_program(p, bufs, nbufs, seconds, prof, err);
+    if (status == TCL_OK) status = tcl_emu_profiler_results(prof, stats, nstats, err);
+    tcl_emu_profiler_free(prof);
     return status;
 }

@@ -18,6 +18,10 @@
  *     .name .size .bytes (heap memory held) .nparams .params ({dtype =, numel =} per slot, 1-based) .global_size .local_size
  *     .local_bytes (local memory of a workgroup) .nbarriers
  *     :run(buffers)      buffers in PARAM slot order (slot 0 = buffers[1]); -> elapsed seconds
+ *     :profile(buffers)  runs as :run does; -> seconds, the coalescing figures of each global
+ *                        LOAD, STORE and COPY that ran (emu_profile.h): { {pc =, op = "LOAD",
+ *                        "STORE" or "COPY" (an asynchronous copy's read), slot =
+ *                        (0-based PARAM slot), bytes =, executions =, sectors =, needed =}, ... }
  *     :dump()            -> readable listing
  *   runtime.devices      -> list of device names
  *   runtime.max_buffer_bytes(device) -> the largest buffer the device can hold, in bytes (nil: unknown)
@@ -37,6 +41,7 @@
 #include "core/lua_box.h"
 #include "core/lua_core.h"
 #include "emu.h"
+#include "emu_profile.h"
 #include "lua_cpu.h"
 #include "lua_cpu_pool.h"
 #include "lua_disk_cache.h"
@@ -428,24 +433,67 @@ static int program_index(lua_State *L) {
     return 1;
 }
 
-static int program_run(lua_State *L) {
-    tcl_emu_program *p = check_program(L, 1);
+/* The Buffers of the table at index 2 for program p's run, in a userdata pushed on the stack
+ * (which keeps the array alive); *n of them. */
+static tcl_buffer **run_buffers(lua_State *L, const tcl_emu_program *p, size_t *n) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    size_t n = lua_rawlen(L, 2);
-    tcl_buffer **bufs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *bufs, 0);
-    for (size_t i = 0; i < n; i++) {
+    *n = lua_rawlen(L, 2);
+    tcl_buffer **bufs = lua_newuserdatauv(L, (*n ? *n : 1) * sizeof *bufs, 0);
+    for (size_t i = 0; i < *n; i++) {
         lua_rawgeti(L, 2, (lua_Integer)i + 1);
         bufs[i] = test_buffer(L, -1);
         if (!bufs[i])
-            return luaL_error(L, "kernel '%s': buffer %I is a %s, not a Buffer", tcl_emu_program_name(p),
-                              (lua_Integer)i + 1, luaL_typename(L, -1));
+            luaL_error(L, "kernel '%s': buffer %I is a %s, not a Buffer", tcl_emu_program_name(p), (lua_Integer)i + 1,
+                       luaL_typename(L, -1));
         lua_pop(L, 1);
     }
+    return bufs;
+}
+
+static int program_run(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    size_t n;
+    tcl_buffer **bufs = run_buffers(L, p, &n);
     tcl_error err;
     double seconds = 0;
     if (tcl_emu_program_run(p, bufs, n, &seconds, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
     lua_pushnumber(L, seconds);
     return 1;
+}
+
+static void set_integer(lua_State *L, const char *key, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, key);
+}
+
+static int program_profile(lua_State *L) {
+    tcl_emu_program *p = check_program(L, 1);
+    size_t n;
+    tcl_buffer **bufs = run_buffers(L, p, &n);
+    tcl_lua_box *box = tcl_lua_box_push(L, free); /* owns the figures while Lua may raise */
+    lua_toclose(L, -1);
+    tcl_error err;
+    double seconds = 0;
+    tcl_emu_access_stats *stats = NULL;
+    size_t nstats = 0;
+    if (tcl_emu_program_profile(p, bufs, n, &seconds, &stats, &nstats, &err) != TCL_OK) return tcl_lua_run_failed(L, &err);
+    box->ptr = stats;
+    lua_pushnumber(L, seconds);
+    lua_createtable(L, (int)nstats, 0);
+    for (size_t i = 0; i < nstats; i++) {
+        const tcl_emu_access_stats *s = &stats[i];
+        lua_createtable(L, 0, 7);
+        set_integer(L, "pc", (lua_Integer)s->pc);
+        lua_pushstring(L, s->what);
+        lua_setfield(L, -2, "op");
+        set_integer(L, "slot", s->slot);
+        set_integer(L, "bytes", s->bytes);
+        set_integer(L, "executions", (lua_Integer)s->executions);
+        set_integer(L, "sectors", (lua_Integer)s->sectors);
+        set_integer(L, "needed", (lua_Integer)s->needed);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 2;
 }
 
 static int program_dump(lua_State *L) {
@@ -476,7 +524,8 @@ int luaopen_tcl_runtime(lua_State *L) {
 
     static const luaL_Reg program_meta[] = {
         {"__index", program_index}, {"__gc", program_gc}, {"__tostring", program_tostring}, {NULL, NULL}};
-    static const luaL_Reg program_methods[] = {{"run", program_run}, {"dump", program_dump}, {NULL, NULL}};
+    static const luaL_Reg program_methods[] = {{"run", program_run}, {"profile", program_profile}, {"dump", program_dump},
+                                                 {NULL, NULL}};
     if (luaL_newmetatable(L, PROGRAM_MT)) luaL_setfuncs(L, program_meta, 0);
     lua_pop(L, 1);
     luaL_newlib(L, program_methods);

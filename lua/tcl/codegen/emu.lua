@@ -70,7 +70,44 @@ end
 local Program = {}
 Program.__index = Program
 
-function Program:run(buffers) return self.emu:run(buffers) end
+--- The coalescing line (and the worst instructions') of a profile (runtime Program:profile).
+function M.coalescing_report(name, profile)
+  local sum = { loads = { 0, 0, 0 }, stores = { 0, 0, 0 } } -- needed, sectors, instructions
+  local partial = {}
+  for _, a in ipairs(profile) do
+    local kind = a.op == "STORE" and sum.stores or sum.loads
+    kind[1], kind[2], kind[3] = kind[1] + a.needed, kind[2] + a.sectors, kind[3] + 1
+    if a.needed < a.sectors then partial[#partial + 1] = a end
+  end
+  local function part(label, s)
+    if s[3] == 0 then return nil end
+    return string.format("%d %s %d%%", s[3], label, math.floor(100 * s[1] / s[2] + 0.5))
+  end
+  local parts = {}
+  parts[#parts + 1] = part("loads", sum.loads)
+  parts[#parts + 1] = part("stores", sum.stores)
+  local lines = { string.format("    coalescing %s: %s of the 32-byte sectors a warp touches are needed (warp 0 of "
+    .. "workgroup 0)", name, #parts > 0 and table.concat(parts, ", ") or "no global accesses") }
+  table.sort(partial, function(a, b) return a.needed * b.sectors < b.needed * a.sectors end)
+  for i = 1, math.min(#partial, 4) do
+    local a = partial[i]
+    lines[#lines + 1] = string.format("      %s %d (buffer %d, %d bytes a lane): %d%%, %.1f sectors an access for %.1f",
+      a.op, a.pc, a.slot + 1, a.bytes, math.floor(100 * a.needed / a.sectors + 0.5), a.sectors / a.executions,
+      a.needed / a.executions)
+  end
+  return table.concat(lines, "\n")
+end
+
+--- Runs the program. In GPU mode at DEBUG >= 2 it also reports how the global accesses of its
+-- first warp coalesce (M.coalescing_report).
+function Program:run(buffers)
+  if target and env.DEBUG >= 2 then
+    local seconds, profile = self.emu:profile(buffers)
+    io.stderr:write(M.coalescing_report(self.name, profile), "\n")
+    return seconds
+  end
+  return self.emu:run(buffers)
+end
 function Program:dump() return self.emu:dump() end
 
 function M.build_many(jobs)

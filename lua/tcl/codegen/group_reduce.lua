@@ -30,6 +30,7 @@
 --     2 barriers (one for reuse, as above) where the tree takes log2(size) + 2.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
+local gpu_dims = require "tcl.codegen.gpu_dims"
 
 local M = {}
 
@@ -126,9 +127,16 @@ function M.run(sink, ctx)
   local group_base = local_part and local_part * const(INDEX, group_threads) or nil
   local own_slot = group_base and group_base + group_part or group_part
 
-  -- own_slot is the linear thread index (gpu_dims: group ranges innermost, then by axis)
+  -- own_slot is the linear thread index when gpu_dims puts the group ranges innermost (then by
+  -- axis), as it does unless the accesses step by one element along a local range and along
+  -- no group one (a column sum: its groups meet through local memory)
   local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
-  local lanes_in_order = warp == WARP and threads % WARP == 0 and group_threads & (group_threads - 1) == 0
+  local all = { table.unpack(locals) }
+  for _, g in ipairs(groups) do all[#all + 1] = g end
+  local groups_innermost = gpu_dims.thread_order(all, gpu_dims.unit_stride_ranges(sink), false)[1]:axis_type()
+    == "group_reduce"
+  local lanes_in_order = groups_innermost and warp == WARP and threads % WARP == 0
+    and group_threads & (group_threads - 1) == 0
 
   local first_of_group -- gate: this thread is the first of each group range
   for _, g in ipairs(groups) do
