@@ -182,6 +182,37 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.is_nil(text:find("GROUP", 1, true))
   end)
 
+  it("gives rows shorter than a warp the lanes that divide them, and puts unit-stride threads in dim x", function()
+    -- 1200 rows of 16: a half warp a row (4 shuffles), two rows a warp, 16 rows a workgroup
+    local data = integers(1200 * 16, 53)
+    local x = on_emu(data, { 1200, 16 })
+    local text = last_listing(x:sum(2)).text
+    assert.matches(', "GROUP(1,16) LOCAL(1,16)")', text, 1, true)
+    assert.matches("global %(75,1,1%) local %(16,16,1%)", text)
+    assert.are.equal(4, count(text, "SHUFFLE"), text)
+    assert.are.equal(0, count(text, "BARRIER"), text)
+    local want = {}
+    for r = 1, 1200 do
+      want[r] = 0
+      for c = 1, 16 do want[r] = want[r] + data[(r - 1) * 16 + c] end
+    end
+    assert.are.same(want, x:sum(2):tolist())
+    local profile = last_profile(x:sum(2), data)
+    for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
+    -- rows of 2 keep a thread each (fewer lanes than MIN_ROW_LANES)
+    assert.is_nil(last_listing(on_emu(integers(64, 54), { 32, 2 }):sum(2)).text:find("GROUP", 1, true))
+    -- an elementwise kernel with threads over both axes (LOCAL(2,16) LOCAL(1,16)): the columns'
+    -- threads, which step by one element, are x although the rows' split got the larger axis id
+    text = last_listing(x * 2).text
+    assert.matches(', "LOCAL(2,16) LOCAL(1,16)")', text, 1, true)
+    profile = last_profile(x * 2, data)
+    assert.are.equal(2, #profile)
+    for _, a in ipairs(profile) do
+      assert.are.equal(a.needed, a.sectors, a.op)
+      assert.are.equal(4, a.sectors, a.op) -- 32 neighbouring floats: two rows of 16
+    end
+  end)
+
   it("shares a column sum among 32 columns x 8 rows of threads, so that a warp reads a row's neighbours", function()
     local data = integers(512 * 512, 51)
     local x = on_emu(data, { 512, 512 })

@@ -11,7 +11,9 @@
 -- read neighbouring elements, and shuffles need a group's threads to be consecutive lanes of
 -- warps); but in a column sum, whose accesses step by one element along a local range and
 -- along no group one, the local ones do (a warp then reads a row's neighbouring elements),
--- unless the pass "group reduces" combined the groups by SHUFFLE.
+-- unless the pass "group reduces" combined the groups by SHUFFLE. Among the local ranges the
+-- ones some access steps along by one element come first, then by axis id (but in kernels
+-- with WMMA, whose lanes are numbered by axis id).
 -- Up to three ranges of a kind map to
 -- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
 -- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
@@ -80,8 +82,11 @@ end
 -- the local ones, each kind by axis id, largest first; but the local ones first when some
 -- buffer access steps along one of them by one element and along no group_reduce one (a
 -- column sum), unless the kernel combines groups by SHUFFLE (shuffled), which needs a group's
--- threads to be consecutive lanes. unit: the set M.unit_stride_ranges gives.
-function M.thread_order(threads, unit, shuffled)
+-- threads to be consecutive lanes. Among the local ones, those some access steps along by one
+-- element come first (an axis split by two LOCALs, or LOCALs of several axes, may give the
+-- inner part of an outer axis the larger id), unless by_axis: a kernel with WMMA, whose lanes
+-- the tensor cores pass numbered by axis. unit: the set M.unit_stride_ranges gives.
+function M.thread_order(threads, unit, shuffled, by_axis)
   local unit_group, unit_local = false, false
   for _, r in ipairs(threads) do
     if unit[r] then
@@ -93,6 +98,7 @@ function M.thread_order(threads, unit, shuffled)
   table.sort(sorted, function(a, b)
     local group_a, group_b = a:axis_type() == "group_reduce", b:axis_type() == "group_reduce"
     if group_a ~= group_b then return group_a == groups_first end
+    if not group_a and not by_axis and (unit[a] or false) ~= (unit[b] or false) then return unit[a] or false end
     return axis_of(a) > axis_of(b)
   end)
   return sorted
@@ -141,19 +147,21 @@ end
 
 function M.run(sink, ctx)
   local gpu = ctx.renderer.gpu
-  local grid, threads, shuffled = {}, {}, false
+  local grid, threads, shuffled, wmma = {}, {}, false, false
   for _, u in ipairs(sink:toposort()) do
     if u.op == "RANGE" then
       local t = u:axis_type()
       if GRID_TYPES[t] then grid[#grid + 1] = u elseif LOCAL_TYPES[t] then threads[#threads + 1] = u end
     elseif u.op == "SHUFFLE" then
       shuffled = true
+    elseif u.op == "WMMA" then
+      wmma = true
     end
   end
   if #grid == 0 and #threads == 0 then return sink end
   local innermost_first = function(a, b) return axis_of(a) > axis_of(b) end
   table.sort(grid, innermost_first)
-  threads = M.thread_order(threads, #threads > 1 and M.unit_stride_ranges(sink) or {}, shuffled)
+  threads = M.thread_order(threads, #threads > 1 and M.unit_stride_ranges(sink) or {}, shuffled, wmma)
   local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
   for r, index in pairs(assign(threads, "lidx", gpu.local_max, gpu.threads_max, "threads per workgroup")) do
     replaced[r] = index

@@ -31,6 +31,8 @@
 --     the warp's lanes read neighbouring elements, and the pass "group reduces" combines them
 --     by shuffles, without local memory or a barrier; the workgroup takes several rows (3).
 --     A thread per row would read its own row, every load of a warp touching 32 cache lines.
+--     Rows that a warp does not divide get the largest power of two lanes that divides them,
+--     from MIN_ROW_LANES on (rows of 16: two a warp, EMU's memory profile 13 % -> 100 %).
 --  3. Workgroups: the innermost output axis (contiguous in memory for the stores) is split
 --     into threads of a workgroup (LOCAL), as many as divide it up to LOCAL_MAX threads in
 --     all; then the next axis with the room left. Neighbouring threads then touch
@@ -49,6 +51,8 @@ M.GROUP_SIZES = { 256, 128, 64, 32, 16 }
 M.LOCAL_MAX = 256
 --- Threads over the columns of a shared column sum: a warp's.
 M.COLUMN_THREADS = 32
+--- The fewest lanes a row gets (step 2b); shorter rows keep a thread each.
+M.MIN_ROW_LANES = 4
 
 --- Elements per thread of large elementwise kernels, and from how many outputs on: measured on
 -- an H200 (a*b+1 on 2^26 float32, bench/gpu_bench.lua variants): 4274 GB/s with 4, 4213 with
@@ -64,15 +68,18 @@ M.TILE_THREADS = 16
 M.TILE_SHAPES = { { 4, 4 }, { 2, 4 }, { 4, 2 }, { 2, 2 }, { 1, 4 }, { 1, 2 } }
 
 -- A warp per row (step 2b) when the last reduce axis is one some read steps by 1 and a warp
--- divides it; returns the threads it made.
-local function warp_per_row(k, reduce)
+-- divides it; for shorter rows, the largest power of two lanes that divides them, from
+-- MIN_ROW_LANES on (rows of 16: a half warp each, two rows a warp). Returns the threads made.
+local function lanes_per_row(k, reduce)
   local warp = k.caps.warp or 32
   local last = reduce[#reduce]
-  if last.size % warp ~= 0 then return 1 end
+  local lanes = warp
+  while lanes >= M.MIN_ROW_LANES and last.size % lanes ~= 0 do lanes = lanes // 2 end
+  if lanes < M.MIN_ROW_LANES then return 1 end
   for _, b in ipairs(k:buffers()) do
     -- GROUP counts the reduce axes (#reduce: the last)
     if not b.store and b.strides[last.axis] == 1 then
-      return k:try_apply("GROUP", #reduce, warp) and warp or 1
+      return k:try_apply("GROUP", #reduce, lanes) and lanes or 1
     end
   end
   return 1
@@ -145,7 +152,7 @@ function M.optimize(k)
     if n and k:try_apply("GROUP", 1, n) then threads = columns * n end
   end
   if #reduce > 0 and threads == 1 then threads = register_tile(k) end
-  if #reduce > 0 and threads == 1 then threads = warp_per_row(k, reduce) end
+  if #reduce > 0 and threads == 1 then threads = lanes_per_row(k, reduce) end
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
   for i = #outputs, 1, -1 do
