@@ -30,7 +30,7 @@
 --     2 barriers (one for reuse, as above) where the tree takes log2(size) + 2.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
-local gpu_dims = require "tcl.codegen.gpu_dims"
+local thread_order = require "tcl.codegen.thread_order"
 
 local M = {}
 
@@ -127,14 +127,15 @@ function M.run(sink, ctx)
   local group_base = local_part and local_part * const(INDEX, group_threads) or nil
   local own_slot = group_base and group_base + group_part or group_part
 
-  -- own_slot is the linear thread index when gpu_dims puts the group ranges innermost (then by
-  -- axis), as it does unless the accesses step by one element along a local range and along
-  -- no group one (a column sum: its groups meet through local memory)
+  -- shuffles need a group's threads to be consecutive lanes: the thread order "gpu dims" will
+  -- pick (tcl.codegen.thread_order) puts the group ranges innermost, as it does unless that
+  -- costs sectors of memory (a column sum: its groups then meet through local memory)
   local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
   local all = { table.unpack(locals) }
   for _, g in ipairs(groups) do all[#all + 1] = g end
-  local groups_innermost = gpu_dims.thread_order(all, gpu_dims.unit_stride_ranges(sink), false)[1]:axis_type()
-    == "group_reduce"
+  local lanes = thread_order.order(all, thread_order.accesses(sink), false, false)
+  local groups_innermost = true
+  for i = 1, #groups do groups_innermost = groups_innermost and lanes[i]:axis_type() == "group_reduce" end
   local lanes_in_order = groups_innermost and warp == WARP and threads % WARP == 0
     and group_threads & (group_threads - 1) == 0
 

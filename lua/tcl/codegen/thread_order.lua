@@ -1,0 +1,151 @@
+-- tcl.codegen.thread_order — which of a GPU kernel's thread ranges (local and group_reduce)
+-- varies fastest across the lanes of a warp. The pass "gpu dims" gives them the launch's dims
+-- in this order (x first); the pass "group reduces" asks it whether a group's threads will be
+-- consecutive lanes, as shuffles need. Layer: codegen.
+--
+-- The order is the one whose first warp touches the fewest 32-byte sectors of global memory,
+-- summed over the kernel's accesses to its buffers (the INDEXes of PARAMs with an affine index:
+-- a sum of ranges times constants; the rest are left out), each lane at its coordinates of the
+-- order and every other range at 0: the model of EMU's memory profile (src/runtime/
+-- emu_profile.h), worked out from the index expressions. Ties keep the default order: the
+-- group_reduce ranges innermost (a group's threads read neighbouring elements, and may shuffle),
+-- then by axis id, largest first (the last output dim is contiguous in memory). The search
+-- changes the default where it costs sectors: a column sum (its threads over the columns step
+-- by one element, its group over the rows by a row), a LOCAL split of an outer axis that got a
+-- larger axis id than the innermost one, a transposing copy (the order with the fewer sectors
+-- of its load and its store together).
+--
+-- Constraints: with SHUFFLEs (shuffled) the group_reduce ranges stay innermost in the default
+-- order (lanes of a group consecutive, in the order "group reduces" numbered them); in a
+-- kernel with WMMA (by_axis) the default order stands: the tensor cores pass numbered its
+-- lanes by axis id. More than MAX_SEARCH ranges keep the default order too.
+local M = {}
+
+--- Sectors of memory a GPU serves a warp's access in, and the lanes of a warp.
+M.SECTOR_BYTES = 32
+M.WARP = 32
+--- The most thread ranges whose orders are searched (4! = 24 orders).
+M.MAX_SEARCH = 4
+
+local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
+local function size_of(r) return r.src[1].arg end
+
+-- The affine form { [RANGE] = coefficient } of an index expression, nil when it is not affine.
+local function affine(u, memo)
+  local hit = memo[u]
+  if hit ~= nil then return hit or nil end
+  local out
+  if u.op == "CONST" and math.type(u.arg) == "integer" then
+    out = {}
+  elseif u.op == "RANGE" then
+    out = { [u] = 1 }
+  elseif u.op == "ADD" then
+    local a, b = affine(u.src[1], memo), affine(u.src[2], memo)
+    if a and b then
+      out = {}
+      for r, c in pairs(a) do out[r] = c end
+      for r, c in pairs(b) do out[r] = (out[r] or 0) + c end
+    end
+  elseif u.op == "MUL" then
+    local a, b = u.src[1], u.src[2]
+    if b.op ~= "CONST" then a, b = b, a end
+    local fa = b.op == "CONST" and math.type(b.arg) == "integer" and affine(a, memo)
+    if fa then
+      out = {}
+      for r, c in pairs(fa) do out[r] = c * b.arg end
+    end
+  end
+  memo[u] = out or false
+  return out
+end
+
+--- The kernel's accesses to its buffers with affine indices: { { form =, itemsize = }, ... }.
+function M.accesses(sink)
+  local memo, out = {}, {}
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "INDEX" and #u.src >= 2 then
+      local buf = u.src[1]
+      while buf.op == "AFTER" do buf = buf.src[1] end
+      local form = buf.op == "PARAM" and affine(u.src[2], memo)
+      if form then out[#out + 1] = { form = form, itemsize = u.dtype.itemsize } end
+    end
+  end
+  return out
+end
+
+--- The sectors the first warp touches under order (thread ranges, innermost first), summed
+-- over accesses.
+function M.sectors(order, accesses)
+  local lanes = 1
+  for _, r in ipairs(order) do lanes = lanes * size_of(r) end
+  lanes = math.min(lanes, M.WARP)
+  local total = 0
+  for _, a in ipairs(accesses) do
+    local seen, n = {}, 0
+    for lane = 0, lanes - 1 do
+      local offset, rest = 0, lane
+      for _, r in ipairs(order) do
+        local size = size_of(r)
+        offset = offset + (a.form[r] or 0) * (rest % size)
+        rest = rest // size
+      end
+      local first, last = offset * a.itemsize // M.SECTOR_BYTES, ((offset + 1) * a.itemsize - 1) // M.SECTOR_BYTES
+      for s = first, last do
+        if not seen[s] then seen[s], n = true, n + 1 end
+      end
+    end
+    total = total + n
+  end
+  return total
+end
+
+-- Every order of list (Heap's algorithm), each passed to fn as a fresh table.
+local function permutations(list, fn)
+  local a, n, c = { table.unpack(list) }, #list, {}
+  local function swap(x, y) a[x + 1], a[y + 1] = a[y + 1], a[x + 1] end
+  for k = 0, n - 1 do c[k] = 0 end
+  fn({ table.unpack(a) })
+  local i = 1
+  while i < n do
+    if c[i] < i then
+      if i % 2 == 0 then swap(0, i) else swap(c[i], i) end
+      fn({ table.unpack(a) })
+      c[i], i = c[i] + 1, 1
+    else
+      c[i], i = 0, i + 1
+    end
+  end
+end
+
+--- The thread ranges in launch order, innermost (dim x) first (the header). accesses:
+-- M.accesses(sink); shuffled: the kernel combines groups by SHUFFLE; by_axis: it has WMMA.
+function M.order(threads, accesses, shuffled, by_axis)
+  local groups, locals = {}, {}
+  for _, r in ipairs(threads) do
+    if r:axis_type() == "group_reduce" then groups[#groups + 1] = r else locals[#locals + 1] = r end
+  end
+  local largest_first = function(a, b) return axis_of(a) > axis_of(b) end
+  table.sort(groups, largest_first)
+  table.sort(locals, largest_first)
+  local best = { table.unpack(groups) }
+  for _, r in ipairs(locals) do best[#best + 1] = r end
+  if by_axis or #threads < 2 or #threads > M.MAX_SEARCH or #accesses == 0 then return best end
+  local fewest = M.sectors(best, accesses)
+  local function consider(order)
+    local n = M.sectors(order, accesses)
+    if n < fewest then best, fewest = order, n end
+  end
+  if shuffled then
+    -- the groups first, as numbered; only the local ranges' order is free
+    permutations(locals, function(order)
+      local full = { table.unpack(groups) }
+      for _, r in ipairs(order) do full[#full + 1] = r end
+      consider(full)
+    end)
+  else
+    permutations(threads, consider)
+  end
+  return best
+end
+
+return M
