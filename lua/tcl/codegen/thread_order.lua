@@ -74,29 +74,59 @@ function M.accesses(sink)
 end
 
 --- The sectors the first warp touches under order (thread ranges, innermost first), summed
--- over accesses.
+-- over accesses (each { form =, itemsize =, weight = (default 1) }).
 function M.sectors(order, accesses)
   local lanes = 1
   for _, r in ipairs(order) do lanes = lanes * size_of(r) end
   lanes = math.min(lanes, M.WARP)
+  -- each lane's coordinate along each range of the order
+  local coords = {}
+  for k, r in ipairs(order) do
+    local size, stride, column = size_of(r), 1, {}
+    for j = 1, k - 1 do stride = stride * size_of(order[j]) end
+    for lane = 0, lanes - 1 do column[lane] = lane // stride % size end
+    coords[k] = column
+  end
   local total = 0
   for _, a in ipairs(accesses) do
-    local seen, n = {}, 0
+    local coef = {}
+    for k, r in ipairs(order) do coef[k] = a.form[r] or 0 end
+    local seen, n, bytes = {}, 0, a.itemsize
     for lane = 0, lanes - 1 do
-      local offset, rest = 0, lane
-      for _, r in ipairs(order) do
-        local size = size_of(r)
-        offset = offset + (a.form[r] or 0) * (rest % size)
-        rest = rest // size
-      end
-      local first, last = offset * a.itemsize // M.SECTOR_BYTES, ((offset + 1) * a.itemsize - 1) // M.SECTOR_BYTES
-      for s = first, last do
+      local offset = 0
+      for k = 1, #order do offset = offset + coef[k] * coords[k][lane] end
+      for s = offset * bytes // M.SECTOR_BYTES, ((offset + 1) * bytes - 1) // M.SECTOR_BYTES do
         if not seen[s] then seen[s], n = true, n + 1 end
       end
     end
-    total = total + n
+    total = total + n * (a.weight or 1)
   end
   return total
+end
+
+-- The accesses that depend on some of threads, one entry per distinct set of coefficients
+-- along them (an UPCAST's copies of a load differ only in their constant), weighted by how
+-- many there are; the rest touch a sector each under any order.
+local function distinct(accesses, threads)
+  local out, by_key = {}, {}
+  for _, a in ipairs(accesses) do
+    local parts, moves = { a.itemsize }, false
+    for i, r in ipairs(threads) do
+      parts[i + 1] = a.form[r] or 0
+      moves = moves or parts[i + 1] ~= 0
+    end
+    if moves then
+      local key = table.concat(parts, ",")
+      local entry = by_key[key]
+      if entry then
+        entry.weight = entry.weight + 1
+      else
+        entry = { form = a.form, itemsize = a.itemsize, weight = 1 }
+        by_key[key], out[#out + 1] = entry, entry
+      end
+    end
+  end
+  return out
 end
 
 -- Every order of list (Heap's algorithm), each passed to fn as a fresh table.
@@ -129,7 +159,9 @@ function M.order(threads, accesses, shuffled, by_axis)
   table.sort(locals, largest_first)
   local best = { table.unpack(groups) }
   for _, r in ipairs(locals) do best[#best + 1] = r end
-  if by_axis or #threads < 2 or #threads > M.MAX_SEARCH or #accesses == 0 then return best end
+  if by_axis or #threads < 2 or #threads > M.MAX_SEARCH then return best end
+  accesses = distinct(accesses, threads)
+  if #accesses == 0 then return best end
   local fewest = M.sectors(best, accesses)
   local function consider(order)
     local n = M.sectors(order, accesses)
