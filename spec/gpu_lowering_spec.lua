@@ -253,6 +253,28 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
   end)
 
+  it("shares a reduction over several short axes (a batch norm's sums) along the one read by neighbours", function()
+    -- per channel of (16, 8, 26, 26), the sum over N, H and W: no axis has 256 steps, all of
+    -- them 10816; W, which the read steps along by one element, gets a group of 26 threads
+    local data = integers(16 * 8 * 26 * 26, 55)
+    local x = on_emu(data, { 16, 8, 26, 26 })
+    local text = last_listing(x:sum({ 1, 3, 4 })).text
+    assert.matches(', "GROUP(3,26) LOCAL(1,8)")', text, 1, true)
+    assert.matches("local %(26,8,1%)", text)
+    local want = {}
+    for ch = 1, 8 do want[ch] = 0 end
+    for i, v in ipairs(data) do
+      local ch = (i - 1) // (26 * 26) % 8 + 1
+      want[ch] = want[ch] + v
+    end
+    assert.are.same(want, x:sum({ 1, 3, 4 }):tolist())
+    -- a thread per channel read one element a sector (13 %); now the lanes read 26 neighbours
+    local profile = last_profile(x:sum({ 1, 3, 4 }), data)
+    for _, a in ipairs(profile) do
+      if a.op == "LOAD" then assert.is_true(a.needed / a.sectors > 0.7, a.needed .. " of " .. a.sectors) end
+    end
+  end)
+
   it("maps more than three output axes onto the launch through // and %", function()
     local data = integers(3 * 5 * 7 * 2, 6)
     local x = on_emu(data, { 3, 5, 7, 2 })

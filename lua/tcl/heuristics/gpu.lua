@@ -18,6 +18,9 @@
 --     512 x 512 matrix: 32 columns x 8 rows of threads), so that a warp reads 32 neighbouring
 --     elements of a row; a group over the rows alone would read 32 rows' elements, a cache
 --     line each (EMU's memory profile: 13 % of the sectors it touched were needed, now 100 %).
+--     A reduction over several axes none of which is that long, with as many steps in all (a
+--     batch norm's sums per channel over N, H and W), shares one of them (shared_axis): it
+--     had a thread per channel, 8 threads for a whole (16, 8, 26, 26) tensor.
 --  2. Register tiles: a reduction that is not shared and whose output has a reuse axis (a
 --     float32 matmul's rows: B does not depend on them) gets TILE_THREADS x TILE_THREADS
 --     threads over the reuse axis and the unit-stride output axis (LOCAL, the unit-stride
@@ -136,6 +139,35 @@ local function largest_divisor(n, sizes, limit)
   return nil
 end
 
+-- The reduce axis a long reduction shares among a workgroup (step 1), its position among the
+-- reduce axes and the group's size (nil for none): the first axis when it has GROUP_MIN_STEPS
+-- steps (the group size chosen by the caller). A reduction over several shorter axes with as
+-- many steps in all (a batch norm's sums over N, H and W) shares one of them whole or in
+-- part: from GROUP_SIZES' smallest to LOCAL_MAX threads, preferring an axis some read steps
+-- along by one element (the lanes read neighbours), then the larger group.
+local function shared_axis(k, reduce)
+  if #reduce == 0 then return nil end
+  if reduce[1].size >= M.GROUP_MIN_STEPS then return reduce[1], 1 end
+  local steps = 1
+  for _, r in ipairs(reduce) do steps = steps * r.size end
+  if steps < M.GROUP_MIN_STEPS then return nil end
+  local unit = {}
+  for _, b in ipairs(k:buffers()) do
+    for _, r in ipairs(reduce) do
+      if not b.store and b.strides[r.axis] == 1 then unit[r] = true end
+    end
+  end
+  local best, at, size
+  for i, r in ipairs(reduce) do
+    local n = r.size <= M.LOCAL_MAX and r.size or largest_divisor(r.size, M.GROUP_SIZES, M.LOCAL_MAX)
+    if n and n >= M.GROUP_SIZES[#M.GROUP_SIZES] then
+      local better = not best or (unit[r] and not unit[best]) or (unit[r] == unit[best] and n > size)
+      if better then best, at, size = r, i, n end
+    end
+  end
+  return best, at, size
+end
+
 function M.optimize(k)
   -- a matmul the target's tensor cores take: TC, and nothing else (the pass lowers it whole)
   local gpu = k.caps.gpu
@@ -144,12 +176,15 @@ function M.optimize(k)
   if config and k:try_apply("TC", 1, tensor_cores.arg_of(config)) then return end
   local threads = 1
   local reduce = k:axes("reduce")
-  if #reduce > 0 and k:output_size() <= M.GROUP_MAX_OUTPUTS and reduce[1].size >= M.GROUP_MIN_STEPS then
-    local columns = column_threads(k, reduce[1])
-    local n = largest_divisor(reduce[1].size, columns > 1 and LOCAL_SIZES or M.GROUP_SIZES, M.LOCAL_MAX // columns)
+  local shared, which, whole = nil, nil, nil
+  if k:output_size() <= M.GROUP_MAX_OUTPUTS then shared, which, whole = shared_axis(k, reduce) end
+  if shared then
+    local columns = column_threads(k, shared)
+    local sizes = columns > 1 and LOCAL_SIZES or M.GROUP_SIZES
+    local n = whole or largest_divisor(shared.size, sizes, M.LOCAL_MAX // columns)
     -- GROUP counts the reduce axes (1 = the first)
     threads = columns
-    if n and k:try_apply("GROUP", 1, n) then threads = columns * n end
+    if n and k:try_apply("GROUP", which, n) then threads = columns * n end
   end
   if #reduce > 0 and threads == 1 then threads = register_tile(k) end
   if #reduce > 0 and threads == 1 then threads = lanes_per_row(k, reduce) end
