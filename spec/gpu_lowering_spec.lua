@@ -234,6 +234,19 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
       assert.are.equal(a.needed, a.sectors, a.op)
       assert.are.equal(4 * a.executions, a.sectors, a.op)
     end
+    -- x @ W with few outputs (32 x 64, a GPT-2 MLP's second linear at 32 tokens): W's columns
+    -- get the 32 threads (x does not depend on them), the group the reduction
+    local xs, ws = integers(32 * 256, 56), integers(256 * 64, 57)
+    local xm, wm = on_emu(xs, { 32, 256 }), on_emu(ws, { 256, 64 })
+    text = last_listing(xm:matmul(wm)).text
+    assert.matches(', "LOCAL(2,32) GROUP(1,8)")', text, 1, true)
+    local product = xm:matmul(wm):tolist()
+    for _, ij in ipairs { { 1, 1 }, { 7, 40 }, { 32, 64 } } do
+      local s = 0
+      for kk = 1, 256 do s = s + xs[(ij[1] - 1) * 256 + kk] * ws[(kk - 1) * 64 + ij[2]] end
+      assert.are.equal(s, product[ij[1]][ij[2]])
+    end
+    for _, a in ipairs(last_profile(xm:matmul(wm), xs)) do assert.are.equal(a.needed, a.sectors, a.op) end
     -- a middle axis: the last one's threads over the columns, the group over the reduction
     data = integers(4 * 300 * 64, 52)
     local y = on_emu(data, { 4, 300, 64 })

@@ -91,6 +91,26 @@ describe("tcl.codegen.thread_order", function()
     assert.are.equal("ch w", names(thread_order.order({ w, ch }, a, false, false), of))
   end)
 
+  it("counts an access inside a reduction once per step, and keeps the default for an index it cannot read", function()
+    -- out[j] = sum over r, g of x[r * 8 + g] * w[(r * 8 + g) * 64 + j]: once a step x and w,
+    -- once the store; the group first touches fewer sectors for the store, far more for w
+    local j, g, r = range(32, 2), range(8, 3, "group_reduce"), range(32, 1, "reduce")
+    local of = { [j] = "j", [g] = "g" }
+    local a = thread_order.accesses(sink(at(param(F32, 0, 64), j), at(param(F32, 1, 256), { r, 8 }, g),
+      at(param(F32, 2, 16384), { r, 512 }, { g, 64 }, j)))
+    assert.is_false(a.opaque)
+    assert.are.same({ 1, 32, 32 }, { a[1].weight, a[2].weight, a[3].weight })
+    -- j first: 4 + 1 * 32 + 4 * 32; g first: 1 + 1 * 32 + 8 * 32
+    assert.are.equal(164, thread_order.sectors({ j, g }, a))
+    assert.are.equal(289, thread_order.sectors({ g, j }, a))
+    assert.are.equal("j g", names(thread_order.order({ j, g }, a, false, false), of))
+    -- an index through // (a permuted reshape): no count, the default order
+    local split = UOp.new("IDIV", IDX, { j, c(4) })
+    a = thread_order.accesses(sink(at(param(F32, 0, 64), split), at(param(F32, 2, 16384), { g, 64 }, j)))
+    assert.is_true(a.opaque)
+    assert.are.equal("g j", names(thread_order.order({ j, g }, a, false, false), of))
+  end)
+
   it("keeps shuffled groups innermost and a WMMA kernel's order whatever the sectors", function()
     local cols, group = range(32, 1), range(8, 2, "group_reduce")
     local of = { [cols] = "cols", [group] = "group" }

@@ -6,7 +6,8 @@
 -- The order is the one whose first warp touches the fewest 32-byte sectors of global memory,
 -- summed over the kernel's accesses to its buffers (the INDEXes of PARAMs with an affine index:
 -- a sum of ranges times constants; the rest are left out), each lane at its coordinates of the
--- order and every other range at 0: the model of EMU's memory profile (src/runtime/
+-- order and every other range at 0, and each access counted as often as a thread makes it (a
+-- load inside a reduction once per step): the model of EMU's memory profile (src/runtime/
 -- emu_profile.h), worked out from the index expressions. Ties keep the default order: the
 -- group_reduce ranges innermost (a group's threads read neighbouring elements, and may shuffle),
 -- then by axis id, largest first (the last output dim is contiguous in memory). The search
@@ -18,7 +19,8 @@
 -- Constraints: with SHUFFLEs (shuffled) the group_reduce ranges stay innermost in the default
 -- order (lanes of a group consecutive, in the order "group reduces" numbered them); in a
 -- kernel with WMMA (by_axis) the default order stands: the tensor cores pass numbered its
--- lanes by axis id. More than MAX_SEARCH ranges keep the default order too.
+-- lanes by axis id. More than MAX_SEARCH ranges, or an access whose index is not affine (its
+-- sectors unknown), keep the default order too.
 local M = {}
 
 --- Sectors of memory a GPU serves a warp's access in, and the lanes of a warp.
@@ -59,15 +61,26 @@ local function affine(u, memo)
   return out
 end
 
---- The kernel's accesses to its buffers with affine indices: { { form =, itemsize = }, ... }.
+--- The kernel's accesses to its buffers with affine indices: { { form =, itemsize =, weight =
+-- }, ... }, weight the times a thread makes it: the product of the sizes of the reduce ranges
+-- its index steps along (a load inside a reduction runs once per step, the store after it
+-- once). The list has opaque = true when some access's index is not affine (a reshaped
+-- permute's // and %): M.order then keeps the default, as it cannot count that access.
 function M.accesses(sink)
-  local memo, out = {}, {}
+  local memo, out = {}, { opaque = false }
   for _, u in ipairs(sink:toposort()) do
     if u.op == "INDEX" and #u.src >= 2 then
       local buf = u.src[1]
       while buf.op == "AFTER" do buf = buf.src[1] end
       local form = buf.op == "PARAM" and affine(u.src[2], memo)
-      if form then out[#out + 1] = { form = form, itemsize = u.dtype.itemsize } end
+      if buf.op == "PARAM" and not form then out.opaque = true end
+      if form then
+        local weight = 1
+        for r, c in pairs(form) do
+          if c ~= 0 and r:axis_type() == "reduce" then weight = weight * size_of(r) end
+        end
+        out[#out + 1] = { form = form, itemsize = u.dtype.itemsize, weight = weight }
+      end
     end
   end
   return out
@@ -105,8 +118,8 @@ function M.sectors(order, accesses)
 end
 
 -- The accesses that depend on some of threads, one entry per distinct set of coefficients
--- along them (an UPCAST's copies of a load differ only in their constant), weighted by how
--- many there are; the rest touch a sector each under any order.
+-- along them (an UPCAST's copies of a load differ only in their constant), their weights
+-- added; the rest touch a sector each under any order.
 local function distinct(accesses, threads)
   local out, by_key = {}, {}
   for _, a in ipairs(accesses) do
@@ -119,9 +132,9 @@ local function distinct(accesses, threads)
       local key = table.concat(parts, ",")
       local entry = by_key[key]
       if entry then
-        entry.weight = entry.weight + 1
+        entry.weight = entry.weight + (a.weight or 1)
       else
-        entry = { form = a.form, itemsize = a.itemsize, weight = 1 }
+        entry = { form = a.form, itemsize = a.itemsize, weight = a.weight or 1 }
         by_key[key], out[#out + 1] = entry, entry
       end
     end
@@ -159,7 +172,7 @@ function M.order(threads, accesses, shuffled, by_axis)
   table.sort(locals, largest_first)
   local best = { table.unpack(groups) }
   for _, r in ipairs(locals) do best[#best + 1] = r end
-  if by_axis or #threads < 2 or #threads > M.MAX_SEARCH then return best end
+  if by_axis or #threads < 2 or #threads > M.MAX_SEARCH or accesses.opaque then return best end
   accesses = distinct(accesses, threads)
   if #accesses == 0 then return best end
   local fewest = M.sectors(best, accesses)

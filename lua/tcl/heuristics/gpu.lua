@@ -115,20 +115,40 @@ local function register_tile(k)
   return t * t
 end
 
--- A shared column sum (step 1): when no read steps by one element along the reduce axis red
--- but one does along an output axis that COLUMN_THREADS divides, that axis gets as many
--- threads; returns the threads made.
+-- A shared column sum (step 1): when some read steps along the reduce axis red by more than
+-- one element (a column sum's rows; the second operand of a small matmul, x @ W, along its
+-- reduction), and every read steps by 1 or 0 along an output axis that COLUMN_THREADS divides
+-- (the columns; x does not depend on W's columns), that axis gets as many threads; returns
+-- the threads made.
 local function column_threads(k, red)
-  local column
+  local loads = {}
   for _, b in ipairs(k:buffers()) do
-    if not b.store then
-      if b.strides[red.axis] == 1 then return 1 end
-      for _, r in ipairs(k:axes("global", "loop")) do
-        if b.strides[r.axis] == 1 and r.size % M.COLUMN_THREADS == 0 then column = column or r end
-      end
+    if not b.store then loads[#loads + 1] = b end
+  end
+  -- lanes along an axis read neighbours or one value in each load that steps by 1 or 0 there
+  local function neighbours(r)
+    local some = false
+    for _, b in ipairs(loads) do
+      local s = b.strides[r.axis]
+      if s ~= 0 and s ~= 1 then return false end
+      some = some or s == 1
+    end
+    return some
+  end
+  local function lanes_apart(r)
+    for _, b in ipairs(loads) do
+      local s = b.strides[r.axis]
+      if s ~= 0 and s ~= 1 then return true end
+    end
+    return false
+  end
+  -- the group's lanes along the reduction would read some load an element a sector apart
+  if not lanes_apart(red) then return 1 end
+  for _, r in ipairs(k:axes("global", "loop")) do
+    if r.size % M.COLUMN_THREADS == 0 and neighbours(r) then
+      return k:try_apply("LOCAL", r.axis, M.COLUMN_THREADS) and M.COLUMN_THREADS or 1
     end
   end
-  if column and k:try_apply("LOCAL", column.axis, M.COLUMN_THREADS) then return M.COLUMN_THREADS end
   return 1
 end
 
