@@ -12,7 +12,8 @@
 --
 -- Parts (default all): mm_f32 mm_f16 mm_bf16 (N x N, N = GPU_BENCH_N, default 4096; each with
 -- the heuristics and with BEAM=GPU_BENCH_BEAM, default 2, 0 skips), ew (a*b+1 on 2^26
--- float32), sum (2^26 float32), softmax (4096 x 1024), softmax_rows (attention's shape: 12
+-- float32), sum (2^26 float32), reductions (a column sum, a batch norm's per-channel sums and
+-- x @ W with 32 rows, each against torch), softmax (4096 x 1024), softmax_rows (attention's shape: 12
 -- heads x 1024 rows of 1024, a warp per row), conv (a float16 3x3 convolution, batch
 -- 8, 64 -> 64 channels, 56 x 56, on tensor cores, against torch's), gpt2 (a GPT-2 small
 -- layer's forward, batch 1 x 128 tokens, float32, against torch's TransformerEncoderLayer),
@@ -66,6 +67,13 @@ with torch.no_grad():
         print("torch_ms", med(lambda: torch.addcmul(torch.ones(1, device="cuda"), a, b, out=out)))
     elif what == "sum":
         a = torch.rand(1 << 26, device="cuda"); print("torch_ms", med(lambda: a.sum()))
+    elif what == "colsum":
+        a = torch.rand(8192, 4096, device="cuda"); print("torch_ms", med(lambda: a.sum(0)))
+    elif what == "bnsum":
+        a = torch.rand(128, 32, 26, 26, device="cuda"); print("torch_ms", med(lambda: a.sum((0, 2, 3))))
+    elif what == "xw":
+        x = torch.rand(32, 3072, device="cuda"); w = torch.rand(3072, 768, device="cuda")
+        print("torch_ms", med(lambda: x @ w))
     elif what == "conv":
         x = torch.rand(8, 64, 56, 56, device="cuda").half(); w = torch.rand(64, 64, 3, 3, device="cuda").half()
         print("torch_ms", med(lambda: torch.nn.functional.conv2d(x, w, padding=1)))
@@ -150,6 +158,34 @@ function parts.softmax(tcl)
   figure("softmax_tcl_queued_ms", queued * 1e3, "ms")
   local t = torch_ms("softmax")
   if t then figure("softmax_torch_ms", t, "ms") end
+end
+
+-- Reductions whose GPU layout EMU's memory profile found uncoalesced or serial: a column sum
+-- (a bias gradient's shape), a batch norm's per-channel sums over N, H and W (the CNN of
+-- examples/fashion_mnist.lua at batch 128), x @ W with few outputs (32 tokens through a GPT-2
+-- MLP's second linear); each against torch, in GB/s of the bytes read.
+function parts.reductions(tcl)
+  local Tensor = tcl.Tensor
+  local small = DEVICE ~= "CUDA" -- EMU tries the part on shapes it runs in seconds
+  local cases = {
+    { "colsum", small and { 512, 256 } or { 8192, 4096 }, function(x) return x:sum(1) end },
+    { "bnsum", small and { 4, 32, 26, 26 } or { 128, 32, 26, 26 }, function(x) return x:sum({ 1, 3, 4 }) end },
+  }
+  for _, case in ipairs(cases) do
+    local a = Tensor.rand(case[2], { device = DEVICE }):realize()
+    local bytes = 4 * a:numel()
+    local k = support.jitted_median(tcl, RUNS, case[3], a)
+    figure(case[1] .. "_tcl_gbs", bytes / k * 1e-9, "GB/s")
+    local t = torch_ms(case[1])
+    if t then figure(case[1] .. "_torch_gbs", bytes / (t * 1e-3) * 1e-9, "GB/s") end
+  end
+  local x = Tensor.rand(32, small and 256 or 3072, { device = DEVICE }):realize()
+  local w = Tensor.rand(small and 256 or 3072, small and 64 or 768, { device = DEVICE }):realize()
+  local bytes = 4 * (x:numel() + w:numel())
+  local k = support.jitted_median(tcl, RUNS, function(p, q) return p:matmul(q) end, x, w)
+  figure("xw_tcl_gbs", bytes / k * 1e-9, "GB/s")
+  local t = torch_ms("xw")
+  if t then figure("xw_torch_gbs", bytes / (t * 1e-3) * 1e-9, "GB/s") end
 end
 
 -- Attention's softmax shape: 12 heads x 1024 queries, rows of 1024 keys: more rows than one
@@ -262,8 +298,8 @@ end
 ---------------------------------------------------------------------------------------------
 -- the parent
 
-local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "softmax", "softmax_rows", "conv", "gpt2", "tc_configs",
-  "variants" }
+local ORDER = { "mm_f32", "mm_f16", "mm_bf16", "ew", "sum", "reductions", "softmax", "softmax_rows", "conv", "gpt2",
+  "tc_configs", "variants" }
 
 local function run_child(what, env_text)
   local command = string.format("%s DEVICE=%s lua5.4 %s --child %s", env_text or "", DEVICE, shell_quote(self_path),
