@@ -288,6 +288,41 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     end
   end)
 
+  it("transposes through local memory: a 16 x 16 tile of threads, one barrier, neighbours read and written", function()
+    local data = integers(64 * 48, 58)
+    local x = on_emu(data, { 64, 48 })
+    local other = integers(48 * 64, 59)
+    local y = on_emu(other, { 48, 64 })
+    -- x^T + y: x's load is transposed, y's is not
+    local t = x:transpose(1, 2) + y
+    local text = last_listing(t).text
+    assert.matches(', "LOCAL(2,16) LOCAL(1,16)")', text, 1, true)
+    assert.matches("local %(16,16,1%)", text)
+    assert.are.equal(1, count(text, "DEFINE_LOCAL"), text) -- y's load stays a load
+    assert.are.equal(1, count(text, "BARRIER"), text)
+    local got = t:tolist()
+    for i = 1, 48 do
+      for j = 1, 64 do
+        assert.are.equal(data[(j - 1) * 48 + i] + other[(i - 1) * 64 + j], got[i][j])
+      end
+    end
+    local profile = last_profile(x:transpose(1, 2) + y, data)
+    assert.are.equal(3, #profile)
+    for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
+    -- a transpose of float16 through padding (a gated load): the same, values exact
+    local h = on_emu(data, { 64, 48 }):cast("float16")
+    local padded = h:transpose(1, 2):pad({ { 0, 16 }, { 0, 0 } }):contiguous()
+    text = last_listing(padded).text
+    assert.are.equal(1, count(text, "BARRIER"), text)
+    got = padded:tolist()
+    assert.are.equal(64, #got)
+    for i = 1, 64 do
+      for j = 1, 64 do
+        assert.are.equal(i <= 48 and data[(j - 1) * 48 + i] or 0, got[i][j])
+      end
+    end
+  end)
+
   it("maps more than three output axes onto the launch through // and %", function()
     local data = integers(3 * 5 * 7 * 2, 6)
     local x = on_emu(data, { 3, 5, 7, 2 })

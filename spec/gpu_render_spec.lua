@@ -1013,6 +1013,11 @@ describe("the CUDA and Metal renderers", function()
         cumsum = T.rand(4, 64):cumsum(2),
         argmax = x:argmax(2),
         random = T.rand(16, 16) + T.randint(0, 10, { 16, 16 }):cast("float32"),
+        -- through local memory (the pass "stage transposes"), and the shared column layouts
+        transpose = a:transpose(1, 2):contiguous() + T.rand(48, 64),
+        transpose_half = T.rand(32, 64):cast("float16"):transpose(1, 2):contiguous(),
+        column_sum = T.rand(512, 256):sum(1),
+        few_rows_matmul = T.rand(32, 256):matmul(T.rand(256, 64)),
       }
     end
 

@@ -40,6 +40,12 @@
 --     into threads of a workgroup (LOCAL), as many as divide it up to LOCAL_MAX threads in
 --     all; then the next axis with the room left. Neighbouring threads then touch
 --     neighbouring addresses (coalesced loads and stores).
+--  3b. Transposing elementwise kernels (a store that steps by one element along one axis, a
+--     load along another, as x:transpose(1, 2):contiguous()): a square tile of TRANSPOSE_TILE
+--     x TRANSPOSE_TILE threads over the two axes and nothing else; the pass "stage
+--     transposes" (tcl.codegen.stage_transposes) reads the load through local memory, so that
+--     the lanes read neighbours and write neighbours (EMU's memory profile: the load 13 % of
+--     the sectors it touched, then 100 %).
 --  4. Large elementwise kernels: UPCAST of the innermost axis's outer part, 4 elements per
 --     thread, a workgroup apart (still coalesced).
 local tensor_cores = require "tcl.heuristics.tensor_cores"
@@ -56,6 +62,9 @@ M.LOCAL_MAX = 256
 M.COLUMN_THREADS = 32
 --- The fewest lanes a row gets (step 2b); shorter rows keep a thread each.
 M.MIN_ROW_LANES = 4
+
+--- The side of the square tile of threads a transposing elementwise kernel gets (step 3b).
+M.TRANSPOSE_TILE = 16
 
 --- Elements per thread of large elementwise kernels, and from how many outputs on: measured on
 -- an H200 (a*b+1 on 2^26 float32, bench/gpu_bench.lua variants): 4274 GB/s with 4, 4213 with
@@ -152,6 +161,43 @@ local function column_threads(k, red)
   return 1
 end
 
+-- A transposing elementwise kernel (step 3b): the store steps by one element along output
+-- axis a, some load along another output axis b (and not along a). Both get TRANSPOSE_TILE
+-- threads, the later axis first (LOCAL keeps the numbers of the axes before the one it splits);
+-- the pass "stage transposes" then reads the load through local memory. Returns the threads.
+local function transpose_tile(k)
+  local t = M.TRANSPOSE_TILE
+  local store, outputs = nil, k:axes("global", "loop")
+  for _, b in ipairs(k:buffers()) do
+    if b.store then
+      if store then return 1 end
+      store = b
+    end
+  end
+  if not store then return 1 end
+  local a
+  for _, r in ipairs(outputs) do
+    if store.strides[r.axis] == 1 then a = r end
+  end
+  if not a or a.size % t ~= 0 then return 1 end
+  for _, b in ipairs(k:buffers()) do
+    if not b.store and b.strides[a.axis] ~= 1 then
+      for _, r in ipairs(outputs) do
+        if r ~= a and b.strides[r.axis] == 1 and r.size % t == 0 and t * t <= (k.caps.threads_max or t * t) then
+          local first, second = a, r
+          if first.axis < second.axis then first, second = second, first end
+          if k:try_apply("LOCAL", first.axis, t) then
+            if k:try_apply("LOCAL", second.axis, t) then return t * t end
+            return t
+          end
+          return 1
+        end
+      end
+    end
+  end
+  return 1
+end
+
 local function largest_divisor(n, sizes, limit)
   for _, s in ipairs(sizes) do
     if s <= limit and n % s == 0 and s < n then return s end
@@ -208,6 +254,9 @@ function M.optimize(k)
   end
   if #reduce > 0 and threads == 1 then threads = register_tile(k) end
   if #reduce > 0 and threads == 1 then threads = lanes_per_row(k, reduce) end
+  local transposing = #reduce == 0 and threads == 1 and transpose_tile(k) or 1
+  if transposing > 1 then return end
+  threads = threads * transposing
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
   for i = #outputs, 1, -1 do

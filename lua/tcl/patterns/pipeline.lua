@@ -65,6 +65,9 @@ M.passes = {
   { name = "group reduces", pass = "tcl.codegen.group_reduce", when = on_gpu },
   -- After the optimizer: accumulators depend on the final ranges of each reduction.
   { name = "lower reduces", pass = "tcl.codegen.accumulators" },
+  -- GPU renderers: a transposing load of a square tile of threads goes through local memory;
+  -- while its threads are still ranges, which it exchanges.
+  { name = "stage transposes", pass = "tcl.codegen.stage_transposes", when = on_gpu },
   -- GPU renderers: the output loops become the launch (workgroup and thread indices); after
   -- lowering reduces, which places accumulators by the loops they live in.
   { name = "gpu dims", pass = "tcl.codegen.gpu_dims", when = on_gpu },
