@@ -19,7 +19,7 @@ local STAGE_OF_PREFIX = {
 local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
   ["tcl.cuda"] = true, ["tcl.metal"] = true,
-  ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true,
+  ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
   ["tcl.env"] = true }
 
 local function stage_of(module)
@@ -104,7 +104,8 @@ describe("the Lua tree", function()
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
     assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
       "tcl.patterns.transcendental",
-      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.gpu_dims", "tcl.codegen.merge_ends" }, names)
+      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.stage_transposes", "tcl.codegen.gpu_dims",
+      "tcl.codegen.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
       assert.is_not_nil(f, name .. " does not exist")

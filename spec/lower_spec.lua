@@ -50,7 +50,7 @@ describe("the pass pipeline", function()
       names[i] = pass.name
     end
     assert.same({ "add loads", "initial symbolic", "optimize", "tensor cores", "kblock", "expand", "transcendental",
-      "group reduces", "lower reduces", "gpu dims", "merge ends" }, names)
+      "group reduces", "lower reduces", "stage transposes", "gpu dims", "merge ends" }, names)
   end)
 
   it("runs its passes in the table's order", function()

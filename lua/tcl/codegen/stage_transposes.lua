@@ -17,6 +17,8 @@
 -- constants, ranges and arithmetic: a gather (an index loaded from memory) stays as it is.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
+local affine = require "tcl.affine"
+local P = require "tcl.pattern"
 
 local M = {}
 
@@ -27,27 +29,10 @@ local VOID = core.dtype "void"
 local function const(v) return new("CONST", INDEX, nil, v) end
 local function size_of(r) return r.src[1].arg end
 
--- The coefficient of range r in index expression u when u is affine in it (sums of ranges
--- times constants); nil when it is not affine. memo caches subexpressions, for one r.
+-- The coefficient of range r in index expression u, nil when u is not affine (tcl.affine).
 local function coefficient(u, r, memo)
-  local hit = memo[u]
-  if hit ~= nil then return hit or nil end
-  local out
-  if u.op == "CONST" then
-    out = 0
-  elseif u.op == "RANGE" then
-    out = u == r and 1 or 0
-  elseif u.op == "ADD" then
-    local a, b = coefficient(u.src[1], r, memo), coefficient(u.src[2], r, memo)
-    out = a and b and a + b
-  elseif u.op == "MUL" then
-    local a, b = u.src[1], u.src[2]
-    if b.op ~= "CONST" then a, b = b, a end
-    local ca = b.op == "CONST" and math.type(b.arg) == "integer" and coefficient(a, r, memo)
-    out = ca and ca * b.arg
-  end
-  memo[u] = out or false
-  return out or nil
+  local form = affine.form(u, memo)
+  return form and (form[r] or 0)
 end
 
 -- Whether the subtree of u holds only constants, ranges and arithmetic (no memory).
@@ -58,27 +43,6 @@ local function pure(u, seen)
   for _, s in ipairs(u.src) do ok = ok and pure(s, seen) end
   seen[u] = ok
   return ok
-end
-
--- u with ranges a and b exchanged (memo: node -> replacement).
-local function swapped(u, a, b, memo)
-  local hit = memo[u]
-  if hit then return hit end
-  local out
-  if u == a then
-    out = b
-  elseif u == b then
-    out = a
-  else
-    local src, changed = {}, false
-    for i, s in ipairs(u.src) do
-      src[i] = swapped(s, a, b, memo)
-      changed = changed or src[i] ~= s
-    end
-    out = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
-  end
-  memo[u] = out
-  return out
 end
 
 -- The kernel's two local ranges of one size, its single STORE to a buffer, and whether it has
@@ -105,9 +69,10 @@ function M.run(sink)
   if not locals then return sink end
   local target = store.src[1]
   if target.op ~= "INDEX" or #target.src < 2 then return sink end
+  local memo = {}
   local la, lb
   for i = 1, 2 do
-    if coefficient(target.src[2], locals[i], {}) == 1 then la, lb = locals[i], locals[3 - i] end
+    if coefficient(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
   end
   if not la then return sink end
   local T = size_of(la)
@@ -118,14 +83,14 @@ function M.run(sink)
     if u.op == "LOAD" and u.src[1].op == "INDEX" and #u.src[1].src >= 2 then
       local index = u.src[1]
       local buf = index.src[1]
-      local along_b, along_a = coefficient(index.src[2], lb, {}), coefficient(index.src[2], la, {})
+      local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
       local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and u.dtype.itemsize >= 1
       for i = 2, #index.src do ok = ok and pure(index.src[i], seen) end
       for i = 2, #u.src do ok = ok and pure(u.src[i], seen) end
       if ok then
         local slot = #list
         local tile = new("DEFINE_LOCAL", u.dtype, nil, { slot, T * (T + 1) })
-        local from = swapped(u, la, lb, {})
+        local from = P.substitute(u, { [la] = lb, [lb] = la })
         local put = new("STORE", VOID, { new("INDEX", u.dtype, { tile, lb * const(T + 1) + la }), from })
         stores[#stores + 1] = put
         list[#list + 1] = { load = u, tile = tile }
@@ -139,20 +104,7 @@ function M.run(sink)
     staged[s.load] = new("LOAD", s.load.dtype, { new("INDEX", s.load.dtype, { seen_tile, la * const(T + 1) + lb }) })
   end
   -- the kernel with each staged LOAD replaced by its read from the tile
-  local map = {}
-  for _, u in ipairs(sink:toposort()) do
-    local node = staged[u]
-    if not node then
-      local src, changed = {}, false
-      for i, s in ipairs(u.src) do
-        src[i] = map[s] or s
-        changed = changed or src[i] ~= s
-      end
-      node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
-    end
-    map[u] = node
-  end
-  return map[sink]
+  return P.substitute(sink, staged)
 end
 
 return M

@@ -21,6 +21,8 @@
 -- kernel with WMMA (by_axis) the default order stands: the tensor cores pass numbered its
 -- lanes by axis id. More than MAX_SEARCH ranges, or an access whose index is not affine (its
 -- sectors unknown), keep the default order too.
+local affine = require "tcl.affine"
+
 local M = {}
 
 --- Sectors of memory a GPU serves a warp's access in, and the lanes of a warp.
@@ -31,35 +33,6 @@ M.MAX_SEARCH = 4
 
 local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
 local function size_of(r) return r.src[1].arg end
-
--- The affine form { [RANGE] = coefficient } of an index expression, nil when it is not affine.
-local function affine(u, memo)
-  local hit = memo[u]
-  if hit ~= nil then return hit or nil end
-  local out
-  if u.op == "CONST" and math.type(u.arg) == "integer" then
-    out = {}
-  elseif u.op == "RANGE" then
-    out = { [u] = 1 }
-  elseif u.op == "ADD" then
-    local a, b = affine(u.src[1], memo), affine(u.src[2], memo)
-    if a and b then
-      out = {}
-      for r, c in pairs(a) do out[r] = c end
-      for r, c in pairs(b) do out[r] = (out[r] or 0) + c end
-    end
-  elseif u.op == "MUL" then
-    local a, b = u.src[1], u.src[2]
-    if b.op ~= "CONST" then a, b = b, a end
-    local fa = b.op == "CONST" and math.type(b.arg) == "integer" and affine(a, memo)
-    if fa then
-      out = {}
-      for r, c in pairs(fa) do out[r] = c * b.arg end
-    end
-  end
-  memo[u] = out or false
-  return out
-end
 
 --- The kernel's accesses to its buffers with affine indices: { { form =, itemsize =, weight =
 -- }, ... }, weight the times a thread makes it: the product of the sizes of the reduce ranges
@@ -72,7 +45,7 @@ function M.accesses(sink)
     if u.op == "INDEX" and #u.src >= 2 then
       local buf = u.src[1]
       while buf.op == "AFTER" do buf = buf.src[1] end
-      local form = buf.op == "PARAM" and affine(u.src[2], memo)
+      local form = buf.op == "PARAM" and affine.form(u.src[2], memo)
       if buf.op == "PARAM" and not form then out.opaque = true end
       if form then
         local weight = 1

@@ -32,6 +32,8 @@
 -- Axis numbers follow tcl.opt (src/opt/kernel_opt.h): UPCAST, LOCAL, THREAD, PADTO and SWAP
 -- count every range, UNROLL the reduce and group_reduce ones, GROUP, GROUPTOP and KBLOCK the
 -- reduce ones. After an opt, ranges are renumbered: read kernel:ranges() again.
+local affine = require "tcl.affine"
+
 local M = {}
 
 local Kernel = {}
@@ -61,39 +63,6 @@ function Kernel:axes(...)
   return out
 end
 
--- The affine form of an index expression: { [RANGE] = coefficient }, or nil when it is not
--- affine (division, modulo, a load...). memo caches subexpressions.
-local function affine(u, memo)
-  local hit = memo[u]
-  if hit ~= nil then return hit or nil end
-  local out
-  if u.op == "CONST" and math.type(u.arg) == "integer" then
-    out = {}
-  elseif u.op == "RANGE" then
-    out = { [u] = 1 }
-  elseif u.op == "ADD" or u.op == "SUB" then
-    local a, b = affine(u:source(1), memo), affine(u:source(2), memo)
-    if a and b then
-      out = {}
-      for r, c in pairs(a) do out[r] = c end
-      local sign = u.op == "SUB" and -1 or 1
-      for r, c in pairs(b) do out[r] = (out[r] or 0) + sign * c end
-    end
-  elseif u.op == "MUL" then
-    local a, b = u:source(1), u:source(2)
-    if b.op ~= "CONST" then a, b = b, a end
-    if b.op == "CONST" and math.type(b.arg) == "integer" then
-      local fa = affine(a, memo)
-      if fa then
-        out = {}
-        for r, c in pairs(fa) do out[r] = c * b.arg end
-      end
-    end
-  end
-  memo[u] = out or false
-  return out
-end
-
 function Kernel:buffers()
   if self._buffers then return self._buffers end
   local ranges = self._k:ranges()
@@ -104,7 +73,7 @@ function Kernel:buffers()
     while buf.op == "AFTER" do buf = buf:source(1) end
     if buf.op ~= "PARAM" then return end
     local form = {} -- an INDEX without an index addresses element 0
-    if #index.src >= 2 then form = affine(index:source(2), memo) end -- nil: not affine
+    if #index.src >= 2 then form = affine.form(index:source(2), memo) end -- nil: not affine
     local strides = {}
     for _, r in ipairs(ranges) do
       if form then strides[r.axis] = form[r.range] or 0 end
