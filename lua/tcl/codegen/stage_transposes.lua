@@ -45,8 +45,8 @@ local function pure(u, seen)
   return ok
 end
 
--- The kernel's two local ranges of one size, its single STORE to a buffer, and whether it has
--- anything that rules the pass out (reductions, other thread ranges, several stores).
+-- The kernel's two local ranges of one size and its single STORE; nil when anything rules the
+-- pass out (reductions, other thread ranges, local memory, several stores).
 local function shape_of(sink)
   local locals, stores = {}, {}
   for _, u in ipairs(sink:toposort()) do
@@ -84,7 +84,7 @@ function M.run(sink)
       local index = u.src[1]
       local buf = index.src[1]
       local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
-      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and u.dtype.itemsize >= 1
+      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1
       for i = 2, #index.src do ok = ok and pure(index.src[i], seen) end
       for i = 2, #u.src do ok = ok and pure(u.src[i], seen) end
       if ok then
