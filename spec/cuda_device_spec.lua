@@ -736,6 +736,30 @@ describe("the mock driver as GPUs of other generations", function()
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end)
 
+  it("says at DEBUG=1 which GPU it opened and what its kernels are made for", function()
+    if not have_tools() then return end
+    local log = os.tmpname()
+    local code = "Tensor.ones(4):sum():realize() print 'ok'"
+    local _, err = child_ok("DEVICE=CUDA DEBUG=1 MOCK_CUDA_CC=7.5 " .. mock_env(log), code)
+    assert.matches("CUDA: tcl mock GPU, compute capability 7.5, 4 SMs, 1.0 GiB; kernels for sm_75 by NVRTC [%d.]+, "
+      .. "target CUDA_SM75 %(no tensor cores%)\n", err)
+    _, err = child_ok("DEVICE=CUDA DEBUG=1 MOCK_CUDA_CC=9.0 " .. mock_env(log), code)
+    assert.matches("kernels for sm_90a by NVRTC [%d.]+, target CUDA_SM90 %(8 tensor core shapes%)", err)
+    -- a GPU newer than NVRTC knows: the PTX of the newest architecture it lists
+    local cuda = require "tcl.codegen.cuda"
+    local info = { name = "future GPU", compute_capability = { 13, 0 }, arch = "sm_130", multiprocessors = 200,
+      total_bytes = 2 ^ 37 }
+    local base, arch = cuda.target_of(info, { version = "13.0", archs = { 90, 120, 121 } })
+    assert.are.equal("CUDA: future GPU, compute capability 13.0, 200 SMs, 128.0 GiB; kernels for sm_121 by NVRTC "
+      .. "13.0, target CUDA (2 tensor core shapes); NVRTC does not compile for sm_130: the driver compiles the PTX "
+      .. "for this GPU",
+      cuda.describe(info, base, arch, { version = "13.0" }))
+    -- nothing at DEBUG=0
+    _, err = child_ok("DEVICE=CUDA " .. mock_env(log), code)
+    assert.is_nil(err:find("compute capability", 1, true))
+    os.remove(log)
+  end)
+
   it("names a GPU that NVRTC cannot compile for at its first kernel, and still copies to and from it", function()
     if not have_tools() then return end
     local archs = require("tcl.nvrtc").supported_archs()

@@ -457,6 +457,14 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
     out = standin_ok("DEVICE=METAL MOCK_METAL_APPLE_FAMILY=0", code)
     assert.matches("family 0 matrices false shuffles false", out, 1, true)
     clean_record(helper.read(log))
+    -- DEBUG=1 says so when the device opens
+    local sum = "Tensor.ones(4):sum():realize() print 'ok'"
+    local _, err = standin_ok("DEVICE=METAL DEBUG=1 MOCK_METAL_APPLE_FAMILY=0", sum)
+    assert.matches("Metal: tcl mock GPU, not an Apple GPU; no simdgroup matrices, reductions through threadgroup "
+      .. "memory, 32 KiB of threadgroup memory\n", err, 1, true)
+    _, err = standin_ok("DEVICE=METAL DEBUG=1", sum)
+    assert.matches("Metal: tcl mock GPU, Apple GPU family 8; simdgroup matrices, shuffles in SIMD groups of 32", err, 1,
+      true)
   end)
 
   it("commits dispatches without waiting; a read or tcl.synchronize waits for them, in order", function()

@@ -95,6 +95,21 @@ function M.target_of(info, compiler)
   return target, arch
 end
 
+--- The line DEBUG >= 1 prints when the device opens: the GPU, and what its kernels are made
+-- for (target_of's target and arch; compiler as target_of takes it).
+function M.describe(info, base, arch, compiler)
+  local cc = info.compute_capability or {}
+  local cores = #(base.gpu.tensor_cores or {})
+  local text = string.format("CUDA: %s, compute capability %d.%d, %d SMs, %.1f GiB; kernels for %s%s, target %s (%s)",
+    tostring(info.name), cc[1] or 0, cc[2] or 0, info.multiprocessors or 0, (info.total_bytes or 0) / 2 ^ 30, arch,
+    compiler and (" by NVRTC " .. compiler.version) or "", base.id:upper(),
+    cores > 0 and string.format("%d tensor core shapes", cores) or "no tensor cores")
+  if arch ~= info.arch and arch ~= "sm_90a" then
+    text = text .. string.format("; NVRTC does not compile for %s: the driver compiles the PTX for this GPU", info.arch)
+  end
+  return text
+end
+
 -- CUDA's own exp2f, log2f, sinf, cosf and powf are off by up to 2 ulp or more (the CUDA
 -- programming guide's table): the ops become tcl's polynomials (tcl.patterns.transcendental),
 -- as on the CPU, so results and Tensor.ULP_BOUNDS are the same on every device. The kernels
@@ -115,10 +130,7 @@ local native, device = gpu_backend.attach(M, {
     if not base then -- no kernel can be compiled: the first says why
       return { unsupported = arch, options = "cuda-unsupported", gpu = M.gpu_limits(target.gpu, info) }
     end
-    if arch ~= info.arch and arch ~= "sm_90a" and env.DEBUG >= 1 then
-      io.stderr:write(string.format("CUDA: NVRTC %s does not compile for %s (%s); kernels are PTX for %s, which "
-        .. "the driver compiles for this GPU\n", compiler.version, info.arch, tostring(info.name), arch))
-    end
+    if env.DEBUG >= 1 then io.stderr:write(M.describe(info, base, arch, compiler), "\n") end
     return { arch = arch, options = "cuda-" .. arch, gpu = M.gpu_limits(base.gpu, info) }
   end,
 })

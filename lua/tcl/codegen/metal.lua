@@ -25,6 +25,7 @@
 -- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts compiles
 -- since the state opened.
 local core = require "tcl.core"
+local env = require "tcl.env"
 local targets = require "tcl.codegen.gpu_targets"
 local gpu_launch = require "tcl.codegen.gpu_launch"
 local gpu_backend = require "tcl.codegen.gpu_backend"
@@ -56,6 +57,17 @@ function M.gpu_limits(base, info)
   return out
 end
 
+--- The line DEBUG >= 1 prints when the device opens: the GPU and what its kernels use (gpu:
+-- M.gpu_limits' table).
+function M.describe(info, gpu)
+  local family = info.apple_family or 0
+  return string.format("Metal: %s, %s; %s, %s, %d KiB of threadgroup memory", tostring(info.name),
+    family > 0 and ("Apple GPU family " .. family) or "not an Apple GPU",
+    #(gpu.tensor_cores or {}) > 0 and "simdgroup matrices" or "no simdgroup matrices",
+    gpu.warp and string.format("shuffles in SIMD groups of %d", gpu.warp) or "reductions through threadgroup memory",
+    gpu.local_bytes // 1024)
+end
+
 -- The transcendentals become tcl's polynomials (tcl.patterns.transcendental), as on CUDA and
 -- the CPU, so results and Tensor.ULP_BOUNDS are the same on every device: Metal's own exp2,
 -- log2, sin, cos and pow have bounds of their own (the Metal specification's tables). What a
@@ -65,7 +77,11 @@ end
 local native, device = gpu_backend.attach(M, {
   label = "Metal", module = "tcl.metal", renderer = "metal", target = target,
   lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
-  open = function(info) return { options = "metal-" .. info.name, gpu = M.gpu_limits(target.gpu, info) } end,
+  open = function(info)
+    local gpu = M.gpu_limits(target.gpu, info)
+    if env.DEBUG >= 1 then io.stderr:write(M.describe(info, gpu), "\n") end
+    return { options = "metal-" .. info.name, gpu = gpu }
+  end,
 })
 
 ---------------------------------------------------------------------------------------------
