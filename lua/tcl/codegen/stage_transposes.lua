@@ -84,7 +84,8 @@ function M.run(sink)
       local index = u.src[1]
       local buf = index.src[1]
       local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
-      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1
+      -- (a load that does not move along la is read by all the lanes at once already)
+      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and along_a ~= 0
       for i = 2, #index.src do ok = ok and pure(index.src[i], seen) end
       for i = 2, #u.src do ok = ok and pure(u.src[i], seen) end
       if ok then
