@@ -309,6 +309,10 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     local profile = last_profile(x:transpose(1, 2) + y, data)
     assert.are.equal(3, #profile)
     for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
+    -- a value per row of the output (the same for the lanes of a row) is not staged either
+    local per_row = on_emu(integers(48, 61), { 48, 1 })
+    text = last_listing(x:transpose(1, 2) + per_row).text
+    assert.are.equal(1, count(text, "DEFINE_LOCAL"), text)
     -- a transpose of float16 through padding (a gated load): the same, values exact
     local h = on_emu(data, { 64, 48 }):cast("float16")
     local padded = h:transpose(1, 2):pad({ { 0, 16 }, { 0, 0 } }):contiguous()
