@@ -25,6 +25,16 @@ end
 
 local function on_emu(values, shape) return Tensor(values, { device = "EMU" }):reshape(shape) end
 
+-- The sums of the rows of a rows x cols matrix given row by row, by naive loops.
+local function row_sums(data, rows, cols)
+  local want = {}
+  for r = 1, rows do
+    want[r] = 0
+    for c = 1, cols do want[r] = want[r] + data[(r - 1) * cols + c] end
+  end
+  return want
+end
+
 -- The EMU listings of the kernels that realizing t compiles.
 local function listings(t)
   local sched = schedule.create({ t.uop }, { device = "EMU" })
@@ -169,12 +179,7 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.matches("global %(64,1,1%) local %(32,8,1%)", text) -- the lanes of a warp are x
     assert.are.equal(5, count(text, "SHUFFLE"), text)
     assert.are.equal(0, count(text, "BARRIER"), text)
-    local want = {}
-    for r = 1, 512 do
-      want[r] = 0
-      for c = 1, 64 do want[r] = want[r] + data[(r - 1) * 64 + c] end
-    end
-    assert.are.same(want, x:sum(2):tolist())
+    assert.are.same(row_sums(data, 512, 64), x:sum(2):tolist())
     -- a reduction along an axis no read steps by 1 (the columns' sums): a thread per output,
     -- neighbouring threads reading neighbouring elements
     text = last_listing(on_emu(data, { 64, 512 }):sum(1)).text
@@ -191,12 +196,7 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.matches("global %(75,1,1%) local %(16,16,1%)", text)
     assert.are.equal(4, count(text, "SHUFFLE"), text)
     assert.are.equal(0, count(text, "BARRIER"), text)
-    local want = {}
-    for r = 1, 1200 do
-      want[r] = 0
-      for c = 1, 16 do want[r] = want[r] + data[(r - 1) * 16 + c] end
-    end
-    assert.are.same(want, x:sum(2):tolist())
+    assert.are.same(row_sums(data, 1200, 16), x:sum(2):tolist())
     local profile = last_profile(x:sum(2), data)
     for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
     -- rows of 2 keep a thread each (fewer lanes than MIN_ROW_LANES)
