@@ -64,7 +64,7 @@ local function shape_of(sink)
   return locals, stores[1]
 end
 
-function M.run(sink)
+function M.run(sink, ctx)
   local locals, store = shape_of(sink)
   if not locals then return sink end
   local target = store.src[1]
@@ -76,6 +76,9 @@ function M.run(sink)
   end
   if not la then return sink end
   local T = size_of(la)
+  -- the tiles stay within the target's local memory (the loads past it are read directly)
+  local gpu = ctx and ctx.renderer and ctx.renderer.gpu
+  local room = gpu and gpu.local_bytes or math.huge
   local seen = {}
   local staged = {} -- LOAD -> its read from the tile (filled below)
   local stores, list = {}, {}
@@ -85,10 +88,12 @@ function M.run(sink)
       local buf = index.src[1]
       local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
       -- (a load that does not move along la is read by all the lanes at once already)
-      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and along_a ~= 0
+      local bytes = T * (T + 1) * u.dtype.itemsize
+      local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and along_a ~= 0 and bytes <= room
       for i = 2, #index.src do ok = ok and pure(index.src[i], seen) end
       for i = 2, #u.src do ok = ok and pure(u.src[i], seen) end
       if ok then
+        room = room - bytes
         local slot = #list
         local tile = new("DEFINE_LOCAL", u.dtype, nil, { slot, T * (T + 1) })
         local from = P.substitute(u, { [la] = lb, [lb] = la })
