@@ -84,7 +84,8 @@ typedef struct emu_run {
     emu_gshadow **owned;    /* per param slot, the shadow it allocated (NULL: none or shared) */
     uint64_t group;         /* the running thread: its group (linear, x fastest) */
     uint32_t lid;           /* and its index in the group (x fastest) */
-    tcl_emu_profiler *prof; /* while the global accesses are recorded (workgroup 0), else NULL */
+    tcl_emu_profiler *prof; /* the run's profiler (emu_profile.h), or NULL */
+    tcl_emu_profiler *recording; /* prof while the running thread is one it records, else NULL */
     uint64_t epoch, group_epoch;
     uint64_t landed_through; /* the asynchronous copies issued in epochs up to this one have landed */
     /* the first read of unwritten local memory in this epoch, reported at its end */
@@ -292,7 +293,7 @@ EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
                        n, n, name_elem(p, load->mem, from).s, name_elem(p, in->mem, to).s);
     if (from < 0 || (uint64_t)from + (uint64_t)n > src->numel) return out_of_bounds(r, (size_t)in->b, from < 0 ? from : from + n - 1);
     if (to < 0 || (uint64_t)to + (uint64_t)n > dst->numel) return out_of_bounds(r, pc, to < 0 ? to : to + n - 1);
-    if (r->prof) tcl_emu_profiler_record(r->prof, pc, r->lid, from * (int64_t)src->itemsize, (uint32_t)(n * (int64_t)src->itemsize));
+    if (r->recording) tcl_emu_profiler_record(r->recording, pc, r->lid, from * (int64_t)src->itemsize, (uint32_t)(n * (int64_t)src->itemsize));
     for (int64_t v = 0; v < n; v++) {
         tcl_status status;
         if (src->shadow && (status = check_read(r, (size_t)in->b, load->mem, from + v)) != TCL_OK) return status;
@@ -350,7 +351,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
             if (m->shadow && (status = check_read(run, pc, in->mem, idx)) != TCL_OK) return status;
-            if (run->prof) tcl_emu_profiler_record(run->prof, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
+            if (run->recording) tcl_emu_profiler_record(run->recording, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
             r[pc] = tcl_scalar_from_bits(tcl_storage_read(m->data, m->itemsize, (size_t)idx), in->dtype);
             break;
         }
@@ -360,7 +361,7 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
             const emu_mem *m = &mem[in->mem];
             if (idx < 0 || (uint64_t)idx >= m->numel) return out_of_bounds(run, pc, idx);
             if (m->shadow && (status = check_write(run, pc, in->mem, idx)) != TCL_OK) return status;
-            if (run->prof) tcl_emu_profiler_record(run->prof, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
+            if (run->recording) tcl_emu_profiler_record(run->recording, pc, run->lid, idx * (int64_t)m->itemsize, (uint32_t)m->itemsize);
             tcl_storage_write(m->data, m->itemsize, (size_t)idx, tcl_scalar_bits(r[in->b]));
             break;
         }
@@ -589,6 +590,7 @@ static tcl_status run_group(emu_run *r) {
         size_t first_stop = DONE;
         for (uint32_t t = 0; t < nt; t++) {
             r->lid = t;
+            r->recording = r->group == 0 && t < EMU_PROFILE_LANES ? r->prof : NULL;
             if (lockstep) {
                 unsigned char *block = r->scratch + (size_t)t * p->scratch_bytes;
                 for (size_t k = 0; k < p->nregs; k++) r->mem[p->nparams + k].data = block + p->regs[k].offset;
@@ -731,7 +733,7 @@ static void teardown(emu_run *r) {
     free(r->regs);
 }
 
-/* A run; with prof, workgroup 0's global accesses are recorded in it. */
+/* A run; with prof, the global accesses of workgroup 0's first warp are recorded in it. */
 static tcl_status run_program(const tcl_emu_program *p, tcl_buffer *const *bufs, size_t nbufs, double *seconds,
                               tcl_emu_profiler *prof, tcl_error *err) {
     tcl_status status = check_buffers(p, bufs, nbufs, err);
@@ -744,10 +746,8 @@ static tcl_status run_program(const tcl_emu_program *p, tcl_buffer *const *bufs,
         const tcl_launch *l = &p->launch;
         uint64_t groups = (uint64_t)l->global[0] * l->global[1] * l->global[2];
         double start = now_seconds();
-        for (r.group = 0; r.group < groups && status == TCL_OK; r.group++) {
-            r.prof = r.group == 0 ? prof : NULL;
-            status = run_group(&r);
-        }
+        r.prof = prof;
+        for (r.group = 0; r.group < groups && status == TCL_OK; r.group++) status = run_group(&r);
         if (seconds) *seconds = now_seconds() - start;
     }
     teardown(&r);

@@ -131,13 +131,13 @@ function M.run(sink, ctx)
   -- pick (tcl.codegen.thread_order) puts the group ranges innermost, as it does unless that
   -- costs sectors of memory (a column sum: its groups then meet through local memory)
   local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
-  local all = { table.unpack(locals) }
-  for _, g in ipairs(groups) do all[#all + 1] = g end
-  local lanes = thread_order.order(all, thread_order.accesses(sink), false, false)
-  local groups_innermost = true
-  for i = 1, #groups do groups_innermost = groups_innermost and lanes[i]:axis_type() == "group_reduce" end
-  local lanes_in_order = groups_innermost and warp == WARP and threads % WARP == 0
-    and group_threads & (group_threads - 1) == 0
+  local lanes_in_order = warp == WARP and threads % WARP == 0 and group_threads & (group_threads - 1) == 0
+  if lanes_in_order then -- the order is only asked when shuffles could use it
+    local all = { table.unpack(locals) }
+    for _, g in ipairs(groups) do all[#all + 1] = g end
+    local lanes = thread_order.order(all, thread_order.accesses(sink), false, false)
+    for i = 1, #groups do lanes_in_order = lanes_in_order and lanes[i]:axis_type() == "group_reduce" end
+  end
 
   local first_of_group -- gate: this thread is the first of each group range
   for _, g in ipairs(groups) do

@@ -105,9 +105,9 @@ local function distinct(accesses, threads)
       local key = table.concat(parts, ",")
       local entry = by_key[key]
       if entry then
-        entry.weight = entry.weight + (a.weight or 1)
+        entry.weight = entry.weight + a.weight
       else
-        entry = { form = a.form, itemsize = a.itemsize, weight = a.weight or 1 }
+        entry = { form = a.form, itemsize = a.itemsize, weight = a.weight }
         by_key[key], out[#out + 1] = entry, entry
       end
     end

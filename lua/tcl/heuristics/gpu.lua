@@ -254,9 +254,8 @@ function M.optimize(k)
   end
   if #reduce > 0 and threads == 1 then threads = register_tile(k) end
   if #reduce > 0 and threads == 1 then threads = lanes_per_row(k, reduce) end
-  local transposing = #reduce == 0 and threads == 1 and transpose_tile(k) or 1
-  if transposing > 1 then return end
-  threads = threads * transposing
+  -- a transposing kernel's tile is all it gets
+  if #reduce == 0 and threads == 1 and transpose_tile(k) > 1 then return end
   local limit = math.min(M.LOCAL_MAX, k.caps.threads_max or M.LOCAL_MAX)
   local outputs = k:axes("global", "loop")
   for i = #outputs, 1, -1 do
