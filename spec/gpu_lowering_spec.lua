@@ -57,6 +57,21 @@ local function last_listing(t)
   return all[#all]
 end
 
+-- The sums of rows x cols integers (seed) on EMU: the kernel's opts and launch as given (a
+-- pattern), `shuffles` SHUFFLEs and no barrier, values as naive loops give them. Returns the data and the
+-- tensor.
+local function shuffled_row_sums(rows, cols, seed, opts, launch, shuffles)
+  local data = integers(rows * cols, seed)
+  local x = on_emu(data, { rows, cols })
+  local text = last_listing(x:sum(2)).text
+  assert.matches(', "' .. opts .. '")', text, 1, true)
+  assert.matches(launch, text)
+  assert.are.equal(shuffles, count(text, "SHUFFLE"), text)
+  assert.are.equal(0, count(text, "BARRIER"), text)
+  assert.are.same(row_sums(data, rows, cols), x:sum(2):tolist())
+  return data, x
+end
+
 -- The coalescing figures (runtime Program:profile) of the last kernel of t, whose one input
 -- (slot 1) holds values.
 local function last_profile(t, values)
@@ -171,39 +186,26 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
 
   it("gives many short rows a warp each: lanes read neighbouring elements and shuffle, no barrier", function()
     -- 512 rows of 64: too many outputs to share one reduction per workgroup, too short a row
-    -- for GROUP's 256 threads: a warp per row, 8 rows per workgroup
-    local data = integers(512 * 64, 50)
-    local x = on_emu(data, { 512, 64 })
-    local text = last_listing(x:sum(2)).text
-    assert.matches(', "GROUP(1,32) LOCAL(1,8)")', text, 1, true)
-    assert.matches("global %(64,1,1%) local %(32,8,1%)", text) -- the lanes of a warp are x
-    assert.are.equal(5, count(text, "SHUFFLE"), text)
-    assert.are.equal(0, count(text, "BARRIER"), text)
-    assert.are.same(row_sums(data, 512, 64), x:sum(2):tolist())
+    -- for GROUP's 256 threads: a warp per row, 8 rows per workgroup; the lanes of a warp are x
+    local data = shuffled_row_sums(512, 64, 50, "GROUP(1,32) LOCAL(1,8)", "global %(64,1,1%) local %(32,8,1%)", 5)
     -- a reduction along an axis no read steps by 1 (the columns' sums): a thread per output,
     -- neighbouring threads reading neighbouring elements
-    text = last_listing(on_emu(data, { 64, 512 }):sum(1)).text
+    local text = last_listing(on_emu(data, { 64, 512 }):sum(1)).text
     assert.are.equal(0, count(text, "SHUFFLE"), text)
     assert.is_nil(text:find("GROUP", 1, true))
   end)
 
   it("gives rows shorter than a warp the lanes that divide them, and puts unit-stride threads in dim x", function()
     -- 1200 rows of 16: a half warp a row (4 shuffles), two rows a warp, 16 rows a workgroup
-    local data = integers(1200 * 16, 53)
-    local x = on_emu(data, { 1200, 16 })
-    local text = last_listing(x:sum(2)).text
-    assert.matches(', "GROUP(1,16) LOCAL(1,16)")', text, 1, true)
-    assert.matches("global %(75,1,1%) local %(16,16,1%)", text)
-    assert.are.equal(4, count(text, "SHUFFLE"), text)
-    assert.are.equal(0, count(text, "BARRIER"), text)
-    assert.are.same(row_sums(data, 1200, 16), x:sum(2):tolist())
+    local data, x = shuffled_row_sums(1200, 16, 53, "GROUP(1,16) LOCAL(1,16)", "global %(75,1,1%) local %(16,16,1%)",
+      4)
     local profile = last_profile(x:sum(2), data)
     for _, a in ipairs(profile) do assert.are.equal(a.needed, a.sectors, a.op) end
     -- rows of 2 keep a thread each (fewer lanes than MIN_ROW_LANES)
     assert.is_nil(last_listing(on_emu(integers(64, 54), { 32, 2 }):sum(2)).text:find("GROUP", 1, true))
     -- an elementwise kernel with threads over both axes (LOCAL(2,16) LOCAL(1,16)): the columns'
     -- threads, which step by one element, are x although the rows' split got the larger axis id
-    text = last_listing(x * 2).text
+    local text = last_listing(x * 2).text
     assert.matches(', "LOCAL(2,16) LOCAL(1,16)")', text, 1, true)
     profile = last_profile(x * 2, data)
     assert.are.equal(2, #profile)
