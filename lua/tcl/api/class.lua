@@ -29,8 +29,20 @@ local properties = {
   requires_grad = function(t) return rawget(t, "_needs_grad") == true end,
 }
 
+-- t[{spec, ...}]: the specs of t:slice(spec, ...) in one table (nil entries take a dim whole).
+local function slice_specs(key)
+  local n = 0
+  for k in pairs(key) do
+    if math.type(k) == "integer" and k > n then n = k end
+  end
+  return table.unpack(key, 1, n)
+end
+
+local function is_slice_key(key) return type(key) == "table" and not is_tensor(key) end
+
 instance_mt.__index = function(t, key)
   if type(key) == "number" then return Tensor.index(t, key) end -- t[2.0] too; t[1.5] fails
+  if is_slice_key(key) then return Tensor.slice(t, slice_specs(key)) end
   local method = Tensor[key]
   if method ~= nil then return method end
   local property = properties[key]
@@ -38,12 +50,15 @@ instance_mt.__index = function(t, key)
   return nil
 end
 
--- Properties, methods and elements cannot be overwritten on a tensor; other fields (user
--- annotations) can. A nil key is refused as for any table, but naming Tensor.
+-- t[i] = v and t[{spec, ...}] = v assign v (a tensor or a number) into that view of t, at
+-- once (Tensor.assign). Properties and methods cannot be overwritten on a tensor; other fields
+-- (user annotations) can. A nil key is refused as for any table, but naming Tensor.
 instance_mt.__newindex = function(t, key, value)
   if key == nil then error("Tensor: cannot set a field whose key is nil", 2) end
+  if type(key) == "number" then Tensor.assign(Tensor.index(t, key), value) return end
+  if is_slice_key(key) then Tensor.assign(Tensor.slice(t, slice_specs(key)), value) return end
   if key == "requires_grad" then Tensor.requires_grad_(t, value) return end
-  if properties[key] or Tensor[key] ~= nil or type(key) == "number" then
+  if properties[key] or Tensor[key] ~= nil then
     error("Tensor: cannot set '" .. tostring(key) .. "' (tensors are immutable; ops build new ones)", 2)
   end
   rawset(t, key, value)
@@ -63,9 +78,15 @@ instance_mt.__len = function(t) return Tensor.size(t, 1) end
 -- __eq, __lt and __le are left alone: Lua turns their results into booleans, so tensor
 -- comparisons are the methods eq, ne, lt, le, gt, ge; `==` stays identity.
 
+--- While set (tcl.jit's warm-up call): { made = weak set of the tensors wrapped meanwhile,
+-- used = weak set of the other tensors that nodes built meanwhile read (tcl.api.nodes) }.
+M.watch = nil
+
 --- Wraps a graph node (with its shape, computed by the caller) into a new tensor.
 function M.wrap(uop, shape, device)
-  return setmetatable({ uop = uop, _shape = shape, device = device }, instance_mt)
+  local t = setmetatable({ uop = uop, _shape = shape, device = device }, instance_mt)
+  if M.watch then M.watch.made[t] = true end
+  return t
 end
 
 --- Points an existing tensor at another node of the same shape and dtype (after realize).

@@ -7,10 +7,12 @@
 --
 -- Calls with one signature (the shapes of the tensor arguments):
 --   1st  runs fn as usual (a warm-up: it compiles, and realizes lazy state fn reads once,
---        such as weights, which a plan must not redo on every call);
+--        such as weights, which a plan must not redo on every call); then every tensor made
+--        before the call whose lazy node fn read (a closed-over Tensor.ones(2), x * 0 + 1) is
+--        realized in place, so the plan reads its buffer and sees later assigns to it;
 --   2nd  runs fn and captures every kernel it runs (tcl.schedule's recorder), with the runtime
 --        buffers each one reads and writes;
---   3rd+ replay: the tensor arguments are realized, put in the slots where the captured call's
+--   3rd+ replay: pending assigns run, the tensor arguments are realized, put in the slots where the captured call's
 --        arguments were, and the kernels run in order; fn is not called.
 -- A new combination of shapes starts over with a plan of its own. What must stay as captured
 -- is an error: the number of arguments, which of them are tensors, their dtypes and devices,
@@ -30,6 +32,8 @@ local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
+local pending_assigns = require "tcl.api.pending_assigns"
+local views = require "tcl.api.views"
 
 local M = {}
 
@@ -94,9 +98,55 @@ local function tensors_in(args)
   return list
 end
 
+-- The arguments are realized, and the assignments pending anywhere run: a plan reads buffers,
+-- so an assignment made between calls (x:assign(v) of a tensor fn reads) is seen as the
+-- function itself would see it.
 local function realize_inputs(args)
+  pending_assigns.run(tensor.realize_all)
   local list = tensors_in(args)
   if #list > 0 then tensor.realize_all(table.unpack(list)) end
+end
+
+local STORED_VIEW_OPS = { RESHAPE = true, PERMUTE = true, SHRINK = true, FLIP = true, EXPAND = true, PAD = true,
+  DETACH = true }
+
+--- Whether t's node reads only a buffer (a chain of movement ops over a BUFFER).
+local function reads_a_buffer(t)
+  local node = t.uop
+  while STORED_VIEW_OPS[node.op] do node = node.src[1] end
+  return node.op == "BUFFER"
+end
+
+--- Runs fn(...) as the warm-up call; then realizes, in place, every tensor made before the
+-- call that a node built by fn read while its node was lazy (a closed-over Tensor.ones(2), a
+-- model's weights still being computed), so that the plan captured next reads their buffers
+-- instead of folding their expressions in: a later assign to them is seen by the replays.
+local function warm_up(fn, ...)
+  local outer = class.watch
+  local watch = { made = setmetatable({}, { __mode = "k" }), used = setmetatable({}, { __mode = "k" }) }
+  class.watch = watch
+  local out = table.pack(pcall(fn, ...))
+  class.watch = outer
+  if outer then -- a warm-up inside another's: the outer one sees what this one used
+    for t in pairs(watch.used) do if not outer.made[t] then outer.used[t] = true end end
+    for t in pairs(watch.made) do outer.made[t] = true end
+  end
+  if not out[1] then error(out[2], 0) end
+  local by_device = {}
+  for t in pairs(watch.used) do
+    if not reads_a_buffer(t) then
+      local base = rawget(t, "_view_base")
+      if base then
+        views.settle(t, base, tensor.realize_all, buffers.viewed)
+      else
+        local group = by_device[t.device] or {}
+        by_device[t.device] = group
+        group[#group + 1] = t
+      end
+    end
+  end
+  for _, group in pairs(by_device) do tensor.realize_all(table.unpack(group)) end
+  return table.pack(table.unpack(out, 2, out.n))
 end
 
 --- nil when fn's results are tensors, else why not (who: the message's prefix, default "jit").
@@ -169,7 +219,9 @@ local function capture(fn, args)
     end
     -- nodes: keep the plan's BUFFER nodes alive, so tcl.schedule.buffers never frees their memory
     plan.steps[#plan.steps + 1] = { kernel = r.kernel, buffers = list, inputs = slots, nodes = r.nodes }
-    plan.made[r.storages[1]] = true -- slot 0 is what the kernel writes
+    -- slot 0 is what the kernel writes; an argument written in place (cache[i] = v of an
+    -- argument) stays the argument's buffer
+    if not input_at[r.storages[1]] then plan.made[r.storages[1]] = true end
   end
   for i = 1, out.n do
     local t = out[i]
@@ -242,7 +294,7 @@ function Jit:__call(...)
   local seen = (self.calls[key] or 0) + 1
   self.calls[key] = seen
   if seen == 1 then -- warm-up
-    local out = table.pack(self.fn(...))
+    local out = warm_up(self.fn, ...)
     local bad = bad_results(out)
     if bad then error(bad, 2) end
     return table.unpack(out, 1, out.n)

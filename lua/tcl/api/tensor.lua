@@ -15,6 +15,8 @@ local buffers = require "tcl.schedule.buffers"
 local core = require "tcl.core"
 local nodes = require "tcl.api.nodes"
 local gradients = require "tcl.api.gradients"
+local pending_assigns = require "tcl.api.pending_assigns"
+local views = require "tcl.api.views"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
@@ -43,9 +45,6 @@ function M.size(t, d)
   return t._shape[check.dim("size", d, t._shape) + 1]
 end
 
--- Tensors whose node is an assignment not realized yet (Tensor.assign), weakly.
-local pending_assigns = setmetatable({}, { __mode = "k" })
-
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
 local realize_options -- the options of the realize being run (Tensor:realize{...})
@@ -69,15 +68,15 @@ function M.realize_all(...)
   if #pending > 0 then
     -- pending assignments on the device join the schedule: they take effect at the next
     -- realize, and share its work (BatchNorm's statistics with the optimizer's step)
-    for t in pairs(pending_assigns) do
-      if t.uop.op == "ASSIGN" and t.device == device and not queued[t] then
+    for _, t in ipairs(pending_assigns.on(device)) do
+      if not queued[t] then
         pending[#pending + 1] = t
         uops[#uops + 1] = t.uop
       end
     end
     local o = realize_options or {}
     local results = schedule.run(uops, { device = device, noopt = o.noopt, beam = o.beam })
-    for _, t in ipairs(pending) do pending_assigns[t] = nil end
+    for _, t in ipairs(pending) do pending_assigns.remove(t) end
     for i, t in ipairs(pending) do
       -- a tensor that needs gradients keeps its graph reachable for backward; a transform's
       -- argument (_traced) keeps its node, which the transform differentiates with respect to
@@ -126,13 +125,26 @@ local function broadcasts_to(from, to)
   return true
 end
 
---- Stores value into t's own buffer at the next realize (in place: every tensor and captured
---  plan that uses t's buffer sees the new values; optimizers update parameters this way).
---  value is a tensor or a number, broadcast to t's shape and cast to t's dtype. t is realized
---  first if it is not stored yet. Returns t, whose node is the pending assignment until then.
---  A pending assignment also runs with the next realize of other tensors on its device.
+-- An ASSIGN node: each call is a node of its own (tagged): nodes are hash-consed, and
+-- c:assign(c + 1) twice must run twice (tcl.schedule.assign never runs an ASSIGN node again)
+local function assign_node(target, value)
+  return core.uop("ASSIGN", target.dtype, { target, value }, nil, { "assign", core.fresh_id() })
+end
+
+--- Stores value into t's own buffer (in place: every tensor and captured plan that uses t's
+--  buffer sees the new values; optimizers update parameters this way). value is a tensor or a
+--  number, broadcast to t's shape and cast to t's dtype. Returns t.
+--  A tensor (not a view) is realized first if it is not stored yet; its node is the pending
+--  assignment until the next realize on its device, which it joins (the assignments of an
+--  optimizer step share one schedule).
+--  A view (t[i], slice, narrow, index, transpose, flip, reshape... of a base tensor; see
+--  tcl.api.views) is written at once, into the base's buffer at exactly the view's elements
+--  (a lazy base is realized first): the base and its other views see the values right away,
+--  as after PyTorch's `x[1:3] = v`. The value is computed before it is stored, also when it
+--  reads the elements it overwrites.
 function M.assign(t, value)
   tensor_arg("assign", t)
+  local base = views.writable_base("assign", t)
   if is_tensor(value) then
     if value.device ~= t.device then
       fail("assign", "the value is on %s, the target on %s", value.device, t.device)
@@ -147,11 +159,17 @@ function M.assign(t, value)
   else
     fail("assign", "the value must be a tensor or a number, got %s", check.type_name(value))
   end
+  if base then
+    -- assignments waiting for a realize go first: they may write the buffer this one writes
+    pending_assigns.run(M.realize_all, t.device)
+    views.settle(t, base, M.realize_all, buffers.viewed)
+    -- t keeps its node: the view of the buffer, which now holds the values
+    schedule.run({ assign_node(t.uop, value.uop) }, { device = t.device })
+    return t
+  end
   if buffers.viewed(t.uop) == nil then M.realize_all(t) end
-  -- each call is a node of its own (tagged): nodes are hash-consed, and c:assign(c + 1) twice
-  -- must run twice (tcl.schedule.assign never runs an ASSIGN node again)
-  class.replace_uop(t, core.uop("ASSIGN", t.uop.dtype, { t.uop, value.uop }, nil, { "assign", core.fresh_id() }))
-  pending_assigns[t] = true
+  class.replace_uop(t, assign_node(t.uop, value.uop))
+  pending_assigns.add(t)
   return t
 end
 
@@ -217,6 +235,16 @@ end
 
 install(M, "tcl.api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
+
+-- The movement functions whose results are views of their argument (as in PyTorch; and pad,
+-- whose padding cannot be written, so assigning into it is an error rather than a write into
+-- a copy): an assignment into such a result writes the argument's buffer (tcl.api.views).
+local VIEW_FUNCTIONS = { "reshape", "view", "flatten", "unflatten", "unsqueeze", "squeeze", "permute", "transpose",
+  "expand", "pad", "flip", "narrow", "index", "slice", "split", "chunk" }
+for _, name in ipairs(VIEW_FUNCTIONS) do
+  local make = Tensor[name]
+  rawset(Tensor, name, function(x, ...) return views.note(make(x, ...), x) end)
+end
 
 -- The option requires_grad of every creation function: taken out of the options table before
 -- the function sees it, applied to the result (Tensor.requires_grad_).

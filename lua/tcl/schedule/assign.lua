@@ -79,15 +79,29 @@ function M.without_realized(sink, order)
   return pattern.substitute(sink, map)
 end
 
+-- The views an assignment may store through (Tensor.assign into a slice, an index, a
+-- transposed or flipped view); PAD only where the view keeps clear of the padding (a strided
+-- slice pads and then cuts the padding away), which tcl.api.views checks.
+local MOVING_VIEW_OPS = { PERMUTE = true, SHRINK = true, FLIP = true, PAD = true }
+
 --- The BUFFER node that holds the target of the ASSIGN node `node` (stored_in: node id ->
--- BUFFER node, the realized nodes so far), or an error naming what the target is.
+-- BUFFER node, the realized nodes so far), or an error naming what the target is. Second
+-- result: when the target is a view that moves elements (a slice, a transpose...), the node
+-- its chain of views starts from (the BUFFER, or an ASSIGN stored in it); nil when the target
+-- holds the buffer's elements in order.
 function M.target_buffer(node, stored_in)
-  local target = node.src[1]
+  local target, moved = node.src[1], false
   while true do
     local buf = stored_in[target.id]
-    if buf then return buf end
-    if target.op == "BUFFER" then return target end
-    if not VIEW_OPS[target.op] then break end
+    -- a node stored in this schedule under a moving view is not the target's storage (the
+    -- view of a realize point has a buffer of its own); an ASSIGN's is its target's buffer
+    if buf and (not moved or target.op == "ASSIGN") then return buf, moved and target or nil end
+    if target.op == "BUFFER" then return target, moved and target or nil end
+    if MOVING_VIEW_OPS[target.op] then
+      moved = true
+    elseif not VIEW_OPS[target.op] then
+      break
+    end
     target = target.src[1]
   end
   error(string.format("realize: assign needs a target that is stored in a buffer, got a %s node "

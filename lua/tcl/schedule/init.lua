@@ -24,6 +24,7 @@ local split_reduce = require "tcl.schedule.split_reduce"
 local assign = require "tcl.schedule.assign"
 local transfers = require "tcl.schedule.transfers"
 local lower = require "tcl.codegen.lower"
+local pattern = require "tcl.pattern"
 
 local M = {}
 
@@ -113,26 +114,34 @@ function M.create(outputs, opts)
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
   local function stored(node) return stored_in[node.id] end
+  -- ASSIGN node id -> the node that reads its value afterwards, for an assignment into a view
+  -- that moves elements (its value is the view's elements of the buffer, not the buffer in order)
+  local assigned_view = {}
   local kernels = {}
   for _, node in ipairs(order) do
-    if node.op == "ASSIGN" and shape.numel(shape.shared(node)) == 0 then
-      stored_in[node.id] = assign.target_buffer(node, stored_in)
-    elseif node.op == "ASSIGN" then
-      local buf = assign.target_buffer(node, stored_in)
-      local kernel = rangeify.kernel(node, buf, stored)
-      if assign.reads_elsewhere(kernel) then
-        -- the value reads the target at other elements: store it apart first, then copy it in
-        local value = node.src[2]
-        local temp = buffers.new(value.dtype, shape.numel(shape.shared(value)), device)
-        local first = rangeify.kernel(value, temp, stored)
-        first.root = value
-        kernels[#kernels + 1] = first
-        stored_in[value.id] = temp
-        kernel = rangeify.kernel(node, buf, stored)
+    if node.op == "ASSIGN" then
+      local buf, base = assign.target_buffer(node, stored_in)
+      if base then
+        local base_view = base.op == "BUFFER" and base or as_view(buf, shape.shared(base))
+        assigned_view[node.id] = pattern.substitute(node.src[1], { [base] = base_view })
+      else
+        stored_in[node.id] = buf
       end
-      kernel.root, kernel.assigns = node, buf
-      kernels[#kernels + 1] = kernel
-      stored_in[node.id] = buf
+      if shape.numel(shape.shared(node)) > 0 then
+        local kernel = rangeify.kernel(node, buf, stored, base)
+        if assign.reads_elsewhere(kernel) then
+          -- the value reads the target at other elements: store it apart first, then copy it in
+          local value = node.src[2]
+          local temp = buffers.new(value.dtype, shape.numel(shape.shared(value)), device)
+          local first = rangeify.kernel(value, temp, stored)
+          first.root = value
+          kernels[#kernels + 1] = first
+          stored_in[value.id] = temp
+          kernel = rangeify.kernel(node, buf, stored, base)
+        end
+        kernel.root, kernel.assigns, kernel.assigned_view = node, buf, assigned_view[node.id]
+        kernels[#kernels + 1] = kernel
+      end
     elseif realize[node.id] then
       local buf = stored_elsewhere(node, stored_in)
       if not buf then
@@ -158,7 +167,7 @@ function M.create(outputs, opts)
   local results, realized, stored_map = {}, {}, {}
   for i, node in ipairs(outputs) do
     local stored_node = stored_in[planned[i].id]
-    realized[i] = as_view(stored_node, shape.shared(node))
+    realized[i] = assigned_view[planned[i].id] or as_view(stored_node, shape.shared(node))
     results[node] = realized[i]
     stored_map[node] = stored_node
   end
@@ -223,7 +232,7 @@ function M.run(outputs, opts)
       if recorder then recorder(program, sched.kernels[n].buffers, args[n]) end
     end
     for _, k in ipairs(sched.kernels) do
-      if k.assigns then assign.remember(k.root, as_view(k.assigns, shape.shared(k.root))) end
+      if k.assigns then assign.remember(k.root, k.assigned_view or as_view(k.assigns, shape.shared(k.root))) end
     end
   end
   return sched.outputs, sched

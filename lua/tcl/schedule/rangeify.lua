@@ -263,12 +263,34 @@ local function drop_unused_params(sink, bufs)
   return pattern.substitute(sink, map), used
 end
 
+--- The indices into `base` of the element at idx of `view`, a chain of movement ops (and
+-- DETACH/CONTIGUOUS) down to base, and their validity condition (nil: always valid).
+function M.view_index(view, base, idx)
+  local node, valid = view, nil
+  while node ~= base do
+    local op = node.op
+    local move = movement[op]
+    if move then
+      local cond
+      idx, cond = move(node, idx, shape.shared(node.src[1]), shape.shared(node))
+      valid = both(valid, cond)
+    elseif op ~= "DETACH" and op ~= "CONTIGUOUS" then
+      error(string.format("rangeify: a %s node is not a view of the assigned buffer", op), 0)
+    end
+    node = node.src[1]
+  end
+  return idx, valid
+end
+
 --- The kernel that computes realize point root into the BUFFER node out.
 -- stored(node) -> the BUFFER node holding node's value when an earlier kernel stores it
 -- (or it is a view of a buffer), nil when node is to be recomputed here.
+-- target_base (an ASSIGN root only): the node where the target's chain of views meets out;
+-- the kernel loops over the target's shape and stores through the view's index map, so only
+-- the view's elements of out are written.
 -- Returns { ast = SINK node, buffers = { BUFFER nodes in PARAM slot order }, name = string,
 -- reads = { the graph nodes whose stored values it loads (BUFFERs and stored nodes) } }.
-function M.kernel(root, out, stored)
+function M.kernel(root, out, stored, target_base)
   local b = setmetatable({
     root = root, stored = stored, memo = {}, param_of = {}, buffers = {}, reads = {},
     next_axis = 0, reduce_sizes = {},
@@ -290,7 +312,16 @@ function M.kernel(root, out, stored)
     error(string.format("rangeify: the value of %s has dtype %s, expected %s", root.op, tostring(value.dtype),
       tostring(root.dtype)), 0)
   end
-  local store = new("STORE", nil, { new("INDEX", out.dtype, { b:param(out), flatten(idx, out_shape) }), value })
+  local out_index = flatten(idx, out_shape)
+  if target_base and target_base ~= root.src[1] then
+    local base_idx, valid = M.view_index(root.src[1], target_base, idx)
+    -- a view that reaches padding cannot be stored (tcl.api.views refuses it before this)
+    if valid and symbolic.symbolic:rewrite(valid) ~= const(valid.dtype, true) then
+      error("realize: assign into a view that reaches outside its buffer (padding)", 0)
+    end
+    out_index = flatten(base_idx, shape.shared(target_base))
+  end
+  local store = new("STORE", nil, { new("INDEX", out.dtype, { b:param(out), out_index }), value })
   for i = #loops, 1, -1 do store = new("END", nil, { store, loops[i] }) end
   local name = kernel_name(loop_sizes, b.reduce_sizes)
   local sink = symbolic.symbolic:rewrite(new("SINK", nil, { store }, { name }))
