@@ -55,8 +55,13 @@ end
 -- (user annotations) can. A nil key is refused as for any table, but naming Tensor.
 instance_mt.__newindex = function(t, key, value)
   if key == nil then error("Tensor: cannot set a field whose key is nil", 2) end
-  if type(key) == "number" then Tensor.assign(Tensor.index(t, key), value) return end
-  if is_slice_key(key) then Tensor.assign(Tensor.slice(t, slice_specs(key)), value) return end
+  if type(key) == "number" or is_slice_key(key) then
+    local view = type(key) == "number" and Tensor.index(t, key) or Tensor.slice(t, slice_specs(key))
+    Tensor.assign(view, value)
+    -- t[{}] is t itself, whose assignment would wait for a realize: this one takes effect now
+    if view.uop.op == "ASSIGN" then Tensor.realize(view) end
+    return
+  end
   if key == "requires_grad" then Tensor.requires_grad_(t, value) return end
   if properties[key] or Tensor[key] ~= nil then
     error("Tensor: cannot set '" .. tostring(key) .. "' (tensors are immutable; ops build new ones)", 2)
