@@ -308,11 +308,12 @@ describe("tcl.jit and assigns to the tensors a plan reads", function()
   end
 
   it("in nested tables of tensors (a model table), and through views of them", function()
-    local model = { layers = { { w = Tensor.ones(2, 2) * 2, b = Tensor.zeros(2) + 1 } }, scale = Tensor.full({}, 3.0) }
+    local model = { layers = { { w = Tensor.ones(2, 2) * 2, b = Tensor.zeros(2) + 1 } }, scale = Tensor.full({}, 3.0),
+      shift = Tensor.zeros(2) * 1 }
     local first_row = model.layers[1].w[1]
     local function f(x)
       local l = model.layers[1]
-      return (x:matmul(l.w) + l.b) * model.scale + first_row:sum()
+      return (x:matmul(l.w) + l.b) * model.scale + first_row:sum() + model.shift:detach()
     end
     local step = tcl.jit(f)
     local x = Tensor({ { 1.0, 1.0 } }):realize()
@@ -320,8 +321,9 @@ describe("tcl.jit and assigns to the tensors a plan reads", function()
     model.layers[1].w[{ 1, 1 }] = 5 -- w = {{5, 2}, {2, 2}}
     model.layers[1].b:assign(Tensor({ 0, 10 }))
     model.scale:assign(1)
+    model.shift:assign(Tensor({ 100, 200 }))
     local want = f(x):tolist()
-    assert.same({ { 7 + 7, 4 + 10 + 7 } }, want)
+    assert.same({ { 7 + 7 + 100, 4 + 10 + 7 + 200 } }, want)
     assert.same(want, step(x):tolist())
     assert.equal(1, step:stats().replayed)
   end)

@@ -55,6 +55,7 @@ end
 --- The same values, cut off from the graph: no gradient flows through it.
 function M.detach(t)
   tensor_arg("detach", t)
+  class.note_use(t)
   return class.wrap(core.uop("DETACH", t.uop.dtype, { t.uop }), nodes.copy_shape(t), t.device)
 end
 

@@ -87,6 +87,12 @@ instance_mt.__len = function(t) return Tensor.size(t, 1) end
 -- used = weak set of the other tensors that nodes built meanwhile read (tcl.api.nodes) }.
 M.watch = nil
 
+--- Notes, while watched, that a node being built reads tensor t.
+function M.note_use(t)
+  local watch = M.watch
+  if watch and not watch.made[t] and is_tensor(t) then watch.used[t] = true end
+end
+
 --- Wraps a graph node (with its shape, computed by the caller) into a new tensor.
 function M.wrap(uop, shape, device)
   local t = setmetatable({ uop = uop, _shape = shape, device = device }, instance_mt)

@@ -26,9 +26,9 @@ local function node(op, dtype, inputs, arg, shape, device)
   local problem = shapes.problem(shape)
   if problem then check.fail(check.api_function(), "shape %s %s", check.shape_str(shape), problem) end
   local sources, needs = {}, nil
-  local watch = class.watch
+  local watched = class.watch ~= nil
   for i, t in ipairs(inputs) do
-    if watch and not watch.made[t] and class.is_tensor(t) then watch.used[t] = true end
+    if watched then class.note_use(t) end -- tcl.jit's warm-up: state fn reads
     local u = t.uop
     if rawget(t, "_needs_grad") then
       if class.grad_enabled then needs = true else u = core.uop("DETACH", u.dtype, { u }) end
