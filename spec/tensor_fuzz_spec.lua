@@ -1715,11 +1715,13 @@ op("to_string", 1, function(ctx)
     end }
 end)
 
-op("Tensor", 0.3, function(ctx) -- setting a field: methods, properties and indices are refused
+op("Tensor", 0.3, function(ctx) -- setting a field: methods and properties are refused
   local rng = ctx.rng
   local key = rng:pick({ "shape", "dtype", "sum", 1, 2.5, 0 / 0, "note", "uop_note" })
+  -- a number key assigns into the view t[key] at once: its errors name index or assign
   return { args = pack(ctx:tensor({ huge_ok = true }).t, key, rng:pick({ 1, "x", false })),
-    call = function(t, k, v) if is_tensor(t) then t[k] = v end end, strict = key == "note" or key == "uop_note" }
+    call = function(t, k, v) if is_tensor(t) then t[k] = v end end, strict = key == "note" or key == "uop_note",
+    names = type(key) == "number" and { "index", "assign" } or nil }
 end)
 
 op("is_tensor", 0.3, function(ctx)
@@ -1916,7 +1918,9 @@ function Run:check_error(case, message)
   self.totals.errors = self.totals.errors + 1
   if type(message) ~= "string" then return self:violation("raised a non-string error " .. show(message)) end
   local stripped = strip_position(message)
-  for _, name in ipairs({ self.op.name, ALIAS_OF[self.op.name] }) do
+  local names = { self.op.name, ALIAS_OF[self.op.name] }
+  for _, name in ipairs(case.names or {}) do names[#names + 1] = name end
+  for _, name in ipairs(names) do
     if stripped:sub(1, #name + 2) == name .. ": " then
       if case.strict then self:violation("a valid call failed: " .. message) end
       return

@@ -83,7 +83,11 @@ function M.realize_all(...)
       if rawget(t, "_needs_grad") and not rawget(t, "_leaf") then
         gradients.remember_origin(buffers.viewed(results[i]), t.uop)
       end
-      if not rawget(t, "_traced") then class.replace_uop(t, results[i]) end
+      if not rawget(t, "_traced") then
+        class.replace_uop(t, results[i])
+        -- a view realized holds a copy of its elements: it no longer views (nor keeps) its base
+        views.forget(t)
+      end
     end
   end
   return table.unpack(list, 1, list.n)

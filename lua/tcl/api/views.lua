@@ -47,6 +47,17 @@ function M.note(result, source)
   return result
 end
 
+--- t is no longer a view (realize stored a copy of its elements in a buffer of its own).
+function M.forget(t)
+  local base = rawget(t, "_view_base")
+  if base then
+    local set = views_of[base]
+    if set then set[t] = nil end
+    rawset(t, "_view_base", nil)
+    rawset(t, "_view_from", nil)
+  end
+end
+
 local WRITABLE = { RESHAPE = true, PERMUTE = true, SHRINK = true, FLIP = true, DETACH = true }
 
 --- Where the chain of views of `view` meets its base (the base's node when the view was
