@@ -64,7 +64,8 @@ instance_mt.__newindex = function(t, key, value)
   end
   if key == "requires_grad" then Tensor.requires_grad_(t, value) return end
   if properties[key] or Tensor[key] ~= nil then
-    error("Tensor: cannot set '" .. tostring(key) .. "' (a property or method; set values with t[i] = v or t:assign(v))", 2)
+    error("Tensor: cannot set '" .. tostring(key) .. "' (a property or method; set values with t[i] = v or "
+      .. "t:assign(v))", 2)
   end
   rawset(t, key, value)
 end
