@@ -201,6 +201,11 @@ M.composites = {
     local x = c.inputs[1]
     return { c.grad:mul(where(x:gt(0), 1.0, c.out:add(c.extra[1])):cast(x.dtype)) }
   end,
+  -- sort's values (inputs: x and the 1-based indices): each value's gradient goes back to the
+  -- element it came from, by sorting the gradient by the indices (tcl.api.sorting)
+  sort = function(c)
+    return { require("tcl.api.sorting")._unsort(c.grad, c.inputs[2], c.extra.axis) }
+  end,
 }
 
 return M
