@@ -66,8 +66,9 @@ end
 
 -- One compare-exchange pass over rows of width N = blocks * 2 * d: element (h, r) of each block
 -- (h in {0, 1}, r < d) meets element (1 - h, d - 1 - r) when mirror, else (1 - h, r). The
--- first of a pair (h = 0) keeps the one that comes before, the second the other.
-local function pass(keys, positions, payloads, d, mirror, descending)
+-- first of a pair (h = 0) keeps the one that comes before, the second the other. The last pass
+-- is not stored: it fuses into whatever uses the result (cutting off the padding, 1-based).
+local function pass(keys, positions, payloads, d, mirror, descending, last)
   local rows, width = keys._shape[1], keys._shape[2]
   local blocked = { rows, width // (2 * d), 2, d }
   local flags = { 0, 0, 1, mirror and 1 or 0 }
@@ -77,7 +78,8 @@ local function pass(keys, positions, payloads, d, mirror, descending)
   local is_first = nodes.pad(nodes.const(true, dtypes.bool, { 1, 1, 1, 1 }, keys.device), { 0, 0, 0, 0, 0, 1, 0, 0 })
   local take = is_first:where(before(pk, pp, k, p, descending), before(k, p, pk, pp, descending))
   local function exchanged(t, partner)
-    return nodes.contiguous(nodes.reshape(take:where(partner, t), { rows, width }))
+    local result = nodes.reshape(take:where(partner, t), { rows, width })
+    return last and result or nodes.contiguous(result)
   end
   local moved = {}
   for i, t in ipairs(payloads) do moved[i] = exchanged(nodes.reshape(t, blocked), partner_of(t)) end
@@ -107,10 +109,10 @@ local function sort_rows(keys, descending, payloads)
   local size = 2
   while size <= width do
     local d = size // 2
-    keys, positions, payloads = pass(keys, positions, payloads, d, true, descending)
+    keys, positions, payloads = pass(keys, positions, payloads, d, true, descending, size == width and d == 1)
     d = d // 2
     while d >= 1 do
-      keys, positions, payloads = pass(keys, positions, payloads, d, false, descending)
+      keys, positions, payloads = pass(keys, positions, payloads, d, false, descending, size == width and d == 1)
       d = d // 2
     end
     size = size * 2
