@@ -8,9 +8,11 @@
 -- (a FLIP of a reshaped view: the mirror image inside blocks of 2d, or the element d places
 -- away) and keeps its own value or takes the partner's (WHERE). Ties are broken by the
 -- original position, carried along as a second array: the order is then total, so the network
--- gives the stable order (PyTorch's stable=True). NaN sorts as the largest value. Each pass is
--- stored (contiguous): fused, every pass would read the previous one twice, doubling the work
--- per pass. Indices are 1-based, like argmax's.
+-- gives the stable order (PyTorch's stable=True). NaN sorts as the largest value. Each pass but
+-- the last is stored (contiguous): fused, every pass would read the previous one twice,
+-- doubling the work per pass. Indices are 1-based, like argmax's. sort's values are a composite
+-- for autograd (tcl.api.gradients.mark): their gradient is sorted back through the network by
+-- the indices, O(n log^2 n) like the sort, instead of differentiating each pass.
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -191,7 +193,10 @@ function M.sort(...)
   local values, positions = sort_along(source, axis, desc)
   local indices = one_based(positions)
   if scalar then values, indices = nodes.reshape(values, {}), nodes.reshape(indices, {}) end
-  values = gradients.mark(values, "sort", { x, indices }, { axis = axis, descending = desc })
+  -- the derivative rules (tcl.patterns) get the network to run from here: they may not require
+  -- the API
+  values = gradients.mark(values, "sort", { x, indices },
+    { axis = axis, descending = desc, unsort = M._unsort, sort_like = M._sort_like })
   return values, indices
 end
 

@@ -202,9 +202,10 @@ M.composites = {
     return { c.grad:mul(where(x:gt(0), 1.0, c.out:add(c.extra[1])):cast(x.dtype)) }
   end,
   -- sort's values (inputs: x and the 1-based indices): each value's gradient goes back to the
-  -- element it came from, by sorting the gradient by the indices (tcl.api.sorting)
+  -- element it came from, by the sorting network itself sorting the gradient by the indices
+  -- (tcl.api.sorting passes it in extra: rules may not require the API)
   sort = function(c)
-    return { require("tcl.api.sorting")._unsort(c.grad, c.inputs[2], c.extra.axis) }
+    return { c.extra.unsort(c.grad, c.inputs[2], c.extra.axis) }
   end,
 }
 

@@ -140,9 +140,9 @@ M.composites = {
     local x = c.inputs[1]
     return c.tangents[1]:mul(x:gt(0):where(1.0, c.out:add(c.extra[1])):cast(x.dtype))
   end,
-  -- sort's values: x's tangent moved like x's values
+  -- sort's values: x's tangent moved like x's values (by the network tcl.api.sorting passes in)
   sort = function(c)
-    return require("tcl.api.sorting")._sort_like(c.inputs[1], c.tangents[1], c.extra.axis, c.extra.descending)
+    return c.extra.sort_like(c.inputs[1], c.tangents[1], c.extra.axis, c.extra.descending)
   end,
 }
 
