@@ -239,7 +239,7 @@ function M.randperm(...)
   n = check.integer_at_least(fn, "n", n, 0)
   local dtype, device = creation._options(fn, opts, index_dtype(n))
   if not dtype.is_int then fail(fn, "dtype must be an integer dtype, got %s", dtype.name) end
-  if n > 0 and n - 1 > (dtype.max or 0) then
+  if n > dtype.max then
     fail(fn, "n = %d does not fit in %s", n, dtype.name)
   end
   if n == 0 then return nodes.const(0, dtype, { 0 }, device) end
