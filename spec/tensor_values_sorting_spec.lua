@@ -180,6 +180,10 @@ describe("sort and argsort", function()
     assert.are.equal(math.huge, values:data()[3])
     local _, down = x:sort(1, true)
     assert.are.same({ 1, 5, 2, 3, 4 }, down:data())
+    -- fp8e4m3 has no infinity: its padding is its lowest value, and ties go by position
+    local f8 = Tensor({ -448, 0 / 0, 1, -448, 3, 0 / 0 }, { dtype = "fp8e4m3" })
+    assert.are.same({ 2, 6, 5, 3, 1, 4 }, f8:argsort(1, true):data())
+    assert.are.same({ 1, 4, 3, 5, 2, 6 }, f8:argsort():data())
   end)
 
   it("sorts a 0-d tensor as one element and an empty dim as nothing", function()
