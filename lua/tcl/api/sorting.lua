@@ -37,7 +37,8 @@ end
 
 -- The value that sorts after every real value of dtype dt: NaN for ascending floats (NaN is the
 -- largest, and ties among NaNs go by position, which pads have the largest of), -inf for
--- descending ones, and the largest (smallest) integer.
+-- descending ones (a format without infinities, fp8e4m3, saturates it to its lowest value:
+-- ties again go by position), and the largest (smallest) integer.
 local function pad_value(dt, descending)
   if dt.is_float then return descending and -math.huge or 0 / 0 end
   if dt.is_bool then return not descending end
