@@ -239,15 +239,12 @@ describe("sort and argsort", function()
     if x.device == "CPU" then
       tcl.realize(Tensor.rand(1 << 16):sort()) -- compiles the kernels (a fresh cache)
       x:realize()
-      -- the best of two (the machine may be shared): scheduling 272 kernels, running them
-      local best = math.huge
-      for attempt = 1, 2 do
-        if attempt == 2 then values, indices = x:sort() end
-        local start = tcl.clock()
-        tcl.realize(values, indices)
-        best = math.min(best, tcl.clock() - start)
-      end
-      assert.is_true(best < 1, "sorting 2^16 elements took " .. best .. " s")
+      -- the process's CPU time (scheduling 272 kernels and running them), not the wall clock:
+      -- the machine may be shared
+      local start = os.clock()
+      tcl.realize(values, indices)
+      local seconds = os.clock() - start
+      assert.is_true(seconds < 1, "sorting 2^16 elements took " .. seconds .. " s of CPU time")
     else -- the reference interpreter runs 2^10 in the time
       x = Tensor.rand(1 << 10)
       values, indices = x:sort()

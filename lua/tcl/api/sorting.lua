@@ -79,7 +79,9 @@ local function pass(keys, positions, payloads, d, mirror, descending, last)
   local k, p = nodes.reshape(keys, blocked), nodes.reshape(positions, blocked)
   local pk, pp = partner_of(keys), partner_of(positions)
   local is_first = nodes.pad(nodes.const(true, dtypes.bool, { 1, 1, 1, 1 }, keys.device), { 0, 0, 0, 0, 0, 1, 0, 0 })
-  local take = is_first:where(before(pk, pp, k, p, descending), before(k, p, pk, pp, descending))
+  -- exactly one of the two comes before the other: the first takes the partner when the
+  -- partner comes first, the second when it comes first itself
+  local take = is_first:bitwise_xor(before(k, p, pk, pp, descending))
   local function exchanged(t, partner)
     local result = nodes.reshape(take:where(partner, t), { rows, width })
     return last and result or nodes.contiguous(result)
@@ -134,11 +136,8 @@ local function as_rows(x, axis)
   order[#order + 1] = axis
   local moved = nodes.permute(x, order)
   local n = x._shape[axis + 1]
-  local rows = n == 0 and 0 or nodes.numel(x._shape) // n
-  if n == 0 then
-    rows = 1
-    for a = 0, ndim - 1 do if a ~= axis then rows = rows * x._shape[a + 1] end end
-  end
+  local rows = 1
+  for a = 0, ndim - 1 do if a ~= axis then rows = rows * x._shape[a + 1] end end
   local inverse = {}
   for i, a in ipairs(order) do inverse[a + 1] = i - 1 end
   local moved_shape = nodes.copy_shape(moved)
