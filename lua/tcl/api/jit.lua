@@ -30,6 +30,7 @@ local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
+local index_checks = require "tcl.api.index_checks"
 
 local M = {}
 
@@ -126,6 +127,7 @@ M.bad_results = bad_results
 function M.record(fn, args, opts)
   local who = opts and opts.who or "jit"
   local recorded = {}
+  index_checks.run_pending()
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
   schedule.recorder = function(kernel, nodes, storages)
@@ -160,8 +162,11 @@ local function capture(fn, args)
   for i = args.n, 1, -1 do
     if is_tensor(args[i]) then input_at[buffers.get(buffers.viewed(args[i].uop))] = i end
   end
-  local plan = { steps = {}, outputs = {}, made = {}, staging = {} }
+  -- checked: the devices whose index-check flag a step writes (a replay re-arms them)
+  local plan = { steps = {}, outputs = {}, made = {}, staging = {}, checked = {} }
   for _, r in ipairs(recorded) do
+    local flag_device = index_checks.flag_device(r.storages[1])
+    if flag_device then plan.checked[#plan.checked + 1] = flag_device end
     local slots, list = {}, {}
     for k, storage in ipairs(r.storages) do
       local i = input_at[storage]
@@ -210,6 +215,7 @@ local function replay(plan, args)
     step.kernel:run(list)
     if recorder then recorder(step.kernel, step.nodes, table.move(list, 1, #list, 1, {})) end
   end
+  for _, device in ipairs(plan.checked) do index_checks.arm(device) end
   local results = {}
   for i, o in ipairs(plan.outputs) do
     results[i] = o.input and args[o.input] or class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
