@@ -122,7 +122,8 @@ describe("index checks", function()
       for _, v in ipairs(row) do sum = sum + math.exp(v) end
       for j, v in ipairs(row) do
         local want = (math.exp(v) / sum - (j == ({ 1, 2, 3, 1 })[i] and 1 or 0)) / #ROWS
-        assert(math.abs(grad[i][j] - want) < 1e-6, string.format("grad[%d][%d] %g, expected %g", i, j, grad[i][j], want))
+        assert(math.abs(grad[i][j] - want) < 1e-6,
+          string.format("grad[%d][%d] %g, expected %g", i, j, grad[i][j], want))
       end
     end
   end)
