@@ -113,6 +113,16 @@ describe("index checks", function()
     assert.are.equal(3, step:stats().replayed) -- calls 3 to 5
   end)
 
+  it("is left out of tcl.export's programs, which cannot report it", function()
+    local layer = tcl.nn.Embedding(5, 2)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. helper.shell_quote(dir)))
+    local ok, err = pcall(tcl.export, function(x) return layer(x) end, { Tensor({ 1, 2 }) }, { dir = dir, name = "m" })
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+    assert(ok, tostring(err))
+  end)
+
   it("stays out of the gradients", function()
     local x = Tensor(ROWS, { requires_grad = true })
     x:cross_entropy(Tensor({ 1, 2, 3, 1 })):backward()

@@ -123,11 +123,14 @@ M.bad_results = bad_results
 -- run order and fn's results (a table.pack, realized). Reading values to the host meanwhile is
 -- an error. opts (optional): who (the prefix of error messages, default "jit"), contiguous (true:
 -- each result becomes t:contiguous() before it is realized, so a view is stored by a copy kernel
--- in a buffer of its own). tcl.export captures its plans with this function too.
+-- in a buffer of its own), unchecked (true: no index checks are made meanwhile, as a program
+-- that cannot report them needs). tcl.export captures its plans with this function too.
 function M.record(fn, args, opts)
   local who = opts and opts.who or "jit"
   local recorded = {}
   index_checks.run_pending()
+  local was_disabled = index_checks.disabled
+  if opts and opts.unchecked then index_checks.disabled = true end
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
   schedule.recorder = function(kernel, nodes, storages)
@@ -149,6 +152,7 @@ function M.record(fn, args, opts)
     return out
   end))
   schedule.recorder, buffers.read_hook = outer_recorder, outer_read_hook
+  index_checks.disabled = was_disabled
   if not results[1] then error(results[2], 0) end
   return recorded, results[2]
 end
