@@ -20,8 +20,8 @@ local int32 = core.dtypes.int32
 -- a training loop does not grow the registry
 local messages, ids = {}, {}
 
--- device -> { buffer = the flag's BUFFER node, stored = a tensor over it, code = the pending
--- checks' combined code (a lazy int32 scalar) or nil, pending = the pending ASSIGN's tensor or
+-- device -> { buffer = the flag's BUFFER node, stored = a tensor over it, codes = the pending
+-- checks' codes (flat lazy int32 tensors: id where an index is outside, else 0) or nil, pending = the pending ASSIGN's tensor or
 -- nil, armed = whether a flag kernel ran since the flag was last read }
 local flags = {}
 
@@ -48,7 +48,7 @@ end
 -- A pending flag kernel that has run (tcl.api.tensor replaced its node by the result) arms the flag.
 local function settle(flag)
   if flag.pending and flag.pending.uop.op ~= "ASSIGN" then
-    flag.pending, flag.code, flag.armed = nil, nil, true
+    flag.pending, flag.codes, flag.armed = nil, nil, true
   end
 end
 
@@ -73,11 +73,14 @@ function M.check_range(fn, x, n, what, ignored)
     .. "PyTorch or numpy are 0-based: add 1)", fn, what, n))
   local outside = x:lt(1):logical_or(x:gt(n))
   if ignored ~= nil then outside = outside:logical_and(x:ne(ignored)) end
-  local code = outside:where(id, 0):cast(int32):max()
   local flag = flag_of(x.device)
   settle(flag)
-  flag.code = flag.code and flag.code:maximum(code) or code
-  local value = flag.stored:maximum(flag.code:reshape(1))
+  flag.codes = flag.codes or { flag.stored }
+  flag.codes[#flag.codes + 1] = outside:where(id, 0):cast(int32):reshape(numel)
+  -- one reduction over the flag and the codes: the flag is read in the reduction's loop, which
+  -- a GPU's threads finish before one of them stores the result (a maximum of the flag and a
+  -- reduced code would have every thread read the element one thread writes)
+  local value = class.Tensor.cat(flag.codes):max():reshape(1)
   if flag.pending then M.pending_assigns[flag.pending] = nil end
   -- a fresh node each time: tcl.schedule.assign never runs an ASSIGN node twice
   local assign = core.uop("ASSIGN", int32, { flag.buffer, value.uop }, nil, { "index_check", core.fresh_id() })
