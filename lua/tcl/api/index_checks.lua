@@ -20,9 +20,10 @@ local int32 = core.dtypes.int32
 -- a training loop does not grow the registry
 local messages, ids = {}, {}
 
--- device -> { buffer = the flag's BUFFER node, stored = a tensor over it, codes = the pending
--- checks' codes (flat lazy int32 tensors: id where an index is outside, else 0) or nil, pending = the pending ASSIGN's tensor or
--- nil, armed = whether a flag kernel ran since the flag was last read }
+-- device -> { buffer = the flag's BUFFER node, stored = a tensor over it, codes = the flag and
+-- the pending checks' codes (flat lazy int32 tensors: id where an index is outside, else 0) or
+-- nil, pending = the pending ASSIGN's tensor or nil, armed = whether a flag kernel ran since the
+-- flag was last read }
 local flags = {}
 
 -- storage -> device, for the flag buffers (a plan's step that writes one re-arms its device)
