@@ -435,7 +435,8 @@ end
 M._one_hot_for = one_hot_for
 
 --- int32 one-hot vectors along a new last dim of n classes; x holds 1-based class indices
---  (n defaults to the largest index, which realizes x).
+--  (n defaults to the largest index, which realizes x). An index outside 1..n is an error,
+--  raised by the next read to the host (tcl.api.index_checks).
 function M.one_hot(x, n)
   tensor_arg("one_hot", x)
   if not x.uop.dtype.is_int then
@@ -500,7 +501,8 @@ function M.scaled_dot_product_attention(q, k, v, mask, causal)
 end
 
 --- Cross entropy of logits x (classes along dim 2, or dim 1 for 1-d x) against target:
---  1-based class indices (x's shape without the class dim) or probabilities (x's shape).
+--  1-based class indices (x's shape without the class dim; outside 1..C is an error at the next
+--  read to the host) or probabilities (x's shape).
 --  opts: reduction ("mean", "sum" or "none") and label_smoothing.
 function M.cross_entropy(x, target, opts)
   local fn = "cross_entropy"
@@ -539,7 +541,8 @@ function M.cross_entropy(x, target, opts)
 end
 
 --- Cross entropy of logits x (..., C) against 1-based integer labels (...), the mean over
---  the labels; labels equal to opts.ignore_index do not count.
+--  the labels; labels equal to opts.ignore_index do not count, others outside 1..C are an
+--  error at the next read to the host.
 function M.sparse_categorical_crossentropy(x, labels, opts)
   local fn = "sparse_categorical_crossentropy"
   tensor_arg(fn, x)
