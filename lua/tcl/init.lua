@@ -67,8 +67,7 @@ local tcl = {
 -- without waiting; reading a result back waits too), and then reports the index checks of that
 -- device (of every device when nil) as a read to the host does (tcl.api.index_checks).
 function tcl.synchronize(device)
-  lower.synchronize(device)
-  for _, d in ipairs(device and { device:upper() } or index_checks.devices()) do index_checks.report(d) end
+  return index_checks.synchronize(device, lower.synchronize) -- a tail call: errors point at the caller
 end
 
 --- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).

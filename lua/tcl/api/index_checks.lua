@@ -6,8 +6,9 @@
 -- (data, tolist, item, print, to_bytes, tcl.synchronize) reads the flag, resets it and raises
 -- the error of the check that failed. Layer: lua/tcl/api.
 --
--- A plan (tcl.jit) records the flag's kernel like any other, and a replay re-arms the flag, so
+-- A plan (tcl.jit) records the flag's kernels like any other, and a replay re-arms the flag, so
 -- replays are checked too. The flag's graph starts from integer indices: gradients never see it.
+local check = require "tcl.api.check"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
@@ -16,8 +17,8 @@ local M = {}
 
 local int32 = core.dtypes.int32
 
--- check id -> error message, and back: one id per distinct message (function and range), so
--- a training loop does not grow the registry
+-- check id -> error { fn =, text = }, and "fn: text" -> id: one id per distinct message
+-- (function and range), so a training loop does not grow the registry
 local messages, ids = {}, {}
 
 -- device -> { buffer = the flag's BUFFER node, stored = a tensor over it, codes = the flag and
@@ -29,7 +30,8 @@ local flags = {}
 -- storage -> device, for the flag buffers (a plan's step that writes one re-arms its device)
 local flag_storages = setmetatable({}, { __mode = "k" })
 
---- true: no checks are made (bench/train_bench.lua measures their cost with it).
+--- true: no checks are made (tcl.export's capture; bench/index_check_bench.lua measures their
+-- cost with it).
 M.disabled = false
 
 --- The assignments tcl.api.tensor runs with the next realize on their device (its table:
@@ -53,11 +55,12 @@ local function settle(flag)
   end
 end
 
-local function id_of(message)
-  local id = ids[message]
+local function id_of(fn, text)
+  local key = fn .. ": " .. text
+  local id = ids[key]
   if id == nil then
     id = #messages + 1
-    messages[id], ids[message] = message, id
+    messages[id], ids[key] = { fn = fn, text = text }, id
   end
   return id
 end
@@ -70,8 +73,8 @@ function M.check_range(fn, x, n, what, ignored)
   local numel = 1
   for _, size in ipairs(x._shape) do numel = numel * size end
   if numel == 0 then return end
-  local id = id_of(string.format("%s: %s are 1-based: expected 1..%d, and some were outside (indices from "
-    .. "PyTorch or numpy are 0-based: add 1)", fn, what, n))
+  local id = id_of(fn, string.format("%s are 1-based: expected 1..%d, and some were outside (indices from "
+    .. "PyTorch or numpy are 0-based: add 1)", what, n))
   local outside = x:lt(1):logical_or(x:gt(n))
   if ignored ~= nil then outside = outside:logical_and(x:ne(ignored)) end
   local flag = flag_of(x.device)
@@ -116,7 +119,15 @@ function M.report(device)
   local code = buffers.read(flag.buffer)[1]
   if code == 0 then return end
   buffers.copy(buffers.get(flag.buffer), buffers.allocate(int32, 1, "CPU"))
-  error(messages[code] or ("index check " .. tostring(code) .. " failed"), 0)
+  local failed = messages[code] or { fn = "index check", text = "code " .. tostring(code) .. " failed" }
+  check.fail(failed.fn, "%s", failed.text) -- at the user's read
+end
+
+--- tcl.synchronize([device]): wait(device) (the GPUs' queued kernels), then reports the index
+-- checks of device, or of every device when nil.
+function M.synchronize(device, wait)
+  wait(device)
+  for _, d in ipairs(device and { device:upper() } or M.devices()) do M.report(d) end
 end
 
 --- The device whose flag storage is, or nil (tcl.jit: a plan's step writing it re-arms it).
