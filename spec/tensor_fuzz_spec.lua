@@ -43,6 +43,8 @@ local SMALL = 2000         -- tensors are realized when their graph never held m
 local SAFE_DIM = 4096      -- dims of pooled tensors are at most this or above HOST_LIMIT
 local POOL_SIZE = 10
 local CHAOS = 0.4          -- the share of calls whose arguments are mutated
+-- the ops whose index checks report at the next read (lua/tcl/api/index_checks.lua)
+local INDEX_CHECKED = { one_hot = true, cross_entropy = true, sparse_categorical_crossentropy = true }
 local STEP_SECONDS = 5     -- a step running longer than this (in Lua) is stopped and reported
 local LEAK_SLACK = 16      -- live nodes a seed may leave behind (interned constants, dtypes)
 local LIVE_BOUND = 50000   -- live nodes the run may hold at a checkpoint (pool, kernel cache)
@@ -1553,8 +1555,9 @@ op("one_hot", 1, function(ctx)
   local rng = ctx.rng
   local classes = rng:integer(1, 5)
   local shape = rng:shape({ min_ndim = 0, max_ndim = 2, max_numel = 12 })
-  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 0,
-      hi = classes + 1 } })
+  -- indices in 1..classes: one outside is an error (the mutated calls try those)
+  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 1,
+      hi = classes } })
   local n = maybe(rng, 0.7, classes)
   return { args = pack(e.t, n), call = method("one_hot"), kind = "discrete",
     guard = function(x, count)
@@ -2075,6 +2078,12 @@ function Run:step_once()
     return
   end
   local ok, result = self:call(case)
+  if ok and INDEX_CHECKED[o.name] then
+    -- an index outside its range is reported by the next read to the host: synchronizing now
+    -- makes it this call's error (it names the function), not a later call's
+    local synced, err = pcall(tcl.synchronize)
+    if not synced then ok, result = false, err end
+  end
   if ok then self:check_success(case, result, input_cost) else self:check_error(case, result) end
 end
 

@@ -12,6 +12,7 @@ local UOp = require "tcl.uop"
 local pattern = require "tcl.pattern"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
+local index_checks = require "tcl.api.index_checks"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 local lower = require "tcl.codegen.lower"
 
@@ -35,9 +36,6 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
-  -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
-  -- without waiting; reading a result back waits too)
-  synchronize = lower.synchronize,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
   -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and
@@ -64,6 +62,13 @@ local tcl = {
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
 }
+
+--- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
+-- without waiting; reading a result back waits too), and then reports the index checks of that
+-- device (of every device when nil) as a read to the host does (tcl.api.index_checks).
+function tcl.synchronize(device)
+  return index_checks.synchronize(device, lower.synchronize) -- a tail call: errors point at the caller
+end
 
 --- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).
 tcl.clock = core.clock

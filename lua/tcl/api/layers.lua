@@ -16,6 +16,7 @@
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local creation = require "tcl.api.creation"
+local nn_ops = require "tcl.api.nn"
 local rules = require "tcl.api.dtype_rules"
 local Tensor = require "tcl.api.tensor" -- the class with every method installed
 
@@ -479,7 +480,7 @@ end)
 --- Embedding(num_embeddings, embedding_dim, {dtype =, device =}): rows of weight
 --  (num_embeddings, embedding_dim), initialized normal(0, 1), picked by integer indices of any
 --  shape, which are 1-based like one_hot's class indices: (...) -> (..., embedding_dim). An
---  index outside 1..num_embeddings gives a row of zeros (checking it would read the indices).
+--  index outside 1..num_embeddings is an error, raised by the next read to the host.
 M.Embedding = layer_class("Embedding", function(fn, num_embeddings, embedding_dim, opts)
   num_embeddings = positive_integer(fn, "num_embeddings", num_embeddings)
   embedding_dim = positive_integer(fn, "embedding_dim", embedding_dim)
@@ -497,7 +498,7 @@ end, function(self, x)
   if not x.dtype.is_int then fail(fn, "expected integer indices, got %s", x.dtype.name) end
   -- one-hot rows times the weight: no index is read on the host, and the gradient reaches
   -- the weight through the matmul
-  return x:one_hot(self.num_embeddings):cast(self.weight.dtype):matmul(self.weight)
+  return nn_ops._one_hot_for(fn, x, self.num_embeddings, "indices"):cast(self.weight.dtype):matmul(self.weight)
 end, function(self)
   return string.format("%d, %d", self.num_embeddings, self.embedding_dim)
 end)

@@ -15,6 +15,7 @@ local buffers = require "tcl.schedule.buffers"
 local core = require "tcl.core"
 local nodes = require "tcl.api.nodes"
 local gradients = require "tcl.api.gradients"
+local index_checks = require "tcl.api.index_checks"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
@@ -45,6 +46,7 @@ end
 
 -- Tensors whose node is an assignment not realized yet (Tensor.assign), weakly.
 local pending_assigns = setmetatable({}, { __mode = "k" })
+index_checks.pending_assigns = pending_assigns -- the index checks' flag updates join them
 
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
@@ -160,6 +162,7 @@ function M.data(t)
   tensor_arg("data", t)
   check.host_values("data", check.numel(t._shape))
   M.realize_all(t)
+  index_checks.report(t.device) -- every read to the host reports the failed index checks
   local buffer = buffers.viewed(t.uop)
   if buffer == nil then
     fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
