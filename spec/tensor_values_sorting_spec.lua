@@ -362,19 +362,28 @@ describe("multinomial", function()
     assert.are.same({ 1, 2, 3, 4 }, all)
   end)
 
-  it("marks invalid rows and samples past the non-zero weights with 0", function()
+  it("reports invalid rows and samples past the non-zero weights at the next read, and marks them 0", function()
     local nan, inf = 0 / 0, math.huge
     local probs = Tensor({ { 1, -1 }, { 0, 0 }, { 1, nan }, { 1, inf }, { 1, 1 } }, { dtype = "float32" })
     local samples = Tensor.multinomial(probs, 2, true)
-    local rows = samples:tolist()
+    local ok, err = pcall(samples.tolist, samples)
+    assert.is_false(ok)
+    assert.matches("multinomial: a row of probs has a negative, infinite or NaN weight, or weights summing to 0",
+      err, 1, true)
+    local rows = samples:tolist() -- reported once: the flag is reset
     for r = 1, 4 do assert.are.same({ 0, 0 }, rows[r], "row " .. r) end
     for _, s in ipairs(rows[5]) do assert.is_true(s == 1 or s == 2) end
-    local without = Tensor.multinomial(Tensor({ { 0, 1, 0, 2 }, { -1, 1, 1, 1 } }, { dtype = "float32" }), 3):tolist()
+    local without = Tensor.multinomial(Tensor({ { 0, 1, 0, 2 }, { 1, 1, 1, 1 } }, { dtype = "float32" }), 3)
+    ok, err = pcall(without.tolist, without)
+    assert.is_false(ok)
+    assert.matches("multinomial: a row of probs has fewer than 3 non-zero weights: cannot take 3 samples without "
+      .. "replacement", err, 1, true)
+    without = without:tolist()
+    assert.are.equal(3, #without[2])
     local firsts = { without[1][1], without[1][2] }
     table.sort(firsts)
     assert.are.same({ 2, 4 }, firsts)
     assert.are.equal(0, without[1][3])
-    assert.are.same({ 0, 0, 0 }, without[2])
   end)
 end)
 

@@ -70,17 +70,25 @@ end
 -- ("class indices"). A failure is reported by the next read to the host on x's device.
 function M.check_range(fn, x, n, what, ignored)
   if M.disabled then return end
-  local numel = 1
-  for _, size in ipairs(x._shape) do numel = numel * size end
-  if numel == 0 then return end
-  local id = id_of(fn, string.format("%s are 1-based: expected 1..%d, and some were outside (indices from "
-    .. "PyTorch or numpy are 0-based: add 1)", what, n))
   local outside = x:lt(1):logical_or(x:gt(n))
   if ignored ~= nil then outside = outside:logical_and(x:ne(ignored)) end
-  local flag = flag_of(x.device)
+  M.flag_if(fn, outside, string.format("%s are 1-based: expected 1..%d, and some were outside (indices from "
+    .. "PyTorch or numpy are 0-based: add 1)", what, n))
+end
+
+--- Reports "fn: text" at the next read to the host on bad's device when any element of the bool
+-- tensor bad is true (the same pending flag as check_range; for conditions on values that only
+-- the device knows, such as multinomial's weights).
+function M.flag_if(fn, bad, text)
+  if M.disabled then return end
+  local numel = 1
+  for _, size in ipairs(bad._shape) do numel = numel * size end
+  if numel == 0 then return end
+  local id = id_of(fn, text)
+  local flag = flag_of(bad.device)
   settle(flag)
   flag.codes = flag.codes or { flag.stored }
-  flag.codes[#flag.codes + 1] = outside:where(id, 0):cast(int32):reshape(numel)
+  flag.codes[#flag.codes + 1] = bad:where(id, 0):cast(int32):reshape(numel)
   -- one reduction over the flag and the codes: the flag is read in the reduction's loop, which
   -- a GPU's threads finish before one of them stores the result (a maximum of the flag and a
   -- reduced code would have every thread read the element one thread writes)
@@ -88,7 +96,7 @@ function M.check_range(fn, x, n, what, ignored)
   if flag.pending then M.pending_assigns[flag.pending] = nil end
   -- a fresh node each time: tcl.schedule.assign never runs an ASSIGN node twice
   local assign = core.uop("ASSIGN", int32, { flag.buffer, value.uop }, nil, { "index_check", core.fresh_id() })
-  flag.pending = class.wrap(assign, { 1 }, x.device)
+  flag.pending = class.wrap(assign, { 1 }, bad.device)
   M.pending_assigns[flag.pending] = true
 end
 

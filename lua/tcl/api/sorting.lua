@@ -19,6 +19,7 @@ local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local creation = require "tcl.api.creation"
 local gradients = require "tcl.api.gradients"
+local index_checks = require "tcl.api.index_checks"
 
 local fail = check.fail
 local dtypes = core.dtypes
@@ -276,8 +277,8 @@ end
 --  samples of a row are distinct: the num_samples smallest exponential races -log(1 - u) / w.
 --  With replacement: inverse CDF, the count of cumulative weights <= u * total.
 --  The weights are not read on the host: a row with a negative, NaN or infinite weight, or
---  summing to 0, gives index 0 (invalid) for all its samples; so does a sample without
---  replacement past the row's count of non-zero weights.
+--  summing to 0, and a sample without replacement past the row's count of non-zero weights,
+--  are errors raised by the next read to the host (tcl.api.index_checks); their samples are 0.
 function M.multinomial(...)
   local fn, count = "multinomial", select("#", ...)
   no_extra_arguments(fn, 3, count)
@@ -313,6 +314,14 @@ function M.multinomial(...)
     local window = { 0, rows, 0, num_samples }
     local finished = nodes.shrink(times, window):isinf():logical_not()
     samples = finished:where(nodes.cast(nodes.shrink(positions, window), index):add(1), 0)
+  end
+  -- the weights are known only on the device: a bad row is flagged for the next read to the host
+  -- (tcl.api.index_checks), and its samples are 0, never a valid index
+  index_checks.flag_if(fn, invalid, "a row of probs has a negative, infinite or NaN weight, or weights summing "
+    .. "to 0")
+  if not replacement then
+    index_checks.flag_if(fn, samples:eq(0):logical_and(invalid:logical_not()), string.format("a row of probs has "
+      .. "fewer than %d non-zero weights: cannot take %d samples without replacement", num_samples, num_samples))
   end
   samples = invalid:where(0, samples)
   samples = nodes.cast(samples, index)
