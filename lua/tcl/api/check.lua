@@ -142,11 +142,27 @@ function M.table(fn, what, v, optional)
   return v
 end
 
+-- A table given where a dim belongs, described for the error: its first key that is not a
+-- list index ("{dim = 2}" is read as options by no dims slot), or the hole in it.
+local function dims_table_problem(fn, dims)
+  local n = #dims
+  for k in pairs(dims) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      local key = type(k) == "string" and string.format("'%s'", k) or tostring(k)
+      return string.format("a table with key %s (dims are passed positionally: x:%s(2))", key, fn)
+    end
+  end
+  return nil
+end
+
 --- The 0-based axis of a user dim (1-based, negative from the end) of a tensor of `shape`.
 --  `extra` widens the range by that many dims (unsqueeze takes a dim of the result).
 function M.dim(fn, d, shape, extra)
   local ndim = #shape
   local n = ndim + (extra or 0)
+  if type(d) == "table" and not class.is_tensor(d) then
+    fail(fn, "dim must be an integer, got %s", dims_table_problem(fn, d) or "a table")
+  end
   local i = M.integer(fn, "dim", d)
   if i >= 1 and i <= n then return i - 1 end
   if i < 0 and i >= -n then return n + i end
@@ -162,6 +178,8 @@ function M.dims(fn, dims, shape)
     return axes
   end
   if type(dims) == "table" and not class.is_tensor(dims) then
+    local problem = dims_table_problem(fn, dims)
+    if problem then fail(fn, "dims must be a dim or a list of dims, got %s", problem) end
     local seen = {}
     for _, d in ipairs(dims) do
       local a = M.dim(fn, d, shape)
