@@ -72,7 +72,9 @@ local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL
 
 local function emu_gpu()
   local v = string_or_nil("EMU_GPU")
-  if v ~= nil and not EMU_GPU_TARGETS[v:upper()] then refuse("EMU_GPU", "one of CUDA, CUDA_SM75, CUDA_SM90, METAL", v) end
+  if v ~= nil and not EMU_GPU_TARGETS[v:upper()] then
+    refuse("EMU_GPU", "one of CUDA, CUDA_SM75, CUDA_SM90, METAL", v)
+  end
   return v
 end
 
@@ -92,7 +94,9 @@ local function kernel_cache_bytes()
   local v = os.getenv("TCL_KERNEL_CACHE_MB")
   if v == nil or v == "" then return DEFAULT_KERNEL_CACHE_MB << 20 end
   local mb = tonumber(v)
-  if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then refuse("TCL_KERNEL_CACHE_MB", "a number of MiB >= 0", v) end
+  if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then
+    refuse("TCL_KERNEL_CACHE_MB", "a number of MiB >= 0", v)
+  end
   return math.floor(mb * (1 << 20))
 end
 

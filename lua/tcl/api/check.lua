@@ -122,6 +122,58 @@ function M.api_function()
   return outermost and M.function_names[outermost.func] or "Tensor"
 end
 
+-- The parameter list of a Lua function as written ("x, dim, keepdim").
+local function parameter_names(f, n)
+  local names = {}
+  for i = 1, n do names[i] = debug.getlocal(f, i) or "?" end
+  return table.concat(names, ", ")
+end
+
+--- f, wrapped so that a call with a non-nil argument beyond f's parameters fails naming `name`
+--  (x:gelu("tanh") is not read as x:gelu()). A method call's object counts as the first
+--  argument, as in the signature the message shows. Vararg functions check their arguments
+--  themselves and are returned as they are.
+function M.fixed_arguments(name, f)
+  local info = debug.getinfo(f, "u")
+  if info.isvararg then return f end
+  local nparams = info.nparams
+  local function refuse(...)
+    local n = select("#", ...)
+    while n > nparams and select(n, ...) == nil do n = n - 1 end
+    if n > nparams then
+      fail(name, "got %d arguments, expected at most %d: %s(%s)", n, nparams, name, parameter_names(f, nparams))
+    end
+  end
+  local function checked(...)
+    if select("#", ...) > nparams then refuse(...) end
+    return f(...)
+  end
+  M.function_names[checked] = name
+  -- checked tail-calls f: errors raised inside f find f as the outermost API frame
+  if M.function_names[f] == nil then M.function_names[f] = name end
+  return checked
+end
+
+--- Replaces every function of `functions` (a module's table) by M.fixed_arguments of it,
+--  named prefix .. key; a function under several keys (an alias) is wrapped once, under the
+--  name of the key that `aliases` does not list.
+function M.fix_arguments(functions, prefix, aliases)
+  local names = {}
+  for key, f in pairs(functions) do
+    if type(f) == "function" and type(key) == "string" and not (aliases and aliases[key]) then
+      names[f] = (prefix or "") .. key
+    end
+  end
+  local wrapped = {}
+  for key, f in pairs(functions) do
+    if type(f) == "function" and type(key) == "string" then
+      wrapped[f] = wrapped[f] or M.fixed_arguments(names[f] or (prefix or "") .. key, f)
+      rawset(functions, key, wrapped[f])
+    end
+  end
+  return functions
+end
+
 --- An integer >= minimum.
 function M.integer_at_least(fn, what, v, minimum)
   local i = M.integer(fn, what, v)
