@@ -155,13 +155,13 @@ function M.fixed_arguments(name, f)
 end
 
 --- Replaces every function of `functions` (a module's table) by M.fixed_arguments of it,
---  named prefix .. key; a function under several keys (an alias) is wrapped once, under the
---  name of the key that `aliases` does not list.
-function M.fix_arguments(functions, prefix, aliases)
+--  named prefix .. key, or renamed[key]; a function under several keys (an alias) is wrapped
+--  once, under the name of the key that `aliases` does not list.
+function M.fix_arguments(functions, prefix, aliases, renamed)
   local names = {}
   for key, f in pairs(functions) do
     if type(f) == "function" and type(key) == "string" and not (aliases and aliases[key]) then
-      names[f] = (prefix or "") .. key
+      names[f] = renamed and renamed[key] or (prefix or "") .. key
     end
   end
   local wrapped = {}

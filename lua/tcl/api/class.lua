@@ -170,7 +170,7 @@ end
 
 -- Tensor(data, opts) builds a tensor (tcl.api.creation's Tensor.new).
 setmetatable(Tensor, {
-  __call = function(_, data, opts) return Tensor.new(data, opts) end,
+  __call = function(_, ...) return Tensor.new(...) end, -- new refuses extra arguments
   __name = "Tensor class",
 })
 

@@ -221,7 +221,7 @@ for _, name in ipairs(CONCEPTS) do install(require(name), name) end
 -- An alias (clip, swish, tile) is the same function as the one it names, and reports that one's name.
 local ALIASES = { clip = true, swish = true, tile = true }
 -- a stray argument (x:gelu("tanh"), avg_pool2d(x, 2, 2, 0, true)) is an error, not ignored
-check.fix_arguments(Tensor, "", ALIASES)
+check.fix_arguments(Tensor, "", ALIASES, { new = "Tensor" })
 
 -- The option requires_grad of every creation function: taken out of the options table before
 -- the function sees it, applied to the result (Tensor.requires_grad_).
