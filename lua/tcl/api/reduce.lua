@@ -144,7 +144,6 @@ function arg_reduce(fn, x, dim, keepdim, values)
     return arg_reduce(fn, nodes.reshape(x, { nodes.numel(x._shape) }), 1, false, values and
       nodes.reshape(values, { nodes.numel(x._shape) }))
   end
-  if type(dim) ~= "number" then fail(fn, "dim must be an integer, got %s", check.type_name(dim)) end
   local axis = check.dim(fn, dim, x._shape)
   local n = x._shape[axis + 1]
   if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end
