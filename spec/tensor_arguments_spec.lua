@@ -119,10 +119,10 @@ describe("tensor fields", function()
     local line = debug.getinfo(1, "l").currentline + 1
     local ok, err = pcall(function() return x.shpae end)
     assert.is_false(ok)
-    assert.are.equal(string.format("%s:%d: Tensor has no field 'shpae' (did you mean 'shape'?)",
+    assert.are.equal(string.format("%s:%d: Tensor: no field 'shpae' (did you mean 'shape'?)",
       debug.getinfo(1, "S").short_src, line), err)
-    fails_exactly("Tensor has no field 'dtpye' (did you mean 'dtype'?)", function() return x.dtpye end)
-    fails_exactly("Tensor has no field 'zzzzzz'", function() return x.zzzzzz end)
+    fails_exactly("Tensor: no field 'dtpye' (did you mean 'dtype'?)", function() return x.dtpye end)
+    fails_exactly("Tensor: no field 'zzzzzz'", function() return x.zzzzzz end)
   end)
 
   it("grad, private fields and user annotations read as before", function()

@@ -94,7 +94,7 @@ instance_mt.__index = function(t, key)
   end
   if type(key) ~= "string" or OPTIONAL_FIELDS[key] or key:sub(1, 1) == "_" then return nil end
   local suggestion = closest_field(key)
-  error(string.format("Tensor has no field '%s'%s", key,
+  error(string.format("Tensor: no field '%s'%s", key,
     suggestion and string.format(" (did you mean '%s'?)", suggestion) or ""), 2)
 end
 
