@@ -44,7 +44,6 @@ local properties = {
     return Tensor.transpose(t, -2, -1)
   end,
 }
-M.properties = properties
 
 -- Fields a tensor may lack, which read as nil: grad (set by backward on a leaf). Names
 -- starting with "_" are tcl's private fields, nil when unset. Any other unknown name is an
