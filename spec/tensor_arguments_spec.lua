@@ -109,6 +109,10 @@ describe("extra arguments", function()
     fails_exactly("jit: got 2 arguments, expected at most 1: jit(fn)", tcl.jit, Tensor.sum, {})
     fails_exactly("export: got 4 arguments, expected at most 3: export(fn, inputs, opts)", tcl.export, Tensor.sum,
       { x }, { dir = "/nonexistent" }, 1)
+    fails_exactly("set_heuristic: got 2 arguments, expected at most 1: set_heuristic(spec)", tcl.set_heuristic, nil, 1)
+    fails_exactly("synchronize: got 2 arguments, expected at most 1: synchronize(device)", tcl.synchronize, "CPU", 1)
+    fails_exactly("kernel_cache.clear: got 1 argument, expected at most 0: kernel_cache.clear()",
+      tcl.kernel_cache.clear, true)
   end)
 end)
 

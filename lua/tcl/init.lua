@@ -14,6 +14,10 @@ local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 local lower = require "tcl.codegen.lower"
+local check = require "tcl.api.check"
+
+-- tcl's own functions, refusing a stray argument like the Tensor API (check.fixed_arguments)
+local fixed = check.fixed_arguments
 
 local tcl = {
   core = core,
@@ -37,7 +41,7 @@ local tcl = {
   realize = Tensor.realize_all,
   -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
   -- without waiting; reading a result back waits too)
-  synchronize = lower.synchronize,
+  synchronize = fixed("synchronize", lower.synchronize),
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
   -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and
@@ -60,9 +64,10 @@ local tcl = {
   optim = require "tcl.api.optim",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (README, "Kernel optimization")
-  set_heuristic = require("tcl.codegen.optimize").set_heuristic,
+  set_heuristic = fixed("set_heuristic", require("tcl.codegen.optimize").set_heuristic),
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
-  kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
+  kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,
+    clear = kernel_cache.clear }, "kernel_cache."),
 }
 
 --- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).
