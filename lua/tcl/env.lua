@@ -5,7 +5,9 @@
 --   if env.DEBUG >= 2 then ... end
 --
 -- The fields are plain values: a script or a spec may change them at run time
--- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them.
+-- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them. A value
+-- a variable does not accept is an error naming it when tcl loads; booleans are 0 or 1, and
+-- an empty value is unset.
 --   DEBUG               integer, 0 when unset: 1 schedule summary, 2 per-kernel lines,
 --                       3 applied opts, 4 program listings (LLVM IR on CPU), 5 kernel ASTs,
 --                       6 linearized programs, 7 machine assembly (CPU)
