@@ -442,8 +442,18 @@ local function mutate(ctx, args)
       if is_tensor(v) then tensors[#tensors + 1] = i
       elseif type(v) == "table" then tables[#tables + 1] = i end
     end
-    local r = rng:integer(1, 10)
-    if r <= 4 or (r >= 7 and #tables == 0 and #tensors == 0) then
+    local numbers = {}
+    for i = 1, args.n do if type(args[i]) == "number" then numbers[#numbers + 1] = i end end
+    local r = rng:integer(1, 12)
+    if r >= 11 and #numbers > 0 then
+      -- a dim or size given as an options table ({dim = 2}), read as no dims before
+      local i = rng:pick(numbers)
+      args[i] = { [rng:pick({ "dim", "keepdim", "size", "x" })] = args[i] }
+    elseif r >= 11 then
+      -- an options table with an unknown key, or an argument after the last one
+      args.n = args.n + 1
+      args[args.n] = rng:pick({ { approximate = "tanh" }, { dim = 1 }, true, "tanh", 0 })
+    elseif r <= 4 or (r >= 7 and #tables == 0 and #tensors == 0) then
       if args.n == 0 then args.n = 1 end
       args[rng:integer(1, args.n)] = ctx:weird()
     elseif r == 5 then
@@ -481,6 +491,8 @@ end
 --   small_only  the call computes its tensor arguments: none may be larger than SMALL
 --   check     check(result, args): a property of the result (nil or a problem)
 --   work      the most elements any intermediate of the call holds (for the realize budget)
+--   property  the call reads a field of its tensor (x.T): never mutated (a field of a non-tensor
+--             is plain Lua's error)
 
 local OPS = {}
 
@@ -1024,6 +1036,50 @@ op("permute", 2, function(ctx)
   local args = rng:chance(0.5) and pack(e.t, given) or pack(e.t, unpack(given))
   return { args = args, call = method("permute"), strict = not e.huge,
     ref = function(x) return R.permute(x, order) end }
+end)
+
+-- the properties x.T (every dim reversed) and x.mT (the last two swapped); a misspelled field
+op("T", 0.5, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  local ndim = #e.t.shape
+  local order = {}
+  for i = 1, ndim do order[i] = ndim - i + 1 end
+  return { args = pack(e.t), call = function(x) return x.T end, strict = not e.huge, property = true,
+    ref = function(x) return R.permute(x, order) end,
+    check = function(t) if not is_tensor(t) then return "x.T is " .. show(t) end end }
+end)
+
+op("mT", 0.5, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  return { args = pack(e.t), call = function(x) return x.mT end, strict = not e.huge and #e.t.shape >= 2,
+    property = true, ref = function(x) return R.transpose(x, -2, -1) end,
+    check = function(t) if not is_tensor(t) then return "x.mT is " .. show(t) end end }
+end)
+
+-- Calls that are always misuse, which must fail (they were read as something else): an options
+-- table in a dims slot, a stray argument after the last parameter.
+local function always_misuse(name, weight, make_args)
+  op(name, weight, function(ctx)
+    local e = ctx:tensor({ min_ndim = 1 })
+    local args = make_args(ctx, e.t)
+    return { args = args, call = method(name), strict = false, property = true,
+      check = function() return "the misuse " .. name .. show_args(args) .. " succeeded" end }
+  end)
+end
+always_misuse("sum", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("mean", 0.3, function(ctx, x) return pack(x, any_dim(ctx.rng, #x.shape), { keepdim = true }) end)
+always_misuse("softmax", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("argmax", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("gelu", 0.3, function(_, x) return pack(x, "tanh") end)
+always_misuse("relu", 0.3, function(_, x) return pack(x, true) end)
+always_misuse("flip", 0.3, function(ctx, x) return pack(x, { dims = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("reshape", 0.3, function(_, x) return pack(x, { shape = x.shape }) end)
+
+op("Tensor", 1, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  local field = ctx.rng:pick({ "shpae", "dtpye", "ndims", "Shape", "t", "mt", "requires_gard", "sizes", "lenght" })
+  return { args = pack(e.t), call = function(x) return x[field] end, strict = false, property = true,
+    check = function() return "reading the field '" .. field .. "' succeeded" end }
 end)
 
 op("transpose", 1, function(ctx)
@@ -2063,7 +2119,7 @@ function Run:step_once()
     return
   end
   self.case = case
-  if ctx.rng:chance(CHAOS) then
+  if ctx.rng:chance(CHAOS) and not case.property then
     mutate(ctx, case.args)
     self.mutated = true
     case.strict, case.ref, case.check = false, nil, nil

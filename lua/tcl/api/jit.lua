@@ -27,6 +27,7 @@
 --   step:stats() -> { plans =, captured = (calls that captured), replayed =, kernels = (in
 --                     the plans) }
 local class = require "tcl.api.class"
+local check = require "tcl.api.check"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
@@ -285,5 +286,8 @@ function M.jit(fn)
   end
   return setmetatable({ fn = fn, plans = {}, calls = {}, captured = 0, replayed = 0 }, Jit)
 end
+
+-- a stray argument (tcl.jit(fn, opts)) is an error (check.fixed_arguments)
+M.jit = check.fixed_arguments("jit", M.jit)
 
 return M

@@ -44,11 +44,14 @@ local function layer_class(name, construct, forward, describe)
   local fn = "nn." .. name
   local Class = { __name = fn, forward = forward }
   Class.__index = Class
-  Class.__call = function(self, ...) return forward(self, ...) end
+  -- a stray argument to the constructor or to forward is an error (check.fixed_arguments)
+  local checked_forward = check.fixed_arguments(fn, forward, 1)
+  local checked_construct = check.fixed_arguments(fn, construct, 1)
+  Class.__call = function(self, ...) return checked_forward(self, ...) end
   Class.__tostring = function(self) return name .. "(" .. describe(self) .. ")" end
   setmetatable(Class, {
     __name = fn .. " class",
-    __call = function(_, ...) return setmetatable(construct(fn, ...), Class) end,
+    __call = function(_, ...) return setmetatable(checked_construct(fn, ...), Class) end,
   })
   -- errors raised from inside a forward by the Tensor API name the layer
   check.function_names[Class.__call] = fn
@@ -567,4 +570,4 @@ end)
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
 
-return M
+return check.fix_arguments(M, "nn.")

@@ -221,6 +221,11 @@ end
 install(M, "tcl.api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
 
+-- An alias (clip, swish, tile) is the same function as the one it names, and reports that one's name.
+local ALIASES = { clip = true, swish = true, tile = true }
+-- a stray argument (x:gelu("tanh"), avg_pool2d(x, 2, 2, 0, true)) is an error, not ignored
+check.fix_arguments(Tensor, "", ALIASES, { new = "Tensor" })
+
 -- The option requires_grad of every creation function: taken out of the options table before
 -- the function sees it, applied to the result (Tensor.requires_grad_).
 local CREATION = { "new", "scalar", "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like",
@@ -244,9 +249,7 @@ for _, name in ipairs(CREATION) do
   end)
 end
 
--- The user-facing names check.api_function reports (function -> name). An alias (clip,
--- swish, tile) is the same function as the one it names, and reports that one's name.
-local ALIASES = { clip = true, swish = true, tile = true }
+-- The user-facing names check.api_function reports (function -> name).
 for name, f in pairs(Tensor) do
   if type(f) == "function" and not ALIASES[name] then check.function_names[f] = name end
 end
