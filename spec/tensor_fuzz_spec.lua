@@ -43,6 +43,8 @@ local SMALL = 2000         -- tensors are realized when their graph never held m
 local SAFE_DIM = 4096      -- dims of pooled tensors are at most this or above HOST_LIMIT
 local POOL_SIZE = 10
 local CHAOS = 0.4          -- the share of calls whose arguments are mutated
+-- the ops whose index checks report at the next read (lua/tcl/api/index_checks.lua)
+local INDEX_CHECKED = { one_hot = true, cross_entropy = true, sparse_categorical_crossentropy = true }
 local STEP_SECONDS = 5     -- a step running longer than this (in Lua) is stopped and reported
 local LEAK_SLACK = 16      -- live nodes a seed may leave behind (interned constants, dtypes)
 local LIVE_BOUND = 50000   -- live nodes the run may hold at a checkpoint (pool, kernel cache)
@@ -440,8 +442,18 @@ local function mutate(ctx, args)
       if is_tensor(v) then tensors[#tensors + 1] = i
       elseif type(v) == "table" then tables[#tables + 1] = i end
     end
-    local r = rng:integer(1, 10)
-    if r <= 4 or (r >= 7 and #tables == 0 and #tensors == 0) then
+    local numbers = {}
+    for i = 1, args.n do if type(args[i]) == "number" then numbers[#numbers + 1] = i end end
+    local r = rng:integer(1, 12)
+    if r >= 11 and #numbers > 0 then
+      -- a dim or size given as an options table ({dim = 2}), read as no dims before
+      local i = rng:pick(numbers)
+      args[i] = { [rng:pick({ "dim", "keepdim", "size", "x" })] = args[i] }
+    elseif r >= 11 then
+      -- an options table with an unknown key, or an argument after the last one
+      args.n = args.n + 1
+      args[args.n] = rng:pick({ { approximate = "tanh" }, { dim = 1 }, true, "tanh", 0 })
+    elseif r <= 4 or (r >= 7 and #tables == 0 and #tensors == 0) then
       if args.n == 0 then args.n = 1 end
       args[rng:integer(1, args.n)] = ctx:weird()
     elseif r == 5 then
@@ -479,6 +491,8 @@ end
 --   small_only  the call computes its tensor arguments: none may be larger than SMALL
 --   check     check(result, args): a property of the result (nil or a problem)
 --   work      the most elements any intermediate of the call holds (for the realize budget)
+--   property  the call reads a field of its tensor (x.T): never mutated (a field of a non-tensor
+--             is plain Lua's error)
 
 local OPS = {}
 
@@ -1024,6 +1038,50 @@ op("permute", 2, function(ctx)
     ref = function(x) return R.permute(x, order) end }
 end)
 
+-- the properties x.T (every dim reversed) and x.mT (the last two swapped); a misspelled field
+op("T", 0.5, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  local ndim = #e.t.shape
+  local order = {}
+  for i = 1, ndim do order[i] = ndim - i + 1 end
+  return { args = pack(e.t), call = function(x) return x.T end, strict = not e.huge, property = true,
+    ref = function(x) return R.permute(x, order) end,
+    check = function(t) if not is_tensor(t) then return "x.T is " .. show(t) end end }
+end)
+
+op("mT", 0.5, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  return { args = pack(e.t), call = function(x) return x.mT end, strict = not e.huge and #e.t.shape >= 2,
+    property = true, ref = function(x) return R.transpose(x, -2, -1) end,
+    check = function(t) if not is_tensor(t) then return "x.mT is " .. show(t) end end }
+end)
+
+-- Calls that are always misuse, which must fail (they were read as something else): an options
+-- table in a dims slot, a stray argument after the last parameter.
+local function always_misuse(name, weight, make_args)
+  op(name, weight, function(ctx)
+    local e = ctx:tensor({ min_ndim = 1 })
+    local args = make_args(ctx, e.t)
+    return { args = args, call = method(name), strict = false, property = true,
+      check = function() return "the misuse " .. name .. show_args(args) .. " succeeded" end }
+  end)
+end
+always_misuse("sum", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("mean", 0.3, function(ctx, x) return pack(x, any_dim(ctx.rng, #x.shape), { keepdim = true }) end)
+always_misuse("softmax", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("argmax", 0.3, function(ctx, x) return pack(x, { dim = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("gelu", 0.3, function(_, x) return pack(x, "tanh") end)
+always_misuse("relu", 0.3, function(_, x) return pack(x, true) end)
+always_misuse("flip", 0.3, function(ctx, x) return pack(x, { dims = any_dim(ctx.rng, #x.shape) }) end)
+always_misuse("reshape", 0.3, function(_, x) return pack(x, { shape = x.shape }) end)
+
+op("Tensor", 1, function(ctx)
+  local e = ctx:tensor({ huge_ok = true })
+  local field = ctx.rng:pick({ "shpae", "dtpye", "ndims", "Shape", "t", "mt", "requires_gard", "sizes", "lenght" })
+  return { args = pack(e.t), call = function(x) return x[field] end, strict = false, property = true,
+    check = function() return "reading the field '" .. field .. "' succeeded" end }
+end)
+
 op("transpose", 1, function(ctx)
   local rng = ctx.rng
   local e = ctx:tensor({ min_ndim = 2, huge_ok = true })
@@ -1553,8 +1611,9 @@ op("one_hot", 1, function(ctx)
   local rng = ctx.rng
   local classes = rng:integer(1, 5)
   local shape = rng:shape({ min_ndim = 0, max_ndim = 2, max_numel = 12 })
-  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 0,
-      hi = classes + 1 } })
+  -- indices in 1..classes: one outside is an error (the mutated calls try those)
+  local e = ctx:fresh({ shape = shape, dtype = rng:pick({ "int32", "int64", "int8" }), values = { lo = 1,
+      hi = classes } })
   local n = maybe(rng, 0.7, classes)
   return { args = pack(e.t, n), call = method("one_hot"), kind = "discrete",
     guard = function(x, count)
@@ -2064,7 +2123,7 @@ function Run:step_once()
     return
   end
   self.case = case
-  if ctx.rng:chance(CHAOS) then
+  if ctx.rng:chance(CHAOS) and not case.property then
     mutate(ctx, case.args)
     self.mutated = true
     case.strict, case.ref, case.check = false, nil, nil
@@ -2079,6 +2138,12 @@ function Run:step_once()
     return
   end
   local ok, result = self:call(case)
+  if ok and INDEX_CHECKED[o.name] then
+    -- an index outside its range is reported by the next read to the host: synchronizing now
+    -- makes it this call's error (it names the function), not a later call's
+    local synced, err = pcall(tcl.synchronize)
+    if not synced then ok, result = false, err end
+  end
   if ok then self:check_success(case, result, input_cost) else self:check_error(case, result) end
 end
 

@@ -5,7 +5,9 @@
 --   if env.DEBUG >= 2 then ... end
 --
 -- The fields are plain values: a script or a spec may change them at run time
--- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them.
+-- (`require("tcl.env").DEBUG = 2`), and every stage reads them when it needs them. A value
+-- a variable does not accept is an error naming it when tcl loads; booleans are 0 or 1, and
+-- an empty value is unset.
 --   DEBUG               integer, 0 when unset: 1 schedule summary, 2 per-kernel lines,
 --                       3 applied opts, 4 program listings (LLVM IR on CPU), 5 kernel ASTs,
 --                       6 linearized programs, 7 machine assembly (CPU)
@@ -34,15 +36,30 @@
 -- standing in for the Objective-C runtime and Metal (tests), by the Metal device's binding:
 -- src/runtime/lua_metal.c.)
 
---- A variable as a flag: set and not "0".
-local function flag(name)
-  local v = os.getenv(name)
-  return v ~= nil and v ~= "" and v ~= "0"
+-- Every setting is checked when tcl loads: a value that is not one of those accepted is an
+-- error naming the variable, never read as something else (DEBUG=x was 0, BEAM=-1 the heuristics).
+
+local function refuse(name, accepted, v)
+  error(string.format("%s must be %s, got '%s'", name, accepted, v), 0)
 end
 
---- A variable as an integer (0 when unset or not an integer).
-local function integer(name)
-  return math.tointeger(tonumber(os.getenv(name) or "")) or 0
+--- A variable as a flag: unset, empty or "0" is off, "1" on.
+local function flag(name)
+  local v = os.getenv(name)
+  if v == nil or v == "" or v == "0" then return false end
+  if v == "1" then return true end
+  refuse(name, "0 or 1", v)
+end
+
+--- A variable as an integer >= minimum, `default` when unset or empty.
+local function integer(name, minimum, default)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return default end
+  local n = math.tointeger(tonumber(v))
+  if n == nil or n < minimum then
+    refuse(name, minimum == 1 and "a positive integer" or "an integer >= " .. minimum, v)
+  end
+  return n
 end
 
 local function string_or_nil(name)
@@ -51,13 +68,16 @@ local function string_or_nil(name)
   return v
 end
 
---- A variable as a positive integer, or nil when unset (an error message names a bad value).
-local function positive_integer(name)
-  local v = os.getenv(name)
-  if v == nil or v == "" then return nil end
-  local n = math.tointeger(tonumber(v))
-  if n == nil or n < 1 then error(string.format("%s must be a positive integer, got '%s'", name, v), 0) end
-  return n
+-- EMU_GPU's targets (tcl.codegen.gpu_targets; that module loads the renderers, so the names
+-- are repeated here to check the setting when tcl loads).
+local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL = true }
+
+local function emu_gpu()
+  local v = string_or_nil("EMU_GPU")
+  if v ~= nil and not EMU_GPU_TARGETS[v:upper()] then
+    refuse("EMU_GPU", "one of CUDA, CUDA_SM75, CUDA_SM90, METAL", v)
+  end
+  return v
 end
 
 local function cache_dir()
@@ -73,24 +93,28 @@ end
 local DEFAULT_KERNEL_CACHE_MB = 64
 
 local function kernel_cache_bytes()
-  local mb = tonumber(os.getenv("TCL_KERNEL_CACHE_MB") or "")
-  if mb == nil or mb < 0 then mb = DEFAULT_KERNEL_CACHE_MB end
+  local v = os.getenv("TCL_KERNEL_CACHE_MB")
+  if v == nil or v == "" then return DEFAULT_KERNEL_CACHE_MB << 20 end
+  local mb = tonumber(v)
+  if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then
+    refuse("TCL_KERNEL_CACHE_MB", "a number of MiB >= 0", v)
+  end
   return math.floor(mb * (1 << 20))
 end
 
 return {
-  DEBUG = integer("DEBUG"),
+  DEBUG = integer("DEBUG", 0, 0),
   NOOPT = flag("NOOPT"),
-  BEAM = integer("BEAM"),
+  BEAM = integer("BEAM", 0, 0),
   IGNORE_BEAM_CACHE = flag("IGNORE_BEAM_CACHE"),
   HEURISTICS = string_or_nil("TCL_HEURISTICS"),
   DEVICE = string_or_nil("DEVICE"),
-  EMU_GPU = string_or_nil("EMU_GPU"),
+  EMU_GPU = emu_gpu(),
   RENDER_DUMP = string_or_nil("TCL_RENDER_DUMP"),
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
   KERNEL_CACHE_BYTES = kernel_cache_bytes(),
-  THREADS = positive_integer("THREADS"),
-  CACHELEVEL = math.tointeger(tonumber(os.getenv("CACHELEVEL") or "")) or 1,
+  THREADS = integer("THREADS", 1, nil),
+  CACHELEVEL = integer("CACHELEVEL", 0, 1),
   CACHE_DIR = cache_dir(),
 }

@@ -12,8 +12,13 @@ local UOp = require "tcl.uop"
 local pattern = require "tcl.pattern"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
+local index_checks = require "tcl.api.index_checks"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 local lower = require "tcl.codegen.lower"
+local check = require "tcl.api.check"
+
+-- tcl's own functions, refusing a stray argument like the Tensor API (check.fixed_arguments)
+local fixed = check.fixed_arguments
 
 local tcl = {
   core = core,
@@ -35,9 +40,6 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
-  -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
-  -- without waiting; reading a result back waits too)
-  synchronize = lower.synchronize,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
   -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and
@@ -60,10 +62,18 @@ local tcl = {
   optim = require "tcl.api.optim",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (README, "Kernel optimization")
-  set_heuristic = require("tcl.codegen.optimize").set_heuristic,
+  set_heuristic = fixed("set_heuristic", require("tcl.codegen.optimize").set_heuristic),
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
-  kernel_cache = { stats = kernel_cache.stats, set_limit = kernel_cache.set_limit, clear = kernel_cache.clear },
+  kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,
+    clear = kernel_cache.clear }, "kernel_cache."),
 }
+
+--- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
+-- without waiting; reading a result back waits too), and then reports the index checks of that
+-- device (of every device when nil) as a read to the host does (tcl.api.index_checks).
+tcl.synchronize = fixed("synchronize", function(device)
+  return index_checks.synchronize(device, lower.synchronize) -- a tail call: errors point at the caller
+end)
 
 --- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).
 tcl.clock = core.clock

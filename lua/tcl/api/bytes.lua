@@ -14,6 +14,7 @@ local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
 local buffers = require "tcl.schedule.buffers"
+local index_checks = require "tcl.api.index_checks"
 
 local fail, wrap = check.fail, class.wrap
 local M = {}
@@ -66,6 +67,7 @@ function M.to_bytes(t)
       check.shape_str(t._shape))
   end
   if buffers.read_hook then buffers.read_hook(node) end
+  index_checks.report(t.device) -- every read to the host reports the failed index checks
   local storage = buffers.get(node)
   local expected = check.numel(t._shape) * t.uop.dtype.itemsize
   if storage.nbytes ~= expected then

@@ -122,6 +122,57 @@ function M.api_function()
   return outermost and M.function_names[outermost.func] or "Tensor"
 end
 
+--- f, wrapped so that a call with a non-nil argument beyond f's parameters fails naming `name`
+--  (x:gelu("tanh") is not read as x:gelu()). A method call's object counts as the first
+--  argument, as in the signature the message shows. The first `hidden` parameters are not
+--  the user's (a metamethod's class) and are left out of the counts and the signature. Vararg
+--  functions check their arguments themselves and are returned as they are.
+function M.fixed_arguments(name, f, hidden)
+  local info = debug.getinfo(f, "u")
+  if info.isvararg then return f end
+  local nparams = info.nparams
+  hidden = hidden or 0
+  local function refuse(...)
+    local n = select("#", ...)
+    while n > nparams and select(n, ...) == nil do n = n - 1 end
+    if n > nparams then
+      local names = {}
+      for i = hidden + 1, nparams do names[#names + 1] = debug.getlocal(f, i) or "?" end
+      fail(name, "got %d argument%s, expected at most %d: %s(%s)", n - hidden, n - hidden == 1 and "" or "s",
+        nparams - hidden, name,
+        table.concat(names, ", "))
+    end
+  end
+  local function checked(...)
+    if select("#", ...) > nparams then refuse(...) end
+    return f(...)
+  end
+  M.function_names[checked] = name
+  -- checked tail-calls f: errors raised inside f find f as the outermost API frame
+  if M.function_names[f] == nil then M.function_names[f] = name end
+  return checked
+end
+
+--- Replaces every function of `functions` (a module's table) by M.fixed_arguments of it,
+--  named prefix .. key, or renamed[key]; a function under several keys (an alias) is wrapped
+--  once, under the name of the key that `aliases` does not list.
+function M.fix_arguments(functions, prefix, aliases, renamed, hidden)
+  local names = {}
+  for key, f in pairs(functions) do
+    if type(f) == "function" and type(key) == "string" and not (aliases and aliases[key]) then
+      names[f] = renamed and renamed[key] or (prefix or "") .. key
+    end
+  end
+  local wrapped = {}
+  for key, f in pairs(functions) do
+    if type(f) == "function" and type(key) == "string" then
+      wrapped[f] = wrapped[f] or M.fixed_arguments(names[f] or (prefix or "") .. key, f, hidden)
+      rawset(functions, key, wrapped[f])
+    end
+  end
+  return functions
+end
+
 --- An integer >= minimum.
 function M.integer_at_least(fn, what, v, minimum)
   local i = M.integer(fn, what, v)
@@ -142,11 +193,45 @@ function M.table(fn, what, v, optional)
   return v
 end
 
+-- The first key of t that is not an index of a list (1..#t): a named key or what is after
+-- a hole; nil for a plain list.
+local function non_list_key(t)
+  local n = #t
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then return k end
+  end
+  return nil
+end
+
+local function key_str(k)
+  return type(k) == "string" and string.format("'%s'", k) or tostring(k)
+end
+
+--- t, when it is a plain list (keys 1..#t); fails naming fn and `what` otherwise (a table of
+--  options or with holes is not read as a shorter list).
+function M.list(fn, what, t)
+  local k = non_list_key(t)
+  if k ~= nil then fail(fn, "%s must be a list, got a table with key %s", what, key_str(k)) end
+  return t
+end
+
+-- A table given where a dim belongs, described for the error: its first key that is not a
+-- list index ("{dim = 2}" is read as options by no dims slot), or the hole in it.
+local function dims_table_problem(dims)
+  local k = non_list_key(dims)
+  if k == nil then return nil end
+  local hint = type(k) == "string" and string.format(" (dims are passed positionally: 2, not {%s = 2})", k) or ""
+  return string.format("a table with key %s%s", key_str(k), hint)
+end
+
 --- The 0-based axis of a user dim (1-based, negative from the end) of a tensor of `shape`.
 --  `extra` widens the range by that many dims (unsqueeze takes a dim of the result).
 function M.dim(fn, d, shape, extra)
   local ndim = #shape
   local n = ndim + (extra or 0)
+  if type(d) == "table" and not class.is_tensor(d) then
+    fail(fn, "dim must be an integer, got %s", dims_table_problem(d) or "a table")
+  end
   local i = M.integer(fn, "dim", d)
   if i >= 1 and i <= n then return i - 1 end
   if i < 0 and i >= -n then return n + i end
@@ -162,6 +247,8 @@ function M.dims(fn, dims, shape)
     return axes
   end
   if type(dims) == "table" and not class.is_tensor(dims) then
+    local problem = dims_table_problem(dims)
+    if problem then fail(fn, "dims must be a dim or a list of dims, got %s", problem) end
     local seen = {}
     for _, d in ipairs(dims) do
       local a = M.dim(fn, d, shape)

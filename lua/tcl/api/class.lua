@@ -27,6 +27,22 @@ local properties = {
   dtype = function(t) return t.uop.dtype end,
   -- true for a leaf marked with requires_grad_ and for what is computed from one (tcl.api.autograd)
   requires_grad = function(t) return rawget(t, "_needs_grad") == true end,
+  -- every dim reversed (the transpose of a matrix; a 0-d or 1-d tensor itself), as PyTorch's T
+  T = function(t)
+    local n = #t._shape
+    if n < 2 then return t end
+    local order = {}
+    for i = 1, n do order[i] = n - i + 1 end
+    return Tensor.permute(t, order)
+  end,
+  -- the last two dims swapped (a batch of matrices transposed)
+  mT = function(t)
+    if #t._shape < 2 then
+      local sizes = table.concat(t._shape, ", ") .. (#t._shape == 1 and "," or "")
+      error(string.format("mT: needs a tensor of at least 2 dims, got shape (%s)", sizes), 3)
+    end
+    return Tensor.transpose(t, -2, -1)
+  end,
 }
 
 -- t[{spec, ...}]: the specs of t:slice(spec, ...) in one table (nil entries take a dim whole).
@@ -40,14 +56,57 @@ end
 
 local function is_slice_key(key) return type(key) == "table" and not is_tensor(key) end
 
+-- Fields a tensor may lack, which read as nil: grad (set by backward on a leaf). Names
+-- starting with "_" are tcl's private fields, nil when unset. Any other unknown name is an
+-- error at the line that reads it (x.shpae), not a nil that fails far from the typo.
+local OPTIONAL_FIELDS = { grad = true }
+
+-- Edit distance of a and b (for the did-you-mean of a misspelled field).
+local function edit_distance(a, b)
+  local previous = {}
+  for j = 0, #b do previous[j] = j end
+  for i = 1, #a do
+    local current = { [0] = i }
+    for j = 1, #b do
+      local substitute = previous[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1)
+      current[j] = math.min(previous[j] + 1, current[j - 1] + 1, substitute)
+    end
+    previous = current
+  end
+  return previous[#b]
+end
+
+-- The closest field name to key (at most 2 edits, fewer than half its letters), or nil.
+local function closest_field(key)
+  local best, best_distance = nil, math.huge
+  local function consider(name)
+    if type(name) ~= "string" or name:sub(1, 1) == "_" then return end
+    local d = edit_distance(key:lower(), name:lower())
+    if d > 2 or d * 2 >= #key then return end
+    if d < best_distance or (d == best_distance and name < best) then best, best_distance = name, d end
+  end
+  for name in pairs(Tensor) do consider(name) end
+  for name in pairs(properties) do consider(name) end
+  for name in pairs(OPTIONAL_FIELDS) do consider(name) end
+  consider("uop")
+  consider("device")
+  return best
+end
+
 instance_mt.__index = function(t, key)
   if type(key) == "number" then return Tensor.index(t, key) end -- t[2.0] too; t[1.5] fails
   if is_slice_key(key) then return Tensor.slice(t, slice_specs(key)) end
   local method = Tensor[key]
   if method ~= nil then return method end
   local property = properties[key]
-  if property then return property(t) end
-  return nil
+  if property then
+    local value = property(t) -- not a tail call: mT's error counts this frame
+    return value
+  end
+  if type(key) ~= "string" or OPTIONAL_FIELDS[key] or key:sub(1, 1) == "_" then return nil end
+  local suggestion = closest_field(key)
+  error(string.format("Tensor: no field '%s'%s", key,
+    suggestion and string.format(" (did you mean '%s'?)", suggestion) or ""), 2)
 end
 
 -- t[i] = v and t[{spec, ...}] = v assign v (a tensor or a number) into that view of t, at
@@ -143,7 +202,7 @@ end
 
 -- Tensor(data, opts) builds a tensor (tcl.api.creation's Tensor.new).
 setmetatable(Tensor, {
-  __call = function(_, data, opts) return Tensor.new(data, opts) end,
+  __call = function(_, ...) return Tensor.new(...) end, -- new refuses extra arguments
   __name = "Tensor class",
 })
 

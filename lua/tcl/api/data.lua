@@ -93,6 +93,7 @@ M.FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 function M.fashion_mnist(dir, opts)
   dir = dir or M.FASHION_MNIST_DIR
   if type(dir) ~= "string" then fail("fashion_mnist", "dir must be a string, got %s", check.type_name(dir)) end
+  check.options("fashion_mnist", opts, { device = true }) -- read_idx's options, named here
   local results = {}
   for i, file in ipairs({ "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
     "t10k-labels-idx1-ubyte.gz" }) do
@@ -228,4 +229,5 @@ function DataLoader:batches()
   end
 end
 
-return M
+-- a stray argument (DataLoader(tensors, opts, extra)) is an error (check.fixed_arguments)
+return check.fix_arguments(M, "")

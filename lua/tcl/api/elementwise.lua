@@ -184,10 +184,13 @@ function M.clamp(x, lo, hi)
   local all = { x }
   if lo ~= nil then all[#all + 1] = lo end
   if hi ~= nil then all[#all + 1] = hi end
-  operands("clamp", all)
-  if lo ~= nil then x = M.maximum(x, lo) end
-  if hi ~= nil then x = M.minimum(x, hi) end
-  return x
+  local broadcast = operands("clamp", all)
+  local y = x
+  if lo ~= nil then y = M.maximum(y, lo) end
+  if hi ~= nil then y = M.minimum(y, hi) end
+  -- its own derivative (PyTorch's): the whole gradient where lo <= x <= hi, none outside; the
+  -- maximum and minimum it is built of would pass half of it at the bounds
+  return mark(y, "clamp", broadcast, { lo = lo ~= nil and 2 or nil, hi = hi ~= nil and #all or nil })
 end
 M.clip = M.clamp
 
@@ -452,7 +455,8 @@ function M.abs(x)
   local dt = x.uop.dtype
   if dt.is_bool or dt.is_unsigned then return x end
   if dt.is_int then return M.where(x:lt(0), unary("NEG", x), x) end
-  return M.where(x:le(0), like(x, 0):sub(x), x)
+  -- its own derivative, sign(x) (0 at 0, as PyTorch's): the graph's would be -1 there
+  return mark(M.where(x:le(0), like(x, 0):sub(x), x), "abs", { x })
 end
 
 --- -1, 0 or 1 in x's dtype (NaN stays NaN).
@@ -502,7 +506,8 @@ end
 
 function M.relu(x)
   tensor_arg("relu", x)
-  return M.maximum(x, 0)
+  -- its own derivative, 0 at 0 (PyTorch's): the maximum's would share the gradient there
+  return mark(M.maximum(x, 0), "relu", { x })
 end
 
 -- sigmoid x = (n / d) f for a float32 or float64 x: with e = e^-|x| = a f (exp_factors),
@@ -603,7 +608,8 @@ end
 function M.leaky_relu(x, slope)
   tensor_arg("leaky_relu", x)
   slope = slope == nil and 0.01 or check.number("leaky_relu", "slope", slope)
-  return M.where(x:lt(0), x:mul(slope), x)
+  -- the slope's side includes 0, so the gradient there is the slope (PyTorch's)
+  return M.where(x:gt(0), x, x:mul(slope))
 end
 
 -- expm1(x) / x - 1 = x Q(x) on [-1, 0], per dtype: least-squares fits of relative error 2^-33

@@ -29,11 +29,13 @@
 --   step:stats() -> { plans =, captured = (calls that captured), replayed =, kernels = (in
 --                     the plans) }
 local class = require "tcl.api.class"
+local check = require "tcl.api.check"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
 local pending_assigns = require "tcl.api.pending_assigns"
 local views = require "tcl.api.views"
+local index_checks = require "tcl.api.index_checks"
 
 local M = {}
 
@@ -172,10 +174,14 @@ M.bad_results = bad_results
 -- run order and fn's results (a table.pack, realized). Reading values to the host meanwhile is
 -- an error. opts (optional): who (the prefix of error messages, default "jit"), contiguous (true:
 -- each result becomes t:contiguous() before it is realized, so a view is stored by a copy kernel
--- in a buffer of its own). tcl.export captures its plans with this function too.
+-- in a buffer of its own), unchecked (true: no index checks are made meanwhile, as a program
+-- that cannot report them needs). tcl.export captures its plans with this function too.
 function M.record(fn, args, opts)
   local who = opts and opts.who or "jit"
   local recorded = {}
+  index_checks.run_pending()
+  local was_disabled = index_checks.disabled
+  if opts and opts.unchecked then index_checks.disabled = true end
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
   schedule.recorder = function(kernel, nodes, storages)
@@ -197,6 +203,7 @@ function M.record(fn, args, opts)
     return out
   end))
   schedule.recorder, buffers.read_hook = outer_recorder, outer_read_hook
+  index_checks.disabled = was_disabled
   if not results[1] then error(results[2], 0) end
   return recorded, results[2]
 end
@@ -210,8 +217,11 @@ local function capture(fn, args)
   for i = args.n, 1, -1 do
     if is_tensor(args[i]) then input_at[buffers.get(buffers.viewed(args[i].uop))] = i end
   end
-  local plan = { steps = {}, outputs = {}, made = {}, staging = {} }
+  -- checked: the devices whose index-check flag a step writes (a replay re-arms them)
+  local plan = { steps = {}, outputs = {}, made = {}, staging = {}, checked = {} }
   for _, r in ipairs(recorded) do
+    local flag_device = index_checks.flag_device(r.storages[1])
+    if flag_device then plan.checked[#plan.checked + 1] = flag_device end
     local slots, list = {}, {}
     for k, storage in ipairs(r.storages) do
       local i = input_at[storage]
@@ -262,6 +272,7 @@ local function replay(plan, args)
     step.kernel:run(list)
     if recorder then recorder(step.kernel, step.nodes, table.move(list, 1, #list, 1, {})) end
   end
+  for _, device in ipairs(plan.checked) do index_checks.arm(device) end
   local results = {}
   for i, o in ipairs(plan.outputs) do
     results[i] = o.input and args[o.input] or class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
@@ -327,5 +338,8 @@ function M.jit(fn)
   end
   return setmetatable({ fn = fn, plans = {}, calls = {}, captured = 0, replayed = 0 }, Jit)
 end
+
+-- a stray argument (tcl.jit(fn, opts)) is an error (check.fixed_arguments)
+M.jit = check.fixed_arguments("jit", M.jit)
 
 return M

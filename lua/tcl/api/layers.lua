@@ -16,6 +16,7 @@
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local creation = require "tcl.api.creation"
+local nn_ops = require "tcl.api.nn"
 local rules = require "tcl.api.dtype_rules"
 local Tensor = require "tcl.api.tensor" -- the class with every method installed
 
@@ -43,11 +44,14 @@ local function layer_class(name, construct, forward, describe)
   local fn = "nn." .. name
   local Class = { __name = fn, forward = forward }
   Class.__index = Class
-  Class.__call = function(self, ...) return forward(self, ...) end
+  -- a stray argument to the constructor or to forward is an error (check.fixed_arguments)
+  local checked_forward = check.fixed_arguments(fn, forward, 1)
+  local checked_construct = check.fixed_arguments(fn, construct, 1)
+  Class.__call = function(self, ...) return checked_forward(self, ...) end
   Class.__tostring = function(self) return name .. "(" .. describe(self) .. ")" end
   setmetatable(Class, {
     __name = fn .. " class",
-    __call = function(_, ...) return setmetatable(construct(fn, ...), Class) end,
+    __call = function(_, ...) return setmetatable(checked_construct(fn, ...), Class) end,
   })
   -- errors raised from inside a forward by the Tensor API name the layer
   check.function_names[Class.__call] = fn
@@ -479,7 +483,7 @@ end)
 --- Embedding(num_embeddings, embedding_dim, {dtype =, device =}): rows of weight
 --  (num_embeddings, embedding_dim), initialized normal(0, 1), picked by integer indices of any
 --  shape, which are 1-based like one_hot's class indices: (...) -> (..., embedding_dim). An
---  index outside 1..num_embeddings gives a row of zeros (checking it would read the indices).
+--  index outside 1..num_embeddings is an error, raised by the next read to the host.
 M.Embedding = layer_class("Embedding", function(fn, num_embeddings, embedding_dim, opts)
   num_embeddings = positive_integer(fn, "num_embeddings", num_embeddings)
   embedding_dim = positive_integer(fn, "embedding_dim", embedding_dim)
@@ -497,7 +501,7 @@ end, function(self, x)
   if not x.dtype.is_int then fail(fn, "expected integer indices, got %s", x.dtype.name) end
   -- one-hot rows times the weight: no index is read on the host, and the gradient reaches
   -- the weight through the matmul
-  return x:one_hot(self.num_embeddings):cast(self.weight.dtype):matmul(self.weight)
+  return nn_ops._one_hot_for(fn, x, self.num_embeddings, "indices"):cast(self.weight.dtype):matmul(self.weight)
 end, function(self)
   return string.format("%d, %d", self.num_embeddings, self.embedding_dim)
 end)
@@ -566,4 +570,4 @@ end)
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
 
-return M
+return check.fix_arguments(M, "nn.")

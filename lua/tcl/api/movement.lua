@@ -20,7 +20,15 @@ local MAX_NUMEL, MAX_NDIM, shape_problem = shapes.MAX_NUMEL, shapes.MAX_NDIM, sh
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)
   local list = ...
-  if type(list) ~= "table" or is_tensor(list) then list = table.pack(...) ; list.n = nil end
+  if type(list) ~= "table" or is_tensor(list) then
+    list = table.pack(...) ; list.n = nil
+  else
+    check.list(fn, what .. "s", list)
+    if select("#", ...) > 1 then
+      fail(fn, "the %ss are one table or several integers, got a table and %d more arguments", what,
+        select("#", ...) - 1)
+    end
+  end
   local out = {}
   for i = 1, #list do out[i] = check.integer(fn, what, list[i]) end
   return out
@@ -188,7 +196,7 @@ end
 --  nothing); negative amounts crop; the new cells hold value (default 0).
 function M.pad(x, pairs, value)
   tensor_arg("pad", x)
-  check.table("pad", "padding", pairs)
+  check.list("pad", "padding", check.table("pad", "padding", pairs))
   local ndim = #x._shape
   if #pairs > ndim then
     fail("pad", "%d (before, after) pairs for a %d-d tensor of shape %s", #pairs, ndim, shape_str(x._shape))
@@ -202,6 +210,8 @@ function M.pad(x, pairs, value)
     if type(pair) ~= "table" or is_tensor(pair) then
       fail("pad", "padding of dim %d must be a {before, after} pair, got %s", i, check.type_name(pair))
     end
+    check.list("pad", "padding of dim " .. i, pair)
+    if #pair > 2 then fail("pad", "padding of dim %d must be a {before, after} pair, got %d numbers", i, #pair) end
     local before = check.integer("pad", "padding", pair[1] or 0)
     local after = check.integer("pad", "padding", pair[2] or 0)
     local size = x._shape[i]

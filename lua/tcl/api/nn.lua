@@ -9,6 +9,7 @@ local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
 local gradients = require "tcl.api.gradients"
+local index_checks = require "tcl.api.index_checks"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local shapes = require "tcl.shape"
@@ -419,8 +420,23 @@ end
 -- ---------------------------------------------------------------------------------------
 -- encodings, attention, losses
 
+-- one_hot for fn (the user-facing function): n classes, entries equal to `ignored` (when
+-- given) are rows of zeros; every other index outside 1..n is reported by the next read to the
+-- host (tcl.api.index_checks), named after fn.
+local function one_hot_for(fn, x, n, what, ignored)
+  check.host_values(fn, n, "classes") -- the class numbers are an arange
+  local shape = nodes.copy_shape(x)
+  shape[#shape + 1] = n
+  check.shape_fits(fn, shape)
+  index_checks.check_range(fn, x, n, what, ignored)
+  local classes = class.Tensor.arange(1, n + 1, { device = x.device })
+  return x:unsqueeze(-1):eq(classes):where(1, 0)
+end
+M._one_hot_for = one_hot_for
+
 --- int32 one-hot vectors along a new last dim of n classes; x holds 1-based class indices
---  (n defaults to the largest index, which realizes x).
+--  (n defaults to the largest index, which realizes x). An index outside 1..n is an error,
+--  raised by the next read to the host (tcl.api.index_checks).
 function M.one_hot(x, n)
   tensor_arg("one_hot", x)
   if not x.uop.dtype.is_int then
@@ -428,12 +444,7 @@ function M.one_hot(x, n)
   end
   if n == nil then n = math.max(0, x:max():item()) end
   n = check.integer_at_least("one_hot", "number of classes", n, 0)
-  check.host_values("one_hot", n, "classes") -- the class numbers are an arange
-  local shape = nodes.copy_shape(x)
-  shape[#shape + 1] = n
-  check.shape_fits("one_hot", shape)
-  local classes = class.Tensor.arange(1, n + 1, { device = x.device })
-  return x:unsqueeze(-1):eq(classes):where(1, 0)
+  return one_hot_for("one_hot", x, n, "class indices")
 end
 
 --- softmax(q k^T / sqrt(d) + mask) v over the last two dims. mask: bool (true keeps) or
@@ -490,7 +501,8 @@ function M.scaled_dot_product_attention(q, k, v, mask, causal)
 end
 
 --- Cross entropy of logits x (classes along dim 2, or dim 1 for 1-d x) against target:
---  1-based class indices (x's shape without the class dim) or probabilities (x's shape).
+--  1-based class indices (x's shape without the class dim; outside 1..C is an error at the next
+--  read to the host) or probabilities (x's shape).
 --  opts: reduction ("mean", "sum" or "none") and label_smoothing.
 function M.cross_entropy(x, target, opts)
   local fn = "cross_entropy"
@@ -510,8 +522,7 @@ function M.cross_entropy(x, target, opts)
       fail(fn, "target %s does not fit logits %s: expected %s", shape_str(target._shape), shape_str(x._shape),
           shape_str(expected))
     end
-    check.host_values(fn, classes, "classes") -- one_hot's class numbers are an arange
-    y = target:one_hot(classes)
+    y = one_hot_for(fn, target, classes, "class indices")
     if class_dim == 2 and #y._shape > 2 then
       local order = { 1, #y._shape }
       for i = 2, #y._shape - 1 do order[#order + 1] = i end
@@ -530,7 +541,8 @@ function M.cross_entropy(x, target, opts)
 end
 
 --- Cross entropy of logits x (..., C) against 1-based integer labels (...), the mean over
---  the labels; labels equal to opts.ignore_index do not count.
+--  the labels; labels equal to opts.ignore_index do not count, others outside 1..C are an
+--  error at the next read to the host.
 function M.sparse_categorical_crossentropy(x, labels, opts)
   local fn = "sparse_categorical_crossentropy"
   tensor_arg(fn, x)
@@ -542,10 +554,10 @@ function M.sparse_categorical_crossentropy(x, labels, opts)
     fail(fn, "labels must be integers of shape %s for logits %s, got %s %s", shape_str(expected), shape_str(x._shape),
       labels.uop.dtype.name, shape_str(labels._shape))
   end
-  check.host_values(fn, x._shape[#x._shape], "classes") -- one_hot's class numbers are an arange
-  local picked = x:log_softmax(-1):mul(labels:one_hot(x._shape[#x._shape])):sum(-1)
-  if opts.ignore_index == nil then return picked:mean():neg() end
-  local counted = labels:ne(check.any_integer(fn, "ignore_index", opts.ignore_index))
+  local ignored = opts.ignore_index ~= nil and check.any_integer(fn, "ignore_index", opts.ignore_index) or nil
+  local picked = x:log_softmax(-1):mul(one_hot_for(fn, labels, x._shape[#x._shape], "labels", ignored)):sum(-1)
+  if ignored == nil then return picked:mean():neg() end
+  local counted = labels:ne(ignored)
   return counted:where(picked, 0):sum():neg():div(counted:sum())
 end
 

@@ -203,7 +203,7 @@ local function optimizer_class(name, spec, hooks)
   Class.__tostring = describe
   setmetatable(Class, {
     __name = fn .. " class",
-    __call = function(_, params, opts)
+    __call = check.fixed_arguments(fn, function(_, params, opts)
       params = checked_params(fn, params)
       local options = checked_options(fn, spec, opts)
       if hooks.validate then hooks.validate(fn, options) end
@@ -218,7 +218,7 @@ local function optimizer_class(name, spec, hooks)
       rawset(self, "state", {})
       for i, p in ipairs(params) do self.state[i] = {} init(self, i, p, options) end
       return self
-    end,
+    end, 1),
   })
   return Class
 end
@@ -443,5 +443,8 @@ local LAMB_OPTIONS = {
 }
 M.LAMB = optimizer_class("LAMB", LAMB_OPTIONS,
   { init = adam_init, begin = adam_begin, update = lamb_update })
+
+-- a stray argument (opt:set_lr(0.1, extra)) is an error (check.fixed_arguments); step checks its own
+check.fix_arguments(Optimizer, "", nil, nil, 1)
 
 return M

@@ -6,6 +6,7 @@ local M = {}
 
 -- tensor -> true, weakly: a pending tensor nobody holds is dropped (its node dies with it)
 local pending = setmetatable({}, { __mode = "k" })
+M.set = pending -- tcl.api.index_checks adds its flag updates here directly
 
 function M.add(t) pending[t] = true end
 

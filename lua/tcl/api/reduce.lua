@@ -86,14 +86,25 @@ function M.prod(x, dim, keepdim)
   return finish(nodes.reduce(x, "MUL", axes), axes, keep)
 end
 
+-- arg_reduce (argmax, argmin) is defined below; max and min with one dim return its indices.
+local arg_reduce
+
+--- The maximum over dim (nil: every dim; a table: those dims). With one dim (a number) also
+--  returns the 1-based int32 indices of the first maxima (argmax's), as PyTorch's (values,
+--  indices): lazy, computed only if used.
 function M.max(x, dim, keepdim)
   local axes, keep = reduction_args("max", x, dim, keepdim)
-  return finish(nodes.reduce(x, "MAX", axes), axes, keep)
+  local values = finish(nodes.reduce(x, "MAX", axes), axes, keep)
+  if type(dim) ~= "number" then return values end
+  return values, arg_reduce("max", x, dim, keep)
 end
 
 function M.min(x, dim, keepdim)
   local axes, keep = reduction_args("min", x, dim, keepdim)
-  return finish(inverse(nodes.reduce(inverse(x), "MAX", axes)), axes, keep)
+  local reversed = inverse(x)
+  local values = finish(inverse(nodes.reduce(reversed, "MAX", axes)), axes, keep)
+  if type(dim) ~= "number" then return values end
+  return values, arg_reduce("min", x, dim, keep, reversed)
 end
 
 --- Mean; integer tensors give float32.
@@ -126,14 +137,13 @@ function M.std(x, dim, keepdim, correction)
 end
 
 -- The single reduced dim of argmax/argmin: nil flattens.
-local function arg_reduce(fn, x, dim, keepdim, values)
+function arg_reduce(fn, x, dim, keepdim, values)
   tensor_arg(fn, x)
   local keep = keepdim_arg(fn, keepdim)
   if dim == nil then
     return arg_reduce(fn, nodes.reshape(x, { nodes.numel(x._shape) }), 1, false, values and
       nodes.reshape(values, { nodes.numel(x._shape) }))
   end
-  if type(dim) ~= "number" then fail(fn, "dim must be an integer, got %s", check.type_name(dim)) end
   local axis = check.dim(fn, dim, x._shape)
   local n = x._shape[axis + 1]
   if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end

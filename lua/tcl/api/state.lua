@@ -404,4 +404,5 @@ function M.safe_load(path, opts)
   return sd, metadata
 end
 
-return M
+-- a stray argument (safe_save(sd, path, metadata, extra)) is an error (check.fixed_arguments)
+return check.fix_arguments(M, "")

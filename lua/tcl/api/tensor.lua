@@ -17,13 +17,14 @@ local nodes = require "tcl.api.nodes"
 local gradients = require "tcl.api.gradients"
 local pending_assigns = require "tcl.api.pending_assigns"
 local views = require "tcl.api.views"
+local index_checks = require "tcl.api.index_checks"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
 
 local CONCEPTS = {
   "tcl.api.creation", "tcl.api.random", "tcl.api.elementwise", "tcl.api.movement", "tcl.api.reduce",
-  "tcl.api.nn", "tcl.api.print", "tcl.api.autograd", "tcl.api.bytes",
+  "tcl.api.nn", "tcl.api.print", "tcl.api.autograd", "tcl.api.bytes", "tcl.api.sorting",
 }
 
 local M = {}
@@ -44,6 +45,8 @@ function M.size(t, d)
   if d == nil then return t.shape end
   return t._shape[check.dim("size", d, t._shape) + 1]
 end
+
+index_checks.pending_assigns = pending_assigns.set -- the index checks' flag updates join them
 
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
 --  its computed buffer. Returns the tensors. On an error no tensor is changed.
@@ -182,6 +185,7 @@ function M.data(t)
   tensor_arg("data", t)
   check.host_values("data", check.numel(t._shape))
   M.realize_all(t)
+  index_checks.report(t.device) -- every read to the host reports the failed index checks
   local buffer = buffers.viewed(t.uop)
   if buffer == nil then
     fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
@@ -240,6 +244,11 @@ end
 install(M, "tcl.api.tensor")
 for _, name in ipairs(CONCEPTS) do install(require(name), name) end
 
+-- An alias (clip, swish, tile) is the same function as the one it names, and reports that one's name.
+local ALIASES = { clip = true, swish = true, tile = true }
+-- a stray argument (x:gelu("tanh"), avg_pool2d(x, 2, 2, 0, true)) is an error, not ignored
+check.fix_arguments(Tensor, "", ALIASES, { new = "Tensor" })
+
 -- The movement functions whose results are views of their argument (as in PyTorch; and pad,
 -- whose padding cannot be written, so assigning into it is an error rather than a write into
 -- a copy): an assignment into such a result writes the argument's buffer (tcl.api.views).
@@ -273,9 +282,7 @@ for _, name in ipairs(CREATION) do
   end)
 end
 
--- The user-facing names check.api_function reports (function -> name). An alias (clip,
--- swish, tile) is the same function as the one it names, and reports that one's name.
-local ALIASES = { clip = true, swish = true, tile = true }
+-- The user-facing names check.api_function reports (function -> name).
 for name, f in pairs(Tensor) do
   if type(f) == "function" and not ALIASES[name] then check.function_names[f] = name end
 end

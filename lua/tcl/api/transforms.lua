@@ -370,4 +370,5 @@ function M.vmap(f, in_dims, out_dims)
   end
 end
 
-return M
+-- a stray argument (grad(f, 1, extra)) is an error (check.fixed_arguments)
+return check.fix_arguments(M, "")

@@ -435,4 +435,7 @@ function M.export(fn, inputs, opts)
   }
 end
 
+-- a stray argument (export(fn, inputs, opts, extra)) is an error naming export
+M.export = require("tcl.api.check").fixed_arguments("export", M.export)
+
 return setmetatable(M, { __call = function(_, ...) return M.export(...) end })

@@ -101,7 +101,7 @@ function M.capture(fn, inputs)
   end
 
   local first_id = core.fresh_id() -- BUFFER nodes with smaller ids existed before the capture
-  local recorded, results = jit.record(fn, args, { who = "export", contiguous = true })
+  local recorded, results = jit.record(fn, args, { who = "export", contiguous = true, unchecked = true })
   if #recorded == 0 then
     fail("the function runs no kernel on these inputs (it returns inputs or constants as they are); nothing to export")
   end

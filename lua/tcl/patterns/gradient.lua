@@ -184,8 +184,31 @@ local function conv2d_grads(c)
   return { dx, dw }
 end
 
+--- The masks of clamp's derivative, PyTorch's (c.inputs: x and the bounds given; extra.lo and
+-- extra.hi: their positions): x passes its gradient where lo <= x <= hi (inclusive), a bound
+-- where it is the result (lo: x < lo <= hi; hi: max(x, lo) > hi, so hi wins when lo > hi).
+function M.clamp_masks(inputs, extra)
+  local x = inputs[1]
+  local lo, hi = extra.lo and inputs[extra.lo], extra.hi and inputs[extra.hi]
+  local masks, raised = {}, lo and x:maximum(lo) or x
+  local inside = lo and x:ge(lo) or nil
+  if hi then inside = inside and inside:logical_and(x:le(hi)) or x:le(hi) end
+  masks[1] = inside
+  if lo then masks[extra.lo] = hi and x:lt(lo):logical_and(raised:le(hi)) or x:lt(lo) end
+  if hi then masks[extra.hi] = raised:gt(hi) end
+  return masks
+end
+
 M.composites = {
   conv2d = conv2d_grads,
+  -- the kinks follow PyTorch: relu'(0) = 0, abs'(0) = sign(0) = 0, clamp as clamp_masks says
+  relu = function(c) return { c.inputs[1]:gt(0):where(c.grad, 0) } end,
+  abs = function(c) return { c.grad:mul(c.inputs[1]:sign()) } end,
+  clamp = function(c)
+    local grads = {}
+    for i, mask in pairs(M.clamp_masks(c.inputs, c.extra)) do grads[i] = mask:where(c.grad, 0) end
+    return grads
+  end,
   exp = function(c) return { c.grad:mul(c.out) } end,
   sigmoid = function(c) return { c.grad:mul(c.out):mul(c.out:neg():add(1)) } end,
   tanh = function(c) return { c.grad:mul(c.out:mul(c.out):neg():add(1)) } end,
@@ -200,6 +223,12 @@ M.composites = {
   elu = function(c) -- x > 0: 1; else alpha e^x = y + alpha
     local x = c.inputs[1]
     return { c.grad:mul(where(x:gt(0), 1.0, c.out:add(c.extra[1])):cast(x.dtype)) }
+  end,
+  -- sort's values (inputs: x and the 1-based indices): each value's gradient goes back to the
+  -- element it came from, by the sorting network itself sorting the gradient by the indices
+  -- (tcl.api.sorting passes it in extra: rules may not require the API)
+  sort = function(c)
+    return { c.extra.unsort(c.grad, c.inputs[2], c.extra.axis) }
   end,
 }
 

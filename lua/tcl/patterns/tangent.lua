@@ -121,6 +121,19 @@ M.rules = P.rules {
 }
 
 M.composites = {
+  -- the kinks as in tcl.patterns.gradient (PyTorch's)
+  relu = function(c) return c.inputs[1]:gt(0):where(c.tangents[1], 0) end,
+  abs = function(c) return c.tangents[1]:mul(c.inputs[1]:sign()) end,
+  clamp = function(c)
+    local sum
+    for i, mask in pairs(require("tcl.patterns.gradient").clamp_masks(c.inputs, c.extra)) do
+      if c.tangents[i] then
+        local part = mask:where(c.tangents[i], 0)
+        sum = sum and sum:add(part) or part
+      end
+    end
+    return sum
+  end,
   conv2d = function(c) -- bilinear: conv(tx, w) + conv(x, tw)
     local e = c.extra
     local opts = { stride = e.stride, dilation = e.dilation, padding = e.pads }
@@ -139,6 +152,10 @@ M.composites = {
   elu = function(c)
     local x = c.inputs[1]
     return c.tangents[1]:mul(x:gt(0):where(1.0, c.out:add(c.extra[1])):cast(x.dtype))
+  end,
+  -- sort's values: x's tangent moved like x's values (by the network tcl.api.sorting passes in)
+  sort = function(c)
+    return c.extra.sort_like(c.inputs[1], c.tangents[1], c.extra.axis, c.extra.descending)
   end,
 }
 
