@@ -180,7 +180,7 @@ describe("x.T and x.mT", function()
   end)
 
   it("cannot be assigned", function()
-    fails_exactly("Tensor: cannot set 'T' (tensors are immutable; ops build new ones)", function()
+    fails_exactly("Tensor: cannot set 'T' (a property or method; set values with t[i] = v or t:assign(v))", function()
       Tensor({ 1 }).T = 1
     end)
   end)

@@ -97,6 +97,8 @@ describe("assignment into a view", function()
     assert.same(model, flat(x))
     x:permute(2, 1)[3] = Tensor({ -5, -6 }) -- column 3 of x
     model[3], model[6] = -5, -6
+    x.T[2] = Tensor({ -7, -8 }) -- column 2, through the T property
+    model[2], model[5] = -7, -8
     assert.same(model, flat(x))
   end)
 
