@@ -1408,8 +1408,11 @@ for name, kind in sorted_pairs(REDUCTIONS) do
       if name == "var" or name == "std" then return R[name](x, dims, keepdim, correction) end
       return R[name](x, dims, keepdim)
     end
-    if n == 0 and (name == "max" or name == "min") then ref = nil end -- no value to take
-    return { args = args, call = method(name), ref = ref, kind = kind, strict = not e.huge, n = n }
+    -- no value to take: an error naming the function, as in PyTorch
+    local empty_extremum = n == 0 and (name == "max" or name == "min")
+    if empty_extremum then ref = nil end
+    return { args = args, call = method(name), ref = ref, kind = kind, strict = not e.huge and not empty_extremum,
+      n = n }
   end)
 end
 
