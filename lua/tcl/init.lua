@@ -35,6 +35,8 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
+  -- tcl.manual_seed(n): restarts the random streams of every device (README, "Random numbers")
+  manual_seed = Tensor.manual_seed,
   -- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch
   -- without waiting; reading a result back waits too)
   synchronize = lower.synchronize,

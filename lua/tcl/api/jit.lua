@@ -30,6 +30,7 @@ local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
+local random = require "tcl.api.random"
 
 local M = {}
 
@@ -226,6 +227,8 @@ Jit.__name = "tcl.jit"
 
 function Jit:__call(...)
   local args = table.pack(...)
+  -- the random counters' pending advances belong to draws made before this call, not to a plan
+  random._settle()
   local fixed, key = signature(args)
   if self.fixed then
     local wrong = misuse(self.fixed, fixed)
