@@ -206,7 +206,8 @@ local function int32_range(a, b)
 end
 
 --- arange(stop), arange(start, stop[, step]): start, start+step, ... up to stop (excluded).
---  int32 when every argument is an integer, else float32; a trailing options table.
+--  int32 when every argument is an integer (int64 when the values need it), else float32; a
+--  trailing options table. Integer values that do not fit the dtype asked for are an error.
 --  Lazy: start + i * step over an index node, in int32 when every value fits, else in int64
 --  (then cast, wrapping like alu.cast), and in float64 for floats (rounded once to the dtype).
 function M.arange(...)
@@ -231,11 +232,18 @@ function M.arange(...)
   if count ~= count or count == math.huge then fail(fn, "cannot count from %s to %s by %s", start, stop, step) end
   check.shape_fits(fn, { count })
   count = math.tointeger(count)
-  local index = indices(count, device)
+  local last = start + (count - 1.0) * step -- in floats: it may not fit in 64 bits
   local work -- the dtype the values are computed in
-  if all_int and dtype.is_int and int32_range(start, start + (count - 1.0) * step) then work = dtypes.int32
-  elseif all_int and not dtype.is_float then work = dtypes.int64
-  else work = dtypes.float64 end
+  if all_int and count > 0 and dtype.is_int then
+    if (opts == nil or opts.dtype == nil) and not int32_range(start, last) then dtype = dtypes.int64 end
+    if math.min(start, last) < dtype.min or math.max(start, last) > dtype.max then
+      fail(fn, "the values from %d to %.0f do not fit in %s", start, last, dtype.name)
+    end
+    work = int32_range(start, last) and dtypes.int32 or dtypes.int64
+  else
+    work = dtypes.float64
+  end
+  local index = indices(count, device)
   local values = nodes.cast(index, work)
   if step ~= 1 then values = values * nodes.const(step, work, { count }, device) end
   if start ~= 0 then values = values + nodes.const(start, work, { count }, device) end
