@@ -46,6 +46,13 @@ describe("random numbers", function()
       for i = 1, 5 do assert.are.equal(rand_value(threefry(i - 1, 12345)), a[i], device .. " rand " .. i) end
       assert.are.same({ { rand_value(threefry(5, 12345)), rand_value(threefry(6, 12345)) },
         { rand_value(threefry(7, 12345)), rand_value(threefry(8, 12345)) } }, b)
+      -- a kernel long enough for vector lanes (the CPU heuristic upcasts Threefry by 16)
+      local c = Tensor.rand(4, 64, { device = device }):tolist()
+      for i = 1, 4 do
+        for j = 1, 64 do
+          assert.are.equal(rand_value(threefry(9 + (i - 1) * 64 + j - 1, 12345)), c[i][j], device .. " rand(4, 64)")
+        end
+      end
     end
   end)
 
