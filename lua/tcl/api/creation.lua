@@ -230,7 +230,7 @@ function M.arange(...)
   -- counted in floats: integer differences such as stop - start may not fit in 64 bits
   local count = math.max(0, math.ceil((stop + 0.0 - start) / step))
   if count ~= count or count == math.huge then fail(fn, "cannot count from %s to %s by %s", start, stop, step) end
-  check.shape_fits(fn, { count })
+  if count > 2 ^ 53 then fail(fn, "%.0f values are more than the 2^53 elements a tensor may have", count) end
   count = math.tointeger(count)
   local last = start + (count - 1.0) * step -- in floats: it may not fit in 64 bits
   local work -- the dtype the values are computed in
