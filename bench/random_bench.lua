@@ -57,7 +57,8 @@ local function parent()
         local ratio = mine / torch
         line = line .. string.format("  torch %8.1f ms  tcl/torch %.2f", torch, ratio)
         if TARGET[row[1]] then
-          line = line .. string.format("  target <= %.2f: %s", TARGET[row[1]], ratio <= TARGET[row[1]] and "PASS" or "MISS")
+          local pass = ratio <= TARGET[row[1]] and "PASS" or "MISS"
+          line = line .. string.format("  target <= %.2f: %s", TARGET[row[1]], pass)
         end
       end
       print(line)
