@@ -1044,7 +1044,8 @@ describe("the CUDA and Metal renderers", function()
 
     it("contracting an accumulator update acc + x * y into one fma, and nothing else", function()
       -- a sum of products that no tensor core takes (Metal's take float32 matmuls)
-      local a, b = T.rand(64, 48), T.rand(64, 48)
+      -- (stored inputs: a lazy rand would fuse its Threefry into the kernels)
+      local a, b = T.rand(64, 48):realize(), T.rand(64, 48):realize()
       for _, case in ipairs { { "CUDA", "cuda", "fmaf" }, { "METAL", "metal", "fma" } } do
         local k = kernels_of((a * b):sum(2), case[1])
         local src = gpu.render(k[#k].list, { name = "mm", dialect = case[2] })

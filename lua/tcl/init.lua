@@ -40,6 +40,8 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
+  -- tcl.manual_seed(n): restarts the random streams of every device (README, "Random numbers")
+  manual_seed = Tensor.manual_seed,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
   -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and

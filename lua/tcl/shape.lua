@@ -151,6 +151,12 @@ end
 
 function rules.CONST() return {} end
 
+function rules.ARANGE(node)
+  local n = node.arg
+  if math.type(n) ~= "integer" or n < 0 or n > MAX_NUMEL then fail(node, "arg must be a size in 0..2^53") end
+  return { n }
+end
+
 function rules.RESHAPE(node, srcs)
   local new = int_list(node, node.arg, "the new shape")
   for i = 1, #new do

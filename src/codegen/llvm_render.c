@@ -148,7 +148,7 @@ static bool is_index_math(tcl_dtype d) { return d == TCL_INDEX; }
  * computed from it is a vector of L lanes, and the values it combines with are splatted.
  * Loads and stores at consecutive addresses become vector accesses (masked where a gate
  * differs between lanes); other accesses, and the ops with no vector form here (narrow
- * floats, THREEFRY), are done lane by lane. The lanes of one vector range are independent
+ * floats), are done lane by lane. The lanes of one vector range are independent
  * iterations of an output axis, so doing them at once computes what the loop would. */
 #define MAX_LANES 64
 
@@ -567,17 +567,19 @@ static LLVMValueRef int_shift(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef 
     return LLVMBuildSelect(B, in_range, shifted, outside, "");
 }
 
-/* Threefry-2x32-20 of core/alu.c: counter (low, high) of x, key (low, high) of key. */
+/* Threefry-2x32-20 of core/alu.c: counter (low, high) of x, key (low, high) of key. x and key
+ * are i64 or vectors of i64 lanes (then every step works on all lanes at once). */
 static LLVMValueRef threefry(renderer *r, LLVMValueRef x, LLVMValueRef key) {
     static const unsigned rotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
     tcl_ir *ir = r->ir;
     LLVMBuilderRef B = r->b;
-    LLVMValueRef k32 = int_const(ir->i64, 32);
-    LLVMValueRef k0 = LLVMBuildTrunc(B, key, ir->i32, ""), k1 = LLVMBuildTrunc(B, LLVMBuildLShr(B, key, k32, ""), ir->i32, "");
-    LLVMValueRef ks[3] = {k0, k1, LLVMBuildXor(B, LLVMBuildXor(B, k0, k1, ""), int_const(ir->i32, 0x1BD11BDA), "")};
-    LLVMValueRef x0 = LLVMBuildAdd(B, LLVMBuildTrunc(B, x, ir->i32, ""), ks[0], "");
-    LLVMValueRef x1 = LLVMBuildAdd(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, x, k32, ""), ir->i32, ""), ks[1], "");
-    LLVMTypeRef i32 = ir->i32;
+    LLVMTypeRef i64 = LLVMTypeOf(x), i32 = ir->i32;
+    if (LLVMGetTypeKind(i64) == LLVMVectorTypeKind) i32 = LLVMVectorType(ir->i32, LLVMGetVectorSize(i64));
+    LLVMValueRef k32 = int_const(i64, 32);
+    LLVMValueRef k0 = LLVMBuildTrunc(B, key, i32, ""), k1 = LLVMBuildTrunc(B, LLVMBuildLShr(B, key, k32, ""), i32, "");
+    LLVMValueRef ks[3] = {k0, k1, LLVMBuildXor(B, LLVMBuildXor(B, k0, k1, ""), int_const(i32, 0x1BD11BDA), "")};
+    LLVMValueRef x0 = LLVMBuildAdd(B, LLVMBuildTrunc(B, x, i32, ""), ks[0], "");
+    LLVMValueRef x1 = LLVMBuildAdd(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, x, k32, ""), i32, ""), ks[1], "");
     for (unsigned group = 0; group < 5; group++) {
         for (unsigned round = 0; round < 4; round++) {
             x0 = LLVMBuildAdd(B, x0, x1, "");
@@ -587,7 +589,7 @@ static LLVMValueRef threefry(renderer *r, LLVMValueRef x, LLVMValueRef key) {
         x0 = LLVMBuildAdd(B, x0, ks[(group + 1) % 3], "");
         x1 = LLVMBuildAdd(B, x1, LLVMBuildAdd(B, ks[(group + 2) % 3], int_const(i32, group + 1), ""), "");
     }
-    return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, x1, ir->i64, ""), k32, ""), LLVMBuildZExt(B, x0, ir->i64, ""), "");
+    return LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildZExt(B, x1, i64, ""), k32, ""), LLVMBuildZExt(B, x0, i64, ""), "");
 }
 
 static LLVMValueRef int_alu(renderer *r, tcl_op op, tcl_dtype d, LLVMValueRef *a) {
@@ -697,9 +699,9 @@ static LLVMValueRef alu_value(renderer *r, const tcl_uop *u, LLVMValueRef *a, co
 }
 
 /* Whether the op has vector code here: all but the narrow floats' (their rounding is built
- * for scalars) and THREEFRY's; those go lane by lane. */
+ * for scalars); those go lane by lane. */
 static bool has_vector_form(const tcl_uop *u, const tcl_dtype *src_dtype) {
-    if (u->op == TCL_OP_THREEFRY || tcl_ir_is_narrow_float((tcl_dtype)u->dtype)) return false;
+    if (tcl_ir_is_narrow_float((tcl_dtype)u->dtype)) return false;
     for (uint32_t k = 0; k < u->nsrc; k++)
         if (tcl_ir_is_narrow_float(src_dtype[k])) return false;
     return true;

@@ -76,6 +76,7 @@ enum {
     X(COPY, TCL_G_GRAPH, -1)                                                                 \
     X(BUFFERIZE, TCL_G_GRAPH, -1)                                                            \
     X(ASSIGN, TCL_G_GRAPH, 2)                                                                \
+    X(ARANGE, TCL_G_GRAPH, 0)                                                                \
     /* movement */                                                                           \
     X(RESHAPE, TCL_G_MOVEMENT, 1)                                                            \
     X(PERMUTE, TCL_G_MOVEMENT, 1)                                                            \

@@ -191,8 +191,25 @@ function M.full_like(t, value, opts)
   return full_as("full_like", shape, value, o)
 end
 
+--- An integer tensor of shape {count} whose element i is i (0-based): an ARANGE node, which
+--  the scheduler turns into the loop index, so it costs no memory or host work. int32 up to
+--  2^31 elements, int64 beyond (int32 would wrap).
+local function indices(count, device)
+  local dtype = count <= 2 ^ 31 and dtypes.int32 or dtypes.int64
+  return nodes.node("ARANGE", dtype, {}, count, { count }, device)
+end
+M._indices = indices
+
+-- Whether every integer from a to b (either order) fits in int32.
+local function int32_range(a, b)
+  return math.min(a, b) >= -2 ^ 31 and math.max(a, b) < 2 ^ 31
+end
+
 --- arange(stop), arange(start, stop[, step]): start, start+step, ... up to stop (excluded).
---  int32 when every argument is an integer, else float32; a trailing options table.
+--  int32 when every argument is an integer (int64 when the values need it), else float32; a
+--  trailing options table. Integer values that do not fit the dtype asked for are an error.
+--  Lazy: start + i * step over an index node, in int32 when every value fits, else in int64
+--  (then cast, wrapping like alu.cast), and in float64 for floats (rounded once to the dtype).
 function M.arange(...)
   local fn = "arange"
   local args = table.pack(...)
@@ -213,26 +230,42 @@ function M.arange(...)
   -- counted in floats: integer differences such as stop - start may not fit in 64 bits
   local count = math.max(0, math.ceil((stop + 0.0 - start) / step))
   if count ~= count or count == math.huge then fail(fn, "cannot count from %s to %s by %s", start, stop, step) end
-  check.host_values(fn, count)
-  local flat = {}
-  for i = 0, math.tointeger(count) - 1 do flat[i + 1] = alu.cast(start + i * step, dtype) end
-  return from_values(dtype, flat, { #flat }, device)
+  if count > 2 ^ 53 then fail(fn, "%.0f values are more than the 2^53 elements a tensor may have", count) end
+  count = math.tointeger(count)
+  local last = start + (count - 1.0) * step -- in floats: it may not fit in 64 bits
+  local work -- the dtype the values are computed in
+  if all_int and count > 0 and dtype.is_int then
+    if (opts == nil or opts.dtype == nil) and not int32_range(start, last) then dtype = dtypes.int64 end
+    if math.min(start, last) < dtype.min or math.max(start, last) > dtype.max then
+      fail(fn, "the values from %d to %.0f do not fit in %s", start, last, dtype.name)
+    end
+    work = int32_range(start, last) and dtypes.int32 or dtypes.int64
+  else
+    work = dtypes.float64
+  end
+  local index = indices(count, device)
+  local values = nodes.cast(index, work)
+  if step ~= 1 then values = values * nodes.const(step, work, { count }, device) end
+  if start ~= 0 then values = values + nodes.const(start, work, { count }, device) end
+  return nodes.cast(values, dtype)
 end
 
 --- n evenly spaced values from a to b, both included (float32 unless a dtype is given).
+--  Lazy: a + i * (b - a) / (n - 1) in float64, rounded once to the dtype; the ends are a and b.
 function M.linspace(a, b, n, opts)
   local fn = "linspace"
   check.number(fn, "start", a)
   check.number(fn, "end", b)
   n = check.integer_at_least(fn, "number of steps", n, 0)
-  check.host_values(fn, n)
+  check.shape_fits(fn, { n })
   local dtype, device = options(fn, opts, rules.default_float)
-  local flat = {}
-  for i = 0, n - 1 do
-    local v = i == 0 and a or i == n - 1 and b or a + i * (b - a) / (n - 1)
-    flat[i + 1] = alu.cast(v, dtype)
-  end
-  return from_values(dtype, flat, { n }, device)
+  local f64 = dtypes.float64
+  local function fill(v) return nodes.const(v, f64, { n }, device) end
+  if n <= 1 then return nodes.cast(fill(a), dtype) end
+  local index = indices(n, device)
+  local values = nodes.cast(index, f64) * fill(b - a) / fill(n - 1) + fill(a)
+  local last = index:eq(n - 1)
+  return nodes.cast(last:where(fill(b), values), dtype)
 end
 
 --- The n x m identity (m defaults to n), float32 unless a dtype is given.

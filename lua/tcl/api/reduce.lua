@@ -147,8 +147,6 @@ function arg_reduce(fn, x, dim, keepdim, values)
   local axis = check.dim(fn, dim, x._shape)
   local n = x._shape[axis + 1]
   if n == 0 then fail(fn, "cannot take %s over dim %d of size 0 in %s", fn, axis + 1, check.shape_str(x._shape)) end
-  -- the positions are a list made on the host (an arange)
-  check.host_values(fn, n, "positions")
   values = values or x
   local is_max = values:eq(nodes.reduce(values, "MAX", { axis }))
   -- NaN counts as the extreme, as in PyTorch: MAX propagates NaN, so a NaN maximum means

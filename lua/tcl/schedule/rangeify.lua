@@ -13,7 +13,8 @@
 --     conjunction of the enclosing conditions, so no load ever reads out of bounds;
 --   * a BUFFER, or a node stored by an earlier kernel, becomes LOAD(INDEX(PARAM, flat)[, gate]);
 --   * a fused REDUCE_AXIS becomes REDUCE(value, RANGE...) over new "reduce" ranges;
---   * ALU ops and casts are rebuilt on the walked sources; CONST stays as it is.
+--   * ALU ops and casts are rebuilt on the walked sources; CONST stays as it is; ARANGE is its
+--     index (a cast of the index expression).
 --
 -- The kernel (the contract with lowering, lua/tcl/codegen/lower.lua):
 --   SINK(END(...END(STORE(INDEX(PARAM0, out_index), value), r_last)..., r_first), arg={name})
@@ -185,6 +186,7 @@ function Builder:compute(node, idx, valid)
     return self:load(node, idx[1], valid)
   end
   if op == "CONST" then return node end
+  if op == "ARANGE" then return idx[1]:cast(node.dtype) end -- the element's own index
   local src = node.src
   local move = movement[op]
   if move then
