@@ -72,6 +72,16 @@ describe("index checks", function()
       read_error(function() return layer(Tensor({ 0 }, { dtype = "int64" })):data() end))
   end)
 
+  it("checks only the lower bound when the number of classes is past the dtype's largest value", function()
+    -- 200 as an int8 constant, or 2^32 as an int32 one, would wrap: every index would be "above" it
+    assert.are.same({ { 0, 1, 0 } }, Tensor({ 2 }, { dtype = "int8" }):one_hot(200)[{ {}, { 1, 3 } }]
+      :tolist())
+    Tensor({ 1 }):one_hot(2 ^ 32)
+    tcl.synchronize()
+    Tensor({ 0 }, { dtype = "int8" }):one_hot(200)
+    assert.are.equal(outside("one_hot", "class indices", 200), read_error(function() tcl.synchronize() end))
+  end)
+
   it("is reported once, by any read on the device, tcl.synchronize and to_bytes", function()
     local pending = Tensor({ 4 }):one_hot(3) -- never realized itself
     local other = Tensor({ 1.5 }):realize()

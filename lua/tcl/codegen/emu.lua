@@ -16,7 +16,8 @@ local runtime = require "tcl.runtime"
 local env = require "tcl.env"
 local core = require "tcl.core"
 
-local FLOAT64 = core.dtype "float64"
+-- the dtypes Metal lacks (src/codegen/c_render.h)
+local NOT_IN_METAL = { [core.dtype "float64"] = true, [core.dtype "fp8e4m3"] = true, [core.dtype "fp8e5m2"] = true }
 
 local M = {
   device = "EMU",
@@ -55,9 +56,9 @@ local function dump_source(job)
   local path = env.RENDER_DUMP .. "/" .. name .. ext
   local existing = io.open(path, "rb")
   if existing then existing:close() return end
-  if dialect == "metal" then -- Metal has no float64: such kernels have no Metal source to check
+  if dialect == "metal" then -- Metal has no float64 and no fp8: such kernels have no Metal source to check
     for _, u in ipairs(job.list) do
-      if u.dtype == FLOAT64 then return end
+      if NOT_IN_METAL[u.dtype] then return end
     end
   end
   local ok, source = pcall(require("tcl.gpu").render, job.list, { dialect = dialect, name = name })
