@@ -40,8 +40,7 @@ end
 -- device and the function's own keys, listed in `known`); random initializers need a float
 -- dtype. Returns shape, { dtype =, device = } and the checked options.
 local function target(fn, shape_or_tensor, opts, known, float_only)
-  known.dtype, known.device = true, true
-  opts = check.options(fn, opts, known)
+  opts = check.options(fn, opts, setmetatable({ dtype = true, device = true }, { __index = known }))
   local shape, dtype_opts = nil, { dtype = opts.dtype, device = opts.device }
   if class.is_tensor(shape_or_tensor) then
     shape = shape_or_tensor.shape
@@ -266,7 +265,6 @@ end
 
 -- Phi(x) for x <= 0 (the standard normal's lower tail, accurate relative to its size).
 local function lower_tail(x) return 0.5 * erfc(-x / math.sqrt(2)) end
-M._lower_tail = lower_tail -- for the specs
 
 -- Acklam's rational approximations of the normal quantile (relative error below 1.2e-9): a
 -- central one for p in [P_LOW, 1/2], a tail one in sqrt(-2 log p) below P_LOW.
@@ -280,7 +278,7 @@ local TAIL_NUM = { -7.784894002430293e-03, -3.223964580411365e-01, -2.4007582771
 local TAIL_DEN = { 7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
   3.754408661907416e+00, 1 }
 
--- Horner's rule on a tensor (or a number, for the host version below).
+-- Horner's rule on a tensor.
 local function polynomial(x, coefficients)
   local y = x * coefficients[1] + coefficients[2]
   for i = 3, #coefficients do y = y * x + coefficients[i] end
@@ -326,16 +324,6 @@ function M.trunc_normal(shape_or_tensor, opts)
   local z = lower_quantile(s)
   local x = p:le(q):where(z, -z)
   return (x * std + mean):clamp(a, b):cast(where.dtype)
-end
-
--- A host version of the quantile, for the specs (numbers in (0, 1/2]).
-function M._lower_quantile(s)
-  if s < P_LOW then
-    local t = math.sqrt(-2 * math.log(s))
-    return polynomial(t, TAIL_NUM) / polynomial(t, TAIL_DEN)
-  end
-  local c = s - 0.5
-  return polynomial(c * c, CENTRAL_NUM) * c / polynomial(c * c, CENTRAL_DEN)
 end
 
 -- every function refuses a stray argument; the glorot aliases name their xavier function
