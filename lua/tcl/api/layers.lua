@@ -16,6 +16,7 @@
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local creation = require "tcl.api.creation"
+local init = require "tcl.api.init_weights"
 local nn_ops = require "tcl.api.nn"
 local rules = require "tcl.api.dtype_rules"
 local Tensor = require "tcl.api.tensor" -- the class with every method installed
@@ -122,11 +123,17 @@ local function placement(fn, opts)
   return { dtype = dtype, device = device }
 end
 
--- uniform(-bound, bound), PyTorch's default for Linear and Conv2d weights and biases
--- (kaiming_uniform with a = sqrt(5) gives bound 1/sqrt(fan_in) for weights too).
-local function uniform(fn, shape, bound, where)
+-- PyTorch's default for Linear and Conv2d: the weight kaiming_uniform with a = sqrt(5) (bound
+-- 1/sqrt(fan_in)), the bias uniform in the same bound.
+local function default_weight(fn, shape, where)
   check.shape_fits(fn, shape)
-  return parameter(Tensor.rand(shape, where):mul(2 * bound):sub(bound))
+  return parameter(init.kaiming_uniform(shape, { a = math.sqrt(5), dtype = where.dtype, device = where.device }))
+end
+
+local function default_bias(fn, shape, fan_in, where)
+  check.shape_fits(fn, shape)
+  local bound = 1 / math.sqrt(fan_in)
+  return parameter(init.uniform(shape, { a = -bound, b = bound, dtype = where.dtype, device = where.device }))
 end
 
 local function filled(fn, shape, value, where)
@@ -215,11 +222,10 @@ M.Linear = layer_class("Linear", function(fn, in_features, out_features, opts)
   opts = check.options(fn, opts, { bias = true, dtype = true, device = true })
   local with_bias = boolean(fn, "bias", opts.bias, true)
   local where = placement(fn, opts)
-  local bound = 1 / math.sqrt(in_features)
   return {
     in_features = in_features, out_features = out_features,
-    weight = uniform(fn, { out_features, in_features }, bound, where),
-    bias = with_bias and uniform(fn, { out_features }, bound, where) or nil,
+    weight = default_weight(fn, { out_features, in_features }, where),
+    bias = with_bias and default_bias(fn, { out_features }, in_features, where) or nil,
   }
 end, function(self, x)
   local fn = "nn.Linear"
@@ -278,12 +284,12 @@ M.Conv2d = layer_class("Conv2d", function(fn, in_channels, out_channels, kernel_
   end
   local with_bias = boolean(fn, "bias", opts.bias, true)
   local where = placement(fn, opts)
-  local bound = 1 / math.sqrt(in_channels // groups * kernel[1] * kernel[2])
+  local weight_shape = { out_channels, in_channels // groups, kernel[1], kernel[2] }
   return {
     in_channels = in_channels, out_channels = out_channels, kernel_size = kernel, stride = stride,
     padding = padding, dilation = dilation, groups = groups, _pads = pads,
-    weight = uniform(fn, { out_channels, in_channels // groups, kernel[1], kernel[2] }, bound, where),
-    bias = with_bias and uniform(fn, { out_channels }, bound, where) or nil,
+    weight = default_weight(fn, weight_shape, where),
+    bias = with_bias and default_bias(fn, { out_channels }, init.calculate_fans(weight_shape), where) or nil,
   }
 end, function(self, x)
   local fn = "nn.Conv2d"
@@ -569,5 +575,7 @@ end)
 
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
+-- tcl.nn.init: weight initializers (tcl.api.init_weights)
+M.init = init
 
 return check.fix_arguments(M, "nn.")
