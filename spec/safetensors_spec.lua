@@ -142,14 +142,14 @@ end)
 describe("safe_load", function()
   it("reads a hand-built file exactly, whatever the order and spacing of its header", function()
     local data = pack_all("<f", { 1.5, -2, 0.25, 8 }) .. pack_all("<i8", { -3, math.maxinteger }) .. "\128\63\0\192"
-      .. "\1\0"
+      .. "\1"
     local header = ' { "b" : {"data_offsets": [16, 32], "shape": [2], "dtype": "I64", "extra": "ignored"},\n'
       .. '"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},'
       .. '"c": {"dtype": "BF16", "shape": [2], "data_offsets": [32, 36]},'
       .. '"s": {"dtype": "BOOL", "shape": [], "data_offsets": [36, 37]},'
       .. '"z": {"dtype": "U8", "shape": [0, 3], "data_offsets": [37, 37]},'
       .. '"__metadata__": {"format": "pt"}}'
-    local sd, metadata = state.safe_load(temp_file(layout(header, data .. "\0")))
+    local sd, metadata = state.safe_load(temp_file(layout(header, data)))
     assert.are.same({ format = "pt" }, metadata)
     assert.are.same({ { 1.5, -2.0 }, { 0.25, 8.0 } }, sd.a:tolist())
     assert.are.equal("float32", sd.a.dtype.name)
@@ -202,6 +202,25 @@ describe("safe_load", function()
     end
     assert.are.equal(before, helper.read(path))
     assert.are.same({ { 1.0, 2.0 }, { 3.0, 4.0 } }, state.safe_load(path).w:tolist())
+  end)
+
+  it("gives tensors that do not change when the file is rewritten or truncated afterwards", function()
+    -- issue 33 item 5: 64-byte aligned data used to be a live view of the file
+    local values = {}
+    for i = 1, 64 do values[i] = i end
+    -- the header padded so that the data starts at byte 64 of the file
+    local header = '{"w":{"dtype":"F32","shape":[64],"data_offsets":[0,256]}}'
+    header = header .. string.rep(" ", 56 - #header)
+    local contents = layout(header, pack_all("<f", values))
+    local path = temp_file(contents)
+    local w = state.safe_load(path).w
+    local f = assert(io.open(path, "r+b"))
+    f:seek("set", #contents - 256)
+    f:write(string.rep("\255", 256))
+    f:close()
+    assert.are.same(values, w:tolist())
+    helper.write(path, "")
+    assert.are.same(values, (w + 0):tolist())
   end)
 
   it("survives loading the same file many times with collections in between", function()
@@ -274,6 +293,29 @@ describe("safe_load", function()
     expect("__metadata__ is not an object of strings", layout('{"__metadata__":"x"}'))
     expect("tensor 'b': bool element 0 is the byte 7", layout('{"b":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}}',
       "\7"))
+    -- issue 33 item 9: bad shapes name the file and the tensor, in a short message
+    local many_dims = "[" .. string.rep("1,", 64) .. "1]"
+    expect("tensor 'a' has 65 dims, more than the 64 a tensor may have",
+      layout("{" .. f32("a", many_dims, 0, 4) .. "}", "1234"))
+    local huge_dims = "[" .. string.rep("1,", 4999) .. "1]"
+    local message = load_error(layout("{" .. f32("a", huge_dims, 0, 4) .. "}", "1234"))
+    assert.is_truthy(message:find("tensor 'a' has 5000 dims, more than the 64", 1, true), message)
+    assert.is_true(#message < 200, message)
+    expect("tensor 'a' has size 4611686018427387904 in dim 2, more than 2^53",
+      layout("{" .. f32("a", "[0,4611686018427387904]", 0, 0) .. "}"))
+    expect("has a header that is not a JSON object", layout("[]"))
+    expect("tensor 'a' has no shape list", layout("{" .. f32("a", "{}", 0, 4) .. "}", "1234"))
+    expect("tensor 'a' is described by an array, not an object", layout('{"a":[]}'))
+    expect("__metadata__ is not an object of strings", layout('{"__metadata__":[]}'))
+    -- issue 33 item 7: the tensors cover the data exactly (a header length one byte short)
+    expect("the data is 5 bytes, but its tensors cover 4 (is the header length right?)",
+      layout("{" .. f32("a", "[1]", 0, 4) .. "}", "12345"))
+    expect("data bytes [0, 1) before tensor 'a' belong to no tensor",
+      layout("{" .. f32("a", "[1]", 1, 5) .. "}", "12345"))
+    expect("data bytes [4, 8) before tensor 'b' belong to no tensor",
+      layout("{" .. f32("a", "[1]", 0, 4) .. "," .. f32("b", "[1]", 8, 12) .. "}", string.rep("\0", 12)))
+    expect("tensors 'a' and 'b' overlap",
+      layout("{" .. f32("a", "[1]", 0, 4) .. "," .. f32("b", "[1]", 0, 4) .. "}", string.rep("\0", 4)))
     fails_with("safe_load: unknown option 'dtype'", state.safe_load, "x", { dtype = "float32" })
     fails_with("safe_load: unknown device 'TPU'", state.safe_load, "x", { device = "TPU" })
   end)

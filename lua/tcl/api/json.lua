@@ -27,8 +27,10 @@ local ESCAPES = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n
 
 local LITERALS = { { "true", true }, { "false", false }, { "null", M.null } }
 
---- The Lua value of the JSON text s; a Lua error for malformed text.
-function M.decode(s)
+--- The Lua value of the JSON text s; a Lua error for malformed text. objects (optional): a
+--  table in which every decoded object is set as a key, since an empty object and an empty
+--  array both decode to {}.
+function M.decode(s, objects)
   if type(s) ~= "string" then error("json: expected a string to decode, got " .. type(s), 0) end
   local bad = select(2, utf8.len(s))
   if bad then error(string.format("json: invalid UTF-8 at byte %d", bad), 0) end
@@ -146,6 +148,7 @@ function M.decode(s)
 
   local function parse_object(depth)
     local object = {}
+    if objects then objects[object] = true end
     pos = pos + 1
     skip_space()
     if s:sub(pos, pos) == "}" then

@@ -23,9 +23,10 @@
 -- offsets counted from its start, each tensor's bytes row-major and little-endian. safe_save
 -- lays a file out as the reference writer does (tensors sorted by alignment, largest item
 -- first, then by name; "__metadata__" first in the header; compact JSON), so the same state
--- gives the same bytes. safe_load maps the file (copy-on-write, the file is never written):
--- tensors are views of the mapping, read from disk only when used; a tensor whose bytes are
--- not aligned as its device needs (64 bytes for CPU kernels) is copied instead.
+-- gives the same bytes. safe_load maps the file and copies every tensor out of the mapping
+-- into memory of its own, so that loaded tensors never change (or crash the process) when the
+-- file is rewritten or truncated afterwards. Like the reference reader, it requires the
+-- tensors to cover the data region exactly, in order, without overlap or gap.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local json = require "tcl.api.json"
@@ -34,6 +35,7 @@ local Tensor = require "tcl.api.tensor"
 local buffers = require "tcl.schedule.buffers"
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
+local shapes = require "tcl.shape"
 
 local is_tensor, fail = class.is_tensor, check.fail
 local dtypes = core.dtypes
@@ -276,26 +278,38 @@ function M.safe_save(sd, path, metadata)
   end
 end
 
+local MAX_DIMS = shapes.MAX_NDIM
+
+-- What a JSON value that should have been an object is, for messages.
+local function json_kind(v)
+  if v == json.null then return "null" end
+  if type(v) == "table" then return "an array" end
+  return type(v)
+end
+
 local function is_count(v) return math.type(v) == "integer" and v >= 0 end
 
 -- The checked header entry of one tensor: dtype, shape, numel, begin and end.
-local function tensor_info(fn, path, name, info)
+local function tensor_info(fn, path, name, info, objects)
   local function bad(fmt, ...) fail(fn, "'%s': tensor '%s' " .. fmt, path, name, ...) end
-  if type(info) ~= "table" or info == json.null then bad("is described by %s, not an object", type(info)) end
+  if not objects[info] then bad("is described by %s, not an object", json_kind(info)) end
   local dt = DTYPE_OF[info.dtype]
   if not dt then
     if type(info.dtype) == "string" then bad("has unknown dtype '%s'", info.dtype) end
     bad("has no dtype")
   end
   local shape = info.shape
-  if type(shape) ~= "table" or shape == json.null then bad("has no shape list") end
+  if type(shape) ~= "table" or shape == json.null or objects[shape] then bad("has no shape list") end
   for k, n in pairs(shape) do
     if math.type(k) ~= "integer" or k > #shape or not is_count(n) then
       bad("has a shape that is not a list of sizes >= 0")
     end
   end
+  -- checked here, so that the message names the file and the tensor and stays short
+  if #shape > MAX_DIMS then bad("has %d dims, more than the %d a tensor may have", #shape, MAX_DIMS) end
   local numel = 1
-  for _, n in ipairs(shape) do
+  for i, n in ipairs(shape) do
+    if n > 1 << 53 then bad("has size %d in dim %d, more than 2^53", n, i) end
     if n > 0 and numel > (1 << 53) // n then bad("has a shape with more than 2^53 elements") end
     numel = numel * n
   end
@@ -316,8 +330,8 @@ end
 local SAFE_LOAD_OPTIONS = { device = true }
 
 --- The state dict in the safetensors file at path, and its "__metadata__" (nil when absent).
---  opts: device (default: the default device). The tensors view a copy-on-write mapping of
---  the file (see the header); every malformed header or layout is an error naming the file.
+--  opts: device (default: the default device). The tensors are copies, independent of the
+--  file (see the header); every malformed header or layout is an error naming the file.
 function M.safe_load(path, opts)
   local fn = "safe_load"
   if type(path) ~= "string" then fail(fn, "path must be a string, got %s", check.type_name(path)) end
@@ -345,11 +359,12 @@ function M.safe_load(path, opts)
   if n > map.size - 8 then
     fail(fn, "'%s' declares a header of %d bytes, past the end of the file (%d bytes)", path, n, map.size)
   end
-  local parsed_ok, header = pcall(json.decode, map:read(8, n))
+  local objects = {}
+  local parsed_ok, header = pcall(json.decode, map:read(8, n), objects)
   if not parsed_ok then
     fail(fn, "'%s' has a malformed header: %s (the header starts at byte 9 of the file)", path, header)
   end
-  if type(header) ~= "table" or header == json.null or (#header > 0) then
+  if not objects[header] then
     fail(fn, "'%s' has a header that is not a JSON object", path)
   end
 
@@ -357,7 +372,7 @@ function M.safe_load(path, opts)
   local infos = {}
   for name, info in pairs(header) do
     if name == "__metadata__" then
-      if type(info) ~= "table" or info == json.null or #info > 0 then
+      if not objects[info] then
         fail(fn, "'%s': __metadata__ is not an object of strings", path)
       end
       for k, v in pairs(info) do
@@ -365,7 +380,7 @@ function M.safe_load(path, opts)
       end
       metadata = info
     else
-      infos[#infos + 1] = tensor_info(fn, path, name, info)
+      infos[#infos + 1] = tensor_info(fn, path, name, info, objects)
     end
   end
   local data_start, data_size = 8 + n, map.size - 8 - n
@@ -373,24 +388,35 @@ function M.safe_load(path, opts)
     if a.begin ~= b.begin then return a.begin < b.begin end
     return a.name < b.name
   end)
-  local previous
+  -- as the reference reader: the tensors cover the data exactly, in order, without overlap or gap
+  local covered, previous = 0, nil
   for _, info in ipairs(infos) do
     if info.stop > data_size then
       fail(fn, "'%s': tensor '%s' has data_offsets [%d, %d] past the end of the data (%d bytes)", path, info.name,
         info.begin, info.stop, data_size)
     end
-    if previous and info.begin < previous.stop and info.stop > info.begin then
+    if info.begin < covered then
       fail(fn, "'%s': tensors '%s' and '%s' overlap", path, previous.name, info.name)
     end
-    if info.stop > info.begin then previous = info end
+    if info.begin > covered then
+      fail(fn, "'%s': data bytes [%d, %d) before tensor '%s' belong to no tensor", path, covered, info.begin, info.name)
+    end
+    covered, previous = info.stop, info
+  end
+  if covered ~= data_size then
+    fail(fn, "'%s': the data is %d bytes, but its tensors cover %d (is the header length right?)", path, data_size,
+      covered)
   end
 
   local sd = {}
-  -- a GPU's memory cannot view the file: its tensors are copied there from a view on the CPU
+  -- Every tensor is copied out of the mapping into memory of its own: a view of the file would
+  -- change when another process rewrites the file, and a truncated file kills a reader of the
+  -- view with SIGBUS (MAP_PRIVATE does not protect against either). A GPU's memory cannot view
+  -- the file anyway: its tensors are copied there from a view on the CPU.
   local view_device = buffers.in_device_memory(device) and "CPU" or device
   for _, info in ipairs(infos) do
     local made, storage = pcall(map.buffer, map, info.dtype, info.numel, data_start + info.begin, view_device)
-    if made and view_device ~= device then
+    if made then
       local view = storage
       made, storage = pcall(function() return buffers.copy(buffers.allocate(view.dtype, view.numel, device), view) end)
     end
