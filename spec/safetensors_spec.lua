@@ -137,6 +137,35 @@ describe("safe_save", function()
     fails_with("safe_save: path must be a string", state.safe_save, {}, 5)
     fails_with("safe_save: cannot write '/nonexistent/dir/x'", state.safe_save, {}, "/nonexistent/dir/x")
   end)
+
+  it("replaces the target atomically: its mode kept, a link written through, no shared temporary", function()
+    -- issue 33 item 6
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -m 700 " .. dir))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local path = dir .. "/x.safetensors"
+    helper.write(path .. ".tmp", "someone else's file")
+    helper.write(path, "old")
+    assert(os.execute("chmod 640 " .. path))
+    state.safe_save({ a = Tensor({ 1, 2 }, { dtype = "int8" }) }, path)
+    assert.are.same({ 1, 2 }, state.safe_load(path).a:tolist())
+    assert.are.equal("someone else's file", helper.read(path .. ".tmp"))
+    local mode = io.popen("stat -c %a " .. path):read("l")
+    assert.are.equal("640", mode)
+    -- a symbolic link stays a link; its target gets the new contents
+    assert(os.execute("ln -s x.safetensors " .. dir .. "/link"))
+    state.safe_save({ b = Tensor({ 3 }, { dtype = "int8" }) }, dir .. "/link")
+    assert.are.equal("link", io.popen("stat -c %F " .. dir .. "/link"):read("l"):match("link"))
+    assert.are.same({ 3 }, state.safe_load(path).b:tolist())
+    -- nothing left behind but the two files, the link and the unrelated .tmp
+    local listing = io.popen("ls -A " .. dir):read("a")
+    assert.are.equal("link\nx.safetensors\nx.safetensors.tmp\n", listing)
+    -- a FIFO (or a device) is not replaced by a regular file
+    assert(os.execute("mkfifo " .. dir .. "/fifo"))
+    fails_with("safe_save: '" .. dir .. "/fifo' is not a regular file", state.safe_save, {}, dir .. "/fifo")
+    assert.are.equal("fifo", io.popen("stat -c %F " .. dir .. "/fifo"):read("l"))
+  end)
 end)
 
 describe("safe_load", function()

@@ -1,9 +1,16 @@
-/* lua_files.c — runtime.map_file and runtime.read_gzip (see lua_files.h). Layer: runtime. */
+/* lua_files.c — runtime.map_file, runtime.read_gzip and runtime.replace_file (see
+ * lua_files.h). Layer: runtime. */
+#define _XOPEN_SOURCE 700 /* mkstemp, realpath, fchmod, fsync */
 #include "lua_files.h"
 
+#include <errno.h>
 #include <lauxlib.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/lua_box.h"
 #include "core/lua_core.h"
@@ -112,11 +119,84 @@ static int l_read_gzip(lua_State *L) {
     return 1;
 }
 
+/* Writes all of fd, retrying short writes; 0 or an errno. */
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* runtime.replace_file(path, chunks): replaces the file at path by the concatenated strings of
+ * the list chunks, atomically: they are written to a unique temporary in the target's
+ * directory (mkstemp, so concurrent writers never share one), synced, given the target's mode
+ * (0644 less the umask when new) and renamed over it. A symbolic link is written through (its
+ * target is replaced); an existing target that is not a regular file (a device, a FIFO) is an
+ * error. On error nothing is left behind and the old file is intact. */
+static int l_replace_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char target[PATH_MAX];
+    struct stat st;
+    int exists = stat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
+        return luaL_error(L, "runtime.replace_file: '%s' is not a regular file", path);
+    if (!exists && errno != ENOENT)
+        return luaL_error(L, "runtime.replace_file: cannot write '%s': %s", path, strerror(errno));
+    if (exists) {
+        if (!realpath(path, target))
+            return luaL_error(L, "runtime.replace_file: cannot write '%s': %s", path, strerror(errno));
+    } else {
+        if (strlen(path) >= sizeof target) return luaL_error(L, "runtime.replace_file: path too long");
+        strcpy(target, path);
+    }
+    char temporary[PATH_MAX + 16];
+    snprintf(temporary, sizeof temporary, "%s.tmp-XXXXXX", target);
+    int fd = mkstemp(temporary);
+    if (fd < 0) return luaL_error(L, "runtime.replace_file: cannot write '%s': %s", path, strerror(errno));
+    int failure = 0;
+    if (exists) {
+        if (fchmod(fd, st.st_mode & 07777) != 0) failure = errno;
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) != 0) failure = errno;
+    }
+    lua_Integer n = luaL_len(L, 2);
+    for (lua_Integer i = 1; i <= n && !failure; i++) {
+        size_t len;
+        lua_geti(L, 2, i);
+        const char *chunk = lua_tolstring(L, -1, &len);
+        if (!chunk) {
+            close(fd);
+            unlink(temporary);
+            return luaL_error(L, "runtime.replace_file: chunk %I is not a string", i);
+        }
+        failure = write_all(fd, chunk, len);
+        lua_pop(L, 1);
+    }
+    if (!failure && fsync(fd) != 0) failure = errno;
+    if (close(fd) != 0 && !failure) failure = errno;
+    if (!failure && rename(temporary, target) != 0) failure = errno;
+    if (failure) {
+        unlink(temporary);
+        return luaL_error(L, "runtime.replace_file: cannot write '%s': %s", path, strerror(failure));
+    }
+    return 0;
+}
+
 void tcl_lua_files_setfuncs(lua_State *L) {
     static const luaL_Reg map_meta[] = {
         {"__index", map_index}, {"__gc", map_gc}, {"__tostring", map_tostring}, {NULL, NULL}};
     if (luaL_newmetatable(L, FILE_MAP_MT)) luaL_setfuncs(L, map_meta, 0);
     lua_pop(L, 1);
-    static const luaL_Reg funcs[] = {{"map_file", l_map_file}, {"read_gzip", l_read_gzip}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"map_file", l_map_file}, {"read_gzip", l_read_gzip},
+                                        {"replace_file", l_replace_file}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
 }

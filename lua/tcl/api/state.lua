@@ -211,7 +211,10 @@ end
 
 --- Writes the state dict sd ({ [name] = tensor }) to path in the safetensors format, with
 --  metadata (an optional { [string] = string }) as "__metadata__". Realizes the tensors. The
---  file is written under a temporary name and renamed, so a failed save leaves no half file.
+--  file is written under a unique temporary name in the same directory, synced and renamed
+--  over the target (whose mode is kept; a symbolic link is written through), so a failed save
+--  leaves no half file and concurrent saves never mix; a target that exists and is not a
+--  regular file (a device, a FIFO) is an error.
 function M.safe_save(sd, path, metadata)
   local fn = "safe_save"
   checked_state_dict(fn, sd)
@@ -258,24 +261,10 @@ function M.safe_save(sd, path, metadata)
   local header = "{" .. table.concat(entries, ",") .. "}"
   header = header .. string.rep(" ", (8 - #header % 8) % 8)
 
-  local temporary = path .. ".tmp"
-  local f, open_err = io.open(temporary, "wb")
-  if not f then fail(fn, "cannot write '%s': %s", path, open_err) end
-  local ok, write_err = f:write(string.pack("<I8", #header), header)
-  for i = 1, #data do
-    if not ok then break end
-    ok, write_err = f:write(data[i])
-  end
-  local closed, close_err = f:close()
-  if not ok or not closed then
-    os.remove(temporary)
-    fail(fn, "cannot write '%s': %s", path, tostring(write_err or close_err))
-  end
-  local renamed, rename_err = os.rename(temporary, path)
-  if not renamed then
-    os.remove(temporary)
-    fail(fn, "cannot write '%s': %s", path, rename_err)
-  end
+  local chunks = { string.pack("<I8", #header), header }
+  for i = 1, #data do chunks[#chunks + 1] = data[i] end
+  local ok, err = pcall(runtime.replace_file, path, chunks)
+  if not ok then fail(fn, "%s", (tostring(err):gsub("^runtime%.replace_file: ", ""))) end
 end
 
 local MAX_DIMS = shapes.MAX_NDIM
