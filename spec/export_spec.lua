@@ -327,6 +327,9 @@ describe("tcl.export", function()
         { "text.safetensors", string.rep("not a safetensors file ", 10), "declares a header of" },
         { "truncated.safetensors", good:sub(1, 8 + header_bytes + 1000), "past its end" },
         { "cut_header.safetensors", good:sub(1, 100), "more than the file or the limit allows" },
+        -- issue 33 item 7: a header length one byte short reads every tensor one byte off
+        { "short_header_length.safetensors", string.pack("<I8", header_bytes) .. good:sub(9, 8 + header_bytes) .. " "
+          .. good:sub(9 + header_bytes), "its tensors do not cover its " },
         { "bad_json.safetensors", string.pack("<I8", 16) .. '{"a": [1, 2}    ', "has a malformed header" },
         { "other_tensors.safetensors", { ["x"] = Tensor.ones({ 3 }, CPU) }, "has no tensor 'layers.1." },
         { "dtype.safetensors", with { ["layers.3.bias"] = sd["layers.3.bias"]:cast("float64") },

@@ -7,7 +7,8 @@
 -- checks the file against them: the 8-byte header length (bounded, inside the file), the
 -- header's JSON (a small parser for exactly JSON's grammar, nesting bounded, numbers of the
 -- offsets and shapes as unsigned integers), each needed tensor present once with its dtype,
--- shape and byte size, and its bytes inside the file. Anything else in the file (other
+-- shape and byte size, its bytes inside the file, and all tensors together covering the data
+-- region exactly, without gap or overlap (the reference reader's rule). Anything else in the file (other
 -- tensors, "__metadata__", other keys of an entry) is skipped. Every problem is an error
 -- message naming the file (and the tensor), never a crash.
 local M = {}
@@ -40,6 +41,32 @@ typedef struct json_reader {
     const char *at, *end;
     const char *problem; /* what is wrong, once something is */
 } json_reader;
+
+/* The byte ranges [begin, end) of every tensor in the file, to check that they cover the data
+ * exactly (the reference reader's rule: a header length one byte off would otherwise read
+ * every tensor one byte off). */
+typedef struct span { uint64_t begin, end; } span;
+typedef struct span_list { span *items; size_t count, capacity; } span_list;
+
+static int add_span(span_list *l, uint64_t begin, uint64_t end) {
+    if (l->count == l->capacity) {
+        size_t capacity = l->capacity ? 2 * l->capacity : 16;
+        span *items = realloc(l->items, capacity * sizeof *items);
+        if (!items) return 0;
+        l->items = items;
+        l->capacity = capacity;
+    }
+    l->items[l->count].begin = begin;
+    l->items[l->count].end = end;
+    l->count++;
+    return 1;
+}
+
+static int span_before(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
 
 /* What the file says about one wanted tensor. */
 typedef struct found_tensor {
@@ -289,8 +316,8 @@ static int wanted(const char *name, size_t len) {
     return -1;
 }
 
-/* Parses the header; fills found[] for the wanted tensors. */
-static int read_header(json_reader *r, found_tensor *found) {
+/* Parses the header; fills found[] for the wanted tensors and spans for every tensor. */
+static int read_header(json_reader *r, found_tensor *found, span_list *spans) {
     if (!take(r, '{')) return json_fail(r, "the header is not a JSON object");
     if (!take(r, '}')) {
         for (;;) {
@@ -299,12 +326,17 @@ static int read_header(json_reader *r, found_tensor *found) {
             if (!read_string(r, name, sizeof name, &len) || !take(r, ':'))
                 return json_fail(r, "an object's member is not \"key\": value");
             int w = len < sizeof name ? wanted(name, len) : -1;
-            if (w < 0) {
+            if (len == 12 && memcmp(name, "__metadata__", 12) == 0) {
                 if (!skip_value(r, 1)) return 0;
             } else {
-                if (found[w].seen) return json_fail(r, "a tensor is listed twice");
-                found[w].seen = 1;
-                if (!read_entry(r, &found[w])) return 0;
+                found_tensor other = {0};
+                found_tensor *f = w < 0 ? &other : &found[w];
+                if (f->seen) return json_fail(r, "a tensor is listed twice");
+                f->seen = 1;
+                if (!read_entry(r, f)) return 0;
+                if (!f->have_offsets || f->end < f->begin)
+                    return json_fail(r, "a tensor has no data_offsets [begin, end] with begin <= end");
+                if (!add_span(spans, f->begin, f->end)) return json_fail(r, "out of memory");
             }
             if (take(r, '}')) break;
             if (!take(r, ',')) return json_fail(r, "a ',' or '}' is missing in the header");
@@ -359,8 +391,10 @@ static int read_file_weights(@name@ *m, const char *path, FILE *file, found_tens
         return fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: cannot read the header of '%s'", path);
     }
     json_reader r = {header, header + header_bytes, NULL};
-    int parsed = read_header(&r, found);
+    span_list spans = {NULL, 0, 0};
+    int parsed = read_header(&r, found, &spans);
     if (!parsed) {
+        free(spans.items);
         int status = fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: '%s' has a malformed header: %s (at byte %llu of "
                           "the file)", path, r.problem, (unsigned long long)(8 + (uint64_t)(r.at - header)));
         free(header);
@@ -370,8 +404,22 @@ static int read_file_weights(@name@ *m, const char *path, FILE *file, found_tens
     uint64_t data_start = 8 + header_bytes, data_bytes = (uint64_t)size - data_start;
     for (int w = 0; w < NUM_WEIGHTS; w++) {
         int status = check_entry(m, path, w, &found[w], data_bytes);
-        if (status != @NAME@_OK) return status;
+        if (status != @NAME@_OK) {
+            free(spans.items);
+            return status;
+        }
     }
+    /* after the entries' own checks, whose messages are more precise */
+    if (spans.count) qsort(spans.items, spans.count, sizeof *spans.items, span_before);
+    uint64_t covered = 0;
+    size_t in_order = 0;
+    while (in_order < spans.count && spans.items[in_order].begin == covered) covered = spans.items[in_order++].end;
+    int exact = in_order == spans.count && covered == data_bytes;
+    free(spans.items);
+    if (!exact)
+        return fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: '%s': its tensors do not cover its %llu bytes of data "
+                    "exactly, without gap or overlap (they end at byte %llu; is the header length right?)", path,
+                    (unsigned long long)data_bytes, (unsigned long long)covered);
     for (int w = 0; w < NUM_WEIGHTS; w++) {
         const weight_info *want = &WEIGHTS[w];
         if (want->bytes == 0) continue;
