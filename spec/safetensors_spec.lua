@@ -237,9 +237,9 @@ describe("safe_load", function()
     -- issue 33 item 5: 64-byte aligned data used to be a live view of the file
     local values = {}
     for i = 1, 64 do values[i] = i end
-    -- the header padded so that the data starts at byte 64 of the file
+    -- the header padded so that the data starts at byte 128 of the file (aligned: a view before)
     local header = '{"w":{"dtype":"F32","shape":[64],"data_offsets":[0,256]}}'
-    header = header .. string.rep(" ", 56 - #header)
+    header = header .. string.rep(" ", 120 - #header)
     local contents = layout(header, pack_all("<f", values))
     local path = temp_file(contents)
     local w = state.safe_load(path).w
