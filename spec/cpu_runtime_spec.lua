@@ -301,6 +301,16 @@ describe("the disk cache", function()
     assert.is_nil(rt.cache_read(dir, "t"))
   end)
 
+  it("reads a FIFO at the entry's name as absent, without blocking on it", function()
+    local fifo = rt.cache_path(dir, "f")
+    assert.are.equal(0, (helper.run("mkdir -p " .. q(dir) .. " && mkfifo " .. q(fifo))))
+    -- in a process of its own under a timeout: a regression fails instead of hanging the suite
+    local status, out = helper.run(lua_env .. " timeout 20 lua5.4 -e "
+      .. q(("print(require('tcl.runtime').cache_read(%q, 'f'))"):format(dir)))
+    assert.are.equal(0, status)
+    assert.are.equal("nil\n", out)
+  end)
+
   it("reports a directory it cannot write to, without raising", function()
     local ok, message = rt.cache_write("/proc/no/such/dir", "k", "x")
     assert.is_nil(ok)

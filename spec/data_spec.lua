@@ -75,6 +75,64 @@ describe("read_idx", function()
   end)
 end)
 
+describe("read_idx bounds", function()
+  it("stops inflating one byte past what the header promises (a gzip bomb is rejected at once)", function()
+    local plain = temp_file(idx(0x08, { 1 }, "\1"))
+    local bomb = plain .. ".gz"
+    paths[#paths + 1] = bomb
+    -- the 9-byte IDX file followed by 64 MiB of zeros, about 64 KB compressed
+    assert.are.equal(0, (helper.run("{ { cat " .. helper.shell_quote(plain)
+      .. "; head -c 67108864 /dev/zero; } | gzip -1 -n > " .. helper.shell_quote(bomb) .. "; }")))
+    local started = os.clock()
+    fails_with("read_idx: '" .. bomb .. "' has at least 1 bytes past the 9 its header promises", data.read_idx, bomb)
+    assert.is_true(os.clock() - started < 0.5, "the bomb was inflated")
+    -- read_gzip itself has no promise to go by: it inflates everything
+    assert.are.equal(9 + 67108864, #data.read_gzip(bomb))
+  end)
+
+  it("checks the header's size arithmetic, naming the file", function()
+    local huge = temp_file(idx(0x08, { 0xFFFFFFFF, 0xFFFFFFFF }, ""))
+    fails_with("read_idx: '" .. huge .. "' declares uint8 (4294967295, 4294967295), more than 2^63 bytes",
+      data.read_idx, huge)
+    local wraps = temp_file(idx(0x08, { 65536, 65536, 65536, 65536 }, ""))
+    fails_with("read_idx: '" .. wraps .. "' declares uint8 (65536, 65536, 65536, 65536), more than 2^63 bytes",
+      data.read_idx, wraps)
+    local wide = temp_file(idx(0x0E, { 65536, 65536, 65536, 4096 }, ""))
+    fails_with("read_idx: '" .. wide .. "' declares float64 (65536, 65536, 65536, 4096), more than 2^63 bytes",
+      data.read_idx, wide)
+    -- a zero dim makes the rest harmless
+    assert.are.same({ 0, 0xFFFFFFFF }, data.read_idx(temp_file(idx(0x08, { 0, 0xFFFFFFFF }, ""))).shape)
+  end)
+
+  it("refuses FIFOs and devices without blocking, naming them", function()
+    local fifo = os.tmpname()
+    os.remove(fifo)
+    local fifo_gz = fifo .. ".gz"
+    paths[#paths + 1], paths[#paths + 2] = fifo, fifo_gz
+    assert.are.equal(0, (helper.run("mkfifo " .. helper.shell_quote(fifo) .. " " .. helper.shell_quote(fifo_gz))))
+    local script = temp_file(([[
+local data = require "tcl.api.data"
+local state = require "tcl.api.state"
+for _, call in ipairs({ { data.read_idx, %q }, { data.read_idx, %q }, { data.read_gzip, %q },
+    { data.read_idx, "/dev/zero" }, { data.read_idx, "/dev/zero.gz" }, { state.safe_load, %q } }) do
+  local ok, err = pcall(call[1], call[2])
+  print(ok and "ok" or tostring(err):match("[^\n]*"))
+end
+]]):format(fifo, fifo_gz, fifo, fifo), ".lua")
+    local status, out = helper.run("TCLC_LUA_DIR=" .. helper.shell_quote(helper.root .. "/lua") .. " timeout 30 "
+      .. helper.shell_quote(helper.tcl_bin) .. " " .. helper.shell_quote(script))
+    assert.are.equal(0, status, out)
+    assert.are.equal(table.concat({
+      "read_idx: '" .. fifo .. "' is not a regular file",
+      "read_idx: '" .. fifo_gz .. "' is not a regular file",
+      "read_gzip: '" .. fifo .. "' is not a regular file",
+      "read_idx: '/dev/zero' is not a regular file",
+      "read_idx: cannot open '/dev/zero.gz': No such file or directory",
+      "safe_load: '" .. fifo .. "' is not a regular file",
+    }, "\n") .. "\n", out)
+  end)
+end)
+
 describe("fashion_mnist", function()
   local dir = data.FASHION_MNIST_DIR
   local present = helper.exists(dir .. "/train-labels-idx1-ubyte.gz")

@@ -350,6 +350,15 @@ describe("tcl.export", function()
         assert.matches("mlp_open: ", err, 1, true)
         assert.matches(case[3], err, 1, true)
       end
+      -- a FIFO or a device is refused without reading it (timeout: a regression fails, not hangs)
+      local fifo = dir .. "/fifo.safetensors"
+      assert.are.equal(0, (helper.run("mkfifo " .. q(fifo))))
+      for _, path in ipairs { fifo, "/dev/zero" } do
+        local status, _, err = helper.run(string.format("timeout 20 %s 1 %s %s %s 0", q(app), q(path),
+          q(dir .. "/in.bin"), q(dir .. "/bad.bin")))
+        assert.are.equal(1, status, path)
+        assert.matches("mlp_open: '" .. path .. "' is not a regular file", err, 1, true)
+      end
     end)
   end)
 

@@ -47,7 +47,8 @@ tcl_status tcl_disk_cache_read(const char *dir, const char *key, size_t key_len,
     if (!*dir) return TCL_OK;
     char *path = tcl_disk_cache_path(dir, key, key_len);
     if (!path) return tcl_fail(err, TCL_ERR_MEMORY, "out of memory reading the cache");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted as an entry must not block the open; the type check ignores it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     free(path);
     if (fd < 0) return TCL_OK;
     tcl_status status = TCL_OK;

@@ -26,7 +26,8 @@ tcl_file_map *tcl_file_map_open(const char *path, uint64_t offset, uint64_t leng
         tcl_fail(err, TCL_ERR_INVALID, "no file name given");
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the type check below refuses it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         tcl_fail(err, TCL_ERR_INVALID, "cannot open '%s': %s", path, strerror(errno));
         return NULL;

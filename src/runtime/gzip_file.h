@@ -12,7 +12,10 @@
 
 /* The decompressed contents of the gzip file at path (every member, as gzip -dc writes them)
  * in a malloc'd block the caller frees, its length in *size; NULL with err set on failure.
- * An empty result is a valid block of size 0. */
-unsigned char *tcl_gzip_read(const char *path, size_t *size, tcl_error *err);
+ * At most limit bytes are inflated (SIZE_MAX: all): a caller that knows how much it expects
+ * asks for one byte more and so learns of excess without inflating it. A path that is not a
+ * regular file (a FIFO, a device) is an error, found without blocking. An empty result is a
+ * valid block of size 0. */
+unsigned char *tcl_gzip_read(const char *path, size_t limit, size_t *size, tcl_error *err);
 
 #endif

@@ -108,12 +108,13 @@ static int map_tostring(lua_State *L) {
 
 static int l_read_gzip(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
+    lua_Integer limit = byte_count(L, 2, "runtime.read_gzip", "limit", -1);
     /* the contents are malloc'd and pushing them may raise: a to-be-closed box owns them */
     tcl_lua_box *box = tcl_lua_box_push(L, free);
     lua_toclose(L, -1);
     size_t size;
     tcl_error err;
-    box->ptr = tcl_gzip_read(path, &size, &err);
+    box->ptr = tcl_gzip_read(path, limit < 0 ? SIZE_MAX : (size_t)limit, &size, &err);
     if (!box->ptr) return luaL_error(L, "runtime.read_gzip: %s", err.message);
     lua_pushlstring(L, size ? (const char *)box->ptr : "", size);
     return 1;

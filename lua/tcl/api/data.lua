@@ -24,7 +24,7 @@ local dtypes = core.dtypes
 local M = {}
 
 --- The decompressed contents of the gzip file at path, as a string (zlib; a truncated or
---  corrupt file is an error naming it).
+--  corrupt file, or one that is not a regular file, is an error naming it).
 function M.read_gzip(path)
   if type(path) ~= "string" then fail("read_gzip", "path must be a string, got %s", check.type_name(path)) end
   local ok, contents = pcall(runtime.read_gzip, path)
@@ -41,6 +41,22 @@ local IDX_DTYPES = {
   [0x0D] = dtypes.float32, [0x0E] = dtypes.float64,
 }
 
+-- The first limit bytes of the file at path (nil: all of them), inflated when gz, and whether
+-- more follow them. Only what is asked for is inflated, so a gzip bomb or a huge header costs
+-- no more than the header promises; a FIFO or device is refused without reading it.
+local function leading_bytes(fn, path, gz, limit)
+  if gz then
+    local ok, contents = pcall(runtime.read_gzip, path, limit and limit + 1)
+    if not ok then fail(fn, "%s", (tostring(contents):gsub("^runtime%.read_gzip: ", ""))) end
+    if limit and #contents > limit then return contents:sub(1, limit), #contents - limit end
+    return contents, 0
+  end
+  local ok, map = pcall(runtime.map_file, path)
+  if not ok then fail(fn, "%s", (tostring(map):gsub("^runtime%.map_file: ", ""))) end
+  local n = limit and math.min(limit, map.size) or map.size
+  return map:read(0, n), map.size - n
+end
+
 --- The tensor stored in the IDX file at path (gzip-compressed when the name ends in ".gz"),
 --  of the file's shape and dtype (uint8 for the image and label files of MNIST-like sets).
 --  opts: device.
@@ -48,17 +64,8 @@ function M.read_idx(path, opts)
   local fn = "read_idx"
   if type(path) ~= "string" then fail(fn, "path must be a string, got %s", check.type_name(path)) end
   opts = check.options(fn, opts, { device = true })
-  local bytes
-  if path:match("%.gz$") then
-    local ok, contents = pcall(runtime.read_gzip, path)
-    if not ok then fail(fn, "%s", (tostring(contents):gsub("^runtime%.read_gzip: ", ""))) end
-    bytes = contents
-  else
-    local f, err = io.open(path, "rb")
-    if not f then fail(fn, "cannot open '%s': %s", path, err) end
-    bytes = f:read("a")
-    f:close()
-  end
+  local gz = path:match("%.gz$") ~= nil
+  local bytes = leading_bytes(fn, path, gz, 4)
   if #bytes < 4 then fail(fn, "'%s' has %d bytes, too few for an IDX header", path, #bytes) end
   local zero1, zero2, code, ndim = bytes:byte(1, 4)
   local dtype = IDX_DTYPES[code]
@@ -66,20 +73,36 @@ function M.read_idx(path, opts)
     fail(fn, "'%s' is not an IDX file (bad magic number 0x%08x)", path, string.unpack(">I4", bytes))
   end
   local header = 4 + 4 * ndim
+  bytes = leading_bytes(fn, path, gz, header)
   if #bytes < header then
     fail(fn, "'%s' is truncated: %d bytes, the header of %d dims needs %d", path, #bytes, ndim, header)
   end
-  local shape, numel = {}, 1
+  local shape, has_zero = {}, false
   for d = 1, ndim do
     shape[d] = string.unpack(">I4", bytes, 4 * d + 1)
-    numel = numel * shape[d]
+    has_zero = has_zero or shape[d] == 0
   end
-  local expected = header + numel * dtype.itemsize
+  -- checked: dims up to 2^32-1 each overflow 64 bits after two of them
+  local data_bytes = 0
+  if not has_zero then
+    data_bytes = dtype.itemsize
+    local largest = math.maxinteger - header - 1
+    for d = 1, ndim do
+      if data_bytes > largest // shape[d] then
+        fail(fn, "'%s' declares %s %s, more than 2^63 bytes", path, dtype.name, check.shape_str(shape))
+      end
+      data_bytes = data_bytes * shape[d]
+    end
+  end
+  local expected = header + data_bytes
+  local excess
+  bytes, excess = leading_bytes(fn, path, gz, expected)
   if #bytes < expected then
     fail(fn, "'%s' is truncated: %d bytes, its header promises %d (%s %s)", path, #bytes, expected, dtype.name,
       check.shape_str(shape))
-  elseif #bytes > expected then
-    fail(fn, "'%s' has %d bytes past the %d its header promises", path, #bytes - expected, expected)
+  elseif excess > 0 then
+    -- a gzip file is inflated one byte past the promise only: it says "at least"
+    fail(fn, "'%s' has %s%d bytes past the %d its header promises", path, gz and "at least " or "", excess, expected)
   end
   return Tensor.from_bytes(bytes, dtype, shape,
     { offset = header, big_endian = dtype.itemsize > 1, device = opts.device })

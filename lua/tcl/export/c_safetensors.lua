@@ -441,10 +441,20 @@ static int load_weights(@name@ *m, const char *path) {
         return fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for the weights (%llu bytes)",
                     (unsigned long long)WEIGHT_BYTES);
     }
-    FILE *file = fopen(path, "rb");
-    if (!file) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
         free(found);
-        return fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: cannot open '%s': %s", path, strerror(errno));
+        return fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: '%s' is not a regular file", path);
+    }
+    FILE *file = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!file) {
+        int saved = errno;
+        if (fd >= 0) close(fd);
+        free(found);
+        return fail(m, @NAME@_ERR_WEIGHTS, "@name@_open: cannot open '%s': %s", path, strerror(saved));
     }
     int status = read_file_weights(m, path, file, found);
     fclose(file);
