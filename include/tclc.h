@@ -14,10 +14,14 @@
  *     tclc_close(S);
  *
  * Threads: states share nothing. Several states may run at once on different threads; one
- * state must be used by one thread at a time (tclc_* functions on one state from two threads at
- * once is a data race: serialize them with your own lock, or give each thread its own state).
+ * state must be used by one thread at a time (serialize the calls with your own lock, or give
+ * each thread its own state). A call on a state that another thread is running a call on is
+ * refused with TCLC_ERRARG (an atomic owner per state; tclc_error(S) on the refused thread
+ * says so); a host function may call back into its own state on the same thread.
  * The only process-wide data is the set of open states, behind a mutex, which lets every
  * function recognize a state that is closed (or was never one) and refuse it with TCLC_ERRARG.
+ * A closed state's small shell is never freed, so a stale pointer is never taken for a state
+ * that a later tclc_open returns.
  * The test suite runs several states on threads under ThreadSanitizer.
  *
  * Tensors: host memory becomes a tcl tensor without a copy (tclc_tensor_wrap), tensors are
@@ -143,8 +147,11 @@ typedef struct tclc_state tclc_state;
  * tells why; the Lua state is still usable without tcl); it is NULL only when there is no
  * memory for a state (TCLC_ERRMEM). Close it with tclc_close in every case. */
 TCLC_API int tclc_open(tclc_state **out);
-/* Closes S and frees everything it owns (NULL: no-op). */
-TCLC_API void tclc_close(tclc_state *S);
+/* Closes S and frees everything it owns: TCLC_OK. TCLC_ERRARG, closing nothing, for NULL, a
+ * state closed already (a double close is harmless), a state another thread is running a call
+ * on, and a call from inside one of S's own calls (a host function): close it after the
+ * outermost call returns. */
+TCLC_API int tclc_close(tclc_state *S);
 
 /* Runs a string of Lua code; its return values are discarded. chunkname names the code in
  * messages, as in lua_load ("=name" verbatim, "@file" as a file); NULL uses the code itself. */

@@ -13,6 +13,6 @@ describe("several states on threads", function()
     assert.are.equal(0, status, stdout .. stderr)
     local passed, failed = stdout:match("states_on_threads: (%d+) passed, (%d+) failed\n$")
     assert.are.equal("0", failed, stdout)
-    assert.are.equal(18, tonumber(passed), stdout) -- 2 checks + 4 per thread
+    assert.are.equal(32, tonumber(passed), stdout) -- 2 checks + 4 per thread + 14 state misuses
   end)
 end)

@@ -4,10 +4,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "state.h"
+
 /* Open states: few in any real program, so a plain array searched linearly. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static const tclc_state **live_states;
 static size_t live_count, live_capacity;
+/* Closed states' shells, never freed: malloc cannot hand a closed state's address to a later
+ * tclc_open, so a stale pointer stays recognizably closed (a few hundred bytes per close). */
+static tclc_state **buried;
+static size_t buried_count, buried_capacity;
 
 bool tclc_api_live_add(const tclc_state *S) {
     bool ok = true;
@@ -50,4 +56,22 @@ bool tclc_api_live(const tclc_state *S) {
     for (size_t i = 0; i < live_count && !found; i++) found = live_states[i] == S;
     pthread_mutex_unlock(&live_lock);
     return found;
+}
+
+bool tclc_api_live_bury(tclc_state *S) {
+    bool ok = true;
+    pthread_mutex_lock(&live_lock);
+    if (buried_count == buried_capacity) {
+        size_t capacity = buried_capacity ? buried_capacity * 2 : 8;
+        tclc_state **grown = realloc(buried, capacity * sizeof *grown);
+        if (grown) {
+            buried = grown;
+            buried_capacity = capacity;
+        } else {
+            ok = false;
+        }
+    }
+    if (ok) buried[buried_count++] = S;
+    pthread_mutex_unlock(&live_lock);
+    return ok;
 }

@@ -2,8 +2,9 @@
  * that was closed (or never opened) instead of touching freed memory. Layer: api.
  *
  * This is the library's one process-wide mutable structure. Its owner is this file: a list of
- * pointers behind a mutex, changed only by tclc_open and tclc_close. A pointer that a later
- * tclc_open happens to get again counts as that new state (the check cannot tell them apart). */
+ * pointers behind a mutex, changed only by tclc_open and tclc_close. A closed state's shell is
+ * kept (buried), never freed, so no later tclc_open gets its address and a stale pointer is
+ * never taken for a new state. */
 #ifndef TCLC_API_LIVE_STATES_H
 #define TCLC_API_LIVE_STATES_H
 
@@ -17,5 +18,8 @@ bool tclc_api_live_add(const tclc_state *S);
 void tclc_api_live_remove(const tclc_state *S);
 /* Whether S is an open state (false for NULL). */
 bool tclc_api_live(const tclc_state *S);
+/* Keeps the shell of the closed state S forever (see above); false when out of memory (then the
+ * caller leaks it rather than free it). */
+bool tclc_api_live_bury(tclc_state *S);
 
 #endif

@@ -83,8 +83,16 @@ int tclc_dofile(tclc_state *S, const char *path) {
     return tclc_dofile_args(S, path, NULL, 0);
 }
 
+static int pcall_entered(tclc_state *S, int nargs, int nresults);
+
 int tclc_pcall(tclc_state *S, int nargs, int nresults) {
-    if (!tclc_api_live(S)) return TCLC_ERRARG;
+    if (!tclc_api_live(S) || tclc_api_enter(S) != TCLC_OK) return TCLC_ERRARG;
+    int status = pcall_entered(S, nargs, nresults);
+    tclc_api_leave(S);
+    return status;
+}
+
+static int pcall_entered(tclc_state *S, int nargs, int nresults) {
     lua_State *L = S->L;
     if (nargs < 0 || nresults < TCLC_MULTRET) {
         tclc_api_set_errorf(S, "tclc_pcall: bad counts (nargs %d, nresults %d)", nargs, nresults);

@@ -21,6 +21,41 @@ static const char no_state_message[] =
     "no tclc state (the state is NULL, closed by tclc_close, or was never opened; tclc_open gives "
     "NULL only when memory runs out)";
 
+static const char busy_message[] =
+    "tclc: the state is running a call on another thread (one thread per state at a time: "
+    "serialize the calls with a lock, or give each thread its own state)";
+static const char closed_message[] = "tclc: the state was closed by tclc_close";
+
+/* A per-thread token: the address of a thread-local byte. */
+static _Thread_local char thread_token_byte;
+/* The state this thread was last refused because another thread owned it: tclc_error(S) on this
+ * thread reports the refusal (S's own message belongs to the other thread). */
+static _Thread_local const tclc_state *refused_state;
+
+static uintptr_t thread_token(void) {
+    return (uintptr_t)&thread_token_byte;
+}
+
+int tclc_api_enter(tclc_state *S) {
+    uintptr_t me = thread_token(), idle = 0;
+    if (atomic_compare_exchange_strong(&S->owner, &idle, me)) {
+        S->depth = 1;
+    } else if (idle == me) {
+        S->depth++; /* a host function calling back into its own state */
+    } else if (idle == TCLC_API_CLOSED) {
+        return TCLC_ERRARG; /* closed by another thread after the caller's liveness check */
+    } else {
+        refused_state = S;
+        return TCLC_ERRARG;
+    }
+    refused_state = NULL;
+    return TCLC_OK;
+}
+
+void tclc_api_leave(tclc_state *S) {
+    if (--S->depth == 0) atomic_store(&S->owner, 0);
+}
+
 _Static_assert(TCLC_MULTRET == LUA_MULTRET, "TCLC_MULTRET must be LUA_MULTRET");
 
 void tclc_api_clear_error(tclc_state *S) {
@@ -82,10 +117,12 @@ int tclc_api_message_handler(lua_State *L) {
 }
 
 int tclc_api_run(tclc_state *S, tclc_api_task *task) {
+    if (tclc_api_enter(S) != TCLC_OK) return TCLC_ERRARG;
     lua_State *L = S->L;
     int top = lua_gettop(L);
     if (!lua_checkstack(L, 3)) {
         tclc_api_set_error(S, "tclc: Lua stack overflow");
+        tclc_api_leave(S);
         return TCLC_ERRMEM;
     }
     task->status = TCLC_OK;
@@ -100,6 +137,7 @@ int tclc_api_run(tclc_state *S, tclc_api_task *task) {
     else
         tclc_api_set_error(S, lua_tostring(L, -1));
     lua_settop(L, top);
+    tclc_api_leave(S);
     return status;
 }
 
@@ -134,18 +172,36 @@ int tclc_open(tclc_state **out) {
     return tclc_api_run(S, &task);
 }
 
-void tclc_close(tclc_state *S) {
-    if (!tclc_api_live(S)) return;
+int tclc_close(tclc_state *S) {
+    if (!tclc_api_live(S)) return TCLC_ERRARG; /* NULL, never opened, or closed already */
+    uintptr_t me = thread_token(), idle = 0;
+    if (!atomic_compare_exchange_strong(&S->owner, &idle, TCLC_API_CLOSED)) {
+        if (idle != me) {
+            refused_state = S;
+            return TCLC_ERRARG;
+        }
+        /* lua_close under a running call would free the stack that call returns to */
+        tclc_api_set_error(S, "tclc_close: the state is running a call on this thread (a host function "
+                           "called tclc_close); close it after the outermost call returns");
+        return TCLC_ERRARG;
+    }
     tclc_api_live_remove(S);
     lua_close(S->L); /* runs every finalizer: the core context and its nodes go here */
+    S->L = NULL;
     for (size_t i = 0; i < S->nexpectations; i++) free(S->expectations[i].name);
     free(S->expectations);
     free(S->lent);
     free(S->error_owned);
-    free(S);
+    S->expectations = NULL;
+    S->lent = NULL;
+    S->error_owned = NULL;
+    S->error = closed_message;
+    tclc_api_live_bury(S); /* on failure the shell leaks: freeing it would let malloc reuse it */
+    return TCLC_OK;
 }
 
 const char *tclc_error(const tclc_state *S) {
+    if (S && refused_state == S) return busy_message;
     return tclc_api_live(S) ? S->error : no_state_message;
 }
 

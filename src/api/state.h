@@ -5,6 +5,8 @@
 #define TCLC_API_STATE_H
 
 #include <lua.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "live_states.h"
@@ -27,7 +29,11 @@ typedef struct tclc_api_expectation {
 } tclc_api_expectation;
 
 struct tclc_state {
-    lua_State *L;
+    lua_State *L; /* NULL once closed (the shell stays, see live_states.h) */
+    /* The thread running a call on this state (a per-thread token, 0 when idle, TCLC_API_CLOSED
+     * once closed) and how deeply its calls nest (a host function may call back into S). */
+    _Atomic uintptr_t owner;
+    int depth;
     /* The last error message: error_owned when it could be copied, else a static text. */
     char *error_owned;
     const char *error;
@@ -68,6 +74,15 @@ typedef struct tclc_api_task {
     int status;   /* set by body to a TCLC_ERR code for a failure that is not a Lua error */
     tclc_state *S; /* set by tclc_api_run: the state the body runs in */
 } tclc_api_task;
+
+/* The owner of a closed state: no thread's token (tokens are addresses). */
+#define TCLC_API_CLOSED ((uintptr_t)1)
+
+/* Makes the calling thread S's owner for one (possibly nested) call: TCLC_OK, or TCLC_ERRARG
+ * when S is closed or another thread is running a call on it (then tclc_error(S) on this
+ * thread says so). Every successful enter is paired with tclc_api_leave. */
+int tclc_api_enter(tclc_state *S);
+void tclc_api_leave(tclc_state *S);
 
 /* Runs task on S and records the outcome: TCLC_OK clears the message, anything else sets it. */
 int tclc_api_run(tclc_state *S, tclc_api_task *task);

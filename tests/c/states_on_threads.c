@@ -10,10 +10,16 @@
  * API: its own host memory wrapped as a tensor, a jitted Lua function called by handle, results
  * read into host memory, handles released (the process-wide set of open states is shared by
  * all threads: opening and closing states on threads checks its lock too).
+ * Then the misuses of a state that once freed memory under a running call: tclc_close from a
+ * host function inside tclc_dostring, a call from a second thread while one runs, and a stale
+ * pointer after close (which must never be taken for the next tclc_open's state).
  * Ends with "states_on_threads: N passed, M failed".
  *
  *   build/tests/states_on_threads [threads] [iterations]    (default 4 threads, 150 iterations) */
+#include <lua.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +120,79 @@ static int check(int ok, const char *what) {
     return ok;
 }
 
+/* ---- misuses of one state (issue 33, items 1 to 3) ---- */
+
+static tclc_state *misused;
+static atomic_int holder_inside, holder_release;
+
+/* A host function that closes its own state while tclc_dostring runs; returns the status. */
+static int close_own_state(lua_State *L) {
+    lua_pushinteger(L, tclc_close(misused));
+    return 1;
+}
+
+/* A host function that holds the state busy until the main thread lets it go. */
+static int hold_state(lua_State *L) {
+    (void)L;
+    atomic_store(&holder_inside, 1);
+    while (!atomic_load(&holder_release)) sched_yield();
+    return 0;
+}
+
+static void *run_holder(void *arg) {
+    int *status = arg;
+    *status = tclc_dostring(misused, "hold_state()", "=holder");
+    return NULL;
+}
+
+static void check_state_misuse(void) {
+    /* item 1: tclc_close inside a call on the same state is refused; the state lives on */
+    int status = tclc_open(&misused);
+    check(status == TCLC_OK, "misuse: a state opens");
+    lua_State *L = tclc_lua(misused);
+    lua_pushinteger(L, TCLC_ERRARG);
+    lua_setglobal(L, "TCLC_ERRARG");
+    lua_pushcfunction(L, close_own_state);
+    lua_setglobal(L, "close_own_state");
+    lua_pushcfunction(L, hold_state);
+    lua_setglobal(L, "hold_state");
+    status = tclc_dostring(misused, "inner_status = close_own_state(); after = {1, 2, 3}", "=closer");
+    check(status == TCLC_OK, "misuse: a host function's tclc_close does not end the running call");
+    status = tclc_dostring(misused, "assert(inner_status == TCLC_ERRARG, tostring(inner_status)); assert(#after == 3)",
+                           "=after");
+    if (!check(status == TCLC_OK, "misuse: the inner tclc_close gives TCLC_ERRARG and the state lives on"))
+        fprintf(stderr, "  %s\n", tclc_error(misused));
+
+    /* item 2: a second thread's call while one runs is refused, naming the rule */
+    pthread_t holder;
+    int holder_status = -1;
+    if (pthread_create(&holder, NULL, run_holder, &holder_status) == 0) {
+        while (!atomic_load(&holder_inside)) sched_yield();
+        status = tclc_dostring(misused, "return 1", "=intruder");
+        check(status == TCLC_ERRARG, "misuse: a call from a second thread is refused with TCLC_ERRARG");
+        check(strstr(tclc_error(misused), "another thread (one thread per state at a time") != NULL,
+              "misuse: the refused thread's tclc_error names the rule");
+        check(tclc_close(misused) == TCLC_ERRARG, "misuse: tclc_close from a second thread is refused");
+        atomic_store(&holder_release, 1);
+        pthread_join(holder, NULL);
+        check(holder_status == TCLC_OK, "misuse: the running thread's call completes");
+    } else {
+        check(0, "misuse: the holder thread starts");
+    }
+    check(tclc_dostring(misused, "return 1", "=after") == TCLC_OK, "misuse: the state is free again");
+
+    /* item 3: a stale pointer stays closed; a double close is harmless and reported */
+    tclc_state *stale = misused;
+    check(tclc_close(stale) == TCLC_OK, "misuse: the state closes");
+    tclc_state *next = NULL;
+    tclc_open(&next);
+    check(next != NULL && next != stale, "misuse: the next tclc_open never gets a closed state's address");
+    check(tclc_dostring(stale, "return 1", "=stale") == TCLC_ERRARG, "misuse: a stale pointer is refused");
+    check(tclc_close(stale) == TCLC_ERRARG, "misuse: a double close is refused");
+    check(tclc_dostring(next, "return 1", "=next") == TCLC_OK, "misuse: the new state is untouched");
+    check(tclc_close(next) == TCLC_OK, "misuse: the new state closes");
+}
+
 int main(int argc, char **argv) {
     int nthreads = argc > 1 ? atoi(argv[1]) : 4;
     int iterations = argc > 2 ? atoi(argv[2]) : 150;
@@ -158,6 +237,7 @@ int main(int argc, char **argv) {
     }
     free(jobs);
     free(threads);
+    check_state_misuse();
     printf("states_on_threads: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -371,6 +371,13 @@ int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs) {
 
 void @name@_close(@name@ *m) {
     if (!m) return;
+    /* freeing under a run would pull the pool and arena from under its workers: refuse, and let
+     * the caller close again after the run returns; taking the flag here also stops new runs */
+    if (atomic_flag_test_and_set(&m->busy)) {
+        fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_close: the instance is running on another thread (close it "
+             "after the run returns)");
+        return;
+    }
     if (m->pool.initialized) {
         if (m->pool.nworkers > 0) stop_pool(&m->pool);
         pthread_cond_destroy(&m->pool.finished);

@@ -217,7 +217,8 @@ int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs);
 const char *@name@_error(const @name@ *m);
 /* The threads an instance runs on, the caller included (0 for NULL). */
 int @name@_threads(const @name@ *m);
-/* Stops the instance's threads and frees it; NULL is allowed. */
+/* Stops the instance's threads and frees it; NULL is allowed. While a run is under way on
+ * another thread it frees nothing and records an error (@name@_error(NULL)): close after it. */
 void @name@_close(@name@ *m);%s
 
 #ifdef __cplusplus
