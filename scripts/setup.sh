@@ -59,7 +59,7 @@ echo "setup: updating the package lists"
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 
 if [ $need_llvm -eq 1 ]; then
-  # DESIGN.md: the newest LLVM Debian offers (better code for this CPU); 15 is the oldest
+  # the newest LLVM Debian offers (better code for this CPU); 15 is the oldest
   # that has what the CPU device uses.
   llvm_choice=""
   for p in "${LLVM_PACKAGES[@]}"; do

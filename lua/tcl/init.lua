@@ -1,6 +1,6 @@
 -- tcl — the Lua module of the tcl tensor compiler: gathers the public Lua API in one table.
--- Nothing inside tcl requires this module; each stage has a folder of its own (DESIGN.md,
--- "Data flow"), and dependencies point one way: api -> schedule -> codegen -> patterns ->
+-- Nothing inside tcl requires this module; each stage has a folder of its own (README,
+-- "Layout"), and dependencies point one way: api -> schedule -> codegen -> patterns ->
 -- the core bindings (tcl.core, tcl.uop, tcl.pattern, tcl.shape, tcl.env, C modules).
 --
 --   tcl.api        the Tensor API: lazy tensors (lua/tcl/api/)

@@ -1,5 +1,5 @@
 -- tcl.schedule — realize: split the lazy tensor graph into kernels, order them, run them.
--- Layer: Lua scheduler (DESIGN.md, "Data flow" step 2). Input: tensor-graph nodes
+-- Layer: Lua scheduler (README, "How a graph becomes kernels"). Input: tensor-graph nodes
 -- (ENCODINGS.md); output: kernel ASTs (built by tcl.schedule.rangeify) on BUFFER nodes (tcl.schedule.buffers).
 --
 --   local schedule = require "tcl.schedule"
