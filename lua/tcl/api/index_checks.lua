@@ -84,8 +84,7 @@ end
 -- the device knows, such as multinomial's weights).
 function M.flag_if(fn, bad, text)
   if M.disabled then return end
-  local numel = 1
-  for _, size in ipairs(bad._shape) do numel = numel * size end
+  local numel = check.numel(bad._shape)
   if numel == 0 then return end
   local id = id_of(fn, text)
   local flag = flag_of(bad.device)

@@ -36,7 +36,6 @@ local buffers = require "tcl.schedule.buffers"
 local pending_assigns = require "tcl.api.pending_assigns"
 local views = require "tcl.api.views"
 local index_checks = require "tcl.api.index_checks"
-local random = require "tcl.api.random"
 
 local M = {}
 
@@ -290,8 +289,6 @@ Jit.__name = "tcl.jit"
 
 function Jit:__call(...)
   local args = table.pack(...)
-  -- the random counters' pending advances belong to draws made before this call, not to a plan
-  random._settle()
   local fixed, key = signature(args)
   if self.fixed then
     local wrong = misuse(self.fixed, fixed)

@@ -24,7 +24,6 @@ local core = require "tcl.core"
 local creation = require "tcl.api.creation"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
-local buffers = require "tcl.schedule.buffers"
 
 local fail = check.fail
 local dtypes = core.dtypes
@@ -44,19 +43,9 @@ local function generator(device)
   return g
 end
 
---- Runs the generators' pending counter advances (tcl.jit calls it before it captures or
--- replays, so draws made outside a jitted function never join its plan).
-function M._settle()
-  for _, g in pairs(generators) do
-    if buffers.viewed(g.counter.uop) == nil then class.Tensor.realize_all(g.counter) end
-  end
-end
-
-local function fill(value, dtype, shape, device) return nodes.const(value, dtype, shape, device) end
-
 -- Elementwise node helpers on same-shape tensors (integer constants broadcast to t's shape).
 local function binary(op, t, value)
-  return nodes.alu(op, t.uop.dtype, { t, fill(value, t.uop.dtype, t._shape, t.device) })
+  return nodes.alu(op, t.uop.dtype, { t, nodes.const(value, t.uop.dtype, t._shape, t.device) })
 end
 
 --- A uint64 tensor of `shape`: the next numel words of the device's stream.
@@ -108,7 +97,7 @@ local function randn_as(fn, shape, opts)
     return unit(binary("SHL", x, 32), bits, work)
   end
   local bits = work == F64 and 32 or 24
-  local u1 = nodes.alu("SUB", work, { fill(1, work, w._shape, device), unit(w, bits, work) }) -- in (0, 1]
+  local u1 = nodes.alu("SUB", work, { nodes.const(1, work, w._shape, device), unit(w, bits, work) }) -- in (0, 1]
   local u2 = fraction(low, bits)
   local radius = nodes.alu("SQRT", work, { binary("MUL", nodes.alu("LOG2", work, { u1 }), -2 * math.log(2)) })
   local angle = binary("MUL", u2, 2 * math.pi)
