@@ -1,4 +1,4 @@
-/* lua_disk_cache.c — runtime.cache_read / cache_write / cache_path (see lua_disk_cache.h).
+/* lua_disk_cache.c — runtime.cache_open / cache_read / cache_write / cache_path (see lua_disk_cache.h).
  * Layer: runtime. */
 #include "lua_disk_cache.h"
 
@@ -7,6 +7,14 @@
 
 #include "core/lua_box.h"
 #include "disk_cache.h"
+
+static int l_cache_open(lua_State *L) {
+    const char *dir = luaL_checkstring(L, 1);
+    tcl_error err;
+    if (tcl_disk_cache_open(dir, &err) != TCL_OK) return luaL_error(L, "runtime.cache_open: %s", err.message);
+    lua_pushboolean(L, 1);
+    return 1;
+}
 
 static int l_cache_read(lua_State *L) {
     const char *dir = luaL_checkstring(L, 1);
@@ -54,6 +62,8 @@ static int l_cache_path(lua_State *L) {
 }
 
 void tcl_lua_disk_cache_setfuncs(lua_State *L) {
+    lua_pushcfunction(L, l_cache_open);
+    lua_setfield(L, -2, "cache_open");
     lua_pushcfunction(L, l_cache_read);
     lua_setfield(L, -2, "cache_read");
     lua_pushcfunction(L, l_cache_write);

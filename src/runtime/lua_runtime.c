@@ -541,7 +541,7 @@ int luaopen_tcl_runtime(lua_State *L) {
     }
     lua_setfield(L, -2, "devices");
     tcl_lua_cpu_pool_setfuncs(L); /* configure_cpu, cpu_threads, buffer_cache_stats */
-    tcl_lua_disk_cache_setfuncs(L); /* cache_read, cache_write, cache_path */
+    tcl_lua_disk_cache_setfuncs(L); /* cache_open, cache_read, cache_write, cache_path */
     tcl_lua_cpu_setfuncs(L);        /* cpu_program, cpu_loaded */
     tcl_lua_files_setfuncs(L);      /* map_file, read_gzip */
     return 1;

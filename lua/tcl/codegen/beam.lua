@@ -27,6 +27,7 @@
 local opt = require "tcl.opt"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
+local disk_cache = require "tcl.codegen.disk_cache"
 local bounds = require "tcl.bounds"
 local core = require "tcl.core"
 local tensor_cores = require "tcl.heuristics.tensor_cores"
@@ -150,7 +151,7 @@ function M.search(k, sink, ctx, width, info)
   local lower = require "tcl.codegen.lower"
   local optimize = require "tcl.codegen.optimize"
   local backend = lower.backend(ctx.device)
-  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local dir = disk_cache.dir()
   local key = cache_key(sink, ctx, width, backend)
   if dir and not env.IGNORE_BEAM_CACHE then
     local text = runtime.cache_read(dir, key)

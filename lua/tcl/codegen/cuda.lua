@@ -33,6 +33,7 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
+local disk_cache = require "tcl.codegen.disk_cache"
 local targets = require "tcl.codegen.gpu_targets"
 local gpu_launch = require "tcl.codegen.gpu_launch"
 local gpu_backend = require "tcl.codegen.gpu_backend"
@@ -164,7 +165,7 @@ end
 function M.build_many(jobs)
   local dev = device()
   local cuda, gpu, nvrtc = native("tcl.cuda"), native("tcl.gpu"), native("tcl.nvrtc")
-  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local dir = disk_cache.dir()
   -- render every job and look its PTX up on disk; the misses compile together, in parallel
   local rendered, misses = {}, {}
   for i, job in ipairs(jobs) do

@@ -20,6 +20,7 @@
 -- M.stats counts compiles and disk hits since the state opened.
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
+local disk_cache = require "tcl.codegen.disk_cache"
 local have_llvm, llvm = pcall(require, "tcl.llvm")
 if not have_llvm then error("the LLVM renderer (module tcl.llvm) is not in this build", 0) end
 local core = require "tcl.core"
@@ -134,7 +135,7 @@ function Program:assembly() return self.cpu:assembly() end
 local function threads() return env.THREADS or runtime.cpu_threads() end
 
 function M.build_many(jobs)
-  local dir = env.CACHELEVEL > 0 and env.CACHE_DIR or nil
+  local dir = disk_cache.dir()
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
   local renders = {}
   for i, job in ipairs(jobs) do
