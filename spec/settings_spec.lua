@@ -28,6 +28,7 @@ describe("settings", function()
       { "CACHELEVEL=-1", "CACHELEVEL must be an integer >= 0, got '-1'" },
       { "EMU_GPU=AMD", "EMU_GPU must be one of CUDA, CUDA_SM75, CUDA_SM90, METAL, got 'AMD'" },
       { "TCL_KERNEL_CACHE_MB=lots", "TCL_KERNEL_CACHE_MB must be a number of MiB >= 0, got 'lots'" },
+      { "TCL_MEMORY_LIMIT_MB=-1", "TCL_MEMORY_LIMIT_MB must be a number of MiB >= 0, got '-1'" },
     }
     for _, case in ipairs(cases) do
       local status, out, err = tcl_with(case[1], READ)

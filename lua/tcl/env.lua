@@ -26,6 +26,9 @@
 --   REWRITE_TRACE       boolean: graph_rewrite records every match (tcl.pattern.traces())
 --   REWRITE_STATS       boolean: per-rule counts and times, printed when the state closes
 --   KERNEL_CACHE_BYTES  the bound of the compiled-kernel cache (TCL_KERNEL_CACHE_MB, default 64 MiB)
+--   MEMORY_LIMIT_BYTES  integer or nil: the most new host memory one realize may allocate
+--                       (TCL_MEMORY_LIMIT_MB; tcl.schedule.memory_check), besides what the
+--                       machine has available
 --   THREADS             integer or nil: threads of the CPU device's pool (default: the cores)
 --   CACHELEVEL          integer, 1 when unset: 0 turns the on-disk cache of compiled kernels off
 --   CACHE_DIR           the on-disk cache's directory: TCL_CACHE, else $XDG_CACHE_HOME/tcl,
@@ -102,6 +105,16 @@ local function kernel_cache_bytes()
   return math.floor(mb * (1 << 20))
 end
 
+local function memory_limit_bytes()
+  local v = os.getenv("TCL_MEMORY_LIMIT_MB")
+  if v == nil or v == "" then return nil end
+  local mb = tonumber(v)
+  if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then
+    refuse("TCL_MEMORY_LIMIT_MB", "a number of MiB >= 0", v)
+  end
+  return math.floor(mb * (1 << 20))
+end
+
 return {
   DEBUG = integer("DEBUG", 0, 0),
   NOOPT = flag("NOOPT"),
@@ -114,6 +127,7 @@ return {
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
   KERNEL_CACHE_BYTES = kernel_cache_bytes(),
+  MEMORY_LIMIT_BYTES = memory_limit_bytes(),
   THREADS = integer("THREADS", 1, nil),
   CACHELEVEL = integer("CACHELEVEL", 0, 1),
   CACHE_DIR = cache_dir(),

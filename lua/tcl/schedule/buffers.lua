@@ -181,6 +181,11 @@ local function entry_of(node, fn)
   return entry
 end
 
+--- Whether a BUFFER node's memory is allocated already (a realize that uses it allocates none).
+function M.allocated(node)
+  return entry_of(node, "allocated").storage ~= nil
+end
+
 --- The runtime Buffer behind a BUFFER node (allocated now if it was not yet).
 function M.get(node)
   local entry = entry_of(node, "get")

@@ -23,6 +23,7 @@ local realize_points = require "tcl.schedule.realize_points"
 local split_reduce = require "tcl.schedule.split_reduce"
 local assign = require "tcl.schedule.assign"
 local transfers = require "tcl.schedule.transfers"
+local memory_check = require "tcl.schedule.memory_check"
 local lower = require "tcl.codegen.lower"
 local pattern = require "tcl.pattern"
 
@@ -86,7 +87,9 @@ end
 --     point the kernel stores),
 --     outputs = { the realized node of each output, in order },
 --     results = { [output node] = realized node },
---     stored = { [output node] = the BUFFER node holding its values } }
+--     stored = { [output node] = the BUFFER node holding its values },
+--     device = where the kernels run,
+--     buffer_shapes = { [buffer id] = the shape of the value stored there, for the new buffers } }
 -- A realized node is the result BUFFER node viewed in the output's shape: RESHAPE(BUFFER,
 -- shape), or the BUFFER itself when the shape is {numel}. Buffers are registered (tcl.schedule.buffers)
 -- but allocated only when a kernel runs. opts.device: the device of a graph that reads no
@@ -118,6 +121,7 @@ function M.create(outputs, opts)
   -- that moves elements (its value is the view's elements of the buffer, not the buffer in order)
   local assigned_view = {}
   local kernels = {}
+  local buffer_shapes = {} -- buffer id -> the shape of the value a kernel stores there (for messages)
   for _, node in ipairs(order) do
     if node.op == "ASSIGN" then
       local buf, base = assign.target_buffer(node, stored_in)
@@ -133,6 +137,7 @@ function M.create(outputs, opts)
           -- the value reads the target at other elements: store it apart first, then copy it in
           local value = node.src[2]
           local temp = buffers.new(value.dtype, shape.numel(shape.shared(value)), device)
+          buffer_shapes[temp.arg[1]] = shape.shared(value)
           local first = rangeify.kernel(value, temp, stored)
           first.root = value
           kernels[#kernels + 1] = first
@@ -152,6 +157,7 @@ function M.create(outputs, opts)
             node.dtype.name, shape.format(shape.shared(node)), numel * node.dtype.itemsize + 0.0, device, limit), 0)
         end
         buf = buffers.new(node.dtype, numel, device)
+        buffer_shapes[buf.arg[1]] = shape.shared(node)
         if numel > 0 then
           local kernel = rangeify.kernel(node, buf, stored)
           kernel.root = node
@@ -171,7 +177,8 @@ function M.create(outputs, opts)
     results[node] = realized[i]
     stored_map[node] = stored_node
   end
-  return { kernels = kernels, outputs = realized, results = results, stored = stored_map, device = device }
+  return { kernels = kernels, outputs = realized, results = results, stored = stored_map, device = device,
+    buffer_shapes = buffer_shapes }
 end
 
 --- One line per schedule: the number of kernels and their names; with timing (DEBUG=1 in
@@ -206,7 +213,9 @@ function M.run(outputs, opts)
     if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
   else
     -- every buffer and program first, so running out of memory or a failed compile stops
-    -- the realize before any kernel has run
+    -- the realize before any kernel has run; and more new host memory than there is, before
+    -- anything is compiled or allocated
+    memory_check.check(sched)
     local items, args = {}, {}
     for n, k in ipairs(sched.kernels) do items[n] = { ast = k.ast, name = k.name } end
     local before = lower.stats()
