@@ -39,7 +39,7 @@ end
 local function with_cache(fn)
   local dir = os.tmpname()
   os.remove(dir)
-  assert(os.execute("mkdir -p " .. helper.shell_quote(dir)))
+  assert(os.execute("mkdir -m 700 -p " .. helper.shell_quote(dir)))
   local saved_dir, saved_level, saved_ignore = env.CACHE_DIR, env.CACHELEVEL, env.IGNORE_BEAM_CACHE
   env.CACHE_DIR, env.CACHELEVEL, env.IGNORE_BEAM_CACHE = dir, 1, false
   beam.quiet = true

@@ -19,7 +19,7 @@ print(string.format("%.6f %.6f", b:item(), c:sum():item()))
 local function temp_dir()
   local path = os.tmpname()
   os.remove(path)
-  assert(os.execute("mkdir -p " .. helper.shell_quote(path)))
+  assert(os.execute("mkdir -m 700 -p " .. helper.shell_quote(path)))
   return path
 end
 

@@ -295,7 +295,7 @@ describe("the disk cache", function()
   end)
 
   it("reads a directory or another kind of file at the entry's name as absent", function()
-    os.execute("mkdir -p " .. q(rt.cache_path(dir, "d")))
+    os.execute("mkdir -m 700 " .. q(dir) .. " && mkdir " .. q(rt.cache_path(dir, "d")))
     assert.is_nil(rt.cache_read(dir, "d"))
     helper.write(rt.cache_path(dir, "t"), "TCLK")
     assert.is_nil(rt.cache_read(dir, "t"))
@@ -303,7 +303,7 @@ describe("the disk cache", function()
 
   it("reads a FIFO at the entry's name as absent, without blocking on it", function()
     local fifo = rt.cache_path(dir, "f")
-    assert.are.equal(0, (helper.run("mkdir -p " .. q(dir) .. " && mkfifo " .. q(fifo))))
+    assert.are.equal(0, (helper.run("mkdir -m 700 -p " .. q(dir) .. " && mkfifo " .. q(fifo))))
     -- in a process of its own under a timeout: a regression fails instead of hanging the suite
     local status, out = helper.run(lua_env .. " timeout 20 lua5.4 -e "
       .. q(("print(require('tcl.runtime').cache_read(%q, 'f'))"):format(dir)))
