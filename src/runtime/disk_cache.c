@@ -185,7 +185,7 @@ static bool write_all(int fd, const void *buf, size_t n) {
     return true;
 }
 
-/* A temporary file's name: ".tmp-" and six letters or digits (what stale_temporary matches). */
+/* A temporary file's name: ".tmp-" and six letters or digits (is_temporary_name tells them). */
 static const char temporary_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 #define TEMPORARY_PREFIX ".tmp-"
 #define TEMPORARY_NAME_BYTES sizeof ".tmp-XXXXXX"
