@@ -10,7 +10,8 @@
 -- exported symbol and file; default "model"), weights ("embed": a C array in NAME_weights.c,
 -- the default; "safetensors": NAME.safetensors, read by NAME_open), model (optional: a table of
 -- tensors, as tcl.nn.state walks it, whose names label the weights: "layers.1.weight"; others
--- are "constant.<i>"), fold (default: true with embedded weights, false with safetensors):
+-- are "constant.<i>", and with a safetensors file and no folding they are the model's own
+-- constants, held by NAME.c instead of the file), fold (default: true with embedded weights, false with safetensors):
 -- kernels that compute only from weights (a transposed weight, say) run once, at export, and
 -- their results are stored as weights (tcl.export.plan's fold). Without folding, the weights
 -- file holds the model's own tensors by their names, so a retrained model's file
@@ -185,7 +186,7 @@ local function collect_weights(plans, model)
         label = "constant." .. k
       end
       used[label] = true
-      w.name, w.shape = label, { w.numel }
+      w.name, w.shape, w.unnamed = label, { w.numel }, true
     end
     w.offset = offset
     offset = offset + (w.bytes + arena.ALIGNMENT - 1) // arena.ALIGNMENT * arena.ALIGNMENT
@@ -291,15 +292,21 @@ local function output_copies(p)
 end
 
 -- Writes the weights (NAME.safetensors or NAME_weights.c, per m.weights_file) and fills
--- m.weights (the safetensors reader's table); returns the file written, or nil.
+-- m.weights (the safetensors reader's table) and m.constants (the weights that NAME.c holds
+-- itself, copied into the weight block at open); returns the file written, or nil.
 local function write_weights(dir, m, weights)
   local name = m.name
   if m.weights_file == "safetensors" then
     local sd = {}
-    for i, w in ipairs(weights) do
-      m.weights[i] = { name = w.name, dtype = state.safetensors_dtype(w.dtype), shape = w.shape, bytes = w.bytes,
-        offset = w.offset }
-      sd[w.name] = bytes.from_bytes(w.storage:read_bytes(), w.dtype.name, w.shape, { device = "CPU" })
+    for _, w in ipairs(weights) do
+      if w.in_code then
+        m.constants[#m.constants + 1] = { name = w.name, dtype = w.dtype.name, shape = w.shape, offset = w.offset,
+          data = w.storage:read_bytes() }
+      else
+        m.weights[#m.weights + 1] = { name = w.name, dtype = state.safetensors_dtype(w.dtype), shape = w.shape,
+          bytes = w.bytes, offset = w.offset }
+        sd[w.name] = bytes.from_bytes(w.storage:read_bytes(), w.dtype.name, w.shape, { device = "CPU" })
+      end
     end
     state.safe_save(sd, dir .. "/" .. name .. ".safetensors", { format = "tcl export", model = name })
     return name .. ".safetensors"
@@ -369,7 +376,12 @@ function M.export(fn, inputs, opts)
   local weights, weight_bytes = collect_weights(plans, opts.model)
   if weights_mode == "safetensors" then
     for _, w in ipairs(weights) do
-      if not state.safetensors_dtype(w.dtype) then
+      -- The model's own constants (Tensor.new data, index tables) are part of the program, not of
+      -- the user's weights: with a model naming the parameters and nothing folded, the file holds
+      -- exactly the parameters, so any writer of the model's state dict (PyTorch's too) can make
+      -- it. Folded weights are computed from parameters, so they stay file entries.
+      w.in_code = opts.model ~= nil and not fold and w.unnamed == true
+      if not w.in_code and not state.safetensors_dtype(w.dtype) then
         fail("weight '%s' has dtype %s, which safetensors has no name for; use weights = \"embed\"", w.name,
           w.dtype.name)
       end
@@ -412,7 +424,7 @@ function M.export(fn, inputs, opts)
     name = name, tcl_version = core.version, target = llvm.target, objects = objects.write(dir, name, kernels),
     kernels = kernels, plans = layouts, batch_sizes = opts.batch_sizes, max_parts = max_parts,
     arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
-    weights_file = #weights > 0 and weights_mode or nil, weights = {},
+    weights_file = #weights > 0 and weights_mode or nil, weights = {}, constants = {},
   }
   local files = { name .. ".h", name .. ".c" }
   files[#files + 1] = write_weights(dir, m, weights)
