@@ -46,6 +46,7 @@ local state = require "tcl.api.state"
 local bytes = require "tcl.api.bytes"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
+local runtime = require "tcl.runtime"
 
 local M = {}
 
@@ -123,13 +124,23 @@ local function make_dir(dir)
   os.remove(probe)
 end
 
+-- runtime.replace_file: complete or absent, every write checked, errno's own message
 local function write_file(path, text)
-  local f, err = io.open(path, "wb")
-  if not f then fail("cannot write '%s': %s", path, tostring(err)) end
-  local ok, write_err = f:write(text)
-  local closed, close_err = f:close()
-  if not ok or not closed then fail("cannot write '%s': %s", path, tostring(write_err or close_err)) end
+  local ok, err = pcall(runtime.replace_file, path, { text })
+  if not ok then fail("%s", (tostring(err):gsub("^runtime%.replace_file: ", ""))) end
 end
+
+-- A fresh directory in dir for the files of one export, which are moved into place only when
+-- all of them are written: a failed export leaves dir as it was.
+local function make_staging(dir, name)
+  local pipe = io.popen("mktemp -d " .. shell_quote(dir .. "/." .. name .. ".export-XXXXXX") .. " 2>/dev/null")
+  local staging = pipe and pipe:read("l")
+  if pipe then pipe:close() end
+  if not staging or staging == "" then fail("cannot create a directory in '%s'", dir) end
+  return staging
+end
+
+local function remove_tree(path) os.execute("rm -rf " .. shell_quote(path) .. " 2>/dev/null") end
 
 local function numel_of(shape)
   local n = 1
@@ -417,20 +428,36 @@ function M.export(fn, inputs, opts)
   end
 
   make_dir(dir)
-  for _, stale in ipairs { name .. "_weights.c", name .. ".safetensors", name .. "_kernels.o" } do
-    os.remove(dir .. "/" .. stale)
-  end
   local m = {
-    name = name, tcl_version = core.version, target = llvm.target, objects = objects.write(dir, name, kernels),
-    kernels = kernels, plans = layouts, batch_sizes = opts.batch_sizes, max_parts = max_parts,
-    arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
-    weights_file = #weights > 0 and weights_mode or nil, weights = {}, constants = {},
+    name = name, tcl_version = core.version, target = llvm.target, kernels = kernels, plans = layouts,
+    batch_sizes = opts.batch_sizes, max_parts = max_parts, arena_bytes = arena_bytes, unshared_bytes = unshared_bytes,
+    weight_bytes = weight_bytes, weights_file = #weights > 0 and weights_mode or nil, weights = {}, constants = {},
   }
   local files = { name .. ".h", name .. ".c" }
-  files[#files + 1] = write_weights(dir, m, weights)
-  write_file(dir .. "/" .. name .. ".h", c_writer.header(m))
-  write_file(dir .. "/" .. name .. ".c", c_writer.source(m))
-  for _, o in ipairs(m.objects) do files[#files + 1] = o end
+  -- every file is written into a staging directory first, then moved into place (each move
+  -- atomic): a failure on the way leaves the previous export's files as they were
+  local staging = make_staging(dir, name)
+  local written, err = pcall(function()
+    m.objects = objects.write(staging, name, kernels)
+    files[#files + 1] = write_weights(staging, m, weights)
+    write_file(staging .. "/" .. name .. ".h", c_writer.header(m))
+    write_file(staging .. "/" .. name .. ".c", c_writer.source(m))
+    for _, o in ipairs(m.objects) do files[#files + 1] = o end
+    for _, f in ipairs(files) do
+      local moved, why = os.rename(staging .. "/" .. f, dir .. "/" .. f)
+      if not moved then fail("cannot move '%s' into place: %s", dir .. "/" .. f, tostring(why)) end
+    end
+  end)
+  remove_tree(staging)
+  if not written then
+    -- the message names the file as the user knows it, not its staging copy
+    error((tostring(err):gsub(staging:gsub("%p", "%%%0"), (dir:gsub("%%", "%%%%")))), 0)
+  end
+  local current = {}
+  for _, f in ipairs(files) do current[f] = true end
+  for _, stale in ipairs { name .. "_weights.c", name .. ".safetensors", name .. "_kernels.o" } do
+    if not current[stale] then os.remove(dir .. "/" .. stale) end
+  end
 
   local summary_plans = {}
   for i, p in ipairs(plans) do
