@@ -434,6 +434,101 @@ describe("tcl.export", function()
     end)
   end)
 
+  -- A weights file from another writer: PyTorch builds the same architecture with its own
+  -- initialization and writes its state_dict by hand (spec/support/torch_weights.py, which
+  -- documents the names' mapping: PyTorch's Sequential member "<i>." is tcl's "layers.<i+1>.").
+  -- The exported file holds exactly the model's parameters; its own constants (a Tensor.new
+  -- table, argmax's index table) are in the generated C.
+  describe("weights written by PyTorch for the same model", function()
+    local python
+    lazy_setup(function()
+      for _, candidate in ipairs { "/usr/bin/python3", "python3" } do
+        if not python and helper.run(q(candidate) .. " -c 'import torch' 2>/dev/null") == 0 then python = candidate end
+      end
+    end)
+
+    local function models()
+      Tensor.manual_seed(3)
+      local mlp_model = nn.Sequential { nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10) }
+      local affine = nn.Linear(4, 3)
+      local cnn_model = nn.Sequential { nn.Conv2d(1, 4, 3), Tensor.relu, function(x) return x:max_pool2d(2) end,
+        function(x) return x:flatten(2) end, nn.Linear(4 * 3 * 3, 5) }
+      return {
+        { kind = "mlp", model = mlp_model, inputs = { Tensor.randn({ 8, 784 }, CPU):realize() }, forward = function(x)
+          local logits = mlp_model(x)
+          return logits:softmax(-1), logits:argmax(-1)
+        end },
+        { kind = "affine", model = affine, inputs = { Tensor.rand({ 2, 4 }, CPU):realize() }, forward = function(x)
+          local scale = Tensor.new({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "float32" }):sum(1)
+          return affine(x) * scale + Tensor.new({ 0.5, 1, 2 }, { dtype = "float32" })
+        end },
+        { kind = "cnn", model = cnn_model, inputs = { Tensor.randn({ 2, 1, 8, 8 }, CPU):realize() },
+          forward = function(x) return cnn_model(x):log_softmax(-1) end },
+      }
+    end
+
+    it("loads them, and computes tcl's outputs on them bit for bit (PyTorch's within 1e-5)", function()
+      if not python then
+        pending("python3 with torch is not installed")
+        return
+      end
+      for _, case in ipairs(models()) do
+        local dir, app = export_and_build("torch_" .. case.kind, case.forward, case.inputs,
+          { model = case.model, weights = "safetensors" })
+        -- the exported file: exactly the parameters, by the model's state names
+        local wanted, got = {}, {}
+        for n in pairs(nn.state.get_state_dict(case.model)) do wanted[#wanted + 1] = n end
+        for n in pairs(nn.state.safe_load(dir .. "/torch_" .. case.kind .. ".safetensors")) do got[#got + 1] = n end
+        table.sort(wanted)
+        table.sort(got)
+        assert.are.same(wanted, got, case.kind)
+        local weights, torch_out = dir .. "/torch.safetensors", dir .. "/torch_out.bin"
+        sh(string.format("%s spec/support/torch_weights.py %s %s %s %s", q(python), case.kind, q(weights),
+          q(dir .. "/in.bin"), q(torch_out)))
+        local outputs = run_app(dir, app, 1, weights, 0)
+        nn.state.load_state_dict(case.model, nn.state.safe_load(weights))
+        local expected = table.pack(case.forward(table.unpack(case.inputs)))
+        assert.are.equal(bytes_of(expected), outputs, case.kind)
+        -- and PyTorch's own outputs on its weights, as an independent check of the names' mapping
+        local ours, theirs = expected[1]:to_bytes(), helper.read(torch_out)
+        assert.are.equal(#theirs, #ours, case.kind)
+        local worst = 0
+        for at = 1, #ours, 4 do
+          worst = math.max(worst, math.abs(string.unpack("<f", ours, at) - string.unpack("<f", theirs, at)))
+        end
+        assert.is_true(worst < 1e-5, case.kind .. ": differs from PyTorch by " .. worst)
+      end
+    end)
+  end)
+
+  -- tests/c/export_close_race.c: race_close while race_run runs on another thread is refused
+  -- (the busy flag), the run finishes undisturbed, the close after it succeeds; under ASan.
+  describe("closing an instance while it runs on another thread", function()
+    it("is refused with RACE_ERR_ARGUMENT, the run finishes, the close after it succeeds (ASan clean)", function()
+      Tensor.manual_seed(13)
+      local model = nn.Sequential { nn.Linear(256, 64), Tensor.relu, nn.Linear(64, 10) }
+      local x = Tensor.randn({ 32, 256 }, CPU):realize()
+      local dir = tmp .. "/race"
+      local summary = export.export(function(input) return model(input):softmax(-1) end, { x },
+        { dir = dir, name = "race" })
+      local sources = { "tests/c/export_close_race.c", dir .. "/race.c" }
+      for _, f in ipairs(summary.files) do
+        if f:match("_weights%.c$") or f:match("%.o$") then sources[#sources + 1] = dir .. "/" .. f end
+      end
+      local quoted = {}
+      for i, f in ipairs(sources) do quoted[i] = q(f) end
+      -- its own ASan build: the program is plain C over the generated files, whatever tcl's build
+      local sanitize = helper.run("cc -fsanitize=address -x c -o /dev/null -", "int main(void) { return 0; }\n") == 0
+        and "-fsanitize=address,undefined -fno-omit-frame-pointer" or ""
+      sh(string.format("cc -std=c11 -Wall -Wextra -Werror -g -O1 %s -I %s %s -lpthread -lm -o %s", sanitize, q(dir),
+        table.concat(quoted, " "), q(dir .. "/close_race")))
+      local status, out, err = helper.run(q(dir .. "/close_race") .. " 3")
+      assert.are.equal(0, status, out .. err)
+      assert.matches("export_close_race: %d+ passed, 0 failed", out)
+      assert.are.equal("", err)
+    end)
+  end)
+
   describe("what cannot be exported", function()
     local function fails(expected, fn, inputs, opts)
       opts = opts or {}

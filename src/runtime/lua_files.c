@@ -128,6 +128,7 @@ static int write_all(int fd, const char *p, size_t n) {
             if (errno == EINTR) continue;
             return errno;
         }
+        if (w == 0) return EIO; /* no progress and no error: never loop forever */
         p += w;
         n -= (size_t)w;
     }
@@ -143,6 +144,15 @@ static int write_all(int fd, const char *p, size_t n) {
 static int l_replace_file(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
+    /* Every chunk is checked before the temporary exists: from mkstemp to its rename or unlink
+     * nothing may raise a Lua error (which would leave the temporary behind), so the loop below
+     * reads the chunks raw, with no metamethod and no conversion that could allocate. */
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, 2, i) != LUA_TSTRING)
+            return luaL_error(L, "runtime.replace_file: chunk %I is not a string", i);
+        lua_pop(L, 1);
+    }
     char target[PATH_MAX];
     struct stat st;
     int exists = stat(path, &st) == 0;
@@ -154,7 +164,8 @@ static int l_replace_file(lua_State *L) {
         if (!realpath(path, target))
             return luaL_error(L, "runtime.replace_file: cannot write '%s': %s", path, strerror(errno));
     } else {
-        if (strlen(path) >= sizeof target) return luaL_error(L, "runtime.replace_file: path too long");
+        if (strlen(path) >= sizeof target)
+            return luaL_error(L, "runtime.replace_file: cannot write '%s': the path is too long", path);
         strcpy(target, path);
     }
     char temporary[PATH_MAX + 16];
@@ -169,16 +180,10 @@ static int l_replace_file(lua_State *L) {
         umask(mask);
         if (fchmod(fd, 0666 & ~mask) != 0) failure = errno;
     }
-    lua_Integer n = luaL_len(L, 2);
     for (lua_Integer i = 1; i <= n && !failure; i++) {
         size_t len;
-        lua_geti(L, 2, i);
+        lua_rawgeti(L, 2, i); /* a string, checked above: the table holds it while it is written */
         const char *chunk = lua_tolstring(L, -1, &len);
-        if (!chunk) {
-            close(fd);
-            unlink(temporary);
-            return luaL_error(L, "runtime.replace_file: chunk %I is not a string", i);
-        }
         failure = write_all(fd, chunk, len);
         lua_pop(L, 1);
     }

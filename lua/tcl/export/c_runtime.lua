@@ -369,15 +369,13 @@ int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs) {
     return run_plan(m, "@name@_run", &PLANS[0], inputs, outputs);
 }
 
-void @name@_close(@name@ *m) {
-    if (!m) return;
+int @name@_close(@name@ *m) {
+    if (!m) return @NAME@_OK;
     /* freeing under a run would pull the pool and arena from under its workers: refuse, and let
      * the caller close again after the run returns; taking the flag here also stops new runs */
-    if (atomic_flag_test_and_set(&m->busy)) {
-        fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_close: the instance is running on another thread (close it "
-             "after the run returns)");
-        return;
-    }
+    if (atomic_flag_test_and_set(&m->busy))
+        return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_close: the instance is running on another thread (close it "
+                    "after the run returns)");
     if (m->pool.initialized) {
         if (m->pool.nworkers > 0) stop_pool(&m->pool);
         pthread_cond_destroy(&m->pool.finished);
@@ -387,6 +385,7 @@ void @name@_close(@name@ *m) {
     free(m->arena);
     free(m->loaded);
     free(m);
+    return @NAME@_OK;
 }
 ]==]
 

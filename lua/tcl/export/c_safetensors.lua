@@ -8,8 +8,10 @@
 -- header's JSON (a small parser for exactly JSON's grammar, nesting bounded, numbers of the
 -- offsets and shapes as unsigned integers), each needed tensor present once with its dtype,
 -- shape and byte size, its bytes inside the file, and all tensors together covering the data
--- region exactly, without gap or overlap (the reference reader's rule). Anything else in the file (other
--- tensors, "__metadata__", other keys of an entry) is skipped. Every problem is an error
+-- region exactly, without gap or overlap (the reference reader's rule). The model's own
+-- constants (CONSTANTS, generated) are copied into the block from the program, not read.
+-- Anything else in the file (other tensors, "__metadata__", other keys of an entry) is
+-- skipped. Every problem is an error
 -- message naming the file (and the tensor), never a crash.
 local M = {}
 
@@ -435,7 +437,7 @@ static int load_weights(@name@ *m, const char *path) {
         return fail(m, @NAME@_ERR_ARGUMENT, "@name@_open: weights_path is NULL; this model reads its weights from a "
                     "safetensors file (%s.safetensors as exported)", "@name@");
     m->loaded = allocate_aligned(WEIGHT_BYTES);
-    found_tensor *found = calloc(NUM_WEIGHTS, sizeof *found);
+    found_tensor *found = calloc(NUM_WEIGHTS + 1, sizeof *found);
     if (!m->loaded || !found) {
         free(found);
         return fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for the weights (%llu bytes)",
@@ -459,6 +461,9 @@ static int load_weights(@name@ *m, const char *path) {
     int status = read_file_weights(m, path, file, found);
     fclose(file);
     free(found);
+    /* the model's own constants are in the program, not in the file */
+    for (int c = 0; c < NUM_CONSTANTS; c++)
+        memcpy(m->loaded + CONSTANTS[c].offset, CONSTANTS[c].data, (size_t)CONSTANTS[c].bytes);
     m->weights = m->loaded;
     return status;
 }

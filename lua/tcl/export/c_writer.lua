@@ -30,6 +30,10 @@ local function shape_text(shape)
   return "[" .. table.concat(shape, ", ") .. "]"
 end
 
+-- "\xNN" for every byte value.
+local HEX = {}
+for b = 0, 255 do HEX[string.char(b)] = string.format("\\x%02x", b) end
+
 local function shape_literal(shape)
   if #shape == 0 then return "(const int64_t[]){0}" end
   return "(const int64_t[]){" .. table.concat(shape, ", ") .. "}"
@@ -217,9 +221,10 @@ int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs);
 const char *@name@_error(const @name@ *m);
 /* The threads an instance runs on, the caller included (0 for NULL). */
 int @name@_threads(const @name@ *m);
-/* Stops the instance's threads and frees it; NULL is allowed. While a run is under way on
- * another thread it frees nothing and records an error (@name@_error(NULL)): close after it. */
-void @name@_close(@name@ *m);%s
+/* Stops the instance's threads and frees it; NULL is allowed (@NAME@_OK). While a run is under
+ * way on another thread it frees nothing and returns @NAME@_ERR_ARGUMENT with the message in
+ * @name@_error(NULL): close again after the run returns. */
+int @name@_close(@name@ *m);%s
 
 #ifdef __cplusplus
 }
@@ -330,13 +335,14 @@ function M.source(m)
 #define NUM_SLOTS %d
 #define NUM_RUN_SLOTS %d
 #define NUM_COPIES %d
-#define NUM_WEIGHTS %d
+#define NUM_WEIGHTS %d /* tensors read from the weights file */
+#define NUM_CONSTANTS %d /* the model's own constants, held below */
 #define MAX_PARTS %d /* the most parts of one step */
 #define ARENA_BYTES ((size_t)%d)
 #define WEIGHT_BYTES ((uint64_t)%d)
 ]], name, m.tcl_version, name, #all.steps, #m.kernels, table.concat(m.objects, ", "), m.arena_bytes, m.weight_bytes,
     name, name:upper(), name:upper(), #m.plans, #all.steps, #all.slots, #all.run_slots, #all.copies, #m.weights,
-    m.max_parts, m.arena_bytes, m.weight_bytes))
+    #(m.constants or {}), m.max_parts, m.arena_bytes, m.weight_bytes))
 
   add("/* The kernels: void entry(void *buffer..., int64_t start, int64_t end), [start, end) the")
   add(" * iterations of the thread axis to run (all when the kernel has none). */")
@@ -465,12 +471,14 @@ typedef struct weight_info {
     uint64_t bytes;
     uint64_t offset; /* in the instance's weights */
 } weight_info;]])
-    add("static const weight_info WEIGHTS[NUM_WEIGHTS] = {")
+    -- one spare row: a model whose every weight is a constant reads a file of no tensors
+    add("static const weight_info WEIGHTS[NUM_WEIGHTS + 1] = {")
     for _, w in ipairs(m.weights) do
       add(string.format("    {%s, %s, %d, %s, %d, %d},", c_string(w.name), c_string(w.dtype), #w.shape,
         shape_literal(w.shape), w.bytes, w.offset))
     end
-    add("};")
+    add("    {NULL, NULL, 0, NULL, 0, 0}};")
+    add(M.constants_source(m))
   elseif m.weights_file == "embed" then
     add(fill("HIDDEN extern const unsigned char @name@_weight_data[]; /* @name@_weights.c */", name))
     add(fill("#define WEIGHT_DATA @name@_weight_data", name))
@@ -486,9 +494,27 @@ typedef struct weight_info {
   return table.concat(out, "\n")
 end
 
--- "\xNN" for every byte value.
-local HEX = {}
-for b = 0, 255 do HEX[string.char(b)] = string.format("\\x%02x", b) end
+
+--- The model's own constants in NAME.c (a model reading its weights from a file): each a byte
+-- array, copied into the instance's weight block at open (CONSTANTS: offset, bytes, data).
+function M.constants_source(m)
+  local out = { "typedef struct constant_info {", "    uint64_t offset; /* in the instance's weights */",
+    "    uint64_t bytes;", "    const unsigned char *data;", "} constant_info;" }
+  for i, c in ipairs(m.constants) do
+    out[#out + 1] = string.format("/* %s: %s %s */", c.name, c.dtype, shape_text(c.shape))
+    out[#out + 1] = string.format("static const unsigned char CONSTANT_%d[%d + 1] =", i, #c.data)
+    local data = c.data
+    if #data == 0 then out[#out + 1] = '    ""' end
+    for at = 1, #data, 32 do out[#out + 1] = '    "' .. data:sub(at, at + 31):gsub(".", HEX) .. '"' end
+    out[#out] = out[#out] .. ";"
+  end
+  out[#out + 1] = "static const constant_info CONSTANTS[NUM_CONSTANTS + 1] = {"
+  for i, c in ipairs(m.constants) do
+    out[#out + 1] = string.format("    {%d, %d, CONSTANT_%d},", c.offset, #c.data, i)
+  end
+  out[#out + 1] = "    {0, 0, NULL}};"
+  return table.concat(out, "\n")
+end
 
 --- NAME_weights.c: the weights as one 64-byte aligned array, each tensor at its offset.
 -- blobs: { {name, dtype, shape, offset, bytes = (string)} } in offset order.

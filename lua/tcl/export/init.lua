@@ -10,7 +10,8 @@
 -- exported symbol and file; default "model"), weights ("embed": a C array in NAME_weights.c,
 -- the default; "safetensors": NAME.safetensors, read by NAME_open), model (optional: a table of
 -- tensors, as tcl.nn.state walks it, whose names label the weights: "layers.1.weight"; others
--- are "constant.<i>"), fold (default: true with embedded weights, false with safetensors):
+-- are "constant.<i>", and with a safetensors file and no folding they are the model's own
+-- constants, held by NAME.c instead of the file), fold (default: true with embedded weights, false with safetensors):
 -- kernels that compute only from weights (a transposed weight, say) run once, at export, and
 -- their results are stored as weights (tcl.export.plan's fold). Without folding, the weights
 -- file holds the model's own tensors by their names, so a retrained model's file
@@ -45,6 +46,7 @@ local state = require "tcl.api.state"
 local bytes = require "tcl.api.bytes"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
+local runtime = require "tcl.runtime"
 
 local M = {}
 
@@ -122,13 +124,23 @@ local function make_dir(dir)
   os.remove(probe)
 end
 
+-- runtime.replace_file: complete or absent, every write checked, errno's own message
 local function write_file(path, text)
-  local f, err = io.open(path, "wb")
-  if not f then fail("cannot write '%s': %s", path, tostring(err)) end
-  local ok, write_err = f:write(text)
-  local closed, close_err = f:close()
-  if not ok or not closed then fail("cannot write '%s': %s", path, tostring(write_err or close_err)) end
+  local ok, err = pcall(runtime.replace_file, path, { text })
+  if not ok then fail("%s", (tostring(err):gsub("^runtime%.replace_file: ", ""))) end
 end
+
+-- A fresh directory in dir for the files of one export, which are moved into place only when
+-- all of them are written: a failed export leaves dir as it was.
+local function make_staging(dir, name)
+  local pipe = io.popen("mktemp -d " .. shell_quote(dir .. "/." .. name .. ".export-XXXXXX") .. " 2>/dev/null")
+  local staging = pipe and pipe:read("l")
+  if pipe then pipe:close() end
+  if not staging or staging == "" then fail("cannot create a directory in '%s'", dir) end
+  return staging
+end
+
+local function remove_tree(path) os.execute("rm -rf " .. shell_quote(path) .. " 2>/dev/null") end
 
 local function numel_of(shape)
   local n = 1
@@ -185,7 +197,7 @@ local function collect_weights(plans, model)
         label = "constant." .. k
       end
       used[label] = true
-      w.name, w.shape = label, { w.numel }
+      w.name, w.shape, w.unnamed = label, { w.numel }, true
     end
     w.offset = offset
     offset = offset + (w.bytes + arena.ALIGNMENT - 1) // arena.ALIGNMENT * arena.ALIGNMENT
@@ -291,15 +303,21 @@ local function output_copies(p)
 end
 
 -- Writes the weights (NAME.safetensors or NAME_weights.c, per m.weights_file) and fills
--- m.weights (the safetensors reader's table); returns the file written, or nil.
+-- m.weights (the safetensors reader's table) and m.constants (the weights that NAME.c holds
+-- itself, copied into the weight block at open); returns the file written, or nil.
 local function write_weights(dir, m, weights)
   local name = m.name
   if m.weights_file == "safetensors" then
     local sd = {}
-    for i, w in ipairs(weights) do
-      m.weights[i] = { name = w.name, dtype = state.safetensors_dtype(w.dtype), shape = w.shape, bytes = w.bytes,
-        offset = w.offset }
-      sd[w.name] = bytes.from_bytes(w.storage:read_bytes(), w.dtype.name, w.shape, { device = "CPU" })
+    for _, w in ipairs(weights) do
+      if w.in_code then
+        m.constants[#m.constants + 1] = { name = w.name, dtype = w.dtype.name, shape = w.shape, offset = w.offset,
+          data = w.storage:read_bytes() }
+      else
+        m.weights[#m.weights + 1] = { name = w.name, dtype = state.safetensors_dtype(w.dtype), shape = w.shape,
+          bytes = w.bytes, offset = w.offset }
+        sd[w.name] = bytes.from_bytes(w.storage:read_bytes(), w.dtype.name, w.shape, { device = "CPU" })
+      end
     end
     state.safe_save(sd, dir .. "/" .. name .. ".safetensors", { format = "tcl export", model = name })
     return name .. ".safetensors"
@@ -369,7 +387,12 @@ function M.export(fn, inputs, opts)
   local weights, weight_bytes = collect_weights(plans, opts.model)
   if weights_mode == "safetensors" then
     for _, w in ipairs(weights) do
-      if not state.safetensors_dtype(w.dtype) then
+      -- The model's own constants (Tensor.new data, index tables) are part of the program, not of
+      -- the user's weights: with a model naming the parameters and nothing folded, the file holds
+      -- exactly the parameters, so any writer of the model's state dict (PyTorch's too) can make
+      -- it. Folded weights are computed from parameters, so they stay file entries.
+      w.in_code = opts.model ~= nil and not fold and w.unnamed == true
+      if not w.in_code and not state.safetensors_dtype(w.dtype) then
         fail("weight '%s' has dtype %s, which safetensors has no name for; use weights = \"embed\"", w.name,
           w.dtype.name)
       end
@@ -405,20 +428,36 @@ function M.export(fn, inputs, opts)
   end
 
   make_dir(dir)
-  for _, stale in ipairs { name .. "_weights.c", name .. ".safetensors", name .. "_kernels.o" } do
-    os.remove(dir .. "/" .. stale)
-  end
   local m = {
-    name = name, tcl_version = core.version, target = llvm.target, objects = objects.write(dir, name, kernels),
-    kernels = kernels, plans = layouts, batch_sizes = opts.batch_sizes, max_parts = max_parts,
-    arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
-    weights_file = #weights > 0 and weights_mode or nil, weights = {},
+    name = name, tcl_version = core.version, target = llvm.target, kernels = kernels, plans = layouts,
+    batch_sizes = opts.batch_sizes, max_parts = max_parts, arena_bytes = arena_bytes, unshared_bytes = unshared_bytes,
+    weight_bytes = weight_bytes, weights_file = #weights > 0 and weights_mode or nil, weights = {}, constants = {},
   }
   local files = { name .. ".h", name .. ".c" }
-  files[#files + 1] = write_weights(dir, m, weights)
-  write_file(dir .. "/" .. name .. ".h", c_writer.header(m))
-  write_file(dir .. "/" .. name .. ".c", c_writer.source(m))
-  for _, o in ipairs(m.objects) do files[#files + 1] = o end
+  -- every file is written into a staging directory first, then moved into place (each move
+  -- atomic): a failure on the way leaves the previous export's files as they were
+  local staging = make_staging(dir, name)
+  local written, err = pcall(function()
+    m.objects = objects.write(staging, name, kernels)
+    files[#files + 1] = write_weights(staging, m, weights)
+    write_file(staging .. "/" .. name .. ".h", c_writer.header(m))
+    write_file(staging .. "/" .. name .. ".c", c_writer.source(m))
+    for _, o in ipairs(m.objects) do files[#files + 1] = o end
+    for _, f in ipairs(files) do
+      local moved, why = os.rename(staging .. "/" .. f, dir .. "/" .. f)
+      if not moved then fail("cannot move '%s' into place: %s", dir .. "/" .. f, tostring(why)) end
+    end
+  end)
+  remove_tree(staging)
+  if not written then
+    -- the message names the file as the user knows it, not its staging copy
+    error((tostring(err):gsub(staging:gsub("%p", "%%%0"), (dir:gsub("%%", "%%%%")))), 0)
+  end
+  local current = {}
+  for _, f in ipairs(files) do current[f] = true end
+  for _, stale in ipairs { name .. "_weights.c", name .. ".safetensors", name .. "_kernels.o" } do
+    if not current[stale] then os.remove(dir .. "/" .. stale) end
+  end
 
   local summary_plans = {}
   for i, p in ipairs(plans) do

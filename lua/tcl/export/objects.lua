@@ -15,6 +15,8 @@
 -- Combining: `ld -r` (when the linker is on PATH) merges the renamed objects into
 -- <name>_kernels.o, one file for users to link; without it, one <name>_kernel_<i>.o per kernel
 -- is written (the build line lists them all).
+local runtime = require "tcl.runtime"
+
 local M = {}
 
 local ELF_MAGIC = "\127ELF"
@@ -98,12 +100,10 @@ end
 
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+-- runtime.replace_file: complete or absent, every write checked, errno's own message
 local function write_file(path, bytes)
-  local f, err = io.open(path, "wb")
-  if not f then error("export: cannot write '" .. path .. "': " .. tostring(err), 0) end
-  local ok, write_err = f:write(bytes)
-  f:close()
-  if not ok then error("export: cannot write '" .. path .. "': " .. tostring(write_err), 0) end
+  local ok, err = pcall(runtime.replace_file, path, { bytes })
+  if not ok then error("export: " .. tostring(err):gsub("^runtime%.replace_file: ", ""), 0) end
 end
 
 --- Whether `ld` (the system linker, for `ld -r`) can be run.
@@ -133,12 +133,11 @@ function M.write(dir, name, kernels, combine)
     local message = f and f:read("a") or ""
     if f then f:close() end
     os.remove(log)
-    if ok == true then
-      for _, part in ipairs(parts) do os.remove(dir .. "/" .. part) end
-      return { combined }
-    end
+    for _, part in ipairs(parts) do os.remove(dir .. "/" .. part) end
+    if ok == true then return { combined } end
     os.remove(dir .. "/" .. combined)
-    error("export: `ld -r` could not combine the kernels' objects: " .. message, 0)
+    error(string.format("export: `ld -r` could not combine the kernels' objects into '%s/%s': %s", dir, combined,
+      message), 0)
   end
   return parts
 end
