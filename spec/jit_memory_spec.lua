@@ -176,8 +176,8 @@ print(string.format("code %d", jit.used_bytes // jit.objects))
     local entries, bytes, evictions, grown = out:match("entries (%d+) bytes (%d+) evictions (%d+) grown (%-?%d+)")
     entries, bytes, evictions, grown = tonumber(entries), tonumber(bytes), tonumber(evictions), tonumber(grown)
     -- 1,000 kernels through a bound that holds about 150: the process grew by about the bound
-    -- (about 7 MiB without it)
-    assert.is_true(grown <= 4 << 20, out)
+    -- (about 7 MiB without it). ASan keeps freed memory in quarantine: no bound on RSS there.
+    if helper.build_type() ~= "Sanitize" then assert.is_true(grown <= 4 << 20, out) end
     assert.are.equal(0, status, err)
     local code = tonumber(out:match("code (%d+)"))
     assert.is_true(bytes <= 1 << 20)
