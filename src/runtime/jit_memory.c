@@ -39,6 +39,7 @@ struct tcl_jit_memory {
     size_t page, limit, expected; /* expected: the room reserved for the next object */
     tcl_jit_memory_stats stats;
     size_t last_used;
+    struct object_memory *spare; /* the next object's record, made by the reservation */
     char failure[160];
 };
 
@@ -68,6 +69,7 @@ void tcl_jit_memory_free(tcl_jit_memory *m) {
         m->slabs = s->next;
         unmap(m, s);
     }
+    free(m->spare);
     free(m);
 }
 
@@ -120,6 +122,10 @@ bool tcl_jit_memory_reserve(tcl_jit_memory *m, size_t bytes) {
         snprintf(m->failure, sizeof m->failure, "an object whose sections need %zu bytes", bytes);
         return false;
     }
+    if (!m->spare && !(m->spare = calloc(1, sizeof *m->spare))) {
+        snprintf(m->failure, sizeof m->failure, "out of memory");
+        return false;
+    }
     size_t need = bytes + 2 * m->page; /* code and writable data on pages of their own */
     slab *s = m->slabs;
     if (s && s->rw_bottom - s->exec_top >= need) return true;
@@ -162,6 +168,16 @@ size_t tcl_jit_memory_room_for(const void *object, size_t size) {
         uint64_t flags = read_u64(sh + 8), bytes = read_u64(sh + 32), align = read_u64(sh + 48);
         if (bytes > SIZE_MAX / 64 || align > SIZE_MAX / 64) return SIZE_MAX;
         if (flags & 2) room = add_capped(room, (size_t)bytes + (size_t)align); /* SHF_ALLOC */
+        uint64_t offset = read_u64(sh + 24);
+        if (type == 2 && offset <= size && bytes <= size - offset) { /* SHT_SYMTAB: common symbols */
+            for (uint64_t at = offset; at + 24 <= offset + bytes; at += 24) {
+                const unsigned char *sym = e + at;
+                if (read_u16(sym + 6) != 0xfff2) continue; /* SHN_COMMON: its value is the alignment */
+                uint64_t sym_size = read_u64(sym + 16), sym_align = read_u64(sym + 8);
+                if (sym_size > SIZE_MAX / 64 || sym_align > SIZE_MAX / 64) return SIZE_MAX;
+                room = add_capped(room, (size_t)sym_size + (size_t)sym_align);
+            }
+        }
         /* SHT_RELA (24-byte entries), SHT_REL (16): a stub and a GOT entry each, at most */
         if (type == 4) room = add_capped(room, (size_t)(bytes / 24) * 32);
         if (type == 9) room = add_capped(room, (size_t)(bytes / 16) * 32);
@@ -176,8 +192,9 @@ tcl_jit_memory_stats tcl_jit_memory_get_stats(const tcl_jit_memory *m) { return 
 
 void *tcl_jit_memory_create_context(void *memory) {
     tcl_jit_memory *m = memory;
-    object_memory *o = calloc(1, sizeof *o);
-    if (!o) return NULL; /* LLVM's allocations then fail: "out of memory" */
+    object_memory *o = m->spare ? m->spare : calloc(1, sizeof *o);
+    m->spare = NULL;
+    if (!o) return NULL; /* not reserved, and no memory (the reservation makes this one) */
     o->memory = m;
     m->last_used = 0;
     return o;
