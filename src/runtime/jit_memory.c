@@ -229,13 +229,14 @@ static uint8_t *allocate(object_memory *o, uintptr_t size, unsigned alignment, b
     if (executable_or_read_only) {
         size_t limit = page_floor(m, s->rw_bottom);
         at = round_up(s->exec_top, align);
-        if (at > limit || limit - at < size) goto full;
-        /* the read+execute page this continues is written again while the object links */
+        /* the read+execute page this continues is written again while the object links; where
+         * the system refuses, the object starts on a page of its own */
         if (at < s->protected_end) {
             size_t from = page_floor(m, at);
-            mprotect(s->base + from, s->protected_end - from, PROT_READ | PROT_WRITE);
-            s->protected_end = from;
+            if (mprotect(s->base + from, s->protected_end - from, PROT_READ | PROT_WRITE) == 0) s->protected_end = from;
+            else at = round_up(s->protected_end, align);
         }
+        if (at > limit || limit - at < size) goto full;
         o->used += at + size - s->exec_top;
         s->exec_top = o->exec_end = at + size;
     } else {
