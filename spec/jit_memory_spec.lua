@@ -144,7 +144,7 @@ print("again", (x - 1000):tolist()[4])
     local ok_line = out:match("ok[^\n]*")
     assert.are.equal("ok\t0\ttrue\t1", ok_line)
     assert.matches("held\tfalse\tkernel '[^']+': CPU: no memory for kernel code: the JIT's code memory is at its " ..
-      "bound %(%d+ KiB in 1 slabs, bound 16 KiB%) %(even after the kernel cache let its kernels go%)", out)
+      "bound %(%d+ KiB in 1 slab, bound 16 KiB%) %(even after the kernel cache let its kernels go%)", out)
     assert.matches("again\t%-996\n", out)
   end)
 end)

@@ -88,8 +88,8 @@ static bool open_slab(tcl_jit_memory *m, size_t bytes) {
     }
     if (m->limit && m->stats.mapped_bytes + size > m->limit) {
         snprintf(m->failure, sizeof m->failure,
-                 "the JIT's code memory is at its bound (%zu KiB in %zu slabs, bound %zu KiB)",
-                 m->stats.mapped_bytes >> 10, m->stats.slabs, m->limit >> 10);
+                 "the JIT's code memory is at its bound (%zu KiB in %zu slab%s, bound %zu KiB)",
+                 m->stats.mapped_bytes >> 10, m->stats.slabs, m->stats.slabs == 1 ? "" : "s", m->limit >> 10);
         return false;
     }
     slab *s = calloc(1, sizeof *s);
