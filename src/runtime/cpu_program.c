@@ -76,7 +76,8 @@ tcl_cpu_program *tcl_cpu_program_new(tcl_cpu_jit *jit, const char *name, const c
     }
     tcl_cpu_jit_retain(jit);
     p->jit = jit;
-    p->bytes = sizeof *p + size + (ir ? strlen(ir) : 0) + (assembly ? strlen(assembly) : 0) +
+    p->bytes = sizeof *p + tcl_cpu_jit_object_bytes(jit, p->handle) + TCL_CPU_JIT_OBJECT_OVERHEAD +
+               (ir ? strlen(ir) : 0) + (assembly ? strlen(assembly) : 0) +
                nparams * (sizeof *p->params + sizeof *p->arg_types);
     return p;
 }

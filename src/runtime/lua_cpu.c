@@ -3,11 +3,17 @@
  *   runtime.cpu_program(compiled, {name =}) -> CpuProgram
  *     compiled: what tcl.llvm.compile returns: { object =, entry =, nparams =, params =
  *     {{dtype =, numel =}, ...}, parallel_size =, ir = (optional), asm = (optional) }
- *     .name .nparams .params .parallel_size .bytes
+ *     .name .nparams .params .parallel_size
+ *     .bytes: the memory the program holds: its code and data in the JIT, the linker's share
+ *       (TCL_CPU_JIT_OBJECT_OVERHEAD), its texts and parameter table
  *     :run(buffers) -> seconds   buffers in PARAM slot order, CPU buffers of the params' dtype/numel
  *     :parts(threads) -> how many parts a run splits into with that many threads (1: no split)
  *     :dump() -> the LLVM IR (when compiled with want_ir), :assembly() -> machine code text
  *   runtime.cpu_loaded() -> objects the state's JIT holds (tests: programs unload their code)
+ *   runtime.cpu_jit_stats() -> { objects =, slabs =, mapped_bytes =, used_bytes = }: the JIT's
+ *     code memory (src/runtime/jit_memory.h; all 0 before the first program)
+ *   runtime.cpu_jit_limit(bytes) -> previous: at most that many bytes of code slabs (0: no
+ *     bound); a program that finds no room raises "...: CPU: no memory for kernel code: ..."
  *
  * The state's JIT (cpu_jit.h) is created on the first program and owned by a registry
  * userdata; every program holds a reference to it, so finalizers may run in any order. */
@@ -24,6 +30,7 @@
 
 #define CPU_JIT_KEY "tcl.runtime.cpu_jit"
 #define CPU_JIT_MT "tcl.CpuJit"
+#define CPU_JIT_LIMIT_KEY "tcl.runtime.cpu_jit_limit"
 #define CPU_PROGRAM_MT "tcl.CpuProgram"
 #define CPU_PROGRAM_METHODS_KEY "tcl.runtime.cpu_program_methods"
 
@@ -230,6 +237,45 @@ static int l_cpu_loaded(lua_State *L) {
     return 1;
 }
 
+/* The state's JIT if it exists, else NULL. */
+static tcl_cpu_jit *existing_jit(lua_State *L) {
+    tcl_cpu_jit *jit = NULL;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, CPU_JIT_KEY) == LUA_TUSERDATA) jit = ((jit_box *)lua_touserdata(L, -1))->jit;
+    lua_pop(L, 1);
+    return jit;
+}
+
+static void set_count(lua_State *L, const char *key, size_t n) {
+    lua_pushinteger(L, (lua_Integer)n);
+    lua_setfield(L, -2, key);
+}
+
+static int l_cpu_jit_stats(lua_State *L) {
+    tcl_cpu_jit *jit = existing_jit(L);
+    tcl_jit_memory_stats st = {0};
+    if (jit) st = tcl_cpu_jit_memory_stats(jit);
+    lua_createtable(L, 0, 4);
+    set_count(L, "objects", jit ? tcl_cpu_jit_loaded(jit) : 0);
+    set_count(L, "slabs", st.slabs);
+    set_count(L, "mapped_bytes", st.mapped_bytes);
+    set_count(L, "used_bytes", st.used_bytes);
+    return 1;
+}
+
+static int l_cpu_jit_limit(lua_State *L) {
+    lua_Integer bytes = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, bytes >= 0, 1, "a count of bytes >= 0 expected");
+    /* the bound lives in the JIT: make it now, so that it holds for the first program too */
+    tcl_cpu_jit *jit = state_jit(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, CPU_JIT_LIMIT_KEY);
+    lua_Integer previous = lua_tointeger(L, -1);
+    lua_pushinteger(L, bytes);
+    lua_setfield(L, LUA_REGISTRYINDEX, CPU_JIT_LIMIT_KEY);
+    tcl_cpu_jit_set_memory_limit(jit, (size_t)bytes);
+    lua_pushinteger(L, previous);
+    return 1;
+}
+
 void tcl_lua_cpu_setfuncs(lua_State *L) {
     static const luaL_Reg meta[] = {
         {"__index", cpu_program_index}, {"__gc", cpu_program_gc}, {"__tostring", cpu_program_tostring}, {NULL, NULL}};
@@ -242,6 +288,8 @@ void tcl_lua_cpu_setfuncs(lua_State *L) {
     lua_pop(L, 1);
     luaL_newlib(L, methods);
     lua_setfield(L, LUA_REGISTRYINDEX, CPU_PROGRAM_METHODS_KEY);
-    static const luaL_Reg funcs[] = {{"cpu_program", l_cpu_program}, {"cpu_loaded", l_cpu_loaded}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"cpu_program", l_cpu_program}, {"cpu_loaded", l_cpu_loaded},
+                                     {"cpu_jit_stats", l_cpu_jit_stats}, {"cpu_jit_limit", l_cpu_jit_limit},
+                                     {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
 }

@@ -2,7 +2,10 @@
 -- used out. Layer: codegen (the lowering driver, tcl.codegen.lower, keys it by the kernel
 -- AST's content hash and the optimization settings).
 --
--- An entry's bytes are the program's memory plus its AST's nodes (estimated). The bound is
+-- An entry's bytes are what keeping it costs the process: the program's memory (its code in
+-- the JIT, the object code tcl.export reads, its tables: program.bytes), its AST's nodes, and
+-- a fixed share for the entry's Lua tables and the allocator, measured (ENTRY_BYTES), so
+-- that the bound is the memory the cache makes the process hold. The bound is
 -- TCL_KERNEL_CACHE_MB (tcl.env, default 64 MiB) or set_limit(bytes) at run time; tcl exposes
 -- stats/set_limit/clear as tcl.kernel_cache. A map from key to entry plus a doubly linked list
 -- of the entries, most recently used first, makes a hit and an eviction cost O(1).
@@ -13,6 +16,11 @@ local M = {}
 
 -- Heap bytes of one AST node with its cached walks, about (tcl_uop, slot, toposort entry).
 local AST_NODE_BYTES = 128
+-- The rest of an entry: the Kernel, Program and entry tables with their strings and the
+-- params tables (about 1.4 KiB of Lua heap for a kernel of two buffers), and what the
+-- allocators hold beyond the live bytes: bench/kernel_cache_bench.lua measures the RSS per
+-- entry of many tiny CPU kernels, and this makes the accounted bytes match it.
+local ENTRY_BYTES = 4096
 
 local cache = {
   entries = {}, count = 0, bytes = 0, limit = env.KERNEL_CACHE_BYTES,
@@ -61,7 +69,7 @@ end
 --- Keeps kernel ({ program =, ast = , ... }) under key; evicts the least recently used ones
 -- past the bound (the new entry last, so one over the bound still runs).
 function M.put(key, kernel)
-  local bytes = kernel.program.bytes + AST_NODE_BYTES * core.graph_size(kernel.ast)
+  local bytes = kernel.program.bytes + AST_NODE_BYTES * core.graph_size(kernel.ast) + ENTRY_BYTES
   local e = { key = key, kernel = kernel, bytes = bytes }
   cache.entries[key] = e
   cache.count = cache.count + 1

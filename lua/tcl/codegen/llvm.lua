@@ -24,6 +24,7 @@ local disk_cache = require "tcl.codegen.disk_cache"
 local have_llvm, llvm = pcall(require, "tcl.llvm")
 if not have_llvm then error("the LLVM renderer (module tcl.llvm) is not in this build", 0) end
 local core = require "tcl.core"
+local kernel_cache = require "tcl.codegen.kernel_cache"
 
 local M = {
   device = "CPU",
@@ -134,6 +135,24 @@ function Program:assembly() return self.cpu:assembly() end
 
 local function threads() return env.THREADS or runtime.cpu_threads() end
 
+-- The start of the JIT's message when it finds no memory for a kernel's code (src/runtime/cpu_jit.h).
+local NO_CODE_MEMORY = "CPU: no memory for kernel code"
+
+--- Loads a compiled kernel into the state's JIT. When the JIT finds no memory for its code,
+-- the kernels the cache holds are let go (the ones in use stay) and the load is tried once
+-- more; a second failure is an error naming the kernel.
+local function load(c, name)
+  local ok, cpu = pcall(runtime.cpu_program, c, { name = name })
+  if ok then return cpu end
+  if not tostring(cpu):find(NO_CODE_MEMORY, 1, true) then error(cpu, 0) end
+  kernel_cache.set_limit(kernel_cache.set_limit(0)) -- evicts every kernel, keeps the bound
+  collectgarbage() -- the evicted programs give their code back when collected
+  ok, cpu = pcall(runtime.cpu_program, c, { name = name })
+  if ok then return cpu end
+  error(string.format("kernel '%s': %s (even after the kernel cache let its kernels go)", name,
+    (tostring(cpu):gsub("^runtime%.cpu_program: ", ""))), 0)
+end
+
 function M.build_many(jobs)
   local dir = disk_cache.dir()
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show
@@ -184,11 +203,12 @@ function M.build_many(jobs)
   local programs = {}
   for i, job in ipairs(jobs) do
     local c = compiled[i]
-    local cpu = runtime.cpu_program(c, { name = job.name })
+    local cpu = load(c, job.name)
     -- object, entry, params and parallel_size stay for tcl.export, which links the kernels'
-    -- object code into a standalone program (the object is already a Lua string: no copy)
-    programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes, object = c.object, entry = c.entry,
-      params = c.params, parallel_size = c.parallel_size }, Program)
+    -- object code into a standalone program (the object is already a Lua string: no copy,
+    -- but memory the kernel holds: bytes counts it)
+    programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes + #c.object, object = c.object,
+      entry = c.entry, params = c.params, parallel_size = c.parallel_size }, Program)
   end
   return programs
 end
