@@ -21,7 +21,7 @@ function M.dtype(fn, v)
   end
   local ok, dt = pcall(core.dtype, v)
   if not ok then
-    if type(v) == "string" then check.fail(fn, "unknown dtype '%s'", v) end
+    if type(v) == "string" then check.fail(fn, "unknown dtype '%s'", check.quote(v)) end
     check.fail(fn, "dtype must be a dtype or a dtype name, got %s", check.type_name(v))
   end
   if dt.name == "void" or dt.name == "index" then check.fail(fn, "%s is not a tensor dtype", dt.name) end

@@ -111,7 +111,7 @@ function M.realize(t, options)
           fail("realize", "beam must be an integer >= 0, got %s", tostring(v))
         end
       else
-        fail("realize", "unknown option '%s' (known: noopt, beam)", tostring(key))
+        fail("realize", "unknown option '%s' (known: noopt, beam)", check.quote(key))
       end
     end
   end
