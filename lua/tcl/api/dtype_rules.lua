@@ -126,6 +126,15 @@ function M.integer_accumulator(dt)
   return dtypes.int64
 end
 
+--- The dtype a matmul or convolution of dtype dt accumulates in: integers in their own width,
+--  at least 32 bits (a matmul of int32 is int32, as PyTorch's), floats in at least float32.
+function M.product_accumulator(dt)
+  if dt.is_bool then return dtypes.int32 end
+  if dt.is_unsigned then return core.promote(dt, dtypes.uint32) end
+  if dt.is_int then return core.promote(dt, dtypes.int32) end
+  return core.promote(dt, dtypes.float32)
+end
+
 --- The dtype sum accumulates in: bool and integers in int64 (integer_accumulator), floats in
 --  at least float32.
 function M.sum_accumulator(dt)

@@ -76,6 +76,13 @@ function M.sum(x, dim, keepdim)
   return finish(nodes.cast(total, rules.sum_result(dt)), axes, keep)
 end
 
+--- Sum over dim in dtype acc, without keepdim (matmul's and conv2d's sums: their callers cast
+--  the result, and their integers keep their width, rules.product_accumulator).
+function M._sum_in(x, dim, acc)
+  local axes, keep = reduction_args("sum", x, dim, false)
+  return finish(sum_as(x, axes, acc), axes, keep)
+end
+
 --- Product; float16 and bfloat16 multiply in float32 and go back (their partial products
 --  overflow long before the result may), ints and bool multiply in and give int64 (uint64
 --  stays), as PyTorch's.
