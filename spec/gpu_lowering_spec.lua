@@ -23,7 +23,8 @@ local function integers(n, seed)
   return out
 end
 
-local function on_emu(values, shape) return Tensor(values, { device = "EMU" }):reshape(shape) end
+-- float32: the small integers sum exactly, and the sums stay 4-byte values (an int32 sum is int64)
+local function on_emu(values, shape) return Tensor(values, { device = "EMU", dtype = "float32" }):reshape(shape) end
 
 -- The sums of the rows of a rows x cols matrix given row by row, by naive loops.
 local function row_sums(data, rows, cols)

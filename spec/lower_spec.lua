@@ -124,6 +124,31 @@ describe("the pass pipeline", function()
     pipeline.passes = saved
     assert.equals("kernel 'k': pass 'boom': it broke", err)
   end)
+
+  -- issue 33: a pass (the list is user-editable) that returns something else than the kernel
+  -- was blamed on the pass after it
+  it("names the pass that returned something else than the kernel's graph, and what it returned", function()
+    local saved = pipeline.passes
+    local function pipeline_with(bad)
+      return { { name = "fine", fn = function(k) return k end }, { name = "broken", fn = bad },
+        { name = "next", fn = function(k) return k:replace { arg = k.arg } end } }
+    end
+    local cases = {
+      { function() return 42 end, "returned a number (42), not the kernel's graph (a SINK UOp)" },
+      { function() return {} end, "returned a table, not the kernel's graph (a SINK UOp)" },
+      { function() return ("s"):rep(1000) end, "returned a string (" .. ("s"):rep(120)
+        .. "... (1000 bytes)), not the kernel's graph (a SINK UOp)" },
+      { function(k) return k:source(1) end, "returned a node of op END, not the kernel's SINK" },
+      { function() return nil end, "returned nothing" },
+    }
+    for _, case in ipairs(cases) do
+      pipeline.passes = pipeline_with(case[1])
+      local err = error_of(lower.run_passes, sink("k", store_end(param(F32, 0, 2), range(2, 0), c(1.0, F32),
+        range(2, 0))), { name = "k" })
+      assert.equals("kernel 'k': pass 'broken' " .. case[2], err)
+    end
+    pipeline.passes = saved
+  end)
 end)
 
 describe("lowering rules", function()

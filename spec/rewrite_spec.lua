@@ -697,6 +697,28 @@ describe("a rewrite that fails", function()
     assert_no_leak()
   end)
 
+  -- issue 33: a replacement of another dtype was caught later (or not at all) without the rule
+  it("by changing the dtype of the node it replaces is an error naming the rule and both dtypes", function()
+    local line = current_line() + 1
+    local retyped = P.rules { { x + 0, function(m) return tcl.uop("CAST", "float32", { m.x }) end } }
+    local root = node("MUL", "index", node("ADD", "index", a, zero), b)
+    local expected = "graph_rewrite: the rule at .*" .. THIS_FILE .. ":" .. line .. " rewrote a ADD node of dtype "
+      .. "index into a CAST node of dtype float32; a rewrite must keep the dtype of the node it replaces"
+    local ok, err = pcall(retyped.rewrite, retyped, root)
+    assert.is_false(ok)
+    assert.matches(expected, err)
+    ok, err = pcall(P.graph_rewrite, root, nil, { parents_first = retyped })
+    assert.is_false(ok)
+    assert.matches(expected, err)
+    -- a CAST above the node, its replacement keeping the dtype, is the way to change one
+    local cast_above = P.rules { { x + 0, function(m)
+      return tcl.uop("CAST", "index", { tcl.uop("CAST", "int32", { m.x }) })
+    end } }
+    assert.are.equal("index", cast_above:rewrite(root):source(1).dtype.name)
+    root = nil -- luacheck: ignore 311 (drops the reference for the collector)
+    assert_no_leak()
+  end)
+
   it("with an error object that is not a string still reports the rule", function()
     local line = current_line() + 1
     local failing = P.rules { { x + 0, function() error({ code = 1 }) end } }

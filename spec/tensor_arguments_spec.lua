@@ -232,3 +232,37 @@ describe("max and min over a dim", function()
     assert.are.equal(9, Tensor(ties):max():item() + 2)
   end)
 end)
+
+-- issue 33 ("Smaller"): a user's name is echoed bounded, its start, an ellipsis and its length,
+-- and a long one costs no more than a short one (a 400 KB field name took 160 s of suggestions).
+describe("long names in messages", function()
+  local long = ("x"):rep(400000)
+  local shown = ("x"):rep(120) .. "... (400000 bytes)"
+  local x = Tensor(M23)
+
+  it("are cut to their start and their length", function()
+    fails_exactly("zeros: unknown dtype '" .. shown .. "'", Tensor.zeros, 2, { dtype = long })
+    fails_exactly("zeros: unknown option '" .. shown .. "'", Tensor.zeros, 2, { [long] = 1 })
+    fails_exactly("zeros: unknown device '" .. shown .. "' (available: EMU, CPU, CUDA, METAL)", Tensor.zeros, 2,
+      { device = long })
+    fails_exactly("realize: unknown option '" .. shown .. "' (known: noopt, beam)", Tensor.realize, x,
+      { [long] = true })
+    fails_exactly("nn.init.calculate_gain: unknown nonlinearity '" .. shown .. "' (one of linear, conv1d, conv2d, "
+      .. "conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, sigmoid, tanh, relu, leaky_relu, selu)",
+      tcl.nn.init.calculate_gain, long)
+  end)
+
+  it("are shown whole up to 160 bytes, and cut at a UTF-8 boundary", function()
+    local short = ("y"):rep(160)
+    fails_exactly("zeros: unknown dtype '" .. short .. "'", Tensor.zeros, 2, { dtype = short })
+    local accents = ("é"):rep(100) -- 2 bytes each: byte 121 starts no character
+    fails_exactly("zeros: unknown dtype '" .. ("é"):rep(60) .. "... (200 bytes)'", Tensor.zeros, 2,
+      { dtype = accents })
+  end)
+
+  it("in a field name, without a slow search for a suggestion", function()
+    local started = os.clock()
+    fails_exactly("Tensor: no field '" .. shown .. "'", function() return x[long] end)
+    assert.is_true(os.clock() - started < 1)
+  end)
+end)

@@ -113,8 +113,10 @@ describe("Tensor filled creation", function()
     R.check(Tensor.full({ 2, 1 }, 7, { dtype = "float16" }), R.build({ 2, 1 }, "float16", function() return 7 end),
       "full with dtype")
     R.check(Tensor.full({}, -1.5), R.scalar(-1.5, "float32"), "full 0-d")
-    R.check(Tensor.full({ 2 }, 300, { dtype = "uint8" }), R.build({ 2 }, "uint8", function() return 300 end),
-      "full 300 as uint8 wraps")
+    -- issue 33: a fill that does not fit is an error, as PyTorch's (300 wrapped to 44)
+    local ok, err = pcall(Tensor.full, { 2 }, 300, { dtype = "uint8" })
+    assert.is_false(ok)
+    assert.matches("full: value 300 does not fit uint8 (-255 to 255)", err, 1, true)
   end)
 
   it("zeros_like, ones_like and full_like keep shape and dtype (or take a dtype)", function()

@@ -3,7 +3,8 @@
 -- cumsum) against the naive reference in spec/support/reference.lua: dim nil / number /
 -- negative / table, keepdim, size-1 and size-0 dims (reduced and kept), 0-d inputs,
 -- non-contiguous inputs, and the dtypes each applies to, with tinygrad's result dtypes
--- (sums of small ints accumulate in int32/uint32; mean/var/std/softmax of ints are float32).
+-- (sums, cumsums and products of ints and bool are int64, as PyTorch's; mean/var/std/softmax of
+-- ints are float32).
 local tcl = require "tcl"
 local R = require "spec.support.reference"
 local Tensor = tcl.Tensor
@@ -142,7 +143,7 @@ describe("Tensor reductions", function()
     end)
   end
 
-  it("sum of int8 and uint8 does not wrap at 8 bits (accumulates in int32/uint32)", function()
+  it("sum of int8 and uint8 does not wrap at 8 bits (accumulates in int64)", function()
     local x = R.from_nested({ 100, 100, 100, -100, 127 }, "int8")
     R.check(T(x):sum(), R.sum(x), "sum int8")
     local u = R.from_nested({ { 200, 200 }, { 255, 1 } }, "uint8")
@@ -230,7 +231,7 @@ describe("Tensor softmax, log_softmax and cumsum", function()
     local h = rng:tensor({ 6 }, "float16")
     R.check(T(h):cumsum(1), R.cumsum(h, 1), "cumsum float16", { kind = "reduce" })
     local small = R.from_nested({ 100, 100, 100 }, "int8")
-    R.check(T(small):cumsum(1), R.cumsum(small, 1), "cumsum int8 accumulates in int32")
+    R.check(T(small):cumsum(1), R.cumsum(small, 1), "cumsum int8 accumulates in int64")
     local long = rng:tensor({ 40 }, "float32")
     R.check(T(long):cumsum(1), R.cumsum(long, 1), "cumsum of 40", { kind = "reduce" })
     local z = rng:tensor({ 2, 0 }, "float32")

@@ -137,6 +137,27 @@ static void check_call_arguments(tally *t, tclc_state *S) {
     check(t, tclc_call(S, "no_such_function", NULL, 0, r, 1) == TCLC_ERRNAME, "unknown function");
     check(t, contains(tclc_error(S), "no global function 'no_such_function'"), "... names it");
     check(t, r[0].type == TCLC_TNIL, "... results set to nil");
+    /* the host's names are echoed bounded: their start, an ellipsis and their length */
+    size_t long_len = 400000;
+    char *long_name = malloc(long_len + 1);
+    if (long_name) {
+        memset(long_name, 'f', long_len);
+        long_name[long_len] = '\0';
+        check(t, tclc_call(S, long_name, NULL, 0, r, 1) == TCLC_ERRNAME &&
+                     contains(tclc_error(S), "no global function 'ffffffff") &&
+                     contains(tclc_error(S), "ff... (400000 bytes)'") && strlen(tclc_error(S)) < 300,
+              "a 400 KB function name is echoed bounded, with its length");
+        long_name[1000] = '.';
+        check(t, tclc_call(S, long_name, NULL, 0, r, 1) == TCLC_ERRNAME && contains(tclc_error(S), "... (400000 bytes)'") &&
+                     contains(tclc_error(S), "... (1000 bytes)' is nil") && strlen(tclc_error(S)) < 400,
+              "... and so is a path through nil, and its part");
+        long_name[1000] = 'f';
+        memcpy(long_name, "/nonexistent/", 13);
+        check(t, tclc_dofile(S, long_name) == TCLC_ERRFILE && contains(tclc_error(S), "... (400000 bytes)'") &&
+                     strlen(tclc_error(S)) < 300,
+              "... and so is a file's path");
+        free(long_name);
+    }
     tclc_dostring(S, "a_number = 42", NULL);
     check(t, tclc_call(S, "a_number", NULL, 0, NULL, 0) == TCLC_ERRNAME, "global that is no function");
     check(t, contains(tclc_error(S), "global 'a_number' is a number, not a function"), "... says what");

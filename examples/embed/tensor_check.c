@@ -297,6 +297,46 @@ static void check_handles(tally *t, tclc_state *S) {
     check(t, tclc_tensor_wrap(S, x, TCLC_FLOAT32, 3, huge, NULL, &made) == TCLC_ERRARG &&
                  contains(tclc_error(S), "more elements than memory"),
           "a shape whose size overflows is refused");
+    int64_t beyond[1] = {INT64_C(1) << 62};
+    check(t, tclc_tensor_wrap(S, x, TCLC_UINT8, 1, beyond, NULL, &made) == TCLC_ERRARG &&
+                 contains(tclc_error(S), "tclc_tensor_wrap: uint8 [4611686018427387904] is 4611686018427387904 bytes, "
+                                         "more than the CPU device can address") &&
+                 !contains(tclc_error(S), "traceback"),
+          "2^62 uint8 elements are refused as an argument, naming the shape and the bytes");
+    check(t, tclc_tensor_copy(S, x, TCLC_FLOAT64, 1, beyond + 0, &made) == TCLC_ERRARG &&
+                 contains(tclc_error(S), "more elements than memory"),
+          "... and 2^62 float64 elements, whose bytes overflow, by tclc_tensor_copy");
+    int64_t terabytes[2] = {INT64_C(1) << 40, 1024};
+    check(t, tclc_tensor_copy(S, x, TCLC_UINT8, 2, terabytes, &made) == TCLC_ERRARG &&
+                 contains(tclc_error(S), "tclc_tensor_copy: uint8 [1099511627776, 1024] is 1125899906842624 bytes, "
+                                         "more than the CPU device can address"),
+          "... and 2^50 bytes by tclc_tensor_copy, before it reads the host's memory");
+    int64_t strides_far[2] = {INT64_C(1) << 45, 1};
+    int64_t two_rows[2] = {2, 4};
+    check(t, tclc_tensor_wrap(S, x, TCLC_FLOAT32, 2, two_rows, strides_far, &made) == TCLC_ERRARG &&
+                 contains(tclc_error(S), "float32 [2, 4] spans 140737488355344 bytes, more than the CPU device"),
+          "... and strides that reach past what the device can address");
+    void *near_end = (void *)(UINTPTR_MAX - 63);
+    int64_t two[1] = {128};
+    check(t, tclc_tensor_wrap(S, near_end, TCLC_UINT8, 1, two, NULL, &made) == TCLC_ERRARG &&
+                 contains(tclc_error(S), "runs past the end of the address space"),
+          "... and memory that would run past the end of the address space");
+    int64_t expect_shape[1] = {4};
+    size_t long_len = 100000;
+    char *long_label = malloc(long_len + 1);
+    tclc_function twice_fn;
+    if (long_label && tclc_function_get(S, "twice", &twice_fn) == TCLC_OK) {
+        memset(long_label, 'n', long_len);
+        long_label[long_len] = '\0';
+        tclc_function_expect(S, twice_fn, 0, long_label, TCLC_INT32, 1, expect_shape);
+        tclc_value float_arg = tclc_number(1.0);
+        check(t, tclc_call_function(S, twice_fn, &float_arg, 1, &r, 1) == TCLC_ERRSHAPE &&
+                     contains(tclc_error(S), "nnn... (100000 bytes)' must be a tensor") &&
+                     strlen(tclc_error(S)) < 300,
+              "a 100 KB argument name of tclc_function_expect is echoed bounded");
+        tclc_function_release(S, twice_fn);
+    }
+    free(long_label);
     check(t, tclc_tensor_wrap(S, NULL, TCLC_FLOAT32, 1, shape, NULL, &made) == TCLC_ERRARG &&
                  contains(tclc_error(S), "data is NULL"),
           "NULL data for elements is refused");

@@ -42,8 +42,10 @@
 -- Every setting is checked when tcl loads: a value that is not one of those accepted is an
 -- error naming the variable, never read as something else (DEBUG=x was 0, BEAM=-1 the heuristics).
 
+local quote = require "tcl.quote"
+
 local function refuse(name, accepted, v)
-  error(string.format("%s must be %s, got '%s'", name, accepted, v), 0)
+  error(string.format("%s must be %s, got '%s'", name, accepted, quote(v)), 0)
 end
 
 --- A variable as a flag: unset, empty or "0" is off, "1" on.

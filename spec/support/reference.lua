@@ -80,13 +80,12 @@ function R.float_of(dtype)
   return "float32"
 end
 
--- tinygrad's accumulation dtype of sum (and cumsum): unsigned -> uint32, signed/bool -> int32,
--- float16/bfloat16 accumulate in float32 but come back as themselves.
+-- PyTorch's dtype of an integer sum, cumsum and prod: int64 for bool and every integer dtype
+-- but uint64 (issue 33); float16/bfloat16 accumulate in float32 but come back as themselves.
 function R.sum_dtype(dtype)
   if R.is_float(dtype) then return dtype end
-  if dtype == "bool" then return "int32" end
-  if DTYPES[dtype].signed then return R.promote(dtype, "int32") end
-  return R.promote(dtype, "uint32")
+  if dtype == "uint64" then return dtype end
+  return "int64"
 end
 
 -- Rounds x to the nearest value with `mantissa` fraction bits and exponents >= min_exp
@@ -580,11 +579,12 @@ function R.sum(t, dims, keepdim)
 end
 
 function R.prod(t, dims, keepdim)
-  return R.reduce(t, dims, keepdim, t.dtype, function(values)
-    local p = R.is_float(t.dtype) and 1.0 or 1
+  local dtype = R.sum_dtype(t.dtype)
+  return R.reduce(t, dims, keepdim, dtype, function(values)
+    local p = R.is_float(dtype) and 1.0 or 1
     for _, v in ipairs(values) do
       p = p * number_of(v)
-      if R.is_int(t.dtype) then p = R.convert(p, t.dtype) end
+      if R.is_int(dtype) then p = R.convert(p, dtype) end
     end
     return p
   end)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "call.h"
+#include "quote.h"
 #include "handles.h"
 #include "tensors.h"
 #include "values.h"
@@ -40,13 +41,15 @@ bool tclc_api_push_path(tclc_api_task *task, const char *fn, const char *path) {
         size_t len = dot ? (size_t)(dot - start) : strlen(start);
         if (len == 0) {
             task->status = TCLC_ERRNAME;
-            lua_pushfstring(L, "%s: '%s' is not a name or a path of names (a.b.c)", fn, path);
+            lua_pushfstring(L, "%s: '%s' is not a name or a path of names (a.b.c)", fn,
+                            tclc_api_push_quoted(L, path, strlen(path)));
             return false;
         }
         if (!lua_istable(L, -1) && luaL_getmetafield(L, -1, "__index") == LUA_TNIL) {
             task->status = TCLC_ERRNAME;
-            lua_pushfstring(L, "%s: in '%s', '%s' is a %s, not a table", fn, path,
-                            lua_pushlstring(L, path, (size_t)(start - 1 - path)), luaL_typename(L, -2));
+            const char *whole = tclc_api_push_quoted(L, path, strlen(path));
+            const char *prefix = tclc_api_push_quoted(L, path, (size_t)(start - 1 - path));
+            lua_pushfstring(L, "%s: in '%s', '%s' is a %s, not a table", fn, whole, prefix, luaL_typename(L, -3));
             return false;
         } else if (!lua_istable(L, -1)) {
             lua_pop(L, 1); /* the __index field */
@@ -57,8 +60,8 @@ bool tclc_api_push_path(tclc_api_task *task, const char *fn, const char *path) {
         if (!dot) return true;
         if (lua_isnil(L, -1)) {
             task->status = TCLC_ERRNAME;
-            lua_pushfstring(L, "%s: in '%s', '%s' is nil", fn, path,
-                            lua_pushlstring(L, path, (size_t)(dot - path)));
+            const char *whole = tclc_api_push_quoted(L, path, strlen(path));
+            lua_pushfstring(L, "%s: in '%s', '%s' is nil", fn, whole, tclc_api_push_quoted(L, path, (size_t)(dot - path)));
             return false;
         }
         start = dot + 1;
@@ -79,7 +82,7 @@ static bool meets_expectations(tclc_api_task *task, const call_request *req, int
         if (req->args[arg].type != TCLC_TTENSOR) {
             task->status = TCLC_ERRSHAPE;
             lua_pushfstring(L, "%s: argument %d '%s' must be a tensor (%s %s), got a value of kind %d", req->fn,
-                            arg + 1, e->name, e->dtype ? tclc_dtype_name(e->dtype) : "any dtype", want,
+                            arg + 1, tclc_api_push_quoted(L, e->name, strlen(e->name)), e->dtype ? tclc_dtype_name(e->dtype) : "any dtype", want,
                             req->args[arg].type);
             return false;
         }
@@ -91,7 +94,8 @@ static bool meets_expectations(tclc_api_task *task, const call_request *req, int
         if (!ok) {
             tclc_api_shape_text(have, sizeof have, ndim > TCLC_MAX_DIMS ? TCLC_MAX_DIMS : ndim, shape);
             task->status = TCLC_ERRSHAPE;
-            lua_pushfstring(L, "%s: argument %d '%s' is %s %s, expected %s %s", req->fn, arg + 1, e->name,
+            lua_pushfstring(L, "%s: argument %d '%s' is %s %s, expected %s %s", req->fn, arg + 1,
+                            tclc_api_push_quoted(L, e->name, strlen(e->name)),
                             dtype ? tclc_dtype_name(dtype) : "?", have, e->dtype ? tclc_dtype_name(e->dtype) : "any",
                             want);
             return false;
@@ -122,10 +126,11 @@ static int call_body(lua_State *L) {
             lua_pushfstring(L, "%s: handle (id %I) holds a %s, not a function", req->fn, (lua_Integer)req->F.id,
                             luaL_typename(L, function_index));
         else if (lua_isnil(L, function_index))
-            lua_pushfstring(L, "%s: no global function '%s'", req->fn, req->name);
+            lua_pushfstring(L, "%s: no global function '%s'", req->fn,
+                            tclc_api_push_quoted(L, req->name, strlen(req->name)));
         else
-            lua_pushfstring(L, "%s: global '%s' is a %s, not a function", req->fn, req->name,
-                            luaL_typename(L, function_index));
+            lua_pushfstring(L, "%s: global '%s' is a %s, not a function", req->fn,
+                            tclc_api_push_quoted(L, req->name, strlen(req->name)), luaL_typename(L, function_index));
         return 1;
     }
     luaL_checkstack(L, req->nresults, "tclc_call: too many results");
@@ -139,7 +144,8 @@ static int call_body(lua_State *L) {
             const tclc_api_expectation *e = &S->expectations[k];
             if (e->function_id == req->F.id && e->arg >= req->nargs) {
                 task->status = TCLC_ERRSHAPE;
-                lua_pushfstring(L, "%s: argument %d '%s' is missing (%d given)", req->fn, e->arg + 1, e->name,
+                lua_pushfstring(L, "%s: argument %d '%s' is missing (%d given)", req->fn, e->arg + 1,
+                                tclc_api_push_quoted(L, e->name, strlen(e->name)),
                                 req->nargs);
                 return 1;
             }
@@ -160,7 +166,8 @@ static int call_body(lua_State *L) {
             lua_pushfstring(L,
                             "%s: result %d of '%s' is a %s; a result can be nil, a boolean, a number, a string "
                             "or a tensor",
-                            req->fn, i + 1, req->name ? req->name : "the function", luaL_typename(L, function_index + i));
+                            req->fn, i + 1, req->name ? tclc_api_push_quoted(L, req->name, strlen(req->name)) : "the function",
+                            luaL_typename(L, function_index + i));
             return 1;
         }
     }

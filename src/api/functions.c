@@ -6,6 +6,7 @@
 
 #include "call.h"
 #include "handles.h"
+#include "quote.h"
 #include "tensors.h"
 
 typedef struct function_request {
@@ -36,10 +37,13 @@ static int keep_function_body(lua_State *L) {
     }
     if (!callable) {
         task->status = req->path ? TCLC_ERRNAME : TCLC_ERRTYPE;
-        if (req->path)
-            lua_pushfstring(L, "%s: '%s' is a %s, not a function", fn, req->path, luaL_typename(L, -1));
-        else
+        if (req->path) {
+            const char *type = luaL_typename(L, -1);
+            lua_pushfstring(L, "%s: '%s' is a %s, not a function", fn,
+                            tclc_api_push_quoted(L, req->path, strlen(req->path)), type);
+        } else {
             lua_pushfstring(L, "%s: the code returned a %s, not a function", fn, luaL_typename(L, -1));
+        }
         return 1;
     }
     req->out->id = tclc_api_handle_new(task->S);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "quote.h"
 #include "state.h"
 #include "values.h"
 
@@ -33,7 +34,9 @@ static int run_chunk_body(lua_State *L) {
             FILE *probe = fopen(req->path, "r");
             if (!probe) {
                 task->status = TCLC_ERRFILE;
-                lua_pushfstring(L, "cannot open '%s': %s", req->path, strerror(errno));
+                int why = errno;
+                lua_pushfstring(L, "cannot open '%s': %s", tclc_api_push_quoted(L, req->path, strlen(req->path)),
+                                strerror(why));
                 return 1;
             }
             fclose(probe);

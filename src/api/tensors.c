@@ -6,6 +6,7 @@
  * the destination sizes and overlaps. The Lua half (tcl.api.embed) builds the views and runs
  * the schedule. */
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,26 @@ static int lend_range(tclc_state *S, uint64_t id, uintptr_t begin, uintptr_t end
     return 1;
 }
 
+/* Whether the bytes req spans fit the device and the address space (task status TCLC_ERRARG
+ * and a message naming the shape otherwise). check_layout bounds span * itemsize by 2^62. */
+static bool fits_device(tclc_api_task *task, const char *fn, const make_request *req, const char *device) {
+    lua_State *L = task->S->L;
+    uint64_t bytes = (uint64_t)req->span * tclc_dtype_size(req->dtype), limit = tcl_device_max_buffer_bytes(device);
+    bool wraps = !req->copy && bytes > 0 && bytes - 1 > UINTPTR_MAX - (uintptr_t)req->data;
+    if (bytes <= limit && !wraps) return true;
+    char shape[256];
+    tclc_api_shape_text(shape, sizeof shape, req->ndim, req->shape);
+    task->status = TCLC_ERRARG;
+    if (wraps)
+        lua_pushfstring(L, "%s: %s %s from data %p runs past the end of the address space", fn,
+                        tclc_dtype_name(req->dtype), shape, req->data);
+    else
+        lua_pushfstring(L, "%s: %s %s %s %I bytes, more than the %s device can address (%I bytes)", fn,
+                        tclc_dtype_name(req->dtype), shape, req->strides ? "spans" : "is", (lua_Integer)bytes, device,
+                        (lua_Integer)limit);
+    return false;
+}
+
 #define LENT_STORAGE_KEY "tclc.lent_storage"
 
 static int make_body(lua_State *L) {
@@ -169,6 +190,8 @@ static int make_body(lua_State *L) {
     const char *fn = req->copy ? "tclc_tensor_copy" : "tclc_tensor_wrap";
     const char *name = tclc_dtype_name(req->dtype);
     size_t itemsize = tclc_dtype_size(req->dtype);
+    const char *device = push_device(L);
+    if (!fits_device(task, fn, req, device)) return 1;
     if (req->copy) {
         tclc_api_push_embed(L, "copy");
         lua_pushlstring(L, req->numel ? (const char *)req->data : "", req->numel * itemsize);
@@ -176,7 +199,6 @@ static int make_body(lua_State *L) {
         push_list(L, req->ndim, req->shape);
         if (!call_or_refuse(L, task, TCLC_ERRARG, fn, 3, 1)) return 1;
     } else {
-        const char *device = push_device(L);
         size_t align = tcl_device_storage_align(device, itemsize); /* 0: not a host device */
         if (req->span > 0 && align && (uintptr_t)req->data % align != 0) {
             task->status = TCLC_ERRARG;
@@ -191,7 +213,11 @@ static int make_body(lua_State *L) {
         tcl_error err;
         *slot = tcl_buffer_new_borrowed(device, tcl_dtype_from_name(name), req->span, req->data, host_keeps, NULL,
                                         &err);
-        if (!*slot) return luaL_error(L, "%s: %s", fn, err.message);
+        if (!*slot) { /* fits_device and the alignment were checked: only memory is left */
+            task->status = err.status == TCL_ERR_MEMORY ? TCLC_ERRMEM : TCLC_ERRARG;
+            lua_pushfstring(L, "%s: %s", fn, err.message);
+            return 1;
+        }
         tclc_api_push_embed(L, "wrap");
         lua_pushvalue(L, storage);
         push_list(L, req->ndim, req->shape);

@@ -70,6 +70,21 @@ static tcl_status loop_error(rewriter *rw, const char *what, const tcl_uop *node
                     tcl_op_get(node->op)->name, len ? rules : "(none)");
 }
 
+/* A rule replaced u by a node of another dtype: every node using u expects u's dtype, so the
+ * graph would be wrong from here on (or fail later far from the rule). No rule file has a
+ * reason to do it (a dtype change is a CAST, a new node above the old one); the one compare
+ * per rewrite is the whole cost. Drops *out. */
+static tcl_status dtype_changed(rewriter *rw, const tcl_rule *rule, const tcl_uop *u, tcl_uop **out) {
+    tcl_status status = tcl_fail(rw->error, TCL_ERR_INVALID,
+                                 "graph_rewrite: the rule at %s rewrote a %s node of dtype %s into a %s node of dtype "
+                                 "%s; a rewrite must keep the dtype of the node it replaces",
+                                 rule->location, tcl_op_get(u->op)->name, tcl_dtype_get(u->dtype)->name,
+                                 tcl_op_get((*out)->op)->name, tcl_dtype_get((*out)->dtype)->name);
+    tcl_uop_unref(*out);
+    *out = NULL;
+    return status;
+}
+
 /* The matcher's first rewrite of u into *out (a new reference), or NULL when none applies. */
 static tcl_status apply(rewriter *rw, const tcl_matcher *m, tcl_uop *u, tcl_uop **out) {
     tcl_match_env env = {rw->ctx, rw->opts->user_ctx, rw->opts->callback, rw->opts->callback_data,
@@ -77,6 +92,7 @@ static tcl_status apply(rewriter *rw, const tcl_matcher *m, tcl_uop *u, tcl_uop 
     tcl_status status = tcl_matcher_apply(m, u, &env, out);
     if (status != TCL_OK || !*out) return status;
     remember(rw, env.fired);
+    if ((*out)->dtype != u->dtype) return dtype_changed(rw, env.fired, u, out);
     if (rw->opts->trace && (status = rw->opts->trace(rw->opts->trace_data, env.fired, u, *out)) != TCL_OK) {
         tcl_uop_unref(*out);
         *out = NULL;

@@ -6,6 +6,7 @@
 -- All checks run before any node is built, so a failed call leaves nothing half-done.
 local class = require "tcl.api.class"
 local shape_of = require "tcl.shape"
+local quote = require "tcl.quote"
 
 local M = {}
 
@@ -31,6 +32,9 @@ function M.fail(fn, fmt, ...)
   end
 end
 local fail = M.fail
+
+--- A user's string (a name, a key) bounded for a message (tcl.quote): "abc...(400000 bytes)".
+M.quote = quote
 
 --- "(2, 3)", "(4,)" and "()" like Python tuples, so shapes read the same as in tinygrad.
 --  Entries that are not numbers (a list the user gave) are shown by their type name.
@@ -204,7 +208,7 @@ local function non_list_key(t)
 end
 
 local function key_str(k)
-  return type(k) == "string" and string.format("'%s'", k) or tostring(k)
+  return type(k) == "string" and string.format("'%s'", quote(k)) or tostring(k)
 end
 
 --- t, when it is a plain list (keys 1..#t); fails naming fn and `what` otherwise (a table of
@@ -327,7 +331,7 @@ function M.options(fn, opts, known)
     fail(fn, "options must be a table, got %s", M.type_name(opts))
   end
   for k in pairs(opts) do
-    if not known[k] then fail(fn, "unknown option '%s'", tostring(k)) end
+    if not known[k] then fail(fn, "unknown option '%s'", quote(k)) end
   end
   return opts
 end

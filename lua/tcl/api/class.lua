@@ -7,6 +7,7 @@
 -- dtype is the node's. Methods live in the class table (filled by api.tensor from the concept
 -- modules); properties (shape, ndim, dtype) are computed on access.
 local env = require "tcl.env"
+local quote = require "tcl.quote"
 local runtime = require "tcl.runtime"
 
 local M = {}
@@ -81,6 +82,8 @@ local function closest_field(key)
   local best, best_distance = nil, math.huge
   local function consider(name)
     if type(name) ~= "string" or name:sub(1, 1) == "_" then return end
+    -- lengths 3 apart are 3 edits apart: skipped before the quadratic distance (a 400 KB key)
+    if math.abs(#key - #name) > 2 then return end
     local d = edit_distance(key:lower(), name:lower())
     if d > 2 or d * 2 >= #key then return end
     if d < best_distance or (d == best_distance and name < best) then best, best_distance = name, d end
@@ -105,7 +108,7 @@ instance_mt.__index = function(t, key)
   end
   if type(key) ~= "string" or OPTIONAL_FIELDS[key] or key:sub(1, 1) == "_" then return nil end
   local suggestion = closest_field(key)
-  error(string.format("Tensor: no field '%s'%s", key,
+  error(string.format("Tensor: no field '%s'%s", quote(key),
     suggestion and string.format(" (did you mean '%s'?)", suggestion) or ""), 2)
 end
 
@@ -174,7 +177,7 @@ function M.checked_device(fn, name, origin)
   for _, d in ipairs(available) do
     if d == upper then return upper end
   end
-  error(string.format("%s: unknown device '%s'%s (available: %s)", fn, name, origin or "",
+  error(string.format("%s: unknown device '%s'%s (available: %s)", fn, quote(name), origin or "",
     table.concat(available, ", ")), 0)
 end
 

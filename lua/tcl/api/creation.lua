@@ -127,7 +127,7 @@ function M.scalar(value, opts)
     fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
   end
   local dtype, device = options(fn, opts, rules.of_value(value))
-  return from_values(dtype, { alu.cast(value, dtype) }, {}, device)
+  return from_values(dtype, { alu.cast(rules.fill_value(fn, value, dtype), dtype) }, {}, device)
 end
 
 -- full under the name fn ("full" or "full_like"); shape is checked.
@@ -136,7 +136,7 @@ local function full_as(fn, shape, value, opts)
     fail(fn, "value must be a number or a boolean, got %s", check.type_name(value))
   end
   local dtype, device = options(fn, opts, rules.of_value(value))
-  return nodes.const(value, dtype, shape, device)
+  return nodes.const(rules.fill_value(fn, value, dtype), dtype, shape, device)
 end
 
 function M.full(shape, value, opts)

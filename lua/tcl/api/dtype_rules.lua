@@ -21,7 +21,7 @@ function M.dtype(fn, v)
   end
   local ok, dt = pcall(core.dtype, v)
   if not ok then
-    if type(v) == "string" then check.fail(fn, "unknown dtype '%s'", v) end
+    if type(v) == "string" then check.fail(fn, "unknown dtype '%s'", check.quote(v)) end
     check.fail(fn, "dtype must be a dtype or a dtype name, got %s", check.type_name(v))
   end
   if dt.name == "void" or dt.name == "index" then check.fail(fn, "%s is not a tensor dtype", dt.name) end
@@ -70,6 +70,41 @@ function M.of_scalar_beside(dt, v)
   return M.default_float
 end
 
+-- A number as the messages show it: integers as they are, floats with %.17g (1000.0, 2.5).
+local function number_str(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  if v ~= v then return "nan" end
+  return math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 63 and string.format("%.1f", v)
+    or string.format("%.17g", v)
+end
+
+--- value (a Lua number or boolean) as the fill of a tensor of dtype dt, as PyTorch takes a
+--  fill (full, pad, masked_fill, where, assign): a bool tensor takes any value as its truth
+--  (nonzero is true); an integer tensor takes a number of its range (a float truncates toward
+--  zero: 2.5 is 2), an unsigned one also negatives down to -max, which wrap (-1 is uint8 255,
+--  PyTorch's rule); a float tensor any number but a finite one beyond its largest. Anything
+--  else fails naming fn, instead of wrapping (1000 into int8 was -24). Returns the value of
+--  dt's kind: a boolean, an integer or a float.
+function M.fill_value(fn, value, dt)
+  if dt.is_bool then
+    if type(value) == "boolean" then return value end
+    return value ~= 0
+  end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  if dt.is_int then
+    local lowest = dt.is_unsigned and -dt.max or dt.min
+    if value ~= value or value < lowest or value > dt.max then
+      check.fail(fn, "value %s does not fit %s (%s to %s)", number_str(value), dt.name, number_str(lowest),
+        number_str(dt.max))
+    end
+    return math.tointeger(value) or math.tointeger(value < 0 and math.ceil(value) or math.floor(value)) or value
+  end
+  if math.abs(value) > dt.max and math.abs(value) ~= math.huge then
+    check.fail(fn, "value %s does not fit %s (largest finite %s)", number_str(value), dt.name, number_str(dt.max))
+  end
+  return value + 0.0
+end
+
 --- The common dtype of two dtypes (tinygrad's lattice).
 function M.promote(fn, a, b)
   if rawequal(a, b) then return a end
@@ -84,12 +119,26 @@ function M.float_of(dt)
   return M.default_float
 end
 
---- The dtype sum accumulates in: ints and bool widen to at least int32 (uint32 for unsigned),
---  floats to at least float32.
-function M.sum_accumulator(dt)
+--- The dtype an integer sum or product runs in and returns, as PyTorch's: int64 for bool and
+--  every integer dtype (an int32 sum of 10^10 ones needs it), but uint64, which stays.
+function M.integer_accumulator(dt)
+  if dt.name == "uint64" then return dt end
+  return dtypes.int64
+end
+
+--- The dtype a matmul or convolution of dtype dt accumulates in: integers in their own width,
+--  at least 32 bits (a matmul of int32 is int32, as PyTorch's), floats in at least float32.
+function M.product_accumulator(dt)
   if dt.is_bool then return dtypes.int32 end
   if dt.is_unsigned then return core.promote(dt, dtypes.uint32) end
   if dt.is_int then return core.promote(dt, dtypes.int32) end
+  return core.promote(dt, dtypes.float32)
+end
+
+--- The dtype sum accumulates in: bool and integers in int64 (integer_accumulator), floats in
+--  at least float32.
+function M.sum_accumulator(dt)
+  if dt.is_bool or dt.is_int then return M.integer_accumulator(dt) end
   return core.promote(dt, dtypes.float32)
 end
 

@@ -260,6 +260,9 @@ local function where_as(fn, cond, a, b)
   end
   local shape = broadcast_shape(fn, shapes)
   local t, dt = operands(fn, { a, b, n = 2 }, cond.device)
+  for _, v in ipairs({ a, b }) do
+    if not is_tensor(v) then rules.fill_value(fn, v, dt) end -- 1000 beside int8 fails, not wraps
+  end
   local c = nodes.broadcast_to(as_bool(cond), shape)
   local x, y = nodes.broadcast_to(t[1], shape), nodes.broadcast_to(t[2], shape)
   return nodes.alu("WHERE", dt, { c, x, y })
@@ -271,6 +274,8 @@ function M.where(cond, a, b) return (where_as("where", cond, a, b)) end
 --- Value where mask is true, x elsewhere.
 function M.masked_fill(x, mask, value)
   tensor_arg("masked_fill", x)
+  -- a number takes x's dtype (PyTorch's rule: int8 stays int8, 2.5 fills an int tensor with 2)
+  if is_scalar(value) then value = rules.fill_value("masked_fill", value, x.uop.dtype) end
   return (where_as("masked_fill", mask, value, x))
 end
 

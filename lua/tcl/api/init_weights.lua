@@ -93,7 +93,7 @@ local function gain_of(fn, nonlinearity, param)
   elseif nonlinearity == "tanh" then gain = 5 / 3
   elseif nonlinearity == "relu" then gain = math.sqrt(2)
   elseif nonlinearity == "selu" then gain = 3 / 4
-  else fail(fn, "unknown nonlinearity '%s' (one of %s)", nonlinearity, NAMES) end
+  else fail(fn, "unknown nonlinearity '%s' (one of %s)", check.quote(nonlinearity), NAMES) end
   if param ~= nil then fail(fn, "nonlinearity '%s' takes no parameter, got %s", nonlinearity, number_str(param)) end
   return gain
 end
@@ -179,7 +179,7 @@ local function kaiming(fn, shape, o)
   local nonlinearity = o.nonlinearity == nil and "leaky_relu" or o.nonlinearity
   local a = finite(fn, "a", o.a, 0.0)
   if o.a ~= nil and nonlinearity ~= "leaky_relu" then
-    fail(fn, "a is the negative slope of leaky_relu, got nonlinearity '%s'", tostring(nonlinearity))
+    fail(fn, "a is the negative slope of leaky_relu, got nonlinearity '%s'", check.quote(nonlinearity))
   end
   local gain = gain_of(fn, nonlinearity, nonlinearity == "leaky_relu" and a or nil)
   local fan = mode_fan(fn, shape, o.mode)

@@ -277,7 +277,7 @@ M.Conv2d = layer_class("Conv2d", function(fn, in_channels, out_channels, kernel_
   elseif padding == "valid" then
     pads = { { 0, 0 }, { 0, 0 } }
   elseif type(padding) == "string" then
-    fail(fn, "padding must be 'valid', 'same', an integer or a pair {h, w}, got '%s'", padding)
+    fail(fn, "padding must be 'valid', 'same', an integer or a pair {h, w}, got '%s'", check.quote(padding))
   else
     padding = pair(fn, "padding", padding, non_negative_integer)
     pads = { { padding[1], padding[1] }, { padding[2], padding[2] } }

@@ -226,6 +226,8 @@ function M.pad(x, pairs, value)
   check.shape_fits("pad", padded_shape)
   local cropped = nodes.shrink(x, window)
   local padded = nodes.pad(cropped, grow)
+  -- the value becomes one of x's dtype (pad keeps it, as PyTorch's does): checked, not wrapped
+  if value ~= nil then value = rules.fill_value("pad", value, x.uop.dtype) end
   if value == nil or value == 0 or value == false or padded == cropped then return padded end
   -- PAD fills zeros; a true-inside mask padded the same way says where the value goes
   local inside = nodes.pad(nodes.const(true, core.dtypes.bool, cropped._shape, x.device), grow)

@@ -8,6 +8,7 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
+local reduce = require "tcl.api.reduce"
 local gradients = require "tcl.api.gradients"
 local index_checks = require "tcl.api.index_checks"
 
@@ -94,7 +95,7 @@ local function matmul_as(fn, x, w)
     w_shape[#w_shape + 1], w_shape[#w_shape + 2], w_shape[#w_shape + 3] = 1, ws[nw], k
     product, reduce_dim = x:reshape(x_shape):mul(wt:reshape(w_shape)), -1
   end
-  return nodes.cast(product:sum(reduce_dim), dtype)
+  return nodes.cast(reduce._sum_in(product, reduce_dim, rules.product_accumulator(product.uop.dtype)), dtype)
 end
 
 function M.matmul(x, w) return matmul_as("matmul", x, w) end
@@ -330,7 +331,10 @@ function M.conv2d(x, w, b, opts)
   win = win:reshape(n, groups, 1, cin_per_group, out[1], out[2], kernel[1], kernel[2])
   local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
   local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
-  local y = nodes.cast(win:mul(wr):sum({ 4, 7, 8 }), dtype):reshape(n, cout, out[1], out[2])
+  local window_products = win:mul(wr)
+  local accumulator = rules.product_accumulator(window_products.uop.dtype)
+  local y = nodes.cast(reduce._sum_in(window_products, { 4, 7, 8 }, accumulator), dtype)
+    :reshape(n, cout, out[1], out[2])
   if groups == 1 and x.uop.dtype == w.uop.dtype then
     -- differentiated as a whole (tcl.patterns.gradient's conv2d: the input's gradient is a
     -- transposed convolution), not through the windows, whose gradient is a slow scatter

@@ -67,7 +67,8 @@ local function inverse(x)
   return nodes.alu("XOR", dt, { x, nodes.const(all_ones, dt, x._shape, x.device) })
 end
 
---- Sum; ints and bool accumulate in (at least) int32, float16/bfloat16 in float32 and go back.
+--- Sum; ints and bool accumulate in and give int64 (uint64 stays), float16/bfloat16 accumulate
+--  in float32 and go back.
 function M.sum(x, dim, keepdim)
   local axes, keep = reduction_args("sum", x, dim, keepdim)
   local dt = x.uop.dtype
@@ -75,14 +76,23 @@ function M.sum(x, dim, keepdim)
   return finish(nodes.cast(total, rules.sum_result(dt)), axes, keep)
 end
 
+--- Sum over dim in dtype acc, without keepdim (matmul's and conv2d's sums: their callers cast
+--  the result, and their integers keep their width, rules.product_accumulator).
+function M._sum_in(x, dim, acc)
+  local axes, keep = reduction_args("sum", x, dim, false)
+  return finish(sum_as(x, axes, acc), axes, keep)
+end
+
 --- Product; float16 and bfloat16 multiply in float32 and go back (their partial products
---  overflow long before the result may), integers wrap in their own dtype.
+--  overflow long before the result may), ints and bool multiply in and give int64 (uint64
+--  stays), as PyTorch's.
 function M.prod(x, dim, keepdim)
   local axes, keep = reduction_args("prod", x, dim, keepdim)
   local dt = x.uop.dtype
   if dt.is_float and dt.itemsize < 4 then
     return finish(nodes.cast(nodes.reduce(nodes.cast(x, dtypes.float32), "MUL", axes), dt), axes, keep)
   end
+  if dt.is_bool or dt.is_int then x = nodes.cast(x, rules.integer_accumulator(dt)) end
   return finish(nodes.reduce(x, "MUL", axes), axes, keep)
 end
 

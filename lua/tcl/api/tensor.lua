@@ -10,6 +10,7 @@
 -- with "_" are the modules' helpers for each other and stay out of the class.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
+local rules = require "tcl.api.dtype_rules"
 local schedule = require "tcl.schedule"
 local buffers = require "tcl.schedule.buffers"
 local core = require "tcl.core"
@@ -111,7 +112,7 @@ function M.realize(t, options)
           fail("realize", "beam must be an integer >= 0, got %s", tostring(v))
         end
       else
-        fail("realize", "unknown option '%s' (known: noopt, beam)", tostring(key))
+        fail("realize", "unknown option '%s' (known: noopt, beam)", check.quote(key))
       end
     end
   end
@@ -162,7 +163,7 @@ function M.assign(t, value)
     end
     value = nodes.broadcast_to(nodes.cast(value, t.uop.dtype), t._shape)
   elseif type(value) == "number" or type(value) == "boolean" then
-    value = nodes.const(value, t.uop.dtype, t._shape, t.device)
+    value = nodes.const(rules.fill_value("assign", value, t.uop.dtype), t.uop.dtype, t._shape, t.device)
   else
     fail("assign", "the value must be a tensor or a number, got %s", check.type_name(value))
   end

@@ -29,6 +29,8 @@ local linearize = require "tcl.codegen.linearize"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 local estimates = require "tcl.codegen.estimates"
 local optimize = require "tcl.codegen.optimize"
+local UOp = require "tcl.uop"
+local quote = require "tcl.quote"
 
 if pipeline.opts.apply == nil then pipeline.opts.apply = optimize.apply end
 
@@ -115,6 +117,19 @@ local function run_pass(pass, sink, ctx)
   return pcall(pass.fn, sink, ctx)
 end
 
+-- Why a pass's result is not the kernel's graph (a UOp of the op it was given), or nil: checked
+-- right after each pass, so that the error names the pass that broke it, not the next one.
+local function not_a_kernel(result, sink)
+  if result == nil then return "nothing" end
+  if not UOp.is_uop(result) then
+    local shown = type(result) == "table" and "a table" or string.format("a %s (%s)", type(result),
+      quote(tostring(result)))
+    return shown .. ", not the kernel's graph (a " .. sink.op .. " UOp)"
+  end
+  if result.op ~= sink.op then return string.format("a node of op %s, not the kernel's %s", result.op, sink.op) end
+  return nil
+end
+
 --- Runs every pass of the pipeline on sink in order; errors name the kernel and the pass.
 -- The kernel keeps its arguments: a PARAM that passes made unused (a loop of size 0 removed,
 -- a read folded away) stays as a source of the SINK, so the program takes the buffers the
@@ -124,9 +139,10 @@ function M.run_passes(sink, ctx)
   local params = params_of(sink)
   for _, pass in ipairs(pipeline.passes) do
     local ok, result = run_pass(pass, sink, ctx)
-    if not ok or result == nil then
+    local wrong = ok and not_a_kernel(result, sink)
+    if not ok or wrong then
       error(string.format("kernel '%s': pass '%s'%s", tostring(ctx.name or "kernel"), pass.name,
-        ok and " returned nothing" or ": " .. tostring(result)), 0)
+        ok and " returned " .. wrong or ": " .. tostring(result)), 0)
     end
     sink = result
   end
