@@ -56,17 +56,24 @@ describe("deep graphs", function()
       end
     end)
 
-  it("a chain of 40,000 alternating movement and elementwise ops realizes", function()
+  it("a chain of 80,000 alternating movement and elementwise ops realizes", function()
     local x = Tensor({ { 1, 2 }, { 3, 4 } })
     local y = x
-    for _ = 1, 20000 do y = y:permute(2, 1) + 1 end -- an even number of transposes: x + 20000
-    assert.same({ { 20001, 20002 }, { 20003, 20004 } }, y:tolist())
+    for _ = 1, 40000 do y = y:permute(2, 1) + 1 end -- an even number of transposes: x + 40000
+    assert.same({ { 40001, 40002 }, { 40003, 40004 } }, y:tolist())
   end)
 
-  it("backward through a 20,000-op chain gives the exact gradient", function()
+  it("a chain of 60,000 movement ops alone (flips, pads and shrinks) realizes", function()
+    local x = Tensor({ 1, 2, 3 })
+    local y = x
+    for _ = 1, 20000 do y = y:flip(1):pad({ { 1, 1 } }):narrow(1, 2, 3) end -- an even number of flips: x
+    assert.same({ 1, 2, 3 }, y:tolist())
+  end)
+
+  it("backward through a 40,000-op chain gives the exact gradient", function()
     local x = Tensor({ 1.5, -2 }, { dtype = "float32", requires_grad = true })
     local y = x
-    local steps = 10000 -- two ops each, alternating the factor 0.5 and 2 (exact in float32)
+    local steps = 20000 -- two ops each, alternating the factor 0.5 and 2 (exact in float32)
     for i = 1, steps do y = y * (i % 2 == 1 and 0.5 or 2) + x end
     y:sum():backward()
     -- dy_i/dx = a_i * dy_{i-1}/dx + 1, dy_0/dx = 1

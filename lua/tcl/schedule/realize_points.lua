@@ -76,14 +76,15 @@ local TRANSCENDENTAL = transcendental.OPS
 -- for every output column (11 ms of a 107 ms CNN train step) when it counted 1.
 M.THREEFRY_OPS = 64
 
---- Kernel size caps. An elementwise node whose fused cone is deeper than MAX_FUSED_DEPTH ops
--- (the longest chain of ALU ops down to loads, transcendentals and random numbers weighted
--- as above), or loads more than MAX_FUSED_LOADS elements (counted by use), is stored: a
--- 40,000-op chain becomes about 80 kernels of 500 steps (identical ones compile once), and
--- a cat of 10^5 pieces (a balanced tree of pads, tcl.api.movement) a tree of kernels that
--- read 33 to 64 pieces each. LLVM's compile time grows faster than linearly with the size of
--- a kernel's one basic block and with its gated loads (a branch each): 2,000 gated loads took
--- 9 s, 40 kernels of 50 take 40 times one of them.
+--- Kernel size caps. An elementwise or movement node whose fused cone is deeper than
+-- MAX_FUSED_DEPTH ops (the longest chain of ALU and movement ops down to loads, a movement op
+-- counting 1 for its index arithmetic, transcendentals and random numbers weighted as above),
+-- or an elementwise node that loads more than MAX_FUSED_LOADS distinct elements, is stored
+-- and its users load it: a chain of 40,000 ops becomes about 80 kernels (the same code,
+-- compiled once), a sum of 100 tensors 4 kernels. LLVM's compile time grows faster than
+-- linearly with a kernel's one basic block and with its gated loads (a branch each): one
+-- kernel over 2,000 padded pieces compiled in 9 s, a 20,000-op chain in 18 s. Tensor.cat
+-- joins its pieces in chunks of MAX_FUSED_LOADS for the same reason (tcl.api.movement).
 M.MAX_FUSED_DEPTH = 1024
 M.MAX_FUSED_LOADS = 32
 
@@ -259,14 +260,15 @@ function M.decide(order, sink, outputs)
           end
         end
       end
-      n_depth = n_depth + own
+      n_depth = n_depth + (MOVEMENT[op] and 1 or own) -- a movement op: index arithmetic
       if provisional[id] and not reduce then
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
           or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
         if cheap then realize[id] = nil end
       end
       local n_sites = load_sites(node, src, realize, sites)
-      if not realize[id] and elementwise(op) and (n_depth > M.MAX_FUSED_DEPTH or n_sites == OVER) then
+      if not realize[id] and (n_depth > M.MAX_FUSED_DEPTH and (elementwise(op) or MOVEMENT[op])
+          or n_sites == OVER and elementwise(op)) then
         realize[id] = true -- a kernel of bounded size: its users load it
       end
       ops[id], loads[id], has_reduce[id] = math.min(n_ops, COUNT_CAP), math.min(n_loads, COUNT_CAP), reduce
