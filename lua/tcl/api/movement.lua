@@ -421,7 +421,8 @@ function cat_as(fn, list, d)
   return cat_as(fn, chunks, d)
 end
 
---- Joins tensors along dim d (default 1): each is padded to the full size and they are added.
+--- Joins tensors along dim d (default 1): each is padded to the full size and they are added
+-- (beyond CAT_CHUNK tensors, chunk by chunk: see cat_as).
 function M.cat(list, d)
   return (cat_as("cat", tensor_list("cat", list), d))
 end
