@@ -364,8 +364,12 @@ local function tensor_list(fn, list)
   return list
 end
 
+-- The most pieces one kernel of a cat reads (tcl.schedule.realize_points.MAX_FUSED_LOADS).
+local CAT_CHUNK = 32
+
 -- cat under the name fn ("cat", or "stack" for its parts) of a checked list.
-local function cat_as(fn, list, d)
+local cat_as
+function cat_as(fn, list, d)
   local first = list[1]
   local ndim = #first._shape
   if ndim == 0 then fail(fn, "cannot join 0-d tensors (use stack)") end
@@ -389,21 +393,38 @@ local function cat_as(fn, list, d)
   local joined = nodes.copy_shape(first)
   joined[axis + 1] = total
   check.shape_fits(fn, joined)
-  local result, offset = nil, 0
-  for _, t in ipairs(list) do
-    local grow = {}
-    for k = 1, ndim do grow[2 * k - 1], grow[2 * k] = 0, 0 end
-    local n = t._shape[axis + 1]
-    grow[2 * axis + 1], grow[2 * axis + 2] = offset, total - offset - n
-    offset = offset + n
-    local part = nodes.pad(nodes.cast(t, dtype), grow)
-    if result == nil then result = part
-    else result = nodes.alu(dtype.is_bool and "OR" or "ADD", dtype, { result, part }) end
+  local join_op = dtype.is_bool and "OR" or "ADD"
+  -- the join of list[i..j] (of length `length` along the axis): one sum of padded parts
+  local function flat(i, j, length)
+    local result, offset = nil, 0
+    for k = i, j do
+      local t = list[k]
+      local n = t._shape[axis + 1]
+      local grow = {}
+      for g = 1, ndim do grow[2 * g - 1], grow[2 * g] = 0, 0 end
+      grow[2 * axis + 1], grow[2 * axis + 2] = offset, length - offset - n
+      offset = offset + n
+      local part = nodes.pad(nodes.cast(t, dtype), grow)
+      result = result == nil and part or nodes.alu(join_op, dtype, { result, part })
+    end
+    return result
   end
-  return result
+  if #list <= CAT_CHUNK then return flat(1, #list, total) end
+  -- More pieces: chunks of CAT_CHUNK stored apart (CONTIGUOUS), then joined the same way, so
+  -- no kernel reads more than CAT_CHUNK pieces, and a cat of n pieces costs O(n) to schedule
+  -- and compile (one kernel over n pieces took O(n^2): 2,000 in 36 s). Each level copies the
+  -- values once more: log_CAT_CHUNK(n) copies in all.
+  local chunks = {}
+  for i = 1, #list, CAT_CHUNK do
+    local j, length = math.min(i + CAT_CHUNK - 1, #list), 0
+    for k = i, j do length = length + list[k]._shape[axis + 1] end
+    chunks[#chunks + 1] = nodes.contiguous(flat(i, j, length))
+  end
+  return cat_as(fn, chunks, d)
 end
 
---- Joins tensors along dim d (default 1): each is padded to the full size and they are added.
+--- Joins tensors along dim d (default 1): each is padded to the full size and they are added
+-- (beyond CAT_CHUNK tensors, chunk by chunk: see cat_as).
 function M.cat(list, d)
   return (cat_as("cat", tensor_list("cat", list), d))
 end

@@ -161,52 +161,70 @@ function Builder:new_range(size, kind)
   return r
 end
 
---- The value of node at indices idx (one per axis of node), under the validity condition
--- valid (nil: always valid), as a kernel expression.
-function Builder:value(node, idx, valid)
-  local key = index_key(node, idx, valid)
-  local done = self.memo[key]
-  if done then return done end
-  local v = self:compute(node, idx, valid)
-  self.memo[key] = v
-  return v
-end
+-- The walk is iterative (an explicit stack of frames), as deep graphs are common: a chain of
+-- 40,000 elementwise ops or a cat of 10^5 pieces is that deep, beyond the C stack Lua's
+-- recursion runs on. Each frame is one (node, indices, condition) request; its sources are
+-- walked one after the other, each to the end before the next, in source order: the order
+-- of the recursive definition, on which the numbering of PARAM slots and axes depends.
 
-function Builder:compute(node, idx, valid)
+--- The frame that computes node at idx under valid, or (nil, value) when the value needs no
+-- source: a load of a stored node or buffer, a constant, an index.
+-- A frame: { key=, node=, requests = { {node, idx, valid}... } (the sources' values it
+-- needs, in walk order), finish = function(frame, values) -> value, ... }.
+function Builder:plan(node, idx, valid, key)
   local op = node.op
   if node ~= self.root then
     local stored = self.stored(node)
     if stored then
       self.reads[node] = true
-      return self:load(stored, flatten(idx, shape.shared(node)), valid)
+      return nil, self:load(stored, flatten(idx, shape.shared(node)), valid)
     end
   end
   if op == "BUFFER" then
     self.reads[node] = true
-    return self:load(node, idx[1], valid)
+    return nil, self:load(node, idx[1], valid)
   end
-  if op == "CONST" then return node end
-  if op == "ARANGE" then return idx[1]:cast(node.dtype) end -- the element's own index
+  if op == "CONST" then return nil, node end
+  if op == "ARANGE" then return nil, idx[1]:cast(node.dtype) end -- the element's own index
   local src = node.src
+  local frame = { key = key, node = node }
   local move = movement[op]
   if move then
     local in_idx, cond = move(node, idx, shape.shared(src[1]), shape.shared(node))
-    if not cond then return self:value(src[1], in_idx, valid) end
-    local inner = self:value(src[1], in_idx, both(valid, cond))
-    return cond:where(inner, inner:const_like(0))
+    frame.requests = { { src[1], in_idx, both(valid, cond) } }
+    frame.cond, frame.finish = cond, Builder.finish_move
+  elseif op == "REDUCE_AXIS" then
+    self:plan_reduce(frame, idx, valid)
+  elseif op == "CONTIGUOUS" or op == "DETACH" or op == "COPY" then
+    frame.requests, frame.finish = { { src[1], idx, valid } }, Builder.finish_same
+  elseif op == "ASSIGN" then
+    frame.requests, frame.finish = { { src[2], idx, valid } }, Builder.finish_same
+  elseif core.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
+    local requests = {}
+    for i, s in ipairs(src) do requests[i] = { s, idx, valid } end
+    frame.requests, frame.finish = requests, Builder.finish_alu
+  else
+    error(string.format("rangeify: %s is not a tensor-graph op it can fuse", op), 0)
   end
-  if op == "REDUCE_AXIS" then return self:reduce(node, idx, valid) end
-  if op == "CONTIGUOUS" or op == "DETACH" or op == "COPY" then return self:value(src[1], idx, valid) end
-  if op == "ASSIGN" then return self:value(src[2], idx, valid) end
-  if core.groups.ALU[op] or op == "CAST" or op == "BITCAST" then
-    local vals = {}
-    for i, s in ipairs(src) do vals[i] = self:value(s, idx, valid) end
-    return new(op, node.dtype, vals, node.arg)
-  end
-  error(string.format("rangeify: %s is not a tensor-graph op it can fuse", op), 0)
+  return frame
 end
 
-function Builder:reduce(node, idx, valid)
+function Builder.finish_same(_, values) return values[1] end
+
+function Builder.finish_move(frame, values)
+  local cond, inner = frame.cond, values[1]
+  if not cond then return inner end
+  return cond:where(inner, inner:const_like(0))
+end
+
+function Builder.finish_alu(frame, values)
+  local node = frame.node
+  return new(node.op, node.dtype, values, node.arg)
+end
+
+--- A fused REDUCE_AXIS: new "reduce" ranges for its reduced axes (size-1 axes index with 0).
+function Builder:plan_reduce(frame, idx, valid)
+  local node = frame.node
   local in_shape = shape.shared(node.src[1])
   local in_idx, ranges = table.move(idx, 1, #idx, 1, {}), {}
   for _, a in ipairs(node.arg[2]) do
@@ -220,7 +238,11 @@ function Builder:reduce(node, idx, valid)
       self.reduce_sizes[#self.reduce_sizes + 1] = size
     end
   end
-  local v = self:value(node.src[1], in_idx, valid)
+  frame.requests, frame.ranges, frame.finish = { { node.src[1], in_idx, valid } }, ranges, Builder.finish_reduce
+end
+
+function Builder.finish_reduce(frame, values)
+  local node, v, ranges = frame.node, values[1], frame.ranges
   if v.dtype ~= node.dtype then
     error(string.format("rangeify: REDUCE_AXIS of dtype %s reduces a %s value (cast the source first)",
       tostring(node.dtype), tostring(v.dtype)), 0)
@@ -229,6 +251,56 @@ function Builder:reduce(node, idx, valid)
   local srcs = { v }
   for i, r in ipairs(ranges) do srcs[i + 1] = r end
   return new("REDUCE", v.dtype, srcs, node.arg[1])
+end
+
+--- The value of node at indices idx (one per axis of node), under the validity condition
+-- valid (nil: always valid), as a kernel expression. A value needed again at the same
+-- indices and condition is the same node (memo).
+function Builder:value(node, idx, valid)
+  local memo = self.memo
+  local key = index_key(node, idx, valid)
+  local done = memo[key]
+  if done then return done end
+  local frame, value = self:plan(node, idx, valid, key)
+  if not frame then
+    memo[key] = value
+    return value
+  end
+  frame.values, frame.next = {}, 1
+  local stack, top = { frame }, 1
+  while true do
+    local f = stack[top]
+    local request = f.requests[f.next]
+    if request then
+      local s, s_idx, s_valid = request[1], request[2], request[3]
+      local s_key = index_key(s, s_idx, s_valid)
+      local v = memo[s_key]
+      if not v then
+        local child
+        child, v = self:plan(s, s_idx, s_valid, s_key)
+        if child then
+          child.values, child.next = {}, 1
+          top = top + 1
+          stack[top] = child
+        else
+          memo[s_key] = v
+        end
+      end
+      if v then
+        f.values[f.next] = v
+        f.next = f.next + 1
+      end
+    else
+      local v = f.finish(f, f.values)
+      memo[f.key] = v
+      stack[top] = nil
+      top = top - 1
+      if top == 0 then return v end
+      local parent = stack[top]
+      parent.values[parent.next] = v
+      parent.next = parent.next + 1
+    end
+  end
 end
 
 ---------------------------------------------------------------------------------------------

@@ -76,6 +76,18 @@ local TRANSCENDENTAL = transcendental.OPS
 -- for every output column (11 ms of a 107 ms CNN train step) when it counted 1.
 M.THREEFRY_OPS = 64
 
+--- Kernel size caps. An elementwise or movement node whose fused cone is deeper than
+-- MAX_FUSED_DEPTH ops (the longest chain of ALU and movement ops down to loads, a movement op
+-- counting 1 for its index arithmetic, transcendentals and random numbers weighted as above),
+-- or an elementwise node that loads more than MAX_FUSED_LOADS distinct elements, is stored
+-- and its users load it: a chain of 40,000 ops becomes about 80 kernels (the same code,
+-- compiled once), a sum of 100 tensors 4 kernels. LLVM's compile time grows faster than
+-- linearly with a kernel's one basic block and with its gated loads (a branch each): one
+-- kernel over 2,000 padded pieces compiled in 9 s, a 20,000-op chain in 18 s. Tensor.cat
+-- joins its pieces in chunks of MAX_FUSED_LOADS for the same reason (tcl.api.movement).
+M.MAX_FUSED_DEPTH = 1024
+M.MAX_FUSED_LOADS = 32
+
 local ALU = core.groups.ALU
 local MOVEMENT = { RESHAPE = true, PERMUTE = true, EXPAND = true, SHRINK = true, FLIP = true, PAD = true }
 local COUNT_CAP = 1e12 -- op and load counts saturate (counted by uses, a deep DAG would overflow)
@@ -95,6 +107,58 @@ local function repeated(src, j)
 end
 
 local MANY = {} -- "reached from more than one kernel" (a root id otherwise)
+
+-- Load sites, for MAX_FUSED_LOADS: the distinct loads a kernel computing a node would make,
+-- as a set of keys (a stored source read by an elementwise node: its id; seen through a
+-- movement op or a reduction, which read it at other indices: a key mixed with that node's
+-- id), or OVER once there are more than MAX_FUSED_LOADS. Unlike `loads` (counted by use),
+-- a value read again at the same indices is one site, as it is one load in the kernel.
+-- Sets are never changed once made, so a node with one source may share its source's.
+local OVER = setmetatable({}, { __name = "OVER" })
+local NONE = { n = 0 }
+
+local function rekey(set, id)
+  if set == OVER or set.n == 0 then return set end
+  local out = { n = set.n }
+  for key in pairs(set) do
+    if key ~= "n" then out[key * 6364136223846793005 + id] = true end
+  end
+  return out
+end
+
+--- The load sites of node (sources src) under the current decisions (realize) and its
+-- sources' sites.
+local function load_sites(node, src, realize, sites)
+  local op = node.op
+  if op == "BUFFER" then return { n = 1, [node.id] = true } end
+  if MOVEMENT[op] or op == "REDUCE_AXIS" then
+    local s = src[1]
+    return rekey(realize[s.id] and { n = 1, [s.id] = true } or sites[s.id], node.id)
+  end
+  local out, owned = NONE, false
+  for _, s in ipairs(src) do
+    local set = realize[s.id] and { n = 1, [s.id] = true } or sites[s.id]
+    if set == OVER then return OVER end
+    if set.n > 0 then
+      if out.n == 0 then
+        out = set
+      elseif out ~= set then
+        if not owned then
+          local copy = { n = out.n }
+          for key in pairs(out) do if key ~= "n" then copy[key] = true end end
+          out, owned = copy, true
+        end
+        for key in pairs(set) do
+          if key ~= "n" and not out[key] then
+            out[key], out.n = true, out.n + 1
+            if out.n > M.MAX_FUSED_LOADS then return OVER end
+          end
+        end
+      end
+    end
+  end
+  return out
+end
 
 --- The set of the realize points' node ids, for the graph of `outputs` in topological
 -- `order` (which ends with their SINK, `sink`).
@@ -171,15 +235,17 @@ function M.decide(order, sink, outputs)
 
   -- Pass 2, topological order: each node's fused cone (ops, loads, whether it holds a fused
   -- reduction) with its sources' final decisions; the cheap provisional nodes are fused.
-  local ops, loads, has_reduce = {}, {}, {}
+  local ops, loads, has_reduce, depth, sites = {}, {}, {}, {}, {}
   for i, node in ipairs(order) do
     if node ~= sink then
       local id, op, src = node.id, node.op, sources[i]
-      local n_ops = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or op == "THREEFRY" and M.THREEFRY_OPS
+      local own = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or op == "THREEFRY" and M.THREEFRY_OPS
         or elementwise(op) and 1 or 0
+      local n_ops, n_depth = own, 0
       local n_loads, reduce = op == "BUFFER" and 1 or 0, false
       if op == "REDUCE_AXIS" then
         reduce = true -- matters only if it is fused: its consumers then hold a reduction
+        if not realize[src[1].id] then n_depth = depth[src[1].id] end
       else
         for j, s in ipairs(src) do
           if not repeated(src, j) then
@@ -189,16 +255,24 @@ function M.decide(order, sink, outputs)
             else
               n_ops, n_loads = n_ops + ops[sid], n_loads + loads[sid]
               reduce = reduce or has_reduce[sid]
+              if depth[sid] > n_depth then n_depth = depth[sid] end
             end
           end
         end
       end
+      n_depth = n_depth + (MOVEMENT[op] and 1 or own) -- a movement op: index arithmetic
       if provisional[id] and not reduce then
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
           or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
         if cheap then realize[id] = nil end
       end
+      local n_sites = load_sites(node, src, realize, sites)
+      if not realize[id] and (n_depth > M.MAX_FUSED_DEPTH and (elementwise(op) or MOVEMENT[op])
+          or n_sites == OVER and elementwise(op)) then
+        realize[id] = true -- a kernel of bounded size: its users load it
+      end
       ops[id], loads[id], has_reduce[id] = math.min(n_ops, COUNT_CAP), math.min(n_loads, COUNT_CAP), reduce
+      depth[id], sites[id] = n_depth, n_sites
     end
   end
   return realize
