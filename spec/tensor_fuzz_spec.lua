@@ -2201,7 +2201,8 @@ describe("Tensor API fuzzer", function()
     if VERBOSE or #SEEDS > 10 then
       print(string.format("fuzz: %d calls succeeded, %d raised errors, %d skipped; %d results realized, %d compared "
         .. "with the reference (%d reference skips); at most %d live nodes added by a seed; %.1f s",
-        totals.successes, totals.errors, totals.skipped, totals.realized, totals.compared, totals.ref_skipped, totals.max_live, os.clock() - clock))
+        totals.successes, totals.errors, totals.skipped, totals.realized, totals.compared, totals.ref_skipped,
+        totals.max_live, os.clock() - clock))
     end
     if #report > 0 then
       local shown = table.move(report, 1, math.min(#report, 40), 1, {})
