@@ -2,8 +2,9 @@
  * fault-injection spec of tcl's file writers (spec/fault_injection_spec.lua). Layer: test.
  *
  * Only calls that touch a file whose path contains FAULT_PATH are counted: the descriptors and
- * streams opened for such a path (open, openat, creat, mkstemp and its kin, fopen), and rename
- * and unlink of such a path. Allocations are counted only while a matching file is open for
+ * streams opened for such a path (open, openat, creat, mkstemp and its kin, fopen; a path relative
+ * to a directory descriptor counts as joined to that directory's path), and rename/renameat of
+ * such a path. Allocations are counted only while a matching file is open for
  * writing (from its open to its rename, unlink or close), so that the failures land in the
  * writer, not in LLVM or Lua at large. Settings, from the environment:
  *   FAULT_PATH   the substring (required; nothing fails without it)
@@ -17,6 +18,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -116,6 +118,19 @@ int open(const char *path, int flags, ...) {
 }
 int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
+/* The path a *at call names, as one string: a relative path under a directory descriptor
+   (the disk cache opens and renames its entries that way) is joined to that directory's
+   path, so FAULT_PATH matches it as it would match the full path. */
+static const char *full_path(int dirfd, const char *path, char *buf, size_t size) {
+    if (!path || path[0] == '/' || dirfd == AT_FDCWD) return path;
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+    ssize_t len = readlink(link, buf, size - 1);
+    if (len < 0) return path;
+    snprintf(buf + len, size - (size_t)len, "/%s", path);
+    return buf;
+}
+
 int openat(int dirfd, const char *path, int flags, ...) {
     mode_t mode = 0;
     if (flags & (O_CREAT | O_TMPFILE)) {
@@ -124,12 +139,14 @@ int openat(int dirfd, const char *path, int flags, ...) {
         mode = va_arg(ap, mode_t);
         va_end(ap);
     }
-    if (matches(path) && (flags & O_ACCMODE) != O_RDONLY && strike("open", path)) {
+    char buf[PATH_MAX];
+    const char *full = full_path(dirfd, path, buf, sizeof buf);
+    if (matches(full) && (flags & O_ACCMODE) != O_RDONLY && strike("open", full)) {
         errno = EACCES;
         return -1;
     }
     int fd = REAL("openat", int (*)(int, const char *, int, ...))(dirfd, path, flags, mode);
-    trace_fd(fd, path, flags);
+    trace_fd(fd, full, flags);
     return fd;
 }
 int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
@@ -223,6 +240,17 @@ int rename(const char *from, const char *to) {
         return -1;
     }
     return REAL("rename", int (*)(const char *, const char *))(from, to);
+}
+
+int renameat(int from_dir, const char *from, int to_dir, const char *to) {
+    char from_buf[PATH_MAX], to_buf[PATH_MAX];
+    const char *from_full = full_path(from_dir, from, from_buf, sizeof from_buf);
+    const char *to_full = full_path(to_dir, to, to_buf, sizeof to_buf);
+    if ((matches(from_full) || matches(to_full)) && strike("rename", to_full)) {
+        errno = EXDEV;
+        return -1;
+    }
+    return REAL("renameat", int (*)(int, const char *, int, const char *))(from_dir, from, to_dir, to);
 }
 
 /* ---- streams (Lua's io library) ---- */
