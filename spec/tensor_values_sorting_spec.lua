@@ -227,7 +227,7 @@ describe("sort and argsort", function()
     assert.are.same({ 30, 20, 10 }, tangents:data())
   end)
 
-  it("sorts 2^16 elements in log2(N) (log2(N) + 1) / 2 passes of two kernels, well under a second", function()
+  it("sorts 2^16 elements in log2(N) (log2(N) + 1) / 2 passes of two kernels", function()
     -- each compare-exchange pass stores the values and the positions; the last one fuses into
     -- the outputs (cutting the padding off, making the positions 1-based)
     local small_values, small_indices = Tensor.rand(5):realize():sort() -- a lazy rand would be a kernel more
@@ -236,16 +236,8 @@ describe("sort and argsort", function()
     local x = Tensor.rand(1 << 16):realize()
     local values, indices = x:sort()
     assert.are.equal(2 * 136, #schedule.create({ values.uop, indices.uop }).kernels)
-    if x.device == "CPU" then
-      tcl.realize(Tensor.rand(1 << 16):sort()) -- compiles the kernels (a fresh cache)
-      x:realize()
-      -- the process's CPU time (scheduling 272 kernels and running them), not the wall clock:
-      -- the machine may be shared
-      local start = os.clock()
-      tcl.realize(values, indices)
-      local seconds = os.clock() - start
-      assert.is_true(seconds < 1, "sorting 2^16 elements took " .. seconds .. " s of CPU time")
-    else -- the reference interpreter runs 2^10 in the time
+    -- its speed is bench/ material (a timed assertion failed under ASan on a loaded machine)
+    if x.device ~= "CPU" then -- the reference interpreter sorts 2^10 instead
       x = Tensor.rand(1 << 10)
       values, indices = x:sort()
     end
