@@ -4,6 +4,7 @@
 -- kernel compiled by LLVM's llc (found next to llvm-config), independent of tcl's renderer.
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
+local helper = require "spec.support.helper"
 
 local f32 = core.dtypes.float32
 
@@ -29,12 +30,7 @@ done:
 declare float @sinf(float)
 ]]
 
-local function llc_path()
-  local pipe = io.popen("llvm-config-19 --bindir 2>/dev/null || llvm-config --bindir 2>/dev/null")
-  local dir = pipe:read("l")
-  pipe:close()
-  return dir and dir .. "/llc"
-end
+local llc_path = helper.llc_path
 
 -- Object code of the kernel `entry` adding `add` to sin of each element.
 local function object_of(entry, add)

@@ -27,11 +27,7 @@ local function error_of(fn, ...)
 end
 
 -- A fresh empty directory under /tmp, removed by the caller with remove_tree.
-local function fresh_dir()
-  local path = os.tmpname()
-  os.remove(path)
-  return path .. ".cache"
-end
+local fresh_dir = helper.fresh_dir_path
 
 local function remove_tree(path)
   os.execute("rm -rf " .. q(path))

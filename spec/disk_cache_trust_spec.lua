@@ -17,11 +17,7 @@ local function sh(cmd)
   return out
 end
 
-local function fresh_dir()
-  local path = os.tmpname()
-  os.remove(path)
-  return path .. ".cache"
-end
+local fresh_dir = helper.fresh_dir_path
 
 local function mode_of(path) return (sh("stat -c %a " .. q(path)):gsub("\n$", "")) end
 

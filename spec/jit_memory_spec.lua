@@ -15,12 +15,7 @@ local function mappings()
   return n
 end
 
-local function llc_path()
-  local pipe = io.popen("llvm-config-19 --bindir 2>/dev/null || llvm-config --bindir 2>/dev/null")
-  local dir = pipe:read("l")
-  pipe:close()
-  return dir and dir .. "/llc"
-end
+local llc_path = helper.llc_path
 
 -- Object code of a kernel out[i] = a[i] + 1 named `entry` (llc, independent of tcl's renderer).
 local function object_of(entry)

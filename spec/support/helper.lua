@@ -99,4 +99,19 @@ function M.pack_all(fmt, values)
   return table.concat(parts)
 end
 
+--- A path for a directory no one has made yet, under /tmp (the caller makes and removes it).
+function M.fresh_dir_path()
+  local path = os.tmpname()
+  os.remove(path)
+  return path .. ".cache"
+end
+
+--- LLVM's llc, found through llvm-config (an object compiler independent of tcl's renderer).
+function M.llc_path()
+  local pipe = io.popen("llvm-config-19 --bindir 2>/dev/null || llvm-config --bindir 2>/dev/null")
+  local dir = pipe:read("l")
+  pipe:close()
+  return dir and dir .. "/llc"
+end
+
 return M
