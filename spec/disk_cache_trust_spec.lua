@@ -78,6 +78,10 @@ describe("the on-disk kernel cache's trust", function()
   end)
 
   it("refuses a directory another user owns, even one only that user may write", function()
+    if sh("id -u"):match("^%s*(%d+)") ~= "0" then
+      pending("giving a directory to another user (chown) needs root")
+      return
+    end
     local dir = root .. "/theirs"
     sh("mkdir -m 700 " .. q(dir) .. " && chown nobody " .. q(dir))
     assert.are.equal("runtime.cache_open: " .. not_yours(dir, "0700"), error_of(rt.cache_open, dir))
