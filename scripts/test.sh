@@ -11,7 +11,21 @@
 # runs, "N passed, N failed[, N skipped]"; the exit status is non-zero when a test failed,
 # a build failed or busted stopped early. A build or run that fails without test counts
 # adds 1 to "failed", so that line never reads "0 failed" on a failure.
+#
+# `scripts/test.sh --quick` is the quick tier for daily work (about 5 minutes here): luacheck, the
+# Debug build and the Debug suite without its slowest spec files (SLOW_SPECS below); no
+# sanitizers, EMU runs or GPU sources. The full command is what CI runs.
 set -euo pipefail
+
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "test: unknown argument '$1' (use: scripts/test.sh [--quick])" >&2; echo "0 passed, 1 failed"; exit 1 ;;
+esac
+# Left out of the quick tier: each takes 15 s or more in Debug here (measured 2026-11-28).
+SLOW_SPECS=(threads gpu_render graph_scale transcendental tc_lowering opt tensor_values_elementwise tensor_fuzz
+  tensor_values_sorting fault_injection)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -133,6 +147,14 @@ check_gpu_sources() {
   pending=$((pending + ${s:-0}))
 }
 
+# The last line, the totals; the exit status says whether anything failed.
+finish() {
+  local summary="$passed passed, $failed failed"
+  [ "$pending" -gt 0 ] && summary+=", $pending skipped"
+  echo "$summary"
+  [ "$failed" -eq 0 ]
+}
+
 # --- luacheck -----------------------------------------------------------------------------
 # Every Lua file of the tree, with .luacheckrc's settings: zero warnings is one passed check.
 echo "== test: luacheck"
@@ -148,6 +170,22 @@ fi
 # --- Debug build ---------------------------------------------------------------------------
 debug_built=0
 if build build Debug; then debug_built=1; fi
+
+# --- the quick tier: the Debug suite without SLOW_SPECS, and nothing else ----------------
+if [ "$quick" = 1 ]; then
+  if [ "$debug_built" = 1 ]; then
+    for spec in spec/*_spec.lua; do
+      slow=0
+      for name in "${SLOW_SPECS[@]}"; do [ "spec/${name}_spec.lua" = "$spec" ] && slow=1; done
+      [ "$slow" = 1 ] || spec_paths+=("$spec")
+    done
+    run_specs "Debug, quick tier" build ""
+  else
+    failed=$((failed + 1))
+  fi
+  finish
+  exit
+fi
 
 # --- Sanitize (ASan + UBSan), started in the background ---------------------------------
 # Stock lua5.4 is not sanitized: to load the sanitized tcl.so it needs the ASan runtime
@@ -268,7 +306,4 @@ else
 fi
 rm -f "$tsan_log"
 
-summary="$passed passed, $failed failed"
-[ "$pending" -gt 0 ] && summary+=", $pending skipped"
-echo "$summary"
-[ "$failed" -eq 0 ]
+finish
