@@ -97,22 +97,13 @@ end
 
 local DEFAULT_KERNEL_CACHE_MB = 64
 
-local function kernel_cache_bytes()
-  local v = os.getenv("TCL_KERNEL_CACHE_MB")
-  if v == nil or v == "" then return DEFAULT_KERNEL_CACHE_MB << 20 end
+-- A size in MiB (fractions allowed) as bytes; `default_bytes` when unset.
+local function mebibytes(name, default_bytes)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return default_bytes end
   local mb = tonumber(v)
   if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then
-    refuse("TCL_KERNEL_CACHE_MB", "a number of MiB >= 0", v)
-  end
-  return math.floor(mb * (1 << 20))
-end
-
-local function memory_limit_bytes()
-  local v = os.getenv("TCL_MEMORY_LIMIT_MB")
-  if v == nil or v == "" then return nil end
-  local mb = tonumber(v)
-  if mb == nil or mb < 0 or mb ~= mb or mb == math.huge then
-    refuse("TCL_MEMORY_LIMIT_MB", "a number of MiB >= 0", v)
+    refuse(name, "a number of MiB >= 0", v)
   end
   return math.floor(mb * (1 << 20))
 end
@@ -128,8 +119,8 @@ return {
   RENDER_DUMP = string_or_nil("TCL_RENDER_DUMP"),
   REWRITE_TRACE = flag("REWRITE_TRACE"),
   REWRITE_STATS = flag("REWRITE_STATS"),
-  KERNEL_CACHE_BYTES = kernel_cache_bytes(),
-  MEMORY_LIMIT_BYTES = memory_limit_bytes(),
+  KERNEL_CACHE_BYTES = mebibytes("TCL_KERNEL_CACHE_MB", DEFAULT_KERNEL_CACHE_MB << 20),
+  MEMORY_LIMIT_BYTES = mebibytes("TCL_MEMORY_LIMIT_MB", nil),
   THREADS = integer("THREADS", 1, nil),
   CACHELEVEL = integer("CACHELEVEL", 0, 1),
   CACHE_DIR = cache_dir(),
