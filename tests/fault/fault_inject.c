@@ -100,23 +100,6 @@ static void untrace_fd(int fd) {
 
 /* ---- opening ---- */
 
-int open(const char *path, int flags, ...) {
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
-    if (matches(path) && (flags & O_ACCMODE) != O_RDONLY && strike("open", path)) {
-        errno = EACCES;
-        return -1;
-    }
-    int fd = REAL("open", int (*)(const char *, int, ...))(path, flags, mode);
-    trace_fd(fd, path, flags);
-    return fd;
-}
-int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
 /* The path a *at call names, as one string: a relative path under a directory descriptor
    (the disk cache opens and renames its entries that way) is joined to that directory's
@@ -150,6 +133,18 @@ int openat(int dirfd, const char *path, int flags, ...) {
     return fd;
 }
 int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
+
+int open(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = va_arg(ap, mode_t);
+        va_end(ap);
+    }
+    return openat(AT_FDCWD, path, flags, mode); /* the same call relative to the working directory */
+}
+int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
 int creat(const char *path, mode_t mode) { return open(path, O_WRONLY | O_CREAT | O_TRUNC, mode); }
 
