@@ -38,7 +38,7 @@ if(NOT FFI_INCLUDE_DIR OR NOT FFI_LIBRARY)
   tclc_missing("libffi" "libffi-dev")
 endif()
 
-# zlib: reading gzip-compressed data sets (src/runtime/gzip_file.c).
+# zlib: reading gzip-compressed data sets (src/runtime/io/gzip_file.c).
 find_package(ZLIB QUIET)
 if(NOT ZLIB_FOUND)
   tclc_missing("zlib (headers and library)" "zlib1g-dev")

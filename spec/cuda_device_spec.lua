@@ -1,5 +1,5 @@
 -- spec/cuda_device_spec.lua — the CUDA device: the driver API loaded at run time
--- (src/runtime/cuda_driver.c), device buffers and programs (tcl.cuda), the backend
+-- (src/runtime/cuda/cuda_driver.c), device buffers and programs (tcl.cuda), the backend
 -- (tcl.codegen.cuda) and the scheduler's use of them (tcl.schedule.buffers, transfers).
 --
 -- Three parts:

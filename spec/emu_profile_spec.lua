@@ -1,4 +1,4 @@
--- spec/emu_profile_spec.lua — EMU's memory profile (src/runtime/emu_profile.h): for each global
+-- spec/emu_profile_spec.lua — EMU's memory profile (src/runtime/emu/emu_profile.h): for each global
 -- LOAD, STORE and asynchronous copy of a GPU-shaped program, the 32-byte sectors the first warp
 -- of workgroup 0 touched and the fewest its bytes fit in, per access counted by hand; and the
 -- report DEBUG=2 prints in EMU's GPU mode (tcl.codegen.emu).

@@ -1,5 +1,5 @@
 -- spec/gpu_render_spec.lua — the CUDA and Metal source renderers (src/codegen/c_render.h, module
--- tcl.gpu) and NVRTC (src/runtime/nvrtc.h, module tcl.nvrtc), on a machine without a GPU:
+-- tcl.gpu) and NVRTC (src/runtime/cuda/nvrtc.h, module tcl.nvrtc), on a machine without a GPU:
 --   * hand-built linear programs: every ALU op, cast, bitcast and constant of every dtype, and
 --     GPU-shaped programs (SPECIAL, DEFINE_LOCAL, BARRIER, AFTER), their text and launch facts;
 --   * the kernels of Tensor expressions (every dtype, reductions, padding, transcendentals,

@@ -1,4 +1,4 @@
--- spec/jit_memory_spec.lua — the CPU JIT's code memory (src/runtime/jit_memory.c) and what
+-- spec/jit_memory_spec.lua — the CPU JIT's code memory (src/runtime/cpu/jit_memory.c) and what
 -- the in-memory kernel cache counts for it (tcl.codegen.kernel_cache): kernels share a few
 -- memory mappings, unloaded kernels give their memory back, a JIT out of code memory lets
 -- the cache's kernels go and tries again, and a cache bound bounds the process's memory.

@@ -1,4 +1,4 @@
--- spec/metal_device_spec.lua — the Metal device: its Objective-C part (src/runtime/metal_device.c:
+-- spec/metal_device_spec.lua — the Metal device: its Objective-C part (src/runtime/metal/metal_device.c:
 -- the Objective-C runtime and Metal through dlopen/dlsym and typed objc_msgSend casts), device
 -- buffers and programs (tcl.metal), the backend (tcl.codegen.metal) and the scheduler's use of
 -- them.
@@ -68,7 +68,7 @@ local function special(name, size) return uop("SPECIAL", "index", { uop("CONST",
 
 describe("the Metal device's Objective-C part, compiled without a Mac", function()
   local FLAGS = "-fsyntax-only -std=c11 -Wall -Wextra -Wpedantic -Werror"
-  local SOURCE = ROOT .. "/src/runtime/metal_device.c"
+  local SOURCE = ROOT .. "/src/runtime/metal/metal_device.c"
 
   -- The command that checks file on this machine, with the stand-in <objc/objc.h>.
   local function host_check(file)
@@ -103,7 +103,7 @@ describe("the Metal device's Objective-C part, compiled without a Mac", function
       return
     end
     local path = os.tmpname() .. ".c"
-    helper.write(path, '#include "runtime/metal_device.c"\n' ..
+    helper.write(path, '#include "runtime/metal/metal_device.c"\n' ..
       "void wrong_send(tcl_metal_device *d);\n" ..
       "void wrong_send(tcl_metal_device *d) { SEND(d, MSG_VOID_ID)(d->device, d->sel.set_pipeline, 1.5); }\n")
     local status, _, err = helper.run(host_check(path))

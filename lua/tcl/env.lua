@@ -35,9 +35,9 @@
 --                       else ~/.cache/tcl (nil when none of them can be told)
 -- (TCLC_LUA_DIR is read by the C embedding layer before any Lua runs: src/api/lua_dir.c;
 -- TCL_CUDA_DRIVER, the NVIDIA driver library to load instead of libcuda.so.1, by the CUDA
--- device's binding when it opens the GPU: src/runtime/lua_cuda.c; TCL_METAL_LIBRARY, one library
+-- device's binding when it opens the GPU: src/runtime/cuda/lua_cuda.c; TCL_METAL_LIBRARY, one library
 -- standing in for the Objective-C runtime and Metal (tests), by the Metal device's binding:
--- src/runtime/lua_metal.c.)
+-- src/runtime/metal/lua_metal.c.)
 
 -- Every setting is checked when tcl loads: a value that is not one of those accepted is an
 -- error naming the variable, never read as something else (DEBUG=x was 0, BEAM=-1 the heuristics).

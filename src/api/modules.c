@@ -14,9 +14,9 @@
 #include "opt/lua_opt.h"
 #include "rewrite/lua_bounds.h"
 #include "rewrite/lua_rewrite.h"
-#include "runtime/lua_cuda.h"
-#include "runtime/lua_metal.h"
-#include "runtime/lua_nvrtc.h"
+#include "runtime/cuda/lua_cuda.h"
+#include "runtime/metal/lua_metal.h"
+#include "runtime/cuda/lua_nvrtc.h"
 #include "runtime/lua_runtime.h"
 #include "state.h"
 

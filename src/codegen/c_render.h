@@ -1,5 +1,5 @@
 /* c_render.h — a kernel's linear program rendered as GPU source text: CUDA C (compiled by
- * NVRTC, runtime/nvrtc.h) or the Metal Shading Language. Layer: codegen.
+ * NVRTC, runtime/cuda/nvrtc.h) or the Metal Shading Language. Layer: codegen.
  *
  * Input: the linear list of a lowered kernel (tcl.codegen.linearize), loops or GPU-shaped
  * (src/core/ENCODINGS.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
@@ -36,7 +36,7 @@
  * float16, bfloat16 and fp8 values as float (exact) and every op on them rounds its result to
  * the format, as EMU does; buffers and local memory hold the storage formats (bool as one
  * byte). What the source text cannot promise, the compiler flags must: no contraction of
- * a * b + c into an FMA (NVRTC --fmad=false, runtime/nvrtc.h's default; Metal's fast math off),
+ * a * b + c into an FMA (NVRTC --fmad=false, runtime/cuda/nvrtc.h's default; Metal's fast math off),
  * IEEE division and square root.
  *
  * Dialect differences:

@@ -5,7 +5,7 @@
  * BITCAST), the same programs the EMU device runs; and, from renderers' vector lanes
  * (tcl.codegen.expand), RANGEs of axis type "vector" (a vector of lanes, no loop) and REDUCEs
  * over them (the lanes of a vector value combined into one). Output: one function in the caller's
- * module, with the kernel ABI of runtime/cpu_program.h:
+ * module, with the kernel ABI of runtime/cpu/cpu_program.h:
  *
  *   void entry(ptr noalias align 64 %data0, ..., i64 %start, i64 %end)
  *

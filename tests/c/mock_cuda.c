@@ -1,5 +1,5 @@
 /* mock_cuda.c — a stand-in for the NVIDIA driver library (libcuda.so.1), for testing the CUDA
- * device (src/runtime/cuda_driver.c) on machines without a GPU: tcl loads it through
+ * device (src/runtime/cuda/cuda_driver.c) on machines without a GPU: tcl loads it through
  * TCL_CUDA_DRIVER. It exports the entry points tcl uses, with the driver's ABI.
  *
  * "Device memory" is host memory, so allocations, zero-filling and copies in every direction

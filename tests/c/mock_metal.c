@@ -1,5 +1,5 @@
 /* mock_metal.c — a stand-in for the Objective-C runtime and the Metal framework, for running the
- * Objective-C part of the Metal device (src/runtime/metal_device.c, compiled with
+ * Objective-C part of the Metal device (src/runtime/metal/metal_device.c, compiled with
  * TCLC_METAL_STANDIN) on x86-64 Linux, where there is neither: the test build's
  * build/tests/tcl_metal_standin loads it through TCL_METAL_LIBRARY. Not part of tcl.
  *

@@ -1,4 +1,4 @@
-/* pool_test.c — checks and timings of the CPU thread pool (src/runtime/thread_pool.h).
+/* pool_test.c — checks and timings of the CPU thread pool (src/runtime/cpu/thread_pool.h).
  * Layer: test. Run by spec/cpu_runtime_spec.lua; also built with TSan by scripts/test.sh.
  *
  *   build/tests/pool_test [runs]    (default 2000 runs per thread count)
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/thread_pool.h"
+#include "runtime/cpu/thread_pool.h"
 
 static int passed, failed;
 

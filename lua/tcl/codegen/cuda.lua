@@ -27,7 +27,7 @@
 --   * program:dump() is the CUDA source (DEBUG=4), program:assembly() the PTX (DEBUG=7);
 --     program:run(buffers, timed) returns the device time between two events around the launch
 --     (DEBUG=2), or with timed false queues the launch and returns nothing: a copy to the host
---     or tcl.synchronize() waits for it (src/runtime/cuda_driver.h).
+--     or tcl.synchronize() waits for it (src/runtime/cuda/cuda_driver.h).
 -- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts NVRTC
 -- compiles and disk hits since the state opened.
 local core = require "tcl.core"

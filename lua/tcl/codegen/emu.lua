@@ -1,5 +1,5 @@
 -- tcl.codegen.emu — the EMU backend of the lowering driver: the reference interpreter
--- (src/runtime/emu_*.c) runs the linear program as it is. Layer: codegen.
+-- (src/runtime/emu/emu_*.c) runs the linear program as it is. Layer: codegen.
 --
 -- A backend is { device =, renderer = { name =, lacks = { [op] = true }, opt_caps = function },
 -- options = string,

@@ -135,7 +135,7 @@ function Program:assembly() return self.cpu:assembly() end
 
 local function threads() return env.THREADS or runtime.cpu_threads() end
 
--- The start of the JIT's message when it finds no memory for a kernel's code (src/runtime/cpu_jit.h).
+-- The start of the JIT's message when it finds no memory for a kernel's code (src/runtime/cpu/cpu_jit.h).
 local NO_CODE_MEMORY = "CPU: no memory for kernel code"
 
 --- Loads a compiled kernel into the state's JIT. When the JIT finds no memory for its code,

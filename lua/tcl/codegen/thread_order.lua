@@ -7,7 +7,7 @@
 -- summed over the kernel's accesses to its buffers (the INDEXes of PARAMs with an affine index:
 -- a sum of ranges times constants; the rest are left out), each lane at its coordinates of the
 -- order and every other range at 0, and each access counted as often as a thread makes it (a
--- load inside a reduction once per step): the model of EMU's memory profile (src/runtime/
+-- load inside a reduction once per step): the model of EMU's memory profile (src/runtime/emu/
 -- emu_profile.h), worked out from the index expressions. Ties keep the default order: the
 -- group_reduce ranges innermost (a group's threads read neighbouring elements, and may shuffle),
 -- then by axis id, largest first (the last output dim is contiguous in memory). The search

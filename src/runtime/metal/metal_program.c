@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 
 struct tcl_metal_program {
     tcl_metal_device *dev; /* a reference */

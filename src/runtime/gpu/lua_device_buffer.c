@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/lua_core.h"
-#include "lua_runtime.h"
+#include "runtime/lua_runtime.h"
 
 #define HOST_BUFFER_MT "tcl.Buffer"
 

@@ -71,7 +71,7 @@
 #include <stdint.h>
 
 #include "core/uop.h"
-#include "buffer.h"
+#include "runtime/buffer.h"
 
 /* Per-thread scratch memory is cleared for every thread, so it must stay small: a register
  * array (DEFINE_REG) holds accumulators and tiles, not tensors. */

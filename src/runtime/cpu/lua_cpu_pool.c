@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lua_runtime.h"
+#include "runtime/lua_runtime.h"
 
 #define CPU_POOL_KEY "tcl.runtime.cpu_pool"
 #define CPU_POOL_MT "tcl.CpuPool"

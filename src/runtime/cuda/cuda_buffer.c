@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 
 tcl_cuda_buffer *tcl_cuda_buffer_new(tcl_cuda_device *dev, int id, size_t numel, tcl_error *err) {
     tcl_dtype dtype;

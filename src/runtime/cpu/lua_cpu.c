@@ -11,7 +11,7 @@
  *     :dump() -> the LLVM IR (when compiled with want_ir), :assembly() -> machine code text
  *   runtime.cpu_loaded() -> objects the state's JIT holds (tests: programs unload their code)
  *   runtime.cpu_jit_stats() -> { objects =, slabs =, mapped_bytes =, used_bytes = }: the JIT's
- *     code memory (src/runtime/jit_memory.h; all 0 before the first program)
+ *     code memory (src/runtime/cpu/jit_memory.h; all 0 before the first program)
  *   runtime.cpu_jit_limit(bytes) -> previous: at most that many bytes of code slabs (0: no
  *     bound); a program that finds no room raises "...: CPU: no memory for kernel code: ..."
  *
@@ -26,7 +26,7 @@
 #include "core/lua_core.h"
 #include "cpu_program.h"
 #include "lua_cpu_pool.h"
-#include "lua_runtime.h"
+#include "runtime/lua_runtime.h"
 
 #define CPU_JIT_KEY "tcl.runtime.cpu_jit"
 #define CPU_JIT_MT "tcl.CpuJit"

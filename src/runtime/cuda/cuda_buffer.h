@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/dtype.h"
 #include "cuda_driver.h"
 

@@ -17,7 +17,7 @@
 
 #include <lua.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/error.h"
 #include "thread_pool.h"
 

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/dtype.h"
 #include "metal_device.h"
 

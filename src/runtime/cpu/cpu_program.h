@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/dtype.h"
 #include "cpu_jit.h"
 #include "thread_pool.h"

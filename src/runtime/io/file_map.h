@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/error.h"
 
 typedef struct tcl_file_map tcl_file_map;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 
 struct tcl_cuda_program {
     tcl_cuda_device *dev; /* a reference */

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 #include "core/dtype.h"
 #include "device_buffer.h"
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 #include "metal_buffer.h"
 #include "metal_device.h"
 

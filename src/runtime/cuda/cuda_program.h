@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "cuda_buffer.h"
 #include "cuda_driver.h"
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 
 /* How a kernel is launched: blocks per grid axis, threads per block axis (each >= 1), and
  * dynamic shared memory per block in bytes (at most the device's shared_bytes_optin). */

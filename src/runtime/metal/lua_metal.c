@@ -38,8 +38,8 @@
 #include "core/lua_core.h"
 #include "metal_buffer.h"
 #include "metal_program.h"
-#include "lua_device_buffer.h"
-#include "lua_runtime.h"
+#include "runtime/gpu/lua_device_buffer.h"
+#include "runtime/lua_runtime.h"
 
 #define METAL_PROGRAM_MT "tcl.MetalProgram"
 #define METAL_PROGRAM_METHODS_KEY "tcl.metal.program_methods"

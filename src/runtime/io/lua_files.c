@@ -16,8 +16,8 @@
 #include "core/lua_core.h"
 #include "file_map.h"
 #include "gzip_file.h"
-#include "lua_cpu_pool.h"
-#include "lua_runtime.h"
+#include "runtime/cpu/lua_cpu_pool.h"
+#include "runtime/lua_runtime.h"
 
 #define FILE_MAP_MT "tcl.FileMap"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_buffer.h"
+#include "runtime/gpu/device_buffer.h"
 
 tcl_metal_buffer *tcl_metal_buffer_new(tcl_metal_device *dev, int id, size_t numel, tcl_error *err) {
     tcl_dtype dtype;

@@ -42,8 +42,8 @@
 #include "core/lua_core.h"
 #include "cuda_buffer.h"
 #include "cuda_program.h"
-#include "lua_device_buffer.h"
-#include "lua_runtime.h"
+#include "runtime/gpu/lua_device_buffer.h"
+#include "runtime/lua_runtime.h"
 
 #define CUDA_PROGRAM_MT "tcl.CudaProgram"
 #define CUDA_PROGRAM_METHODS_KEY "tcl.cuda.program_methods"
