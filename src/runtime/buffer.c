@@ -1,6 +1,6 @@
 /* buffer.c — device buffers (see buffer.h). Layer: runtime.
  * The devices whose buffers live in host memory (EMU and CPU); the CUDA and Metal devices have
- * buffers of their own in GPU memory (cuda_buffer.h, metal_buffer.h), which this file only
+ * buffers of their own in GPU memory (gpu/gpu_buffer.h), which this file only
  * lists.
  *
  * CPU storage is calloc'd with TCL_CPU_BUFFER_ALIGN spare bytes and the data pointer rounded
@@ -19,7 +19,7 @@
 
 /* The devices whose buffers this file allocates (host memory), and every device of the
  * runtime in the order runtime.devices lists them: CUDA and METAL keep their buffers in GPU
- * memory (cuda_buffer.h, metal_buffer.h), so tcl_device_known and tcl_buffer_new do not take
+ * memory (gpu/gpu_buffer.h), so tcl_device_known and tcl_buffer_new do not take
  * them. METAL is listed on every system; where there is no Metal its first use fails. */
 static const char *const known_devices[] = {"EMU", "CPU", NULL};
 static const char *const all_devices[] = {"EMU", "CPU", "CUDA", "METAL", NULL};

@@ -103,7 +103,7 @@ bool tcl_device_known(const char *device);
 /* The largest buffer device can hold, in bytes (0 for a device tcl_device_known refuses). */
 uint64_t tcl_device_max_buffer_bytes(const char *device);
 /* The i-th device this runtime has (0-based: EMU, CPU, CUDA, METAL), or NULL past the last.
- * CUDA's and Metal's buffers live in GPU memory (cuda_buffer.h, metal_buffer.h): tcl_buffer_new
+ * CUDA's and Metal's buffers live in GPU memory (gpu/gpu_buffer.h): tcl_buffer_new
  * refuses them, naming why. */
 const char *tcl_device_at(size_t i);
 

@@ -752,3 +752,112 @@ tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const
     if (seconds) *seconds = (double)ms * 1e-3;
     return TCL_OK;
 }
+
+/* ---- the device interface (gpu_driver.h) ---- */
+
+static const char *const axis_names[3] = {"x", "y", "z"};
+
+static void *gpu_open(const char *library, tcl_error *err) { return tcl_cuda_device_open(library, 0, err); }
+static void gpu_retain(void *dev) { tcl_cuda_device_retain(dev); }
+static void gpu_release(void *dev) { tcl_cuda_device_release(dev); }
+static tcl_status gpu_synchronize(void *dev, tcl_error *err) { return tcl_cuda_synchronize(dev, err); }
+static bool gpu_queued(const void *dev) { return tcl_cuda_queued(dev); }
+
+static tcl_status gpu_alloc(void *dev, size_t nbytes, tcl_gpu_memory *out, tcl_error *err) {
+    *out = (tcl_gpu_memory){0};
+    return tcl_cuda_alloc(dev, nbytes, &out->address, err);
+}
+static void gpu_free(void *dev, tcl_gpu_memory *m, size_t nbytes) {
+    tcl_cuda_free(dev, m->address, nbytes);
+    *m = (tcl_gpu_memory){0};
+}
+static tcl_status gpu_copy_to_device(void *dev, const tcl_gpu_memory *dst, const void *src, size_t nbytes,
+                                     tcl_error *err) {
+    return tcl_cuda_copy_to_device(dev, dst->address, src, nbytes, err);
+}
+static tcl_status gpu_copy_to_host(void *dev, void *dst, const tcl_gpu_memory *src, size_t nbytes, tcl_error *err) {
+    return tcl_cuda_copy_to_host(dev, dst, src->address, nbytes, err);
+}
+static tcl_status gpu_copy_on_device(void *dev, const tcl_gpu_memory *dst, const tcl_gpu_memory *src, size_t nbytes,
+                                     tcl_error *err) {
+    return tcl_cuda_copy_on_device(dev, dst->address, src->address, nbytes, err);
+}
+
+/* The launch against the device: block and grid sizes per axis, threads per block, and
+ * dynamic shared memory up to what a kernel may opt in to (gpu_load opts in). */
+static tcl_status gpu_check_launch(const void *dev, const tcl_gpu_launch *l, tcl_error *err) {
+    const tcl_cuda_info *info = tcl_cuda_device_info(dev);
+    uint64_t threads = 1;
+    for (int i = 0; i < 3; i++) {
+        if (l->grid[i] < 1 || l->local[i] < 1)
+            return tcl_fail(err, TCL_ERR_INVALID, "launch sizes must be >= 1 (grid %s = %u, block %s = %u)",
+                            axis_names[i], l->grid[i], axis_names[i], l->local[i]);
+        if (l->local[i] > (uint32_t)info->max_block[i])
+            return tcl_fail(err, TCL_ERR_LIMIT, "%u threads on block axis %s, %s allows %d", l->local[i],
+                            axis_names[i], info->name, info->max_block[i]);
+        if (l->grid[i] > (uint32_t)info->max_grid[i])
+            return tcl_fail(err, TCL_ERR_LIMIT, "%u blocks on grid axis %s, %s allows %d", l->grid[i], axis_names[i],
+                            info->name, info->max_grid[i]);
+        threads *= l->local[i];
+    }
+    if (threads > (uint64_t)info->max_threads_per_block)
+        return tcl_fail(err, TCL_ERR_LIMIT, "%llu threads per block, %s allows %d", (unsigned long long)threads,
+                        info->name, info->max_threads_per_block);
+    if (l->shared_bytes > (uint32_t)info->shared_bytes_optin)
+        return tcl_fail(err, TCL_ERR_LIMIT, "%u bytes of shared memory per block, %s allows %d", l->shared_bytes,
+                        info->name, info->shared_bytes_optin);
+    return TCL_OK;
+}
+
+/* A kernel's handles: the module and function (tcl_cuda_kernel), the timer's two events. */
+static tcl_cuda_kernel kernel_of(const tcl_gpu_kernel *k) { return (tcl_cuda_kernel){k->handles[0], k->handles[1]}; }
+static tcl_cuda_timer timer_of(const tcl_gpu_kernel *k) { return (tcl_cuda_timer){k->handles[2], k->handles[3]}; }
+
+static tcl_status gpu_load(void *dev, const char *image, size_t size, const char *entry, const tcl_gpu_launch *launch,
+                           tcl_gpu_kernel *out, tcl_error *err) {
+    (void)size; /* PTX is NUL-terminated; a CUBIN says its own size */
+    *out = (tcl_gpu_kernel){0};
+    tcl_cuda_kernel kernel;
+    tcl_cuda_timer timer = {0};
+    if (tcl_cuda_kernel_load(dev, image, entry, &kernel, err) != TCL_OK) return err->status;
+    /* More dynamic shared memory than a block gets by default needs the kernel's opt-in, or
+     * every launch fails; set it once here rather than before each launch. */
+    bool opts_in = launch->shared_bytes > (uint32_t)tcl_cuda_device_info(dev)->shared_bytes_per_block;
+    if ((opts_in && tcl_cuda_kernel_set_max_dynamic_shared(dev, &kernel, entry, launch->shared_bytes, err) != TCL_OK) ||
+        tcl_cuda_timer_new(dev, &timer, err) != TCL_OK) {
+        tcl_cuda_kernel_unload(dev, &kernel);
+        return err->status;
+    }
+    *out = (tcl_gpu_kernel){.handles = {kernel.module, kernel.function, timer.start, timer.end}};
+    return TCL_OK;
+}
+
+static void gpu_unload(void *dev, tcl_gpu_kernel *k) {
+    tcl_cuda_timer timer = timer_of(k);
+    tcl_cuda_kernel kernel = kernel_of(k);
+    tcl_cuda_timer_free(dev, &timer);
+    tcl_cuda_kernel_unload(dev, &kernel);
+    *k = (tcl_gpu_kernel){0};
+}
+
+static tcl_status gpu_launch(void *dev, tcl_gpu_kernel *k, const char *name, const tcl_gpu_launch *l,
+                             const tcl_gpu_memory *const *buffers, size_t n, double *seconds, tcl_error *err) {
+    (void)name;
+    tcl_cuda_ptr pointers[TCL_CUDA_MAX_PARAMS];
+    void *args[TCL_CUDA_MAX_PARAMS];
+    for (size_t i = 0; i < n && i < TCL_CUDA_MAX_PARAMS; i++) {
+        pointers[i] = buffers[i]->address;
+        args[i] = &pointers[i];
+    }
+    tcl_cuda_kernel kernel = kernel_of(k);
+    tcl_cuda_timer timer = timer_of(k);
+    return tcl_cuda_launch(dev, &kernel, l->grid, l->local, l->shared_bytes, args, seconds ? &timer : NULL, seconds,
+                           err);
+}
+
+const tcl_gpu_driver tcl_cuda_driver = {
+    .device = "CUDA", .kind = "CUDA", .max_params = TCL_CUDA_MAX_PARAMS, .params_limit = "the CUDA device passes",
+    .open = gpu_open, .retain = gpu_retain, .release = gpu_release, .synchronize = gpu_synchronize,
+    .queued = gpu_queued, .alloc = gpu_alloc, .free = gpu_free, .copy_to_device = gpu_copy_to_device,
+    .copy_to_host = gpu_copy_to_host, .copy_on_device = gpu_copy_on_device, .check_launch = gpu_check_launch,
+    .load = gpu_load, .unload = gpu_unload, .launch = gpu_launch};

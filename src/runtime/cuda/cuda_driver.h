@@ -9,8 +9,8 @@
  * the layout the driver ABI fixes (handles are pointers, device pointers 64-bit integers).
  *
  * A device is reference counted: its opener holds one reference (the Lua binding: a registry
- * userdata of the state), and every buffer and program another (cuda_buffer.h,
- * cuda_program.h), so they may be freed in any order; the last release gives the primary
+ * userdata of the state), and every buffer and program another (gpu/gpu_buffer.h,
+ * gpu/gpu_program.h), so they may be freed in any order; the last release gives the primary
  * context back. The driver library itself stays mapped once cuInit succeeded: the driver runs
  * threads of its own inside it, which unmapping would pull the code from under (the dlopen
  * reference is the loader's, counted per process, so several states share one mapping).
@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "runtime/gpu/gpu_driver.h"
 
 /* A device address (the driver's CUdeviceptr); 0 for no memory. */
 typedef uint64_t tcl_cuda_ptr;
@@ -147,5 +148,18 @@ tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const
 tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err);
 /* Whether work may be queued: launched or copied since the device last finished everything. */
 bool tcl_cuda_queued(const tcl_cuda_device *dev);
+
+/* ---- the device interface ---- */
+
+/* At most this many buffers per kernel (their pointers stay well inside the 4 KiB of kernel
+ * parameters every CUDA device takes). */
+#define TCL_CUDA_MAX_PARAMS 256
+
+/* The CUDA device behind the one GPU interface (gpu_driver.h): device 0 of the driver library
+ * named at open; memory is an address; a kernel's image is PTX text or a CUBIN; a launch
+ * checks blocks, grid, threads per block and shared memory against the device (above
+ * shared_bytes_per_block the kernel opts in when it is loaded); a timed launch waits and
+ * returns the time between two events around it. */
+extern const tcl_gpu_driver tcl_cuda_driver;
 
 #endif

@@ -1,6 +1,5 @@
-/* device_buffer.h — what GPU devices' buffers and programs share (cuda_buffer.c,
- * metal_buffer.c, cuda_program.c, metal_program.c): their checks, with the same messages on
- * every device, and a program's kernel signature. Layer: runtime. */
+/* device_buffer.h — the checks GPU buffers and programs make (gpu_buffer.c, gpu_program.c),
+ * with the same messages on every device, and a program's kernel signature. Layer: runtime. */
 #ifndef TCLC_RUNTIME_DEVICE_BUFFER_H
 #define TCLC_RUNTIME_DEVICE_BUFFER_H
 

@@ -30,8 +30,8 @@ static int device_box_gc(lua_State *L) {
     return 0;
 }
 
-void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const char *fn) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->key) == LUA_TUSERDATA) {
+void *tcl_lua_state_device(lua_State *L, const tcl_lua_gpu_device *slot, const char *fn) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TUSERDATA) {
         device_box *box = lua_touserdata(L, -1);
         lua_pop(L, 1);
         if (box->dev) return box->dev;
@@ -40,8 +40,8 @@ void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const 
     lua_pop(L, 1);
     device_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->dev = NULL;
-    box->release = slot->release;
-    if (luaL_newmetatable(L, slot->metatable)) {
+    box->release = slot->driver->release;
+    if (luaL_newmetatable(L, slot->device_mt)) {
         lua_pushcfunction(L, device_box_gc);
         lua_setfield(L, -2, "__gc");
     }
@@ -49,18 +49,18 @@ void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const 
     const char *library = getenv(slot->library_env);
     if (library && !*library) library = NULL;
     tcl_error err;
-    box->dev = slot->open(library, &err);
+    box->dev = slot->driver->open(library, &err);
     if (!box->dev) {
         if (library) luaL_error(L, "%s: %s (%s names that library)", fn, err.message, slot->library_env);
         luaL_error(L, "%s: %s", fn, err.message);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, slot->key);
+    lua_setfield(L, LUA_REGISTRYINDEX, slot->device_key);
     return box->dev;
 }
 
-bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_device_slot *slot) {
+bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_gpu_device *slot) {
     bool open = false;
-    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->key) == LUA_TUSERDATA)
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TUSERDATA)
         open = ((device_box *)lua_touserdata(L, -1))->dev != NULL;
     lua_pop(L, 1);
     return open;
@@ -68,26 +68,31 @@ bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_device_slot *slot) 
 
 /* ---- buffers ---- */
 
-static const tcl_device_buffer_ops *ops_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+/* A buffer's dtype and sizes. */
+static void buffer_shape(const tcl_gpu_buffer *b, tcl_dtype *dtype, size_t *numel, size_t *itemsize, size_t *nbytes) {
+    *dtype = b->dtype, *numel = b->numel, *itemsize = b->itemsize, *nbytes = b->nbytes;
+}
 
-void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
-    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+static const tcl_lua_gpu_device *ops_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_lua_gpu_device *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->buffer_mt);
     if (box && !box->b) luaL_argerror(L, idx, "the buffer was freed");
     return box ? box->b : NULL;
 }
 
-bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
-    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_lua_gpu_device *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->buffer_mt);
     return box && box->b;
 }
 
-bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
-    device_buffer_box *box = luaL_testudata(L, idx, ops->metatable);
+bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_lua_gpu_device *ops) {
+    device_buffer_box *box = luaL_testudata(L, idx, ops->buffer_mt);
     return box && !box->b;
 }
 
-static void *check_device_buffer(lua_State *L, int idx, const tcl_device_buffer_ops *ops) {
-    device_buffer_box *box = luaL_checkudata(L, idx, ops->metatable);
+static void *check_device_buffer(lua_State *L, int idx, const tcl_lua_gpu_device *ops) {
+    device_buffer_box *box = luaL_checkudata(L, idx, ops->buffer_mt);
     if (!box->b) luaL_argerror(L, idx, "the buffer was freed");
     return box->b;
 }
@@ -98,54 +103,54 @@ static tcl_buffer *test_host_buffer(lua_State *L, int idx) {
     return luaL_testudata(L, idx, HOST_BUFFER_MT) ? tcl_lua_check_buffer(L, idx) : NULL;
 }
 
-int tcl_lua_device_buffer_new(lua_State *L, const tcl_device_buffer_ops *ops, const char *fn) {
+int tcl_lua_device_buffer_new(lua_State *L, const tcl_lua_gpu_device *ops, const char *fn) {
     tcl_dtype dtype = tcl_lua_check_dtype(L, 1);
     if (!lua_isinteger(L, 2)) return luaL_argerror(L, 2, "numel must be an integer");
     lua_Integer numel = lua_tointeger(L, 2);
     if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
     if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
-    void *dev = ops->open(L, fn);
+    void *dev = tcl_lua_state_device(L, ops, fn);
     device_buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->b = NULL;
-    luaL_setmetatable(L, ops->metatable);
+    luaL_setmetatable(L, ops->buffer_mt);
     tcl_error err;
-    box->b = ops->create(dev, (int)dtype, (size_t)numel, &err);
+    box->b = tcl_gpu_buffer_new(ops->driver, dev, (int)dtype, (size_t)numel, &err);
     if (!box->b) return luaL_error(L, "%s: %s", fn, err.message);
     return 1;
 }
 
 static int buffer_gc(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
-    device_buffer_box *box = luaL_checkudata(L, 1, ops->metatable);
-    ops->destroy(box->b);
+    const tcl_lua_gpu_device *ops = ops_of(L);
+    device_buffer_box *box = luaL_checkudata(L, 1, ops->buffer_mt);
+    tcl_gpu_buffer_free(box->b);
     box->b = NULL;
     return 0;
 }
 
 static int buffer_tostring(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     tcl_dtype dtype;
     size_t numel, itemsize, nbytes;
-    ops->shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
-    lua_pushfstring(L, "Buffer(%s, %s, %I)", ops->device, tcl_dtype_get(dtype)->name, (lua_Integer)numel);
+    buffer_shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
+    lua_pushfstring(L, "Buffer(%s, %s, %I)", ops->driver->device, tcl_dtype_get(dtype)->name, (lua_Integer)numel);
     return 1;
 }
 
 static int buffer_index(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     tcl_dtype dtype;
     size_t numel, itemsize, nbytes;
-    ops->shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
+    buffer_shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
     const char *k = lua_tostring(L, 2);
     if (k) {
         if (!strcmp(k, "numel")) { lua_pushinteger(L, (lua_Integer)numel); return 1; }
         if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, dtype); return 1; }
         if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)nbytes); return 1; }
         if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)itemsize); return 1; }
-        if (!strcmp(k, "device")) { lua_pushstring(L, ops->device); return 1; }
+        if (!strcmp(k, "device")) { lua_pushstring(L, ops->driver->device); return 1; }
         if (!strcmp(k, "revoked")) { lua_pushboolean(L, 0); return 1; }
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, ops->methods_key);
+    lua_getfield(L, LUA_REGISTRYINDEX, ops->buffer_methods_key);
     lua_pushvalue(L, 2);
     lua_rawget(L, -2);
     return 1;
@@ -153,10 +158,10 @@ static int buffer_index(lua_State *L) {
 
 /* Pushes a host Buffer of b's dtype and numel (plain host memory) and returns its slot: the
  * userdata owns it, so a Lua error never leaks it; drop_staging frees it early. */
-static tcl_buffer **push_staging(lua_State *L, const tcl_device_buffer_ops *ops, const void *b, const char *fn) {
+static tcl_buffer **push_staging(lua_State *L, const void *b, const char *fn) {
     tcl_dtype dtype;
     size_t numel, itemsize, nbytes;
-    ops->shape(b, &dtype, &numel, &itemsize, &nbytes);
+    buffer_shape(b, &dtype, &numel, &itemsize, &nbytes);
     tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
     tcl_error err;
     *slot = tcl_buffer_new("EMU", (int)dtype, numel, &err); /* plain host memory */
@@ -170,10 +175,10 @@ static void drop_staging(tcl_buffer **slot) {
 }
 
 /* Pushes a host copy of the device buffer b; returns its slot. */
-static tcl_buffer **push_download(lua_State *L, const tcl_device_buffer_ops *ops, const void *b, const char *fn) {
-    tcl_buffer **slot = push_staging(L, ops, b, fn);
+static tcl_buffer **push_download(lua_State *L, const void *b, const char *fn) {
+    tcl_buffer **slot = push_staging(L, b, fn);
     tcl_error err;
-    if (ops->download(b, *slot, &err) != TCL_OK) luaL_error(L, "%s: %s", fn, err.message);
+    if (tcl_gpu_buffer_download(b, *slot, &err) != TCL_OK) luaL_error(L, "%s: %s", fn, err.message);
     return slot;
 }
 
@@ -188,8 +193,8 @@ static void call_host_method(lua_State *L, int idx, const char *method, int narg
 
 /* read and read_bytes: the host Buffer's method on a downloaded copy. */
 static int read_through_host(lua_State *L, const char *method, const char *fn) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
-    tcl_buffer **host = push_download(L, ops, check_device_buffer(L, 1, ops), fn);
+    const tcl_lua_gpu_device *ops = ops_of(L);
+    tcl_buffer **host = push_download(L, check_device_buffer(L, 1, ops), fn);
     call_host_method(L, lua_gettop(L), method, 0, 1);
     drop_staging(host);
     return 1;
@@ -201,15 +206,15 @@ static int buffer_read_bytes(lua_State *L) { return read_through_host(L, "read_b
 /* write and write_bytes: the host Buffer's method checks and converts the values into staging
  * memory, which then goes to the device in one copy. */
 static int write_through_host(lua_State *L, const char *method, const char *fn) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     void *b = check_device_buffer(L, 1, ops);
     int nargs = lua_gettop(L) - 1;
-    tcl_buffer **host = push_staging(L, ops, b, fn);
+    tcl_buffer **host = push_staging(L, b, fn);
     int staging = lua_gettop(L);
     for (int i = 2; i <= nargs + 1; i++) lua_pushvalue(L, i);
     call_host_method(L, staging, method, nargs, 0);
     tcl_error err;
-    if (ops->upload(b, *host, &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
+    if (tcl_gpu_buffer_upload(b, *host, &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
     drop_staging(host);
     lua_settop(L, 1);
     return 1;
@@ -219,42 +224,42 @@ static int buffer_write(lua_State *L) { return write_through_host(L, "write", "B
 static int buffer_write_bytes(lua_State *L) { return write_through_host(L, "write_bytes", "Buffer:write_bytes"); }
 
 static int buffer_copy_from(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     void *dst = check_device_buffer(L, 1, ops);
     tcl_error err;
     void *from_device = tcl_lua_device_buffer_test(L, 2, ops);
     if (from_device) {
-        if (ops->copy(dst, from_device, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
+        if (tcl_gpu_buffer_copy(dst, from_device, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
     } else {
         tcl_buffer *from_host = test_host_buffer(L, 2);
-        if (!from_host) return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->kind));
-        if (ops->upload(dst, from_host, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
+        if (!from_host) return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->driver->kind));
+        if (tcl_gpu_buffer_upload(dst, from_host, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_from: %s", err.message);
     }
     lua_settop(L, 1);
     return 1;
 }
 
 static int buffer_copy_to(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     void *src = check_device_buffer(L, 1, ops);
     tcl_buffer *dst = test_host_buffer(L, 2);
     if (!dst) return luaL_argerror(L, 2, "expected a host Buffer (runtime.buffer)");
     tcl_error err;
-    if (ops->download(src, dst, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_to: %s", err.message);
+    if (tcl_gpu_buffer_download(src, dst, &err) != TCL_OK) return luaL_error(L, "Buffer:copy_to: %s", err.message);
     lua_settop(L, 2);
     return 1;
 }
 
 static int buffer_max_difference(lua_State *L) {
-    const tcl_device_buffer_ops *ops = ops_of(L);
+    const tcl_lua_gpu_device *ops = ops_of(L);
     void *a = check_device_buffer(L, 1, ops);
     void *other_device = tcl_lua_device_buffer_test(L, 2, ops);
     if (!other_device && !test_host_buffer(L, 2))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->kind));
-    tcl_buffer **host_a = push_download(L, ops, a, "Buffer:max_difference");
+        return luaL_argerror(L, 2, lua_pushfstring(L, "expected a Buffer or a %s buffer", ops->driver->kind));
+    tcl_buffer **host_a = push_download(L, a, "Buffer:max_difference");
     int staging = lua_gettop(L);
     tcl_buffer **host_b = NULL;
-    if (other_device) host_b = push_download(L, ops, other_device, "Buffer:max_difference");
+    if (other_device) host_b = push_download(L, other_device, "Buffer:max_difference");
     else lua_pushvalue(L, 2);
     call_host_method(L, staging, "max_difference", 1, 1);
     drop_staging(host_a);
@@ -262,7 +267,7 @@ static int buffer_max_difference(lua_State *L) {
     return 1;
 }
 
-void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops) {
+void tcl_lua_device_buffers_init(lua_State *L, const tcl_lua_gpu_device *ops) {
     static const luaL_Reg meta[] = {
         {"__index", buffer_index}, {"__gc", buffer_gc}, {"__tostring", buffer_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"read", buffer_read},
@@ -273,7 +278,7 @@ void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops)
                                        {"copy_to", buffer_copy_to},
                                        {"max_difference", buffer_max_difference},
                                        {NULL, NULL}};
-    if (luaL_newmetatable(L, ops->metatable)) {
+    if (luaL_newmetatable(L, ops->buffer_mt)) {
         lua_pushlightuserdata(L, (void *)ops);
         luaL_setfuncs(L, meta, 1);
     }
@@ -281,10 +286,10 @@ void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops)
     lua_createtable(L, 0, 7);
     lua_pushlightuserdata(L, (void *)ops);
     luaL_setfuncs(L, methods, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, ops->methods_key);
+    lua_setfield(L, LUA_REGISTRYINDEX, ops->buffer_methods_key);
 }
 
-size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer_ops *ops, const char *kernel,
+size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_lua_gpu_device *ops, const char *kernel,
                                   size_t nparams, void **out, size_t max) {
     luaL_checktype(L, idx, LUA_TTABLE);
     size_t n = lua_rawlen(L, idx);
@@ -296,10 +301,10 @@ size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer
         out[i] = freed ? NULL : tcl_lua_device_buffer_test(L, -1, ops);
         if (!out[i]) {
             const char *what = luaL_typename(L, -1);
-            if (freed) what = lua_pushfstring(L, "a freed %s buffer", ops->kind);
+            if (freed) what = lua_pushfstring(L, "a freed %s buffer", ops->driver->kind);
             else if (tcl_lua_test_buffer(L, -1))
                 what = lua_pushfstring(L, "a host Buffer (%s)", tcl_lua_test_buffer(L, -1)->device);
-            luaL_error(L, "kernel '%s': buffer %I is %s, not a %s buffer", kernel, (lua_Integer)i + 1, what, ops->kind);
+            luaL_error(L, "kernel '%s': buffer %I is %s, not a %s buffer", kernel, (lua_Integer)i + 1, what, ops->driver->kind);
         }
         lua_pop(L, 1);
     }

@@ -1,6 +1,7 @@
-/* lua_device_buffer.h — the Lua face of a GPU device's buffers, the state's device and programs'
- * options, shared by the device bindings (lua_cuda.c: tcl.cuda, lua_metal.c: tcl.metal).
- * Layer: runtime.
+/* lua_device_buffer.h — the one Lua binding of GPU devices: a module's functions and programs
+ * (lua_gpu.c), its buffers, the state's device and programs' options (lua_device_buffer.c),
+ * over a driver (gpu_driver.h); a device's binding (lua_cuda.c: tcl.cuda, lua_metal.c:
+ * tcl.metal) is a tcl_lua_gpu_device and its device() table. Layer: runtime.
  *
  * A device buffer userdata has a runtime Buffer's interface (lua_runtime.h):
  *   .numel .dtype .nbytes .itemsize .device .revoked (always false)
@@ -8,7 +9,7 @@
  *   :max_difference(other)      through host staging memory and the host Buffer's methods
  *   :copy_from(other)           other: a host Buffer (upload) or a buffer of the same device
  *   :copy_to(host)              host: a host Buffer (download); returns host
- * over the device's operations (tcl_device_buffer_ops). Each userdata owns its buffer (freed
+ * over the device's driver (gpu_buffer.h). Each userdata owns its buffer (freed
  * by its finalizer, which runs in any order with the device's: the buffer holds a reference
  * to its device). */
 #ifndef TCLC_RUNTIME_LUA_DEVICE_BUFFER_H
@@ -19,57 +20,62 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/buffer.h"
+#include <lauxlib.h>
+
 #include "core/dtype.h"
 #include "device_buffer.h"
+#include "gpu_buffer.h"
+#include "gpu_program.h"
+#include "runtime/buffer.h"
 
-typedef struct tcl_device_buffer_ops {
-    const char *device;      /* "CUDA", "METAL": the buffers' .device */
-    const char *kind;        /* "CUDA", "Metal": "expected a Buffer or a <kind> buffer" */
-    const char *metatable;   /* the userdata's metatable name ("tcl.CudaBuffer") */
-    const char *methods_key; /* the registry key of its methods table */
-    /* the state's device, opened on first use; a Lua error prefixed by fn when it cannot be */
-    void *(*open)(lua_State *L, const char *fn);
-    void *(*create)(void *device, int dtype, size_t numel, tcl_error *err);
-    void (*destroy)(void *buffer);
-    /* the buffer's dtype and sizes */
-    void (*shape)(const void *buffer, tcl_dtype *dtype, size_t *numel, size_t *itemsize, size_t *nbytes);
-    tcl_status (*upload)(void *dst, const tcl_buffer *src, tcl_error *err);
-    tcl_status (*download)(const void *src, tcl_buffer *dst, tcl_error *err);
-    tcl_status (*copy)(void *dst, const void *src, tcl_error *err); /* on one device */
-} tcl_device_buffer_ops;
+/* A GPU device's Lua binding (module tcl.cuda, tcl.metal), all of it but its device() table:
+ * the driver behind it (gpu_driver.h), its names, and what its programs take. One constant
+ * per binding (it must outlive the states). */
+typedef struct tcl_lua_gpu_device {
+    const tcl_gpu_driver *driver;
+    const char *module;      /* "cuda": the functions' prefix in messages ("cuda.program") */
+    const char *library_env; /* the environment variable that names the driver's library */
+    const char *device_key, *device_mt;          /* the state's device: registry key, box metatable */
+    const char *buffer_mt, *buffer_methods_key;  /* buffers: metatable name ("tcl.CudaBuffer"), methods */
+    const char *program_mt, *program_methods_key;
+    const char *program_type; /* "CudaProgram": what tostring says */
+    bool dynamic_shared;      /* programs take shared_bytes (dynamic shared memory per workgroup) */
+    bool text_source;         /* program code is text (a NUL byte in it is an error) */
+    /* pushes the table device() returns */
+    void (*push_info)(lua_State *L, const void *dev);
+    /* pushes a driver's own field of a program and returns true; false (nothing pushed) for
+     * another key; NULL when there are none */
+    bool (*push_program_field)(lua_State *L, const tcl_gpu_kernel *kernel, const char *key);
+    /* functions of the module beyond the shared ones (NULL: none) */
+    const luaL_Reg *functions;
+} tcl_lua_gpu_device;
 
-/* A state's device of a GPU binding: opened on first use (from the library the environment
- * variable library_env names, when set and not empty; else the system's), held in the registry
- * under key by a box of metatable `metatable`, whose finalizer releases it. */
-typedef struct tcl_lua_device_slot {
-    const char *key, *metatable, *library_env;
-    void *(*open)(const char *library, tcl_error *err);
-    void (*release)(void *device); /* takes NULL */
-} tcl_lua_device_slot;
+/* Pushes the module table of d: buffer, program, device, opened, synchronize, queued,
+ * is_buffer and d's own functions (lua_gpu.c lists what they do); registers the metatables. */
+int tcl_lua_gpu_open(lua_State *L, const tcl_lua_gpu_device *d);
 
 /* The state's device, opened now if it is not yet; a Lua error prefixed by fn when it cannot be
  * (naming library_env when it chose the library) or the state is closing. */
-void *tcl_lua_state_device(lua_State *L, const tcl_lua_device_slot *slot, const char *fn);
+void *tcl_lua_state_device(lua_State *L, const tcl_lua_gpu_device *slot, const char *fn);
 /* Whether the state's device is open. */
-bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_device_slot *slot);
+bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_gpu_device *slot);
 
 /* Registers the buffers' metatable and methods (once per state; ops must outlive the state). */
-void tcl_lua_device_buffers_init(lua_State *L, const tcl_device_buffer_ops *ops);
+void tcl_lua_device_buffers_init(lua_State *L, const tcl_lua_gpu_device *ops);
 /* <module>.buffer(dtype, numel): a new zero-filled buffer on the state's device, pushed;
  * fn names the function in messages. */
-int tcl_lua_device_buffer_new(lua_State *L, const tcl_device_buffer_ops *ops, const char *fn);
+int tcl_lua_device_buffer_new(lua_State *L, const tcl_lua_gpu_device *ops, const char *fn);
 /* The device buffer at idx, NULL when idx holds anything else; a Lua error when it was freed. */
-void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_device_buffer_ops *ops);
+void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_lua_gpu_device *ops);
 /* Whether idx holds a live buffer of ops' device; one that was freed. */
-bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_device_buffer_ops *ops);
-bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_device_buffer_ops *ops);
+bool tcl_lua_device_buffer_is(lua_State *L, int idx, const tcl_lua_gpu_device *ops);
+bool tcl_lua_device_buffer_freed(lua_State *L, int idx, const tcl_lua_gpu_device *ops);
 
 /* The buffers of a program's run: the list at idx, each a live buffer of ops' device, into
  * out (at most max); returns their count. A Lua error names the kernel and the first entry that
  * is not one (a host Buffer, a freed buffer, another value) or too many entries (nparams: what
  * the kernel takes, for the message). */
-size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_device_buffer_ops *ops, const char *kernel,
+size_t tcl_lua_device_buffer_list(lua_State *L, int idx, const tcl_lua_gpu_device *ops, const char *kernel,
                                   size_t nparams, void **out, size_t max);
 
 /* A program's options (<module>.program(code, opts)), read from the table at opts; errors are

@@ -607,3 +607,107 @@ bool tcl_metal_queued(const tcl_metal_device *dev) {
 }
 
 #endif
+
+/* ---- the device interface (gpu_driver.h) ---- */
+
+static const char *const axis_names[3] = {"x", "y", "z"};
+
+static void *gpu_open(const char *library, tcl_error *err) { return tcl_metal_device_open(library, err); }
+static void gpu_retain(void *dev) { tcl_metal_device_retain(dev); }
+static void gpu_release(void *dev) { tcl_metal_device_release(dev); }
+static tcl_status gpu_synchronize(void *dev, tcl_error *err) { return tcl_metal_synchronize(dev, err); }
+static bool gpu_queued(const void *dev) { return tcl_metal_queued(dev); }
+
+static tcl_status gpu_alloc(void *dev, size_t nbytes, tcl_gpu_memory *out, tcl_error *err) {
+    tcl_metal_memory m = {0};
+    *out = (tcl_gpu_memory){0};
+    if (tcl_metal_alloc(dev, nbytes, &m, err) != TCL_OK) return err->status;
+    out->object = m.buffer;
+    out->contents = m.contents;
+    return TCL_OK;
+}
+static void gpu_free(void *dev, tcl_gpu_memory *m, size_t nbytes) {
+    (void)nbytes;
+    tcl_metal_memory memory = {m->object, m->contents};
+    tcl_metal_free(dev, &memory);
+    *m = (tcl_gpu_memory){0};
+}
+
+/* Shared memory: copies are memcpy, once the queued dispatches (which may read or write it)
+ * are done. */
+static tcl_status gpu_copy_to_device(void *dev, const tcl_gpu_memory *dst, const void *src, size_t nbytes,
+                                     tcl_error *err) {
+    if (tcl_metal_synchronize(dev, err) != TCL_OK) return err->status;
+    if (nbytes) memcpy(dst->contents, src, nbytes);
+    return TCL_OK;
+}
+static tcl_status gpu_copy_to_host(void *dev, void *dst, const tcl_gpu_memory *src, size_t nbytes, tcl_error *err) {
+    if (tcl_metal_synchronize(dev, err) != TCL_OK) return err->status;
+    if (nbytes) memcpy(dst, src->contents, nbytes);
+    return TCL_OK;
+}
+static tcl_status gpu_copy_on_device(void *dev, const tcl_gpu_memory *dst, const tcl_gpu_memory *src, size_t nbytes,
+                                     tcl_error *err) {
+    if (tcl_metal_synchronize(dev, err) != TCL_OK) return err->status;
+    if (nbytes && dst->contents != src->contents) memcpy(dst->contents, src->contents, nbytes);
+    return TCL_OK;
+}
+
+/* The launch against the device: threads per threadgroup axis (the pipeline's total is
+ * checked once it is made, gpu_load). */
+static tcl_status gpu_check_launch(const void *dev, const tcl_gpu_launch *l, tcl_error *err) {
+    const tcl_metal_info *info = tcl_metal_device_info(dev);
+    for (int i = 0; i < 3; i++) {
+        if (l->grid[i] < 1 || l->local[i] < 1)
+            return tcl_fail(err, TCL_ERR_INVALID, "launch sizes must be >= 1 (grid %s = %u, threadgroup %s = %u)",
+                            axis_names[i], l->grid[i], axis_names[i], l->local[i]);
+        if (l->local[i] > info->max_threadgroup[i])
+            return tcl_fail(err, TCL_ERR_LIMIT, "%u threads on threadgroup axis %s, %s allows %u", l->local[i],
+                            axis_names[i], info->name, info->max_threadgroup[i]);
+    }
+    return TCL_OK;
+}
+
+static tcl_status gpu_load(void *dev, const char *image, size_t size, const char *entry, const tcl_gpu_launch *launch,
+                           tcl_gpu_kernel *out, tcl_error *err) {
+    (void)size; /* Metal source is NUL-terminated text */
+    *out = (tcl_gpu_kernel){0};
+    tcl_metal_kernel k;
+    if (tcl_metal_kernel_load(dev, image, entry, &k, err) != TCL_OK) return err->status;
+    /* a kernel's register use may bring its pipeline's limit below the device's */
+    uint64_t threads = (uint64_t)launch->local[0] * launch->local[1] * launch->local[2];
+    if (threads > k.max_threads) {
+        tcl_fail(err, TCL_ERR_LIMIT,
+                 "%llu threads per threadgroup, its pipeline on %s allows %u (maxTotalThreadsPerThreadgroup)",
+                 (unsigned long long)threads, tcl_metal_device_info(dev)->name, k.max_threads);
+        tcl_metal_kernel_unload(dev, &k);
+        return err->status;
+    }
+    *out = (tcl_gpu_kernel){.handles = {k.pipeline}, .max_threads = k.max_threads, .simd_width = k.simd_width};
+    return TCL_OK;
+}
+
+static tcl_metal_kernel kernel_of(const tcl_gpu_kernel *k) {
+    return (tcl_metal_kernel){.pipeline = k->handles[0], .max_threads = k->max_threads, .simd_width = k->simd_width};
+}
+
+static void gpu_unload(void *dev, tcl_gpu_kernel *k) {
+    tcl_metal_kernel kernel = kernel_of(k);
+    tcl_metal_kernel_unload(dev, &kernel);
+    *k = (tcl_gpu_kernel){0};
+}
+
+static tcl_status gpu_launch(void *dev, tcl_gpu_kernel *k, const char *name, const tcl_gpu_launch *l,
+                             const tcl_gpu_memory *const *buffers, size_t n, double *seconds, tcl_error *err) {
+    void *objects[TCL_METAL_MAX_PARAMS];
+    for (size_t i = 0; i < n && i < TCL_METAL_MAX_PARAMS; i++) objects[i] = buffers[i]->object;
+    tcl_metal_kernel kernel = kernel_of(k);
+    return tcl_metal_dispatch(dev, &kernel, name, l->grid, l->local, objects, n, seconds, err);
+}
+
+const tcl_gpu_driver tcl_metal_driver = {
+    .device = "METAL", .kind = "Metal", .max_params = TCL_METAL_MAX_PARAMS, .params_limit = "a Metal kernel takes",
+    .open = gpu_open, .retain = gpu_retain, .release = gpu_release, .synchronize = gpu_synchronize,
+    .queued = gpu_queued, .alloc = gpu_alloc, .free = gpu_free, .copy_to_device = gpu_copy_to_device,
+    .copy_to_host = gpu_copy_to_host, .copy_on_device = gpu_copy_on_device, .check_launch = gpu_check_launch,
+    .load = gpu_load, .unload = gpu_unload, .launch = gpu_launch};

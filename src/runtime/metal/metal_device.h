@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "runtime/gpu/gpu_driver.h"
 
 typedef struct tcl_metal_device tcl_metal_device;
 
@@ -62,7 +63,7 @@ const tcl_metal_info *tcl_metal_device_info(const tcl_metal_device *dev);
 
 /* A buffer in shared storage (MTLResourceStorageModeShared): the GPU's memory is also the
  * host's, at `contents`, so host copies are plain memcpy, once the queued dispatches are done
- * (tcl_metal_synchronize: metal_buffer.c waits before every copy). */
+ * (tcl_metal_synchronize: tcl_metal_driver waits before every copy). */
 typedef struct tcl_metal_memory {
     void *buffer;            /* the id<MTLBuffer> (owned); NULL when nbytes is 0 */
     unsigned char *contents; /* its bytes; NULL when nbytes is 0 */
@@ -105,5 +106,18 @@ tcl_status tcl_metal_dispatch(tcl_metal_device *dev, const tcl_metal_kernel *k, 
 tcl_status tcl_metal_synchronize(tcl_metal_device *dev, tcl_error *err);
 /* Whether dispatches are queued that nobody has waited for yet. */
 bool tcl_metal_queued(const tcl_metal_device *dev);
+
+/* ---- the device interface ---- */
+
+/* At most this many buffers per kernel: the entries of Metal's buffer argument table. */
+#define TCL_METAL_MAX_PARAMS 31
+
+/* The Metal device behind the one GPU interface (gpu_driver.h): the system's default device
+ * (or the stand-in library named at open); memory is shared (an MTLBuffer and the host's view
+ * of it: copies are memcpy once queued dispatches are done); a kernel's image is Metal Shading
+ * Language source; a launch checks threads per threadgroup axis against the device, and the
+ * pipeline's maxTotalThreadsPerThreadgroup when it is loaded; a timed dispatch waits and
+ * returns its command buffer's GPU time. Metal has no dynamic shared memory (shared_bytes 0). */
+extern const tcl_gpu_driver tcl_metal_driver;
 
 #endif
