@@ -35,7 +35,6 @@ local env = require "tcl.env"
 local runtime = require "tcl.runtime"
 local disk_cache = require "tcl.codegen.disk_cache"
 local targets = require "tcl.codegen.gpu_targets"
-local gpu_launch = require "tcl.codegen.gpu_launch"
 local gpu_backend = require "tcl.codegen.gpu_backend"
 
 local target = targets.get("CUDA")
@@ -117,7 +116,8 @@ end
 -- they sit in are bound by memory bandwidth, where the extra arithmetic is free.
 -- device(): the open device's facts, once: { info =, arch =, options =, gpu = }.
 local native, device = gpu_backend.attach(M, {
-  label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target,
+  label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target, dialect = "cuda",
+  local_memory = "local memory per block",
   lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
   open = function(info)
     -- what NVRTC compiles for, when it is there (copies need no compiler: its absence is
@@ -137,24 +137,14 @@ local native, device = gpu_backend.attach(M, {
 })
 
 ---------------------------------------------------------------------------------------------
--- building
-
-local Program = {}
-Program.__index = Program
-
-function Program:run(buffers, timed) return self.cuda:run(buffers, timed) end
-function Program:dump() return self.source end
-function Program:assembly() return self.ptx end
-
+-- building: PTX from NVRTC, through the disk cache
 
 -- NVRTC's version as part of the disk cache key: another compiler may write other PTX.
 local compiler
 
-local function load(cuda, ptx, job, entry, launch, params, info, shared_bytes)
-  local ok, program = pcall(cuda.program, ptx, { name = job.name, entry = entry, params = params,
-    global_size = launch.global_size, local_size = launch.local_size, shared_bytes = shared_bytes })
-  if ok then return program end
-  local why = tostring(program):gsub("^cuda%.program: ", "")
+local function load(ptx, job, r, info)
+  local program, why = M.program(ptx, job, r, { shared_bytes = r.facts.dynamic_local_bytes }, true)
+  if program then return program end
   if why:find("UNSUPPORTED_PTX_VERSION", 1, true) then
     why = why .. string.format(" (NVRTC %s writes PTX newer than this driver (%d) reads: use a CUDA toolkit no "
       .. "newer than the driver, TCL_CUDA_PATH)", compiler, info.driver_version)
@@ -164,17 +154,13 @@ end
 
 function M.build_many(jobs)
   local dev = device()
-  local cuda, gpu, nvrtc = native("tcl.cuda"), native("tcl.gpu"), native("tcl.nvrtc")
+  local _, _, nvrtc = native("tcl.cuda"), native("tcl.gpu"), native("tcl.nvrtc")
   local dir = disk_cache.dir()
   -- render every job and look its PTX up on disk; the misses compile together, in parallel
   local rendered, misses = {}, {}
   for i, job in ipairs(jobs) do
-    local entry = M.entry_name(job.name)
-    local launch = M.launch_of(job.list, job.name)
-    local params = M.params_of(job.list, job.name)
-    local ok, source, facts = pcall(gpu.render, job.list, { dialect = "cuda", name = entry })
-    if not ok then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
-    gpu_launch.check_facts(job, facts, launch, params, dev.gpu, "local memory per block")
+    local r = M.render(job, dev)
+    local facts = r.facts
     if facts.arch and facts.arch ~= dev.arch then
       error(string.format("kernel '%s' uses instructions of %s (warpgroup tensor cores: wgmma), but this GPU's "
         .. "code is for %s", job.name, facts.arch, dev.arch), 0)
@@ -185,11 +171,11 @@ function M.build_many(jobs)
       compiler = string.format("nvrtc%d.%d", nvrtc.version())
     end
     if dev.unsupported then error(dev.unsupported, 0) end
-    local key = string.format("cuda-ptx|%s|%s|%s", dev.options, compiler, source)
-    local ptx = dir and runtime.cache_read(dir, key)
-    if ptx then M.stats.disk_hits = M.stats.disk_hits + 1 else misses[#misses + 1] = i end
-    rendered[i] = { entry = entry, launch = launch, params = params, source = source, key = key, ptx = ptx,
-      from_disk = ptx ~= nil and ptx ~= false, shared_bytes = facts.dynamic_local_bytes }
+    r.key = string.format("cuda-ptx|%s|%s|%s", dev.options, compiler, r.source)
+    r.ptx = dir and runtime.cache_read(dir, r.key)
+    r.from_disk = r.ptx ~= nil and r.ptx ~= false
+    if r.ptx then M.stats.disk_hits = M.stats.disk_hits + 1 else misses[#misses + 1] = i end
+    rendered[i] = r
   end
   if #misses > 0 then
     local start = core.clock()
@@ -209,9 +195,10 @@ function M.build_many(jobs)
   for i, job in ipairs(jobs) do
     local r = rendered[i]
     if dir and not r.from_disk then runtime.cache_write(dir, r.key, r.ptx) end
-    local program = load(cuda, r.ptx, job, r.entry, r.launch, r.params, dev.info, r.shared_bytes)
-    programs[i] = setmetatable({ name = job.name, cuda = program, bytes = program.bytes + #r.source, source = r.source,
-      ptx = r.ptx, entry = r.entry, global_size = r.launch.global_size, local_size = r.launch.local_size }, Program)
+    local program = load(r.ptx, job, r, dev.info)
+    programs[i] = gpu_backend.program({ name = job.name, native = program, bytes = program.bytes + #r.source,
+      source = r.source, assembly = r.ptx, entry = r.entry, global_size = r.launch.global_size,
+      local_size = r.launch.local_size })
   end
   return programs
 end

@@ -2,19 +2,25 @@
 -- tcl.codegen.metal) share: their native modules, the device opened on first use (so that the
 -- module loads anywhere and DEVICE=CUDA / METAL without one fails at the first kernel with the
 -- device's message), the renderer whose GPU limits are the device's, the optimizer's view of
--- them, the `options` key, storage, and what a program launches (tcl.codegen.gpu_launch).
--- Layer: codegen.
+-- them, the `options` key, storage, what a program launches (tcl.codegen.gpu_launch), and the
+-- steps of a build that do not depend on the dialect (rendering a job and checking its launch,
+-- making the module's program, the Program objects). The backends keep what differs: the
+-- device's limits and description, and how code is compiled (NVRTC and a disk cache for
+-- CUDA; source handed to the device for Metal). Layer: codegen.
 local gpu_launch = require "tcl.codegen.gpu_launch"
 
 local M = {}
 
 --- Gives backend table B: B.probe(), B.renderer (name, lacks, gpu read from the device,
 -- opt_caps()), B.options (read from the device), B.allocate(dtype, numel), B.launch_of,
--- B.params_of, B.entry_name, B.synchronize(). spec = { label = "CUDA" (messages), module =
+-- B.params_of, B.entry_name, B.synchronize(), B.render(job, dev) and B.program(...) (below).
+-- spec = { label = "CUDA" (messages), module =
 -- "tcl.cuda" (its device(), buffer(), opened() and synchronize()), renderer = "cuda" (the
 -- renderer's name and the prefix of the module's errors), lacks = { [op] = true }, target =
 -- tcl.codegen.gpu_targets' target, open = function(info) -> { options =, gpu =, ... } (the
--- device's facts from module.device()'s table) }.
+-- device's facts from module.device()'s table), dialect = tcl.gpu's dialect ("cuda"),
+-- local_memory = what the dialect calls a workgroup's memory in messages ("local memory per
+-- block") }.
 -- Returns native(name) (a native module, or an error naming it) and device() (the opened facts,
 -- with info added).
 function M.attach(B, spec)
@@ -73,7 +79,55 @@ function M.attach(B, spec)
   function B.allocate(dtype, numel) return native(spec.module).buffer(dtype, numel) end
 
   B.launch_of, B.params_of, B.entry_name = gpu_launch.launch_of, gpu_launch.params_of, gpu_launch.entry_name
+
+  --- Renders job (a build's: name, list) in the dialect and checks what its kernel asks of the
+  -- device (dev: device()'s facts). Returns { entry =, launch =, params =, source =, facts = }.
+  function B.render(job, dev)
+    local entry = B.entry_name(job.name)
+    local launch = B.launch_of(job.list, job.name)
+    local params = B.params_of(job.list, job.name)
+    local ok, source, facts = pcall(native("tcl.gpu").render, job.list, { dialect = spec.dialect, name = entry })
+    if not ok then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
+    gpu_launch.check_facts(job, facts, launch, params, dev.gpu, spec.local_memory)
+    return { entry = entry, launch = launch, params = params, source = source, facts = facts }
+  end
+
+  --- The module's program of code for job (r: B.render's result; extra: more options of the
+  -- module's program(), e.g. shared_bytes); an error without the module's prefix on failure
+  -- (the message names the kernel), and (ok = false, why) instead when `protected`.
+  function B.program(code, job, r, extra, protected)
+    local options = { name = job.name, entry = r.entry, params = r.params, global_size = r.launch.global_size,
+      local_size = r.launch.local_size }
+    for k, v in pairs(extra or {}) do options[k] = v end
+    local ok, program = pcall(native(spec.module).program, code, options)
+    if ok then return program end
+    local why = tostring(program):gsub("^" .. spec.renderer .. "%.program: ", "")
+    if protected then return nil, why end
+    error(why, 0)
+  end
+
   return native, device
+end
+
+--- A backend's program (what build_many returns): :run(buffers, timed) runs the module's
+-- program `native`, :dump() is the source (DEBUG=4), and with `assembly` (the compiled code as
+-- text: PTX) :assembly() returns it (DEBUG=7). fields: name, native, bytes, source, entry,
+-- global_size, local_size [, assembly].
+local Program = {}
+Program.__index = Program
+function Program:run(buffers, timed) return self.native:run(buffers, timed) end
+function Program:dump() return self.source end
+
+local ProgramWithAssembly = setmetatable({}, { __index = Program })
+ProgramWithAssembly.__index = ProgramWithAssembly
+function ProgramWithAssembly:assembly() return self.code end
+
+function M.program(fields)
+  if fields.assembly then
+    fields.code, fields.assembly = fields.assembly, nil
+    return setmetatable(fields, ProgramWithAssembly)
+  end
+  return setmetatable(fields, Program)
 end
 
 return M

@@ -27,7 +27,6 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local targets = require "tcl.codegen.gpu_targets"
-local gpu_launch = require "tcl.codegen.gpu_launch"
 local gpu_backend = require "tcl.codegen.gpu_backend"
 
 local target = targets.get("METAL")
@@ -75,7 +74,8 @@ end
 -- workgroup threads per threadgroup). device(): the open device's facts, once: { info =,
 -- options =, gpu = }.
 local native, device = gpu_backend.attach(M, {
-  label = "Metal", module = "tcl.metal", renderer = "metal", target = target,
+  label = "Metal", module = "tcl.metal", renderer = "metal", target = target, dialect = "metal",
+  local_memory = "threadgroup memory",
   lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
   open = function(info)
     local gpu = M.gpu_limits(target.gpu, info)
@@ -85,38 +85,20 @@ local native, device = gpu_backend.attach(M, {
 })
 
 ---------------------------------------------------------------------------------------------
--- building
-
-local Program = {}
-Program.__index = Program
-
-function Program:run(buffers, timed) return self.metal:run(buffers, timed) end
-function Program:dump() return self.source end
-
-local function make(metal, source, job, entry, launch, params)
-  local start = core.clock()
-  local ok, program = pcall(metal.program, source, { name = job.name, entry = entry, params = params,
-    global_size = launch.global_size, local_size = launch.local_size })
-  if not ok then error((tostring(program):gsub("^metal%.program: ", "")), 0) end
-  M.stats.compiled = M.stats.compiled + 1
-  M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
-  return program
-end
+-- building: the source goes to the device as it is (Metal compiles it)
 
 function M.build_many(jobs)
   local dev = device()
-  local metal, gpu = native("tcl.metal"), native("tcl.gpu")
+  local _, _ = native("tcl.metal"), native("tcl.gpu")
   local programs = {}
   for i, job in ipairs(jobs) do
-    local entry = M.entry_name(job.name)
-    local launch = M.launch_of(job.list, job.name)
-    local params = M.params_of(job.list, job.name)
-    local rendered, source, facts = pcall(gpu.render, job.list, { dialect = "metal", name = entry })
-    if not rendered then error((tostring(source):gsub("^gpu%.render: ", "")), 0) end
-    gpu_launch.check_facts(job, facts, launch, params, dev.gpu, "threadgroup memory")
-    local program = make(metal, source, job, entry, launch, params)
-    programs[i] = setmetatable({ name = job.name, metal = program, bytes = program.bytes, source = source,
-      entry = entry, global_size = launch.global_size, local_size = launch.local_size }, Program)
+    local r = M.render(job, dev)
+    local start = core.clock()
+    local program = M.program(r.source, job, r)
+    M.stats.compiled = M.stats.compiled + 1
+    M.stats.compile_seconds = M.stats.compile_seconds + (core.clock() - start)
+    programs[i] = gpu_backend.program({ name = job.name, native = program, bytes = program.bytes, source = r.source,
+      entry = r.entry, global_size = r.launch.global_size, local_size = r.launch.local_size })
   end
   return programs
 end
