@@ -21,6 +21,7 @@ local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
+local contract = require "spec.support.gpu_device_contract"
 
 local MOCK = helper.build_dir .. "/tests/libmock_cuda.so"
 local STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"
@@ -238,49 +239,32 @@ describe("the CUDA device on the mock driver", function()
     return false
   end
 
-  it("holds zero-filled buffers in device memory, copies them every way, and frees everything", function()
-    if not have_mock() then return end
-    child_ok(mock_env(log), [[
-      local cuda, runtime = require "tcl.cuda", require "tcl.runtime"
-      local function check(ok, what) if not ok then error(what, 2) end end
-      check(not cuda.opened(), "opened before use")
-      local b = cuda.buffer("float32", 5)
-      check(cuda.opened(), "not opened by a buffer")
-      check(b.numel == 5 and b.nbytes == 20 and b.itemsize == 4 and b.device == "CUDA", "facts")
-      check(b.dtype == require("tcl.core").dtype "float32", "dtype")
-      for _, v in ipairs(b:read()) do check(v == 0, "not zero-filled") end -- the mock's memory is 0xA5
-      b:write { 1, 2.5, -3, 4, 5 }
-      check(table.concat(b:read(), " ") == "1.0 2.5 -3.0 4.0 5.0", "write/read")
-      check(b:read_bytes() == string.pack("<fffff", 1, 2.5, -3, 4, 5), "read_bytes")
-      b:write_bytes(string.pack(">fffff", 5, 4, 3, 2, 1), 0, true)
-      check(table.concat(b:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "write_bytes big-endian")
-      local host = runtime.buffer("float32", 5, "CPU")
-      check(b:copy_to(host) == host and table.concat(host:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "copy_to")
-      local c = cuda.buffer("float32", 5)
-      c:copy_from(b)
-      check(table.concat(c:read(), " ") == "5.0 4.0 3.0 2.0 1.0", "device to device")
-      host:write { 7, 7, 7, 7, 7 }
-      c:copy_from(host)
-      check(table.concat(c:read(), " ") == "7.0 7.0 7.0 7.0 7.0", "host to device")
-      check(b:max_difference(host) == 0.75 and c:max_difference(host) == 0, "max_difference")
-      local flags = cuda.buffer("bool", 3)
-      flags:write { true, false, true }
-      check(flags:read()[1] == true and flags:read()[2] == false, "bool")
-      check(cuda.buffer("int8", 0):read()[1] == nil, "empty buffer")
-      local function fails(pattern, f, ...)
-        local ok, err = pcall(f, ...)
-        check(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
-      end
-      fails("expected 5 values", b.write, b, { 1, 2 })
-      fails("source is int32 x 5, destination is float32 x 5", b.copy_from, b, cuda.buffer("int32", 5))
-      fails("expected a host Buffer", b.copy_to, b, c)
-      fails("expected a Buffer or a CUDA buffer", b.copy_from, b, 5)
-      fails("numel must be >= 0", cuda.buffer, "float32", -1)
-      fails("void", cuda.buffer, "void", 1)
-      print "ok"
-    ]])
-    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(helper.read(log)))
-  end)
+  local function held_nothing(text)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
+  end
+
+  -- buffers and programs as every GPU device has them (spec/support/gpu_device_contract.lua),
+  -- with CUDA's own launch limits and PTX errors
+  contract.run({ it = it, assert = assert }, {
+    module = "cuda", kind = "CUDA", device = "CUDA", have_mock = have_mock,
+    run_ok = function(code) return child_ok(mock_env(log), code) end,
+    log = function() return helper.read(log) end,
+    clean = held_nothing,
+    opened = "",
+    code = ".version 8.0\n.visible .entry k(\n.param .u64 a,\n.param .u64 b\n)\n{ ret; }\n",
+    program_checks = [[
+      local opts = { name = "E_k", entry = "k", params = {}, local_size = { 64, 32 } }
+      fails("kernel 'E_k': 2048 threads per block, tcl mock GPU allows 1024", G.program, code, opts)
+      opts.local_size = { 1, 1, 65 }
+      fails("65 threads on block axis z, tcl mock GPU allows 64", G.program, code, opts)
+      opts.local_size, opts.global_size = nil, { 1, 70000 }
+      fails("70000 blocks on grid axis y, tcl mock GPU allows 65535", G.program, code, opts)
+      opts.global_size, opts.entry = nil, "missing"
+      fails("the PTX has no kernel 'missing'", G.program, code, opts)
+      fails("CUDA_ERROR_INVALID_PTX", G.program, "not ptx", { name = "x", params = {} })
+      fails("shared_bytes must be an integer >= 0", G.program, code, { params = {}, shared_bytes = -1 })]],
+    recorded = "launch k grid 3 2 1 block 32 4 1 shared 0 params 2",
+  })
 
   it("takes wrapped host memory of the C API (tclc_tensor_wrap) to the GPU, and results back", function()
     if not have_mock() then return end
@@ -527,46 +511,6 @@ describe("the CUDA device on the mock driver", function()
       assert.matches("tcl: kernel '[%w_]+': CUDA: the kernel failed while running: CUDA_ERROR_ILLEGAL_ADDRESS", err)
       assert.is_nil(err:find("launched earlier", 1, true), switch)
     end
-  end)
-
-  it("loads programs, checks their launch against the device and their buffers at every run", function()
-    if not have_mock() then return end
-    child_ok(mock_env(log), [[
-      local cuda = require "tcl.cuda"
-      local ptx = ".version 8.0\n.visible .entry k(\n.param .u64 a,\n.param .u64 b\n)\n{ ret; }\n"
-      local p = cuda.program(ptx, { name = "E_k", entry = "k", params = { { dtype = "float32", numel = 4 },
-        { dtype = "int32", numel = 2 } }, global_size = { 3, 2 }, local_size = { 32, 4 } })
-      assert(p.name == "E_k" and p.entry == "k" and p.nparams == 2 and p.bytes > #ptx, "facts")
-      assert(table.concat(p.global_size, " ") == "3 2 1" and table.concat(p.local_size, " ") == "32 4 1", "sizes")
-      assert(p.params[2].dtype.name == "int32" and p.params[2].numel == 2, "params")
-      local a, b = cuda.buffer("float32", 4), cuda.buffer("int32", 2)
-      local seconds = p:run { a, b }
-      assert(type(seconds) == "number" and seconds >= 0, "seconds")
-      local function fails(pattern, f, ...)
-        local ok, err = pcall(f, ...)
-        assert(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
-      end
-      fails("kernel 'E_k' takes 2 buffers, got 1", p.run, p, { a })
-      fails("kernel 'E_k': buffer 2 (slot 1) is float32 x 4, the kernel expects int32 x 2", p.run, p, { a, a })
-      fails("kernel 'E_k': buffer 1 is a host Buffer (CPU), not a CUDA buffer", p.run, p,
-        { require("tcl.runtime").buffer("float32", 4, "CPU"), b })
-      fails("kernel 'E_k': buffer 2 is number, not a CUDA buffer", p.run, p, { a, 3 })
-      local opts = { name = "E_k", entry = "k", params = {}, local_size = { 64, 32 } }
-      fails("kernel 'E_k': 2048 threads per block, tcl mock GPU allows 1024", cuda.program, ptx, opts)
-      opts.local_size = { 1, 1, 65 }
-      fails("65 threads on block axis z, tcl mock GPU allows 64", cuda.program, ptx, opts)
-      opts.local_size, opts.global_size = nil, { 1, 70000 }
-      fails("70000 blocks on grid axis y, tcl mock GPU allows 65535", cuda.program, ptx, opts)
-      opts.global_size, opts.entry = nil, "missing"
-      fails("the PTX has no kernel 'missing'", cuda.program, ptx, opts)
-      fails("CUDA_ERROR_INVALID_PTX", cuda.program, "not ptx", { name = "x", params = {} })
-      fails("global_size[1] must be a positive integer", cuda.program, ptx, { params = {}, global_size = { 0 } })
-      fails("params must be a list", cuda.program, ptx, { name = "k" })
-      print "ok"
-    ]])
-    local text = helper.read(log)
-    assert.matches("launch k grid 3 2 1 block 32 4 1 shared 0 params 2", text, 1, true)
-    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end)
 
   -- A PTX with three kernels of one buffer each, and a child chunk that loads one of them with

@@ -29,6 +29,7 @@ local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
+local contract = require "spec.support.gpu_device_contract"
 
 local Tensor = tcl.Tensor
 local ROOT = helper.root
@@ -281,84 +282,45 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
   local function run_standin(extra, code) return child(mock_env(log, extra), code, STANDIN_TCL) end
   local function standin_ok(extra, code) return child_ok(mock_env(log, extra), code, STANDIN_TCL) end
 
-  it("opens the device, reads its limits, and holds zero-filled buffers copied every way", function()
-    if not have_mock() then return end
-    standin_ok("", [[
-      local metal, runtime = require "tcl.metal", require "tcl.runtime"
-      local function check(ok, what) if not ok then error(what, 2) end end
-      check(not metal.opened(), "opened before use")
-      local d = metal.device()
-      check(metal.opened(), "not opened")
-      check(d.name == "tcl mock GPU" and d.threadgroup_bytes == 32768 and d.threads_per_threadgroup == 1024, "facts")
-      check(table.concat(d.max_threadgroup, " ") == "1024 1024 1024", "maxThreadsPerThreadgroup (an MTLSize)")
-      local b = metal.buffer("float32", 5)
-      check(b.numel == 5 and b.nbytes == 20 and b.device == "METAL" and metal.is_buffer(b), "buffer facts")
-      for _, v in ipairs(b:read()) do check(v == 0, "not zero-filled") end -- the mock's memory is 0xA5
-      b:write { 1, 2.5, -3, 4, 5 }
-      check(table.concat(b:read(), " ") == "1.0 2.5 -3.0 4.0 5.0", "write/read")
-      b:write_bytes(string.pack(">fffff", 5, 4, 3, 2, 1), 0, true)
-      check(b:read_bytes() == string.pack("<fffff", 5, 4, 3, 2, 1), "write_bytes/read_bytes")
-      local host = runtime.buffer("float32", 5, "CPU")
-      check(b:copy_to(host) == host and host:read()[1] == 5, "copy_to")
-      local c = metal.buffer("float32", 5)
-      c:copy_from(b)
-      check(c:read()[2] == 4, "device to device")
-      host:write { 7, 7, 7, 7, 7 }
-      c:copy_from(host)
-      check(c:read()[5] == 7 and c:max_difference(host) == 0, "host to device")
-      check(metal.buffer("int8", 0):read()[1] == nil, "empty buffer")
-      local ok, err = pcall(b.copy_from, b, metal.buffer("int32", 5))
-      check(not ok and err:find("source is int32 x 5, destination is float32 x 5", 1, true), tostring(err))
-      print "ok"
-    ]])
-    local text = helper.read(log)
-    assert.matches("device\nqueue\nbuffer 20\n", text, 1, true)
-    clean_record(text)
-  end)
-
-  it("compiles programs with fast math off and dispatches them with their grid, threadgroup and buffers", function()
-    if not have_mock() then return end
-    standin_ok("", [==[
-      local metal = require "tcl.metal"
-      local source = "#include <metal_stdlib>\nkernel void k(device float* p0 [[buffer(0)]], " ..
-        "const device int* p1 [[buffer(1)]], uint3 gid [[threadgroup_position_in_grid]]) {}\n"
-      local p = metal.program(source, { name = "E_k", entry = "k", params = { { dtype = "float32", numel = 4 },
-        { dtype = "int32", numel = 2 } }, global_size = { 3, 2 }, local_size = { 32, 4 } })
-      assert(p.name == "E_k" and p.entry == "k" and p.nparams == 2 and p.max_threads == 1024 and p.simd_width == 32)
-      assert(table.concat(p.global_size, " ") == "3 2 1" and table.concat(p.local_size, " ") == "32 4 1")
-      local a, b = metal.buffer("float32", 4), metal.buffer("int32", 2)
-      assert(p:run { a, b } == 0.25, "GPUEndTime - GPUStartTime (doubles)")
-      local function fails(pattern, f, ...)
-        local ok, err = pcall(f, ...)
-        assert(not ok and tostring(err):find(pattern, 1, true), "expected '" .. pattern .. "', got " .. tostring(err))
+  -- buffers and programs as every GPU device has them (spec/support/gpu_device_contract.lua),
+  -- with Metal's own device facts, pipeline limits and compiler errors, and the stand-in's record
+  contract.run({ it = it, assert = assert }, {
+    module = "metal", kind = "Metal", device = "METAL", have_mock = have_mock,
+    run_ok = function(code) return standin_ok("", code) end,
+    log = function() return helper.read(log) end,
+    clean = function(text, which)
+      if which == "buffers" then assert.matches("device\nqueue\nbuffer 20\n", text, 1, true) end
+      if which == "programs" then
+        assert.matches("compile %d+ fast_math 0\npipeline k buffers 2\n", text)
+        assert.is_nil(text:find("fast_math 1", 1, true))
       end
-      fails("kernel 'E_k' takes 2 buffers, got 1", p.run, p, { a })
-      fails("kernel 'E_k': buffer 2 (slot 1) is float32 x 4, the kernel expects int32 x 2", p.run, p, { a, a })
-      fails("kernel 'E_k': buffer 1 is a host Buffer (CPU), not a Metal buffer", p.run, p,
-        { require("tcl.runtime").buffer("float32", 4, "CPU"), b })
+      clean_record(text)
+    end,
+    opened = [[
+      local d = G.device()
+      check(d.name == "tcl mock GPU" and d.threadgroup_bytes == 32768 and d.threads_per_threadgroup == 1024, "facts")
+      check(table.concat(d.max_threadgroup, " ") == "1024 1024 1024", "maxThreadsPerThreadgroup (an MTLSize)")]],
+    code = "#include <metal_stdlib>\nkernel void k(device float* p0 [[buffer(0)]], " ..
+      "const device int* p1 [[buffer(1)]], uint3 gid [[threadgroup_position_in_grid]]) {}\n",
+    program_checks = [==[
+      check(p.max_threads == 1024 and p.simd_width == 32, "the pipeline's limits")
+      check(p:run { a, b } == 0.25, "GPUEndTime - GPUStartTime (doubles)")
       local opts = { name = "E_k", entry = "k", params = {}, local_size = { 1, 1, 1025 } }
-      fails("kernel 'E_k': 1025 threads on threadgroup axis z, tcl mock GPU allows 1024", metal.program, source, opts)
+      fails("kernel 'E_k': 1025 threads on threadgroup axis z, tcl mock GPU allows 1024", G.program, code, opts)
       opts.local_size = { 64, 32 }
       fails("kernel 'E_k': 2048 threads per threadgroup, its pipeline on tcl mock GPU allows 1024 " ..
-        "(maxTotalThreadsPerThreadgroup)", metal.program, source, opts)
+        "(maxTotalThreadsPerThreadgroup)", G.program, code, opts)
       opts.local_size, opts.entry = nil, "missing"
-      fails("Metal: the compiled source has no kernel function 'missing'", metal.program, source, opts)
+      fails("Metal: the compiled source has no kernel function 'missing'", G.program, code, opts)
       fails("Metal: newLibraryWithSource:options:error: cannot compile the source of kernel 'bad': " ..
-        "program_source:1:2: error: the mock compiler refuses #error", metal.program, "#error\n", { name = "bad",
+        "program_source:1:2: error: the mock compiler refuses #error", G.program, "#error\n", { name = "bad",
         params = {} })
       fails("newComputePipelineStateWithFunction:error: cannot make the pipeline of kernel 'no_pipeline' on tcl " ..
-        "mock GPU: the mock refuses a pipeline", metal.program, "kernel void no_pipeline() {}", { name = "no_pipeline",
+        "mock GPU: the mock refuses a pipeline", G.program, "kernel void no_pipeline() {}", { name = "no_pipeline",
         params = {} })
-      fails("the source holds a NUL byte", metal.program, "kernel void k() {}\0", { name = "k", params = {} })
-      fails("global_size[1] must be a positive integer", metal.program, source, { params = {}, global_size = { 0 } })
-      print "ok"
-    ]==])
-    local text = helper.read(log)
-    assert.matches("compile %d+ fast_math 0\npipeline k buffers 2\n", text)
-    assert.matches("dispatch k grid 3 2 1 threads 32 4 1 buffers 2", text, 1, true)
-    assert.is_nil(text:find("fast_math 1", 1, true))
-    clean_record(text)
-  end)
+      fails("the source holds a NUL byte", G.program, "kernel void k() {}\0", { name = "k", params = {} })]==],
+    recorded = "dispatch k grid 3 2 1 threads 32 4 1 buffers 2",
+  })
 
   it("says what failed: no device, a buffer past maxBufferLength, a pipeline's thread limit, a failed run",
     function()

@@ -40,6 +40,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "mock_log.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int CUresult;
@@ -95,16 +97,10 @@ static struct {
 } mock;
 
 static void log_line(const char *fmt, ...) {
-    const char *path = getenv("MOCK_CUDA_LOG");
-    if (!path || !*path) return;
-    FILE *f = fopen(path, "a");
-    if (!f) return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    mock_log_line("MOCK_CUDA_LOG", fmt, ap);
     va_end(ap);
-    fputc('\n', f);
-    fclose(f);
 }
 
 /* A call that waits for the device: queued launches are done (or the fault shows). */

@@ -44,6 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mock_log.h"
+
 #if !defined(__x86_64__)
 #error "mock_metal.c's objc_msgSend is written for x86-64"
 #endif
@@ -90,16 +92,10 @@ static struct {
 } mock;
 
 static void log_line(const char *fmt, ...) {
-    const char *path = getenv("MOCK_METAL_LOG");
-    if (!path || !*path) return;
-    FILE *f = fopen(path, "a");
-    if (!f) return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    mock_log_line("MOCK_METAL_LOG", fmt, ap);
     va_end(ap);
-    fputc('\n', f);
-    fclose(f);
 }
 
 static unsigned long env_number(const char *name, unsigned long fallback) {
