@@ -27,23 +27,7 @@ local MOCK = helper.build_dir .. "/tests/libmock_cuda.so"
 local STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"
 local Tensor = tcl.Tensor
 
--- Runs code (a Lua chunk) in a child tcl process with the environment assignments env_text
--- (DEVICE cleared unless env_text sets it); returns status, stdout, stderr.
-local function child(env_text, code)
-  local path = os.tmpname()
-  helper.write(path, code)
-  local status, out, err = helper.run("DEVICE= " .. env_text .. " " .. helper.shell_quote(helper.tcl_bin) .. " " ..
-    helper.shell_quote(path))
-  os.remove(path)
-  return status, out, err
-end
-
--- A child run that must succeed and print "ok" last.
-local function child_ok(env_text, code)
-  local status, out, err = child(env_text, code)
-  assert(status == 0 and out:match("ok\n$"), string.format("child failed (%d):\n%s\n%s", status, out, err))
-  return out, err
-end
+local child, child_ok, last_line = contract.child, contract.child_ok, contract.last_line
 
 local function uop(op, dtype, src, arg) return core.uop(op, core.dtype(dtype), src, arg) end
 local function special(name, size) return uop("SPECIAL", "index", { uop("CONST", "index", nil, size) }, name) end
@@ -217,12 +201,6 @@ end)
 local function mock_env(log, extra)
   return string.format("TCL_CUDA_DRIVER=%s MOCK_CUDA_LOG=%s %s", helper.shell_quote(MOCK), helper.shell_quote(log),
     extra or "")
-end
-
-local function last_line(text)
-  local last
-  for line in text:gmatch("[^\n]+") do last = line end
-  return last
 end
 
 describe("the CUDA device on the mock driver", function()

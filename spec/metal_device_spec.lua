@@ -46,23 +46,7 @@ end
 
 local on_macos = helper.run("test \"$(uname -s)\" = Darwin") == 0
 
--- Runs code (a Lua chunk) in a child process of the program bin (default: the build's tcl) with
--- the environment assignments env_text (DEVICE cleared unless env_text sets it); returns status,
--- stdout, stderr.
-local function child(env_text, code, bin)
-  local path = os.tmpname()
-  helper.write(path, code)
-  local status, out, err = helper.run("DEVICE= " .. env_text .. " " .. q(bin or helper.tcl_bin) .. " " .. q(path))
-  os.remove(path)
-  return status, out, err
-end
-
--- A child run that must succeed and print "ok" last.
-local function child_ok(env_text, code, bin)
-  local status, out, err = child(env_text, code, bin)
-  assert(status == 0 and out:match("ok\n$"), string.format("child failed (%d):\n%s\n%s", status, out, err))
-  return out, err
-end
+local child, child_ok, last_line = contract.child, contract.child_ok, contract.last_line
 
 local function uop(op, dtype, src, arg) return core.uop(op, core.dtype(dtype), src, arg) end
 local function special(name, size) return uop("SPECIAL", "index", { uop("CONST", "index", nil, size) }, name) end
@@ -251,12 +235,6 @@ end)
 -- The mock's record, and the environment that loads the mock with that record.
 local function mock_env(log, extra)
   return string.format("TCL_METAL_LIBRARY=%s MOCK_METAL_LOG=%s %s", q(MOCK), q(log), extra or "")
-end
-
-local function last_line(text)
-  local last
-  for line in text:gmatch("[^\n]+") do last = line end
-  return last
 end
 
 -- Every line of the record is an event, not a misuse of the API, and nothing is held at exit.

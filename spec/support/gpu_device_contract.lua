@@ -17,7 +17,35 @@
 -- program_checks (a chunk with more checks of the program p and the buffers a, b made of
 -- code), recorded (the record line of the launch of p: grid 3 2 1, local size 32 4 1, 2
 -- buffers).
+local helper = require "spec.support.helper"
+
 local M = {}
+
+-- Runs code (a Lua chunk) in a child process of the program bin (default: the build's tcl) with
+-- the environment assignments env_text (DEVICE cleared unless env_text sets it); returns status,
+-- stdout, stderr.
+function M.child(env_text, code, bin)
+  local path = os.tmpname()
+  helper.write(path, code)
+  local status, out, err = helper.run("DEVICE= " .. env_text .. " " .. helper.shell_quote(bin or helper.tcl_bin) ..
+    " " .. helper.shell_quote(path))
+  os.remove(path)
+  return status, out, err
+end
+
+-- A child run that must succeed and print "ok" last.
+function M.child_ok(env_text, code, bin)
+  local status, out, err = M.child(env_text, code, bin)
+  assert(status == 0 and out:match("ok\n$"), string.format("child failed (%d):\n%s\n%s", status, out, err))
+  return out, err
+end
+
+-- The last line of a stand-in's record (what it says at exit).
+function M.last_line(text)
+  local last
+  for line in text:gmatch("[^\n]+") do last = line end
+  return last
+end
 
 -- A chunk's prelude: the module as `G`, check(ok, what) and fails(pattern, f, ...).
 local function prelude(module)
