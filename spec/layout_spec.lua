@@ -123,3 +123,64 @@ describe("the Lua tree", function()
     assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
   end)
 end)
+
+-- src/runtime: one folder per device (cpu/, cuda/, metal/, emu/), gpu/ for what the GPU devices
+-- share (the driver interface, buffers, programs, their Lua binding), io/ for files (mapping,
+-- gzip, the disk cache); at the root only the host buffers and the tcl.runtime binding, which
+-- every device uses. Includes between the folders point one way: a device includes no other
+-- device, and the shared GPU layer knows no driver (a new GPU driver is one more folder).
+local RUNTIME_ROOT_FILES = { ["buffer.c"] = true, ["buffer.h"] = true, ["lua_runtime.c"] = true,
+  ["lua_runtime.h"] = true }
+local RUNTIME_FOLDER_MAY_INCLUDE = {
+  cpu = {}, emu = {}, gpu = {}, io = { cpu = true }, cuda = { gpu = true }, metal = { gpu = true },
+}
+
+local function runtime_files()
+  local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/src/runtime") ..
+    " && find . -name '*.[ch]'")
+  assert(status == 0, "cannot list src/runtime")
+  local files = {}
+  for rel in out:gmatch("%./([^\n]+)") do files[#files + 1] = rel end
+  table.sort(files)
+  return files
+end
+
+-- The offences of one file of src/runtime (rel: "cuda/lua_cuda.c") whose text is text.
+local function runtime_offences(rel, text)
+  local folder = rel:match("^([^/]+)/")
+  if not folder then
+    return RUNTIME_ROOT_FILES[rel] and {} or { rel .. " is at the root of src/runtime, not in a device's folder" }
+  end
+  local may = RUNTIME_FOLDER_MAY_INCLUDE[folder]
+  if not may then return { rel .. " is in " .. folder .. "/, which is not a folder of src/runtime" } end
+  local offences = {}
+  for included in text:gmatch('#include%s+"runtime/([%w_]+)/') do
+    if included ~= folder and not may[included] then
+      offences[#offences + 1] = string.format("%s includes runtime/%s/", rel, included)
+    end
+  end
+  return offences
+end
+
+describe("the C runtime (src/runtime)", function()
+  it("keeps each device in its folder, with includes that point one way", function()
+    local files, offences = runtime_files(), {}
+    assert.is_true(#files > 40)
+    for _, rel in ipairs(files) do
+      for _, o in ipairs(runtime_offences(rel, helper.read(helper.root .. "/src/runtime/" .. rel))) do
+        offences[#offences + 1] = o
+      end
+    end
+    assert.are.same({}, offences)
+  end)
+
+  it("is checked by a rule that can fail", function()
+    assert.are.same({ "cuda_buffer.c is at the root of src/runtime, not in a device's folder" },
+      runtime_offences("cuda_buffer.c", ""))
+    assert.are.same({ "gpu/gpu_buffer.c includes runtime/cuda/" },
+      runtime_offences("gpu/gpu_buffer.c", '#include "runtime/cuda/cuda_driver.h"\n#include "runtime/buffer.h"'))
+    assert.are.same({ "cuda/x.c includes runtime/metal/" },
+      runtime_offences("cuda/x.c", '#include "runtime/metal/m.h"'))
+    assert.are.same({}, runtime_offences("metal/x.c", '#include "runtime/gpu/gpu_driver.h"'))
+  end)
+end)
