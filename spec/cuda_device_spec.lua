@@ -217,6 +217,9 @@ describe("the CUDA device on the mock driver", function()
     return false
   end
 
+  local graph_cache = os.tmpname()
+  os.remove(graph_cache)
+
   local function held_nothing(text)
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end
@@ -225,7 +228,7 @@ describe("the CUDA device on the mock driver", function()
   -- with CUDA's own launch limits and PTX errors
   contract.run({ it = it, assert = assert }, {
     module = "cuda", kind = "CUDA", device = "CUDA", have_mock = have_mock,
-    run_ok = function(code) return child_ok(mock_env(log), code) end,
+    run_ok = function(code, env) return child_ok(mock_env(log, env), code) end,
     log = function() return helper.read(log) end,
     clean = held_nothing,
     opened = "",
@@ -242,6 +245,28 @@ describe("the CUDA device on the mock driver", function()
       fails("CUDA_ERROR_INVALID_PTX", G.program, "not ptx", { name = "x", params = {} })
       fails("shared_bytes must be an integer >= 0", G.program, code, { params = {}, shared_bytes = -1 })]],
     recorded = "launch k grid 3 2 1 block 32 4 1 shared 0 params 2",
+    -- PTX compiled by NVRTC, cached on disk (the second run reads it from there)
+    graph = {
+      ready = function()
+        local have, why = require("tcl.nvrtc").available()
+        if have then return true end
+        pending("NVRTC is not available: " .. tostring(why))
+        return false
+      end,
+      env = "TCL_CACHE=" .. helper.shell_quote(graph_cache), to = "cuda", launch = "launch %s grid %s block %s",
+      check_program = 'assert(p:assembly():find(".entry " .. p.entry, 1, true), "PTX of " .. p.entry)',
+      memory = "shared memory", markers = { "__shared__", "__syncthreads" }, record = " shared 0 params ",
+      after = function(env, code, launches)
+        local _, err = child_ok(mock_env(log, env), code)
+        local compiled, from_disk = 0, 0
+        for n, m in err:gmatch("(%d+) compiled in [%d.]+ ms, (%d+) from disk") do
+          compiled, from_disk = compiled + tonumber(n), from_disk + tonumber(m)
+        end
+        assert.are.equal(0, compiled, err)
+        assert.are.equal(launches, from_disk, err)
+        os.execute("rm -rf " .. helper.shell_quote(graph_cache))
+      end,
+    },
   })
 
   it("takes wrapped host memory of the C API (tclc_tensor_wrap) to the GPU, and results back", function()
@@ -572,55 +597,6 @@ describe("the CUDA device on the mock driver", function()
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
   end)
 
-  it("compiles kernels to PTX with NVRTC, caches it on disk and launches it as the SPECIALs say", function()
-    if not have_mock() then return end
-    local have, why = require("tcl.nvrtc").available()
-    if not have then
-      pending("NVRTC is not available: " .. tostring(why))
-      return
-    end
-    local cache = os.tmpname()
-    os.remove(cache)
-    local code = [[
-      local schedule = require "tcl.schedule"
-      local programs = {}
-      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
-      local x = Tensor.arange(65536):float():reshape(256, 256)
-      local out = ((x * 2 + 1):sum(2)):realize()
-      assert(out.device == "CUDA" and out.shape[1] == 256, "result")
-      schedule.recorder = nil
-      local shared = false
-      for _, p in ipairs(programs) do
-        print(string.format("launch %s grid %s block %s", p.entry, table.concat(p.global_size, " "),
-          table.concat(p.local_size, " ")))
-        local source = p:dump()
-        shared = shared or (source:find("__shared__", 1, true) ~= nil and source:find("__syncthreads", 1, true) ~= nil)
-        assert(p:assembly():find(".entry " .. p.entry, 1, true), "PTX of " .. p.entry)
-      end
-      assert(shared, "no kernel reduces through shared memory")
-      print "ok"
-    ]]
-    local env = "DEVICE=CUDA DEBUG=2 TCL_CACHE=" .. helper.shell_quote(cache) .. " " .. mock_env(log)
-    local out, err = child_ok(env, code)
-    assert.matches("*** CUDA ", err, 1, true) -- DEBUG=2 lines: device time of each kernel
-    local text = helper.read(log)
-    local launches = 0
-    for line in out:gmatch("launch [^\n]+") do
-      launches = launches + 1
-      assert.matches(line .. " shared 0 params ", text, 1, true)
-    end
-    assert.is_true(launches >= 1)
-    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0", last_line(text))
-    -- the second run reads the PTX from the disk cache
-    local _, err2 = child_ok(env, code)
-    local compiled, from_disk = 0, 0
-    for n, m in err2:gmatch("(%d+) compiled in [%d.]+ ms, (%d+) from disk") do
-      compiled, from_disk = compiled + tonumber(n), from_disk + tonumber(m)
-    end
-    assert.are.equal(0, compiled, err2)
-    assert.are.equal(launches, from_disk, err2)
-    os.execute("rm -rf " .. helper.shell_quote(cache))
-  end)
 end)
 
 describe("the mock driver as GPUs of other generations", function()

@@ -264,7 +264,7 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
   -- with Metal's own device facts, pipeline limits and compiler errors, and the stand-in's record
   contract.run({ it = it, assert = assert }, {
     module = "metal", kind = "Metal", device = "METAL", have_mock = have_mock,
-    run_ok = function(code) return standin_ok("", code) end,
+    run_ok = function(code, env) return standin_ok(env or "", code) end,
     log = function() return helper.read(log) end,
     clean = function(text, which)
       if which == "buffers" then assert.matches("device\nqueue\nbuffer 20\n", text, 1, true) end
@@ -298,6 +298,12 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
         params = {} })
       fails("the source holds a NUL byte", G.program, "kernel void k() {}\0", { name = "k", params = {} })]==],
     recorded = "dispatch k grid 3 2 1 threads 32 4 1 buffers 2",
+    -- MSL compiled by the stand-in, each kernel in a pipeline of its own
+    graph = {
+      ready = function() return true end, env = "", to = "metal", launch = "dispatch %s grid %s threads %s",
+      check_program = 'assert(source:find("kernel void " .. p.entry .. "(", 1, true), "MSL of " .. p.entry)',
+      memory = "threadgroup memory", markers = { "threadgroup float", "threadgroup_barrier" }, record = " buffers ",
+    },
   })
 
   it("says what failed: no device, a buffer past maxBufferLength, a pipeline's thread limit, a failed run",
@@ -334,43 +340,6 @@ describe("the Metal device on the stand-in Objective-C runtime", function()
       assert.matches("Metal: cannot load /nonexistent/libobjc.dylib", err, 1, true)
       assert.matches("(TCL_METAL_LIBRARY names that library)", err, 1, true)
     end)
-
-  it("runs the whole path from a tensor graph: MSL compiled, dispatched as its SPECIALs say", function()
-    if not have_mock() then return end
-    local out, err = standin_ok("DEVICE=METAL DEBUG=2", [[
-      local schedule = require "tcl.schedule"
-      local programs = {}
-      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
-      local x = Tensor.arange(65536):float():reshape(256, 256)
-      local out = ((x * 2 + 1):sum(2)):realize()
-      assert(out.device == "METAL" and out.shape[1] == 256, "result")
-      schedule.recorder = nil
-      local threadgroup = false
-      for _, p in ipairs(programs) do
-        print(string.format("dispatch %s grid %s threads %s", p.entry, table.concat(p.global_size, " "),
-          table.concat(p.local_size, " ")))
-        local source = p:dump()
-        assert(source:find("kernel void " .. p.entry .. "(", 1, true), "MSL of " .. p.entry)
-        threadgroup = threadgroup or (source:find("threadgroup float", 1, true) ~= nil and
-          source:find("threadgroup_barrier", 1, true) ~= nil)
-      end
-      assert(threadgroup, "no kernel reduces through threadgroup memory")
-      -- tensors move to Metal and back as steps of a realize (shared memory: the values are there)
-      local t = Tensor({ 1, 2, 3 }, { dtype = "int32" }):to("metal")
-      assert(t.device == "METAL" and t:tolist()[2] == 2 and t:to("CPU"):tolist()[3] == 3, "to")
-      assert(Tensor({ 0.5, 4 }, { device = "METAL" }):to("EMU"):tolist()[1] == 0.5, "METAL -> EMU")
-      print "ok"
-    ]])
-    assert.matches("*** METAL ", err, 1, true) -- DEBUG=2: the GPU time of each kernel
-    local text = helper.read(log)
-    local dispatches = 0
-    for line in out:gmatch("dispatch [^\n]+") do
-      dispatches = dispatches + 1
-      assert.matches(line .. " buffers ", text, 1, true)
-    end
-    assert.is_true(dispatches >= 1)
-    clean_record(text)
-  end)
 
   it("asks the GPU's family: an AMD or Intel GPU's kernels use neither simdgroup matrices nor shuffles", function()
     if not have_mock() then return end

@@ -9,14 +9,21 @@
 --
 -- opts: module ("cuda": tcl.cuda), kind ("CUDA": "not a CUDA buffer"), device ("CUDA": the
 -- buffers' .device), have_mock() (true, or false after marking the spec pending),
--- run_ok(code) (runs a Lua chunk in a child process on the stand-in, which must print "ok"),
+-- run_ok(code [, env]) (runs a Lua chunk in a child process on the stand-in, with more
+-- environment assignments env; it must print "ok"),
 -- log() (the stand-in's record of that run), clean(text, which) (asserts the record of the
 -- "buffers" or "programs" check is clean, nothing held at exit, and what else the driver logs),
 -- opened (a chunk that checks the device's facts, run after the first use opens
 -- it), code (a kernel `k` of a float32 and an int32 buffer in the device's language),
 -- program_checks (a chunk with more checks of the program p and the buffers a, b made of
 -- code), recorded (the record line of the launch of p: grid 3 2 1, local size 32 4 1, 2
--- buffers).
+-- buffers), graph (the whole path from a tensor graph: { ready() (true, or false after
+-- marking the spec pending), env (more environment for the child), to (t:to()'s name: "cuda"),
+-- launch (the format of a printed launch: "launch %s grid %s block %s", entry and sizes),
+-- check_program (a chunk that checks program p, its source in `source`), memory ("shared
+-- memory"), markers (two strings a kernel that reduces through that memory has), record (what
+-- follows a printed launch in the record: " shared 0 params "), after(env, code, launches)
+-- (more checks, with the child's environment and chunk) }).
 local helper = require "spec.support.helper"
 
 local M = {}
@@ -138,6 +145,48 @@ function M.run(busted, opts)
     local text = opts.log()
     assert.matches(opts.recorded, text, 1, true)
     opts.clean(text, "programs")
+  end)
+
+  it("runs the whole path from a tensor graph: kernels rendered, compiled, launched as their SPECIALs say " ..
+    "(the shared contract)", function()
+    local graph = opts.graph
+    if not opts.have_mock() or not graph.ready() then return end
+    local code = string.format([[
+      local schedule = require "tcl.schedule"
+      local programs = {}
+      schedule.recorder = function(kernel) if kernel.program then programs[#programs + 1] = kernel.program end end
+      local x = Tensor.arange(65536):float():reshape(256, 256)
+      local out = ((x * 2 + 1):sum(2)):realize()
+      assert(out.device == %q and out.shape[1] == 256, "result")
+      schedule.recorder = nil
+      local reduces = false
+      for _, p in ipairs(programs) do
+        print(string.format(%q, p.entry, table.concat(p.global_size, " "), table.concat(p.local_size, " ")))
+        local source = p:dump()
+        %s
+        reduces = reduces or (source:find(%q, 1, true) ~= nil and source:find(%q, 1, true) ~= nil)
+      end
+      assert(reduces, "no kernel reduces through %s")
+      -- tensors move to the device and back as steps of a realize
+      local t = Tensor({ 1, 2, 3 }, { dtype = "int32" }):to(%q)
+      assert(t.device == %q and t:tolist()[2] == 2 and t:to("CPU"):tolist()[3] == 3, "to")
+      assert(Tensor({ 0.5, 4 }, { device = %q }):to("EMU"):tolist()[1] == 0.5, "to EMU")
+      print "ok"
+    ]], opts.device, graph.launch, graph.check_program, graph.markers[1], graph.markers[2], graph.memory, graph.to,
+      opts.device, opts.device)
+    local env = "DEVICE=" .. opts.device .. " DEBUG=2 " .. graph.env
+    local out, err = opts.run_ok(code, env)
+    assert.matches("*** " .. opts.device .. " ", err, 1, true) -- DEBUG=2 lines: device time of each kernel
+    local text = opts.log()
+    local launches = 0
+    local word = graph.launch:match("^%a+")
+    for line in out:gmatch(word .. " [^\n]+") do
+      launches = launches + 1
+      assert.matches(line .. graph.record, text, 1, true)
+    end
+    assert.is_true(launches >= 1)
+    opts.clean(text, "graph")
+    if graph.after then graph.after(env, code, launches) end
   end)
 end
 
