@@ -26,6 +26,10 @@
  *     against the model's table of wanted tensors, and skips everything else;
  *   - errors: a status code of NAME.h and a message in the instance (or per thread without one),
  *     not tcl_error, since NAME.h is the exported program's only API.
+ * What the two pools have in common is the waiting idiom (spin with the CPU's pause instruction
+ * for a while, then sleep on a condition variable): two helpers of five lines each here
+ * (pause_briefly, now_nanoseconds) and there (cpu_relax, now_ns). Sharing them would make the
+ * exported files depend on src/runtime or the CPU device on this folder, for ten lines.
  *
  * The including NAME.c defines, before the first #include of these files: the model's names
  * MODEL (the instance type, struct MODEL, and the prefix of the API: MODEL_open), MODEL_NAME
