@@ -26,7 +26,7 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/ DESTINATION ${TCLC_LUA_INSTALL_DIR}
 # model's generated NAME.c: tcl.export.runtime_files looks for them beside itself, in
 # <Lua dir>/tcl/export/runtime (the source tree's tcl finds them in src/export_runtime/).
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/export_runtime/ DESTINATION ${TCLC_LUA_INSTALL_DIR}/tcl/export/runtime
-        FILES_MATCHING PATTERN "tcl_*.c")
+        FILES_MATCHING PATTERN "tcl_*.[ch]")
 
 install(TARGETS tcl_lua_module LIBRARY DESTINATION ${TCLC_CMOD_INSTALL_DIR})
 

@@ -37,9 +37,10 @@ describe("the exported runtime's C files", function()
   end)
 
   it("are copied by an export as its weights and batch sizes need, and every file is one of them", function()
-    assert.are.same({ "tcl_runtime.c", "tcl_weights_embedded.c" }, runtime_files.names { weights_file = "embed" })
-    assert.are.same({ "tcl_runtime.c", "tcl_weights_embedded.c" }, runtime_files.names {})
-    assert.are.same({ "tcl_runtime.c", "tcl_safetensors.c", "tcl_json.c", "tcl_batches.c" },
+    assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" },
+      runtime_files.names { weights_file = "embed" })
+    assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" }, runtime_files.names {})
+    assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_safetensors.c", "tcl_json.c", "tcl_batches.c" },
       runtime_files.names { weights_file = "safetensors", batch_sizes = { 1, 2 } })
     assert.are.same({ "tcl_runtime.c", "tcl_safetensors.c" }, runtime_files.includes { weights_file = "safetensors" })
     local _, listing = helper.run("ls " .. q(RUNTIME_DIR))

@@ -214,9 +214,9 @@ describe("tcl.export", function()
     end)
 
     it("writes the header, the run, the weights and one object of every kernel", function()
-      assert.are.same({ "mlp.h", "mlp.c", "mlp_weights.c", "mlp_kernels.o", "tcl_runtime.c", "tcl_weights_embedded.c" },
-        summary.files)
-      assert.are.same({ "tcl_runtime.c", "tcl_weights_embedded.c" }, summary.runtime)
+      assert.are.same({ "mlp.h", "mlp.c", "mlp_weights.c", "mlp_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+        "tcl_weights_embedded.c" }, summary.files)
+      assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" }, summary.runtime)
       -- the runtime's files are src/export_runtime's, unchanged; mlp.c includes them after its tables
       for _, f in ipairs(summary.runtime) do
         assert.are.equal(helper.read(helper.root .. "/src/export_runtime/" .. f), helper.read(dir .. "/" .. f))
@@ -295,8 +295,8 @@ describe("tcl.export", function()
     end)
 
     it("writes NAME.safetensors with the model's names, which tcl reads back", function()
-      assert.are.same({ "mlp.h", "mlp.c", "mlp.safetensors", "mlp_kernels.o", "tcl_runtime.c", "tcl_safetensors.c",
-        "tcl_json.c" }, summary.files)
+      assert.are.same({ "mlp.h", "mlp.c", "mlp.safetensors", "mlp_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+        "tcl_safetensors.c", "tcl_json.c" }, summary.files)
       local sd = nn.state.safe_load(dir .. "/mlp.safetensors")
       local names = {}
       for n in pairs(sd) do names[#names + 1] = n end
@@ -668,8 +668,8 @@ return { forward = function(x) state:assign(state + x):realize() return state * 
       "tcl_json.c               the runtime, included by tiny.c" } do
       assert.matches(piece, out, 1, true)
     end
-    for _, f in ipairs { "tiny.h", "tiny.c", "tiny.safetensors", "tiny_kernels.o", "tcl_runtime.c", "tcl_safetensors.c",
-      "tcl_json.c" } do
+    for _, f in ipairs { "tiny.h", "tiny.c", "tiny.safetensors", "tiny_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+      "tcl_safetensors.c", "tcl_json.c" } do
       assert.is_true(helper.exists(out_dir .. "/" .. f), f)
     end
     -- the same script in this process gives the same weights and inputs, and tcl's outputs

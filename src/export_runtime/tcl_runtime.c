@@ -10,13 +10,14 @@
  *   tcl_weights_embedded.c  load_weights for weights compiled into the program (or none)
  *   tcl_safetensors.c       load_weights reading a safetensors file, over tcl_json.c
  *   tcl_json.c              a reader of exactly JSON's grammar, for the safetensors header
+ *   tcl_spin.h              spinning before sleeping, shared with src/runtime/thread_pool.c
  * Every function is static and every name is the including file's own, so several exported
  * models link into one program.
  *
  * Why this is not src/runtime. The exported program needs nothing but libc, libm and pthreads:
  * no libtclc, no Lua, no tcl_error (core/error.h), nothing of tcl's build, and it must compile
- * with any C11 compiler from the files alone. So it shares no file with src/runtime, and differs
- * where its job differs:
+ * with any C11 compiler from the files alone. So it uses no file of src/runtime, and differs where
+ * its job differs:
  *   - the worker pool: src/runtime/thread_pool.c runs any (fn, ctx, nparts) job and every worker
  *     joins every job; here a step's part counts are a constant table, so a job is one 64-bit
  *     ticket (job, step, next part) claimed by compare-and-swap, and a worker that finds no part
@@ -26,10 +27,9 @@
  *     against the model's table of wanted tensors, and skips everything else;
  *   - errors: a status code of NAME.h and a message in the instance (or per thread without one),
  *     not tcl_error, since NAME.h is the exported program's only API.
- * What the two pools have in common is the waiting idiom (spin with the CPU's pause instruction
- * for a while, then sleep on a condition variable): two helpers of five lines each here
- * (pause_briefly, now_nanoseconds) and there (cpu_relax, now_ns). Sharing them would make the
- * exported files depend on src/runtime or the CPU device on this folder, for ten lines.
+ * What the two pools share is how they wait (spin with the CPU's pause hint for a while, then
+ * sleep on a condition variable): tcl_spin.h, here because this folder depends on nothing, and
+ * included by src/runtime/thread_pool.c too.
  *
  * The including NAME.c defines, before the first #include of these files: the model's names
  * MODEL (the instance type, struct MODEL, and the prefix of the API: MODEL_open), MODEL_NAME
@@ -56,6 +56,8 @@
 #ifndef MODEL
 #error "tcl_runtime.c is included by an exported model's NAME.c, after its tables; it is not compiled alone"
 #endif
+
+#include "tcl_spin.h"
 
 /* The API's names: API(open) is MODEL_open (two steps, so that MODEL is expanded first). */
 #define API_JOIN(model, function) model##_##function
@@ -119,20 +121,6 @@ const char *API(error)(const MODEL *m) { return m ? m->error : orphan_error; }
 
 /* ---- the worker pool ---- */
 
-static uint64_t now_nanoseconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void pause_briefly(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Part `part` of step `step`: its share of the thread axis's iterations. */
 static void run_part(MODEL *m, uint32_t step, uint32_t part) {
     const step_info *s = &STEPS[step];
@@ -170,11 +158,11 @@ static int spin_for_job(worker_pool *p, uint32_t job) {
     for (unsigned i = 1;; i++) {
         if (ticket_job(atomic_load(&p->ticket)) != job || atomic_load(&p->stop)) return 1;
         if (i % 64 == 0) {
-            uint64_t t = now_nanoseconds();
+            uint64_t t = spin_clock_ns();
             if (!deadline) deadline = t + SPIN_NANOSECONDS;
             else if (t >= deadline) return 0;
         }
-        pause_briefly();
+        spin_pause();
     }
 }
 
@@ -213,7 +201,7 @@ static void run_on_pool(MODEL *m, uint32_t step) {
     uint64_t deadline = 0;
     for (unsigned i = 1; atomic_load(&p->parts_left) != 0; i++) {
         if (i % 64 == 0) {
-            uint64_t t = now_nanoseconds();
+            uint64_t t = spin_clock_ns();
             if (!deadline) {
                 deadline = t + SPIN_NANOSECONDS;
             } else if (t >= deadline) {
@@ -225,7 +213,7 @@ static void run_on_pool(MODEL *m, uint32_t step) {
                 break;
             }
         }
-        pause_briefly();
+        spin_pause();
     }
 }
 

@@ -8,10 +8,10 @@
 local M = {}
 
 -- What the files that NAME.c includes include in turn (copied with them).
-local NESTED = { ["tcl_safetensors.c"] = { "tcl_json.c" } }
+local NESTED = { ["tcl_runtime.c"] = { "tcl_spin.h" }, ["tcl_safetensors.c"] = { "tcl_json.c" } }
 
---- Every file of the runtime: a model may not be named so that its NAME.c would be one.
-M.ALL = { "tcl_runtime.c", "tcl_batches.c", "tcl_weights_embedded.c", "tcl_safetensors.c", "tcl_json.c" }
+--- Every file of the runtime: a model may not be named so that its NAME.c would be one of them.
+M.ALL = { "tcl_runtime.c", "tcl_spin.h", "tcl_batches.c", "tcl_weights_embedded.c", "tcl_safetensors.c", "tcl_json.c" }
 
 local function fail(fmt, ...) error("export: " .. string.format(fmt, ...), 0) end
 
