@@ -4,7 +4,8 @@
 #   bin/tcl                          the program
 #   lib/libtclc.a, lib/libtclc.so*   the library (static; shared with its soname links)
 #   include/tclc.h                   the embedding API
-#   share/lua/5.4/...                the Lua files (the source tree's lua/)
+#   share/lua/5.4/...                the Lua files (the source tree's lua/), and in
+#                                    tcl/export/runtime/ the exported runtime's C files
 #   lib/lua/5.4/tcl.so               the Lua C module, for `require "tcl"` from lua5.4
 #   lib/pkgconfig/tclc.pc            pkg-config name "tclc"
 #   lib/cmake/tclc/                  CMake package "tclc": find_package(tclc) gives the imported
@@ -20,6 +21,12 @@
 # which is why tcl's own modules belong under lua/tcl/.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/ DESTINATION ${TCLC_LUA_INSTALL_DIR}
         FILES_MATCHING PATTERN "*.lua")
+
+# The exported runtime's C files (src/export_runtime/), which `tcl export` copies beside a
+# model's generated NAME.c: tcl.export.runtime_files looks for them beside itself, in
+# <Lua dir>/tcl/export/runtime (the source tree's tcl finds them in src/export_runtime/).
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/export_runtime/ DESTINATION ${TCLC_LUA_INSTALL_DIR}/tcl/export/runtime
+        FILES_MATCHING PATTERN "tcl_*.[ch]")
 
 install(TARGETS tcl_lua_module LIBRARY DESTINATION ${TCLC_CMOD_INSTALL_DIR})
 

@@ -214,7 +214,15 @@ describe("tcl.export", function()
     end)
 
     it("writes the header, the run, the weights and one object of every kernel", function()
-      assert.are.same({ "mlp.h", "mlp.c", "mlp_weights.c", "mlp_kernels.o" }, summary.files)
+      assert.are.same({ "mlp.h", "mlp.c", "mlp_weights.c", "mlp_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+        "tcl_weights_embedded.c" }, summary.files)
+      assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" }, summary.runtime)
+      -- the runtime's files are src/export_runtime's, unchanged; mlp.c includes them after its tables
+      for _, f in ipairs(summary.runtime) do
+        assert.are.equal(helper.read(helper.root .. "/src/export_runtime/" .. f), helper.read(dir .. "/" .. f))
+      end
+      assert.matches('\n#define MODEL mlp [^\n]*\n#define MODEL_NAME "mlp"\n#define STATUS%(code%) MLP_##code\n'
+        .. '#include "tcl_runtime.c"\n#include "tcl_weights_embedded.c"\n$', helper.read(dir .. "/mlp.c"))
       assert.are.equal("embed", summary.weights)
       -- each tensor at a multiple of 64 bytes: the last bias (40 bytes) takes 64
       assert.are.equal((784 * 128 + 128 + 10 * 128) * 4 + 64, summary.weight_bytes)
@@ -287,7 +295,8 @@ describe("tcl.export", function()
     end)
 
     it("writes NAME.safetensors with the model's names, which tcl reads back", function()
-      assert.are.same({ "mlp.h", "mlp.c", "mlp.safetensors", "mlp_kernels.o" }, summary.files)
+      assert.are.same({ "mlp.h", "mlp.c", "mlp.safetensors", "mlp_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+        "tcl_safetensors.c", "tcl_json.c" }, summary.files)
       local sd = nn.state.safe_load(dir .. "/mlp.safetensors")
       local names = {}
       for n in pairs(sd) do names[#names + 1] = n end
@@ -560,6 +569,8 @@ describe("tcl.export", function()
         { dir = "" })
       fails("export: name '1st' is not a C identifier", function(a) return a + 1 end, { t }, { name = "1st" })
       fails("export: name 'static' is reserved in C", function(a) return a + 1 end, { t }, { name = "static" })
+      fails("export: name 'tcl_runtime' is taken by the runtime's file tcl_runtime.c; choose another",
+        function(a) return a + 1 end, { t }, { name = "tcl_runtime" })
       fails("export: weights must be \"embed\" or \"safetensors\"", function(a) return a + 1 end, { t },
         { weights = "zip" })
       fails("export: unknown option 'threads'", function(a) return a + 1 end, { t }, { threads = 2 })
@@ -653,10 +664,12 @@ return { forward = function(x) state:assign(state + x):realize() return state * 
     local status, out, err = tcl_export(q(dir .. "/tiny.lua") .. " -o " .. q(out_dir) .. " --weights safetensors")
     assert.are.equal(0, status, err)
     for _, piece in ipairs { "tiny.h", "tiny.c", "tiny.safetensors", "tiny_kernels.o", "input 0   float32  [2, 16]",
-      "output 0  float32  [2, 4]", "arena ", "build (app.c: your program): cc -std=c11 -O2 -I " .. out_dir } do
+      "output 0  float32  [2, 4]", "arena ", "build (app.c: your program): cc -std=c11 -O2 -I " .. out_dir,
+      "tcl_json.c               the runtime, included by tiny.c" } do
       assert.matches(piece, out, 1, true)
     end
-    for _, f in ipairs { "tiny.h", "tiny.c", "tiny.safetensors", "tiny_kernels.o" } do
+    for _, f in ipairs { "tiny.h", "tiny.c", "tiny.safetensors", "tiny_kernels.o", "tcl_runtime.c", "tcl_spin.h",
+      "tcl_safetensors.c", "tcl_json.c" } do
       assert.is_true(helper.exists(out_dir .. "/" .. f), f)
     end
     -- the same script in this process gives the same weights and inputs, and tcl's outputs

@@ -100,6 +100,48 @@ describe("cmake --install", function()
       assert.equal("7\tinstalled\n", out)
     end)
 
+    it("exports a model from another directory, and the files build and run with cc alone", function()
+      if not exists(helper.tcl_bin) then
+        pending("the tcl program is not built yet (src/cli)")
+        return
+      end
+      -- the exported runtime's C files come from the installed tree (the source tree's are not
+      -- where the installed Lua files look)
+      assert.is_true(exists(prefix .. "/share/lua/5.4/tcl/export/runtime/tcl_runtime.c"), "runtime not installed")
+      write(tmp .. "/tiny.lua", [[
+Tensor.manual_seed(3)
+local model = tcl.nn.Sequential { tcl.nn.Linear(16, 32), Tensor.relu, tcl.nn.Linear(32, 4) }
+return { name = "tiny", model = model, forward = function(x) return model(x):softmax(-1) end,
+  inputs = function() return { Tensor.randn(2, 16):realize() } end }
+]])
+      local out_dir = tmp .. "/exported"
+      local status, out, err = helper.run(cmd_in(elsewhere, q(tcl_bin()) .. " export " .. q(tmp .. "/tiny.lua")
+        .. " -o " .. q(out_dir)))
+      assert.equal(0, status, out .. err)
+      assert.matches("tcl_runtime.c", out, 1, true)
+      write(out_dir .. "/app.c", [[
+#include <stdio.h>
+#include "tiny.h"
+int main(void) {
+    tiny *m;
+    if (tiny_open(&m, NULL, 2) != TINY_OK) return puts(tiny_error(NULL)), 1;
+    static float x[TINY_INPUT0_BYTES / 4], y[TINY_OUTPUT0_BYTES / 4];
+    for (int i = 0; i < TINY_INPUT0_BYTES / 4; i++) x[i] = (float)i / 8;
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    if (tiny_run(m, in, out) != TINY_OK) return puts(tiny_error(m)), 1;
+    float sum = 0;
+    for (int i = 0; i < TINY_OUTPUT0_BYTES / 4; i++) sum += y[i];
+    printf("%.3f\n", sum); /* two rows of probabilities */
+    return tiny_close(m);
+}
+]])
+      status, out, err = helper.run(string.format("cd %s && cc -std=c11 -Wall -Wextra -Werror -O1 -I . app.c tiny.c "
+        .. "tiny_weights.c tiny_kernels.o -lpthread -lm -o app && ./app", q(out_dir)))
+      assert.equal(0, status, out .. err)
+      assert.equal("2.000\n", out)
+    end)
+
     it("still works after the whole prefix is moved", function()
       if not exists(helper.tcl_bin) then
         pending("the tcl program is not built yet (src/cli)")

@@ -84,6 +84,11 @@ describe_unless_sanitized("luarocks make tcl-scm-1.rockspec", function()
       count = count + 1
     end
     assert.is_true(count > 0)
+    -- with the exported runtime's C files, which `tcl.export` copies beside a model's NAME.c
+    local runtime_files = require "tcl.export.runtime_files"
+    for _, name in ipairs(runtime_files.ALL) do
+      assert.is_true(exists(tree .. "/share/lua/5.4/tcl/export/runtime/" .. name), "not installed: " .. name)
+    end
     -- the rock is the Lua module alone: no program, library or header anywhere in the tree
     out = must_run("cd " .. q(tree) .. " && find . -name 'libtclc*' -o -name tclc.h -o -path './bin/*'")
     assert.equal("", out)

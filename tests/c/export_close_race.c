@@ -1,5 +1,5 @@
 /* export_close_race.c — an exported model's `race_close` while `race_run` runs on another thread
- * (issue 33, item 4). Layer: test of the exported runtime (lua/tcl/export/c_runtime.lua).
+ * (issue 33, item 4). Layer: test of the exported runtime (src/export_runtime/tcl_runtime.c).
  *
  * Built and run by spec/export_spec.lua against a fresh export named "race" (its race.h, race.c,
  * kernels and weights), with AddressSanitizer: it needs generated sources, so CMake does not

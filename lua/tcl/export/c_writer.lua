@@ -2,8 +2,9 @@
 -- tables and the runtime) and NAME_weights.c (embedded weights). Layer: export.
 --
 -- Input: a model description made by tcl.export (see M.header for the fields). The fixed C
--- text comes from tcl.export.c_runtime and tcl.export.c_safetensors; this module writes the
--- model's own facts as constant tables above it:
+-- is the exported runtime's files (src/export_runtime/, tcl.export.runtime_files), copied
+-- beside NAME.c, which includes them last; this module writes the model's own facts as
+-- constant tables above them, and the names they use (tcl_runtime.c lists them):
 --   STEPS    one entry per kernel run: its call thunk, its first buffer slot, its thread
 --            axis's iterations (parallel_size) and how they are split in parts;
 --   SLOTS    every step's buffers in slot order, each in the arena, the weights, an input or
@@ -12,8 +13,7 @@
 --   WEIGHTS  (safetensors) the tensors read from the file and where each goes.
 -- Kernels are called through one thunk per kernel, `call_kernel_<i>(buffers, start, end)`,
 -- since C cannot call functions of different arities through one pointer type.
-local c_runtime = require "tcl.export.c_runtime"
-local c_safetensors = require "tcl.export.c_safetensors"
+local runtime_files = require "tcl.export.runtime_files"
 
 local M = {}
 
@@ -488,10 +488,13 @@ typedef struct weight_info {
   add("")
   add("static int load_weights(" .. name .. " *m, const char *path);")
   add("")
-  add(fill(c_runtime.text, name))
-  add(fill(m.weights_file == "safetensors" and c_safetensors.reader or c_safetensors.embedded, name))
-  if m.batch_sizes then add(fill(c_runtime.batch_api, name)) end
-  return table.concat(out, "\n")
+  add(fill([[
+/* ---- the runtime: tcl's files beside this one, which name the API through these ---- */
+#define MODEL @name@ /* the instance, struct @name@, and the prefix of the API */
+#define MODEL_NAME "@name@"
+#define STATUS(code) @NAME@_##code]], name))
+  for _, file in ipairs(runtime_files.includes(m)) do add('#include "' .. file .. '"') end
+  return table.concat(out, "\n") .. "\n"
 end
 
 

@@ -123,6 +123,8 @@ local function report(script, s)
   local function line(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
   line("tcl export: %s -> %s/", script, s.dir)
   local weights_note = s.weights == "embed" and "embedded" or s.weights == "safetensors" and "read at open" or ""
+  local runtime = {}
+  for _, f in ipairs(s.runtime) do runtime[f] = true end
   for _, f in ipairs(s.files) do
     local what
     if f == s.name .. ".h" then
@@ -130,6 +132,8 @@ local function report(script, s)
         #s.plans > 1 and s.name .. "_run_batch, " or "", s.name, s.name, s.name)
     elseif f == s.name .. ".c" then
       what = string.format("the plan (%d kernel runs) and its runtime (arena, thread pool)", s.steps)
+    elseif runtime[f] then
+      what = string.format("the runtime, included by %s.c", s.name)
     elseif f:match("%.o$") then
       what = f == s.name .. "_kernels.o" and string.format("%d kernels, compiled for this CPU", s.kernels)
         or "a kernel's object code"

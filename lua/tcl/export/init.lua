@@ -28,20 +28,24 @@
 -- (tcl.export.arena). Files written into dir:
 --   NAME.h           the C API (NAME_open, NAME_run, NAME_error, NAME_threads, NAME_close) and
 --                    the inputs' and outputs' shapes, dtypes and sizes;
---   NAME.c           the plan's tables and the runtime (arena, worker pool, weights reader);
+--   NAME.c           the plan's tables, then the runtime's files included;
+--   tcl_*.c          the runtime (arena, worker pool, weights reader: tcl's src/export_runtime/,
+--                    tcl.export.runtime_files), the files NAME.c includes, copied unchanged;
 --   NAME_weights.c   the weights (weights = "embed"), or NAME.safetensors (weights = "safetensors");
 --   NAME_kernels.o   every kernel's object code, combined by `ld -r` (without ld: NAME_kernel_<i>.o).
 -- The kernels are compiled for this machine's CPU and for the inputs' shapes: one export per
 -- shape. Returns a summary: { dir, name, files = {...}, kernels, steps (kernel runs of all
 -- plans), folded (steps folded into weights), arena_bytes, unshared_bytes (the arena without
--- sharing), weight_bytes, weights, build (a cc command), inputs, outputs ({name, dtype, shape,
--- numel, bytes}), results (fn's results of the captured call, tensors), plans = { {batch,
--- steps, folded, arena_bytes, unshared_bytes, inputs, outputs, results} } }; the top-level
+-- sharing), weight_bytes, weights, runtime (the runtime's files among files), build (a cc
+-- command), inputs, outputs ({name, dtype, shape, numel, bytes}), results (fn's results of the
+-- captured call, tensors), plans = { {batch, steps, folded, arena_bytes, unshared_bytes,
+-- inputs, outputs, results} } }; the top-level
 -- figures are the first plan's, the arena's the largest plan's.
 local plan = require "tcl.export.plan"
 local arena = require "tcl.export.arena"
 local objects = require "tcl.export.objects"
 local c_writer = require "tcl.export.c_writer"
+local runtime_files = require "tcl.export.runtime_files"
 local state = require "tcl.api.state"
 local bytes = require "tcl.api.bytes"
 local class = require "tcl.api.class"
@@ -53,7 +57,7 @@ local M = {}
 local function fail(fmt, ...) error("export: " .. string.format(fmt, ...), 0) end
 
 -- Limits of the generated tables: a ticket of the worker pool holds a step and a part in 16
--- bits each (tcl.export.c_runtime).
+-- bits each (the exported runtime's worker pool: src/export_runtime/tcl_runtime.c).
 local MAX_STEPS, MAX_PARTS = 65535, 65535
 
 local C_KEYWORDS = {}
@@ -74,6 +78,9 @@ function M.check_name(name)
   end
   if C_KEYWORDS[name] or name:match("^__") or name:match("^_[A-Z]") then
     fail("name '%s' is reserved in C; choose another", name)
+  end
+  for _, file in ipairs(runtime_files.ALL) do
+    if file == name .. ".c" then fail("name '%s' is taken by the runtime's file %s; choose another", name, file) end
   end
   return name
 end
@@ -443,6 +450,10 @@ function M.export(fn, inputs, opts)
     write_file(staging .. "/" .. name .. ".h", c_writer.header(m))
     write_file(staging .. "/" .. name .. ".c", c_writer.source(m))
     for _, o in ipairs(m.objects) do files[#files + 1] = o end
+    for _, f in ipairs(runtime_files.names(m)) do
+      write_file(staging .. "/" .. f, runtime_files.read(f))
+      files[#files + 1] = f
+    end
     for _, f in ipairs(files) do
       local moved, why = os.rename(staging .. "/" .. f, dir .. "/" .. f)
       if not moved then fail("cannot move '%s' into place: %s", dir .. "/" .. f, tostring(why)) end
@@ -469,7 +480,8 @@ function M.export(fn, inputs, opts)
   return {
     dir = dir, name = name, files = files, kernels = #kernels, steps = total_steps, folded = first.folded,
     arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
-    weights = m.weights_file or "none", build = c_writer.build_line(m, dir), inputs = first.inputs,
+    weights = m.weights_file or "none", runtime = runtime_files.names(m), build = c_writer.build_line(m, dir),
+    inputs = first.inputs,
     outputs = first.outputs, results = first.results, plans = summary_plans, renamed = renaming,
   }
 end

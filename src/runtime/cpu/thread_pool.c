@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "export_runtime/tcl_spin.h" /* spin_pause, spin_clock_ns: shared with exported models' pool */
+
 /* How long a side spins before it sleeps. Long enough to cover the gap between two kernels
  * run back to back, short enough that an idle pool stops using cores at once. */
 #define SPIN_NANOSECONDS 50000
@@ -48,20 +50,6 @@ struct tcl_pool {
     atomic_flag busy; /* set while a run is under way */
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* Claims and runs parts of the current job until none is left. */
 static void claim_parts(tcl_pool *p) {
     for (;;) {
@@ -78,11 +66,11 @@ static bool spin_for_generation(tcl_pool *p, uint64_t seen) {
         if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return true;
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return true;
         if (i % 64 == 0) {
-            uint64_t t = now_ns();
+            uint64_t t = spin_clock_ns();
             if (!deadline) deadline = t + SPIN_NANOSECONDS;
             else if (t >= deadline) return false;
         }
-        cpu_relax();
+        spin_pause();
     }
 }
 
@@ -183,7 +171,7 @@ void tcl_pool_run(tcl_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part)
     uint64_t deadline = 0;
     for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) != 0; i++) {
         if (i % 64 == 0) {
-            uint64_t t = now_ns();
+            uint64_t t = spin_clock_ns();
             if (!deadline) deadline = t + SPIN_NANOSECONDS;
             else if (t >= deadline) {
                 pthread_mutex_lock(&p->mutex);
@@ -193,7 +181,7 @@ void tcl_pool_run(tcl_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part)
                 break;
             }
         }
-        cpu_relax();
+        spin_pause();
     }
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }

@@ -1,32 +1,68 @@
--- tcl.export.c_runtime — the fixed part of an exported model's C source (NAME.c): errors, the
--- instance, the worker pool, opening, running and closing. Layer: export. tcl.export.c_writer
--- writes the model's own tables (steps, buffer slots, inputs, outputs, weights) above this text
--- and puts the model's name in place of @name@ (and its upper case in place of @NAME@).
---
--- The text relies on these generated names: NUM_STEPS, NUM_SLOTS, NUM_INPUTS/NUM_OUTPUTS
--- (@NAME@_NUM_*), ARENA_BYTES, WEIGHT_BYTES, MAX_PARTS, the tables STEPS, SLOTS, RUN_SLOTS,
--- COPIES (all plans' rows, one after another) and PLANS (one per exported batch size: its
--- rows of those tables, its staging offsets, its inputs' and outputs' descriptions), and the
--- function `static int load_weights(@name@ *m, const char *path)` (embedded or read from a
--- safetensors file: tcl.export.c_safetensors). M.batch_api is the text of @name@_run_batch and
--- its companions, for an export of several batch sizes.
---
--- The worker pool. A run of one step on the pool publishes a ticket, one 64-bit atomic word:
--- the job's number (32 bits), its step (16 bits) and the next part to claim (16 bits). A
--- thread claims a part by a compare-and-swap from (job, step, k) to (job, step, k + 1) while k
--- is below the step's part count (a constant table), so a part runs once, and a thread holding
--- a claim knows the job is not finished: the run's pointers it reads stay valid. `parts_left`
--- counts the parts not yet finished; the caller claims parts too and returns when it is 0. A
--- thread that loses a race reads the newer ticket and goes on with that job, whichever it is.
--- Waiting: workers spin for SPIN_NANOSECONDS after a job (the steps of a run follow each
--- other closely), then sleep on `wake`; the caller spins as long for the last parts, then
--- sleeps on `finished`. A sleeper announces itself (sleeping / caller_waiting) before it
--- checks its condition under the mutex, and the waker checks the announcement after it
--- published the change (both sequentially consistent), so no wake-up is lost.
-local M = {}
+/* tcl_runtime.c — the fixed part of an exported model's run: errors, the instance, the worker
+ * pool, opening, running and closing. Layer: the exported runtime (src/export_runtime/).
+ *
+ * The folder. src/export_runtime/ holds the C that every model exported by tcl (`tcl export`,
+ * lua/tcl/export/) runs on, as real C files: export copies the ones a model needs beside the
+ * generated NAME.c, which #includes them after its own tables, and tests/c/export_runtime_test.c
+ * includes them under the build's warnings (errors here) to test them without an export.
+ *   tcl_runtime.c           errors, the worker pool, NAME_open, NAME_run, NAME_threads, NAME_close
+ *   tcl_batches.c           NAME_run_batch and its companions (an export of several batch sizes)
+ *   tcl_weights_embedded.c  load_weights for weights compiled into the program (or none)
+ *   tcl_safetensors.c       load_weights reading a safetensors file, over tcl_json.c
+ *   tcl_json.c              a reader of exactly JSON's grammar, for the safetensors header
+ *   tcl_spin.h              spinning before sleeping, shared with src/runtime/thread_pool.c
+ * Every function is static and every name is the including file's own, so several exported
+ * models link into one program.
+ *
+ * Why this is not src/runtime. The exported program needs nothing but libc, libm and pthreads:
+ * no libtclc, no Lua, no tcl_error (core/error.h), nothing of tcl's build, and it must compile
+ * with any C11 compiler from the files alone. So it uses no file of src/runtime, and differs where
+ * its job differs:
+ *   - the worker pool: src/runtime/thread_pool.c runs any (fn, ctx, nparts) job and every worker
+ *     joins every job; here a step's part counts are a constant table, so a job is one 64-bit
+ *     ticket (job, step, next part) claimed by compare-and-swap, and a worker that finds no part
+ *     left goes on to the next job without reporting back (see below);
+ *   - the safetensors reader: tcl itself reads safetensors in Lua (tcl.api.state over
+ *     tcl.api.json), with Lua's tables at hand; this one is C over a FILE, checks the header
+ *     against the model's table of wanted tensors, and skips everything else;
+ *   - errors: a status code of NAME.h and a message in the instance (or per thread without one),
+ *     not tcl_error, since NAME.h is the exported program's only API.
+ * What the two pools share is how they wait (spin with the CPU's pause hint for a while, then
+ * sleep on a condition variable): tcl_spin.h, here because this folder depends on nothing, and
+ * included by src/runtime/thread_pool.c too.
+ *
+ * The including NAME.c defines, before the first #include of these files: the model's names
+ * MODEL (the instance type, struct MODEL, and the prefix of the API: MODEL_open), MODEL_NAME
+ * (the prefix as a string, in messages) and STATUS(code) (NAME.h's codes: STATUS(OK) is
+ * NAME_OK); NUM_STEPS, NUM_SLOTS, NUM_INPUTS/NUM_OUTPUTS, ARENA_BYTES, WEIGHT_BYTES, MAX_PARTS;
+ * the tables STEPS, SLOTS, RUN_SLOTS, COPIES (all plans' rows, one after another) and PLANS (one
+ * per exported batch size: its rows of those tables, its staging offsets, its inputs' and
+ * outputs' descriptions); missing_cpu_feature() and the declaration of
+ * `static int load_weights(MODEL *m, const char *path)`, which tcl_weights_embedded.c or
+ * tcl_safetensors.c defines.
+ *
+ * The worker pool. A run of one step on the pool publishes a ticket, one 64-bit atomic word:
+ * the job's number (32 bits), its step (16 bits) and the next part to claim (16 bits). A
+ * thread claims a part by a compare-and-swap from (job, step, k) to (job, step, k + 1) while k
+ * is below the step's part count (a constant table), so a part runs once, and a thread holding
+ * a claim knows the job is not finished: the run's pointers it reads stay valid. `parts_left`
+ * counts the parts not yet finished; the caller claims parts too and returns when it is 0. A
+ * thread that loses a race reads the newer ticket and goes on with that job, whichever it is.
+ * Waiting: workers spin for SPIN_NANOSECONDS after a job (the steps of a run follow each
+ * other closely), then sleep on `wake`; the caller spins as long for the last parts, then
+ * sleeps on `finished`. A sleeper announces itself (sleeping / caller_waiting) before it
+ * checks its condition under the mutex, and the waker checks the announcement after it
+ * published the change (both sequentially consistent), so no wake-up is lost. */
+#ifndef MODEL
+#error "tcl_runtime.c is included by an exported model's NAME.c, after its tables; it is not compiled alone"
+#endif
 
-M.text = [==[
-/* ---- the runtime: errors, the worker pool, open, run, close (tcl.export.c_runtime) ---- */
+#include "tcl_spin.h"
+
+/* The API's names: API(open) is MODEL_open (two steps, so that MODEL is expanded first). */
+#define API_JOIN(model, function) model##_##function
+#define API_EXPANDED(model, function) API_JOIN(model, function)
+#define API(function) API_EXPANDED(MODEL, function)
 
 /* How long a waiting thread spins before it sleeps: about the gap between two steps. */
 #define SPIN_NANOSECONDS 100000
@@ -54,7 +90,7 @@ typedef struct worker_pool {
     atomic_int stop;
 } worker_pool;
 
-struct @name@ {
+struct MODEL {
     unsigned char *arena;        /* ARENA_BYTES, 64-byte aligned */
     unsigned char *loaded;       /* the weights read from a file, 64-byte aligned (NULL: embedded) */
     const unsigned char *weights;
@@ -71,7 +107,7 @@ struct @name@ {
 static _Thread_local char orphan_error[512];
 
 PRINTF_LIKE(3, 4)
-static int fail(@name@ *m, int code, const char *format, ...) {
+static int fail(MODEL *m, int code, const char *format, ...) {
     char *buffer = m ? m->error : orphan_error;
     size_t size = m ? sizeof m->error : sizeof orphan_error;
     va_list args;
@@ -81,26 +117,12 @@ static int fail(@name@ *m, int code, const char *format, ...) {
     return code;
 }
 
-const char *@name@_error(const @name@ *m) { return m ? m->error : orphan_error; }
+const char *API(error)(const MODEL *m) { return m ? m->error : orphan_error; }
 
 /* ---- the worker pool ---- */
 
-static uint64_t now_nanoseconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void pause_briefly(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Part `part` of step `step`: its share of the thread axis's iterations. */
-static void run_part(@name@ *m, uint32_t step, uint32_t part) {
+static void run_part(MODEL *m, uint32_t step, uint32_t part) {
     const step_info *s = &STEPS[step];
     int64_t start = (int64_t)part * s->chunk;
     int64_t end = start + s->chunk < s->parallel_size ? start + s->chunk : s->parallel_size;
@@ -111,7 +133,7 @@ static uint32_t ticket_job(uint64_t ticket) { return (uint32_t)(ticket >> 32); }
 
 /* Claims and runs parts while the ticket has some left; returns the last ticket seen (its
  * job may be newer than the one started with: the thread went on with it). */
-static uint64_t claim_parts(@name@ *m, uint64_t ticket) {
+static uint64_t claim_parts(MODEL *m, uint64_t ticket) {
     worker_pool *p = &m->pool;
     for (;;) {
         uint32_t step = (uint32_t)(ticket >> 16) & 0xffffu, part = (uint32_t)ticket & 0xffffu;
@@ -136,16 +158,16 @@ static int spin_for_job(worker_pool *p, uint32_t job) {
     for (unsigned i = 1;; i++) {
         if (ticket_job(atomic_load(&p->ticket)) != job || atomic_load(&p->stop)) return 1;
         if (i % 64 == 0) {
-            uint64_t t = now_nanoseconds();
+            uint64_t t = spin_clock_ns();
             if (!deadline) deadline = t + SPIN_NANOSECONDS;
             else if (t >= deadline) return 0;
         }
-        pause_briefly();
+        spin_pause();
     }
 }
 
 static void *worker_main(void *arg) {
-    @name@ *m = arg;
+    MODEL *m = arg;
     worker_pool *p = &m->pool;
     uint32_t seen = 0; /* job 0: the pool's start, which has no parts */
     for (;;) {
@@ -163,7 +185,7 @@ static void *worker_main(void *arg) {
 }
 
 /* Runs step `step` with its parts spread over the pool and the caller. */
-static void run_on_pool(@name@ *m, uint32_t step) {
+static void run_on_pool(MODEL *m, uint32_t step) {
     worker_pool *p = &m->pool;
     p->jobs++;
     if (p->jobs == 0) p->jobs = 1; /* job 0 is the pool's start */
@@ -179,7 +201,7 @@ static void run_on_pool(@name@ *m, uint32_t step) {
     uint64_t deadline = 0;
     for (unsigned i = 1; atomic_load(&p->parts_left) != 0; i++) {
         if (i % 64 == 0) {
-            uint64_t t = now_nanoseconds();
+            uint64_t t = spin_clock_ns();
             if (!deadline) {
                 deadline = t + SPIN_NANOSECONDS;
             } else if (t >= deadline) {
@@ -191,7 +213,7 @@ static void run_on_pool(@name@ *m, uint32_t step) {
                 break;
             }
         }
-        pause_briefly();
+        spin_pause();
     }
 }
 
@@ -207,7 +229,7 @@ static void stop_pool(worker_pool *p) {
 }
 
 /* Starts `workers` threads. */
-static int start_pool(@name@ *m, int workers) {
+static int start_pool(MODEL *m, int workers) {
     worker_pool *p = &m->pool;
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -219,19 +241,19 @@ static int start_pool(@name@ *m, int workers) {
     atomic_init(&p->caller_waiting, 0);
     atomic_init(&p->stop, 0);
     p->jobs = 0;
-    if (workers <= 0) return @NAME@_OK;
+    if (workers <= 0) return STATUS(OK);
     p->threads = calloc((size_t)workers, sizeof *p->threads);
-    if (!p->threads) return fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for %d threads", workers + 1);
+    if (!p->threads) return fail(m, STATUS(ERR_MEMORY), MODEL_NAME "_open: out of memory for %d threads", workers + 1);
     for (int i = 0; i < workers; i++) {
         int rc = pthread_create(&p->threads[i], NULL, worker_main, m);
         if (rc != 0) {
             stop_pool(p);
-            return fail(m, @NAME@_ERR_THREAD, "@name@_open: cannot start thread %d of %d: %s", i + 2, workers + 1,
+            return fail(m, STATUS(ERR_THREAD), MODEL_NAME "_open: cannot start thread %d of %d: %s", i + 2, workers + 1,
                         strerror(rc));
         }
         p->nworkers = i + 1;
     }
-    return @NAME@_OK;
+    return STATUS(OK);
 }
 
 /* ---- open, run, close ---- */
@@ -245,29 +267,30 @@ static unsigned char *allocate_aligned(size_t n) {
     return p;
 }
 
-int @name@_open(@name@ **out, const char *weights_path, int threads) {
-    if (!out) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_open: out is NULL");
+int API(open)(MODEL **out, const char *weights_path, int threads) {
+    if (!out) return fail(NULL, STATUS(ERR_ARGUMENT), MODEL_NAME "_open: out is NULL");
     *out = NULL;
     if (threads < 0 || threads > MAX_THREADS)
-        return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_open: threads must be 0 (one per CPU) to %d, not %d",
+        return fail(NULL, STATUS(ERR_ARGUMENT), MODEL_NAME "_open: threads must be 0 (one per CPU) to %d, not %d",
                     MAX_THREADS, threads);
     const char *missing = missing_cpu_feature();
     if (missing)
-        return fail(NULL, @NAME@_ERR_CPU, "@name@_open: this CPU lacks %s, which the model's kernels were compiled "
+        return fail(NULL, STATUS(ERR_CPU),
+                    MODEL_NAME "_open: this CPU lacks %s, which the model's kernels were compiled "
                     "to use", missing);
     if (threads == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
     }
-    @name@ *m = calloc(1, sizeof *m);
-    if (!m) return fail(NULL, @NAME@_ERR_MEMORY, "@name@_open: out of memory");
+    MODEL *m = calloc(1, sizeof *m);
+    if (!m) return fail(NULL, STATUS(ERR_MEMORY), MODEL_NAME "_open: out of memory");
     m->threads = threads;
     atomic_flag_clear(&m->busy);
     m->arena = allocate_aligned(ARENA_BYTES);
     int status = m->arena ? load_weights(m, weights_path)
-                          : fail(m, @NAME@_ERR_MEMORY, "@name@_open: out of memory for the arena (%zu bytes)",
+                          : fail(m, STATUS(ERR_MEMORY), MODEL_NAME "_open: out of memory for the arena (%zu bytes)",
                                  (size_t)ARENA_BYTES);
-    if (status == @NAME@_OK) {
+    if (status == STATUS(OK)) {
         for (int i = 0; i < NUM_SLOTS; i++) {
             const slot_source *s = &SLOTS[i];
             if (s->kind == IN_ARENA) m->slots[i] = m->arena + s->offset;
@@ -276,18 +299,18 @@ int @name@_open(@name@ **out, const char *weights_path, int threads) {
         int workers = (threads < MAX_PARTS ? threads : MAX_PARTS) - 1;
         status = start_pool(m, workers);
     }
-    if (status != @NAME@_OK) {
+    if (status != STATUS(OK)) {
         fail(NULL, status, "%s", m->error);
-        @name@_close(m);
+        API(close)(m);
         return status;
     }
     *out = m;
-    return @NAME@_OK;
+    return STATUS(OK);
 }
 
-int @name@_threads(const @name@ *m) {
+int API(threads)(const MODEL *m) {
     if (!m) {
-        fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_threads: the instance is NULL");
+        fail(NULL, STATUS(ERR_ARGUMENT), MODEL_NAME "_threads: the instance is NULL");
         return 0;
     }
     return m->pool.nworkers + 1;
@@ -300,36 +323,37 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
 }
 
 /* who: the function the caller called, for messages. */
-static int check_run_arguments(@name@ *m, const char *who, const plan_info *plan, const void *const *inputs,
+static int check_run_arguments(MODEL *m, const char *who, const plan_info *plan, const void *const *inputs,
                                void *const *outputs) {
-    if (!inputs) return fail(m, @NAME@_ERR_ARGUMENT, "%s: inputs is NULL", who);
-    if (!outputs) return fail(m, @NAME@_ERR_ARGUMENT, "%s: outputs is NULL", who);
+    if (!inputs) return fail(m, STATUS(ERR_ARGUMENT), "%s: inputs is NULL", who);
+    if (!outputs) return fail(m, STATUS(ERR_ARGUMENT), "%s: outputs is NULL", who);
     for (int i = 0; i < NUM_INPUTS; i++)
-        if (!inputs[i]) return fail(m, @NAME@_ERR_ARGUMENT, "%s: input %d (%s) is NULL", who, i, plan->inputs[i].name);
+        if (!inputs[i]) return fail(m, STATUS(ERR_ARGUMENT), "%s: input %d (%s) is NULL", who, i, plan->inputs[i].name);
     for (int o = 0; o < NUM_OUTPUTS; o++) {
-        const @name@_tensor_info *info = &plan->outputs[o];
-        if (!outputs[o]) return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) is NULL", who, o, info->name);
+        const API(tensor_info) *info = &plan->outputs[o];
+        if (!outputs[o]) return fail(m, STATUS(ERR_ARGUMENT), "%s: output %d (%s) is NULL", who, o, info->name);
         for (int i = 0; i < NUM_INPUTS; i++)
             if (overlap(outputs[o], info->bytes, inputs[i], plan->inputs[i].bytes))
-                return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) overlaps input %d (%s)", who, o, info->name, i,
+                return fail(m, STATUS(ERR_ARGUMENT), "%s: output %d (%s) overlaps input %d (%s)", who, o, info->name, i,
                             plan->inputs[i].name);
         for (int k = 0; k < o; k++)
             if (overlap(outputs[o], info->bytes, outputs[k], plan->outputs[k].bytes))
-                return fail(m, @NAME@_ERR_ARGUMENT, "%s: output %d (%s) overlaps output %d (%s)", who, o, info->name, k,
+                return fail(m, STATUS(ERR_ARGUMENT),
+                            "%s: output %d (%s) overlaps output %d (%s)", who, o, info->name, k,
                             plan->outputs[k].name);
     }
-    return @NAME@_OK;
+    return STATUS(OK);
 }
 
 static int aligned64(const void *p) { return ((uintptr_t)p & 63u) == 0; }
 
 /* Runs one of the plans (one per exported batch size). */
-static int run_plan(@name@ *m, const char *who, const plan_info *plan, const void *const *inputs,
+static int run_plan(MODEL *m, const char *who, const plan_info *plan, const void *const *inputs,
                     void *const *outputs) {
     int status = check_run_arguments(m, who, plan, inputs, outputs);
-    if (status != @NAME@_OK) return status;
+    if (status != STATUS(OK)) return status;
     if (atomic_flag_test_and_set(&m->busy))
-        return fail(m, @NAME@_ERR_ARGUMENT, "%s: the instance is running on another thread (one run at a time per "
+        return fail(m, STATUS(ERR_ARGUMENT), "%s: the instance is running on another thread (one run at a time per "
                     "instance)", who);
     /* the kernels were compiled for 64-byte aligned buffers: others go through the arena */
     for (int i = 0; i < NUM_INPUTS; i++) {
@@ -361,20 +385,21 @@ static int run_plan(@name@ *m, const char *who, const plan_info *plan, const voi
         memcpy(outputs[copy->output], from, plan->outputs[copy->output].bytes);
     }
     atomic_flag_clear(&m->busy);
-    return @NAME@_OK;
+    return STATUS(OK);
 }
 
-int @name@_run(@name@ *m, const void *const *inputs, void *const *outputs) {
-    if (!m) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_run: the instance is NULL");
-    return run_plan(m, "@name@_run", &PLANS[0], inputs, outputs);
+int API(run)(MODEL *m, const void *const *inputs, void *const *outputs) {
+    if (!m) return fail(NULL, STATUS(ERR_ARGUMENT), MODEL_NAME "_run: the instance is NULL");
+    return run_plan(m, MODEL_NAME "_run", &PLANS[0], inputs, outputs);
 }
 
-int @name@_close(@name@ *m) {
-    if (!m) return @NAME@_OK;
+int API(close)(MODEL *m) {
+    if (!m) return STATUS(OK);
     /* freeing under a run would pull the pool and arena from under its workers: refuse, and let
      * the caller close again after the run returns; taking the flag here also stops new runs */
     if (atomic_flag_test_and_set(&m->busy))
-        return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_close: the instance is running on another thread (close it "
+        return fail(NULL, STATUS(ERR_ARGUMENT),
+                    MODEL_NAME "_close: the instance is running on another thread (close it "
                     "after the run returns)");
     if (m->pool.initialized) {
         if (m->pool.nworkers > 0) stop_pool(&m->pool);
@@ -385,38 +410,5 @@ int @name@_close(@name@ *m) {
     free(m->arena);
     free(m->loaded);
     free(m);
-    return @NAME@_OK;
+    return STATUS(OK);
 }
-]==]
-
---- The functions of an export of several batch sizes (PLANS[i].batch each).
-M.batch_api = [==[
-/* ---- several batch sizes ---- */
-
-static const plan_info *plan_for(int64_t batch) {
-    for (int p = 0; p < NUM_PLANS; p++)
-        if (PLANS[p].batch == batch) return &PLANS[p];
-    return NULL;
-}
-
-int @name@_run_batch(@name@ *m, int64_t batch, const void *const *inputs, void *const *outputs) {
-    if (!m) return fail(NULL, @NAME@_ERR_ARGUMENT, "@name@_run_batch: the instance is NULL");
-    const plan_info *plan = plan_for(batch);
-    if (!plan)
-        return fail(m, @NAME@_ERR_ARGUMENT, "@name@_run_batch: batch size %lld was not exported (see "
-                    "@name@_batch_sizes)", (long long)batch);
-    return run_plan(m, "@name@_run_batch", plan, inputs, outputs);
-}
-
-const @name@_tensor_info *@name@_batch_inputs(int64_t batch) {
-    const plan_info *plan = plan_for(batch);
-    return plan ? plan->inputs : NULL;
-}
-
-const @name@_tensor_info *@name@_batch_outputs(int64_t batch) {
-    const plan_info *plan = plan_for(batch);
-    return plan ? plan->outputs : NULL;
-}
-]==]
-
-return M
