@@ -40,7 +40,9 @@ local tcl_abs = tcl:sub(1, 1) == "/" and tcl or absolute(root) .. "/" .. tcl:gsu
 
 -- Runs one example; returns what it printed (standard error after standard output, as a
 -- terminal shows them when both are unbuffered).
+-- Each example gets an empty kernel cache, as on a first run.
 local function run_example(ex)
+  os.execute("rm -rf " .. q(cache) .. "/* " .. q(cache) .. "/.[!.]*")
   local env = CLEAN_ENV .. " TCLC_LUA_DIR=" .. q(lua_dir) .. " TCL_CACHE=" .. q(cache)
   if ex.kind == "lua" then
     local dir = os.tmpname()
