@@ -134,13 +134,27 @@ describe("docs", function()
           local rp = io.popen("realpath -m " .. q(root_abs .. "/" .. dir .. "/" .. path))
           local full = rp:read("l")
           rp:close()
-          if not helper.exists(full) and not absolute(full) or full:sub(1, #root_abs + 1) ~= root_abs .. "/" then
+          if not os.execute("test -e " .. q(full)) or full:sub(1, #root_abs + 1) ~= root_abs .. "/" then
             broken[#broken + 1] = file .. ": " .. target
           end
         end
       end
     end
     assert.are.same({}, broken)
+  end)
+
+  it("has the reference that scripts/gen_reference.lua generates from today's code", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. q(dir)))
+    local status, _, err = helper.run(string.format("cd %s && TCLC_LUA_DIR=%s %s scripts/gen_reference.lua %s",
+      q(root), q(lua_dir), q(tcl_abs), q(dir)))
+    assert.are.equal(0, status, err)
+    for _, name in ipairs({ "tensor.md", "nn.md" }) do
+      assert(helper.read(dir .. "/" .. name) == helper.read(root .. "/docs/reference/" .. name),
+        "docs/reference/" .. name .. " differs from a fresh generation: run build/tcl scripts/gen_reference.lua")
+    end
+    os.execute("rm -rf " .. q(dir))
   end)
 
   it("reports a stale example, naming the line", function()
