@@ -79,7 +79,7 @@ show("error", select(2, pcall(function() local c = a:reshape(4, 2) return c end)
 print()
 print("== Underneath: the graph")
 
--- 8. A tensor is a node of the tensor graph (see src/core/ENCODINGS.md); printing a node
+-- 8. A tensor is a node of the tensor graph (see docs/design/encodings.md); printing a node
 --    shows its tree. Here: sum over dim 1 of a + 1 (broadcasting made explicit).
 print((a + 1):sum(1).uop)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the one test command, for a fresh Debian 12 machine or a working copy:
 #   1. scripts/setup.sh installs whatever Debian packages are missing;
-#   2. builds Debug in build/ and Sanitize (ASan + UBSan) in build-asan/;
+#   2. builds Debug in build-debug/ and Sanitize (ASan + UBSan) in build-asan/ (build/ is left
+#      to scripts/quickstart.sh's Release build: running the tests never slows the user's tcl);
 #   3. runs the whole busted suite (spec/**/*_spec.lua) against each build, the sanitized one
 #      in the background meanwhile, and the Tensor API's specs again on EMU: as is, and in its
 #      GPU mode with CUDA's and Metal's capabilities;
@@ -129,7 +130,7 @@ check_gpu_sources() {
   echo "== test: every kernel of the tensor specs compiled as $dialect"
   log=$(mktemp)
   set +e
-  LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;" LUA_CPATH="$root/build/lua/?.so;;" \
+  LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;" LUA_CPATH="$root/build-debug/lua/?.so;;" \
     lua5.4 scripts/check_gpu_sources.lua "$dialect" "$dir" 2>&1 | tee "$log" | grep -v '^ok - '
   set -e
   line=$(grep '^check_gpu_sources: [0-9]* passed' "$log" | tail -n 1 || true)
@@ -169,7 +170,7 @@ fi
 
 # --- Debug build ---------------------------------------------------------------------------
 debug_built=0
-if build build Debug; then debug_built=1; fi
+if build build-debug Debug; then debug_built=1; fi
 
 # --- the quick tier: the Debug suite without SLOW_SPECS, and nothing else ----------------
 if [ "$quick" = 1 ]; then
@@ -179,7 +180,7 @@ if [ "$quick" = 1 ]; then
       for name in "${SLOW_SPECS[@]}"; do [ "spec/${name}_spec.lua" = "$spec" ] && slow=1; done
       [ "$slow" = 1 ] || spec_paths+=("$spec")
     done
-    run_specs "Debug, quick tier" build ""
+    run_specs "Debug, quick tier" build-debug ""
   else
     failed=$((failed + 1))
   fi
@@ -242,18 +243,18 @@ fi
 # The whole suite on the default device (CPU), then the Tensor API's specs again on EMU, the
 # reference interpreter (the differential spec compares the two devices directly).
 if [ "$debug_built" = 1 ]; then
-  run_specs Debug build ""
+  run_specs Debug build-debug ""
   spec_paths=(spec/tensor_*_spec.lua)
-  run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
+  run_specs "Debug, tensor specs on EMU" build-debug "" DEVICE=EMU
   # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
   # and barriers as on the GPU, and the interpreter reports any race between threads
   # and every kernel of those runs written in the target's language, then compiled for real:
   # CUDA C by NVRTC (sm_75, sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
   gpu_sources=$(mktemp -d)
   mkdir -p "$gpu_sources/cuda" "$gpu_sources/metal"
-  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA \
+  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build-debug "" DEVICE=EMU EMU_GPU=CUDA \
     TCL_RENDER_DUMP="$gpu_sources/cuda"
-  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU EMU_GPU=METAL \
+  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build-debug "" DEVICE=EMU EMU_GPU=METAL \
     TCL_RENDER_DUMP="$gpu_sources/metal"
   spec_paths=()
   check_gpu_sources cuda "$gpu_sources/cuda"

@@ -1,6 +1,6 @@
 -- spec/device_agreement_spec.lua — CPU and EMU compute the elementwise ops and their gradients
 -- bit for bit, at the special points where they differ first (0, -0, +-1, tiny, huge, +-inf,
--- NaN, denormals, the ends of exp's range), as the README states ("Lowering to LLVM"): float32
+-- NaN, denormals, the ends of exp's range), as docs/design/cpu.md states ("Rendering"): float32
 -- transcendentals are the same polynomials on both (issue 33: EMU used its scalar ALU's, 1 ulp
 -- away at cos(1), so sin's gradient at 1 differed). The one exception is documented there: a
 -- NaN result is NaN on both, its sign and payload are not specified (LLVM may flip them).

@@ -1,4 +1,4 @@
--- spec/emu_gpu_spec.lua — EMU's GPU mode (src/runtime/emu/emu_*.c; src/core/ENCODINGS.md, "GPU-shaped
+-- spec/emu_gpu_spec.lua — EMU's GPU mode (src/runtime/emu/emu_*.c; docs/design/encodings.md, "GPU-shaped
 -- kernels") through "tcl.runtime": programs built by hand from SPECIAL, DEFINE_LOCAL, BARRIER and
 -- AFTER nodes run a grid of workgroups whose threads go in lockstep between barriers; their
 -- values are checked against naive Lua, and races, barrier divergence, unwritten local memory and

@@ -1,4 +1,4 @@
--- spec/gpu_lowering_spec.lua — kernels shaped for a GPU (src/core/ENCODINGS.md, "GPU-shaped
+-- spec/gpu_lowering_spec.lua — kernels shaped for a GPU (docs/design/encodings.md, "GPU-shaped
 -- kernels"): the passes "group reduces" (tcl.codegen.group_reduce) and "gpu dims"
 -- (tcl.codegen.gpu_dims), the GPU heuristic (tcl.heuristics.gpu) and the opts' workgroup
 -- limits, run on EMU's GPU mode with CUDA's capabilities: values against naive Lua loops, and

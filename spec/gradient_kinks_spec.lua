@@ -1,4 +1,4 @@
--- spec/gradient_kinks_spec.lua — derivatives at the kinks follow PyTorch (README, "Autograd",
+-- spec/gradient_kinks_spec.lua — derivatives at the kinks follow PyTorch (docs/guide/training.md, "Autograd",
 -- gradient conventions): relu, leaky_relu, elu, abs, sign, clamp with number and tensor bounds,
 -- maximum / minimum ties, max / min reduction ties, in reverse mode (backward) and forward mode
 -- (tcl.jvp). The expected values are literals computed with PyTorch 1.13 (python3-torch), e.g.

@@ -1,4 +1,4 @@
--- spec/layout_spec.lua — the Lua tree shows the pipeline (README, "Layout"): every module is
+-- spec/layout_spec.lua — the Lua tree shows the pipeline (docs/design/layout.md): every module is
 -- under lua/tcl/ with a name that mirrors its path, each stage is a folder, and dependencies
 -- point one way, export -> api -> schedule -> codegen -> heuristics -> patterns -> the core bindings, with nothing
 -- inside tcl requiring the top-level `tcl` module. Read from the source files' requires.

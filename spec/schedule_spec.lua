@@ -1,7 +1,7 @@
 -- spec/schedule_spec.lua — scheduling the tensor graph into kernels (lua/tcl/schedule/init.lua,
 -- rangeify.lua, shape.lua, buffers.lua).
 --
--- Graphs are built directly as tensor-graph nodes (ENCODINGS.md) with small builders below,
+-- Graphs are built directly as tensor-graph nodes (docs/design/encodings.md) with small builders below,
 -- the way the Tensor API builds them. Each graph is checked three ways:
 --   * the number of kernels (tinygrad's counts on the same shapes, reference notes §3.3);
 --   * the values, by running the kernels with the small kernel interpreter below, which

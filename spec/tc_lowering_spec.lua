@@ -484,7 +484,7 @@ describe("the GPU heuristic's tile configuration", function()
   end)
 end)
 
--- The fragment layout of m16n8k16 (src/core/ENCODINGS.md), written out here: (row, col) of
+-- The fragment layout of m16n8k16 (docs/design/encodings.md), written out here: (row, col) of
 -- register i of A (16 x 16) or B (16 x 8, K rows) in lane l.
 local function layout(operand, l, i)
   local g, t = l >> 2, l & 3

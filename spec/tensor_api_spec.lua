@@ -2,7 +2,7 @@
 -- of every function (broadcasting, size-1 and size-0 dims), dtype promotion, property
 -- semantics, every error message, and that failed calls change nothing. The values of the
 -- graphs the API builds are checked here with a small evaluator of the tensor graph written
--- straight from ENCODINGS.md (so the decompositions are tested without the scheduler); a few
+-- straight from docs/design/encodings.md (so the decompositions are tested without the scheduler); a few
 -- end-to-end values through realize close it. Exhaustive value checks against a reference
 -- implementation are in spec/tensor_values_*_spec.lua.
 local helper = require "spec.support.helper"
@@ -35,7 +35,7 @@ local function has(t, shape, dtype)
   if dtype then assert.are.equal(dtype, t.dtype.name) end
 end
 
--- ----- an evaluator of the tensor graph (ENCODINGS.md, "Tensor graph"), for values -----------
+-- ----- an evaluator of the tensor graph (docs/design/encodings.md, "Tensor graph"), for values -----------
 
 local function numel(shape)
   local n = 1

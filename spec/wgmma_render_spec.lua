@@ -1,4 +1,4 @@
--- spec/wgmma_render_spec.lua — warpgroup WMMAs (src/core/ENCODINGS.md, "GPU-shaped kernels": the
+-- spec/wgmma_render_spec.lua — warpgroup WMMAs (docs/design/encodings.md, "GPU-shaped kernels": the
 -- wg_* shapes) rendered to CUDA as PTX wgmma.mma_async for sm_90a (src/codegen/c_wmma.c):
 -- hand-built kernels of one warpgroup (128 threads) or two (256) copy A (64 x 32 per warpgroup)
 -- and B (32 x N) into local tiles of 8 x 8 core matrices, pass a barrier and run two chained
@@ -56,7 +56,7 @@ local K = 32 -- two k-steps of 16
 
 local kit = kernels.kit
 
--- Offset of element (r, c) of A (which = "A") or B in its local tile (ENCODINGS.md).
+-- Offset of element (r, c) of A (which = "A") or B in its local tile (docs/design/encodings.md).
 local function tile_offset(st, which, r, c)
   local within = (r & 7) * 8 + (c & 7)
   if which == "A" then return (r >> 3) * st.a_rows8 + (c >> 3) * st.a_k8 + within end

@@ -1,4 +1,4 @@
--- spec/wmma_spec.lua — the WMMA op (src/core/ENCODINGS.md, "GPU-shaped kernels"; src/core/wmma.h):
+-- spec/wmma_spec.lua — the WMMA op (docs/design/encodings.md, "GPU-shaped kernels"; src/core/wmma.h):
 -- hand-built GPU programs in which each lane loads its fragments of A, B and C from global buffers
 -- by the shape's layout (index arithmetic in the program), runs the WMMA nodes out = 0..C-1 and
 -- stores D back by the layout:

@@ -1,6 +1,6 @@
 -- tcl — the Lua module of the tcl tensor compiler: gathers the public Lua API in one table.
--- Nothing inside tcl requires this module; each stage has a folder of its own (README,
--- "Layout"), and dependencies point one way: api -> schedule -> codegen -> patterns ->
+-- Nothing inside tcl requires this module; each stage has a folder of its own
+-- (docs/design/layout.md), and dependencies point one way: api -> schedule -> codegen -> patterns ->
 -- the core bindings (tcl.core, tcl.uop, tcl.pattern, tcl.shape, tcl.env, C modules).
 --
 --   tcl.api        the Tensor API: lazy tensors (lua/tcl/api/)
@@ -40,7 +40,7 @@ local tcl = {
   -- the Tensor API: tcl.Tensor, and tcl.realize(t1, t2, ...) for one schedule of several tensors
   Tensor = Tensor,
   realize = Tensor.realize_all,
-  -- tcl.manual_seed(n): restarts the random streams of every device (README, "Random numbers")
+  -- tcl.manual_seed(n): restarts the random streams of every device (docs/guide/tensors.md, "Random numbers")
   manual_seed = Tensor.manual_seed,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
@@ -48,7 +48,7 @@ local tcl = {
   -- the kernels' object code that build into a program needing only libc and pthreads (tcl.export,
   -- loaded on first use)
   export = function(...) return require("tcl.export").export(...) end,
-  -- autograd (README, "Autograd"): scoped gradient switches and the functional transforms
+  -- autograd (docs/guide/training.md, "Autograd"): scoped gradient switches and the functional transforms
   no_grad = Tensor.no_grad,
   enable_grad = Tensor.enable_grad,
   grad = require("tcl.api.transforms").grad,
@@ -63,7 +63,7 @@ local tcl = {
   -- optimizers: SGD, Adam, AdamW, LAMB (lua/tcl/api/optim.lua)
   optim = require "tcl.api.optim",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
-  -- kernels compiled from then on (README, "Kernel optimization")
+  -- kernels compiled from then on (docs/guide/optimization.md)
   set_heuristic = fixed("set_heuristic", require("tcl.codegen.optimize").set_heuristic),
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,

@@ -1,4 +1,4 @@
--- tcl.shape — the shape of every tensor-graph node (src/core/ENCODINGS.md, "Tensor graph").
+-- tcl.shape — the shape of every tensor-graph node (docs/design/encodings.md, "Tensor graph").
 -- Layer: Lua front end / scheduler. Shapes are 0-based lists of sizes (a Lua list, so axis a
 -- is at index a + 1); a scalar has the empty shape {}.
 --
@@ -296,7 +296,8 @@ local function compute(node)
     if #srcs == 0 then fail(node, "an ALU op needs sources") end
     result = M.copy(same_as_sources(node, srcs))
   else
-    error(string.format("shape.of: %s is not a tensor-graph op (see ENCODINGS.md, \"Tensor graph\")", op), 0)
+    error(string.format("shape.of: %s is not a tensor-graph op (see docs/design/encodings.md, \"Tensor graph\")",
+      op), 0)
   end
   local problem = M.problem(result)
   if problem then fail(node, "its shape %s %s", M.format(result), problem) end

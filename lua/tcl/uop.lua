@@ -34,7 +34,7 @@ local function is_uop(v) return getmetatable(v) == metatable end
 UOp.is_uop = is_uop
 
 --- A scalar CONST of dtype (object or name) holding value, converted by CAST's rules (alu.cast),
--- so the arg has the kind ENCODINGS.md asks for and equal values intern to one node.
+-- so the arg has the kind docs/design/encodings.md asks for and equal values intern to one node.
 function UOp.const(dtype, value)
   return new("CONST", dtype, nil, alu.cast(value, dtype))
 end

@@ -3,7 +3,7 @@
 local M = {}
 
 M.root = os.getenv("TCLC_SOURCE_DIR") or "."
-M.build_dir = os.getenv("TCLC_BUILD_DIR") or (M.root .. "/build")
+M.build_dir = os.getenv("TCLC_BUILD_DIR") or (M.root .. "/build-debug")
 M.tcl_bin = M.build_dir .. "/tcl"
 
 --- The build under test's type, from its CMake cache ("Debug", "Sanitize", ...); nil if unknown.

@@ -1,4 +1,4 @@
--- spec/support/kernels.lua — builders of kernel ASTs (src/core/ENCODINGS.md, "Kernels") for the
+-- spec/support/kernels.lua — builders of kernel ASTs (docs/design/encodings.md, "Kernels") for the
 -- specs that lower, render and run kernels by hand (emu_spec, lower_spec, the GPU specs). Index arithmetic can use the
 -- node operators (tcl.uop): add(a, b) is a + b.
 local tcl = require "tcl"

@@ -11,7 +11,7 @@
  * at the top of the kernel (Metal wants threadgroup memory there); in CUDA, when together they
  * exceed the 48 KiB of static shared memory, as pointers into one dynamic shared array (the
  * launch opts into more). A barrier of a kernel with asynchronous copies first waits for them:
- * all, or all but the newest groups its arg leaves in flight (ENCODINGS.md). */
+ * all, or all but the newest groups its arg leaves in flight (docs/design/encodings.md). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * NVRTC, runtime/cuda/nvrtc.h) or the Metal Shading Language. Layer: codegen.
  *
  * Input: the linear list of a lowered kernel (tcl.codegen.linearize), loops or GPU-shaped
- * (src/core/ENCODINGS.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
+ * (docs/design/encodings.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
  * DEFINE_LOCAL, CONST, SPECIAL, RANGE/END loops, INDEX, LOAD/STORE with optional gates,
  * AFTER, BARRIER, GROUP, SINK, every ALU op, CAST and BITCAST, and WMMA (CUDA: the m16n8k16
  * shapes as PTX mma.sync, the warpgroup shapes wg_* as PTX wgmma.mma_async, which needs sm_90a

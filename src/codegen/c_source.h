@@ -69,7 +69,7 @@ typedef struct tcl_cdialect {
     /* an asynchronous copy (STORE {"async", n}): $1 the local element's 32-bit shared address,
      * $2 the buffer's element, $3 the bytes, $4 the cache hint; NULL: copied element by element. async_wait: the statement before a barrier in a
      * kernel with asynchronous copies (all of them land there); async_wait_some: the same for a
-     * barrier that leaves the newest $1 copy groups in flight (its arg, ENCODINGS.md) */
+     * barrier that leaves the newest $1 copy groups in flight (its arg, docs/design/encodings.md) */
     const char *async_copy, *async_wait, *async_wait_some;
     /* a gated asynchronous copy without a branch: async_copy's $1..$4 and $5 the gate (a bool);
      * NULL: async_copy under an if */

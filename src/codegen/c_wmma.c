@@ -120,7 +120,7 @@ static void cuda_pack(tcl_crender *r, tcl_dtype d, const char *const *x, const c
     tcl_ctext_put(&r->body, " << 16)");
 }
 
-/* A "staged" operand (ENCODINGS.md) of WMMA instruction i, checked: the instruction of the tile's
+/* A "staged" operand (docs/design/encodings.md) of WMMA instruction i, checked: the instruction of the tile's
  * local array, of the index node of register 0's element (SIZE_MAX: none, the index is the
  * constant c0), register 0's constant offset c0, the row stride, and register 0's LOAD. */
 typedef struct staged_operand {
@@ -441,7 +441,7 @@ static bool deferred_array(const tcl_crender *r, size_t array) {
 
 /* Whether the open run, which instruction `at` closes, may be left in flight until the next
  * run's wait (wait_group 1), its accumulators' registers untouched meanwhile: its products are
- * "deferred" (their tile reads last until the second barrier after them; ENCODINGS.md), it is
+ * "deferred" (their tile reads last until the second barrier after them; docs/design/encodings.md), it is
  * the only run of a straight-line loop body with one barrier, before it (so the next run's wait,
  * in the next iteration, comes before the second barrier), and its results are only stored to
  * register arrays (the accumulators: wg_deferred_arrays), which in the loop hold only its

@@ -97,7 +97,7 @@ tcl_alu_result tcl_alu_exec(tcl_op op, tcl_dtype dtype, const tcl_scalar *src, i
 /* Why tcl_alu_exec returned TCL_ALU_UNDEFINED for these sources (a static string). */
 const char *tcl_alu_undefined_reason(tcl_op op, const tcl_scalar *src, int nsrc);
 
-/* CONST args (ENCODINGS.md): integer args for int/index/unsigned dtypes, float args for
+/* CONST args (docs/design/encodings.md): integer args for int/index/unsigned dtypes, float args for
  * float dtypes, boolean args for bool. uint64 values above INT64_MAX are stored as their
  * two's complement int64. tcl_scalar_from_arg fails on another arg kind or an integer
  * outside the dtype's range (uint64 accepts every int64); a float arg is rounded to the

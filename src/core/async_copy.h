@@ -1,4 +1,4 @@
-/* async_copy.h — the asynchronous copy, a STORE whose arg is {"async", n} (src/core/ENCODINGS.md,
+/* async_copy.h — the asynchronous copy, a STORE whose arg is {"async", n} (docs/design/encodings.md,
  * "GPU-shaped kernels"): n consecutive elements of a PARAM copied into local memory, landing at
  * the BARRIER that waits for their group. The checks of such a STORE and of a BARRIER's arg,
  * which EMU (runtime) and the renderers (codegen) all apply. Layer: core. */

@@ -1,4 +1,4 @@
-/* shuffle.h — SHUFFLE (src/core/ENCODINGS.md, "GPU-shaped kernels"): a thread reads a value of
+/* shuffle.h — SHUFFLE (docs/design/encodings.md, "GPU-shaped kernels"): a thread reads a value of
  * another lane of its warp, the lane whose index is its own xor the node's mask, without local
  * memory or a barrier (CUDA's __shfl_xor_sync, Metal's simd_shuffle_xor). The check of such a
  * node, which EMU (runtime) and the renderers (codegen) both apply. Layer: core. */

@@ -1,4 +1,4 @@
-/* wmma.h — the tensor-core shapes of the WMMA op (src/core/ENCODINGS.md, "GPU-shaped kernels"):
+/* wmma.h — the tensor-core shapes of the WMMA op (docs/design/encodings.md, "GPU-shaped kernels"):
  * each shape's sizes, dtypes and fragment layout, the one table EMU (runtime) and the CUDA and
  * Metal renderers (codegen) read, and the check of a WMMA node both apply. Layer: core.
  *
@@ -70,11 +70,11 @@ int64_t tcl_wmma_local_offset(const tcl_wmma_strides *st, tcl_wmma_operand which
 /* The strides of a warpgroup WMMA node whose arg tcl_wmma_check accepted. */
 tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u);
 
-/* Whether WMMA node u's arg carries the "staged" promise (ENCODINGS.md): its A and B sources
+/* Whether WMMA node u's arg carries the "staged" promise (docs/design/encodings.md): its A and B sources
  * are LOADs of row-major tiles in local memory, rows 16-byte aligned, each register's element
  * at register 0's index plus the register's offset in the tile. */
 bool tcl_wmma_staged(const tcl_uop *u);
-/* Whether warpgroup WMMA node u's arg carries a fourth item "deferred" (ENCODINGS.md): its reads
+/* Whether warpgroup WMMA node u's arg carries a fourth item "deferred" (docs/design/encodings.md): its reads
  * of A and B last until the second barrier after it, so a renderer may leave its products in
  * flight across one barrier (wait for them a stage later). */
 bool tcl_wmma_deferred(const tcl_uop *u);

@@ -4,7 +4,7 @@
 --
 -- Operands are tensors or Lua numbers/booleans, on either side. Broadcasting is made explicit
 -- in the graph (RESHAPE + EXPAND), numbers become CONST nodes broadcast the same way, and
--- every op is decomposed into the ALU ops of ENCODINGS.md: exp = EXP2(x * log2 e),
+-- every op is decomposed into the ALU ops of docs/design/encodings.md: exp = EXP2(x * log2 e),
 -- log = LOG2(x) * ln 2, tan = SIN(x) / COS(x), and so on.
 local core = require "tcl.core"
 local class = require "tcl.api.class"

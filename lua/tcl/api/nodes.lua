@@ -1,4 +1,4 @@
--- tcl.api.nodes — builds tensor-graph nodes (src/core/ENCODINGS.md, "Tensor graph") for the
+-- tcl.api.nodes — builds tensor-graph nodes (docs/design/encodings.md, "Tensor graph") for the
 -- Tensor API. Layer: lua/tcl/api.
 --
 -- These builders take and return tensors, know each node's encoding and its result shape,

@@ -1,5 +1,5 @@
 -- tcl.codegen.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
--- GPU (src/core/ENCODINGS.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
+-- GPU (docs/design/encodings.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
 -- the pipeline, for GPU renderers only).
 --
 -- Ranges of axis type "global" or "loop" become workgroup indices (SPECIAL gidx), ranges of

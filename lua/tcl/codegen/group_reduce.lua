@@ -18,7 +18,7 @@
 -- used as AFTER(result, BARRIER).
 --
 -- On a target with warps of 32 (CUDA, Metal, EMU's GPU mode with theirs), a group of a power of
--- two threads in a workgroup of whole warps combines its partials with SHUFFLE (ENCODINGS.md)
+-- two threads in a workgroup of whole warps combines its partials with SHUFFLE (docs/design/encodings.md)
 -- instead, when the dtype travels between lanes: the pass "gpu dims" puts the group ranges
 -- innermost in the workgroup's linear thread order, so a thread's slot is its linear index and
 -- a group's threads are consecutive lanes:

@@ -1,5 +1,5 @@
--- tcl.codegen.linearize — orders a lowered kernel's nodes into a linear program (README, "How a
--- graph becomes kernels"): each node after its sources, a RANGE before everything inside
+-- tcl.codegen.linearize — orders a lowered kernel's nodes into a linear program
+-- (docs/design/pipeline.md): each node after its sources, a RANGE before everything inside
 -- its loop and its END after, every node in the innermost loop it needs and hoisted out of the loops it
 -- does not depend on. The result is deterministic: it depends only on the graph.
 --

@@ -1,5 +1,5 @@
 -- tcl.codegen.lower — the lowering driver: from scheduled kernel ASTs to programs that run
--- (README, "How a graph becomes kernels"): the passes of tcl.patterns.pipeline in order, the
+-- (docs/design/pipeline.md): the passes of tcl.patterns.pipeline in order, the
 -- linearizer (tcl.codegen.linearize) and a device program built by the device's backend
 -- (tcl.codegen.emu: the EMU interpreter; tcl.codegen.llvm: LLVM-compiled CPU kernels;
 -- tcl.codegen.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.metal:

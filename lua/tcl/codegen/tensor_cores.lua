@@ -1,5 +1,5 @@
 -- tcl.codegen.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
--- with TC becomes warp tiles of WMMA instructions (src/core/ENCODINGS.md). Layer: codegen (a
+-- with TC becomes warp tiles of WMMA instructions (docs/design/encodings.md). Layer: codegen (a
 -- hand-written pass of the pipeline, for GPU renderers with tensor cores).
 --
 -- The kernel (what tcl.heuristics.tensor_cores.match accepts): STOREs of f(REDUCE(ADD,
@@ -177,7 +177,7 @@ end
 -- products of a stage still read its buffer after the next barrier) stages of copies in
 -- flight: stages 0 .. ahead - 1 are copied into the first buffers before the loop, and stage
 -- s + ahead into buffer (s + ahead) % buffers in stage s, after the barrier that opens it, gated
--- off in the last `ahead` stages. Asynchronous copies land at a barrier (ENCODINGS.md): every
+-- off in the last `ahead` stages. Asynchronous copies land at a barrier (docs/design/encodings.md): every
 -- barrier closes a group of them (the copies of one stage) and leaves the newest ahead - 1
 -- groups in flight (its arg), so the barrier opening stage s lands exactly stage s's group; the
 -- prologue's stages are separated by barriers for that count. Two buffers are double
@@ -329,7 +329,7 @@ function M.staged_loop(p)
   -- A fragment register's element is read at the index of register 0's element plus the
   -- register's (lane-independent) offset in the row-major tile: WMMA's third arg item "staged"
   -- promises that form, which lets a renderer read a fragment with one warp-wide matrix load
-  -- (CUDA: ldmatrix; src/core/ENCODINGS.md).
+  -- (CUDA: ldmatrix; docs/design/encodings.md).
   -- origin: the tile's first element, terms (nil for a range left out) + offset
   local function fragment(tile, dtype, operand, terms, offset, ld, regs)
     local row0, col0 = position(shape, operand, lane, 0)
@@ -393,7 +393,7 @@ end
 
 -- The loop over stages of K for a warpgroup configuration (TC 3xxxx): WM x WN warpgroups of 128
 -- threads, each computing TM tiles of 64 rows by one of the shape's N columns with WMMAs of a
--- warpgroup shape (ENCODINGS.md: PTX wgmma, A and B read from local memory by the tensor
+-- warpgroup shape (docs/design/encodings.md: PTX wgmma, A and B read from local memory by the tensor
 -- cores). Per stage the workgroup copies the block's A (BM x depth) and B (depth x BN) slices
 -- into local tiles laid out in 8 x 8 blocks (16-byte rows; consecutive threads fill consecutive
 -- 16 bytes, one asynchronous copy each where the operand is read straight from a buffer),
@@ -402,7 +402,7 @@ end
 -- stage. Each K-step of 16 of a stage issues TM WMMAs per warpgroup, chained through their
 -- accumulators; the next stage's copies are issued after the stage's WMMAs, while the tensor
 -- cores compute them. With 3 or more buffers the
--- WMMAs are "deferred" (ENCODINGS.md): CUDA waits for a stage's products one stage later, so
+-- WMMAs are "deferred" (docs/design/encodings.md): CUDA waits for a stage's products one stage later, so
 -- the tensor cores do not drain at each barrier, and the copies run buffers - 2 stages ahead,
 -- into the buffer stage s - 2 read (its products were waited for in stage s - 1, before the
 -- barrier that opened stage s).

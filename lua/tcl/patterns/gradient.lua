@@ -1,5 +1,5 @@
 -- tcl.patterns.gradient — reverse-mode derivative rules: one rule per op of the tensor graph
--- (src/core/ENCODINGS.md, "Tensor graph"), matched by the rewrite engine at each node of the
+-- (docs/design/encodings.md, "Tensor graph"), matched by the rewrite engine at each node of the
 -- reverse graph (tcl.api.gradients walks it, last node first). Edit a rule here to change a
 -- derivative; the next run uses it.
 --

@@ -3,7 +3,7 @@
 -- (lua/tcl/patterns), run in the order of lua/tcl/patterns/pipeline.lua; the hand-written
 -- passes after them (accumulators, merged ENDs) are in lua/tcl/codegen/.
 --
--- What the scheduler hands over (src/core/ENCODINGS.md, "Kernels"): SINK(arg {name}) of
+-- What the scheduler hands over (docs/design/encodings.md, "Kernels"): SINK(arg {name}) of
 -- STOREs and ENDs; STORE(INDEX(PARAM, i), value[, gate]) inside ENDs that close the output
 -- loops (one RANGE per END, or END(x, r1, r2, ...) with the outermost range first); values
 -- read a buffer either as INDEX(PARAM, i) used directly as a value or as LOAD(INDEX(...)
@@ -15,7 +15,7 @@
 --
 -- What comes out of the whole pipeline (see tcl.codegen.linearize and src/runtime/emu/emu.h):
 -- no REDUCE, every buffer read a LOAD, every RANGE closed by exactly one END(deps...,
--- RANGE). Two nodes beyond ENCODINGS' table appear: AFTER(x, deps...) = x once deps have
+-- RANGE). Two nodes beyond docs/design/encodings.md's table appear: AFTER(x, deps...) = x once deps have
 -- run (orders accumulator accesses), and END with several deps before its range (merged
 -- loops).
 --

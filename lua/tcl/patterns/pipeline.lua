@@ -1,5 +1,5 @@
--- tcl.patterns.pipeline — the ordered passes that lower one kernel (README, "How a graph
--- becomes kernels"). This table is the one truth for pass order: the lowering driver
+-- tcl.patterns.pipeline — the ordered passes that lower one kernel (docs/design/pipeline.md).
+-- This table is the one truth for pass order: the lowering driver
 -- (tcl.codegen.lower) runs it top to bottom, then linearizes and builds the device program.
 --
 -- An entry is one of

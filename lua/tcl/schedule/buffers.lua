@@ -1,7 +1,7 @@
 -- tcl.schedule.buffers — realized storage of the tensor graph. Layer: Lua scheduler, over the runtime.
 --
 -- A realized tensor is a BUFFER node `uop("BUFFER", dtype, nil, {id, numel, device})`
--- (src/core/ENCODINGS.md); its memory is a runtime Buffer (`require "tcl.runtime"`) that
+-- (docs/design/encodings.md); its memory is a runtime Buffer (`require "tcl.runtime"`) that
 -- this module keeps in a registry keyed by the id. The node never points at the memory
 -- (nodes are immutable, hash-consed values), so the registry is the one link between them.
 --

@@ -1,6 +1,7 @@
 -- tcl.schedule — realize: split the lazy tensor graph into kernels, order them, run them.
--- Layer: Lua scheduler (README, "How a graph becomes kernels"). Input: tensor-graph nodes
--- (ENCODINGS.md); output: kernel ASTs (built by tcl.schedule.rangeify) on BUFFER nodes (tcl.schedule.buffers).
+-- Layer: Lua scheduler (docs/design/scheduling.md). Input: tensor-graph nodes
+-- (docs/design/encodings.md); output: kernel ASTs (built by tcl.schedule.rangeify) on BUFFER
+-- nodes (tcl.schedule.buffers).
 --
 --   local schedule = require "tcl.schedule"
 --   local s = schedule.create({ out1, out2 })   -- plan only: kernels, buffers, results

@@ -1,7 +1,7 @@
 -- tcl.schedule.rangeify — turns one realize point of the tensor graph into a kernel AST: loops over
 -- the output's elements (RANGE nodes), the value at those indices, and its store.
 -- Layer: Lua scheduler. Input: "Tensor graph" nodes; output: "Kernels" nodes
--- (src/core/ENCODINGS.md). tcl.schedule decides the realize points and calls this per kernel.
+-- (docs/design/encodings.md). tcl.schedule decides the realize points and calls this per kernel.
 --
 -- The value is built by walking the graph down from the realize point with a list of index
 -- expressions, one per axis of the node being walked (dtype index):

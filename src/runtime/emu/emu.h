@@ -7,7 +7,7 @@
  * devices are tested against it. Built in emu_build.c, run in emu_run.c, listed in
  * emu_listing.c; emu_program.h is the program layout they share.
  *
- * A program is built from a linear list of kernel nodes (src/core/ENCODINGS.md,
+ * A program is built from a linear list of kernel nodes (docs/design/encodings.md,
  * "Kernels"): each node after its sources, a RANGE opening a loop that its END closes.
  * Accepted ops and what they do:
  *   PARAM {slot, numel}       kernel argument `slot`; slots are 0..n-1, each once
@@ -21,7 +21,7 @@
  *   INDEX (buffer, i)         element i of a PARAM/DEFINE_REG/DEFINE_LOCAL (possibly through AFTER)
  *   LOAD (INDEX[, gate])      the element; gated off: 0 of its dtype, no access
  *   STORE (INDEX, v[, gate])  writes v; gated off: nothing; {"async", n}: an asynchronous copy
- *                             (ENCODINGS.md), landing at the barrier that waits for its group
+ *                             (docs/design/encodings.md), landing at the barrier that waits for its group
  *   SPECIAL (size) "gidx0".."gidx2" | "lidx0".."lidx2"   the thread's group / local id
  *   ALU ops, CAST, BITCAST    through tcl_alu_exec (integer division by zero gives its 0)
  *   BARRIER (deps...) [n]     the threads of the workgroup wait for each other (sources order only);
@@ -34,7 +34,7 @@
  * sources must come earlier and be visible (defined outside any loop closed since, except
  * in ordering-only positions), RANGE/END must pair and nest, dtypes must fit each op.
  *
- * GPU shape (ENCODINGS.md, "GPU-shaped kernels"): a program has a launch of global size
+ * GPU shape (docs/design/encodings.md, "GPU-shaped kernels"): a program has a launch of global size
  * (workgroups) and local size (threads per workgroup, at most TCL_EMU_MAX_WORKGROUP), 3 dims
  * each. It runs once per thread, the groups one after another (x fastest). Without a BARRIER
  * a group's threads run one after another, each to its end. With barriers they run in
