@@ -167,8 +167,8 @@ static tcl_status check_node(builder *b, size_t i) {
     case TCL_OP_BARRIER: {
         if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
         int64_t in_flight;
-        char why[192];
-        if (!tcl_barrier_groups_in_flight(u, &in_flight, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_barrier_groups_in_flight(u, &in_flight, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         in->kind = K_BARRIER;
         in->groups_left = (int32_t)in_flight; /* no arg: it waits for every copy, as n = 0 */
         return TCL_OK;
@@ -176,8 +176,8 @@ static tcl_status check_node(builder *b, size_t i) {
     case TCL_OP_WMMA: {
         const tcl_wmma_shape *shape;
         int out;
-        char why[512]; /* the refusal of an unknown shape lists every shape */
-        if (!tcl_wmma_check(u, &shape, &out, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_wmma_check(u, &shape, &out, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         /* a warpgroup shape's A and B are INDEXes into local memory (tcl_wmma_check saw to it):
          * addresses, read at the stop; the C registers are values as in every shape */
         bool warpgroup = tcl_wmma_is_warpgroup(shape);
@@ -213,8 +213,8 @@ static tcl_status check_node(builder *b, size_t i) {
     }
     case TCL_OP_SHUFFLE: {
         int mask;
-        char why[160];
-        if (!tcl_shuffle_check(u, &mask, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_shuffle_check(u, &mask, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         if (!is_value(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is %s", tcl_emu_op_name(s0->op), not_value_reason(s0));
         in->kind = K_SHUFFLE;
         in->lane_mask = mask;
@@ -277,15 +277,16 @@ static tcl_status check_node(builder *b, size_t i) {
             return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", tcl_emu_dtype_name(s2->dtype), tcl_emu_op_name(s2->op));
         int count = 0;
         const tcl_uop *load = NULL;
-        char why[192];
-        switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+        tcl_store_kind kind;
+        tcl_error why;
+        if (tcl_store_classify(u, &kind, &count, &load, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
+        switch (kind) {
         case TCL_STORE_PLAIN: in->kind = K_STORE; break;
         case TCL_STORE_ASYNC: /* b: the LOAD, whose INDEX names the elements copied from */
             if (s1->kind != K_LOAD) return fail(b, TCL_ERR_INVALID, i, "source 2 (%s) is not a LOAD", tcl_emu_op_name(s1->op));
             in->kind = K_COPY;
             in->copy_elements = count;
             break;
-        case TCL_STORE_INVALID: return fail(b, TCL_ERR_INVALID, i, "%s", why);
         }
         in->mem = s0->mem;
         return TCL_OK;

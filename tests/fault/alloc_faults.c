@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "tclc.h"
 
 void *__real_malloc(size_t size);
@@ -202,23 +203,24 @@ static bool names_out_of_memory(const char *message) {
     return message && (strstr(message, "out of memory") || strstr(message, "not enough memory"));
 }
 
-static run_outcome classify(int rc, const char *message, const char *what, char *why, size_t why_size) {
+/* The outcome of a call that returned rc with message; an unclean one is described in why. */
+static run_outcome classify(int rc, const char *message, const char *what, tcl_error *why) {
     if (rc == TCLC_OK) return RUN_OK;
     if (rc == TCLC_ERRMEM || names_out_of_memory(message)) return RUN_OOM;
-    snprintf(why, why_size, "%s: status %d: %s", what, rc, message ? message : "(no state)");
+    tcl_fail(why, TCL_ERR_RUNTIME, "%s: status %d: %s", what, rc, message ? message : "(no state)");
     return RUN_BAD;
 }
 
 /* With --open: one run of tclc_open, then of the code if any, in a new state, with allocation n
  * failing (0: none). */
-static run_outcome run_open(const char *code, const char *chunkname, long n, char *why, size_t why_size) {
+static run_outcome run_open(const char *code, const char *chunkname, long n, tcl_error *why) {
     arm(n);
     tclc_state *S = NULL;
     int rc = tclc_open(&S);
-    run_outcome outcome = classify(rc, S ? tclc_error(S) : NULL, "tclc_open", why, why_size);
+    run_outcome outcome = classify(rc, S ? tclc_error(S) : NULL, "tclc_open", why);
     if (rc == TCLC_OK && code) {
         rc = tclc_dostring(S, code, chunkname);
-        outcome = classify(rc, tclc_error(S), "the workload", why, why_size);
+        outcome = classify(rc, tclc_error(S), "the workload", why);
     }
     disarm();
     /* a closed state keeps its shell (tclc_close: a second close is recognized): one allocation */
@@ -229,23 +231,21 @@ static run_outcome run_open(const char *code, const char *chunkname, long n, cha
 /* One run of the workload's code in the state S with allocation n failing (0: none); then
  * the kernel cache is emptied and the garbage collected, so that whatever the run made and
  * did not leak is freed. */
-static run_outcome run_code(tclc_state *S, const char *code, const char *chunkname, long n, char *why,
-                            size_t why_size) {
+static run_outcome run_code(tclc_state *S, const char *code, const char *chunkname, long n, tcl_error *why) {
     arm(n);
     int rc = tclc_dostring(S, code, chunkname);
     disarm();
-    run_outcome outcome = classify(rc, tclc_error(S), "the workload", why, why_size);
+    run_outcome outcome = classify(rc, tclc_error(S), "the workload", why);
     if (tclc_dostring(S, "tcl.kernel_cache.clear() collectgarbage() collectgarbage()", "=collect") != TCLC_OK) {
-        snprintf(why, why_size, "collectgarbage: %s", tclc_error(S));
+        tcl_fail(why, TCL_ERR_RUNTIME, "collectgarbage: %s", tclc_error(S));
         outcome = RUN_BAD;
     }
     return outcome;
 }
 
 /* A run: of the code in S, or with --open (S NULL) of an open and the code. */
-static run_outcome run_once(tclc_state *S, const char *code, const char *chunkname, long n, char *why,
-                            size_t why_size) {
-    return S ? run_code(S, code, chunkname, n, why, why_size) : run_open(code, chunkname, n, why, why_size);
+static run_outcome run_once(tclc_state *S, const char *code, const char *chunkname, long n, tcl_error *why) {
+    return S ? run_code(S, code, chunkname, n, why) : run_open(code, chunkname, n, why);
 }
 
 static char *read_file(const char *path) {
@@ -284,7 +284,8 @@ int main(int argc, char **argv) {
     snprintf(chunkname, sizeof chunkname, "@%s", path ? path : "");
     int rest = open ? 3 : 2;
     long first = argc > rest ? atol(argv[rest]) : 1, last = argc > rest + 1 ? atol(argv[rest + 1]) : 0;
-    char why[2048] = "";
+    tcl_error why;
+    tcl_error_clear(&why);
 
     /* A workload's runs share one state (opened without faults): a state's first use loads
      * modules and compiles rule sets, which would cost every run as much again. */
@@ -298,9 +299,8 @@ int main(int argc, char **argv) {
     /* Two clean runs: the first does what is done once (loading modules, LLVM's setup, ...),
      * the second gives the number of allocations and the live count every later run must
      * come back to. */
-    if (run_once(S, code, chunkname, 0, why, sizeof why) != RUN_OK ||
-        run_once(S, code, chunkname, 0, why, sizeof why) != RUN_OK) {
-        printf("alloc_faults: the workload fails without faults: %s\n", why);
+    if (run_once(S, code, chunkname, 0, &why) != RUN_OK || run_once(S, code, chunkname, 0, &why) != RUN_OK) {
+        printf("alloc_faults: the workload fails without faults: %s\n", why.message);
         printf("alloc_faults: 0 passed, 1 failed\n");
         return 1;
     }
@@ -309,12 +309,12 @@ int main(int argc, char **argv) {
 
     long passed = 0, failed = 0, oom = 0, absorbed = 0;
     for (long n = first; !last || n <= last; n++) {
-        why[0] = '\0';
-        run_outcome outcome = run_once(S, code, chunkname, n, why, sizeof why);
+        tcl_error_clear(&why);
+        run_outcome outcome = run_once(S, code, chunkname, n, &why);
         if (!fired) break; /* the workload made fewer than n allocations: every one was tried */
         long now = (long)live_now() - shells_kept;
         if (outcome == RUN_BAD) {
-            printf("alloc_faults: allocation %ld: not a clean error: %s\n", n, why);
+            printf("alloc_faults: allocation %ld: not a clean error: %s\n", n, why.message);
         } else if (open && now != baseline) {
             printf("alloc_faults: allocation %ld: %ld allocations leaked\n", n, now - baseline);
             if (getenv("ALLOC_FAULTS_SITES")) print_leaks();
