@@ -30,10 +30,10 @@ local function run_driver(args)
 end
 
 describe("allocation failures", function()
-  it("while building, hashing and rewriting graphs are clean out-of-memory errors", function()
+  it("while building, hashing and rewriting graphs and applying kernel opts are clean errors or absorbed", function()
     local passed, failed, clean, output = run_driver(q(workloads .. "graph.lua"))
     assert.are.equal(0, failed, output)
-    assert.is_true(passed >= 40 and clean == passed, output)
+    assert.is_true(passed >= 100 and clean >= 90, output)
   end)
 
   it("while realizing on CPU and EMU, taking gradients and loading files are clean errors or absorbed", function()

@@ -31,7 +31,8 @@
  *      as tcl_status_name names a status; "a buffer" for an operand that is not a value).
  *   6. At the boundary with foreign code a tcl_error becomes what the other side expects,
  *      and nowhere else: a Lua error in the Lua bindings (src/<layer>/lua_*.c: luaL_error,
- *      lua_error; the message unchanged, after the Lua function's name); the public
+ *      lua_error; the message unchanged, after the Lua function's name) and in the bodies
+ *      the embedding API runs inside its protected calls (src/api); the public
  *      TCLC_* codes and the state's message of the embedding API (below); the malloc'd
  *      message LLVM's memory-manager callback returns (tcl_jit_memory_finalize); the `tcl`
  *      program's lines on stderr. Code behind the boundary never raises a Lua error to

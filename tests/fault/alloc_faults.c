@@ -25,7 +25,9 @@
  *   - nothing crashed (under ASan and UBSan in build-asan, any report ends the program).
  * Usage: alloc_faults [--open] WORKLOAD.lua [FIRST_N [LAST_N]], or alloc_faults --open: prints one line per unclean run and a last line
  *   "alloc_faults: N passed, M failed (A allocations, K runs failed cleanly, J absorbed)"
- * where N + M is the number of runs; the exit status is 0 when every run was clean.
+ * where N + M is the number of runs; the exit status is 0 when every run was clean. With
+ * ALLOC_FAULTS_SITES set it also names the runs that absorbed their failure and, for a leak,
+ * where each leaked allocation was made (binary+offset, for addr2line).
  * THREADS=1 is set: with one thread the n-th allocation is the same one every run. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -51,6 +53,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool armed;             /* count allocations, fail the target-th */
 static long counted, target;   /* allocations counted since arming; which one fails (0: none) */
 static bool fired;
+static void *struck_site;         /* the caller of the allocation that failed */
 
 /* The live wrapped allocations: an open-addressing set of pointers (tombstones for removals). */
 #define TOMBSTONE ((void *)1)
@@ -90,19 +93,20 @@ static void live_add(void *p, struct origin o) {
     live_count++;
 }
 
-/* Prints the callers of the allocations of the last run still live (for addr2line). */
+/* Prints "alloc_faults:   what at binary+offset" (for addr2line). */
+static void print_site(const char *what, void *site) {
+    Dl_info info;
+    if (dladdr(site, &info) && info.dli_fname)
+        printf("alloc_faults:   %s at %s+0x%zx\n", what, info.dli_fname, (size_t)((char *)site - (char *)info.dli_fbase));
+    else
+        printf("alloc_faults:   %s at %p\n", what, site);
+}
+
+/* Prints the callers of the allocations of the last run still live. */
 static void print_leaks(void) {
     for (size_t i = 0; i < live_cap; i++)
         if (live[i] && live[i] != TOMBSTONE && live_origin[i].run == run_index)
-        {
-            Dl_info info;
-            void *site = live_origin[i].site;
-            if (dladdr(site, &info) && info.dli_fname)
-                printf("alloc_faults:   leaked: allocated at %s+0x%zx\n", info.dli_fname,
-                       (size_t)((char *)site - (char *)info.dli_fbase));
-            else
-                printf("alloc_faults:   leaked: allocated at %p\n", site);
-        }
+            print_site("leaked: allocated", live_origin[i].site);
 }
 
 static void live_remove(void *p) {
@@ -120,10 +124,11 @@ static void live_remove(void *p) {
 }
 
 /* Whether this allocation is the one to fail; counts it when armed. Called with the lock held. */
-static bool strike(void) {
+static bool strike(void *site) {
     if (!armed || fired) return false;
     if (++counted != target) return false;
     fired = true;
+    struck_site = site;
     return true;
 }
 
@@ -136,7 +141,7 @@ static size_t live_now(void) {
 
 void *__wrap_malloc(size_t size) {
     pthread_mutex_lock(&lock);
-    void *p = strike() ? NULL : __real_malloc(size);
+    void *p = strike(__builtin_return_address(0)) ? NULL : __real_malloc(size);
     if (p) live_add(p, (struct origin){__builtin_return_address(0), run_index});
     pthread_mutex_unlock(&lock);
     return p;
@@ -144,7 +149,7 @@ void *__wrap_malloc(size_t size) {
 
 void *__wrap_calloc(size_t n, size_t size) {
     pthread_mutex_lock(&lock);
-    void *p = strike() ? NULL : __real_calloc(n, size);
+    void *p = strike(__builtin_return_address(0)) ? NULL : __real_calloc(n, size);
     if (p) live_add(p, (struct origin){__builtin_return_address(0), run_index});
     pthread_mutex_unlock(&lock);
     return p;
@@ -152,7 +157,7 @@ void *__wrap_calloc(size_t n, size_t size) {
 
 void *__wrap_realloc(void *old, size_t size) {
     pthread_mutex_lock(&lock);
-    void *p = strike() ? NULL : __real_realloc(old, size);
+    void *p = strike(__builtin_return_address(0)) ? NULL : __real_realloc(old, size);
     if (p || (size == 0 && old)) { /* on failure the old block stays */
         if (old) live_remove(old);
         if (p) live_add(p, (struct origin){__builtin_return_address(0), run_index});
@@ -163,7 +168,7 @@ void *__wrap_realloc(void *old, size_t size) {
 
 char *__wrap_strdup(const char *s) {
     pthread_mutex_lock(&lock);
-    char *p = strike() ? NULL : __real_strdup(s);
+    char *p = strike(__builtin_return_address(0)) ? NULL : __real_strdup(s);
     if (p) live_add(p, (struct origin){__builtin_return_address(0), run_index});
     pthread_mutex_unlock(&lock);
     return p;
@@ -327,6 +332,10 @@ int main(int argc, char **argv) {
             passed++;
             if (outcome == RUN_OOM) oom++;
             else absorbed++;
+            if (outcome == RUN_OK && getenv("ALLOC_FAULTS_SITES")) {
+                printf("alloc_faults: allocation %ld: absorbed\n", n);
+                print_site("failed", struck_site);
+            }
         }
     }
     if (S) tclc_close(S);

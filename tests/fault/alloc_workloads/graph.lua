@@ -1,6 +1,6 @@
 -- The core and rewrite paths: nodes built and interned (the context's hash table), their
 -- content hashes, a rule set compiled into the C matcher and a graph_rewrite with it, then a
--- lazy tensor graph (nothing realized).
+-- lazy tensor graph (nothing realized), and kernel opts on a scheduled kernel.
 local tcl = require "tcl"
 local Tensor = tcl.Tensor
 local P = tcl.pattern
@@ -20,3 +20,11 @@ assert(P.graph_rewrite(e, simplify) == x, "x*1+0 ... simplifies to x")
 local a = Tensor.arange(12):reshape(3, 4)
 local s = (a * 2 + 1):sum(2)
 assert(s.shape[1] == 3)
+-- Kernel opts (src/opt) on the scheduled kernel of a sum.
+local opt = require "tcl.opt"
+local schedule = require "tcl.schedule"
+local ones = Tensor.zeros(4, 32, 64, { device = "EMU" }) + 1
+local k = opt.kernel(schedule.create({ ones:sum(3).uop }).kernels[1].ast, { has_threads = true, threads = 4 })
+k:apply("THREAD", 1, 4)
+k:apply("KBLOCK", 1, 16)
+assert(k:name() == "r_4t_4k_32_16", k:name())
