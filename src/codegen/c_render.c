@@ -443,8 +443,8 @@ static tcl_status emit_barrier(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
     int64_t in_flight;
-    char why[192];
-    if (!tcl_barrier_groups_in_flight(u, &in_flight, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    tcl_error why;
+    if (tcl_barrier_groups_in_flight(u, &in_flight, &why) != TCL_OK) return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
     if (r->uses_async && r->d->async_wait) {
         line(r);
         if (in_flight > 0) {
@@ -477,11 +477,12 @@ static tcl_status emit_store(tcl_crender *r, size_t i) {
     if (st != TCL_OK) return st;
     int count;
     const tcl_uop *load;
-    char why[192];
-    switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+    tcl_store_kind kind;
+    tcl_error why;
+    if (tcl_store_classify(u, &kind, &count, &load, &why) != TCL_OK) return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
+    switch (kind) {
     case TCL_STORE_PLAIN: break;
     case TCL_STORE_ASYNC: return emit_async_copy(r, i, addr, count, load);
-    case TCL_STORE_INVALID: return fail(r, TCL_ERR_INVALID, i, "%s", why);
     }
     const char *v;
     if ((st = value_of(r, i, 1, &v)) != TCL_OK) return st;
@@ -528,8 +529,9 @@ static tcl_status emit_after(tcl_crender *r, size_t i) {
  * (the kernel's workgroup is whole warps: render() checks it once the launch is known). */
 static tcl_status emit_shuffle(tcl_crender *r, size_t i) {
     int mask;
-    char why[160], count[8];
-    if (!tcl_shuffle_check(r->nodes[i], &mask, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    char count[8];
+    tcl_error why;
+    if (tcl_shuffle_check(r->nodes[i], &mask, &why) != TCL_OK) return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
     const char *v;
     tcl_status st = value_of(r, i, 0, &v);
     if (st != TCL_OK) return st;
@@ -557,10 +559,9 @@ static tcl_status emit_alu(tcl_crender *r, size_t i) {
 /* Checks instruction i's sources: each earlier in the list and, where it is read, defined at
  * top level or inside a loop still open here (C's scopes). */
 static tcl_status link_sources(tcl_crender *r, size_t i) {
-    char why[160];
-    if (tcl_scope_sources_ok(r->nodes[i], i, r->nodes, &r->index_of, r->defined_in, r->open, why, sizeof why))
-        return TCL_OK;
-    return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    tcl_error why;
+    if (tcl_scope_check_sources(r->nodes[i], i, r->nodes, &r->index_of, r->defined_in, r->open, &why) == TCL_OK) return TCL_OK;
+    return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
 }
 
 static tcl_status emit(tcl_crender *r, size_t i) {

@@ -555,7 +555,8 @@ static bool joins_run(const tcl_crender *r, size_t i) {
     if (r->wg_head[i] != SIZE_MAX || u->op == TCL_OP_AFTER) return true;
     int count;
     const tcl_uop *load;
-    char why[192];
+    tcl_store_kind kind;
+    tcl_error why; /* not said: a STORE that is no asynchronous copy only ends the group */
     switch ((tcl_op)u->op) {
     case TCL_OP_CONST:
     case TCL_OP_INDEX:
@@ -565,7 +566,7 @@ static bool joins_run(const tcl_crender *r, size_t i) {
         if (!loads_global(r, u)) return false;
         break;
     case TCL_OP_STORE:
-        if (tcl_store_classify(u, &count, &load, why, sizeof why) != TCL_STORE_ASYNC) return false;
+        if (tcl_store_classify(u, &kind, &count, &load, &why) != TCL_OK || kind != TCL_STORE_ASYNC) return false;
         break;
     default:
         if (!(tcl_op_get((tcl_op)u->op)->groups & (TCL_G_UNARY | TCL_G_BINARY | TCL_G_TERNARY))) return false;
@@ -714,8 +715,8 @@ tcl_status tcl_cwmma_emit(tcl_crender *r, size_t i) {
     const tcl_uop *u = r->nodes[i];
     const tcl_wmma_shape *s;
     int out;
-    char why[192];
-    if (!tcl_wmma_check(u, &s, &out, why, sizeof why)) return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    tcl_error why;
+    if (tcl_wmma_check(u, &s, &out, &why) != TCL_OK) return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
     bool warpgroup = tcl_wmma_is_warpgroup(s);
     if (!renders(r, s) && r->dialect == TCL_C_METAL)
         return fail(r, TCL_ERR_INVALID, i, "shape %s is not rendered in Metal (%sMetal renders m8n8k8_f32_f32)", s->name,

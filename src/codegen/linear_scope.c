@@ -1,8 +1,6 @@
 /* linear_scope.c — the source check renderers share (linear_scope.h). Layer: codegen. */
 #include "linear_scope.h"
 
-#include <stdio.h>
-
 #include "core/ops.h"
 
 typedef enum scope_problem {
@@ -25,19 +23,18 @@ static scope_problem check_sources(const tcl_uop *u, size_t i, const tcl_ptrmap 
     return SCOPE_OK;
 }
 
-bool tcl_scope_sources_ok(const tcl_uop *u, size_t i, tcl_uop *const *nodes, const tcl_ptrmap *index_of,
-                          const int32_t *defined_in, const uint8_t *open, char *why, size_t cap) {
+tcl_status tcl_scope_check_sources(const tcl_uop *u, size_t i, tcl_uop *const *nodes, const tcl_ptrmap *index_of,
+                                   const int32_t *defined_in, const uint8_t *open, tcl_error *err) {
     uint32_t k = 0;
     size_t s = 0;
     switch (check_sources(u, i, index_of, defined_in, open, &k, &s)) {
     case SCOPE_NOT_EARLIER:
-        snprintf(why, cap, "source %u (%s) is not earlier in the list", k + 1, tcl_op_get((tcl_op)u->src[k]->op)->name);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "source %u (%s) is not earlier in the list", k + 1,
+                        tcl_op_get((tcl_op)u->src[k]->op)->name);
     case SCOPE_LOOP_CLOSED:
-        snprintf(why, cap, "source %u (instruction %zu, %s) was defined inside a loop that is closed here", k + 1, s,
-                 tcl_op_get((tcl_op)nodes[s]->op)->name);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "source %u (instruction %zu, %s) was defined inside a loop that is closed here",
+                        k + 1, s, tcl_op_get((tcl_op)nodes[s]->op)->name);
     default:
-        return true;
+        return TCL_OK;
     }
 }

@@ -1022,11 +1022,12 @@ static tcl_status emit_store(renderer *r, size_t i) {
     if (u->dtype != TCL_VOID) return fail(r, TCL_ERR_INVALID, i, "must be void, not %s", dtype_name((tcl_dtype)u->dtype));
     int count;
     const tcl_uop *load;
-    char why[192];
-    switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+    tcl_store_kind kind;
+    tcl_error why;
+    if (tcl_store_classify(u, &kind, &count, &load, &why) != TCL_OK) return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
+    switch (kind) {
     case TCL_STORE_PLAIN: break;
     case TCL_STORE_ASYNC: return fail(r, TCL_ERR_INVALID, i, "an asynchronous copy into local memory is for GPU renderers");
-    case TCL_STORE_INVALID: return fail(r, TCL_ERR_INVALID, i, "%s", why);
     }
     size_t addr = 0;
     tcl_status st = address_of(r, i, &addr);
@@ -1164,10 +1165,9 @@ static tcl_status emit_end(renderer *r, size_t i) {
 /* Checks instruction i's sources: each earlier in the list and, where it is read, defined at
  * top level or inside a loop still open here. */
 static tcl_status link_sources(renderer *r, size_t i) {
-    char why[160];
-    if (tcl_scope_sources_ok(r->nodes[i], i, r->nodes, &r->index_of, r->defined_in, r->open, why, sizeof why))
-        return TCL_OK;
-    return fail(r, TCL_ERR_INVALID, i, "%s", why);
+    tcl_error why;
+    if (tcl_scope_check_sources(r->nodes[i], i, r->nodes, &r->index_of, r->defined_in, r->open, &why) == TCL_OK) return TCL_OK;
+    return fail(r, TCL_ERR_INVALID, i, "%s", why.message);
 }
 
 static tcl_status emit(renderer *r, size_t i) {

@@ -1,12 +1,14 @@
-/* error.h — the one error convention of the C layers: a status code and a message.
- * Layer: core (every layer above uses it).
+/* error.h — the error convention of the C layers: a status code and a message, and the one
+ * other style there is, at the boundary with foreign code (rule 6). Layer: core (every layer
+ * above uses it).
  *
  * The rule:
  *   1. A function that can fail returns a tcl_status (TCL_OK on success), or a pointer
  *      that is NULL exactly when it failed.
  *   2. The message is in a tcl_error:
- *        - functions of a context (nodes, rules, rewrites) write the context's own
- *          (tcl_ctx_last_error; read back with tcl_ctx_error / tcl_ctx_status);
+ *        - functions of a context (nodes, rules, rewrites; the CPU JIT's code memory, whose
+ *          functions LLVM calls back) write the context's own (tcl_ctx_last_error, read
+ *          back with tcl_ctx_error / tcl_ctx_status; tcl_jit_memory_error);
  *        - functions without a context (runtime buffers and programs) write a tcl_error
  *          the caller passes in (often on the caller's stack).
  *      A message is written only on failure: after a success it still tells the last
@@ -23,7 +25,18 @@
  *          their caller knows what it was building and writes "out of memory" itself.
  *   5. Predicates and classifications are not errors: tcl_uop_bounds (no interval),
  *      tcl_scalar_from_arg (does not fit), tcl_alu_exec's outcome (core/alu.h). Their
- *      callers decide whether that is a failure and say so in their own tcl_error.
+ *      callers decide whether that is a failure and say so in their own tcl_error. Helpers
+ *      that name something for a message are not errors either: they return a phrase and
+ *      never signal a failure (tcl_alu_undefined_reason names an outcome of tcl_alu_exec,
+ *      as tcl_status_name names a status; "a buffer" for an operand that is not a value).
+ *   6. At the boundary with foreign code a tcl_error becomes what the other side expects,
+ *      and nowhere else: a Lua error in the Lua bindings (src/<layer>/lua_*.c: luaL_error,
+ *      lua_error; the message unchanged, after the Lua function's name) and in the bodies
+ *      the embedding API runs inside its protected calls (src/api); the public
+ *      TCLC_* codes and the state's message of the embedding API (below); the malloc'd
+ *      message LLVM's memory-manager callback returns (tcl_jit_memory_finalize); the `tcl`
+ *      program's lines on stderr. Code behind the boundary never raises a Lua error to
+ *      report its own failure.
  *
  * Messages keep the texts users see (Lua bindings raise them unchanged, adding only the
  * prefix of the Lua function, e.g. "runtime.buffer: "), so a message never starts with the

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "error.h"
 #include "uop.h"
 
 /* Threads of a warp: 32 consecutive threads of a workgroup in linear order (lidx0 fastest). */
@@ -18,8 +19,8 @@
 bool tcl_shuffle_dtype_ok(tcl_dtype dt);
 
 /* Checks SHUFFLE node u: one source of u's dtype, a dtype tcl_shuffle_dtype_ok takes, and an
- * integer arg, the mask, in 1..TCL_SHUFFLE_WARP-1, into *mask; false, with why (cap bytes), when
- * it breaks one of these. */
-bool tcl_shuffle_check(const tcl_uop *u, int *mask, char *why, size_t cap);
+ * integer arg, the mask, in 1..TCL_SHUFFLE_WARP-1, into *mask; TCL_ERR_INVALID, saying which it
+ * breaks in err, when it breaks one of these. */
+tcl_status tcl_shuffle_check(const tcl_uop *u, int *mask, tcl_error *err);
 
 #endif

@@ -89,40 +89,36 @@ tcl_wmma_strides tcl_wmma_strides_of(const tcl_uop *u) {
 /* The most a stride may be: PTX's matrix descriptor holds byte offsets >> 4 in 14 bits. */
 #define MAX_STRIDE_ELEMENTS (1 << 17)
 
-/* Whether a warpgroup WMMA's arg {shape, out, strides} has four valid strides; why if not. */
-static bool check_strides(const tcl_arg *a, const tcl_wmma_shape *s, char *why, size_t cap) {
+/* Whether a warpgroup WMMA's arg {shape, out, strides} has four valid strides; err says why not. */
+static tcl_status check_strides(const tcl_arg *a, const tcl_wmma_shape *s, tcl_error *err) {
     static const char *const names[4] = {"a_rows8", "a_k8", "b_k8", "b_cols8"};
     const tcl_arg *st = a->len >= 3 ? &a->v.items[2] : NULL;
     if (!st || (st->kind != TCL_ARG_INTS && st->kind != TCL_ARG_TUPLE) || st->len != 4) {
-        snprintf(why, cap, "%s's arg must be {shape, out, {a_rows8, a_k8, b_k8, b_cols8}} (the tiles' strides)", s->name);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "%s's arg must be {shape, out, {a_rows8, a_k8, b_k8, b_cols8}} (the tiles' strides)", s->name);
     }
     for (int k = 0; k < 4; k++) {
         int64_t v;
         if (!tcl_arg_int_at(st, (size_t)k, &v) || v <= 0 || v % 8 != 0 || v >= MAX_STRIDE_ELEMENTS) {
-            snprintf(why, cap, "%s's stride %s must be a positive multiple of 8 elements below %d", s->name, names[k],
-                     MAX_STRIDE_ELEMENTS);
-            return false;
+            return tcl_fail(err, TCL_ERR_INVALID, "%s's stride %s must be a positive multiple of 8 elements below %d", s->name, names[k],
+                            MAX_STRIDE_ELEMENTS);
         }
     }
-    return true;
+    return TCL_OK;
 }
 
 /* Whether source k of a warpgroup WMMA is an INDEX of the input dtype into a local array. */
-static bool check_tile(const tcl_uop *u, uint32_t k, const tcl_wmma_shape *s, char *why, size_t cap) {
+static tcl_status check_tile(const tcl_uop *u, uint32_t k, const tcl_wmma_shape *s, tcl_error *err) {
     const tcl_uop *x = u->src[k];
     const tcl_uop *mem = x->op == TCL_OP_INDEX && x->nsrc == 2 ? tcl_uop_past_afters(x->src[0]) : NULL;
     if (!mem || mem->op != TCL_OP_DEFINE_LOCAL) {
-        snprintf(why, cap, "source %u (%s) must be an INDEX into a DEFINE_LOCAL: %s reads its tiles from local memory", k + 1,
-                 k == 0 ? "A" : "B", s->name);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "source %u (%s) must be an INDEX into a DEFINE_LOCAL: %s reads its tiles from local memory", k + 1,
+                        k == 0 ? "A" : "B", s->name);
     }
     if ((tcl_dtype)x->dtype != s->in) {
-        snprintf(why, cap, "source %u (%s) must be %s for %s, not %s", k + 1, k == 0 ? "A" : "B", dtype_name(s->in), s->name,
-                 dtype_name((tcl_dtype)x->dtype));
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "source %u (%s) must be %s for %s, not %s", k + 1, k == 0 ? "A" : "B", dtype_name(s->in), s->name,
+                        dtype_name((tcl_dtype)x->dtype));
     }
-    return true;
+    return TCL_OK;
 }
 
 bool tcl_wmma_staged(const tcl_uop *u) {
@@ -139,7 +135,7 @@ bool tcl_wmma_deferred(const tcl_uop *u) {
     return flag->kind == TCL_ARG_STR && flag->len == 8 && memcmp(flag->v.s, "deferred", 8) == 0;
 }
 
-bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap) {
+tcl_status tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, tcl_error *err) {
     const tcl_arg *a = &u->arg;
     const tcl_wmma_shape *s = NULL;
     if (a->kind == TCL_ARG_TUPLE && a->len >= 2 && a->len <= 4 && a->v.items[0].kind == TCL_ARG_STR &&
@@ -148,43 +144,38 @@ bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, ch
     if (s && !tcl_wmma_is_warpgroup(s) && (a->len == 4 || (a->len == 3 && !tcl_wmma_staged(u)))) s = NULL;
     if (s && tcl_wmma_is_warpgroup(s) && a->len == 4 && !tcl_wmma_deferred(u)) s = NULL;
     if (!s) {
-        size_t used = (size_t)snprintf(why, cap, "arg must be {shape, out}, {shape, out, \"staged\"} or (a warpgroup shape wg_*) {shape, out, {strides}[, \"deferred\"]} with shape one of");
-        for (size_t k = 0; k < tcl_wmma_nshapes && used < cap; k++)
-            used += (size_t)snprintf(why + used, cap - used, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
-        return false;
+        tcl_fail(err, TCL_ERR_INVALID, "arg must be {shape, out}, {shape, out, \"staged\"} or (a warpgroup shape wg_*) {shape, out, {strides}[, \"deferred\"]} with shape one of");
+        for (size_t k = 0; k < tcl_wmma_nshapes; k++) tcl_error_append(err, "%s \"%s\"", k ? "," : "", tcl_wmma_shapes[k].name);
+        return TCL_ERR_INVALID;
     }
     int64_t o = a->v.items[1].v.i;
     if (o < 0 || o >= s->nreg[TCL_WMMA_C]) {
-        snprintf(why, cap, "out %lld is not a register of %s's D fragment (0..%d)", (long long)o, s->name, s->nreg[TCL_WMMA_C] - 1);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "out %lld is not a register of %s's D fragment (0..%d)", (long long)o, s->name, s->nreg[TCL_WMMA_C] - 1);
     }
     if (u->dtype != s->acc) {
-        snprintf(why, cap, "dtype must be %s (%s's accumulator), not %s", dtype_name(s->acc), s->name, dtype_name(u->dtype));
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "dtype must be %s (%s's accumulator), not %s", dtype_name(s->acc), s->name, dtype_name(u->dtype));
     }
-    if (tcl_wmma_is_warpgroup(s) && !check_strides(a, s, why, cap)) return false;
+    if (tcl_wmma_is_warpgroup(s) && check_strides(a, s, err) != TCL_OK) return TCL_ERR_INVALID;
     uint32_t want = (uint32_t)(s->nreg[0] + s->nreg[1] + s->nreg[2]);
     if (u->nsrc != want) {
-        snprintf(why, cap, "%s takes %u sources (%d of A, %d of B, %d of C), got %u", s->name, want, s->nreg[0], s->nreg[1],
-                 s->nreg[2], u->nsrc);
-        return false;
+        return tcl_fail(err, TCL_ERR_INVALID, "%s takes %u sources (%d of A, %d of B, %d of C), got %u", s->name, want, s->nreg[0], s->nreg[1],
+                        s->nreg[2], u->nsrc);
     }
     static const char *const operand[3] = {"A", "B", "C"};
     uint32_t k = 0;
     if (tcl_wmma_is_warpgroup(s)) {
         for (; k < 2; k++)
-            if (!check_tile(u, k, s, why, cap)) return false;
+            if (check_tile(u, k, s, err) != TCL_OK) return TCL_ERR_INVALID;
     }
     for (int w = tcl_wmma_is_warpgroup(s) ? TCL_WMMA_C : 0; w < 3; w++) {
         tcl_dtype d = w == TCL_WMMA_C ? s->acc : s->in;
         for (int reg = 0; reg < s->nreg[w]; reg++, k++)
             if ((tcl_dtype)u->src[k]->dtype != d) {
-                snprintf(why, cap, "source %u (%s register %d) must be %s for %s, not %s", k + 1, operand[w], reg, dtype_name(d),
-                         s->name, dtype_name((tcl_dtype)u->src[k]->dtype));
-                return false;
+                return tcl_fail(err, TCL_ERR_INVALID, "source %u (%s register %d) must be %s for %s, not %s", k + 1, operand[w], reg, dtype_name(d),
+                                s->name, dtype_name((tcl_dtype)u->src[k]->dtype));
             }
     }
     *shape = s;
     *out = (int)o;
-    return true;
+    return TCL_OK;
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "dtype.h"
+#include "error.h"
 #include "uop.h"
 
 /* The lanes that execute one WMMA of a warp shape together. */
@@ -83,8 +84,8 @@ bool tcl_wmma_deferred(const tcl_uop *u);
  * the strides positive multiples of 8 below 2^17), its
  * dtype (the accumulator's), the number of its sources and their dtypes (a warpgroup shape's A
  * and B: INDEX nodes of the input dtype into a DEFINE_LOCAL, possibly through AFTER). On success sets *shape and *out
- * and returns true; otherwise writes why into why (cap bytes) and returns false. The sources
- * are not checked to be values: that is the caller's to say in its own terms. */
-bool tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, char *why, size_t cap);
+ * and returns TCL_OK; otherwise TCL_ERR_INVALID, saying why in err. The sources are not checked
+ * to be values: that is the caller's to say in its own terms. */
+tcl_status tcl_wmma_check(const tcl_uop *u, const tcl_wmma_shape **shape, int *out, tcl_error *err);
 
 #endif

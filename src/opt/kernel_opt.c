@@ -663,46 +663,48 @@ static tcl_status apply_swap(tcl_opt_kernel *k, tcl_opt opt) {
     return s;
 }
 
-/* Why the kernel's results cannot live in its output between blocks of range r (KBLOCK), or
- * NULL when they can: one store of one REDUCE over r, of the output's dtype, and no read of
- * the output. */
-static const char *kblock_obstacle(const tcl_opt_kernel *k, const tcl_uop *r) {
-    if (k->sink->nsrc != 1) return "the kernel must have one store";
+/* Whether the kernel's results can live in its output between blocks of range r (KBLOCK, opt on
+ * axis ra): one store of one REDUCE over r, of the output's dtype, and no read of the output;
+ * else the error for opt, saying what stands in the way. */
+static tcl_status kblock_check(tcl_opt_kernel *k, tcl_opt opt, const tcl_opt_range *ra) {
+    const tcl_uop *r = ra->range;
+    if (k->sink->nsrc != 1) return invalid(k, opt, ra, "the kernel must have one store");
     const tcl_uop *store = k->sink->src[0];
     while (store->op == TCL_OP_END && store->nsrc >= 2) store = store->src[0];
     if (store->op != TCL_OP_STORE || store->nsrc < 2 || store->src[0]->op != TCL_OP_INDEX)
-        return "the kernel must have one store";
+        return invalid(k, opt, ra, "the kernel must have one store");
     const tcl_uop *out = store->src[0]->src[0];
     size_t count;
     tcl_uop *const *topo = tcl_uop_toposort(k->sink, &count);
-    if (!topo) return "out of memory";
+    if (!topo) return tcl_fail(tcl_ctx_last_error(k->ctx), TCL_ERR_MEMORY, "kernel opts: out of memory");
     const tcl_uop *reduce = NULL;
     for (size_t i = 0; i < count; i++) {
         const tcl_uop *u = topo[i];
         if (u->op == TCL_OP_REDUCE) {
-            if (reduce) return "the kernel has more than one reduction";
+            if (reduce) return invalid(k, opt, ra, "the kernel has more than one reduction");
             reduce = u;
         }
         if (u->op == TCL_OP_LOAD && u->nsrc >= 1 && u->src[0]->op == TCL_OP_INDEX && u->src[0]->src[0] == out)
-            return "the kernel reads its output";
+            return invalid(k, opt, ra, "the kernel reads its output");
     }
     bool over_r = false;
     for (uint32_t i = 1; reduce && i < reduce->nsrc; i++) over_r |= reduce->src[i] == r;
-    if (!over_r) return "the axis is not the range of the kernel's reduction";
+    if (!over_r) return invalid(k, opt, ra, "the axis is not the range of the kernel's reduction");
     const tcl_arg *a = &reduce->arg;
     if (a->kind == TCL_ARG_TUPLE && a->len > 0) a = &a->v.items[0];
     if (a->kind != TCL_ARG_STR || (strcmp(a->v.s, "ADD") && strcmp(a->v.s, "MUL") && strcmp(a->v.s, "MAX")))
-        return "the reduction's op is not ADD, MUL or MAX";
+        return invalid(k, opt, ra, "the reduction's op is not ADD, MUL or MAX");
     if (out->op != TCL_OP_PARAM || out->dtype != reduce->dtype)
-        return "the output's dtype differs from the reduction's, which the output holds between blocks";
-    return NULL;
+        return invalid(k, opt, ra, "the output's dtype differs from the reduction's, which the output holds between blocks");
+    return TCL_OK;
 }
 
-/* NULL when amount is a valid TC tile configuration (kernel_opt.h), with the warps of its
- * workgroup in *warps; else why it is not. */
-static const char *tc_config_warps(int64_t amount, int64_t *warps) {
+/* Whether opt's amount is a valid TC tile configuration (kernel_opt.h), with the warps of its
+ * workgroup in *warps; else the error for opt, saying why it is not. */
+static tcl_status tc_config_warps(tcl_opt_kernel *k, tcl_opt opt, int64_t *warps) {
+    int64_t amount = opt.amount;
     *warps = 1;
-    if (amount == 0) return NULL;
+    if (amount == 0) return TCL_OK;
     /* 1 in front: staged through local memory; 2: staged, double-buffered: the same tiles; 3:
      * warpgroups (4 warps each) of tiles 64 rows by 64*TN columns; before a 2 or 3, the buffers
      * of a deeper pipeline (3..8): the same tiles */
@@ -714,26 +716,28 @@ static const char *tc_config_warps(int64_t amount, int64_t *warps) {
         "before a 2 or 3 optionally the buffers of a deeper pipeline, 3 to 8 (431122)";
     int64_t buffers = amount / 100000, front = amount / 10000 % 10;
     bool pipeline_ok = buffers == 0 || (buffers >= 3 && buffers <= 8 && (front == 2 || front == 3));
-    if (!pipeline_ok || front > 3) return not_a_configuration;
+    if (!pipeline_ok || front > 3) return invalid(k, opt, NULL, "%s", not_a_configuration);
     bool warpgroups = front == 3;
     amount %= 10000;
-    if (amount < 1111 || amount > 4488) return not_a_configuration;
+    if (amount < 1111 || amount > 4488) return invalid(k, opt, NULL, "%s", not_a_configuration);
     int64_t wm = amount / 1000, wn = amount / 100 % 10, tm = amount / 10 % 10, tn = amount % 10;
     if (warpgroups) {
         if (!(wm == 1 || wm == 2 || wm == 4) || !(wn == 1 || wn == 2))
-            return "TC's warpgroups along m and n (the first two digits after the 3) must be 1, 2 or 4 and 1 or 2";
+            return invalid(k, opt, NULL,
+                           "TC's warpgroups along m and n (the first two digits after the 3) must be 1, 2 or 4 and 1 or 2");
         if (!(tm == 1 || tm == 2 || tm == 4) || !(tn == 1 || tn == 2 || tn == 4))
-            return "TC's tiles of 64 rows per warpgroup and width in 64 columns (the last two digits) must each be 1, "
-                   "2 or 4";
+            return invalid(k, opt, NULL,
+                           "TC's tiles of 64 rows per warpgroup and width in 64 columns (the last two digits) must each "
+                           "be 1, 2 or 4");
         *warps = wm * wn * 4;
-        return NULL;
+        return TCL_OK;
     }
     bool warps_ok = (wm == 1 || wm == 2 || wm == 4) && (wn == 1 || wn == 2 || wn == 4);
     bool tiles_ok = (tm == 1 || tm == 2 || tm == 4 || tm == 8) && (tn == 1 || tn == 2 || tn == 4 || tn == 8);
-    if (!warps_ok) return "TC's warps along m and n (its first two digits) must each be 1, 2 or 4";
-    if (!tiles_ok) return "TC's tiles per warp along m and n (its last two digits) must each be 1, 2, 4 or 8";
+    if (!warps_ok) return invalid(k, opt, NULL, "TC's warps along m and n (its first two digits) must each be 1, 2 or 4");
+    if (!tiles_ok) return invalid(k, opt, NULL, "TC's tiles per warp along m and n (its last two digits) must each be 1, 2, 4 or 8");
     *warps = wm * wn;
-    return NULL;
+    return TCL_OK;
 }
 
 tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
@@ -747,8 +751,7 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
         if (k->napplied > 0) return invalid(k, opt, NULL, "TC must be the first opt");
         if (opt.axis != 0) return invalid(k, opt, NULL, "TC takes axis 1 (the renderer's tensor-core shape)");
         int64_t warps;
-        const char *why = tc_config_warps(opt.amount, &warps);
-        if (why) return invalid(k, opt, NULL, "%s", why);
+        if ((s = tc_config_warps(k, opt, &warps)) != TCL_OK) return s;
         if (caps->threads_max > 0 && warps * TCL_OPT_TC_WARP > caps->threads_max)
             return invalid(k, opt, NULL,
                            "a workgroup of %" PRId64 " warps is %" PRId64 " threads, the device allows %" PRId64, warps,
@@ -813,8 +816,7 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
         s = split_target(k, opt, BIT(REDUCE), BIT(REDUCE), 0, &r, &amount);
         if (s == TCL_OK) {
             if (amount == r->size) return invalid(k, opt, r, "one block of the whole axis blocks nothing");
-            const char *why = kblock_obstacle(k, r->range);
-            if (why) return invalid(k, opt, r, "%s", why);
+            if ((s = kblock_check(k, opt, r)) != TCL_OK) return s;
             amount = r->size / amount; /* the new axis counts the blocks, outside the rest */
         }
         type = TCL_AXIS_KBLOCK;

@@ -22,7 +22,11 @@ local env = require "tcl.env"
 local runtime = require "tcl.runtime"
 local disk_cache = require "tcl.codegen.disk_cache"
 local have_llvm, llvm = pcall(require, "tcl.llvm")
-if not have_llvm then error("the LLVM renderer (module tcl.llvm) is not in this build", 0) end
+if not have_llvm then
+  -- absent from the build, or failed while loading (out of memory...): that error as it is
+  if not tostring(llvm):find("module 'tcl.llvm' not found", 1, true) then error(llvm, 0) end
+  error("the LLVM renderer (module tcl.llvm) is not in this build", 0)
+end
 local core = require "tcl.core"
 local kernel_cache = require "tcl.codegen.kernel_cache"
 

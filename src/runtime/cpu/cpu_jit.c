@@ -205,10 +205,11 @@ tcl_status tcl_cpu_jit_load(tcl_cpu_jit *jit, const char *entry, const void *obj
         return tcl_fail(err, TCL_ERR_MEMORY, "CPU: out of memory loading kernel %s", entry);
     }
     /* room first: RTDyld aborts the process when a section finds no memory */
-    if (!tcl_jit_memory_reserve(jit->memory, tcl_jit_memory_room_for(object, size))) {
+    if (tcl_jit_memory_reserve(jit->memory, tcl_jit_memory_room_for(object, size)) != TCL_OK) {
         free(name);
         give_slot(jit, slot);
-        return tcl_fail(err, TCL_ERR_MEMORY, "CPU: no memory for kernel code: %s", tcl_jit_memory_failure(jit->memory));
+        return tcl_fail(err, TCL_ERR_MEMORY, "CPU: no memory for kernel code: %s",
+                        tcl_jit_memory_error(jit->memory)->message);
     }
     LLVMOrcResourceTrackerRef tracker;
     LLVMOrcExecutorAddress address = 0;

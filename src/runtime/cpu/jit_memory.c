@@ -40,7 +40,7 @@ struct tcl_jit_memory {
     tcl_jit_memory_stats stats;
     size_t last_used;
     struct object_memory *spare; /* the next object's record, made by the reservation */
-    char failure[160];
+    tcl_error error; /* why the last reservation or section failed */
 };
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -73,9 +73,9 @@ void tcl_jit_memory_free(tcl_jit_memory *m) {
     free(m);
 }
 
-/* Maps a slab of at least `bytes` and makes it the one new objects go into; false with
- * m->failure set when the bound or the system refuses. */
-static bool open_slab(tcl_jit_memory *m, size_t bytes) {
+/* Maps a slab of at least `bytes` and makes it the one new objects go into; TCL_ERR_MEMORY,
+ * with m->error set, when the bound or the system refuses. */
+static tcl_status open_slab(tcl_jit_memory *m, size_t bytes) {
     if (m->slabs && !m->slabs->objects) { /* the open slab is empty but too small */
         slab *empty = m->slabs;
         m->slabs = empty->next;
@@ -87,10 +87,9 @@ static bool open_slab(tcl_jit_memory *m, size_t bytes) {
         if (size > room && room >= round_up(bytes, m->page)) size = room;
     }
     if (m->limit && m->stats.mapped_bytes + size > m->limit) {
-        snprintf(m->failure, sizeof m->failure,
-                 "the JIT's code memory is at its bound (%zu KiB in %zu slab%s, bound %zu KiB)",
-                 m->stats.mapped_bytes >> 10, m->stats.slabs, m->stats.slabs == 1 ? "" : "s", m->limit >> 10);
-        return false;
+        return tcl_fail(&m->error, TCL_ERR_MEMORY,
+                        "the JIT's code memory is at its bound (%zu KiB in %zu slab%s, bound %zu KiB)",
+                        m->stats.mapped_bytes >> 10, m->stats.slabs, m->stats.slabs == 1 ? "" : "s", m->limit >> 10);
     }
     slab *s = calloc(1, sizeof *s);
     uint32_t *users = calloc(size / m->page, sizeof *users);
@@ -98,11 +97,11 @@ static bool open_slab(tcl_jit_memory *m, size_t bytes) {
                             : MAP_FAILED;
     if (base == MAP_FAILED) {
         int code = s && users ? errno : ENOMEM;
-        snprintf(m->failure, sizeof m->failure, "mapping %zu KiB for kernel code failed (%s; the JIT holds %zu slabs)",
+        tcl_fail(&m->error, TCL_ERR_MEMORY, "mapping %zu KiB for kernel code failed (%s; the JIT holds %zu slabs)",
                  size >> 10, strerror(code), m->stats.slabs);
         free(s);
         free(users);
-        return false;
+        return TCL_ERR_MEMORY;
     }
     s->base = base;
     s->size = size;
@@ -112,23 +111,17 @@ static bool open_slab(tcl_jit_memory *m, size_t bytes) {
     m->slabs = s;
     m->stats.slabs++;
     m->stats.mapped_bytes += size;
-    return true;
+    return TCL_OK;
 }
 
-bool tcl_jit_memory_reserve(tcl_jit_memory *m, size_t bytes) {
+tcl_status tcl_jit_memory_reserve(tcl_jit_memory *m, size_t bytes) {
     m->expected = bytes;
-    m->failure[0] = 0;
-    if (bytes > SIZE_MAX / 4) {
-        snprintf(m->failure, sizeof m->failure, "an object whose sections need %zu bytes", bytes);
-        return false;
-    }
-    if (!m->spare && !(m->spare = calloc(1, sizeof *m->spare))) {
-        snprintf(m->failure, sizeof m->failure, "out of memory");
-        return false;
-    }
+    tcl_error_clear(&m->error);
+    if (bytes > SIZE_MAX / 4) return tcl_fail(&m->error, TCL_ERR_MEMORY, "an object whose sections need %zu bytes", bytes);
+    if (!m->spare && !(m->spare = calloc(1, sizeof *m->spare))) return tcl_fail(&m->error, TCL_ERR_MEMORY, "out of memory");
     size_t need = bytes + 2 * m->page; /* code and writable data on pages of their own */
     slab *s = m->slabs;
-    if (s && s->rw_bottom - s->exec_top >= need) return true;
+    if (s && s->rw_bottom - s->exec_top >= need) return TCL_OK;
     return open_slab(m, need);
 }
 
@@ -186,7 +179,7 @@ size_t tcl_jit_memory_room_for(const void *object, size_t size) {
 }
 
 size_t tcl_jit_memory_last_used(const tcl_jit_memory *m) { return m->last_used; }
-const char *tcl_jit_memory_failure(const tcl_jit_memory *m) { return m->failure[0] ? m->failure : NULL; }
+const tcl_error *tcl_jit_memory_error(const tcl_jit_memory *m) { return &m->error; }
 void tcl_jit_memory_set_limit(tcl_jit_memory *m, size_t bytes) { m->limit = bytes; }
 tcl_jit_memory_stats tcl_jit_memory_get_stats(const tcl_jit_memory *m) { return m->stats; }
 
@@ -250,7 +243,7 @@ static uint8_t *allocate(object_memory *o, uintptr_t size, unsigned alignment, b
     m->last_used = o->used;
     return s->base + at;
 full:
-    snprintf(m->failure, sizeof m->failure, "a section of %zu bytes does not fit the kernel's slab", (size_t)size);
+    tcl_fail(&m->error, TCL_ERR_MEMORY, "a section of %zu bytes does not fit the kernel's slab", (size_t)size);
     return NULL;
 }
 

@@ -37,19 +37,21 @@ tcl_jit_memory *tcl_jit_memory_new(void);
 void tcl_jit_memory_free(tcl_jit_memory *m);
 
 /* Makes room for the next object (the next context created): `bytes` for its sections, in
- * the open slab or a new one. False with tcl_jit_memory_failure set when the bound or the
- * system refuses a new slab: then the object must not be linked (LLVM's RTDyld aborts the
- * process when a section finds no memory). Call before each load, with a bound on what the
- * object's sections take (tcl_jit_memory_room_for). */
-bool tcl_jit_memory_reserve(tcl_jit_memory *m, size_t bytes);
+ * the open slab or a new one. TCL_ERR_MEMORY, with tcl_jit_memory_error saying why, when the
+ * bound or the system refuses a new slab: then the object must not be linked (LLVM's RTDyld
+ * aborts the process when a section finds no memory). Call before each load, with a bound on
+ * what the object's sections take (tcl_jit_memory_room_for). */
+tcl_status tcl_jit_memory_reserve(tcl_jit_memory *m, size_t bytes);
 /* An upper bound on the bytes an ELF object's sections take once linked: its allocated
  * sections with their alignment, zero-filled ones included, and a stub and a GOT entry per
  * relocation; twice the object's size plus a page when it cannot be read as ELF64. */
 size_t tcl_jit_memory_room_for(const void *object, size_t size);
 /* Bytes the last object created took (its sections with their alignment). */
 size_t tcl_jit_memory_last_used(const tcl_jit_memory *m);
-/* Why the last reservation failed (a message for the user), or NULL. */
-const char *tcl_jit_memory_failure(const tcl_jit_memory *m);
+/* The memory manager's own error (error.h, rule 2: it is the context of LLVM's callbacks, which
+ * cannot take one): why the last reservation, or a section since, failed; TCL_OK after a
+ * reservation that succeeded. */
+const tcl_error *tcl_jit_memory_error(const tcl_jit_memory *m);
 
 /* At most `bytes` of slabs mapped at once (0: no bound beyond the system's): a test hook for
  * running out of mappings, and a way to cap a state's code memory. */

@@ -167,17 +167,17 @@ static tcl_status check_node(builder *b, size_t i) {
     case TCL_OP_BARRIER: {
         if (u->dtype != TCL_VOID) return fail(b, TCL_ERR_INVALID, i, "must be void, not %s", tcl_emu_dtype_name(u->dtype));
         int64_t in_flight;
-        char why[192];
-        if (!tcl_barrier_groups_in_flight(u, &in_flight, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_barrier_groups_in_flight(u, &in_flight, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         in->kind = K_BARRIER;
-        in->which = (int32_t)in_flight; /* no arg: it waits for every copy, as n = 0 */
+        in->groups_left = (int32_t)in_flight; /* no arg: it waits for every copy, as n = 0 */
         return TCL_OK;
     }
     case TCL_OP_WMMA: {
         const tcl_wmma_shape *shape;
         int out;
-        char why[512]; /* the refusal of an unknown shape lists every shape */
-        if (!tcl_wmma_check(u, &shape, &out, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_wmma_check(u, &shape, &out, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         /* a warpgroup shape's A and B are INDEXes into local memory (tcl_wmma_check saw to it):
          * addresses, read at the stop; the C registers are values as in every shape */
         bool warpgroup = tcl_wmma_is_warpgroup(shape);
@@ -188,7 +188,7 @@ static tcl_status check_node(builder *b, size_t i) {
         in->kind = K_WMMA;
         in->shape = (uint8_t)(shape - tcl_wmma_shapes);
         in->deferred = warpgroup && tcl_wmma_deferred(u);
-        in->which = out;
+        in->wmma_out = out;
         if (!b->first_wmma) b->first_wmma = i + 1;
         tcl_wmma_strides strides = warpgroup ? tcl_wmma_strides_of(u) : (tcl_wmma_strides){0, 0, 0, 0};
         const tcl_wmma_strides *last = p->ntile_strides ? &p->tile_strides[p->ntile_strides - 1] : NULL;
@@ -213,11 +213,11 @@ static tcl_status check_node(builder *b, size_t i) {
     }
     case TCL_OP_SHUFFLE: {
         int mask;
-        char why[160];
-        if (!tcl_shuffle_check(u, &mask, why, sizeof why)) return fail(b, TCL_ERR_INVALID, i, "%s", why);
+        tcl_error why;
+        if (tcl_shuffle_check(u, &mask, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
         if (!is_value(s0)) return fail(b, TCL_ERR_INVALID, i, "source 1 (%s) is %s", tcl_emu_op_name(s0->op), not_value_reason(s0));
         in->kind = K_SHUFFLE;
-        in->which = mask;
+        in->lane_mask = mask;
         if (!b->first_shuffle) b->first_shuffle = i + 1;
         return TCL_OK;
     }
@@ -277,15 +277,16 @@ static tcl_status check_node(builder *b, size_t i) {
             return fail(b, TCL_ERR_INVALID, i, "the gate must be a bool value, not %s %s", tcl_emu_dtype_name(s2->dtype), tcl_emu_op_name(s2->op));
         int count = 0;
         const tcl_uop *load = NULL;
-        char why[192];
-        switch (tcl_store_classify(u, &count, &load, why, sizeof why)) {
+        tcl_store_kind kind;
+        tcl_error why;
+        if (tcl_store_classify(u, &kind, &count, &load, &why) != TCL_OK) return fail(b, TCL_ERR_INVALID, i, "%s", why.message);
+        switch (kind) {
         case TCL_STORE_PLAIN: in->kind = K_STORE; break;
         case TCL_STORE_ASYNC: /* b: the LOAD, whose INDEX names the elements copied from */
             if (s1->kind != K_LOAD) return fail(b, TCL_ERR_INVALID, i, "source 2 (%s) is not a LOAD", tcl_emu_op_name(s1->op));
             in->kind = K_COPY;
-            in->which = count;
+            in->copy_elements = count;
             break;
-        case TCL_STORE_INVALID: return fail(b, TCL_ERR_INVALID, i, "%s", why);
         }
         in->mem = s0->mem;
         return TCL_OK;
@@ -294,23 +295,23 @@ static tcl_status check_node(builder *b, size_t i) {
         if (!is_signed_int(u->dtype)) return fail(b, TCL_ERR_INVALID, i, "dtype must be index or a signed int, not %s", tcl_emu_dtype_name(u->dtype));
         if (!is_value(s0) || !tcl_dtype_get(s0->dtype)->is_int)
             return fail(b, TCL_ERR_INVALID, i, "size must be an integer value, not %s %s", tcl_emu_dtype_name(s0->dtype), tcl_emu_op_name(s0->op));
-        int which = -1;
+        int special = -1;
         if (u->arg.kind == TCL_ARG_STR)
             for (int k = 0; k < 6; k++)
                 if (strlen(tcl_emu_special_names[k]) == u->arg.len && memcmp(tcl_emu_special_names[k], u->arg.v.s, u->arg.len) == 0)
-                    which = k;
-        if (which < 0) return fail(b, TCL_ERR_INVALID, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
+                    special = k;
+        if (special < 0) return fail(b, TCL_ERR_INVALID, i, "arg must be one of gidx0..gidx2, lidx0..lidx2");
         in->kind = K_SPECIAL;
-        in->which = which;
+        in->special = special;
         in->wide = s0->dtype == TCL_UINT64;
         in->imm = tcl_scalar_from_bits(0, u->dtype);
         if (s0->kind == K_CONST) {
             int64_t size = tcl_emu_reg_int(s0->imm, in->wide);
             if (size <= 0 || size > UINT32_MAX) return fail(b, TCL_ERR_INVALID, i, "size %" PRId64 " is out of range", size);
-            if (b->special_size[which] && b->special_size[which] != size)
-                return fail(b, TCL_ERR_INVALID, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", tcl_emu_special_names[which], size,
-                            b->special_size[which]);
-            b->special_size[which] = size;
+            if (b->special_size[special] && b->special_size[special] != size)
+                return fail(b, TCL_ERR_INVALID, i, "%s has size %" PRId64 " here and %" PRId64 " elsewhere", tcl_emu_special_names[special], size,
+                            b->special_size[special]);
+            b->special_size[special] = size;
         }
         return TCL_OK;
     }
@@ -342,7 +343,7 @@ static tcl_status link_node(builder *b, size_t i, tcl_ptrmap *index_of, int32_t 
     in->dtype = (uint8_t)u->dtype;
     in->a = in->b = in->c = -1;
     in->jump = in->mem = -1;
-    in->which = in->tiles = -1;
+    in->special = in->tiles = -1; /* every member of the union */
     in->loop = *nopen ? open[*nopen - 1] : -1;
     in->src_off = *src_off;
     in->nsrc = u->nsrc;

@@ -98,9 +98,9 @@ char *tcl_emu_program_dump(const tcl_emu_program *p) {
             sb_printf(&sb, " ");
             sb_scalar(&sb, in->imm);
         } else if (in->kind == K_BARRIER) { /* its arg, 0 or none, means the same: waits for all copies */
-            if (in->which > 0)
-                sb_printf(&sb, " %d (leaves %d asynchronous-copy group%s in flight)", (int)in->which, (int)in->which,
-                          in->which == 1 ? "" : "s");
+            if (in->groups_left > 0)
+                sb_printf(&sb, " %d (leaves %d asynchronous-copy group%s in flight)", (int)in->groups_left, (int)in->groups_left,
+                          in->groups_left == 1 ? "" : "s");
         } else if (in->arg.kind != TCL_ARG_NONE) {
             sb_printf(&sb, " ");
             sb_arg(&sb, &in->arg);

@@ -53,9 +53,9 @@ typedef enum emu_kind {
                 * that waits for its group (the copies of one thread between two barriers) */
     K_SPECIAL,
     K_ALIAS,   /* AFTER of a value: the value */
-    K_BARRIER, /* stops the thread until all threads of its group arrive; lands every copy group but the `which` newest */
+    K_BARRIER, /* stops the thread until all threads of its group arrive; lands every copy group but the `groups_left` newest */
     K_WMMA,    /* stops the thread like a barrier; the group's warps compute it together */
-    K_SHUFFLE, /* stops the thread like a WMMA; each lane then gets the value of lane (lane xor `which`) of its warp */
+    K_SHUFFLE, /* stops the thread like a WMMA; each lane then gets the value of lane (lane xor `lane_mask`) of its warp */
 } emu_kind;
 
 /* Which memory a memory id names. */
@@ -75,9 +75,13 @@ typedef struct emu_inst {
     int32_t mem;       /* memory id for buffers, INDEX, LOAD, STORE; -1 otherwise (while building,
                         * a DEFINE_REG/DEFINE_LOCAL holds -(its position among its kind + 2)) */
     int32_t loop;      /* innermost RANGE enclosing this instruction, -1 at top level */
-    int32_t which;     /* SPECIAL: 0..2 gidx, 3..5 lidx; WMMA: out, the D register it yields; COPY: elements;
-                        * SHUFFLE: the lane mask (1..31);
-                        * BARRIER: the asynchronous-copy groups it leaves in flight (0: none) */
+    union {                    /* what the kind needs besides its operands (-1 for other kinds) */
+        int32_t special;       /* SPECIAL: which index, 0..2 gidx, 3..5 lidx (tcl_emu_special_names) */
+        int32_t wmma_out;      /* WMMA: its output, the D register this node yields */
+        int32_t copy_elements; /* COPY: the elements one asynchronous copy moves */
+        int32_t lane_mask;     /* SHUFFLE: lane (lane xor lane_mask) is the source (1..31) */
+        int32_t groups_left;   /* BARRIER: the asynchronous-copy groups it leaves in flight (0: none) */
+    };
     uint32_t src_off, nsrc; /* all sources, in p->srcs (for the listing) */
     int32_t tiles;     /* WMMA of a warpgroup shape: its tiles' strides in p->tile_strides; -1 otherwise */
     tcl_scalar imm;    /* CONST: the value; LOAD: the gated-off value; RANGE, SPECIAL: 0 */
@@ -120,7 +124,7 @@ struct tcl_emu_program {
 /* Whether the threads of a group run in lockstep, from stop to stop (BARRIER, WMMA, SHUFFLE). */
 static inline bool tcl_emu_lockstep(const tcl_emu_program *p) { return p->nbarriers || p->nwmma || p->nshuffle; }
 
-/* SPECIAL's arg names, by the index an instruction's `which` holds: gidx0..2, lidx0..2. */
+/* SPECIAL's arg names, by the index an instruction's `special` holds: gidx0..2, lidx0..2. */
 extern const char *const tcl_emu_special_names[6];
 
 static inline emu_space tcl_emu_mem_space(const tcl_emu_program *p, size_t mem) {

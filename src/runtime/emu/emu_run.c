@@ -277,7 +277,7 @@ EMU_NOINLINE static tcl_status check_write(emu_run *r, size_t pc, int32_t mem, i
     return TCL_OK;
 }
 
-/* Runs the asynchronous copy at pc (K_COPY, not gated off): `which` elements from the LOAD's
+/* Runs the asynchronous copy at pc (K_COPY, not gated off): `copy_elements` elements from the LOAD's
  * buffer at its index to local memory at the copy's, both indices multiples of the count (the
  * promise of the encoding). The destination's elements are marked copied: reading or writing
  * them before a barrier lands their group is a race. */
@@ -285,7 +285,7 @@ EMU_NOINLINE static tcl_status run_copy(emu_run *r, size_t pc) {
     const tcl_emu_program *p = r->p;
     const emu_inst *in = &p->inst[pc], *load = &p->inst[in->b];
     const emu_mem *dst = &r->mem[in->mem], *src = &r->mem[load->mem];
-    int64_t n = in->which, to = r->regs[in->a].v.i, from = r->regs[load->a].v.i;
+    int64_t n = in->copy_elements, to = r->regs[in->a].v.i, from = r->regs[load->a].v.i;
     if (to % n != 0 || from % n != 0)
         return fail_at(r, TCL_ERR_INVALID, pc, r->lid, true,
                        "an asynchronous copy of %" PRId64 " elements needs indices that are multiples of %" PRId64
@@ -380,10 +380,10 @@ static tcl_status run_thread(emu_run *run, size_t pc, size_t *stop) {
                 id_store[5] = run->lid / l->local[0] / l->local[1];
                 ids = id_store;
             }
-            int64_t id = ids[in->which], size = tcl_emu_reg_int(r[in->a], in->wide);
+            int64_t id = ids[in->special], size = tcl_emu_reg_int(r[in->a], in->wide);
             if (id >= size)
                 return fail_at(run, TCL_ERR_RUNTIME, pc, run->lid, true, "thread id %" PRId64 " is outside the size %" PRId64 " of %s", id,
-                               size, tcl_emu_special_names[in->which]);
+                               size, tcl_emu_special_names[in->special]);
             r[pc] = in->imm;
             r[pc].v.i = id;
             break;
@@ -543,7 +543,7 @@ static tcl_status run_wmma(emu_run *r, size_t pc) {
         }
         for (int lane = 0; lane < s->lanes; lane++) {
             int row, col;
-            tcl_wmma_position(s, TCL_WMMA_C, lane, in->which, &row, &col);
+            tcl_wmma_position(s, TCL_WMMA_C, lane, in->wmma_out, &row, &col);
             tcl_scalar acc = c[row * s->n + col], prod;
             for (int k = 0; k < s->k; k++) {
                 tcl_scalar x[2] = {a[row * s->k + k], bm[k * s->n + col]};
@@ -568,7 +568,7 @@ static void run_shuffle(emu_run *r, size_t pc) {
     const emu_inst *in = &p->inst[pc];
     size_t own = (size_t)p->live_slot[pc];
     for (uint32_t t = 0; t < p->group_threads; t++) {
-        uint32_t partner = t ^ (uint32_t)in->which; /* the mask is below the warp size: the same warp */
+        uint32_t partner = t ^ (uint32_t)in->lane_mask; /* the mask is below the warp size: the same warp */
         tcl_scalar v = saved_reg(r, partner, in->a);
         v.dtype = (tcl_dtype)in->dtype;
         r->saved[(size_t)t * p->nlive + own] = v;
@@ -628,7 +628,7 @@ static tcl_status run_group(emu_run *r) {
         if (r->uninit) return report_uninit(r);
         if (first_stop == DONE) return TCL_OK;
         /* all passed the barrier: it lands the copy groups but the n newest (this epoch's is the newest) */
-        uint64_t in_flight = (uint64_t)p->inst[first_stop].which;
+        uint64_t in_flight = (uint64_t)p->inst[first_stop].groups_left;
         if (r->epoch - r->group_epoch >= in_flight && r->epoch - in_flight > r->landed_through)
             r->landed_through = r->epoch - in_flight;
         r->epoch++;
