@@ -20,11 +20,7 @@ local function run_lua_process(code)
   return helper.run(lua_env .. " lua5.4 -e " .. q(code))
 end
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 -- A fresh empty directory under /tmp, removed by the caller with remove_tree.
 local fresh_dir = helper.fresh_dir_path

@@ -21,11 +21,7 @@ local fresh_dir = helper.fresh_dir_path
 
 local function mode_of(path) return (sh("stat -c %a " .. q(path)):gsub("\n$", "")) end
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 local function not_private(dir, mode, writers)
   return string.format("the kernel cache directory %s (owner uid 0, mode %s) is %s: whoever can write to it can "

@@ -3,6 +3,7 @@
 -- AFTER nodes run a grid of workgroups whose threads go in lockstep between barriers; their
 -- values are checked against naive Lua, and races, barrier divergence, unwritten local memory and
 -- the launch's limits are errors naming the kernel.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
 
@@ -10,11 +11,7 @@ local u = tcl.uop
 local kernels = require "spec.support.kernels"
 local IDX, I32, F32 = tcl.dtype "index", tcl.dtype "int32", tcl.dtype "float32"
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 local function run_error(p, bufs) return error_of(p.run, p, bufs) end
 

@@ -3,6 +3,7 @@
 -- checked against naive Lua written here: integer wraparound with Lua's 64-bit integers, C
 -- and floor division from Lua's //, float16/bfloat16 rounding from the formats' definition
 -- (not through the C conversions), IEEE NaN rules by hand.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
 local lower = require "tcl.codegen.lower"
@@ -14,11 +15,7 @@ local NAN, INF = 0.0 / 0.0, math.huge
 
 local function isnan(x) return x ~= x end
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 local builder = require("spec.support.kernels").builder -- a linear program: list, add(op, dtype, src, arg)
 

@@ -2,15 +2,12 @@
 -- following PyTorch (torch 1.13 run on each case; what it does is in the comments):
 -- integer sums, cumsums and products are int64, fills that do not fit the tensor's dtype are
 -- errors, a bool tensor padded or filled stays bool. Values against exact Lua integers.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local Tensor = tcl.Tensor
 
 -- The message of the error f(...) raises, without the "file:line: " of the caller's line.
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error, the call succeeded")
-  return (tostring(err):gsub("^[^:]*%.lua:%d+: ", ""))
-end
+local error_of = helper.message_of
 
 local INT32_MAX = 2147483647
 

@@ -15,11 +15,7 @@ local helper = require "spec.support.helper"
 local u = tcl.uop
 local F32, I32, BOOL = tcl.dtype "float32", tcl.dtype "int32", tcl.dtype "bool"
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 local kernels = require "spec.support.kernels"
 local param, c, range, sink, store_end = kernels.param, kernels.c, kernels.range, kernels.sink, kernels.store_end

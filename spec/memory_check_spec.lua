@@ -14,11 +14,7 @@ local Tensor = tcl.Tensor
 
 local q = helper.shell_quote
 
-local function error_of(fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 local function proc_kib(path, field)
   local text = helper.read(path)

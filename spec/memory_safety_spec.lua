@@ -6,6 +6,7 @@
 -- error in these loops into a failure; the values and counts are checked in every build.
 -- The C API's counts are checked by examples/embed/api_check.c (spec/embed_spec.lua), several
 -- states on threads by spec/threads_spec.lua, the intern table shrinking by tests/c/core_test.c.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local Tensor = tcl.Tensor
 local P = tcl.pattern
@@ -13,11 +14,7 @@ local rt = require "tcl.runtime"
 
 local I32 = tcl.int32
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 -- Runs fn with the collector in incremental mode with the given pause (Lua's default 200, or
 -- tiny: it then runs all the time); the previous mode comes back afterwards, also on error.

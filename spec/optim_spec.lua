@@ -451,9 +451,7 @@ end)
 
 -- The message of the error fn raises; it must point at this file (the caller's line).
 local function error_of(fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  err = tostring(err)
+  local err = helper.error_of(fn)
   assert.matches("optim_spec%.lua:%d+: ", err)
   return err
 end

@@ -16,11 +16,7 @@ local Tensor = tcl.Tensor
 -- helpers
 
 -- The error message of f(...), which must fail.
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 -- Asserts that f(...) fails with a message containing `expected` (plain text).
 local function fails_with(expected, f, ...)

@@ -3,15 +3,12 @@
 -- a misspelled tensor field are errors naming the function and the argument. And the
 -- properties x.T and x.mT, and max/min over a dim returning (values, indices). Values are
 -- checked against naive Lua.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local Tensor = tcl.Tensor
 
 -- The message of the error f(...) raises (fails when it raises none).
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error, the call succeeded")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 -- Asserts that f(...) fails with exactly `expected` (after the "file:line: " a Lua error
 -- raised at the caller's line carries).

@@ -5,6 +5,7 @@
 -- over the view only; overlapping reads follow PyTorch (the value is computed before it is
 -- stored); errors for views that cannot be written; a jitted in-place KV cache; and tcl.jit
 -- plans that see later assigns to the lazy tensors they close over.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local Tensor = tcl.Tensor
 
@@ -35,11 +36,7 @@ local function kernels_of(fn)
   return list
 end
 
-local function error_of(fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok)
-  return tostring(err):gsub("^[^:]*:%d+: ", "")
-end
+local error_of = helper.message_of -- the message without the position Lua put before it
 
 describe("assignment into a view", function()
   it("a slice: the issue's x:slice(1):assign(Tensor.zeros(3)) and a sub-range", function()

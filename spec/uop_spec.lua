@@ -16,11 +16,7 @@ local function collect()
 end
 
 -- The error message of calling f(...), or fails if f does not raise one.
-local function error_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 describe("a UOp", function()
   it("built twice is the same node: rawequal, ==, and the same table key", function()

@@ -26,11 +26,7 @@ local helper = require "spec.support.helper"
 local kernels = require "spec.support.kernels"
 local IDX, F32 = tcl.dtype "index", tcl.dtype "float32"
 
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = helper.error_of
 
 -- The shapes, with their layouts as the encoding states them: where register i of lane l's
 -- fragment of A, B or C/D sits, as (row, col). g = l >> 2, t = l & 3.
