@@ -3,7 +3,6 @@
 -- values is survived, and the winning opts are cached on disk and replayed by a second process.
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
-local env = require "tcl.env"
 local lower = require "tcl.codegen.lower"
 local beam = require "tcl.codegen.beam"
 local optimize = require "tcl.codegen.optimize"
@@ -40,11 +39,8 @@ local function with_cache(fn)
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -m 700 -p " .. helper.shell_quote(dir)))
-  local saved_dir, saved_level, saved_ignore = env.CACHE_DIR, env.CACHELEVEL, env.IGNORE_BEAM_CACHE
-  env.CACHE_DIR, env.CACHELEVEL, env.IGNORE_BEAM_CACHE = dir, 1, false
   beam.quiet = true
-  local ok, err = pcall(fn, dir)
-  env.CACHE_DIR, env.CACHELEVEL, env.IGNORE_BEAM_CACHE = saved_dir, saved_level, saved_ignore
+  local ok, err = pcall(tcl.context { CACHE_DIR = dir, CACHELEVEL = 1, IGNORE_BEAM_CACHE = false }, fn, dir)
   beam.quiet, beam.hooks.mutate = false, nil
   os.execute("rm -rf " .. helper.shell_quote(dir))
   if not ok then error(err, 0) end
@@ -71,9 +67,8 @@ describe("BEAM search", function()
   it("survives a candidate that would crash and one that computes wrong values", function()
     with_cache(function()
       local ast = matmul_ast(N + 16)
-      local warnings, saved_warn, saved_debug = {}, optimize.warn, env.DEBUG
+      local warnings, saved_warn = {}, optimize.warn
       optimize.warn = function(line) warnings[#warnings + 1] = line end
-      env.DEBUG = 1
       beam.hooks.mutate = function(sink, i)
         if i % 3 == 1 then -- every store one buffer length further: out of bounds
           return mutate_store(sink, function(st)
@@ -88,8 +83,8 @@ describe("BEAM search", function()
           end)
         end
       end
-      local ok, searched = pcall(lower.compile, ast, { device = "CPU", beam = 2 })
-      optimize.warn, env.DEBUG = saved_warn, saved_debug
+      local ok, searched = pcall(tcl.context { DEBUG = 1 }, lower.compile, ast, { device = "CPU", beam = 2 })
+      optimize.warn = saved_warn
       assert.is_true(ok, searched)
       local plain = lower.compile(ast, { device = "CPU", noopt = true })
       assert.is_true(run_values(searched):max_difference(run_values(plain)) <= 1e-5)

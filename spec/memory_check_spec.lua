@@ -5,7 +5,6 @@
 -- buffers; buffers a tensor already holds do not count (tcl.schedule.memory_check).
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
-local env = require "tcl.env"
 local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
 local memory_check = require "tcl.schedule.memory_check"
@@ -22,11 +21,7 @@ local function proc_kib(path, field)
 end
 
 local function with_limit(bytes, fn)
-  local saved = env.MEMORY_LIMIT_BYTES
-  env.MEMORY_LIMIT_BYTES = bytes
-  local ok, err = pcall(fn)
-  env.MEMORY_LIMIT_BYTES = saved
-  if not ok then error(err, 0) end
+  tcl.context { MEMORY_LIMIT_BYTES = bytes }(fn)
 end
 
 local MIB = 1 << 20

@@ -813,15 +813,11 @@ describe("schedule: kernels", function()
     lower.log = function(line) -- only the scheduler's lines (lower logs at DEBUG >= 2)
       if line:find("^schedule:") then lines[#lines + 1] = line end
     end
-    local env = require "tcl.env"
-    local debug = env.DEBUG
     local ok, err = pcall(function()
-      env.DEBUG = 1
-      schedule.run({ add(x, x) })
-      env.DEBUG = 0
-      schedule.run({ add(x, x) })
+      tcl.context { DEBUG = 1 }(schedule.run, { add(x, x) })
+      tcl.context { DEBUG = 0 }(schedule.run, { add(x, x) })
     end)
-    lower.log, env.DEBUG = log, debug
+    lower.log = log
     assert(ok, err)
     assert.are.equal(1, #lines)
     local compiled, from_disk, in_memory = lines[1]:match("^schedule: 1 kernel: E_2_3 | scheduled in [%d.]+ ms; "

@@ -671,13 +671,13 @@ end)
 describe("BEAM on a tensor-core matmul", function()
   it("times TC's tile configurations that fit, and its kernel computes the product", function()
     on_target("CUDA", function()
-      local saved_level, saved_beam, saved_mutate = env.CACHELEVEL, env.BEAM, beam.hooks.mutate
+      local saved_mutate = beam.hooks.mutate
       local timed = {}
-      env.CACHELEVEL, env.BEAM, beam.quiet = 0, 2, true
+      beam.quiet = true
       beam.hooks.mutate = function(sink) -- the other kernels (the casts) are searched too
         if sink.arg[2]:find("TC(", 1, true) then timed[#timed + 1] = sink.arg[2] end
       end
-      local ok, err = pcall(function()
+      local ok, err = pcall(tcl.context { CACHELEVEL = 0, BEAM = 2 }, function()
         local a, b = operands(64, 16, 64, "float16", 9)
         local product = a:float():matmul(b:float())
         assert.are.same(naive(a, b), product:tolist())
@@ -686,7 +686,7 @@ describe("BEAM on a tensor-core matmul", function()
         assert.are.same({ "TC(1,0)", "TC(1,1112)", "TC(1,1121)", "TC(1,1122)", "TC(1,12224)", "TC(1,1244)",
           "TC(1,2222)", "TC(1,2224)" }, timed)
       end)
-      env.CACHELEVEL, env.BEAM, beam.quiet, beam.hooks.mutate = saved_level, saved_beam, false, saved_mutate
+      beam.quiet, beam.hooks.mutate = false, saved_mutate
       assert(ok, err)
     end)
   end)
@@ -695,11 +695,10 @@ end)
 describe("BEAM on a float16 product stored as float16", function()
   it("keeps the tensor-core candidates although their rounding differs from the unoptimized kernel's", function()
     on_target("CUDA", function()
-      local saved_level, saved_beam = env.CACHELEVEL, env.BEAM
-      env.CACHELEVEL, beam.quiet = 0, true
+      beam.quiet = true
       -- the heuristic applies nothing: only a TC candidate that BEAM kept puts WMMA in the kernel
       optimize.set_heuristic(function() end)
-      local ok, err = pcall(function()
+      local ok, err = pcall(tcl.context { CACHELEVEL = 0 }, function()
         -- random values: the unoptimized kernel rounds each product to float16, tensor cores
         -- multiply exactly, so outputs differ by an ulp of float16 here and there
         local rng = splitmix.new(17)
@@ -712,17 +711,18 @@ describe("BEAM on a float16 product stored as float16", function()
         local want = a:to("CPU"):float():matmul(b:to("CPU"):float()):tolist()
         -- BEAM for the product's kernel alone (the searches of the other kernels cost time)
         local product = a:matmul(b)
-        env.BEAM = 2
-        local listing = compiled(product).program:dump()
-        product:realize() -- the searched kernel, from the kernel cache
-        env.BEAM = saved_beam
+        local listing = tcl.context { BEAM = 2 }(function()
+          local searched = compiled(product).program:dump()
+          product:realize() -- the searched kernel, from the kernel cache
+          return searched
+        end)
         assert.matches("WMMA", listing, 1, true)
         local got = product:float():tolist()
         for i = 1, 64 do
           for j = 1, 64 do assert(math.abs(got[i][j] - want[i][j]) <= 2 ^ -8 * (1 + math.abs(want[i][j]))) end
         end
       end)
-      env.CACHELEVEL, env.BEAM, beam.quiet = saved_level, saved_beam, false
+      beam.quiet = false
       optimize.set_heuristic(nil)
       assert(ok, err)
     end)

@@ -4,7 +4,6 @@
 -- makes such an axis, checks what the IR holds (vector loads and stores, masked accesses, the
 -- lane-by-lane paths) and compares the values with NOOPT's.
 local tcl = require "tcl"
-local env = require "tcl.env"
 local lower = require "tcl.codegen.lower"
 local optimize = require "tcl.codegen.optimize"
 local H = require "spec.support.opt_harness"
@@ -31,20 +30,19 @@ end
 
 -- Runs case on CPU under heuristic; returns its values and the LLVM IR of every kernel compiled.
 local function run_with_ir(case, heuristic)
-  local saved = { log = lower.log, debug = env.DEBUG, noopt = env.NOOPT }
+  local saved_log = lower.log
   local ir = {}
   lower.log = function(line)
     if line:find("define void", 1, true) then ir[#ir + 1] = line end
   end
-  env.DEBUG, env.NOOPT = 4, false
   optimize.set_heuristic(heuristic)
-  local ok, values = pcall(function()
+  local ok, values = pcall(tcl.context { DEBUG = 4, NOOPT = false }, function()
     local t = H.build(case, "CPU"):realize()
     local out = {}
     for n, v in ipairs(t:data()) do out[n] = v end
     return out
   end)
-  lower.log, env.DEBUG, env.NOOPT = saved.log, saved.debug, saved.noopt
+  lower.log = saved_log
   optimize.set_heuristic(nil)
   if not ok then error(values, 0) end
   return values, table.concat(ir, "\n")
