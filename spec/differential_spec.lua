@@ -14,8 +14,9 @@
 --   the value's inputs (cancellation); NaN must be NaN on both, infinities must agree.
 -- A failure is shrunk (steps dropped while it still fails) and reported as a small program.
 --
--- Environment: TCL_DIFF_SEEDS (default "1-40"), TCL_DIFF_STEPS (ops per program, default 8),
--- TCL_DIFF_VERBOSE (print each program).
+-- Environment: TCL_FUZZ_SEED (the first program's seed, default 1), TCL_FUZZ_COUNT (programs,
+-- default 40), TCL_DIFF_STEPS (ops per program, default 8), TCL_FUZZ_VERBOSE (print each program).
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 -- The LLVM renderer (module tcl.llvm, src/codegen) is what the CPU device compiles with; until
 -- it is built these specs are reported as skipped (pending), never as passed.
@@ -23,28 +24,11 @@ local HAVE_RENDERER = pcall(require, "tcl.llvm")
 local splitmix = require "spec.support.splitmix"
 local Tensor = tcl.Tensor
 
-local function env(name, default)
-  local v = os.getenv(name)
-  if v == nil or v == "" then return default end
-  return v
-end
-
-local function parse_seeds(text)
-  local seeds = {}
-  for part in text:gmatch("[^,%s]+") do
-    local first, last = part:match("^(%d+)%-(%d+)$")
-    if first then
-      for s = math.tointeger(first), math.tointeger(last) do seeds[#seeds + 1] = s end
-    else
-      seeds[#seeds + 1] = math.tointeger(tonumber(part))
-    end
-  end
-  return seeds
-end
-
-local SEEDS = parse_seeds(env("TCL_DIFF_SEEDS", "1-40"))
-local STEPS = math.tointeger(tonumber(env("TCL_DIFF_STEPS", "8")))
-local VERBOSE = env("TCL_DIFF_VERBOSE", nil) ~= nil
+-- one program per seed: TCL_FUZZ_SEED, +1, ... (TCL_FUZZ_COUNT of them; spec/support/helper.lua)
+local FUZZ = helper.fuzz { name = "CPU against EMU", seed = 1, count = 40 }
+local SEEDS = FUZZ:seeds()
+local STEPS = helper.integer_env("TCL_DIFF_STEPS", 8)
+local VERBOSE = FUZZ.verbose
 local MAX_NUMEL = 512 -- values stay small: EMU interprets
 
 local DTYPES = { float32 = 6, int32 = 2, bool = 1, float16 = 1, bfloat16 = 1, float64 = 1, int8 = 1, uint8 = 1,
@@ -330,7 +314,7 @@ describe("the CPU device against EMU on random tensor programs", function()
   if not HAVE_RENDERER then
     pending("CPU against EMU: needs the LLVM renderer (tcl.llvm), not built yet")
   else
-    it("agrees (integers and bool bitwise, floats within the documented tolerance)", function()
+    it("agrees (integers and bool bitwise, floats within the documented tolerance)", FUZZ:reporting(function()
       local failures = {}
       for _, seed in ipairs(SEEDS) do
         local program = random_program(seed)
@@ -344,7 +328,7 @@ describe("the CPU device against EMU on random tensor programs", function()
         end
       end
       assert(#failures == 0, table.concat(failures, "\n\n"))
-    end)
+    end))
   end
 
   it("shrinks a failing program to the steps that matter", function()

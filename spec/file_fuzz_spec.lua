@@ -19,6 +19,10 @@ local q = helper.shell_quote
 
 local CPU = { device = "CPU" }
 
+-- The seeded mutations draw from fixed seeds, each moved by TCL_FUZZ_SEED (default 0: the CI
+-- run; spec/support/helper.lua).
+local FUZZ = helper.fuzz { name = "file fuzz", seed = 0 }
+
 -- Each describe's files go into a directory of its own, removed at the end.
 local tmp
 local made_dirs = {}
@@ -213,8 +217,8 @@ describe("file fuzzing: safetensors files read by safe_load", function()
     end
   end)
 
-  it("loads every seeded bit flip exactly or refuses it", function()
-    local rng = splitmix.new(3301)
+  it("loads every seeded bit flip exactly or refuses it", FUZZ:reporting(function()
+    local rng = splitmix.new(3301 + FUZZ.seed)
     local header_end = #base - #payload
     local loaded, refused = 0, 0
     for _ = 1, 150 do
@@ -237,7 +241,7 @@ describe("file fuzzing: safetensors files read by safe_load", function()
       if ok then loaded = loaded + 1 else refused = refused + 1 end
     end
     assert.is_true(loaded > 0 and refused > 0)
-  end)
+  end))
 
   it("refuses edited offsets, shapes and dtypes, and loads the edits that stay consistent", function()
     local edits, whole = header_edits()
@@ -376,13 +380,14 @@ describe("file fuzzing: safetensors files read by an exported model's open", fun
     check_results(paths, open_all(paths), true)
   end)
 
-  it("runs on every seeded bit flip that leaves a valid file, with its weights, and refuses the others", function()
-    local rng = splitmix.new(4410)
+  it("runs on every seeded bit flip that leaves a valid file, with its weights, and refuses the others",
+    FUZZ:reporting(function()
+    local rng = splitmix.new(4410 + FUZZ.seed)
     local paths = { file_with(base) }
     for _ = 1, 80 do paths[#paths + 1] = file_with(flip_bit(base, rng:integer(0, #base * 8 - 1))) end
     local opened = check_results(paths, open_all(paths), false)
     assert.is_true(opened > 1 and opened < #paths)
-  end)
+  end))
 
   it("refuses overlapping, gapped and oversized tensors, and special files", function()
     local header_len = string.unpack("<I8", base)
@@ -474,8 +479,8 @@ describe("file fuzzing: IDX and IDX.gz files read by read_idx and read_gzip", fu
     }
   end)
 
-  it("agrees with the reference on every cut and on seeded bit flips", function()
-    local rng = splitmix.new(5150)
+  it("agrees with the reference on every cut and on seeded bit flips", FUZZ:reporting(function()
+    local rng = splitmix.new(5150 + FUZZ.seed)
     for _, base in ipairs(bases) do
       for n = 0, #base - 1 do check_idx(file_with(base:sub(1, n), ".idx"), base:sub(1, n)) end
       check_idx(file_with(base .. "\0", ".idx"), base .. "\0")
@@ -484,7 +489,7 @@ describe("file fuzzing: IDX and IDX.gz files read by read_idx and read_gzip", fu
         check_idx(file_with(damaged, ".idx"), damaged)
       end
     end
-  end)
+  end))
 
   it("refuses dims whose product wraps or exceeds the file, and odd dim counts", function()
     local cases = {
@@ -503,8 +508,9 @@ describe("file fuzzing: IDX and IDX.gz files read by read_idx and read_gzip", fu
     end
   end)
 
-  it("reads IDX.gz files whose gzip layer is cut or flipped only when the contents are intact", function()
-    local rng = splitmix.new(6021)
+  it("reads IDX.gz files whose gzip layer is cut or flipped only when the contents are intact",
+    FUZZ:reporting(function()
+    local rng = splitmix.new(6021 + FUZZ.seed)
     for _, base in ipairs(bases) do
       local gz = gzip(base)
       for n = 0, #gz - 1 do
@@ -524,7 +530,7 @@ describe("file fuzzing: IDX and IDX.gz files read by read_idx and read_gzip", fu
       check_idx(file_with(gzip(base:sub(1, 10)) .. gzip(base:sub(11)), ".idx.gz"), base)
       assert.is_false((attempt("read_idx", read_idx_cpu, file_with(gz .. gz:sub(1, 15), ".idx.gz"))))
     end
-  end)
+  end))
 
   it("stops inflating a small gzip bomb at the header's promise", function()
     -- 32 MiB of zeros after a header promising 10 bytes: about 32 KiB on disk
@@ -566,7 +572,7 @@ print(string.format("%.6f", ((a * 3 + 1):exp():log() - a):sum():item()))
 ]]
 
 describe("file fuzzing: kernel disk-cache entries", function()
-  it("recompiles an entry that is cut, flipped, emptied, replaced by a FIFO or a directory", function()
+  it("recompiles an entry that is cut, flipped, emptied, replaced by a FIFO or a directory", FUZZ:reporting(function()
     new_tmp()
     local script = file_with(CACHE_SCRIPT, ".lua")
     local cache = path_of("cache")
@@ -587,7 +593,7 @@ describe("file fuzzing: kernel disk-cache entries", function()
     assert.is_truthy(name, "no entry in " .. cache)
     local entry = cache .. "/" .. name
     local good = helper.read(entry)
-    local rng = splitmix.new(7788)
+    local rng = splitmix.new(7788 + FUZZ.seed)
     local damages = {
       function() helper.write(entry, "") end,
       function() helper.write(entry, good:sub(1, 31)) end,
@@ -611,6 +617,6 @@ describe("file fuzzing: kernel disk-cache entries", function()
       assert.are.equal(1, recompiled, "damage " .. i)
       assert.are.equal(compiled - 1, from_disk, "damage " .. i)
     end
-  end)
+  end))
 end)
 

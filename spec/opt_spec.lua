@@ -252,9 +252,9 @@ end)
 ---------------------------------------------------------------------------------------------
 -- fuzz: random valid opt lists
 
--- TCL_OPT_FUZZ_SEED and TCL_OPT_FUZZ_KERNELS (per device) run other or longer fuzzes.
-local FUZZ_SEED = math.tointeger(tonumber(os.getenv("TCL_OPT_FUZZ_SEED") or "")) or 20240611
-local FUZZ_KERNELS = math.tointeger(tonumber(os.getenv("TCL_OPT_FUZZ_KERNELS") or "")) or 20
+-- TCL_FUZZ_SEED and TCL_FUZZ_COUNT (kernels per device) run other or longer fuzzes.
+local FUZZ = helper.fuzz { name = "opt fuzz", seed = 20240611, count = 20 }
+local FUZZ_SEED, FUZZ_KERNELS = FUZZ.seed, FUZZ.count
 local FUZZ_CASES = { "matmul 17x7 @ 7x3", "batched matmul 3x7x17 @ 3x17x3", "sum over dim 2 of 7x17x3",
   "max over dim 1 of 17x3x7", "conv2d 1x3x7x7 * 5x3x3x3 padding 1", "max_pool2d 1x3x17x7 k3 s2", "softmax 7x257",
   "elementwise a*b+c 7x17", "prod over dim 2 of 3x17", "argmax over dim 1 of 17x7" } -- one to three kernels each
@@ -312,7 +312,7 @@ describe("random valid opt lists give NOOPT's values", function()
   after_each(restore)
 
   for _, device in ipairs(DEVICES) do
-    it("on " .. device .. " (seed " .. FUZZ_SEED .. ")", function()
+    it("on " .. device .. " (seed " .. FUZZ_SEED .. ")", FUZZ:reporting(function()
       local kernels, trial, with_opts = 0, 0, 0
       while kernels < FUZZ_KERNELS do
         trial = trial + 1
@@ -332,7 +332,7 @@ describe("random valid opt lists give NOOPT's values", function()
         for _, c in ipairs(compiled) do with_opts = with_opts + (c.opts ~= "" and 1 or 0) end
       end
       assert.are.equal(kernels, with_opts, "every fuzzed kernel gets at least one opt")
-    end)
+    end))
   end
 end)
 

@@ -12,25 +12,18 @@
 -- that node's [vmin, vmax]. A failure is shrunk to a small expression and printed with the
 -- assignment, both values and the seed.
 --
---   FUZZ_SEED=n   seed (default below); every case i depends only on (seed, i)
---   FUZZ_COUNT=n  how many expressions (default: the spec runs in well under 20 s)
---   FUZZ_CASE=i   run only case i of the seed (to reproduce a reported failure)
+--   TCL_FUZZ_SEED=n   seed (default below); every case i depends only on (seed, i)
+--   TCL_FUZZ_COUNT=n  how many expressions (default: the spec runs in well under 20 s)
+--   TCL_FUZZ_CASE=i   run only case i of the seed (to reproduce a reported failure)
+--   TCL_FUZZ_VERBOSE  print the run's figures
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local P = require "tcl.pattern"
 local bounds = require "tcl.bounds"
 
---- The integer in environment variable `name`, or `default` when it is unset or empty.
-local function integer_env(name, default)
-  local text = os.getenv(name)
-  if text == nil or text == "" then return default end
-  local value = math.tointeger(tonumber(text))
-  if not value then error(name .. " must be an integer, got '" .. text .. "'", 0) end
-  return value
-end
-
-local SEED = integer_env("FUZZ_SEED", 20240611)
-local COUNT = integer_env("FUZZ_COUNT", 3000)
-local ONLY_CASE = integer_env("FUZZ_CASE", nil)
+local FUZZ = helper.fuzz { name = "symbolic fuzz", seed = 20240611, count = 3000 }
+local SEED, COUNT = FUZZ.seed, FUZZ.count
+local ONLY_CASE = helper.integer_env("TCL_FUZZ_CASE", nil)
 local ASSIGNMENTS = 50
 
 -- A seeded random generator (splitmix64), independent of math.random's global state.
@@ -563,7 +556,7 @@ end
 --- Human-readable report of a (shrunk) failure.
 local function describe_failure(f, seed, case, original_size)
   local lines = {
-    ("fuzz failure: %s (FUZZ_SEED=%d case %d; reproduce with FUZZ_SEED=%d FUZZ_CASE=%d)")
+    ("fuzz failure: %s (TCL_FUZZ_SEED=%d case %d; reproduce with TCL_FUZZ_SEED=%d TCL_FUZZ_CASE=%d)")
       :format(f.kind, seed, case, seed, case),
     ("shrunk from %d to %d nodes; the expression:"):format(original_size, size(f.root)),
     tostring(f.root),
@@ -740,7 +733,7 @@ describe("the fuzzer", function()
     assert.are.equal("values differ", result.failure.kind)
     assert.is_true(size(result.failure.root) <= 5, result.report)
     assert.are.equal("FLOORDIV", result.failure.root.op, result.report)
-    assert.matches("FUZZ_SEED=99 case %d+", result.report)
+    assert.matches("TCL_FUZZ_SEED=99 case %d+", result.report)
     assert.matches("original value:", result.report)
     assert.matches("simplified value:", result.report)
     assert.matches("assignment:", result.report)
@@ -806,12 +799,12 @@ end)
 describe("tcl.patterns.symbolic", function()
   local found, symbolic = pcall(require, "tcl.patterns.symbolic")
 
-  it("agrees with the original expression and with vmin/vmax on random expressions", function()
+  it("agrees with the original expression and with vmin/vmax on random expressions", FUZZ:reporting(function()
     assert(found, "patterns.symbolic is missing: " .. tostring(symbolic))
     local start = os.clock()
     local result = fuzz(symbolic.symbolic, { seed = SEED, count = COUNT, only_case = ONLY_CASE })
     local seconds = os.clock() - start
-    if os.getenv("FUZZ_VERBOSE") then
+    if FUZZ.verbose then
       io.stderr:write(("symbolic fuzz: seed %d, %d expressions (%d simplified), %d comparisons, %d undefined, %.1f s\n")
         :format(SEED, result.expressions, result.changed, result.compared, result.undefined, seconds))
     end
@@ -822,5 +815,5 @@ describe("tcl.patterns.symbolic", function()
       assert.is_true(result.compared >= COUNT * ASSIGNMENTS // 3,
         ("only %d defined comparisons"):format(result.compared))
     end
-  end)
+  end))
 end)

@@ -22,13 +22,15 @@
 -- must come back near where it started. A violation names the seed and the step, so it can be replayed.
 --
 -- Environment (defaults: the CI run, a few seconds):
---   TCL_FUZZ_SEEDS    seeds: a comma-separated list of integers and ranges "a-b"
---                     (default "1-8"); e.g. TCL_FUZZ_SEEDS=1-500 for a long offline run
+--   TCL_FUZZ_SEED     the first seed (default 1)
+--   TCL_FUZZ_COUNT    how many seeds, from the first on (default 8); e.g. TCL_FUZZ_COUNT=500
+--                     for a long offline run
 --   TCL_FUZZ_CALLS    calls per seed (default 500)
 --   TCL_FUZZ_VERBOSE  when set, print every step (seed, step, function, arguments, outcome)
 --   TCL_FUZZ_STOP     when set, stop a seed at its first violation (for replays)
--- A violation is reported as "seed S step N": replay it with TCL_FUZZ_SEEDS=S
+-- A violation is reported as "seed S step N": replay it with TCL_FUZZ_SEED=S TCL_FUZZ_COUNT=1
 -- TCL_FUZZ_CALLS=N TCL_FUZZ_VERBOSE=1.
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local R = require "spec.support.reference"
 local Tensor = tcl.Tensor
@@ -53,32 +55,12 @@ local LIVE_BOUND = 50000   -- live nodes a seed may add at a checkpoint (pool, k
 -- ---------------------------------------------------------------------------------------------
 -- configuration
 
-local function parse_seeds(text)
-  local seeds = {}
-  for part in text:gmatch("[^,%s]+") do
-    local first, last = part:match("^(%d+)%-(%d+)$")
-    if first then
-      for s = math.tointeger(first), math.tointeger(last) do seeds[#seeds + 1] = s end
-    else
-      local s = math.tointeger(tonumber(part))
-      if not s then error("TCL_FUZZ_SEEDS: not an integer or a range: '" .. part .. "'", 0) end
-      seeds[#seeds + 1] = s
-    end
-  end
-  return seeds
-end
-
-local function env(name)
-  local v = os.getenv(name)
-  if v == nil or v == "" then return nil end
-  return v
-end
-
-local SEEDS = parse_seeds(env("TCL_FUZZ_SEEDS") or "1-8")
-local CALLS = math.tointeger(tonumber(env("TCL_FUZZ_CALLS") or "500"))
-  or error("TCL_FUZZ_CALLS must be an integer", 0)
-local VERBOSE = env("TCL_FUZZ_VERBOSE") ~= nil
-local STOP = env("TCL_FUZZ_STOP") ~= nil
+-- the seeds TCL_FUZZ_SEED, +1, ... (TCL_FUZZ_COUNT of them; spec/support/helper.lua)
+local FUZZ = helper.fuzz { name = "Tensor API fuzzer", seed = 1, count = 8 }
+local SEEDS = FUZZ:seeds()
+local CALLS = helper.integer_env("TCL_FUZZ_CALLS", 500)
+local VERBOSE = FUZZ.verbose
+local STOP = helper.env_set("TCL_FUZZ_STOP")
 
 -- ---------------------------------------------------------------------------------------------
 -- describing values (for reports): never tostring on a tensor, which would realize it
@@ -2191,7 +2173,7 @@ end
 
 describe("Tensor API fuzzer", function()
   it(string.format("every call succeeds or fails with an error naming the function (seeds %s, %d calls each)",
-    #SEEDS <= 6 and table.concat(SEEDS, ",") or (#SEEDS .. " seeds"), CALLS), function()
+    #SEEDS <= 6 and table.concat(SEEDS, ",") or (#SEEDS .. " seeds"), CALLS), FUZZ:reporting(function()
     local report = {}
     local totals = { successes = 0, errors = 0, skipped = 0, realized = 0, compared = 0, ref_skipped = 0, max_live = 0 }
     local clock = os.clock()
@@ -2207,7 +2189,7 @@ describe("Tensor API fuzzer", function()
     if #report > 0 then
       local shown = table.move(report, 1, math.min(#report, 40), 1, {})
       if #report > 40 then shown[#shown + 1] = string.format("... and %d more", #report - 40) end
-      error(string.format("%d violation(s) (replay with TCL_FUZZ_SEEDS=<seed> TCL_FUZZ_CALLS=<step> "
+      error(string.format("%d violation(s) (replay with TCL_FUZZ_SEED=<seed> TCL_FUZZ_COUNT=1 TCL_FUZZ_CALLS=<step> "
         .. "TCL_FUZZ_VERBOSE=1):\n  %s", #report, table.concat(shown, "\n  ")), 0)
     end
     -- it must have exercised both sides, realized results and compared them with the reference
@@ -2216,5 +2198,5 @@ describe("Tensor API fuzzer", function()
     assert(totals.errors >= calls // 8, "too few failing calls: " .. totals.errors)
     assert(totals.realized >= calls // 5, "too few results realized: " .. totals.realized)
     assert(totals.compared >= calls // 10, "too few results compared with the reference: " .. totals.compared)
-  end)
+  end))
 end)

@@ -5,7 +5,8 @@
 -- random shapes of several kinds (plain, 0-d, size-1 dims, size-0 dims, broadcast, and
 -- non-contiguous inputs made by permute/flip/pad/slice/expand) and on every dtype it applies
 -- to, compared with per-dtype tolerances (exact for integers and bool). Last, random fused
--- expressions (TCL_SPEC_EXPRESSIONS per dtype, default 30; TCL_SPEC_SEED changes the draw).
+-- expressions (TCL_FUZZ_COUNT per dtype, default 30; TCL_FUZZ_SEED changes the draw).
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local R = require "spec.support.reference"
 local Tensor = tcl.Tensor
@@ -631,7 +632,9 @@ end)
 -- random expressions: many elementwise ops fused over broadcast and non-contiguous inputs,
 -- with reductions feeding broadcasts inside
 
-local EXPRESSIONS = tonumber(os.getenv("TCL_SPEC_EXPRESSIONS")) or 30
+-- the draw is named by a string unless TCL_FUZZ_SEED sets it (spec/support/helper.lua)
+local FUZZ = helper.fuzz { name = "random fused expressions", seed = "expressions", count = 30 }
+local EXPRESSIONS = FUZZ.count
 
 -- Leaves: the inputs, each { ref = reference tensor, make = function() -> tcl tensor }.
 -- Returns the reference result, a builder of the tcl result and a label. Float expressions
@@ -699,8 +702,9 @@ end
 
 describe("Tensor elementwise: random fused expressions", function()
   for _, dtype in ipairs({ "float32", "int32", "int8", "float16" }) do
-    it(EXPRESSIONS .. " random expressions in " .. dtype .. " over broadcast and non-contiguous inputs", function()
-      local rng = R.random_for((os.getenv("TCL_SPEC_SEED") or "expressions") .. dtype)
+    it(EXPRESSIONS .. " random expressions in " .. dtype .. " over broadcast and non-contiguous inputs",
+      FUZZ:reporting(function()
+      local rng = R.random_for(FUZZ.seed .. dtype)
       for case = 1, EXPRESSIONS do
         local shape = rng:shape({ min_ndim = 1, max_ndim = 3, max_numel = 24 })
         local leaves = {}
@@ -728,6 +732,6 @@ describe("Tensor elementwise: random fused expressions", function()
         end
         R.check(make(), ref, string.format("%s expression %d: %s", dtype, case, label), { tol = tol })
       end
-    end)
+    end))
   end
 end)

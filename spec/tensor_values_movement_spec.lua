@@ -3,7 +3,8 @@
 -- repeat split chunk t[i] slice) against the naive reference in spec/support/reference.lua,
 -- on seeded random shapes with size-1 and size-0 dims, several dtypes, chains of movement
 -- ops (non-contiguous inputs moved again), and computation on the results. Last, random
--- chains of movement ops (TCL_SPEC_CHAINS, default 40; TCL_SPEC_SEED changes the draw).
+-- chains of movement ops (TCL_FUZZ_COUNT, default 40; TCL_FUZZ_SEED changes the draw).
+local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local R = require "spec.support.reference"
 local Tensor = tcl.Tensor
@@ -401,11 +402,14 @@ local function random_step(rng, shape, dtype)
   return nil
 end
 
-local CHAINS = tonumber(os.getenv("TCL_SPEC_CHAINS")) or 40
+-- the draw is named by a string unless TCL_FUZZ_SEED sets it (spec/support/helper.lua)
+local FUZZ = helper.fuzz { name = "random movement chains", seed = "movement chains", count = 40 }
+local CHAINS = FUZZ.count
 
 describe("Tensor movement: random chains", function()
-  it(CHAINS .. " random chains of 4 to 6 movement ops on float32 and int32, checked and computed on", function()
-    local rng = R.random_for(os.getenv("TCL_SPEC_SEED") or "movement chains")
+  it(CHAINS .. " random chains of 4 to 6 movement ops on float32 and int32, checked and computed on",
+    FUZZ:reporting(function()
+    local rng = R.random_for(tostring(FUZZ.seed))
     for chain = 1, CHAINS do
       local dtype = chain % 3 == 0 and "int32" or "float32"
       local ref = rng:tensor(rng:shape({ min_ndim = 1, max_ndim = 3, max_numel = 24 }), dtype)
@@ -428,5 +432,5 @@ describe("Tensor movement: random chains", function()
         R.check((t * t + 1):sum(-1), R.sum(computed, -1), context .. " -> x * x + 1 -> sum(-1)", { kind = "reduce" })
       end
     end
-  end)
+  end))
 end)
