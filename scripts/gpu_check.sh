@@ -36,7 +36,8 @@ if [ -d .gpu ]; then
 else
   build="$root/build-rel"
 fi
-export TCLC_BUILD_DIR="$build" TCLC_SOURCE_DIR="$root" TCLC_LUA_DIR="$root/lua" BENCH_BUILD="$build"
+unset TCLC_BUILD_DIR TCLC_SOURCE_DIR TCLC_LUA_DIR # the old names (aliases), so none conflicts
+export TCL_BUILD_DIR="$build" TCL_SOURCE_DIR="$root" TCL_LUA_DIR="$root/lua" BENCH_BUILD="$build"
 busted_bin=$(command -v busted)
 
 {

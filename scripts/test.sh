@@ -7,7 +7,7 @@
 #      GPU mode with CUDA's and Metal's capabilities;
 #   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it;
 #   5. runs luacheck over every Lua file (.luacheckrc): zero warnings.
-# Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
+# Specs find the build under test in TCL_BUILD_DIR. The last line is the total of both
 # runs, "N passed, N failed[, N skipped]"; the exit status is non-zero when a test failed,
 # a build failed or busted stopped early. A build or run that fails without test counts
 # adds 1 to "failed", so that line never reads "0 failed" on a failure.
@@ -45,7 +45,10 @@ busted_bin=$(command -v busted || true)
 
 passed=0 failed=0 pending=0
 spec_paths=() # run_specs runs these spec files, or all of them when empty
-export TCLC_SOURCE_DIR="$root"
+export TCL_SOURCE_DIR="$root"
+# The old names of the variables set here (TCLC_SOURCE_DIR, TCLC_BUILD_DIR, EMU_GPU: aliases) are
+# unset, so that a value left in the caller's shell cannot conflict with the new ones.
+unset TCLC_SOURCE_DIR TCLC_BUILD_DIR EMU_GPU
 
 # build DIR TYPE: configure (output shown only when it fails) and build.
 build() {
@@ -76,7 +79,7 @@ spec_run() {
   # a fresh on-disk kernel cache: every run compiles what it runs, whatever ran before
   cache=$(mktemp -d)
   set +e
-  env TCLC_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
+  env TCL_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
     lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" \
     >>"$log" 2>&1
   rc=$?
@@ -251,9 +254,9 @@ if [ "$debug_built" = 1 ]; then
   # CUDA C by NVRTC (sm_75, sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
   gpu_sources=$(mktemp -d)
   mkdir -p "$gpu_sources/cuda" "$gpu_sources/metal"
-  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU EMU_GPU=CUDA \
+  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build "" DEVICE=EMU TCL_EMU_GPU=CUDA \
     TCL_RENDER_DUMP="$gpu_sources/cuda"
-  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU EMU_GPU=METAL \
+  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build "" DEVICE=EMU TCL_EMU_GPU=METAL \
     TCL_RENDER_DUMP="$gpu_sources/metal"
   spec_paths=()
   check_gpu_sources cuda "$gpu_sources/cuda"

@@ -1,13 +1,14 @@
 -- spec/install_spec.lua — `cmake --install` gives a tree that works on its own: the program,
 -- the library through pkg-config (static and shared), and the Lua module from a stock lua5.4.
--- Everything runs from another directory with no TCLC_* variable set, so only the installed
--- files can answer. A probe module dropped into the installed Lua tree proves that the
+-- Everything runs from another directory with no TCL_*_DIR variable (nor its old TCLC_ name)
+-- set, so only the installed files can answer. A probe module dropped into the installed Lua tree proves that the
 -- installed files are the ones loaded (not the source tree, which is the last fallback).
 local helper = require "spec.support.helper"
 local q = helper.shell_quote
 
--- Programs see no TCLC_* setting: they must find everything from where they are installed.
-local CLEAN_ENV = "env -u TCLC_LUA_DIR -u TCLC_BUILD_DIR -u TCLC_SOURCE_DIR "
+-- Programs see no TCL_*_DIR setting: they must find everything from where they are installed.
+local CLEAN_ENV = "env -u TCL_LUA_DIR -u TCLC_LUA_DIR -u TCL_BUILD_DIR -u TCLC_BUILD_DIR -u TCL_SOURCE_DIR "
+  .. "-u TCLC_SOURCE_DIR "
 local PROBE = "print(tcl.uop('CONST', 'int32', nil, 7).arg, (require('tcl.install_probe')))"
 
 local exists, write = helper.exists, helper.write

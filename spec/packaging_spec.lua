@@ -2,7 +2,7 @@
 -- tcl-scm-1.rockspec gives a LuaRocks tree from which a stock lua5.4 requires tcl and computes,
 -- and `cmake --install` gives a CMake package that find_package(tclc) loads from any prefix
 -- (examples/embed builds on its own against it). Installed programs run from another directory
--- with no TCLC_* variable set, so only what was installed can answer.
+-- with no TCL_*_DIR variable (nor its old TCLC_ name) set, so only what was installed can answer.
 -- The rock is built from the source tree (CMake, TCLC_LUA_MODULE_ONLY) in build.luarocks/,
 -- which LuaRocks reuses: after the first run it recompiles only what changed (a build from
 -- scratch takes 4 to 8 seconds on 2 cores). It is the same rock whatever the build under
@@ -11,7 +11,8 @@
 local helper = require "spec.support.helper"
 local q = helper.shell_quote
 
-local CLEAN_ENV = "env -u TCLC_LUA_DIR -u TCLC_BUILD_DIR -u TCLC_SOURCE_DIR "
+local CLEAN_ENV = "env -u TCL_LUA_DIR -u TCLC_LUA_DIR -u TCL_BUILD_DIR -u TCLC_BUILD_DIR -u TCL_SOURCE_DIR "
+  .. "-u TCLC_SOURCE_DIR "
 local sanitized = helper.build_type() == "Sanitize"
 local exists, write = helper.exists, helper.write
 
