@@ -24,8 +24,8 @@ case "${1:-}" in
   *) echo "test: unknown argument '$1' (use: scripts/test.sh [--quick])" >&2; echo "0 passed, 1 failed"; exit 1 ;;
 esac
 # Left out of the quick tier: each takes 15 s or more in Debug here (measured 2026-11-28).
-SLOW_SPECS=(threads gpu_render graph_scale transcendental tc_lowering opt tensor_values_elementwise tensor_fuzz
-  tensor_values_sorting fault_injection)
+SLOW_SPECS=(runtime/threads codegen/gpu_render schedule/graph_scale rewrite/transcendental codegen/tc_lowering
+  codegen/opt api/tensor_values_elementwise api/tensor_fuzz api/tensor_values_sorting io/fault_injection)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -177,7 +177,7 @@ if build build Debug; then debug_built=1; fi
 # --- the quick tier: the Debug suite without SLOW_SPECS, and nothing else ----------------
 if [ "$quick" = 1 ]; then
   if [ "$debug_built" = 1 ]; then
-    for spec in spec/*_spec.lua; do
+    for spec in spec/*/*_spec.lua; do
       slow=0
       for name in "${SLOW_SPECS[@]}"; do [ "spec/${name}_spec.lua" = "$spec" ] && slow=1; done
       [ "$slow" = 1 ] || spec_paths+=("$spec")
@@ -246,7 +246,7 @@ fi
 # reference interpreter (the differential spec compares the two devices directly).
 if [ "$debug_built" = 1 ]; then
   run_specs Debug build ""
-  spec_paths=(spec/tensor_*_spec.lua)
+  spec_paths=(spec/api/tensor_*_spec.lua)
   run_specs "Debug, tensor specs on EMU" build "" DEVICE=EMU
   # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
   # and barriers as on the GPU, and the interpreter reports any race between threads

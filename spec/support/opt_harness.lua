@@ -1,5 +1,5 @@
 -- spec/support/opt_harness.lua — running tensor programs under a given kernel heuristic
--- (tcl.codegen.optimize) and comparing them with NOOPT, for spec/opt_spec.lua.
+-- (tcl.codegen.optimize) and comparing them with NOOPT, for spec/codegen/opt_spec.lua.
 --
 --   local H = require "spec.support.opt_harness"
 --   H.CASES                         small programs: { name =, inputs = { {shape, "float"|"int"}, ... },

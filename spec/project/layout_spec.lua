@@ -1,0 +1,125 @@
+-- spec/project/layout_spec.lua — the Lua tree shows the pipeline (README, "Layout"): every module is
+-- under lua/tcl/ with a name that mirrors its path, each stage is a folder, and dependencies
+-- point one way, export -> api -> schedule -> codegen -> heuristics -> patterns -> the core bindings, with nothing
+-- inside tcl requiring the top-level `tcl` module. Read from the source files' requires.
+local helper = require "spec.support.helper"
+
+-- The stages, lowest first; a module may require its own stage and the ones below it.
+local STAGE_OF_PREFIX = {
+  -- tools over the Tensor API: ahead-of-time export (tcl.export and its modules)
+  { prefix = "tcl.export", stage = 4.5, name = "export" },
+  { prefix = "tcl.api.", stage = 4, name = "api" },
+  { prefix = "tcl.schedule", stage = 3, name = "schedule" },
+  { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
+  -- the optimizer's policies (codegen's optimize pass runs them); they read kernels only
+  { prefix = "tcl.heuristics.", stage = 1.5, name = "heuristics" },
+  { prefix = "tcl.patterns.", stage = 1, name = "patterns" },
+}
+-- The core bindings: the C modules and the Lua files beside init.lua.
+local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
+  ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
+  ["tcl.cuda"] = true, ["tcl.metal"] = true,
+  ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
+  ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true }
+
+local function stage_of(module)
+  if module == "tcl" then return 5, "the package entry" end
+  if CORE[module] then return 0, "core" end
+  for _, s in ipairs(STAGE_OF_PREFIX) do
+    if module:sub(1, #s.prefix) == s.prefix then return s.stage, s.name end
+  end
+  return nil
+end
+
+local function lua_files()
+  local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/lua") .. " && find . -name '*.lua'")
+  assert(status == 0, "cannot list lua/")
+  local files = {}
+  for rel in out:gmatch("%./([^\n]+)") do files[#files + 1] = rel end
+  table.sort(files)
+  return files
+end
+
+local function module_of(rel) -- "tcl/api/tensor.lua" -> "tcl.api.tensor"; ".../init.lua" -> its folder
+  return (rel:gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", "."))
+end
+
+local function read(rel) return helper.read(helper.root .. "/lua/" .. rel) end
+
+--- The modules a file requires (code only: comment lines are skipped); with `pattern`, the
+-- names that match it instead.
+local function requires_of(text, pattern)
+  pattern = pattern or "require%s*%(?%s*[\"']([%w_.]+)[\"']"
+  local list = {}
+  for line in text:gmatch("[^\n]*") do
+    local code = line:gsub("%-%-.*$", "")
+    for name in code:gmatch(pattern) do list[#list + 1] = name end
+  end
+  return list
+end
+local PASS_REFERENCE = "pass%s*=%s*[\"']([%w_.]+)[\"']"
+
+describe("the Lua tree", function()
+  local files = lua_files()
+
+  it("holds every module under lua/tcl/ (nothing generic on the Lua path)", function()
+    assert.is_true(#files > 10)
+    for _, rel in ipairs(files) do
+      assert.is_truthy(rel:match("^tcl/"), "lua/" .. rel .. " is outside lua/tcl/")
+    end
+  end)
+
+  it("names each module after its path in its header", function()
+    for _, rel in ipairs(files) do
+      local module = module_of(rel)
+      local first = read(rel):match("^[^\n]*")
+      assert.is_truthy(first:find("-- " .. module .. " ", 1, true) == 1,
+        "lua/" .. rel .. " should start with '-- " .. module .. " —', got: " .. first)
+    end
+  end)
+
+  it("has one stage per folder and dependencies that point one way", function()
+    local offenders = {}
+    for _, rel in ipairs(files) do
+      local module = module_of(rel)
+      local own, own_name = stage_of(module)
+      assert.is_not_nil(own, module .. " belongs to no stage")
+      for _, dep in ipairs(requires_of(read(rel))) do
+        if dep:sub(1, 4) == "tcl." or dep == "tcl" then
+          local stage, name = stage_of(dep)
+          if stage == nil then
+            offenders[#offenders + 1] = module .. " requires " .. dep .. ", which belongs to no stage"
+          elseif stage > own then
+            offenders[#offenders + 1] = string.format("%s (%s) requires %s (%s)", module, own_name, dep, name)
+          end
+        end
+      end
+    end
+    assert.are.same({}, offenders)
+  end)
+
+  it("names the hand-written passes of the pipeline by module, without requiring them", function()
+    -- the pipeline (a rule file) lists passes of the codegen stage by name; the lowering
+    -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
+    local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
+    assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
+      "tcl.patterns.transcendental",
+      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.stage_transposes", "tcl.codegen.gpu_dims",
+      "tcl.codegen.merge_ends" }, names)
+    for _, name in ipairs(names) do
+      local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
+      assert.is_not_nil(f, name .. " does not exist")
+      f:close()
+    end
+  end)
+
+  it("is checked by a rule that can fail", function()
+    local text = 'local s = require "tcl.shape"\n-- require "tcl.api.tensor" in a comment does not count\n' ..
+      '{ name = "n", pass = "tcl.codegen.x" }'
+    assert.are.same({ "tcl.shape" }, requires_of(text))
+    assert.are.same({ "tcl.codegen.x" }, requires_of(text, PASS_REFERENCE))
+    assert.is_true(stage_of("tcl.api.tensor") > stage_of("tcl.schedule"))
+    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.lower"))
+    assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
+  end)
+end)
