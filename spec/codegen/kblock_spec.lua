@@ -1,7 +1,8 @@
--- KBLOCK: cache blocking of a reduction (src/opt/kernel_opt.h, lua/tcl/codegen/kblock.lua). The
--- reduce axis runs in blocks, the loop over blocks goes around the output loops (inside the
--- thread axis), and the output holds the partial results between blocks; the last block
--- applies the store's tail. Values against NOOPT on CPU and EMU, the loop nest, the checks.
+-- spec/codegen/kblock_spec.lua — KBLOCK: cache blocking of a reduction (src/opt/kernel_opt.h,
+-- lua/tcl/codegen/kblock.lua). The reduce axis runs in blocks, the loop over blocks goes around the
+-- output loops (inside the thread axis), and the output holds the partial results between blocks;
+-- the last block applies the store's tail. Values against NOOPT on CPU and EMU, the loop nest, the
+-- checks.
 local tcl = require "tcl"
 local lower = require "tcl.codegen.lower"
 local schedule = require "tcl.schedule"

@@ -1,8 +1,8 @@
--- Vector lanes: an upcast axis whose lanes are consecutive elements of every store is kept by
--- the expand pass as a RANGE of axis type "vector" and rendered by LLVM as vector values
--- (tcl.codegen.expand, src/codegen/llvm_render.c). Each case runs on CPU with a heuristic that
--- makes such an axis, checks what the IR holds (vector loads and stores, masked accesses, the
--- lane-by-lane paths) and compares the values with NOOPT's.
+-- spec/codegen/vector_lanes_spec.lua — vector lanes: an upcast axis whose lanes are consecutive
+-- elements of every store is kept by the expand pass as a RANGE of axis type "vector" and rendered
+-- by LLVM as vector values (tcl.codegen.expand, src/codegen/llvm_render.c). Each case runs on CPU
+-- with a heuristic that makes such an axis, checks what the IR holds (vector loads and stores,
+-- masked accesses, the lane-by-lane paths) and compares the values with NOOPT's.
 local tcl = require "tcl"
 local lower = require "tcl.codegen.lower"
 local optimize = require "tcl.codegen.optimize"

@@ -123,3 +123,24 @@ describe("the Lua tree", function()
     assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
   end)
 end)
+
+-- The spec tree mirrors the pipeline too: one folder per stage, each spec file in one.
+local SPEC_FOLDERS = { core = true, rewrite = true, schedule = true, codegen = true, runtime = true, devices = true,
+  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true }
+
+describe("the spec tree", function()
+  it("holds every spec file in a folder of a pipeline stage, with its path in its header", function()
+    local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/spec")
+      .. " && find . -name '*_spec.lua'")
+    assert(status == 0, "cannot list spec/")
+    local count = 0
+    for rel in out:gmatch("%./([^\n]+)") do
+      count = count + 1
+      local folder = rel:match("^([%w_]+)/[%w_]+_spec%.lua$")
+      assert.is_truthy(folder and SPEC_FOLDERS[folder], "spec/" .. rel .. " is not in one of the stage folders")
+      local first = helper.read(helper.root .. "/spec/" .. rel):match("^[^\n]*")
+      assert.are.equal(1, first:find("-- spec/" .. rel .. " ", 1, true), "spec/" .. rel .. " starts with: " .. first)
+    end
+    assert.is_true(count > 50, "found only " .. count .. " spec files")
+  end)
+end)
