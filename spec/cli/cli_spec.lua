@@ -261,7 +261,7 @@ inner()
     -- A copy of the program in <dir>/bin with the Lua files in <dir>/share/lua/5.4, as after
     -- an install: a marker line proves which copy of the Lua files was loaded.
     local dir
-    local no_override = "env -u TCLC_LUA_DIR "
+    local no_override = "env -u TCL_LUA_DIR -u TCLC_LUA_DIR "
 
     setup(function()
       dir = os.tmpname()
@@ -297,14 +297,15 @@ inner()
     end)
 
     it("lets TCLC_LUA_DIR override the search", function()
-      local status, out = helper.run("TCLC_LUA_DIR=" .. q(helper.root .. "/lua") .. " " ..
+      -- the old name (an alias); the run's TCL_LUA_DIR, if any, unset so that the two cannot differ
+      local status, out = helper.run("env -u TCL_LUA_DIR TCLC_LUA_DIR=" .. q(helper.root .. "/lua") .. " " ..
         q(dir .. "/bin/tcl") .. " -e 'print(RELOCATED_MARK)'")
       assert.are.equal(0, status)
       assert.are.equal("nil\n", out)
     end)
 
     it("says where it looked when TCLC_LUA_DIR holds no Lua files, status 1", function()
-      local status, out, err = helper.run("TCLC_LUA_DIR=/nonexistent/tcl-lua " ..
+      local status, out, err = helper.run("env -u TCL_LUA_DIR TCLC_LUA_DIR=/nonexistent/tcl-lua " ..
         q(helper.tcl_bin) .. " -e 'print(1)'")
       assert.are.equal(1, status)
       assert.are.equal("", out)

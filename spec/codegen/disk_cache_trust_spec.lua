@@ -137,8 +137,8 @@ describe("the on-disk kernel cache's trust", function()
     local script = root .. "/script.lua"
     helper.write(script, 'print((Tensor.arange(10):cast("float32") * 3 + 1):sum():item())\n')
     local function run(cache, extra)
-      return helper.run("env -u DEVICE TCLC_LUA_DIR=" .. q(helper.root .. "/lua") .. " TCL_CACHE=" .. q(cache) .. " "
-        .. (extra or "") .. " " .. q(helper.tcl_bin) .. " " .. q(script))
+      return helper.run("env -u DEVICE -u TCLC_LUA_DIR TCL_LUA_DIR=" .. q(helper.root .. "/lua")
+        .. " TCL_CACHE=" .. q(cache) .. " " .. (extra or "") .. " " .. q(helper.tcl_bin) .. " " .. q(script))
     end
     local shared = root .. "/shared"
     sh("mkdir " .. q(shared) .. " && chmod 777 " .. q(shared))

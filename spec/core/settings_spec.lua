@@ -5,9 +5,14 @@
 local helper = require "spec.support.helper"
 local q = helper.shell_quote
 
+-- The renamed settings, both names unset: what the run's environment holds cannot meet the
+-- case's assignment (a TCL_ name and its old name that differ are refused).
+local UNSET = "env -u TCL_THREADS -u THREADS -u TCL_EMU_GPU -u EMU_GPU -u TCL_REWRITE_TRACE -u REWRITE_TRACE "
+  .. "-u TCL_REWRITE_STATS -u REWRITE_STATS "
+
 -- Runs `tcl -e code` with the variable assignment `setting` (NAME=value); status, stdout, stderr.
 local function tcl_with(setting, code)
-  return helper.run("env " .. q(setting) .. " timeout 60 " .. q(helper.tcl_bin) .. " -e " .. q(code))
+  return helper.run(UNSET .. q(setting) .. " timeout 60 " .. q(helper.tcl_bin) .. " -e " .. q(code))
 end
 
 local READ = "local env = require('tcl').env; io.write(tostring(env.DEBUG), ' ', tostring(env.BEAM), ' ', "
@@ -50,7 +55,7 @@ describe("settings", function()
     }
     for _, case in ipairs(cases) do
       -- the other variables unset, whatever the environment running the spec says
-      local status, out, err = helper.run("env -u DEBUG -u BEAM -u NOOPT -u THREADS -u CACHELEVEL " .. q(case[1])
+      local status, out, err = helper.run(UNSET .. "-u DEBUG -u BEAM -u NOOPT -u CACHELEVEL " .. q(case[1])
         .. " timeout 60 " .. q(helper.tcl_bin) .. " -e " .. q(READ))
       assert.are.equal(0, status, case[1] .. ": " .. err)
       assert.are.equal(case[2], out, case[1])
@@ -64,8 +69,6 @@ describe("settings", function()
     { "TCL_REWRITE_TRACE", "REWRITE_TRACE", "1", "env.REWRITE_TRACE" },
     { "TCL_REWRITE_STATS", "REWRITE_STATS", "1", "env.REWRITE_STATS" },
   }
-  local UNSET = "env -u TCL_THREADS -u THREADS -u TCL_EMU_GPU -u EMU_GPU -u TCL_REWRITE_TRACE -u REWRITE_TRACE "
-    .. "-u TCL_REWRITE_STATS -u REWRITE_STATS "
 
   -- `tcl -e` printing `expression` with the assignments `settings` (a list of NAME=value)
   local function read_with(settings, expression)

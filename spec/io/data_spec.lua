@@ -119,8 +119,8 @@ for _, call in ipairs({ { data.read_idx, %q }, { data.read_idx, %q }, { data.rea
   print(ok and "ok" or tostring(err):match("[^\n]*"))
 end
 ]]):format(fifo, fifo_gz, fifo, fifo), ".lua")
-    local status, out = helper.run("TCLC_LUA_DIR=" .. helper.shell_quote(helper.root .. "/lua") .. " timeout 30 "
-      .. helper.shell_quote(helper.tcl_bin) .. " " .. helper.shell_quote(script))
+    local status, out = helper.run("env -u TCLC_LUA_DIR TCL_LUA_DIR=" .. helper.shell_quote(helper.root .. "/lua")
+      .. " timeout 30 " .. helper.shell_quote(helper.tcl_bin) .. " " .. helper.shell_quote(script))
     assert.are.equal(0, status, out)
     assert.are.equal(table.concat({
       "read_idx: '" .. fifo .. "' is not a regular file",

@@ -848,7 +848,7 @@ set:rewrite(root, { name = "first" })
 set:rewrite(root)
 local t = P.traces()
 print(#t, t[1].name, #t[1].matches, t[1].after == a)
-]], "REWRITE_TRACE=1")
+]], "env -u REWRITE_TRACE TCL_REWRITE_TRACE=1")
     assert.are.equal(0, status, stderr)
     assert.are.equal("2\tfirst\t1\ttrue\n", stdout)
   end)
@@ -874,7 +874,7 @@ assert(set:rewrite(tcl.uop("SINK", nil, terms)) == tcl.uop("SINK", nil, plain))
 local matched = 0
 for _, row in ipairs(P.stats()) do matched = matched + row.matches end
 print("stats", matched)
-]], "REWRITE_STATS=1")
+]], "env -u REWRITE_STATS TCL_REWRITE_STATS=1")
     assert.are.equal(0, status, stderr)
     assert.are.equal("stats\t10\n", stdout)
     local counts = {}
