@@ -142,7 +142,8 @@ typedef struct tclc_state tclc_state;
 /* Opens a state: a Lua state with the standard libraries, the tcl module loaded and set as
  * the global `tcl` (and the global `Tensor` when the module has one). The Lua files are found
  * next to the program or library (<dir>/../share/lua/5.4), then in the source tree, then in
- * the configured install directory; the environment variable TCLC_LUA_DIR overrides that search.
+ * the configured install directory; the environment variable TCL_LUA_DIR (or its old name
+ * TCLC_LUA_DIR) overrides that search.
  * *out receives the state even when loading tcl fails (the status says so and tclc_error
  * tells why; the Lua state is still usable without tcl); it is NULL only when there is no
  * memory for a state (TCLC_ERRMEM). Close it with tclc_close in every case. */

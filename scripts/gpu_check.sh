@@ -2,7 +2,7 @@
 # gpu_check.sh — tcl's checks on a machine with an NVIDIA GPU, run from the repository root
 # with the bundle of scripts/gpu_bundle.sh in .gpu/ (or, without it, with lua5.4, busted and
 # a build in build-rel/ installed there):
-#   specs   spec/cuda_device_spec.lua (its GPU tests run) and the Tensor API's specs with
+#   specs   spec/devices/cuda_device_spec.lua (its GPU tests run) and the Tensor API's specs with
 #           DEVICE=CUDA, one busted process per spec file, in parallel
 #   bench   bench/gpu_bench.lua (parts in GPU_BENCH_PARTS, default all)
 #   beam    the float16 matmul of bench/gpu_bench.lua with BEAM=${GPU_BENCH_BEAM:-2}, its search's
@@ -36,7 +36,8 @@ if [ -d .gpu ]; then
 else
   build="$root/build-rel"
 fi
-export TCLC_BUILD_DIR="$build" TCLC_SOURCE_DIR="$root" TCLC_LUA_DIR="$root/lua" BENCH_BUILD="$build"
+unset TCLC_BUILD_DIR TCLC_SOURCE_DIR TCLC_LUA_DIR # the old names (aliases), so none conflicts
+export TCL_BUILD_DIR="$build" TCL_SOURCE_DIR="$root" TCL_LUA_DIR="$root/lua" BENCH_BUILD="$build"
 busted_bin=$(command -v busted)
 
 {
@@ -62,8 +63,8 @@ for step in "${steps[@]}"; do
     specs)
       start=$(date +%s)
       parts=$(mktemp -d)
-      spec_run "$parts/cuda_device_spec.log" DEVICE= -- spec/cuda_device_spec.lua &
-      for f in spec/tensor_*_spec.lua; do
+      spec_run "$parts/cuda_device_spec.log" DEVICE= -- spec/devices/cuda_device_spec.lua &
+      for f in spec/api/tensor_*_spec.lua; do
         spec_run "$parts/$(basename "$f" .lua).log" DEVICE=CUDA -- "$f" &
       done
       wait

@@ -7,7 +7,7 @@ set -euo pipefail
 
 # make and libc6-dev are listed because gcc and cmake only recommend them, and
 # we install without recommends. dataset-fashion-mnist is the data set tcl.data.fashion_mnist
-# reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/packaging_spec.lua);
+# reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/project/packaging_spec.lua);
 # clang checks the Metal kernels tcl renders (C++ against a stand-in header); g++ builds the
 # rendered CUDA/Metal sources as host C++ to compare their values with EMU's.
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check

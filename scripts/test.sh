@@ -8,7 +8,7 @@
 #      GPU mode with CUDA's and Metal's capabilities;
 #   4. builds tests/c/states_on_threads with ThreadSanitizer in build-tsan/ and runs it;
 #   5. runs luacheck over every Lua file (.luacheckrc): zero warnings.
-# Specs find the build under test in TCLC_BUILD_DIR. The last line is the total of both
+# Specs find the build under test in TCL_BUILD_DIR. The last line is the total of both
 # runs, "N passed, N failed[, N skipped]"; the exit status is non-zero when a test failed,
 # a build failed or busted stopped early. A build or run that fails without test counts
 # adds 1 to "failed", so that line never reads "0 failed" on a failure.
@@ -25,8 +25,8 @@ case "${1:-}" in
   *) echo "test: unknown argument '$1' (use: scripts/test.sh [--quick])" >&2; echo "0 passed, 1 failed"; exit 1 ;;
 esac
 # Left out of the quick tier: each takes 15 s or more in Debug here (measured 2026-11-28).
-SLOW_SPECS=(threads gpu_render graph_scale transcendental tc_lowering opt tensor_values_elementwise tensor_fuzz
-  tensor_values_sorting fault_injection)
+SLOW_SPECS=(runtime/threads codegen/gpu_render schedule/graph_scale rewrite/transcendental codegen/tc_lowering
+  codegen/opt api/tensor_values_elementwise api/tensor_fuzz api/tensor_values_sorting io/fault_injection)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -46,7 +46,10 @@ busted_bin=$(command -v busted || true)
 
 passed=0 failed=0 pending=0
 spec_paths=() # run_specs runs these spec files, or all of them when empty
-export TCLC_SOURCE_DIR="$root"
+export TCL_SOURCE_DIR="$root"
+# The old names of the variables set here (TCLC_SOURCE_DIR, TCLC_BUILD_DIR, EMU_GPU: aliases) are
+# unset, so that a value left in the caller's shell cannot conflict with the new ones.
+unset TCLC_SOURCE_DIR TCLC_BUILD_DIR EMU_GPU
 
 # build DIR TYPE: configure (output shown only when it fails) and build.
 build() {
@@ -77,7 +80,7 @@ spec_run() {
   # a fresh on-disk kernel cache: every run compiles what it runs, whatever ran before
   cache=$(mktemp -d)
   set +e
-  env TCLC_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
+  env TCL_BUILD_DIR="$root/$dir" TCL_CACHE="$cache" "$@" \
     lua5.4 "$busted_bin" -o spec/support/summary_output.lua ${helper:+--helper="$helper"} "${spec_paths[@]}" \
     >>"$log" 2>&1
   rc=$?
@@ -175,7 +178,7 @@ if build build-debug Debug; then debug_built=1; fi
 # --- the quick tier: the Debug suite without SLOW_SPECS, and nothing else ----------------
 if [ "$quick" = 1 ]; then
   if [ "$debug_built" = 1 ]; then
-    for spec in spec/*_spec.lua; do
+    for spec in spec/*/*_spec.lua; do
       slow=0
       for name in "${SLOW_SPECS[@]}"; do [ "spec/${name}_spec.lua" = "$spec" ] && slow=1; done
       [ "$slow" = 1 ] || spec_paths+=("$spec")
@@ -244,7 +247,7 @@ fi
 # reference interpreter (the differential spec compares the two devices directly).
 if [ "$debug_built" = 1 ]; then
   run_specs Debug build-debug ""
-  spec_paths=(spec/tensor_*_spec.lua)
+  spec_paths=(spec/api/tensor_*_spec.lua)
   run_specs "Debug, tensor specs on EMU" build-debug "" DEVICE=EMU
   # EMU's GPU mode with each GPU target's capabilities: kernels get workgroups, local memory
   # and barriers as on the GPU, and the interpreter reports any race between threads
@@ -252,9 +255,9 @@ if [ "$debug_built" = 1 ]; then
   # CUDA C by NVRTC (sm_75, sm_80, sm_90) and ptxas, Metal by clang++ against a stand-in header
   gpu_sources=$(mktemp -d)
   mkdir -p "$gpu_sources/cuda" "$gpu_sources/metal"
-  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build-debug "" DEVICE=EMU EMU_GPU=CUDA \
+  run_specs "Debug, tensor specs on EMU's GPU mode (CUDA)" build-debug "" DEVICE=EMU TCL_EMU_GPU=CUDA \
     TCL_RENDER_DUMP="$gpu_sources/cuda"
-  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build-debug "" DEVICE=EMU EMU_GPU=METAL \
+  run_specs "Debug, tensor specs on EMU's GPU mode (Metal)" build-debug "" DEVICE=EMU TCL_EMU_GPU=METAL \
     TCL_RENDER_DUMP="$gpu_sources/metal"
   spec_paths=()
   check_gpu_sources cuda "$gpu_sources/cuda"

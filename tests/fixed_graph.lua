@@ -1,6 +1,6 @@
 -- tests/fixed_graph.lua — the fixed graph whose content hash must be the same in every
 -- process and from both languages. Its twin in C is tests/c/fixed_graph.c: keep them identical.
--- Used by spec/core_c_spec.lua, spec/uop_spec.lua and tests/c/core_test.c.
+-- Used by spec/core/core_c_spec.lua, spec/core/uop_spec.lua and tests/c/core_test.c.
 --
 -- Returns build(core, warmup) -> root, keep. `core` is the tcl.core module. `warmup`
 -- unrelated nodes are built first and kept alive (in `keep`), so that node ids, and the

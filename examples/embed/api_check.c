@@ -1,7 +1,7 @@
 /* api_check.c — checks every path of the embedding API (include/tclc.h), errors first: NULL
  * handles, bad counts, unknown functions, Lua errors, unconvertible results, files that do
  * not exist, the escape hatch. Layer: example/test (public API only, plus lua.h for
- * tclc_lua). Run by spec/embed_spec.lua; by hand: <build>/examples/embed/tcl_embed_api_check
+ * tclc_lua). Run by spec/embed/embed_spec.lua; by hand: <build>/examples/embed/tcl_embed_api_check
  * Prints one line per check and ends with "api_check: N passed, M failed"; exit status 1 if
  * any failed. Run it under the Sanitize build to check memory on the error paths too. */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, mkstemp, fdopen, close */

@@ -5,7 +5,7 @@
  * function handles with declared arguments, and every error path (NULL, closed and foreign
  * states, released and foreign handles, bad layouts, sizes, overlaps). A stress loop at the end
  * wraps, calls, reads and releases under garbage-collection pressure.
- * Layer: example/test (public API only). Run by spec/embed_spec.lua; by hand:
+ * Layer: example/test (public API only). Run by spec/embed/embed_spec.lua; by hand:
  * <build>/examples/embed/tcl_embed_tensor_check. Ends with "tensor_check: N passed, M failed". */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 -- spec/support/gpu_device_checks.lua — the checks of a GPU device against the CPU that every
--- GPU device spec runs where its device is there (spec/cuda_device_spec.lua,
--- spec/metal_device_spec.lua): values round-tripped through device memory, elementwise kernels,
+-- GPU device spec runs where its device is there (spec/devices/cuda_device_spec.lua,
+-- spec/devices/metal_device_spec.lua): values round-tripped through device memory, elementwise kernels,
 -- and reductions through the workgroup's local memory.
 --
 --   require("spec.support.gpu_device_checks")({ it = it, assert = assert }, opts)

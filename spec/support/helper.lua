@@ -1,9 +1,15 @@
 -- spec/support/helper.lua — shared facts for specs: where the build is, running programs, and
--- files. scripts/test.sh sets TCLC_BUILD_DIR; specs run from the repository root.
+-- files. scripts/test.sh sets TCL_BUILD_DIR; specs run from the repository root.
 local M = {}
 
-M.root = os.getenv("TCLC_SOURCE_DIR") or "."
-M.build_dir = os.getenv("TCLC_BUILD_DIR") or (M.root .. "/build-debug")
+-- A test variable: its TCL_ name, else its old TCLC_ name (both set and different is an
+-- error naming both, as for tcl's settings: tcl.settings).
+local function test_setting(variable, old)
+  return require("tcl.settings").read({ variable = variable, old = old, kind = "string" }, os.getenv)
+end
+
+M.root = test_setting("TCL_SOURCE_DIR", "TCLC_SOURCE_DIR") or "."
+M.build_dir = test_setting("TCL_BUILD_DIR", "TCLC_BUILD_DIR") or (M.root .. "/build-debug")
 M.tcl_bin = M.build_dir .. "/tcl"
 
 --- The build under test's type, from its CMake cache ("Debug", "Sanitize", ...); nil if unknown.
@@ -86,10 +92,73 @@ function M.error_of(f, ...)
   return tostring(err)
 end
 
+--- The error message of f(...), which must fail, without the "file:line: " that Lua put
+-- before it (the position of the call that raised it).
+function M.message_of(f, ...)
+  return (M.error_of(f, ...):gsub("^[^:\n]*:%d+: ", ""))
+end
+
 --- Asserts that f(...) fails with a message containing `expected` (plain text).
 function M.fails_with(expected, f, ...)
   local message = M.error_of(f, ...)
   assert(message:find(expected, 1, true), "expected '" .. expected .. "' in: " .. message)
+end
+
+--- The integer in environment variable `name`, or `default` when it is unset or empty; any
+-- other text is an error naming the variable.
+function M.integer_env(name, default)
+  local text = os.getenv(name)
+  if text == nil or text == "" then return default end
+  local value = math.tointeger(tonumber(text))
+  if value == nil then error(name .. " must be an integer, got '" .. text .. "'", 0) end
+  return value
+end
+
+--- Whether environment variable `name` is set to something (an empty value is unset).
+function M.env_set(name)
+  local text = os.getenv(name)
+  return text ~= nil and text ~= ""
+end
+
+local Fuzz = {}
+Fuzz.__index = Fuzz
+
+--- The one seed and count pair of every fuzzing spec: TCL_FUZZ_SEED (an integer) and
+-- TCL_FUZZ_COUNT (how many cases: seeds, programs, expressions, ...; at least 1), each the
+-- spec's own default (`defaults.seed`, `defaults.count`) when unset, so that a run with neither
+-- set is the CI run. TCL_FUZZ_VERBOSE (any value) asks a fuzzer to print what it does.
+--   local fuzz = helper.fuzz{ name = "symbolic fuzz", seed = 20240611, count = 3000 }
+--   it("...", fuzz:reporting(function() ... fuzz.seed, fuzz.count ... end))
+-- A test body wrapped by fuzz:reporting prints the seed and count on stderr when it fails
+-- (fuzz.replay: the variables that run the same cases again), then fails as it would have.
+function M.fuzz(defaults)
+  local fuzz = setmetatable({ name = defaults.name or "fuzz" }, Fuzz)
+  fuzz.seed = M.integer_env("TCL_FUZZ_SEED", defaults.seed)
+  fuzz.count = M.integer_env("TCL_FUZZ_COUNT", defaults.count)
+  if fuzz.count ~= nil and fuzz.count < 1 then error("TCL_FUZZ_COUNT must be at least 1, got " .. fuzz.count, 0) end
+  fuzz.verbose = M.env_set("TCL_FUZZ_VERBOSE")
+  local seed = math.type(fuzz.seed) == "integer" and "TCL_FUZZ_SEED=" .. fuzz.seed or "TCL_FUZZ_SEED unset"
+  fuzz.replay = fuzz.count and seed .. " TCL_FUZZ_COUNT=" .. fuzz.count or seed
+  return fuzz
+end
+
+--- The seeds seed, seed + 1, ..., one per case (fuzzers that run each case from its own seed).
+function Fuzz:seeds()
+  local list = {}
+  for i = 0, self.count - 1 do list[#list + 1] = self.seed + i end
+  return list
+end
+
+--- `body` wrapped so that its failure first prints the seed and count on stderr.
+function Fuzz:reporting(body)
+  return function(...)
+    local results = table.pack(pcall(body, ...))
+    if not results[1] then
+      io.stderr:write(string.format("\n%s failed; run the same cases with %s\n", self.name, self.replay))
+      error(results[2], 0)
+    end
+    return table.unpack(results, 2, results.n)
+  end
 end
 
 --- The values packed one after another with string.pack's format fmt.

@@ -1,5 +1,5 @@
 -- spec/support/opt_harness.lua — running tensor programs under a given kernel heuristic
--- (tcl.codegen.optimize) and comparing them with NOOPT, for spec/opt_spec.lua.
+-- (tcl.codegen.optimize) and comparing them with NOOPT, for spec/codegen/opt_spec.lua.
 --
 --   local H = require "spec.support.opt_harness"
 --   H.CASES                         small programs: { name =, inputs = { {shape, "float"|"int"}, ... },
@@ -15,7 +15,6 @@
 -- Inputs are host data from a generator seeded by the case's name, so the NOOPT run and every
 -- optimized run read the same values.
 local tcl = require "tcl"
-local env = require "tcl.env"
 local lower = require "tcl.codegen.lower"
 local optimize = require "tcl.codegen.optimize"
 local splitmix = require "spec.support.splitmix"
@@ -150,7 +149,7 @@ end
 --- Runs body() with heuristic installed (nil: NOOPT), DEBUG=3 lines and warnings captured;
 -- everything is restored afterwards, also when body raises.
 function M.with_heuristic(heuristic, body)
-  local saved = { log = lower.log, warn = optimize.warn, debug = env.DEBUG, noopt = env.NOOPT }
+  local saved = { log = lower.log, warn = optimize.warn }
   local compiled, warnings = {}, {}
   lower.log = function(line)
     local name, opts = line:match("^kernel '([^']*)' opts: (.*)$")
@@ -160,11 +159,9 @@ function M.with_heuristic(heuristic, body)
     compiled[#compiled + 1] = { name = name, was = was or name, opts = opts == "(none)" and "" or opts }
   end
   optimize.warn = function(line) warnings[#warnings + 1] = line end
-  env.DEBUG = 3
-  env.NOOPT = heuristic == nil
   if heuristic then optimize.set_heuristic(heuristic) end
-  local ok, result = pcall(body)
-  lower.log, optimize.warn, env.DEBUG, env.NOOPT = saved.log, saved.warn, saved.debug, saved.noopt
+  local ok, result = pcall(tcl.context { DEBUG = 3, NOOPT = heuristic == nil }, body)
+  lower.log, optimize.warn = saved.log, saved.warn
   optimize.set_heuristic(nil)
   if not ok then error(result, 0) end
   return result, compiled, warnings

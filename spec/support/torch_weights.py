@@ -2,7 +2,7 @@
 
     python3 torch_weights.py MODEL WEIGHTS INPUT OUTPUT
 
-Builds MODEL ("mlp", "affine" or "cnn", the architectures of spec/export_spec.lua's "weights
+Builds MODEL ("mlp", "affine" or "cnn", the architectures of spec/export/export_spec.lua's "weights
 written by PyTorch") in torch with torch's own seeded initialization, writes its state_dict
 to WEIGHTS as a safetensors file (by hand: torch 1.13 has no safetensors module; an 8-byte
 little-endian header length, the JSON header, the tensors' bytes in state_dict order, nothing

@@ -66,7 +66,10 @@ static bool try_candidate(const char *candidate, char *dir, size_t dir_cap, char
 bool tclc_api_find_lua_dir(char *dir, size_t dir_cap, char *looked, size_t looked_cap) {
     if (looked_cap) looked[0] = '\0';
 
-    const char *override = getenv("TCLC_LUA_DIR");
+    /* TCL_LUA_DIR, else its old name TCLC_LUA_DIR; when both are set and differ, tcl.env
+     * refuses the pair once the Lua files load (lua/tcl/env.lua). */
+    const char *override = getenv("TCL_LUA_DIR");
+    if (!override || !override[0]) override = getenv("TCLC_LUA_DIR");
     if (override && override[0]) {
         note_looked(looked, looked_cap, override);
         return copy_path(dir, dir_cap, override);

@@ -10,7 +10,7 @@
 #define TCLC_API_PATH_CAP 4096
 
 /* Writes the directory into dir and returns true, trying in order:
- *   1. $TCLC_LUA_DIR, taken as is (an explicit override);
+ *   1. $TCL_LUA_DIR (or its old name $TCLC_LUA_DIR), taken as is (an explicit override);
  *   2. <directory of the program or shared library holding this code>/../share/lua/5.4
  *      (an installed bin/tcl, or lib/libtclc.so, under any prefix);
  *   3. the source tree's lua/ (TCLC_SOURCE_LUA_DIR: running from the build tree), before

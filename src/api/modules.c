@@ -75,7 +75,7 @@ int tclc_api_open_modules(lua_State *L) {
         else
             lua_pushfstring(L,
                             "tclc: cannot find tcl's Lua files (tcl/init.lua); looked in: %s "
-                            "(set TCLC_LUA_DIR to the directory that holds tcl/init.lua)\n%s",
+                            "(set TCL_LUA_DIR to the directory that holds tcl/init.lua)\n%s",
                             looked, why);
         lua_remove(L, -2);
         return status;

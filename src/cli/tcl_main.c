@@ -46,7 +46,7 @@ static void print_help(void) {
            "                 runs as ./export\n"
            "\n"
            "With no script and no -e, tcl starts the interactive prompt.\n"
-           "TCLC_LUA_DIR overrides where tcl's Lua files are found.\n",
+           "TCL_LUA_DIR (old name TCLC_LUA_DIR) overrides where tcl's Lua files are found.\n",
            usage_line, PROGRAM_NAME);
 }
 

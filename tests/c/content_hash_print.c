@@ -1,5 +1,5 @@
 /* content_hash_print.c — prints the content hash of the fixed test graph (fixed_graph.c) as
- * 16 hex digits, the form Lua's `node.content_hash` has. spec/core_c_spec.lua runs it as
+ * 16 hex digits, the form Lua's `node.content_hash` has. spec/core/core_c_spec.lua runs it as
  * separate processes and compares the output with the hash Lua computes for the same graph.
  * Usage: content_hash_print [warmup]  — first builds `warmup` unrelated nodes, so node ids
  * (and identity hashes) differ between runs while the content hash must not. */

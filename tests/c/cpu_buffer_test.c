@@ -1,7 +1,7 @@
 /* cpu_buffer_test.c — CPU buffers and the cache of their storage (src/runtime/buffer.h), where
  * Lua cannot look: alignment, capacity, reuse of the same storage, the cache's bound, and a
  * cache released before the buffers made from it (as at a Lua state's close). Layer: test.
- * Run by spec/cpu_runtime_spec.lua. Ends with "cpu_buffer_test: N passed, M failed". */
+ * Run by spec/runtime/cpu_runtime_spec.lua. Ends with "cpu_buffer_test: N passed, M failed". */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* export_close_race.c — an exported model's `race_close` while `race_run` runs on another thread
  * (issue 33, item 4). Layer: test of the exported runtime (src/export_runtime/tcl_runtime.c).
  *
- * Built and run by spec/export_spec.lua against a fresh export named "race" (its race.h, race.c,
+ * Built and run by spec/export/export_spec.lua against a fresh export named "race" (its race.h, race.c,
  * kernels and weights), with AddressSanitizer: it needs generated sources, so CMake does not
  * build it. The close must land inside the run, never before or after it, or the test itself
  * would free the instance under a run that has not yet claimed it. So the run's input is

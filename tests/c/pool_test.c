@@ -1,5 +1,5 @@
 /* pool_test.c — checks and timings of the CPU thread pool (src/runtime/cpu/thread_pool.h).
- * Layer: test. Run by spec/cpu_runtime_spec.lua; also built with TSan by scripts/test.sh.
+ * Layer: test. Run by spec/runtime/cpu_runtime_spec.lua; also built with TSan by scripts/test.sh.
  *
  *   build/tests/pool_test [runs]    (default 2000 runs per thread count)
  *

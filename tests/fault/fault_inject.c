@@ -1,5 +1,5 @@
 /* fault_inject.c — an LD_PRELOAD library that makes the n-th call of one kind fail, for the
- * fault-injection spec of tcl's file writers (spec/fault_injection_spec.lua). Layer: test.
+ * fault-injection spec of tcl's file writers (spec/io/fault_injection_spec.lua). Layer: test.
  *
  * Only calls that touch a file whose path contains FAULT_PATH are counted: the descriptors and
  * streams opened for such a path (open, openat, creat, mkstemp and its kin, fopen; a path relative

@@ -1,6 +1,6 @@
 /* objc/objc.h — a stand-in for Apple's <objc/objc.h>, the one Apple header the Metal device
  * includes (src/runtime/metal/metal_device.c), so that its Objective-C part can be compiled
- * (type-checked) without Apple's SDK. Not part of tcl: spec/metal_device_spec.lua compiles
+ * (type-checked) without Apple's SDK. Not part of tcl: spec/devices/metal_device_spec.lua compiles
  * metal_device.c against it, with this machine's C library (-DTCLC_METAL_STANDIN) and, where
  * clang is installed, for the macOS targets arm64-apple-macos and x86_64-apple-macos (the
  * compiler defines __APPLE__ and the Apple ABI; ../libc stands in for the C library headers).

@@ -1,0 +1,638 @@
+-- spec/codegen/opt_spec.lua — kernel opts (src/opt, tcl.opt) and the optimize pass
+-- (lua/tcl/codegen/optimize.lua) against NOOPT: every opt alone and in combinations on
+-- matmuls, reductions, conv2d, pools, softmax, attention and elementwise kernels with odd
+-- sizes (spec/support/opt_harness.lua), a seeded fuzz of random valid opt lists, the
+-- documented errors of invalid opts, failing heuristics and heuristic files.
+--
+-- The opts are chosen by heuristics installed with optimize.set_heuristic; a recipe's steps
+-- look at the kernel's ranges to pick an axis and an amount that fit it. That the opts were
+-- applied is read from the DEBUG=3 line of each compile ("kernel '<name>' opts: <text>").
+local tcl = require "tcl"
+local opt = require "tcl.opt"
+local schedule = require "tcl.schedule"
+local optimize = require "tcl.codegen.optimize"
+local lower = require "tcl.codegen.lower"
+local H = require "spec.support.opt_harness"
+local helper = require "spec.support.helper"
+local splitmix = require "spec.support.splitmix"
+
+local HAVE_RENDERER = pcall(require, "tcl.llvm")
+local DEVICES = HAVE_RENDERER and { "CPU", "EMU" } or { "EMU" }
+
+local Tensor = tcl.Tensor
+
+---------------------------------------------------------------------------------------------
+-- recipes: opt lists that adapt to the kernel they are applied to
+
+local function outs(k) return k:axes("global", "loop") end
+
+-- The largest divisor of n in [2, limit], or nil.
+local function divisor(n, limit)
+  for d = math.min(n, limit), 2, -1 do
+    if n % d == 0 then return d end
+  end
+  return nil
+end
+
+-- The smallest divisor of n in [2, limit], or nil.
+local function small_divisor(n, limit)
+  for d = 2, math.min(n, limit) do
+    if n % d == 0 then return d end
+  end
+  return nil
+end
+
+-- Each step returns op, axis, amount for the kernel as it stands, or nothing when the kernel
+-- has no axis it fits.
+local S = {}
+
+function S.upcast_inner(k)
+  local o = outs(k)
+  for n = #o, 1, -1 do
+    local d = divisor(o[n].size, 8)
+    if d then return "UPCAST", o[n].axis, d end
+  end
+end
+
+function S.upcast_inner_small(k)
+  local o = outs(k)
+  for n = #o, 1, -1 do
+    local d = small_divisor(o[n].size, 16)
+    if d then return "UPCAST", o[n].axis, d end
+  end
+end
+
+function S.upcast_outer(k)
+  for _, r in ipairs(outs(k)) do
+    local d = divisor(r.size, 16)
+    if d then return "UPCAST", r.axis, d end
+  end
+end
+
+-- The lanes the kernel has (upcast and unroll axes): at most 512 in all.
+local function lanes(k)
+  local n = 1
+  for _, r in ipairs(k:axes("upcast", "unroll")) do n = n * r.size end
+  return n
+end
+
+-- UNROLL counts the reduce axes only; pick(size, limit) gives the amount
+local function unroll_by(pick)
+  return function(k)
+    local red = k:axes("reduce")
+    local limit = math.min(32, 512 // lanes(k))
+    for n = #red, 1, -1 do
+      local d = pick(red[n].size, limit)
+      if d then return "UNROLL", n, d end
+    end
+  end
+end
+
+S.unroll = unroll_by(function(size, limit) return divisor(size, math.min(8, limit)) or divisor(size, limit) end)
+S.unroll_small = unroll_by(small_divisor)
+S.unroll_whole = unroll_by(function(size, limit) return size <= limit and 0 or nil end)
+-- a reduce axis that PADTO made a multiple of 16 (or 4)
+S.unroll_padded = unroll_by(function(size) return size % 16 == 0 and 16 or size % 4 == 0 and 4 or nil end)
+
+-- the outermost output axis, in as many parts as its smallest divisor
+function S.thread(k)
+  for _, r in ipairs(outs(k)) do
+    local d = small_divisor(r.size, 256)
+    if d then return "THREAD", r.axis, d end
+  end
+end
+
+function S.swap(k)
+  local o = outs(k)
+  for a = 1, #o do
+    for b = #o, a + 1, -1 do
+      if o[a].type == o[b].type then return "SWAP", o[a].axis, o[b].axis end
+    end
+  end
+end
+
+-- PADTO of an axis of those types to a multiple of the first amount that fits it
+local function padto(types, amounts)
+  return function(k)
+    for _, amount in ipairs(amounts) do
+      for _, r in ipairs(k:axes(table.unpack(types))) do
+        local padded = (r.size + amount - 1) // amount * amount
+        if padded ~= r.size and padded < 4 * r.size then return "PADTO", r.axis, amount end
+      end
+    end
+  end
+end
+
+S.padto_out = padto({ "global", "loop" }, { 16, 4 })
+S.padto_out8 = padto({ "global", "loop" }, { 8 })
+S.padto_reduce = padto({ "reduce" }, { 16, 4 })
+
+-- an output axis that PADTO made a multiple of 16 (or 4), upcast by that
+function S.upcast_padded(k)
+  for _, m in ipairs { 16, 4 } do
+    for _, r in ipairs(outs(k)) do
+      if r.size % m == 0 then return "UPCAST", r.axis, m end
+    end
+  end
+end
+
+function S.thread_8s(k)
+  for _, r in ipairs(outs(k)) do
+    if r.size % 8 == 0 then return "THREAD", r.axis, 8 end
+  end
+end
+
+function S.nolocals() return "NOLOCALS" end
+
+-- { name, steps, min = cases (of 24) that must take every step on some kernel, cpu = THREAD }.
+-- The minimums are what the steps reach on H.CASES: a change of the cases or the steps that
+-- leaves a recipe (nearly) unapplied fails instead of passing without testing anything.
+local RECIPES = {
+  { "UPCAST inner", { S.upcast_inner }, min = 24 },
+  { "UPCAST outer", { S.upcast_outer }, min = 24 },
+  { "UNROLL", { S.unroll }, min = 19 },
+  { "UNROLL whole axis", { S.unroll_whole }, min = 18 },
+  { "THREAD", { S.thread }, min = 24, cpu = true },
+  { "SWAP", { S.swap }, min = 19 },
+  { "PADTO output", { S.padto_out }, min = 24 },
+  { "PADTO reduce", { S.padto_reduce }, min = 21 },
+  { "NOLOCALS", { S.nolocals }, min = 24 },
+  { "UPCAST UNROLL", { S.upcast_inner, S.unroll }, min = 19 },
+  { "UPCAST UPCAST UNROLL (register tile)", { S.upcast_inner, S.upcast_outer, S.unroll }, min = 11 },
+  { "UPCAST twice", { S.upcast_inner_small, S.upcast_inner }, min = 13 },
+  { "UNROLL twice", { S.unroll_small, S.unroll }, min = 4 },
+  { "PADTO output then UPCAST it", { S.padto_out, S.upcast_padded }, min = 24 },
+  { "PADTO reduce then UNROLL it", { S.padto_reduce, S.unroll_padded }, min = 21 },
+  { "PADTO output, PADTO reduce, UPCAST, UNROLL", { S.padto_out, S.padto_reduce, S.upcast_inner, S.unroll },
+    min = 21 },
+  { "SWAP UPCAST", { S.swap, S.upcast_inner }, min = 19 },
+  { "NOLOCALS UPCAST UNROLL", { S.nolocals, S.upcast_inner, S.unroll }, min = 19 },
+  { "THREAD UPCAST UNROLL", { S.thread, S.upcast_inner, S.unroll }, min = 13, cpu = true },
+  { "SWAP THREAD UPCAST", { S.swap, S.thread, S.upcast_inner }, min = 16, cpu = true },
+  { "PADTO output then THREAD 8", { S.padto_out8, S.thread_8s }, min = 24, cpu = true },
+}
+
+-- A heuristic applying the recipe's steps (k:apply: an invalid choice is a warning, which
+-- fails the spec); records per kernel what it applied and whether every step found an axis.
+local function recipe_heuristic(recipe, seen)
+  return function(k)
+    local whole = true
+    for _, step in ipairs(recipe[2]) do
+      local op, axis, amount = step(k)
+      if op then k:apply(op, axis, amount) else whole = false end
+    end
+    seen[#seen + 1] = { name = k.name, opts = H.opts_text(k:opts()), whole = whole }
+  end
+end
+
+local LETTER = { UPCAST = "u", UNROLL = "r", THREAD = "t" }
+
+-- The kernels compiled are the ones the heuristic saw, in order, with its opts; their names
+-- carry the letters of the new axes.
+local function check_compiled(context, seen, compiled)
+  assert.are.equal(#seen, #compiled, context .. ": kernels compiled vs heuristic runs")
+  for n, c in ipairs(compiled) do
+    assert.are.equal(seen[n].name, c.was, context)
+    assert.are.equal(seen[n].opts, c.opts, context .. ": opts of kernel '" .. c.was .. "'")
+    for op, letter in pairs(LETTER) do
+      if c.opts:find(op, 1, true) then
+        assert.is_truthy(c.name:find("%d" .. letter), string.format("%s: kernel '%s' (was '%s', opts %s) has no "
+          .. "'%s' axis", context, c.name, c.was, c.opts, letter))
+      end
+    end
+  end
+end
+
+local function describe_kernels(compiled)
+  local t = {}
+  for _, c in ipairs(compiled) do t[#t + 1] = string.format("'%s' %s", c.was, c.opts ~= "" and c.opts or "(none)") end
+  return table.concat(t, "; ")
+end
+
+local function restore()
+  optimize.set_heuristic(nil)
+  require("tcl.env").NOOPT = false
+end
+
+describe("kernel opts give NOOPT's values", function()
+  after_each(restore)
+
+  for _, device in ipairs(DEVICES) do
+    describe("on " .. device, function()
+      for _, recipe in ipairs(RECIPES) do
+        if not (recipe.cpu and device ~= "CPU") then
+          it(recipe[1], function()
+            local whole_cases = {}
+            for _, case in ipairs(H.CASES) do
+              local want = H.reference(case, device)
+              local seen = {}
+              local got, compiled, warnings = H.run(case, device, recipe_heuristic(recipe, seen))
+              local context = string.format("%s, %s on %s (kernels: %s)", case.name, recipe[1], device,
+                describe_kernels(compiled))
+              assert.are.same({}, warnings, context)
+              assert.is_nil(H.mismatch(case, got, want), context)
+              assert.is_true(#compiled > 0, context .. ": nothing was compiled")
+              check_compiled(context, seen, compiled)
+              for _, s in ipairs(seen) do
+                if s.whole then
+                  whole_cases[#whole_cases + 1] = case.name
+                  break
+                end
+              end
+            end
+            assert.is_true(#whole_cases >= recipe.min, string.format("%s took every step in %d cases, expected "
+              .. "at least %d: %s", recipe[1], #whole_cases, recipe.min, table.concat(whole_cases, ", ")))
+          end)
+        end
+      end
+    end)
+  end
+end)
+
+---------------------------------------------------------------------------------------------
+-- fuzz: random valid opt lists
+
+-- TCL_FUZZ_SEED and TCL_FUZZ_COUNT (kernels per device) run other or longer fuzzes.
+local FUZZ = helper.fuzz { name = "opt fuzz", seed = 20240611, count = 20 }
+local FUZZ_SEED, FUZZ_KERNELS = FUZZ.seed, FUZZ.count
+local FUZZ_CASES = { "matmul 17x7 @ 7x3", "batched matmul 3x7x17 @ 3x17x3", "sum over dim 2 of 7x17x3",
+  "max over dim 1 of 17x3x7", "conv2d 1x3x7x7 * 5x3x3x3 padding 1", "max_pool2d 1x3x17x7 k3 s2", "softmax 7x257",
+  "elementwise a*b+c 7x17", "prod over dim 2 of 3x17", "argmax over dim 1 of 17x7" } -- one to three kernels each
+
+local AMOUNTS = {
+  UPCAST = { 0, 2, 3, 4, 5, 7, 8, 16, 17 },
+  UNROLL = { 0, 2, 3, 4, 7, 8, 16, 17, 32 },
+  THREAD = { 2, 3, 4, 7, 8, 17 },
+  PADTO = { 4, 8, 16, 32 },
+  KBLOCK = { 2, 3, 4, 8, 16, 64 },
+}
+
+local OPS = { "UPCAST", "UNROLL", "THREAD", "SWAP", "PADTO", "KBLOCK" }
+
+-- Every (op, axis, amount) of op's actions for the kernel as it stands.
+local function actions(k, op)
+  local ranges = k:ranges()
+  local out = {}
+  local reduce_numbered = op == "UNROLL" or op == "KBLOCK"
+  for axis = 1, reduce_numbered and #k:axes("reduce") or #ranges do
+    for _, amount in ipairs(op == "SWAP" and ranges or AMOUNTS[op]) do
+      out[#out + 1] = { op, axis, op == "SWAP" and amount.axis or amount }
+    end
+  end
+  return out
+end
+
+local function shuffled(rng, list)
+  for n = #list, 2, -1 do
+    local m = rng:integer(1, n)
+    list[n], list[m] = list[m], list[n]
+  end
+  return list
+end
+
+-- A heuristic applying 1-4 random valid opts per kernel, drawn with rng (an op, then one of
+-- its actions that is valid); records them.
+local function fuzz_heuristic(rng, seen)
+  return function(k)
+    for _ = 1, rng:integer(1, 4) do
+      local applied = false
+      for _, op in ipairs(shuffled(rng, { table.unpack(OPS) })) do
+        for _, a in ipairs(shuffled(rng, actions(k, op))) do
+          if k:try_apply(a[1], a[2], a[3]) then applied = true break end
+        end
+        if applied then break end
+      end
+      if not applied then break end
+    end
+    seen[#seen + 1] = { name = k.name, opts = H.opts_text(k:opts()) }
+  end
+end
+
+describe("random valid opt lists give NOOPT's values", function()
+  after_each(restore)
+
+  for _, device in ipairs(DEVICES) do
+    it("on " .. device .. " (seed " .. FUZZ_SEED .. ")", FUZZ:reporting(function()
+      local kernels, trial, with_opts = 0, 0, 0
+      while kernels < FUZZ_KERNELS do
+        trial = trial + 1
+        local seed = FUZZ_SEED + trial
+        local rng = splitmix.new(seed)
+        local case = H.case(FUZZ_CASES[rng:integer(1, #FUZZ_CASES)])
+        local want = H.reference(case, device)
+        local seen = {}
+        local got, compiled, warnings = H.run(case, device, fuzz_heuristic(rng, seen))
+        local context = string.format("seed %d: %s on %s, kernels %s", seed, case.name, device,
+          describe_kernels(compiled))
+        assert.are.same({}, warnings, context)
+        assert.is_nil(H.mismatch(case, got, want), context)
+        assert.is_true(#compiled > 0, context .. ": nothing was compiled")
+        check_compiled(context, seen, compiled)
+        kernels = kernels + #compiled
+        for _, c in ipairs(compiled) do with_opts = with_opts + (c.opts ~= "" and 1 or 0) end
+      end
+      assert.are.equal(kernels, with_opts, "every fuzzed kernel gets at least one opt")
+    end))
+  end
+end)
+
+---------------------------------------------------------------------------------------------
+-- invalid opts: tcl.opt on a scheduled kernel AST
+
+local function plain(text) return (text:gsub("%p", "%%%0")) end
+
+-- A kernel with ranges loop 4, loop 32, reduce 64: x:sum(3) of a 4x32x64 tensor.
+local function sum_kernel(caps)
+  local x = Tensor.zeros(4, 32, 64, { device = "EMU" }) + 1
+  return opt.kernel(schedule.create({ x:sum(3).uop }).kernels[1].ast, caps)
+end
+
+local EMU_CAPS = lower.backend("EMU").renderer.opt_caps()
+local CPU_CAPS = HAVE_RENDERER and lower.backend("CPU").renderer.opt_caps() or { has_threads = true, threads = 4 }
+
+local function ranges_text(k)
+  local t = {}
+  for _, r in ipairs(k:ranges()) do t[#t + 1] = r.type .. " " .. r.size end
+  return table.concat(t, ", ")
+end
+
+describe("invalid opts", function()
+  -- args_only: an argument error (axis 0, an unknown name), which try_apply raises too
+  local function rejects(caps, expected, prepare, op, axis, amount, args_only)
+    local k = sum_kernel(caps)
+    if prepare then prepare(k) end
+    local name, ranges, opts = k:name(), ranges_text(k), k:opts_text()
+    local ok, err = pcall(k.apply, k, op, axis, amount)
+    assert.is_false(ok)
+    assert.matches(plain(expected), tostring(err))
+    -- the kernel is unchanged, and try_apply says the same
+    assert.are.equal(name, k:name())
+    assert.are.equal(ranges, ranges_text(k))
+    assert.are.equal(opts, k:opts_text())
+    if args_only then return end
+    local tried, message = k:try_apply(op, axis, amount)
+    assert.is_false(tried)
+    assert.matches(plain(expected), message)
+  end
+
+  it("are refused with the opt, the axis and the reason", function()
+    assert.are.equal("loop 4, loop 32, reduce 64", ranges_text(sum_kernel(CPU_CAPS)))
+    rejects(CPU_CAPS, "invalid opt UPCAST(3,4) (axis 3: reduce, size 64): UPCAST takes global, loop, local axes",
+      nil, "UPCAST", 3, 4)
+    rejects(CPU_CAPS, "invalid opt UPCAST(1,3) (axis 1: loop, size 4): 3 does not divide the axis size 4",
+      nil, "UPCAST", 1, 3)
+    rejects(CPU_CAPS, "invalid opt UPCAST(2,32) (axis 2: loop, size 32): the amount 32 is more than UPCAST "
+      .. "allows (16)", nil, "UPCAST", 2, 32)
+    rejects(CPU_CAPS, "invalid opt UPCAST(2,0) (axis 2: loop, size 32): the amount 32 is more than UPCAST "
+      .. "allows (16)", nil, "UPCAST", 2, 0)
+    rejects(CPU_CAPS, "invalid opt UNROLL(1,64) (axis 1: reduce, size 64): the amount 64 is more than UNROLL "
+      .. "allows (32)", nil, "UNROLL", 1, 64)
+    rejects(CPU_CAPS, "invalid opt UPCAST(4,2): axis 4 does not exist: the kernel has 3 optimizable axes",
+      nil, "UPCAST", 4, 2)
+    rejects(CPU_CAPS, "invalid opt UNROLL(2,2): axis 2 does not exist: the kernel has 1 group_reduce, reduce axes",
+      nil, "UNROLL", 2, 2)
+    rejects(CPU_CAPS, "opt UPCAST: axis 0 must be 1 or more", nil, "UPCAST", 0, 2, true)
+    rejects(CPU_CAPS, "invalid opt UPCAST(2,-2) (axis 2: loop, size 32): the amount must be positive",
+      nil, "UPCAST", 2, -2)
+    rejects(CPU_CAPS, "the kernel would have 1024 upcast and unroll lanes, more than 512",
+      function(k) k:apply("UPCAST", 2, 16) k:apply("UPCAST", 1, 2) end, "UNROLL", 1, 32)
+  end)
+
+  it("THREAD: not on EMU, one per kernel, at most 256 parts", function()
+    rejects(EMU_CAPS, "invalid opt THREAD(1,2): this device runs kernels on one thread", nil, "THREAD", 1, 2)
+    rejects(CPU_CAPS, "invalid opt THREAD(2,2): the kernel has a thread axis already",
+      function(k) k:apply("THREAD", 1, 2) end, "THREAD", 2, 2)
+    rejects(CPU_CAPS, "invalid opt THREAD(3,2) (axis 3: reduce, size 64): THREAD takes global, loop axes",
+      nil, "THREAD", 3, 2)
+    local k = sum_kernel(CPU_CAPS)
+    k:apply("THREAD", 1, 4)
+    assert.are.equal("thread 4, loop 32, reduce 64", ranges_text(k))
+    assert.are.equal("r_4t_32_64", k:name())
+  end)
+
+  it("LOCAL, GROUP, GROUPTOP and TC: neither CPU nor EMU has them", function()
+    for _, caps in ipairs { CPU_CAPS, EMU_CAPS } do
+      rejects(caps, "invalid opt LOCAL(1,2): this device's renderer has no workgroups (locals)", nil, "LOCAL", 1, 2)
+      rejects(caps, "invalid opt GROUP(1,2): this device's renderer has no local memory shared by a workgroup",
+        nil, "GROUP", 1, 2)
+      rejects(caps, "invalid opt GROUPTOP(1,4): this device's renderer has no local memory shared by a workgroup",
+        nil, "GROUPTOP", 1, 4)
+      rejects(caps, "invalid opt TC(1,0): this device's renderer has no tensor cores", nil, "TC", 1, 0)
+    end
+  end)
+
+  it("PADTO and SWAP: what they take", function()
+    rejects(CPU_CAPS, "invalid opt PADTO(3,16) (axis 3: upcast, size 4): PADTO cannot pad an upcast, unroll, "
+      .. "thread or kblock axis", function(k) k:apply("UPCAST", 2, 4) end, "PADTO", 3, 16)
+    rejects(CPU_CAPS, "invalid opt PADTO(2,16) (axis 2: loop, size 32): the axis is already a multiple of 16",
+      nil, "PADTO", 2, 16)
+    rejects(CPU_CAPS, "invalid opt PADTO(1,16) (axis 1: loop, size 4): padding to 16 would make the axis 4 or "
+      .. "more times larger", nil, "PADTO", 1, 16)
+    rejects(CPU_CAPS, "invalid opt SWAP(1,3) (axis 1: loop, size 4): SWAP takes two global or two loop axes, not "
+      .. "loop and reduce", nil, "SWAP", 1, 3)
+    rejects(CPU_CAPS, "invalid opt SWAP(2,2) (axis 2: loop, size 32): the other axis must be a different axis",
+      nil, "SWAP", 2, 2)
+    rejects(CPU_CAPS, "invalid opt SWAP(1,5) (axis 1: loop, size 4): the other axis 5 does not exist",
+      nil, "SWAP", 1, 5)
+    rejects(CPU_CAPS, "invalid opt NOLOCALS: NOLOCALS was applied already", function(k) k:apply("NOLOCALS") end,
+      "NOLOCALS")
+  end)
+
+  it("an unknown opt name lists the known ones", function()
+    rejects(CPU_CAPS, "unknown opt 'FOO' (known: TC, UPCAST, UNROLL, LOCAL, THREAD, GROUP, GROUPTOP, NOLOCALS, "
+      .. "PADTO, SWAP, KBLOCK)", nil, "FOO", 1, 2, true)
+  end)
+
+  it("KBLOCK: a reduce axis in blocks, one store of one reduction that does not read its output", function()
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,64) (axis 1: reduce, size 64): one block of the whole axis blocks nothing",
+      nil, "KBLOCK", 1, 64)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,48) (axis 1: reduce, size 64): 48 does not divide the axis size 64",
+      nil, "KBLOCK", 1, 48)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(2,8): axis 2 does not exist: the kernel has 1 reduce axes",
+      nil, "KBLOCK", 2, 8)
+    rejects(CPU_CAPS, "invalid opt KBLOCK(1,8): the kernel has a kblock axis already",
+      function(k) k:apply("KBLOCK", 1, 16) end, "KBLOCK", 1, 8)
+    local k = sum_kernel(CPU_CAPS)
+    k:apply("THREAD", 1, 4)
+    k:apply("KBLOCK", 1, 16)
+    assert.are.equal("thread 4, kblock 4, loop 32, reduce 16", ranges_text(k))
+    assert.are.equal("r_4t_4k_32_16", k:name())
+  end)
+end)
+
+---------------------------------------------------------------------------------------------
+-- heuristics that fail, and heuristics from files
+
+-- Runs case on device with heuristic; the values must be NOOPT's and every kernel must have
+-- run without opts. Returns the warnings and the compiled kernels.
+local function run_failing(case, device, heuristic)
+  local got, compiled, warnings = H.run(case, device, heuristic)
+  assert.is_nil(H.mismatch(case, got, H.reference(case, device)), case.name .. " on " .. device)
+  for _, c in ipairs(compiled) do
+    assert.are.equal("", c.opts)
+    assert.are.equal(c.was, c.name)
+  end
+  return warnings, compiled
+end
+
+describe("a heuristic that fails", function()
+  after_each(restore)
+
+  for _, device in ipairs(DEVICES) do
+    it("by raising an error costs the kernel its opts, with one warning naming it (" .. device .. ")", function()
+      local case = H.case("matmul 17x7 @ 7x3")
+      local warnings = run_failing(case, device, function(k)
+        k:apply("UPCAST", 2, 3)
+        k:apply("UNROLL", 1, 7)
+        error("no more ideas")
+      end)
+      assert.are.equal(1, #warnings)
+      assert.matches("^kernel 'r_17_3_7': heuristic 'function: [^']+' failed %(opts applied: UPCAST%(2,3%) "
+        .. "UNROLL%(1,7%)%): .*no more ideas; the kernel runs without opts$", warnings[1])
+    end)
+
+    it("by applying an invalid opt gets the opt's error in its warning (" .. device .. ")", function()
+      local case = H.case("matmul 17x7 @ 7x3")
+      local warnings = run_failing(case, device, function(k)
+        k:apply("SWAP", 1, 2)
+        k:apply("UPCAST", 3, 7)
+      end)
+      assert.are.equal(1, #warnings)
+      assert.matches("^" .. plain("kernel 'r_17_3_7': heuristic '") .. "function: [^']+" .. plain("' failed (opts "
+        .. "applied: SWAP(1,2)): ") .. ".*" .. plain("invalid opt UPCAST(3,7) (axis 3: reduce, size 7): UPCAST takes "
+        .. "global, loop, local axes; the kernel runs without opts") .. "$", warnings[1])
+    end)
+
+    it("warns once per kernel, each line naming its kernel (" .. device .. ")", function()
+      local case = H.case("softmax 7x257")
+      local warnings, compiled = run_failing(case, device, function(k)
+        if device == "EMU" then k:apply("THREAD", 1, 7) end
+        k:apply("PADTO", #k:ranges(), 16)
+        error("stop")
+      end)
+      assert.are.equal(#compiled, #warnings)
+      assert.is_true(#compiled >= 2)
+      for n, c in ipairs(compiled) do
+        assert.matches("kernel '" .. plain(c.was) .. "'", warnings[n])
+        if device == "EMU" then
+          assert.matches(plain("(opts applied: none): ") .. ".*" .. plain("invalid opt THREAD(1,7): this device "
+            .. "runs kernels on one thread"), warnings[n])
+        else
+          assert.matches(plain("(opts applied: PADTO(2,16)): ") .. ".*stop", warnings[n])
+        end
+      end
+    end)
+  end
+end)
+
+describe("heuristic files (TCL_HEURISTICS)", function()
+  local temp_files = {}
+  local function temp_file(text)
+    local path = os.tmpname() .. ".lua"
+    helper.write(path, text)
+    temp_files[#temp_files + 1] = path
+    return path
+  end
+  after_each(restore)
+  teardown(function()
+    for _, path in ipairs(temp_files) do os.remove(path) end
+  end)
+
+  local UPCAST_LAST = [[
+return function(k)
+  local outs = k:axes("global", "loop")
+  local last = outs[#outs]
+  if last and last.size % 3 == 0 then k:apply("UPCAST", last.axis, 3) end
+end
+]]
+
+  it("a file returning a function is the heuristic", function()
+    local path = temp_file(UPCAST_LAST)
+    local case = H.case("matmul 17x7 @ 7x3")
+    optimize.set_heuristic(path)
+    assert.are.equal(path, optimize.heuristic_name())
+    local got, compiled, warnings = H.run(case, "EMU", path)
+    assert.are.same({}, warnings)
+    assert.is_nil(H.mismatch(case, got, H.reference(case, "EMU")))
+    assert.are.same({ { name = "r_17_3u_7", was = "r_17_3_7", opts = "UPCAST(2,3)" } }, compiled)
+    assert.are.equal("default", optimize.heuristic_name())
+  end)
+
+  it("a file returning a table with 'optimize' is the heuristic", function()
+    local path = temp_file("local M = {}\nM.optimize = (function()\n" .. UPCAST_LAST .. "end)()\nreturn M\n")
+    local _, compiled = H.run(H.case("matmul 17x7 @ 7x3"), "EMU", path)
+    assert.are.equal("UPCAST(2,3)", compiled[1].opts)
+  end)
+
+  it("a file that returns no function, does not load or does not compile gives a clear error", function()
+    local path = temp_file("return 42\n")
+    assert.has_error(function() optimize.set_heuristic(path) end, "heuristic file '" .. path
+      .. "' must return a function(kernel) (or a table with 'optimize')")
+    local failing = temp_file("error('no such thing')\n")
+    local ok, err = pcall(optimize.set_heuristic, failing)
+    assert.is_false(ok)
+    assert.matches("^heuristic file '" .. plain(failing) .. "' failed to load: .*no such thing", err)
+    local broken = temp_file("return function(k\n")
+    ok, err = pcall(optimize.set_heuristic, broken)
+    assert.is_false(ok)
+    assert.matches("^heuristic file '" .. plain(broken) .. "': ", err)
+    ok, err = pcall(optimize.set_heuristic, "/nonexistent/heuristic.lua")
+    assert.is_false(ok)
+    assert.matches("^heuristic file '/nonexistent/heuristic.lua': ", err)
+    -- the heuristic in place stays
+    assert.are.equal("default", optimize.heuristic_name())
+  end)
+
+  it("examples/heuristic_upcast_only.lua threads and upcasts, with NOOPT's values", function()
+    local path = helper.root .. "/examples/heuristic_upcast_only.lua"
+    local case = { name = "matmul 4x6 @ 6x8", inputs = { { { 4, 6 }, "float" }, { { 6, 8 }, "float" } },
+      fn = function(a, b) return a:matmul(b) end }
+    for _, device in ipairs(DEVICES) do
+      local got, compiled, warnings = H.run(case, device, path)
+      assert.are.same({}, warnings)
+      assert.is_nil(H.mismatch(case, got, H.reference(case, device)))
+      assert.are.equal(1, #compiled)
+      local threads = device == "CPU" and lower.backend("CPU").renderer.opt_caps().threads or 1
+      local threaded = threads > 1 and 4 % threads == 0
+      assert.are.equal(threaded, compiled[1].opts:find("THREAD(1," .. threads .. ")", 1, true) ~= nil)
+      assert.matches("UPCAST%(%d,4%)$", compiled[1].opts)
+      assert.matches("_4u_6$", compiled[1].name)
+    end
+  end)
+
+  it("TCL_HEURISTICS picks the file when tcl starts", function()
+    local path = temp_file(UPCAST_LAST)
+    local script = temp_file([[
+local a = Tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { device = "EMU" })
+print((a + 1):tolist()[2][3])
+]])
+    local q = helper.shell_quote
+    local status, out, err = helper.run("TCL_HEURISTICS=" .. q(path) .. " DEBUG=3 timeout 60 " .. q(helper.tcl_bin)
+      .. " " .. q(script))
+    assert.are.equal(0, status, err)
+    assert.are.equal("7\n", out)
+    assert.matches("kernel 'E_2_3u' opts: UPCAST(2,3) (was 'E_2_3')", err, 1, true)
+  end)
+end)
+
+describe("the default heuristic's register tile", function()
+  -- the kernel names of realizing t (an upcast axis shows as "<n>u")
+  local function kernel_names(t)
+    local report = tcl.profile(function() t:realize() end)
+    local names = {}
+    for i, k in ipairs(report.kernels) do names[i] = k.name end
+    return table.concat(names, " ")
+  end
+
+  it("is planned where the vector lanes' reads are near, not where they would be gathered", function()
+    local x = Tensor.randn(64, 128):realize()
+    local nn_name = kernel_names(x:matmul(Tensor.randn(128, 32):realize()))
+    assert.truthy(nn_name:find("%du"), "x @ W (W row-major along the output): tiled, got " .. nn_name)
+    -- x @ W^T reads W 128 elements apart along the output's contiguous axis
+    local nt_name = kernel_names(x:matmul(Tensor.randn(32, 128):realize():transpose(1, 2)))
+    assert.falsy(nt_name:find("%du"), "x @ W^T: no tile, got " .. nt_name)
+    -- a per-channel sum of (N, C, H, W) reads channels H*W apart
+    local sum_name = kernel_names(Tensor.randn(8, 16, 6, 6):realize():sum({ 1, 3, 4 }))
+    assert.falsy(sum_name:find("%du"), "per-channel sum: no tile, got " .. sum_name)
+  end)
+end)

@@ -1,0 +1,207 @@
+-- spec/project/layout_spec.lua — the Lua tree shows the pipeline (docs/design/layout.md): every module is
+-- under lua/tcl/ with a name that mirrors its path, each stage is a folder, and dependencies
+-- point one way, export -> api -> schedule -> codegen -> heuristics -> patterns -> the core bindings, with nothing
+-- inside tcl requiring the top-level `tcl` module. Read from the source files' requires.
+local helper = require "spec.support.helper"
+
+-- The stages, lowest first; a module may require its own stage and the ones below it.
+local STAGE_OF_PREFIX = {
+  -- tools over the Tensor API: ahead-of-time export (tcl.export and its modules)
+  { prefix = "tcl.export", stage = 4.5, name = "export" },
+  { prefix = "tcl.api.", stage = 4, name = "api" },
+  { prefix = "tcl.schedule", stage = 3, name = "schedule" },
+  { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
+  -- the optimizer's policies (codegen's optimize pass runs them); they read kernels only
+  { prefix = "tcl.heuristics.", stage = 1.5, name = "heuristics" },
+  { prefix = "tcl.patterns.", stage = 1, name = "patterns" },
+}
+-- The core bindings: the C modules and the Lua files beside init.lua.
+local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
+  ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
+  ["tcl.cuda"] = true, ["tcl.metal"] = true,
+  ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
+  ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true }
+
+local function stage_of(module)
+  if module == "tcl" then return 5, "the package entry" end
+  if CORE[module] then return 0, "core" end
+  for _, s in ipairs(STAGE_OF_PREFIX) do
+    if module:sub(1, #s.prefix) == s.prefix then return s.stage, s.name end
+  end
+  return nil
+end
+
+local function lua_files()
+  local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/lua") .. " && find . -name '*.lua'")
+  assert(status == 0, "cannot list lua/")
+  local files = {}
+  for rel in out:gmatch("%./([^\n]+)") do files[#files + 1] = rel end
+  table.sort(files)
+  return files
+end
+
+local function module_of(rel) -- "tcl/api/tensor.lua" -> "tcl.api.tensor"; ".../init.lua" -> its folder
+  return (rel:gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", "."))
+end
+
+local function read(rel) return helper.read(helper.root .. "/lua/" .. rel) end
+
+--- The modules a file requires (code only: comment lines are skipped); with `pattern`, the
+-- names that match it instead.
+local function requires_of(text, pattern)
+  pattern = pattern or "require%s*%(?%s*[\"']([%w_.]+)[\"']"
+  local list = {}
+  for line in text:gmatch("[^\n]*") do
+    local code = line:gsub("%-%-.*$", "")
+    for name in code:gmatch(pattern) do list[#list + 1] = name end
+  end
+  return list
+end
+local PASS_REFERENCE = "pass%s*=%s*[\"']([%w_.]+)[\"']"
+
+describe("the Lua tree", function()
+  local files = lua_files()
+
+  it("holds every module under lua/tcl/ (nothing generic on the Lua path)", function()
+    assert.is_true(#files > 10)
+    for _, rel in ipairs(files) do
+      assert.is_truthy(rel:match("^tcl/"), "lua/" .. rel .. " is outside lua/tcl/")
+    end
+  end)
+
+  it("names each module after its path in its header", function()
+    for _, rel in ipairs(files) do
+      local module = module_of(rel)
+      local first = read(rel):match("^[^\n]*")
+      assert.is_truthy(first:find("-- " .. module .. " ", 1, true) == 1,
+        "lua/" .. rel .. " should start with '-- " .. module .. " —', got: " .. first)
+    end
+  end)
+
+  it("has one stage per folder and dependencies that point one way", function()
+    local offenders = {}
+    for _, rel in ipairs(files) do
+      local module = module_of(rel)
+      local own, own_name = stage_of(module)
+      assert.is_not_nil(own, module .. " belongs to no stage")
+      for _, dep in ipairs(requires_of(read(rel))) do
+        if dep:sub(1, 4) == "tcl." or dep == "tcl" then
+          local stage, name = stage_of(dep)
+          if stage == nil then
+            offenders[#offenders + 1] = module .. " requires " .. dep .. ", which belongs to no stage"
+          elseif stage > own then
+            offenders[#offenders + 1] = string.format("%s (%s) requires %s (%s)", module, own_name, dep, name)
+          end
+        end
+      end
+    end
+    assert.are.same({}, offenders)
+  end)
+
+  it("names the hand-written passes of the pipeline by module, without requiring them", function()
+    -- the pipeline (a rule file) lists passes of the codegen stage by name; the lowering
+    -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
+    local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
+    assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
+      "tcl.patterns.transcendental",
+      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.stage_transposes", "tcl.codegen.gpu_dims",
+      "tcl.codegen.merge_ends" }, names)
+    for _, name in ipairs(names) do
+      local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
+      assert.is_not_nil(f, name .. " does not exist")
+      f:close()
+    end
+  end)
+
+  it("is checked by a rule that can fail", function()
+    local text = 'local s = require "tcl.shape"\n-- require "tcl.api.tensor" in a comment does not count\n' ..
+      '{ name = "n", pass = "tcl.codegen.x" }'
+    assert.are.same({ "tcl.shape" }, requires_of(text))
+    assert.are.same({ "tcl.codegen.x" }, requires_of(text, PASS_REFERENCE))
+    assert.is_true(stage_of("tcl.api.tensor") > stage_of("tcl.schedule"))
+    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.lower"))
+    assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
+  end)
+end)
+
+-- src/runtime: one folder per device (cpu/, cuda/, metal/, emu/), gpu/ for what the GPU devices
+-- share (the driver interface, buffers, programs, their Lua binding), io/ for files (mapping,
+-- gzip, the disk cache); at the root only the host buffers and the tcl.runtime binding, which
+-- every device uses. Includes between the folders point one way: a device includes no other
+-- device, and the shared GPU layer knows no driver (a new GPU driver is one more folder).
+local RUNTIME_ROOT_FILES = { ["buffer.c"] = true, ["buffer.h"] = true, ["lua_runtime.c"] = true,
+  ["lua_runtime.h"] = true }
+local RUNTIME_FOLDER_MAY_INCLUDE = {
+  cpu = {}, emu = {}, gpu = {}, io = { cpu = true }, cuda = { gpu = true }, metal = { gpu = true },
+}
+
+local function runtime_files()
+  local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/src/runtime") ..
+    " && find . -name '*.[ch]'")
+  assert(status == 0, "cannot list src/runtime")
+  local files = {}
+  for rel in out:gmatch("%./([^\n]+)") do files[#files + 1] = rel end
+  table.sort(files)
+  return files
+end
+
+-- The offences of one file of src/runtime (rel: "cuda/lua_cuda.c") whose text is text.
+local function runtime_offences(rel, text)
+  local folder = rel:match("^([^/]+)/")
+  if not folder then
+    return RUNTIME_ROOT_FILES[rel] and {} or { rel .. " is at the root of src/runtime, not in a device's folder" }
+  end
+  local may = RUNTIME_FOLDER_MAY_INCLUDE[folder]
+  if not may then return { rel .. " is in " .. folder .. "/, which is not a folder of src/runtime" } end
+  local offences = {}
+  for included in text:gmatch('#include%s+"runtime/([%w_]+)/') do
+    if included ~= folder and not may[included] then
+      offences[#offences + 1] = string.format("%s includes runtime/%s/", rel, included)
+    end
+  end
+  return offences
+end
+
+describe("the C runtime (src/runtime)", function()
+  it("keeps each device in its folder, with includes that point one way", function()
+    local files, offences = runtime_files(), {}
+    assert.is_true(#files > 40)
+    for _, rel in ipairs(files) do
+      for _, o in ipairs(runtime_offences(rel, helper.read(helper.root .. "/src/runtime/" .. rel))) do
+        offences[#offences + 1] = o
+      end
+    end
+    assert.are.same({}, offences)
+  end)
+
+  it("is checked by a rule that can fail", function()
+    assert.are.same({ "cuda_buffer.c is at the root of src/runtime, not in a device's folder" },
+      runtime_offences("cuda_buffer.c", ""))
+    assert.are.same({ "gpu/gpu_buffer.c includes runtime/cuda/" },
+      runtime_offences("gpu/gpu_buffer.c", '#include "runtime/cuda/cuda_driver.h"\n#include "runtime/buffer.h"'))
+    assert.are.same({ "cuda/x.c includes runtime/metal/" },
+      runtime_offences("cuda/x.c", '#include "runtime/metal/m.h"'))
+    assert.are.same({}, runtime_offences("metal/x.c", '#include "runtime/gpu/gpu_driver.h"'))
+  end)
+end)
+
+-- The spec tree mirrors the pipeline too: one folder per stage, each spec file in one.
+local SPEC_FOLDERS = { core = true, rewrite = true, schedule = true, codegen = true, runtime = true, devices = true,
+  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true }
+
+describe("the spec tree", function()
+  it("holds every spec file in a folder of a pipeline stage, with its path in its header", function()
+    local status, out = helper.run("cd " .. helper.shell_quote(helper.root .. "/spec")
+      .. " && find . -name '*_spec.lua'")
+    assert(status == 0, "cannot list spec/")
+    local count = 0
+    for rel in out:gmatch("%./([^\n]+)") do
+      count = count + 1
+      local folder = rel:match("^([%w_]+)/[%w_]+_spec%.lua$")
+      assert.is_truthy(folder and SPEC_FOLDERS[folder], "spec/" .. rel .. " is not in one of the stage folders")
+      local first = helper.read(helper.root .. "/spec/" .. rel):match("^[^\n]*")
+      assert.are.equal(1, first:find("-- spec/" .. rel .. " ", 1, true), "spec/" .. rel .. " starts with: " .. first)
+    end
+    assert.is_true(count > 50, "found only " .. count .. " spec files")
+  end)
+end)
