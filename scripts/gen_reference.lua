@@ -3,7 +3,7 @@
 -- with its parameters and the `---` doc comment above its definition in the module's source.
 -- Run it from the repository root with the `tcl` program after changing a documented module:
 --   build/tcl scripts/gen_reference.lua [output directory, default docs/reference]
--- spec/docs_spec.lua generates the files afresh and compares them with the checked-in ones.
+-- spec/project/docs_spec.lua generates the files afresh and compares them with the checked-in ones.
 local out_dir = (...) or "docs/reference"
 
 local function read_lines(path)

@@ -1,7 +1,7 @@
 -- spec/support/doctest.lua — the examples of the docs as tests (docs/README.md, "Examples that
 -- are tested"): reads the fenced blocks of a Markdown file, pairs each ```lua block with the
 -- ```output block right after it, reads the `$ ` commands of ```console blocks, runs them with
--- the build under test and compares what they print. spec/docs_spec.lua drives it.
+-- the build under test and compares what they print. spec/project/docs_spec.lua drives it.
 --
 -- Expected output is compared line by line, trailing blanks ignored. Two wildcards, for what
 -- differs from run to run (times, addresses, hashes): a line that is exactly `...` stands for

@@ -1,7 +1,7 @@
 -- spec/support/gpu_device_contract.lua — the one body of checks every GPU device's binding
 -- passes on its stand-in driver (the mock CUDA driver, the Metal stand-in runtime): they share
 -- one binding (src/runtime/gpu/lua_gpu.c over gpu_driver.h), so each device runs the same
--- chunks with its module's name. spec/cuda_device_spec.lua and spec/metal_device_spec.lua call
+-- chunks with its module's name. spec/devices/cuda_device_spec.lua and spec/devices/metal_device_spec.lua call
 -- it inside their stand-in describe blocks; what is the device's own (its device() table, its
 -- launch limits, its driver's record) stays in their files.
 --

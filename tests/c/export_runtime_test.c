@@ -12,7 +12,7 @@
  * iteration runs exactly once per run (also after the workers went to sleep), and the argument
  * checks. export_runtime_embedded_test.c does the same for embedded weights (model "embedded"),
  * and links into the same program: two models in one program.
- * Built by tests/CMakeLists.txt with -Werror; run by spec/export_runtime_spec.lua.
+ * Built by tests/CMakeLists.txt with -Werror; run by spec/export/export_runtime_spec.lua.
  *
  *   export_runtime_test [scratch directory]   ends with "export_runtime_test: N passed, M failed" */
 #define _POSIX_C_SOURCE 200809L /* pthreads, clock_gettime, sysconf, fseeko */

@@ -332,7 +332,7 @@ end
 --- Max error in float32 ulps of each function against C's libm in double rounded once to
 -- float32 (double formulas for tanh, expm1, log1p, which Lua's math lacks), over the whole
 -- float32 range: edges, denormals, overflow and underflow thresholds, huge arguments.
--- spec/tensor_transcendental_accuracy_spec.lua asserts them on the default device (CPU) and on
+-- spec/api/tensor_transcendental_accuracy_spec.lua asserts them on the default device (CPU) and on
 -- EMU; the comment on each function says where its error comes from. Measured maxima (the
 -- spec's sweeps plus 1M random inputs each) equal the bounds on one device or both. In float64
 -- the same forms (float64 constants and polynomials) measure within 2 double ulps, gelu aside

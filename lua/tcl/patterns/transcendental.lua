@@ -15,7 +15,7 @@
 -- renderer does). No MULACC: alu.c's float32 MULACC is a fused op with its own rounding.
 --
 -- Accuracy (max error in float32 ulps against the correctly rounded result; M.ULP_BOUND is what
--- spec/transcendental_spec.lua asserts, the figures are the spec's sweeps plus 500k random inputs each):
+-- spec/rewrite/transcendental_spec.lua asserts, the figures are the spec's sweeps plus 500k random inputs each):
 --   exp2  1 ulp, every x (denormal results, overflow to inf); NaN, +-inf exact
 --   log2  1 ulp (1 of 500k random x), every x > 0 (denormals); 0 -> -inf, x < 0 -> NaN, inf, NaN
 --   sin   1 ulp, every finite x (Payne-Hanek reduction beyond M.SIN_LIMIT = 2^22); sin(-0) = -0

@@ -2,7 +2,7 @@
  * Layer: runtime.
  *
  * The Objective-C part is compiled on Apple systems, and elsewhere only by the syntax check
- * of spec/metal_device_spec.lua (TCLC_METAL_STANDIN, or a macOS target triple, with
+ * of spec/devices/metal_device_spec.lua (TCLC_METAL_STANDIN, or a macOS target triple, with
  * tests/c/metal_standin/ in place of Apple's headers). On every other build the entry points
  * fail with TCL_METAL_UNAVAILABLE.
  *

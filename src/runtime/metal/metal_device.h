@@ -12,7 +12,7 @@
  * Only macOS has Metal: elsewhere this header's functions exist and fail with "Metal: only
  * available on macOS" (tcl_metal_device_open; nothing else can be reached without a device).
  * The Objective-C part of metal_device.c is compiled where __APPLE__ is defined, and on other
- * systems by the syntax check of spec/metal_device_spec.lua (tests/c/metal_standin/ stands in
+ * systems by the syntax check of spec/devices/metal_device_spec.lua (tests/c/metal_standin/ stands in
  * for Apple's headers).
  *
  * A device is reference counted as the CUDA device is (cuda_driver.h): its opener holds one

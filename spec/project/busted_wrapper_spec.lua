@@ -1,4 +1,4 @@
--- spec/busted_wrapper_spec.lua — scripts/busted, the documented way to run one spec file
+-- spec/project/busted_wrapper_spec.lua — scripts/busted, the documented way to run one spec file
 -- (docs/guide/contributing.md): it runs busted under lua5.4 with test.sh's report and settings,
 -- and plain `busted` (Debian's, started by Lua 5.1) re-runs itself under lua5.4 (.busted).
 local helper = require "spec.support.helper"
@@ -23,7 +23,7 @@ end
 describe("scripts/busted", function()
   it("runs one spec file and ends with the summary line", function()
     with_tiny_spec(function(name)
-      local status, out = helper.run(string.format("cd %s && env -u TCL_CACHE TCLC_BUILD_DIR=%s scripts/busted %s",
+      local status, out = helper.run(string.format("cd %s && env -u TCL_CACHE TCL_BUILD_DIR=%s scripts/busted %s",
         q(helper.root), q(helper.build_dir), q(name)))
       assert.are.equal(0, status, out)
       local last = out:match("([^\n]*)\n?$")
@@ -32,7 +32,7 @@ describe("scripts/busted", function()
   end)
 
   it("says where the build is missing", function()
-    local status, _, err = helper.run(string.format("cd %s && TCLC_BUILD_DIR=/nonexistent scripts/busted",
+    local status, _, err = helper.run(string.format("cd %s && TCL_BUILD_DIR=/nonexistent scripts/busted",
       q(helper.root)))
     assert.are.equal(2, status)
     assert.is_truthy(err:find("scripts/busted: no build in /nonexistent (no lua/tcl.so)", 1, true))
@@ -44,7 +44,7 @@ describe("scripts/busted", function()
       return
     end
     with_tiny_spec(function(name)
-      local status, out = helper.run(string.format("cd %s && TCLC_BUILD_DIR=%s TCL_CACHE=$(mktemp -d) lua5.1 "
+      local status, out = helper.run(string.format("cd %s && TCL_BUILD_DIR=%s TCL_CACHE=$(mktemp -d) lua5.1 "
         .. "/usr/bin/busted -o spec/support/summary_output.lua %s", q(helper.root), q(helper.build_dir), q(name)))
       assert.are.equal(0, status, out)
       assert.is_truthy(out:find("tclc-summary passed=3 failed=0", 1, true), out)

@@ -1,4 +1,4 @@
--- spec/docs_spec.lua — the docs cannot drift (docs/README.md, "Examples that are tested"):
+-- spec/project/docs_spec.lua — the docs cannot drift (docs/README.md, "Examples that are tested"):
 -- every example of README.md, bench/README.md and docs/**/*.md that shows its output is run
 -- with the build under test and must print that output (spec/support/doctest.lua: a ```lua
 -- block followed by an ```output block, the `$ ` commands of ```console blocks; `...` masks
@@ -12,8 +12,8 @@ local tcl = helper.tcl_bin
 local q = helper.shell_quote
 
 -- Settings a developer's shell may hold that would change what the examples print.
-local CLEAN_ENV = "env -u DEBUG -u BEAM -u NOOPT -u DEVICE -u EMU_GPU -u THREADS -u CACHELEVEL"
-  .. " -u IGNORE_BEAM_CACHE -u TCL_HEURISTICS -u REWRITE_STATS -u REWRITE_TRACE"
+local CLEAN_ENV = "env -u DEBUG -u BEAM -u NOOPT -u DEVICE -u EMU_GPU -u TCL_EMU_GPU -u THREADS -u TCL_THREADS -u CACHELEVEL"
+  .. " -u IGNORE_BEAM_CACHE -u TCL_HEURISTICS -u REWRITE_STATS -u REWRITE_TRACE -u TCL_REWRITE_STATS -u TCL_REWRITE_TRACE -u TCLC_LUA_DIR"
   .. " -u TCL_KERNEL_CACHE_MB -u TCL_MEMORY_LIMIT_MB -u TCL_RENDER_DUMP"
 
 local function docs_files()
@@ -43,7 +43,7 @@ local tcl_abs = tcl:sub(1, 1) == "/" and tcl or absolute(root) .. "/" .. tcl:gsu
 -- Each example gets an empty kernel cache, as on a first run.
 local function run_example(ex)
   os.execute("rm -rf " .. q(cache) .. "/* " .. q(cache) .. "/.[!.]*")
-  local env = CLEAN_ENV .. " TCLC_LUA_DIR=" .. q(lua_dir) .. " TCL_CACHE=" .. q(cache)
+  local env = CLEAN_ENV .. " TCL_LUA_DIR=" .. q(lua_dir) .. " TCL_CACHE=" .. q(cache)
   if ex.kind == "lua" then
     local dir = os.tmpname()
     os.remove(dir)
@@ -147,7 +147,7 @@ describe("docs", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir " .. q(dir)))
-    local status, _, err = helper.run(string.format("cd %s && TCLC_LUA_DIR=%s %s scripts/gen_reference.lua %s",
+    local status, _, err = helper.run(string.format("cd %s && TCL_LUA_DIR=%s %s scripts/gen_reference.lua %s",
       q(root), q(lua_dir), q(tcl_abs), q(dir)))
     assert.are.equal(0, status, err)
     for _, name in ipairs({ "tensor.md", "nn.md" }) do

@@ -1,4 +1,4 @@
--- spec/alloc_faults_spec.lua — the allocation-failure test (tests/fault/alloc_faults.c): a fixed
+-- spec/core/alloc_faults_spec.lua — the allocation-failure test (tests/fault/alloc_faults.c): a fixed
 -- workload runs with the n-th allocation of tcl's C code failing, for n = 1, 2, ... until the
 -- workload makes fewer than n, and every run must end in success or a clean out-of-memory
 -- error, with nothing leaked and nothing crashed. Against the Sanitize build (build-asan)
@@ -18,7 +18,7 @@ local function run_driver(args)
   assert(os.execute("mkdir -p " .. q(dir)))
   helper.write(dir .. "/text.gz.plain", "tcl\n")
   assert(os.execute("gzip -c " .. q(dir .. "/text.gz.plain") .. " > " .. q(dir .. "/text.gz")))
-  local env = "TCLC_LUA_DIR=" .. q(helper.root .. "/lua") .. " ALLOC_FAULTS_DIR=" .. q(dir) .. " TCL_CACHE="
+  local env = "TCL_LUA_DIR=" .. q(helper.root .. "/lua") .. " ALLOC_FAULTS_DIR=" .. q(dir) .. " TCL_CACHE="
     .. q(dir .. "/cache")
   local status, stdout, stderr = helper.run(env .. " " .. q(driver) .. " " .. args)
   os.execute("rm -rf " .. q(dir))

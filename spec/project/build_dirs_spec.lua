@@ -1,4 +1,4 @@
--- spec/build_dirs_spec.lua — running the tests never turns quickstart's Release build/ into a
+-- spec/project/build_dirs_spec.lua — running the tests never turns quickstart's Release build/ into a
 -- Debug build (issue 34): scripts/quickstart.sh configures Release in build/, scripts/test.sh
 -- uses build-debug/ (and build-asan/, build-tsan/). Both scripts run in a copy of the tree with
 -- stand-ins for cmake, luacheck, lua5.4 and setup.sh that record what they were asked to do,
@@ -15,7 +15,7 @@ fi
 exit 0
 ]],
   luacheck = "#!/bin/sh\necho 'Total: 0 warnings / 0 errors in 1 file'\n",
-  ["lua5.4"] = '#!/bin/sh\necho "lua5.4 TCLC_BUILD_DIR=$TCLC_BUILD_DIR" >> "$SHIM_LOG"\n'
+  ["lua5.4"] = '#!/bin/sh\necho "lua5.4 TCL_BUILD_DIR=$TCL_BUILD_DIR" >> "$SHIM_LOG"\n'
     .. 'echo "tclc-summary passed=1 failed=0 errors=0 pending=0"\n',
 }
 
@@ -49,6 +49,6 @@ describe("build directories", function()
     assert.are.equal("Debug", debug)
     assert.is_truthy(log:find("cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug", 1, true), log)
     assert.is_falsy(log:find("-B build -DCMAKE_BUILD_TYPE=Debug", 1, true), log)
-    assert.is_truthy(log:find("lua5.4 TCLC_BUILD_DIR=" .. tree .. "/build-debug", 1, true), log)
+    assert.is_truthy(log:find("lua5.4 TCL_BUILD_DIR=" .. tree .. "/build-debug", 1, true), log)
   end)
 end)

@@ -1,9 +1,9 @@
--- spec/export_runtime_spec.lua — the exported runtime as real C (src/export_runtime/): its unit
+-- spec/export/export_runtime_spec.lua — the exported runtime as real C (src/export_runtime/): its unit
 -- test (tests/c/export_runtime_test.c, built with the project, warnings as errors: the JSON
 -- reader on valid and malformed headers, the safetensors reader on good and broken files, the
 -- worker pool over many runs, the argument checks, two models in one program), that its files
 -- refuse to be compiled alone, and which of them an export copies (tcl.export.runtime_files).
--- spec/export_spec.lua builds and runs real exports over the same files.
+-- spec/export/export_spec.lua builds and runs real exports over the same files.
 local helper = require "spec.support.helper"
 local runtime_files = require "tcl.export.runtime_files"
 local q = helper.shell_quote
