@@ -527,6 +527,7 @@ function M.softplus(x, beta)
   if x.uop.dtype.itemsize < 4 then
     return in_float32(function(y) return M.softplus(y, beta) end, x)
   end
+  if beta == 1 then return unary("SOFTPLUS", x) end -- x * 1 and y / 1 are exact: the same values
   return unary("SOFTPLUS", x:mul(beta)):div(beta)
 end
 
