@@ -212,6 +212,8 @@ static tcl_alu_result float_op(tcl_op op, tcl_dtype dtype, const tcl_scalar *src
     case TCL_OP_SIN: r = sin(x); break;
     case TCL_OP_COS: r = cos(x); break;
     case TCL_OP_TRUNC: r = trunc(x); break;
+    /* the graph functions, in double: EMU's scalar ALU as a reference (its renderer lacks them
+     * by default, to compute as the CPU does); never constant-folded (src/rewrite/natives.c) */
     case TCL_OP_EXP: r = exp(x); break;
     case TCL_OP_SIGMOID: r = 1.0 / (1.0 + exp(-x)); break;
     case TCL_OP_TANH: r = tanh(x); break;
