@@ -241,9 +241,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- kernels of Tensor expressions
 
+-- The renderers here have every ALU op but the graph functions (EXP ... ELU of the tensor
+-- graph), which no renderer has: tcl.patterns.transcendental decomposes those.
+local GRAPH_FUNCTIONS = {}
+for op in pairs(require("tcl.patterns.transcendental").FUNCTIONS) do GRAPH_FUNCTIONS[op] = true end
+
 local function gpu_renderer(target)
   local t = targets.get(target)
-  return { name = t.name, lacks = {}, gpu = t.gpu, opt_caps = t.opt_caps }
+  return { name = t.name, lacks = GRAPH_FUNCTIONS, gpu = t.gpu, opt_caps = t.opt_caps }
 end
 
 -- { { name =, list = }, ... }: the kernels of t, lowered with loops (target nil) or for the GPU
@@ -252,7 +257,7 @@ local function kernels_of(t, target)
   local out = {}
   for i, k in ipairs(schedule.create({ t.uop }).kernels) do
     local ctx = { name = "k" .. i, device = target or "EMU",
-      renderer = target and gpu_renderer(target) or { name = "c", lacks = {} } }
+      renderer = target and gpu_renderer(target) or { name = "c", lacks = GRAPH_FUNCTIONS } }
     local lowered = lower.run_passes(k.ast, ctx)
     out[#out + 1] = { name = ctx.name:gsub("[^%w_]", "_"), list = linearize.linearize(lowered) }
   end

@@ -212,6 +212,14 @@ static tcl_alu_result float_op(tcl_op op, tcl_dtype dtype, const tcl_scalar *src
     case TCL_OP_SIN: r = sin(x); break;
     case TCL_OP_COS: r = cos(x); break;
     case TCL_OP_TRUNC: r = trunc(x); break;
+    /* the graph functions, in double: EMU's scalar ALU as a reference (its renderer lacks them
+     * by default, to compute as the CPU does); never constant-folded (src/rewrite/natives.c) */
+    case TCL_OP_EXP: r = exp(x); break;
+    case TCL_OP_SIGMOID: r = 1.0 / (1.0 + exp(-x)); break;
+    case TCL_OP_TANH: r = tanh(x); break;
+    case TCL_OP_SILU: r = x / (1.0 + exp(-x)); break;
+    case TCL_OP_SOFTPLUS: r = fmax(x, 0.0) + log1p(exp(-fabs(x))); break;
+    case TCL_OP_ELU: r = x > 0 ? x : expm1(x); break;
     case TCL_OP_ADD: r = x + y; break;
     case TCL_OP_SUB: r = x - y; break;
     case TCL_OP_MUL: r = x * y; break;

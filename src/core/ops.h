@@ -119,6 +119,13 @@ enum {
     X(RECIPROCAL, TCL_G_UNARY_ALU, 1)                                                        \
     X(NEG, TCL_G_UNARY_ALU, 1)                                                               \
     X(TRUNC, TCL_G_UNARY_ALU, 1)                                                             \
+    /* float functions of the tensor graph (tcl.patterns.transcendental decomposes them) */  \
+    X(EXP, TCL_G_UNARY_ALU, 1)                                                               \
+    X(SIGMOID, TCL_G_UNARY_ALU, 1)                                                           \
+    X(TANH, TCL_G_UNARY_ALU, 1)                                                              \
+    X(SILU, TCL_G_UNARY_ALU, 1)                                                              \
+    X(SOFTPLUS, TCL_G_UNARY_ALU, 1)                                                          \
+    X(ELU, TCL_G_UNARY_ALU, 1)                                                               \
     /* binary ALU: IDIV/MOD truncate like C, FLOORDIV/FLOORMOD round down */                 \
     X(ADD, TCL_G_BINARY_ALU | TCL_G_COMMUTATIVE | TCL_G_ASSOCIATIVE, 2)                      \
     X(SUB, TCL_G_BINARY_ALU, 2)                                                              \

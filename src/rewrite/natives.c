@@ -55,16 +55,32 @@ static tcl_uop *binary_node(const tcl_rewrite_call *call, tcl_op op, tcl_dtype d
     return r;
 }
 
+/* The tensor graph's functions EXP ... ELU: tcl_alu_exec computes them in double, more exactly
+ * than the decomposition every device runs (tcl.patterns.transcendental), so they are not
+ * folded and a constant's value is a tensor's, bit for bit. */
+static bool graph_function(tcl_op op) {
+    switch (op) {
+    case TCL_OP_EXP:
+    case TCL_OP_SIGMOID:
+    case TCL_OP_TANH:
+    case TCL_OP_SILU:
+    case TCL_OP_SOFTPLUS:
+    case TCL_OP_ELU: return true;
+    default: return false;
+    }
+}
+
 /* An ALU op (or CAST/BITCAST) whose sources are all CONST becomes the CONST that
  * tcl_alu_exec computes for the node's dtype: wraparound per integer dtype, IEEE rounding
  * per float dtype. Not folded: results tcl_alu_exec calls undefined (integer division by
  * zero, out-of-range shifts, NaN cast to int, ...), since a device may compute anything
- * there, and CONSTs whose arg does not fit their dtype (malformed input is left alone). */
+ * there, CONSTs whose arg does not fit their dtype (malformed input is left alone), and the
+ * graph functions. */
 static tcl_status fold_constants(const tcl_rewrite_call *call, tcl_uop **out) {
     tcl_uop *u = call->root;
     tcl_scalar src[3];
     *out = NULL;
-    if (u->nsrc == 0 || u->nsrc > 3) return TCL_OK;
+    if (u->nsrc == 0 || u->nsrc > 3 || graph_function(u->op)) return TCL_OK;
     for (uint32_t i = 0; i < u->nsrc; i++) {
         const tcl_uop *s = u->src[i];
         if (s->op != TCL_OP_CONST || !tcl_scalar_from_arg(&s->arg, s->dtype, &src[i])) return TCL_OK;

@@ -4,8 +4,9 @@
 --
 -- Operands are tensors or Lua numbers/booleans, on either side. Broadcasting is made explicit
 -- in the graph (RESHAPE + EXPAND), numbers become CONST nodes broadcast the same way, and
--- every op is decomposed into the ALU ops of docs/design/encodings.md: exp = EXP2(x * log2 e),
--- log = LOG2(x) * ln 2, tan = SIN(x) / COS(x), and so on.
+-- every op is decomposed into the ALU ops of docs/design/encodings.md: log = LOG2(x) * ln 2,
+-- tan = SIN(x) / COS(x), and so on; exp, sigmoid, tanh, silu, softplus and elu are one node each
+-- (EXP ... ELU), which tcl.patterns.transcendental decomposes for the renderers that lack them.
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -14,8 +15,8 @@ local rules = require "tcl.api.dtype_rules"
 local gradients = require "tcl.api.gradients"
 
 local is_tensor, fail = class.is_tensor, check.fail
--- exp and the functions built on it take their derivative from tcl.patterns.gradient's
--- composites: their graphs round with float tricks and build 2^k from bits
+-- relu, abs and clamp take their derivative at their kinks from tcl.patterns.gradient's
+-- composites (PyTorch's values there), not from the max and where they are built of
 local function mark(result, name, inputs, extra) return gradients.mark(result, name, inputs, extra, true) end
 local dtypes = core.dtypes
 local M = {}
@@ -375,54 +376,15 @@ function M.exp2(x) return unary("EXP2", float_arg("exp2", x)) end
 --- log2 x (LOG2). Max error 1 ulp (ULP_BOUNDS.log2), as exp2.
 function M.log2(x) return unary("LOG2", float_arg("log2", x)) end
 
--- exp's range reduction per dtype (Cody and Waite): x = k ln 2 + r with k = round(x log2 e),
--- ln 2 = LN2_HI + LN2_LO where LN2_HI has few enough bits that k * LN2_HI is exact for every k
--- of the clamped range (|k| < 2^8 in float32, 2^11 in float64), so x - k LN2_HI is exact and r
--- has ~0.5 ulp of error. Inputs are clamped to [LO, HI], beyond which exp is 0 or inf anyway.
--- ROUNDER rounds to an integer by adding and subtracting it (the float rules never reassociate);
--- the sum's bits less ROUNDER's are k as an integer, which spares a float -> int conversion
--- (LLVM's saturating one does not vectorize on x86).
-local EXP_REDUCTION = {
-  float32 = { int = dtypes.int32, mantissa = 23, bias = 127, lo = -110.0, hi = 100.0, rounder = 1.5 * 2.0 ^ 23,
-    rounder_bits = 0x4b400000, ln2_hi = 0x1.62e4p-1, ln2_lo = 0x1.7f7d1cf79abcap-20 },
-  float64 = { int = dtypes.int64, mantissa = 52, bias = 1023, lo = -760.0, hi = 720.0, rounder = 1.5 * 2.0 ^ 52,
-    rounder_bits = 0x4338000000000000, ln2_hi = 0x1.62e42fefa38p-1, ln2_lo = 0x1.ef35793c7673p-45 },
-}
-
--- 2^k of dtype dt for an integer tensor k in the dtype's normal exponent range, from its bits.
-local function power_of_two(k, dt, p)
-  local biased = k:add(p.bias)
-  return M.bitcast(nodes.alu("SHL", p.int, { biased, like(biased, p.mantissa) }), dt)
-end
-
--- e^x of a float32 or float64 tensor as two factors, a normal value and a power of 2, whose
--- product is e^x rounded once: exp2(r log2 e) 2^(k >> 1) and 2^(k - (k >> 1)), with the
--- Cody-Waite r above, so the exponent's rounding error is that of r log2 e with |r log2 e|
--- <= 1/2 instead of growing with |x|. 2^k is built from bits; both of its factors are normal,
--- so results near overflow are finite, past it inf, and denormal results round once.
-local function exp_factors(x)
-  local dt = x.uop.dtype
-  local p = EXP_REDUCTION[dt.name]
-  local clamped = x:maximum(p.lo):minimum(p.hi) -- NaN stays NaN
-  local shifted = clamped:mul(LOG2_E):add(p.rounder)
-  local kf = shifted:sub(p.rounder)
-  local r = clamped:sub(kf:mul(p.ln2_hi)):sub(kf:mul(p.ln2_lo))
-  local k = M.bitcast(shifted, p.int):sub(p.rounder_bits)
-  local half = nodes.alu("SHR", p.int, { k, like(k, 1) })
-  return unary("EXP2", r:mul(LOG2_E)):mul(power_of_two(half, dt, p)), power_of_two(k:sub(half), dt, p)
-end
-
---- e^x (exp_factors). Max error 1 ulp over the float32 range on CPU and EMU (ULP_BOUNDS.exp;
--- by the error terms, exp2's rounding, r's and r log2 e's, below 2); overflows to inf and
--- underflows to 0 where C's exp does. float16, bfloat16 and the fp8 formats compute in float32
--- and round once at the end; float64 computes in float64 (1 double ulp measured). Costs 31
--- instructions more than EXP2 (the reduction, 2^k's bits): 114 for a kernel y = exp(x) on CPU
--- (83 before), yet faster than before (1.8 against 2.0 ns an element, one thread, AVX-512).
+--- e^x (EXP, decomposed by tcl.patterns.transcendental: a Cody-Waite range reduction and 2^k
+-- from bits). Max error 1 ulp over the float32 range on CPU and EMU (ULP_BOUNDS.exp; by the
+-- error terms, exp2's rounding, r's and r log2 e's, below 2); overflows to inf and underflows
+-- to 0 where C's exp does. float16, bfloat16 and the fp8 formats compute in float32 and round
+-- once at the end; float64 computes in float64 (1 double ulp measured).
 function M.exp(x)
   x = float_arg("exp", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.exp, x) end
-  local normal, scale = exp_factors(x)
-  return mark(normal:mul(scale), "exp", { x })
+  return unary("EXP", x)
 end
 --- e^x as exp2(x log2 e): three graph ops instead of exp's range reduction, with an error of
 -- about |x| 2^-24 relative (the rounding of the product, which exp2 scales by |x|). For the
@@ -515,59 +477,23 @@ function M.relu(x)
   return mark(M.maximum(x, 0), "relu", { x })
 end
 
--- sigmoid x = (n / d) f for a float32 or float64 x: with e = e^-|x| = a f (exp_factors),
--- d = 1 + e and n / d, f = a / d, f for x < 0 (e / (1 + e)) and 1 / d, 1 for x >= 0. Nothing
--- overflows, n / d is normal and the last product rounds once, so a denormal result (x < -87)
--- is rounded once from the float32 value, not from a denormal e.
-local function sigmoid_factors(x)
-  local a, f = exp_factors(M.abs(x):neg())
-  local negative = x:lt(0)
-  local d = a:mul(f):add(1)
-  return M.where(negative, a, like(x, 1)):div(d), M.where(negative, f, like(x, 1))
-end
-
---- 1 / (1 + e^-x) (sigmoid_factors). Max error 2 ulp over the float32 range (ULP_BOUNDS.sigmoid):
--- e^-|x|'s error, the rounding of 1 + e and the division's. Denormal results (x < -87.3), 0
--- before, are within the bound too.
+--- 1 / (1 + e^-x) (SIGMOID, decomposed by tcl.patterns.transcendental: e^-|x| as exp's two
+-- factors, so that nothing overflows and denormal results round once). Max error 2 ulp over the
+-- float32 range (ULP_BOUNDS.sigmoid): e^-|x|'s error, the rounding of 1 + e and the division's.
+-- Denormal results (x < -87.3), 0 before, are within the bound too.
 function M.sigmoid(x)
   x = float_arg("sigmoid", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.sigmoid, x) end
-  local q, f = sigmoid_factors(x)
-  return mark(q:mul(f), "sigmoid", { x })
+  return unary("SIGMOID", x)
 end
 
--- tanh x / x - 1 = s P(s), s = x^2, on |x| < 1, per dtype: least-squares fits of relative error
--- 2^-30.8 (float32) and 2^-56 (float64) with the rounded coefficients (each fitted after the
--- ones before it were rounded).
-local TANH_POLY = {
-  float32 = { -0x1.555552p-2, 0x1.111044p-3, -0x1.b9f8acp-5, 0x1.64d3f4p-6, -0x1.194358p-7, 0x1.91c5e2p-9,
-    -0x1.b4d302p-11, 0x1.f5564p-14 },
-  float64 = { -0x1.5555555555507p-2, 0x1.111111110d2ddp-3, -0x1.ba1ba1b7eb215p-5, 0x1.664f48322c668p-6,
-    -0x1.226e2e6d78c63p-7, 0x1.d6d3084bc50f8p-9, -0x1.7d9b8d15ac1bep-10, 0x1.351fcf8b24a3cp-11,
-    -0x1.f32a95557df8dp-13, 0x1.8d57c8d24a407p-14, -0x1.2e688bba72e5ap-15, 0x1.9d2f4e1b2f0bp-17,
-    -0x1.c92860bf0f86fp-19, 0x1.5d3b84762976p-21, -0x1.0afd39ce9b8a2p-24 },
-}
-
--- c[1] + c[2] t + c[3] t^2 + ... by Horner's rule (t a tensor)
-local function horner(t, c)
-  local acc = like(t, c[#c])
-  for k = #c - 1, 1, -1 do acc = acc:mul(t):add(c[k]) end
-  return acc
-end
-
---- tanh x: x + x s P(s) for |x| < 1, where 1 - e^-2|x| would cancel; beyond, 1 - 2 / (1 + e^2|x|)
--- (its rounding errors are scaled by 2 / (1 + e^2|x|) / tanh|x| <= 0.31) with the sign of x;
--- e^2|x| = inf gives 1. Both forms are computed and one selected (no branch). Max error 1 ulp
--- (ULP_BOUNDS.tanh; 4 with the former Taylor series below 0.05).
+--- tanh x (TANH, decomposed by tcl.patterns.transcendental): a polynomial for |x| < 1, where
+-- 1 - e^-2|x| would cancel, 1 - 2 / (1 + e^2|x|) beyond. Max error 1 ulp (ULP_BOUNDS.tanh; 4
+-- with the former Taylor series below 0.05).
 function M.tanh(x)
   x = float_arg("tanh", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.tanh, x) end
-  local ax = M.abs(x)
-  local s = x:mul(x)
-  local poly = horner(s, TANH_POLY[x.uop.dtype.name])
-  local near = M.where(x:eq(0), x, x:add(x:mul(s):mul(poly))) -- -0 + (+0) would lose -0
-  local far = like(x, 1):sub(like(x, 2):div(M.exp(ax:mul(2)):add(1)))
-  return mark(M.where(ax:lt(1), near, M.where(x:lt(0), far:neg(), far)), "tanh", { x })
+  return unary("TANH", x)
 end
 
 --- GELU with the tanh approximation (tinygrad's): 0.5 x (1 + tanh z) with z = sqrt(2/pi) (x + 0.044715 x^3),
@@ -581,33 +507,28 @@ function M.gelu(x)
   return x:mul(M.sigmoid(x:mul(2 * SQRT_2_OVER_PI):mul(x:mul(x):mul(0.044715):add(1))))
 end
 
---- x sigmoid(x), with x applied before sigmoid's last factor so that denormal results round
--- once; x below -110 is taken as -110 (the result is -0 either way), so silu(-inf) = -0, the limit.
+--- x sigmoid(x) (SILU, decomposed by tcl.patterns.transcendental with x applied before
+-- sigmoid's last factor, so that denormal results round once; silu(-inf) = -0, the limit).
 -- Max error 3 ulp over the float32 range (ULP_BOUNDS.silu): sigmoid's and the product's.
 function M.silu(x)
   x = float_arg("silu", x)
   if x.uop.dtype.itemsize < 4 then return in_float32(M.silu, x) end
-  local q, f = sigmoid_factors(x)
-  return mark(x:maximum(EXP_REDUCTION[x.uop.dtype.name].lo):mul(q):mul(f), "silu", { x })
+  return unary("SILU", x)
 end
 M.swish = M.silu
 
---- log(1 + exp(beta x)) / beta = max(beta x, 0) + log1p(e) / beta with e = exp(-|beta x|) <= 1,
--- without overflow for large x. log1p(e) = log(u) e / (u - 1) with u = 1 + e rounded (u - 1 is
--- exact; the ratio undoes u's rounding), e itself where u = 1: the result for x < -17 is e^x, not 0.
--- Max error 3 ulp over the float32 range with beta = 1 (ULP_BOUNDS.softplus): e's error, log's,
--- and the roundings of the product and the ratio.
+--- log(1 + exp(beta x)) / beta = SOFTPLUS(beta x) / beta, where SOFTPLUS(y) = max(y, 0) +
+-- log1p(e^-|y|) does not overflow for large y and is e^y, not 0, for y < -17 (decomposed by
+-- tcl.patterns.transcendental). Max error 3 ulp over the float32 range with beta = 1
+-- (ULP_BOUNDS.softplus): e's error, log's, and the roundings of the product and the ratio.
 function M.softplus(x, beta)
   x = float_arg("softplus", x)
   beta = beta == nil and 1 or check.number("softplus", "beta", beta)
   if x.uop.dtype.itemsize < 4 then
     return in_float32(function(y) return M.softplus(y, beta) end, x)
   end
-  local bx = x:mul(beta)
-  local e = M.exp(M.abs(bx):neg())
-  local u = e:add(1)
-  local log1p = M.where(u:eq(1), e, M.log(u):mul(e:div(u:sub(1))))
-  return mark(M.maximum(bx, 0):add(log1p):div(beta), "softplus", { x }, { beta })
+  if beta == 1 then return unary("SOFTPLUS", x) end -- x * 1 and y / 1 are exact: the same values
+  return unary("SOFTPLUS", x:mul(beta)):div(beta)
 end
 
 function M.leaky_relu(x, slope)
@@ -617,27 +538,18 @@ function M.leaky_relu(x, slope)
   return M.where(x:gt(0), x, x:mul(slope))
 end
 
--- expm1(x) / x - 1 = x Q(x) on [-1, 0], per dtype: least-squares fits of relative error 2^-33
--- (float32) and 2^-61 (float64) with the rounded coefficients (fitted as TANH_POLY's).
-local EXPM1_POLY = {
-  float32 = { 0x1p-1, 0x1.55554ep-3, 0x1.5553dp-5, 0x1.10f2a4p-7, 0x1.69b9d4p-10, 0x1.86dab2p-13, 0x1.11c18cp-16 },
-  float64 = { 0x1.fffffffffffffp-2, 0x1.55555555554cdp-3, 0x1.5555555552318p-5, 0x1.111111107cbdcp-7,
-    0x1.6c16c14bfd5fp-10, 0x1.a019fd31f5687p-13, 0x1.a01998fb2bf24p-16, 0x1.71d79dd5d4e17p-19,
-    0x1.279b562066d35p-22, 0x1.aa0864e0afcd4p-26, 0x1.09461dec0f8c5p-29, 0x1.bd47a82c08ac2p-34 },
-}
-
---- x for x > 0, alpha (e^x - 1) below: e^x - 1 as x + x^2 Q(x) on (-1, 0], where exp(x) - 1 would
--- cancel, and exp(x) - 1 below -1 (its error scaled by e^x / (1 - e^x) <= 0.58). Max error 1 ulp
--- over the float32 range with alpha = 1 (ULP_BOUNDS.elu).
+--- x for x > 0, alpha (e^x - 1) below: ELU(x) (decomposed by tcl.patterns.transcendental:
+-- e^x - 1 as a polynomial on (-1, 0], where exp(x) - 1 would cancel, exp(x) - 1 below), times
+-- alpha where x <= 0. Max error 1 ulp over the float32 range with alpha = 1 (ULP_BOUNDS.elu).
 function M.elu(x, alpha)
   x = float_arg("elu", x)
   alpha = alpha == nil and 1.0 or check.number("elu", "alpha", alpha)
   if x.uop.dtype.itemsize < 4 then
     return in_float32(function(y) return M.elu(y, alpha) end, x)
   end
-  local q = horner(x, EXPM1_POLY[x.uop.dtype.name])
-  local expm1 = M.where(x:gt(-1), x:add(x:mul(x):mul(q)), M.exp(x):sub(1))
-  return mark(M.where(x:gt(0), x, expm1:mul(alpha)), "elu", { x }, { alpha })
+  local elu = unary("ELU", x)
+  if alpha == 1 then return elu end
+  return M.where(x:gt(0), x, elu:mul(alpha))
 end
 
 return M

@@ -337,7 +337,12 @@ function M.conv2d(x, w, b, opts)
     :reshape(n, cout, out[1], out[2])
   if groups == 1 and x.uop.dtype == w.uop.dtype then
     -- differentiated as a whole (tcl.patterns.gradient's conv2d: the input's gradient is a
-    -- transposed convolution), not through the windows, whose gradient is a slow scatter
+    -- transposed convolution), not through the windows. Kept because measured faster on the
+    -- model that matters most here, examples/fashion_mnist.lua's CNN: a train step (bench/
+    -- train_bench.lua cnn_epoch, THREADS=1, Debug build on a shared 2-core machine, 2026-11-28)
+    -- takes 513-640 ms with it against 787-1067 ms through the windows. Not everywhere: a lone
+    -- conv's backward (tcl.grad, x 8x16x32x32, w 32x16x3x3) took 167-176 ms against 78-81,
+    -- and with stride 2 (x 16x32x16x16, w 64x32x3x3) 257-325 ms against 20-23
     gradients.mark(y, "conv2d", { x, w }, { stride = stride, dilation = dilation, pads = pads })
   end
   if b == nil then return y end

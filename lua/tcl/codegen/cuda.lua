@@ -118,7 +118,8 @@ end
 local native, device = gpu_backend.attach(M, {
   label = "CUDA", module = "tcl.cuda", renderer = "cuda", target = target, dialect = "cuda",
   local_memory = "local memory per block",
-  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
+  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true,
+    EXP = true, SIGMOID = true, TANH = true, SILU = true, SOFTPLUS = true, ELU = true },
   open = function(info)
     -- what NVRTC compiles for, when it is there (copies need no compiler: its absence is
     -- reported by the first kernel)

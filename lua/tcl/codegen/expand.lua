@@ -233,7 +233,8 @@ local function tail_of(store)
       if u.op == "REDUCE" then
         reduces[#reduces + 1] = u
       elseif u.op ~= "LOAD" and u.op ~= "CONST" and u.dtype ~= INDEX then
-        ops = ops + (transcendental.OPS[u.op] and transcendental.COST or 1)
+        local weight = transcendental.weight(u.op)
+        ops = ops + (weight and weight.ops or 1)
         for _, x in ipairs(u.src) do stack[#stack + 1] = x end
       end
     end

@@ -33,8 +33,8 @@ local kernel_cache = require "tcl.codegen.kernel_cache"
 local M = {
   device = "CPU",
   -- vector_lanes: the most lanes of a vector range the renderer takes (tcl.codegen.expand)
-  renderer = { name = "llvm", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
-    vector_lanes = 64 },
+  renderer = { name = "llvm", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true,
+    EXP = true, SIGMOID = true, TANH = true, SILU = true, SOFTPLUS = true, ELU = true }, vector_lanes = 64 },
   stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
 }
 

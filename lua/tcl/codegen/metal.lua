@@ -76,7 +76,8 @@ end
 local native, device = gpu_backend.attach(M, {
   label = "Metal", module = "tcl.metal", renderer = "metal", target = target, dialect = "metal",
   local_memory = "threadgroup memory",
-  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true },
+  lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true,
+    EXP = true, SIGMOID = true, TANH = true, SILU = true, SOFTPLUS = true, ELU = true },
   open = function(info)
     local gpu = M.gpu_limits(target.gpu, info)
     if env.DEBUG >= 1 then io.stderr:write(M.describe(info, gpu), "\n") end

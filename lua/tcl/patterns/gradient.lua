@@ -15,13 +15,17 @@
 -- sum over the expanded dims, undoes it. Every gradient is built from Tensor ops, so it is a
 -- graph like any other and can itself be differentiated (higher-order gradients).
 --
--- `composites` holds the derivatives of functions whose graph is not a faithful formula of
--- their value: exp's range reduction rounds k = round(x log2 e) with float tricks and builds
--- 2^k from bits, so differentiating its nodes gives 0; sigmoid, tanh, silu, softplus and elu
--- are built on it (and on polynomial fits). The Tensor API marks such a result with its
--- function's name (tcl.api.gradients.mark); the engine then uses the rule here for the whole
--- function and does not look inside it. A rule gets c.inputs (Tensors), c.out, c.grad and
--- c.extra (the function's numeric arguments) and returns the list of input gradients.
+-- exp, sigmoid, tanh, silu, softplus and elu are one node each in the tensor graph (EXP ...
+-- ELU), with one rule each below; tcl.patterns.transcendental decomposes them only when a
+-- kernel is lowered.
+--
+-- `composites` holds the derivatives of functions that are several nodes but whose derivative
+-- is not that of their nodes: the kinks of relu, abs and clamp (PyTorch's values there),
+-- conv2d (its transposed convolution), sort (the network run backwards). The Tensor API marks
+-- such a result with its function's name (tcl.api.gradients.mark); the engine then uses the
+-- rule here for the whole function and does not look inside it. A rule gets c.inputs
+-- (Tensors), c.out, c.grad and c.extra (the function's numeric arguments) and returns the list
+-- of input gradients.
 local P = require "tcl.pattern"
 local shape = require "tcl.shape"
 
@@ -123,6 +127,19 @@ M.rules = P.rules {
   { op "SQRT", function(_, c) return c:grads(c.grad:div(c.out:mul(2))) end },
   { op "EXP2", function(_, c) return c:grads(c.grad:mul(c.out):mul(LN_2)) end },
   { op "LOG2", function(_, c) return c:grads(c.grad:div(c:input(1):mul(LN_2))) end },
+  { op "EXP", function(_, c) return c:grads(c.grad:mul(c.out)) end },
+  { op "SIGMOID", function(_, c) return c:grads(c.grad:mul(c.out):mul(c.out:neg():add(1))) end },
+  { op "TANH", function(_, c) return c:grads(c.grad:mul(c.out:mul(c.out):neg():add(1))) end },
+  { op "SILU", function(_, c) -- x s(x): s + x s (1 - s)
+    local x = c:input(1)
+    local s = x:sigmoid()
+    return c:grads(c.grad:mul(s:add(x:mul(s):mul(s:neg():add(1)))))
+  end },
+  { op "SOFTPLUS", function(_, c) return c:grads(c.grad:mul(c:input(1):sigmoid())) end },
+  { op "ELU", function(_, c) -- x > 0: 1 (and at 0 the other side's, PyTorch's); else e^x = y + 1
+    local x = c:input(1)
+    return c:grads(c.grad:mul(where(x:gt(0), 1.0, c.out:add(1)):cast(x.dtype)))
+  end },
   { op "SIN", function(_, c) return c:grads(c.grad:mul(c:input(1):cos())) end },
   { op "COS", function(_, c) return c:grads(c.grad:mul(c:input(1):sin()):neg()) end },
   { op "POW", function(_, c)
@@ -208,21 +225,6 @@ M.composites = {
     local grads = {}
     for i, mask in pairs(M.clamp_masks(c.inputs, c.extra)) do grads[i] = mask:where(c.grad, 0) end
     return grads
-  end,
-  exp = function(c) return { c.grad:mul(c.out) } end,
-  sigmoid = function(c) return { c.grad:mul(c.out):mul(c.out:neg():add(1)) } end,
-  tanh = function(c) return { c.grad:mul(c.out:mul(c.out):neg():add(1)) } end,
-  silu = function(c) -- x s(x): s + x s (1 - s)
-    local x = c.inputs[1]
-    local s = x:sigmoid()
-    return { c.grad:mul(s:add(x:mul(s):mul(s:neg():add(1)))) }
-  end,
-  softplus = function(c) -- log(1 + e^(beta x)) / beta: sigmoid(beta x)
-    return { c.grad:mul(c.inputs[1]:mul(c.extra[1]):sigmoid()) }
-  end,
-  elu = function(c) -- x > 0: 1; else alpha e^x = y + alpha
-    local x = c.inputs[1]
-    return { c.grad:mul(where(x:gt(0), 1.0, c.out:add(c.extra[1])):cast(x.dtype)) }
   end,
   -- sort's values (inputs: x and the 1-based indices): each value's gradient goes back to the
   -- element it came from, by the sorting network itself sorting the gradient by the indices

@@ -7,8 +7,8 @@
 -- and returns c:tangent_out(t): the node's tangent (nil: zero). Ops whose value is piecewise
 -- constant or not real-valued have no rule's worth of tangent and return nil.
 -- `composites` are the forward derivatives of the functions tcl.patterns.gradient lists there
--- (same reason: their graphs are not faithful formulas), given c.inputs, c.tangents, c.out,
--- c.extra.
+-- (same reason: their derivatives are not those of their nodes), given c.inputs, c.tangents,
+-- c.out, c.extra.
 local P = require "tcl.pattern"
 
 local LN_2 = math.log(2)
@@ -92,6 +92,23 @@ M.rules = P.rules {
     return t:mul(c.out):mul(LN_2) end)) end },
   { op "LOG2", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return t:div(c:input(1):mul(LN_2)) end)) end },
+  -- the graph functions, one node each (see tcl.patterns.gradient)
+  { op "EXP", function(_, c) return c:tangent_out(on(c:tangent(1), function(t) return t:mul(c.out) end)) end },
+  { op "SIGMOID", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    return t:mul(c.out):mul(c.out:neg():add(1)) end)) end },
+  { op "TANH", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    return t:mul(c.out:mul(c.out):neg():add(1)) end)) end },
+  { op "SILU", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    local x = c:input(1)
+    local s = x:sigmoid()
+    return t:mul(s:add(x:mul(s):mul(s:neg():add(1))))
+  end)) end },
+  { op "SOFTPLUS", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    return t:mul(c:input(1):sigmoid()) end)) end },
+  { op "ELU", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
+    local x = c:input(1)
+    return t:mul(x:gt(0):where(1.0, c.out:add(1)):cast(x.dtype))
+  end)) end },
   { op "SIN", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return t:mul(c:input(1):cos()) end)) end },
   { op "COS", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
@@ -139,19 +156,6 @@ M.composites = {
     local opts = { stride = e.stride, dilation = e.dilation, padding = e.pads }
     local x, w = c.inputs[1], c.inputs[2]
     return c.tangents[1]:conv2d(w, nil, opts):add(x:conv2d(c.tangents[2], nil, opts))
-  end,
-  exp = function(c) return c.tangents[1]:mul(c.out) end,
-  sigmoid = function(c) return c.tangents[1]:mul(c.out):mul(c.out:neg():add(1)) end,
-  tanh = function(c) return c.tangents[1]:mul(c.out:mul(c.out):neg():add(1)) end,
-  silu = function(c)
-    local x = c.inputs[1]
-    local s = x:sigmoid()
-    return c.tangents[1]:mul(s:add(x:mul(s):mul(s:neg():add(1))))
-  end,
-  softplus = function(c) return c.tangents[1]:mul(c.inputs[1]:mul(c.extra[1]):sigmoid()) end,
-  elu = function(c)
-    local x = c.inputs[1]
-    return c.tangents[1]:mul(x:gt(0):where(1.0, c.out:add(c.extra[1])):cast(x.dtype))
   end,
   -- sort's values: x's tangent moved like x's values (by the network tcl.api.sorting passes in)
   sort = function(c)

@@ -1,13 +1,15 @@
 -- tcl.patterns.transcendental — EXP2, LOG2, SIN, COS and POW on float32 rewritten into plain
--- arithmetic (ADD, MUL, FDIV, TRUNC, CAST, BITCAST, shifts, AND, comparisons, WHERE), for
--- renderers that have no instruction for them (renderer.lacks; the LLVM CPU renderer). Layer:
--- rule files (lua/tcl/patterns), run by tcl.patterns.pipeline.
+-- arithmetic (ADD, MUL, FDIV, TRUNC, CAST, BITCAST, shifts, AND, comparisons, WHERE), and the
+-- graph functions EXP, SIGMOID, TANH, SILU, SOFTPLUS and ELU on float32 and float64 into that
+-- arithmetic and EXP2/LOG2, for renderers that have no instruction for them (renderer.lacks:
+-- every renderer today). Layer: rule files (lua/tcl/patterns), run by tcl.patterns.pipeline.
 --
 --   local transcendental = require "tcl.patterns.transcendental"
---   local plain = transcendental.rules:rewrite(kernel)     -- every float32 EXP2/LOG2/SIN/COS/POW
+--   local plain = transcendental.rules:rewrite(kernel)     -- every op this file decomposes
 --   transcendental.run(kernel, ctx)      -- the pipeline pass: the ops ctx.renderer.lacks
 --
--- Only float32 is rewritten: float64 and the narrow floats are left to the renderer.
+-- EXP2 ... POW are rewritten on float32 only: float64 and the narrow floats are left to the
+-- renderer.
 -- The reference is EMU (src/core/alu.c): C's exp2/log2/sin/cos/pow in double, rounded to float32.
 -- Every float32 op used here is correctly rounded, so the results are the same on every device
 -- that rounds plain float32 ops as IEEE says -- which the error-free transforms below also need:
@@ -120,13 +122,18 @@ local function pow2(n) return float_of_bits((n + 127) << 23) end
 -- 2^(f + zl) = 2^f (1 + zl ln 2) to 2^-35. 2^n is applied in two factors so that every
 -- intermediate is normal and the last product rounds once: denormal results are correctly
 -- rounded from p, overflow gives inf.
+-- 2^frac = one + low for |frac| <= 1/2 (unrounded: one + low is the result)
+local function exp2_fraction(frac)
+  local lead, lead_err = two_prod(frac, f(LN2_HI))
+  local one, one_err = fast_two_sum(f(1.0), lead)
+  return one, one_err + (lead_err + (frac * LN2_LO + (frac * frac) * horner(frac, EXP2_R)))
+end
+
 local function exp2_pair(zh, zl)
   local clamped = zh:max(-152.0):min(129.0)
   local n, ni = round_both(clamped)
   local frac = clamped - n -- exact
-  local lead, lead_err = two_prod(frac, f(LN2_HI))
-  local one, one_err = fast_two_sum(f(1.0), lead)
-  local low = one_err + (lead_err + (frac * LN2_LO + (frac * frac) * horner(frac, EXP2_R)))
+  local one, low = exp2_fraction(frac)
   if zl then
     zl = clamped:eq(zh):where(zl, 0.0) -- a clamped input's zl may be huge (pow: y * log2 x)
     low = low + (one + low) * (zl * LN2) -- the correction, with 2^f rounded
@@ -389,6 +396,167 @@ function M.pow(x, y)
 end
 
 ---------------------------------------------------------------------------------------------
+-- the float functions of the tensor graph: EXP, SIGMOID, TANH, SILU, SOFTPLUS, ELU
+--
+-- The Tensor API makes each of them one node (tcl.api.elementwise), so that autograd has one
+-- rule for it (tcl.patterns.gradient) and the optimizer sees one op; here they become plain
+-- arithmetic and EXP2/LOG2, for float32 and float64 (the API computes the narrower floats in
+-- float32). Max errors over the float32 range are the Tensor API's ULP_BOUNDS; the EXP2 and
+-- LOG2 they use are decomposed in turn where the renderer lacks them (float32).
+
+local function fconst(dt, v) return UOp.const(dt, v) end
+
+-- x <= 0 as (x < 0) or (x == 0), |x| as 0 - x there (-0 gives +0, NaN stays NaN)
+local function magnitude(x) return x:lt(0.0):bor(x:eq(0.0)):where(fconst(x.dtype, 0.0) - x, x) end
+
+-- exp's range reduction per dtype (Cody and Waite): x = k ln 2 + r with k = round(x log2 e),
+-- ln 2 = LN2_HI + LN2_LO where LN2_HI has few enough bits that k * LN2_HI is exact for every k
+-- of the clamped range (|k| < 2^8 in float32, 2^11 in float64), so x - k LN2_HI is exact and r
+-- has ~0.5 ulp of error. Inputs are clamped to [LO, HI], beyond which exp is 0 or inf anyway.
+-- ROUNDER rounds to an integer by adding and subtracting it (the float rules never reassociate);
+-- the sum's bits less ROUNDER's are k as an integer, which spares a float -> int conversion
+-- (LLVM's saturating one does not vectorize on x86).
+local EXP_REDUCTION = {
+  float32 = { int = I32, mantissa = 23, bias = 127, lo = -110.0, hi = 100.0, rounder = 1.5 * 2.0 ^ 23,
+    rounder_bits = 0x4b400000, ln2_hi = 0x1.62e4p-1, ln2_lo = 0x1.7f7d1cf79abcap-20 },
+  float64 = { int = I64, mantissa = 52, bias = 1023, lo = -760.0, hi = 720.0, rounder = 1.5 * 2.0 ^ 52,
+    rounder_bits = 0x4338000000000000, ln2_hi = 0x1.62e42fefa38p-1, ln2_lo = 0x1.ef35793c7673p-45 },
+}
+local LOG2_E = 1 / LN2
+-- set while M.weight measures a decomposition: exp's 2^(r log2 e) is then one EXP2, as the
+-- fusion policy counted it when the Tensor API built exp in the tensor graph
+local counting_exp2 = false
+
+-- 2^k of dtype dt for an integer node k in the dtype's normal exponent range, from its bits.
+local function power_of_two(k, dt, p)
+  return new("BITCAST", dt, { (k + p.bias) << p.mantissa })
+end
+
+-- e^x of a float32 or float64 node as two factors, a normal value and a power of 2, whose
+-- product is e^x rounded once: exp2(r log2 e) 2^(k >> 1) and 2^(k - (k >> 1)), with the
+-- Cody-Waite r above, so the exponent's rounding error is that of r log2 e with |r log2 e|
+-- <= 1/2 instead of growing with |x|. 2^k is built from bits; both of its factors are normal,
+-- so results near overflow are finite, past it inf, and denormal results round once.
+local function exp_factors(x)
+  local dt = x.dtype
+  local p = EXP_REDUCTION[dt.name]
+  local clamped = x:max(p.lo):min(p.hi) -- NaN stays NaN
+  local shifted = clamped * LOG2_E + p.rounder
+  local kf = shifted - p.rounder
+  local r = (clamped - kf * p.ln2_hi) - kf * p.ln2_lo
+  local k = new("BITCAST", p.int, { shifted }) - p.rounder_bits
+  local half = k >> 1
+  -- float32: 2^(r log2 e) by exp2's polynomial alone, |r log2 e| <= 1/2 needing no reduction of
+  -- its own (the same values as EXP2's decomposition, whose reduction leaves such an argument as
+  -- it is, for 13 instructions less); float64: EXP2, left to the renderer
+  local fraction = r * LOG2_E
+  local power
+  if dt == F32 and not counting_exp2 then
+    local one, low = exp2_fraction(fraction)
+    power = one + low
+  else
+    power = fraction:exp2()
+  end
+  return power * power_of_two(half, dt, p), power_of_two(k - half, dt, p)
+end
+
+--- e^x (EXP), exp_factors' product. Max error 1 ulp over the float32 range (by the error terms,
+-- exp2's rounding, r's and r log2 e's, below 2); overflows to inf and underflows to 0 where C's
+-- exp does; float64 measures 1 double ulp. On CPU 60 ops an element against EXP2's 57 (77
+-- when 2^(r log2 e) was an EXP2 with a range reduction of its own).
+function M.exp(x)
+  local normal, scale = exp_factors(x)
+  return normal * scale
+end
+
+-- sigmoid x = (n / d) f: with e = e^-|x| = a f (exp_factors), d = 1 + e and n / d, f = a / d,
+-- f for x < 0 (e / (1 + e)) and 1 / d, 1 for x >= 0. Nothing overflows, n / d is normal and
+-- the last product rounds once, so a denormal result (x < -87) is rounded once from the
+-- float32 value, not from a denormal e.
+local function sigmoid_factors(x)
+  local a, f2 = exp_factors(-magnitude(x))
+  local negative = x:lt(0.0)
+  local d = a * f2 + 1.0
+  return negative:where(a, 1.0) / d, negative:where(f2, 1.0)
+end
+
+--- 1 / (1 + e^-x) (SIGMOID), sigmoid_factors' product. Max error 2 ulp over the float32 range:
+-- e^-|x|'s error, the rounding of 1 + e and the division's; denormal results (x < -87.3) too.
+function M.sigmoid(x)
+  local q, f2 = sigmoid_factors(x)
+  return q * f2
+end
+
+-- tanh x / x - 1 = s P(s), s = x^2, on |x| < 1, per dtype: least-squares fits of relative error
+-- 2^-30.8 (float32) and 2^-56 (float64) with the rounded coefficients (each fitted after the
+-- ones before it were rounded).
+local TANH_POLY = {
+  float32 = { -0x1.555552p-2, 0x1.111044p-3, -0x1.b9f8acp-5, 0x1.64d3f4p-6, -0x1.194358p-7, 0x1.91c5e2p-9,
+    -0x1.b4d302p-11, 0x1.f5564p-14 },
+  float64 = { -0x1.5555555555507p-2, 0x1.111111110d2ddp-3, -0x1.ba1ba1b7eb215p-5, 0x1.664f48322c668p-6,
+    -0x1.226e2e6d78c63p-7, 0x1.d6d3084bc50f8p-9, -0x1.7d9b8d15ac1bep-10, 0x1.351fcf8b24a3cp-11,
+    -0x1.f32a95557df8dp-13, 0x1.8d57c8d24a407p-14, -0x1.2e688bba72e5ap-15, 0x1.9d2f4e1b2f0bp-17,
+    -0x1.c92860bf0f86fp-19, 0x1.5d3b84762976p-21, -0x1.0afd39ce9b8a2p-24 },
+}
+
+-- c[1] + c[2] t + ... by Horner's rule in t's dtype
+local function horner_of(t, c)
+  local acc = fconst(t.dtype, c[#c])
+  for k = #c - 1, 1, -1 do acc = acc * t + c[k] end
+  return acc
+end
+
+--- tanh x (TANH): x + x s P(s) for |x| < 1, where 1 - e^-2|x| would cancel; beyond,
+-- 1 - 2 / (1 + e^2|x|) (its rounding errors are scaled by 2 / (1 + e^2|x|) / tanh|x| <= 0.31)
+-- with the sign of x; e^2|x| = inf gives 1. Both forms are computed and one selected (no
+-- branch). Max error 1 ulp over the float32 range.
+function M.tanh(x)
+  local ax = magnitude(x)
+  local s = x * x
+  local poly = horner_of(s, TANH_POLY[x.dtype.name])
+  local near = x:eq(0.0):where(x, x + (x * s) * poly) -- -0 + (+0) would lose -0
+  local far = fconst(x.dtype, 1.0) - fconst(x.dtype, 2.0) / (M.exp(ax * 2.0) + 1.0)
+  return ax:lt(1.0):where(near, x:lt(0.0):where(-far, far))
+end
+
+--- x sigmoid(x) (SILU), with x applied before sigmoid's last factor so that denormal results
+-- round once; x below exp's clamp (-110) is taken as it (the result is -0 either way), so
+-- silu(-inf) = -0, the limit. Max error 3 ulp over the float32 range: sigmoid's and the product's.
+function M.silu(x)
+  local q, f2 = sigmoid_factors(x)
+  return (x:max(EXP_REDUCTION[x.dtype.name].lo) * q) * f2
+end
+
+--- log(1 + e^x) (SOFTPLUS) = max(x, 0) + log1p(e) with e = e^-|x| <= 1, without overflow for
+-- large x. log1p(e) = log(u) e / (u - 1) with u = 1 + e rounded (u - 1 is exact; the ratio
+-- undoes u's rounding), e itself where u = 1: the result for x < -17 is e^x, not 0. Max error
+-- 3 ulp over the float32 range: e's error, log's, and the roundings of the product and ratio.
+function M.softplus(x)
+  local e = M.exp(-magnitude(x))
+  local u = e + 1.0
+  local log1p = u:eq(1.0):where(e, ((u:log2()) * LN2) * (e / (u - 1.0)))
+  return x:max(0.0) + log1p
+end
+
+-- expm1(x) / x - 1 = x Q(x) on [-1, 0], per dtype: least-squares fits of relative error 2^-33
+-- (float32) and 2^-61 (float64) with the rounded coefficients (fitted as TANH_POLY's).
+local EXPM1_POLY = {
+  float32 = { 0x1p-1, 0x1.55554ep-3, 0x1.5553dp-5, 0x1.10f2a4p-7, 0x1.69b9d4p-10, 0x1.86dab2p-13, 0x1.11c18cp-16 },
+  float64 = { 0x1.fffffffffffffp-2, 0x1.55555555554cdp-3, 0x1.5555555552318p-5, 0x1.111111107cbdcp-7,
+    0x1.6c16c14bfd5fp-10, 0x1.a019fd31f5687p-13, 0x1.a01998fb2bf24p-16, 0x1.71d79dd5d4e17p-19,
+    0x1.279b562066d35p-22, 0x1.aa0864e0afcd4p-26, 0x1.09461dec0f8c5p-29, 0x1.bd47a82c08ac2p-34 },
+}
+
+--- x for x > 0, e^x - 1 below (ELU, alpha 1): e^x - 1 as x + x^2 Q(x) on (-1, 0], where
+-- exp(x) - 1 would cancel, and exp(x) - 1 below -1 (its error scaled by e^x / (1 - e^x) <= 0.58).
+-- Max error 1 ulp over the float32 range.
+function M.elu(x)
+  local q = horner_of(x, EXPM1_POLY[x.dtype.name])
+  local expm1 = fconst(x.dtype, -1.0):lt(x):where(x + (x * x) * q, M.exp(x) - 1.0)
+  return fconst(x.dtype, 0.0):lt(x):where(x, expm1)
+end
+
+---------------------------------------------------------------------------------------------
 -- rules
 
 local x, y = P.var "x", P.var "y"
@@ -401,13 +569,59 @@ local function wanted(ctx, op)
 end
 
 --- Every op this file decomposes.
-M.OPS = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true }
---- About how many ALU ops one of them costs where it is decomposed (its polynomial, 15-30
--- ops; GPUs evaluate them in special-function units at a fraction of the FMA rate): what the
--- fusion policy and the expand pass count for one.
+M.OPS = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true, EXP = true, SIGMOID = true, TANH = true,
+  SILU = true, SOFTPLUS = true, ELU = true }
+--- About how many ALU ops EXP2, LOG2, SIN, COS or POW costs where it is decomposed (its
+-- polynomial, 15-30 ops; GPUs evaluate them in special-function units at a fraction of the FMA
+-- rate): what the fusion policy and the expand pass count for one.
 M.COST = 16
 
---- The rule set: float32 EXP2, LOG2, SIN, COS and POW (those ctx.renderer.lacks when a ctx is given).
+--- The graph functions (EXP ... ELU) built of the ops above (M.FUNCTIONS: op -> decomposition).
+M.FUNCTIONS = { EXP = M.exp, SIGMOID = M.sigmoid, TANH = M.tanh, SILU = M.silu, SOFTPLUS = M.softplus, ELU = M.elu }
+
+-- What one op counts as for the fusion policy (tcl.schedule.realize_points), by use as it
+-- counts (a node shared inside the decomposition counts at each use): `ops`, and `depth`, the
+-- longest chain. A graph function counts what its decomposition did when the Tensor API built
+-- it in the tensor graph, so fusion decisions are those of the plain ops.
+local WEIGHTS = {}
+local function measure(op)
+  local fn = M.FUNCTIONS[op]
+  local leaf = new("DEFINE_VAR", F32, nil, "x")
+  local ops, depth = {}, {}
+  local function visit(u)
+    if ops[u] then return end
+    local own = (u == leaf or u.op == "CONST") and 0 or (M.OPS[u.op] and M.COST or 1)
+    local n, d = own, 0
+    for j, s in ipairs(u.src) do
+      visit(s)
+      local again = false
+      for k = 1, j - 1 do if u.src[k] == s then again = true end end
+      if not again then n = n + ops[s] end
+      d = math.max(d, depth[s])
+    end
+    ops[u], depth[u] = n, d + own
+  end
+  counting_exp2 = true
+  local ok, root = pcall(fn, leaf)
+  counting_exp2 = false
+  if not ok then error(root, 0) end
+  visit(root)
+  return { ops = ops[root], depth = depth[root] }
+end
+
+--- { ops =, depth = } that one `op` counts as in the fusion policy, or nil for any other op.
+function M.weight(op)
+  if M.FUNCTIONS[op] then
+    local w = WEIGHTS[op]
+    if not w then w = measure(op); WEIGHTS[op] = w end
+    return w
+  end
+  if M.OPS[op] then return { ops = M.COST, depth = M.COST } end
+  return nil
+end
+
+--- The rule set: float32 EXP2, LOG2, SIN, COS and POW, float32 and float64 EXP ... ELU (those
+-- ctx.renderer.lacks when a ctx is given).
 M.rules = P.rules {
   { P.op("EXP2", { x }, { dtype = "float32" }), function(m, ctx)
     if wanted(ctx, "EXP2") then return M.exp2(m.x) end end },
@@ -419,6 +633,12 @@ M.rules = P.rules {
     if wanted(ctx, "COS") then return M.cos(m.x) end end },
   { P.op("POW", { x, y }, { dtype = "float32" }), function(m, ctx)
     if wanted(ctx, "POW") then return M.pow(m.x, m.y) end end },
+  -- the graph functions, float32 and float64 (their EXP2 and LOG2 are rewritten in turn)
+  { P.op({ "EXP", "SIGMOID", "TANH", "SILU", "SOFTPLUS", "ELU" }, { x },
+    { name = "fn", dtype = { "float32", "float64" } }),
+    function(m, ctx)
+      if wanted(ctx, m.fn.op) then return M.FUNCTIONS[m.fn.op](m.x) end
+    end },
 }
 
 --- The pipeline pass: decompose the ops that ctx.renderer lacks.

@@ -36,9 +36,11 @@
 --      than a measured optimum.
 --   A random number (THREEFRY) counts THREEFRY_OPS (64), its rounds of 64-bit arithmetic.
 --   A transcendental (EXP2, LOG2, SIN, COS, POW) counts TRANSCENDENTAL_OPS (16), what a
---   CPU spends on its polynomial. Within the budget: a value that two or three kernels use
---   (softmax's exponentials, layernorm's centered input) and attention's softmax weights
---   inside weights @ values up to head size 24 (about 20 ops, evaluated once per head dim).
+--   CPU spends on its polynomial; a graph function (EXP, SIGMOID, TANH, SILU, SOFTPLUS, ELU)
+--   the ops of its decomposition (tcl.patterns.transcendental.weight). Within the budget: a
+--   value that two or three kernels use (softmax's exponentials, layernorm's centered input)
+--   and attention's softmax weights inside weights @ values up to head size 24 (about 20 ops,
+--   evaluated once per head dim).
 --   Over it: the softmax weights at GPT-2's head size 64 (stored: an elementwise kernel
 --   evaluates each exponential once, in vector registers, and weights @ values becomes a
 --   plain matmul: on the CPU 0.35 ms for the two instead of 4.2 ms recomputing them as
@@ -70,7 +72,6 @@ M.CHEAP_OPS = 2
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
-local TRANSCENDENTAL = transcendental.OPS
 --- What THREEFRY (a counter-based random number: 20 rounds of 64-bit add, rotate and xor)
 -- counts as: dropout's mask, broadcast into the next matmul's weight gradient, was recomputed
 -- for every output column (11 ms of a 107 ms CNN train step) when it counted 1.
@@ -239,8 +240,9 @@ function M.decide(order, sink, outputs)
   for i, node in ipairs(order) do
     if node ~= sink then
       local id, op, src = node.id, node.op, sources[i]
-      local own = TRANSCENDENTAL[op] and M.TRANSCENDENTAL_OPS or op == "THREEFRY" and M.THREEFRY_OPS
-        or elementwise(op) and 1 or 0
+      local weight = transcendental.weight(op)
+      local own = weight and weight.ops or op == "THREEFRY" and M.THREEFRY_OPS or elementwise(op) and 1 or 0
+      local own_depth = weight and weight.depth or own
       local n_ops, n_depth = own, 0
       local n_loads, reduce = op == "BUFFER" and 1 or 0, false
       if op == "REDUCE_AXIS" then
@@ -260,7 +262,7 @@ function M.decide(order, sink, outputs)
           end
         end
       end
-      n_depth = n_depth + (MOVEMENT[op] and 1 or own) -- a movement op: index arithmetic
+      n_depth = n_depth + (MOVEMENT[op] and 1 or own_depth) -- a movement op: index arithmetic
       if provisional[id] and not reduce then
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
           or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
