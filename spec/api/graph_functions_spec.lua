@@ -1,4 +1,4 @@
--- spec/graph_functions_spec.lua — exp, sigmoid, tanh, silu, softplus and elu are one node each
+-- spec/api/graph_functions_spec.lua — exp, sigmoid, tanh, silu, softplus and elu are one node each
 -- in the tensor graph (EXP, SIGMOID, TANH, SILU, SOFTPLUS, ELU: src/core/ops.h), differentiated
 -- by one rule each of tcl.patterns.gradient and tcl.patterns.tangent (no composite marks), and
 -- decomposed by tcl.patterns.transcendental only when a kernel is lowered for a renderer that
