@@ -10,7 +10,7 @@
  *   tcl_weights_embedded.c  load_weights for weights compiled into the program (or none)
  *   tcl_safetensors.c       load_weights reading a safetensors file, over tcl_json.c
  *   tcl_json.c              a reader of exactly JSON's grammar, for the safetensors header
- *   tcl_spin.h              spinning before sleeping, shared with src/runtime/thread_pool.c
+ *   tcl_spin.h              spinning before sleeping, shared with src/runtime/cpu/thread_pool.c
  * Every function is static and every name is the including file's own, so several exported
  * models link into one program.
  *
@@ -18,7 +18,7 @@
  * no libtclc, no Lua, no tcl_error (core/error.h), nothing of tcl's build, and it must compile
  * with any C11 compiler from the files alone. So it uses no file of src/runtime, and differs where
  * its job differs:
- *   - the worker pool: src/runtime/thread_pool.c runs any (fn, ctx, nparts) job and every worker
+ *   - the worker pool: src/runtime/cpu/thread_pool.c runs any (fn, ctx, nparts) job and every worker
  *     joins every job; here a step's part counts are a constant table, so a job is one 64-bit
  *     ticket (job, step, next part) claimed by compare-and-swap, and a worker that finds no part
  *     left goes on to the next job without reporting back (see below);
@@ -29,7 +29,7 @@
  *     not tcl_error, since NAME.h is the exported program's only API.
  * What the two pools share is how they wait (spin with the CPU's pause hint for a while, then
  * sleep on a condition variable): tcl_spin.h, here because this folder depends on nothing, and
- * included by src/runtime/thread_pool.c too.
+ * included by src/runtime/cpu/thread_pool.c too.
  *
  * The including NAME.c defines, before the first #include of these files: the model's names
  * MODEL (the instance type, struct MODEL, and the prefix of the API: MODEL_open), MODEL_NAME

@@ -2,7 +2,7 @@
  * spinning (spin_pause) and a monotonic clock in nanoseconds (spin_clock_ns, for the spin's
  * deadline). Layer: the exported runtime (src/export_runtime/, see tcl_runtime.c); header-only
  * and dependency-free, so both worker pools use it: the exported one (tcl_runtime.c, copied
- * beside an exported NAME.c) and the CPU device's (src/runtime/thread_pool.c). The includer
+ * beside an exported NAME.c) and the CPU device's (src/runtime/cpu/thread_pool.c). The includer
  * defines _POSIX_C_SOURCE (clock_gettime) before its first #include. */
 #ifndef TCL_SPIN_H
 #define TCL_SPIN_H
