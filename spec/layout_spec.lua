@@ -100,12 +100,12 @@ describe("the Lua tree", function()
 
   it("names the hand-written passes of the pipeline by module, without requiring them", function()
     -- the pipeline (a rule file) lists passes of the codegen stage by name; the lowering
-    -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
+    -- driver (tcl.codegen.driver.lower) loads them, so the rule files depend on the core only
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
-    assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
+    assert.are.same({ "tcl.codegen.passes.tensor_cores", "tcl.codegen.passes.kblock", "tcl.codegen.passes.expand",
       "tcl.patterns.transcendental",
-      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.stage_transposes", "tcl.codegen.gpu_dims",
-      "tcl.codegen.merge_ends" }, names)
+      "tcl.codegen.passes.group_reduce", "tcl.codegen.passes.accumulators", "tcl.codegen.passes.stage_transposes",
+      "tcl.codegen.passes.gpu_dims", "tcl.codegen.passes.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
       assert.is_not_nil(f, name .. " does not exist")
@@ -119,7 +119,7 @@ describe("the Lua tree", function()
     assert.are.same({ "tcl.shape" }, requires_of(text))
     assert.are.same({ "tcl.codegen.x" }, requires_of(text, PASS_REFERENCE))
     assert.is_true(stage_of("tcl.api.tensor") > stage_of("tcl.schedule"))
-    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.lower"))
+    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.driver.lower"))
     assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
   end)
 end)

@@ -1,15 +1,15 @@
 -- spec/lower_spec.lua — the lowering of kernels: the pass pipeline (lua/tcl/patterns/pipeline.lua)
--- run by the driver (tcl.codegen.lower), its rule sets (lua/tcl/patterns/lowering.lua) and
--- hand-written passes (tcl.codegen.accumulators, tcl.codegen.merge_ends), the linearizer
--- (tcl.codegen.linearize), the kernel cache (tcl.codegen.kernel_cache) and DEBUG output.
+-- run by the driver (tcl.codegen.driver.lower), its rule sets (lua/tcl/patterns/lowering.lua) and
+-- hand-written passes (tcl.codegen.passes.accumulators, tcl.codegen.passes.merge_ends), the linearizer
+-- (tcl.codegen.driver.linearize), the kernel cache (tcl.codegen.driver.kernel_cache) and DEBUG output.
 local tcl = require "tcl"
 local pipeline = require "tcl.patterns.pipeline"
 local lowering = require "tcl.patterns.lowering"
-local linearize = require "tcl.codegen.linearize"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local accumulators = require "tcl.codegen.accumulators"
-local merge_ends = require "tcl.codegen.merge_ends"
+local linearize = require "tcl.codegen.driver.linearize"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local accumulators = require "tcl.codegen.passes.accumulators"
+local merge_ends = require "tcl.codegen.passes.merge_ends"
 local helper = require "spec.support.helper"
 
 local u = tcl.uop
@@ -88,7 +88,7 @@ describe("the pass pipeline", function()
   it("has an optimization slot that applies the installed hook (the optimizer's by default), never with NOOPT",
     function()
     local kernel = reduce_kernel("ADD", F32)
-    assert.equals(require("tcl.codegen.optimize").apply, pipeline.opts.apply)
+    assert.equals(require("tcl.codegen.driver.optimize").apply, pipeline.opts.apply)
     local saved = pipeline.opts.apply
     local seen = {}
     pipeline.opts.apply = function(k, ctx)
@@ -366,10 +366,10 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = ]] .. string.format("%q", helper.build_dir .. "/lua/?.so;") .. [[ .. package.cpath
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local accumulators = require "tcl.codegen.accumulators"
-local merge_ends = require "tcl.codegen.merge_ends"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local accumulators = require "tcl.codegen.passes.accumulators"
+local merge_ends = require "tcl.codegen.passes.merge_ends"
 local u = tcl.uop
 local F32, IDX = tcl.dtype "float32", tcl.dtype "index"
 local out = u("PARAM", F32, nil, { 0, 2 })

@@ -9,7 +9,7 @@ local env = require "tcl.env"
 local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
 local memory_check = require "tcl.schedule.memory_check"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local Tensor = tcl.Tensor
 
 local q = helper.shell_quote

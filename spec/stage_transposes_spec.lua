@@ -1,10 +1,10 @@
--- spec/stage_transposes_spec.lua — the pass "stage transposes" (tcl.codegen.stage_transposes)
+-- spec/stage_transposes_spec.lua — the pass "stage transposes" (tcl.codegen.passes.stage_transposes)
 -- on hand-built kernels at the point of the pipeline where it runs: which loads it stages,
 -- what it leaves alone, and the local-memory budget. Values and the effect on coalescing are
 -- in gpu_lowering_spec (the pass inside the whole pipeline, run on EMU's GPU mode).
 local tcl = require "tcl"
 local UOp = require "tcl.uop"
-local stage = require "tcl.codegen.stage_transposes"
+local stage = require "tcl.codegen.passes.stage_transposes"
 
 local IDX, F32, F64, VOID = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "float64", tcl.dtype "void"
 

@@ -2,7 +2,7 @@
 -- expression is a sum of ranges times integer constants (plus a constant, which the form
 -- leaves out); nil otherwise (a division, a modulo, a load...). The heuristics read strides
 -- from it (tcl.heuristics.kernel), the GPU passes which thread steps along what
--- (tcl.codegen.thread_order, tcl.codegen.stage_transposes). Layer: core bindings (Lua).
+-- (tcl.codegen.passes.thread_order, tcl.codegen.passes.stage_transposes). Layer: core bindings (Lua).
 --
 --   local affine = require "tcl.affine"
 --   local form = affine.form(index, {})     -- memo: one table per graph, reused across calls

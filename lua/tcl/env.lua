@@ -73,7 +73,7 @@ local function string_or_nil(name)
   return v
 end
 
--- EMU_GPU's targets (tcl.codegen.gpu_targets; that module loads the renderers, so the names
+-- EMU_GPU's targets (tcl.codegen.devices.gpu_targets; that module loads the renderers, so the names
 -- are repeated here to check the setting when tcl loads).
 local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL = true }
 

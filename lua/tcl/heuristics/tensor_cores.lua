@@ -2,7 +2,7 @@
 -- the opt TC, and the shapes and fragment layouts of src/core/wmma.c as the lowering needs
 -- them: the GPU heuristic asks match() and picks a configuration (choose()) before it applies
 -- TC, BEAM times a handful of the configurations that fit (beam_actions()), and the pass "tensor cores"
--- (tcl.codegen.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
+-- (tcl.codegen.passes.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
 --
 -- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k...)) (or of CAST(MUL(a, b)) to float32: the
 -- product of float16 tensors) where a depends on the output range m and the reduce ranges
@@ -371,7 +371,7 @@ end
 local function size_of(r) return r.src[1].arg end
 
 --- The kernel's matmul parts for the target's tensor cores, or nil and why not.
--- gpu: { tensor_cores = { shape names in preference order } } (tcl.codegen.gpu_targets).
+-- gpu: { tensor_cores = { shape names in preference order } } (tcl.codegen.devices.gpu_targets).
 -- found: { shape =, name =, m =, n = (output ranges), ks = { reduce ranges, outermost
 -- first }, k_size = (their product: K), a =, b = (the operands), reduce =, store =, outputs =
 -- (the store's ranges, by axis) }. Several reduce ranges (a convolution's channels and

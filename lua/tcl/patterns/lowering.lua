@@ -13,7 +13,7 @@
 -- 0), which becomes LOAD(INDEX, valid). Nothing else is gated here: an ungated read out of
 -- bounds is an error at run time (EMU), never a silent read.
 --
--- What comes out of the whole pipeline (see tcl.codegen.linearize and src/runtime/emu.h):
+-- What comes out of the whole pipeline (see tcl.codegen.driver.linearize and src/runtime/emu.h):
 -- no REDUCE, every buffer read a LOAD, every RANGE closed by exactly one END(deps...,
 -- RANGE). Two nodes beyond ENCODINGS' table appear: AFTER(x, deps...) = x once deps have
 -- run (orders accumulator accesses), and END with several deps before its range (merged

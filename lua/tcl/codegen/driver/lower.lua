@@ -1,12 +1,12 @@
--- tcl.codegen.lower — the lowering driver: from scheduled kernel ASTs to programs that run
+-- tcl.codegen.driver.lower — the lowering driver: from scheduled kernel ASTs to programs that run
 -- (README, "How a graph becomes kernels"): the passes of tcl.patterns.pipeline in order, the
--- linearizer (tcl.codegen.linearize) and a device program built by the device's backend
--- (tcl.codegen.emu: the EMU interpreter; tcl.codegen.llvm: LLVM-compiled CPU kernels;
--- tcl.codegen.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.metal:
+-- linearizer (tcl.codegen.driver.linearize) and a device program built by the device's backend
+-- (tcl.codegen.devices.emu: the EMU interpreter; tcl.codegen.devices.llvm: LLVM-compiled CPU kernels;
+-- tcl.codegen.devices.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.devices.metal:
 -- the Metal Shading Language compiled and run by the Metal framework, macOS only).
 -- Layer: codegen.
 --
---   local lower = require "tcl.codegen.lower"
+--   local lower = require "tcl.codegen.driver.lower"
 --   local k = lower.compile(kernel_sink, { name = "E_16", device = "CPU" })
 --   local seconds = k:run { out_buf, a_buf, b_buf }   -- buffers in PARAM slot order
 --   k.program, k.ast, k.name, k.device, k.ops, k.bytes
@@ -14,7 +14,7 @@
 --   local lowered = lower.run_passes(kernel_sink, { name = "E_16" })   -- the pipeline only
 --
 -- What the kernel must look like: lua/tcl/patterns/lowering.lua's header.
--- Compiles are memoized in tcl.codegen.kernel_cache by the AST's content hash, the device,
+-- Compiles are memoized in tcl.codegen.driver.kernel_cache by the AST's content hash, the device,
 -- the backend's options, NOOPT and the optimizer hook that is installed, so identical kernels
 -- share one program; a cached kernel keeps the name of its first compile.
 -- DEBUG (tcl.env): >= 2 one line per kernel run (device, name, buffers, time, GFLOPS, GB/s)
@@ -25,10 +25,10 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
-local linearize = require "tcl.codegen.linearize"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local estimates = require "tcl.codegen.estimates"
-local optimize = require "tcl.codegen.optimize"
+local linearize = require "tcl.codegen.driver.linearize"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local estimates = require "tcl.codegen.driver.estimates"
+local optimize = require "tcl.codegen.driver.optimize"
 local UOp = require "tcl.uop"
 local quote = require "tcl.quote"
 
@@ -45,11 +45,11 @@ end
 -- backends, loaded when a device is first used (a device's backend may need libraries the
 -- others do not)
 
-local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm", CUDA = "tcl.codegen.cuda",
-  METAL = "tcl.codegen.metal" }
+local BACKEND_OF = { EMU = "tcl.codegen.devices.emu", CPU = "tcl.codegen.devices.llvm",
+  CUDA = "tcl.codegen.devices.cuda", METAL = "tcl.codegen.devices.metal" }
 local loaded_backends = {}
 
---- The backend of device (its module: see tcl.codegen.emu's header).
+--- The backend of device (its module: see tcl.codegen.devices.emu's header).
 function M.backend(device)
   local name = BACKEND_OF[device]
   if not name then

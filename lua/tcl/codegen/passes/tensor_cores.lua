@@ -1,4 +1,4 @@
--- tcl.codegen.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
+-- tcl.codegen.passes.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
 -- with TC becomes warp tiles of WMMA instructions (src/core/ENCODINGS.md). Layer: codegen (a
 -- hand-written pass of the pipeline, for GPU renderers with tensor cores).
 --

@@ -1,4 +1,4 @@
--- tcl.codegen.cuda — the CUDA backend of the lowering driver (tcl.codegen.lower): kernels
+-- tcl.codegen.devices.cuda — the CUDA backend of the lowering driver (tcl.codegen.lower): kernels
 -- rendered to CUDA C (tcl.gpu), compiled to PTX by NVRTC (tcl.nvrtc) for the GPU's
 -- architecture, cached on disk, loaded and launched through the driver API (tcl.cuda).
 -- Layer: codegen.
@@ -33,10 +33,10 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
-local disk_cache = require "tcl.codegen.disk_cache"
-local targets = require "tcl.codegen.gpu_targets"
-local gpu_launch = require "tcl.codegen.gpu_launch"
-local gpu_backend = require "tcl.codegen.gpu_backend"
+local disk_cache = require "tcl.codegen.driver.disk_cache"
+local targets = require "tcl.codegen.devices.gpu_targets"
+local gpu_launch = require "tcl.codegen.devices.gpu_launch"
+local gpu_backend = require "tcl.codegen.devices.gpu_backend"
 
 local target = targets.get("CUDA")
 

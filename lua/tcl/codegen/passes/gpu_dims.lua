@@ -1,4 +1,4 @@
--- tcl.codegen.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
+-- tcl.codegen.passes.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
 -- GPU (src/core/ENCODINGS.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
 -- the pipeline, for GPU renderers only).
 --
@@ -7,7 +7,7 @@
 -- that closed them go (their ENDs become GROUPs: ordering only). The innermost range (the
 -- largest axis id: the last output dim, contiguous in memory) gets dim 0, x, so that threads
 -- next to each other touch memory next to each other. The thread ranges go in the order
--- tcl.codegen.thread_order picks: the one whose first warp touches the fewest sectors of
+-- tcl.codegen.passes.thread_order picks: the one whose first warp touches the fewest sectors of
 -- global memory (by default the group_reduce ones innermost, then by axis id; SHUFFLEs keep
 -- the groups innermost, WMMA the default). Up to three ranges of a kind map to
 -- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
@@ -15,7 +15,7 @@
 -- has, a grid beyond its limits) is an error naming the kernel's sizes.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
-local thread_order = require "tcl.codegen.thread_order"
+local thread_order = require "tcl.codegen.passes.thread_order"
 
 local M = {}
 

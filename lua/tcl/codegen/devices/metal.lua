@@ -1,4 +1,4 @@
--- tcl.codegen.metal — the Metal backend of the lowering driver (tcl.codegen.lower): kernels
+-- tcl.codegen.devices.metal — the Metal backend of the lowering driver (tcl.codegen.lower): kernels
 -- rendered to the Metal Shading Language (tcl.gpu), compiled by the Metal framework into
 -- compute pipelines and dispatched on the GPU through the Objective-C runtime (tcl.metal).
 -- macOS only. Layer: codegen.
@@ -26,9 +26,9 @@
 -- since the state opened.
 local core = require "tcl.core"
 local env = require "tcl.env"
-local targets = require "tcl.codegen.gpu_targets"
-local gpu_launch = require "tcl.codegen.gpu_launch"
-local gpu_backend = require "tcl.codegen.gpu_backend"
+local targets = require "tcl.codegen.devices.gpu_targets"
+local gpu_launch = require "tcl.codegen.devices.gpu_launch"
+local gpu_backend = require "tcl.codegen.devices.gpu_backend"
 
 local target = targets.get("METAL")
 

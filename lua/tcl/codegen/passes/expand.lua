@@ -1,4 +1,4 @@
--- tcl.codegen.expand — the pass "expand": upcast and unroll axes become straight-line code,
+-- tcl.codegen.passes.expand — the pass "expand": upcast and unroll axes become straight-line code,
 -- one copy of the computation per lane. Layer: codegen (a hand-written pass of the pipeline,
 -- lua/tcl/patterns/pipeline.lua), right after the optimizer.
 --
@@ -325,7 +325,7 @@ end
 
 --- The sink with every upcast and unroll axis expanded (unchanged when there are none). Sets
 -- ctx.upcast_lanes when a store was expanded into lanes: the backend then takes its vectors
--- from the lanes (tcl.codegen.llvm turns its loop vectorizer off).
+-- from the lanes (tcl.codegen.devices.llvm turns its loop vectorizer off).
 function M.run(sink, ctx)
   -- one walk: whether there are lanes, and the fresh axis ids and register slots (the unroll
   -- rewrite below makes neither)

@@ -1,4 +1,4 @@
--- tcl.codegen.stage_transposes — the pass "stage transposes": in a GPU kernel without
+-- tcl.codegen.passes.stage_transposes — the pass "stage transposes": in a GPU kernel without
 -- reductions whose workgroup is a square tile of T x T threads (two local ranges, the GPU
 -- heuristic's choice for a transposing copy), a load that steps by one element along one
 -- local range (lb) while the store steps by one along the other (la) goes through local

@@ -1,4 +1,4 @@
--- tcl.codegen.merge_ends — the pass "merge ends": one END per RANGE. Layer: codegen (a
+-- tcl.codegen.passes.merge_ends — the pass "merge ends": one END per RANGE. Layer: codegen (a
 -- hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
 --
 -- Several ENDs of one RANGE become one END(deps..., RANGE) when their loops can be one: they
@@ -8,7 +8,7 @@
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
-local linearize = require "tcl.codegen.linearize"
+local linearize = require "tcl.codegen.driver.linearize"
 
 local M = {}
 

@@ -1,4 +1,4 @@
--- tcl.codegen.group_reduce — the pass "group reduces": a reduction split across the threads
+-- tcl.codegen.passes.group_reduce — the pass "group reduces": a reduction split across the threads
 -- of a workgroup (GROUP, GROUPTOP opts: ranges of axis type "group_reduce") meets in local
 -- memory. Layer: codegen (a hand-written pass of the pipeline, for GPU renderers only).
 --
@@ -30,7 +30,7 @@
 --     2 barriers (one for reuse, as above) where the tree takes log2(size) + 2.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
-local thread_order = require "tcl.codegen.thread_order"
+local thread_order = require "tcl.codegen.passes.thread_order"
 
 local M = {}
 
@@ -128,7 +128,7 @@ function M.run(sink, ctx)
   local own_slot = group_base and group_base + group_part or group_part
 
   -- shuffles need a group's threads to be consecutive lanes: the thread order "gpu dims" will
-  -- pick (tcl.codegen.thread_order) puts the group ranges innermost, as it does unless that
+  -- pick (tcl.codegen.passes.thread_order) puts the group ranges innermost, as it does unless that
   -- costs sectors of memory (a column sum: its groups then meet through local memory)
   local warp = ctx and ctx.renderer and ctx.renderer.gpu and ctx.renderer.gpu.warp
   local lanes_in_order = warp == WARP and threads % WARP == 0 and group_threads & (group_threads - 1) == 0

@@ -1,10 +1,10 @@
--- tcl.codegen.gpu_backend — the device side that the GPU backends (tcl.codegen.cuda,
+-- tcl.codegen.devices.gpu_backend — the device side that the GPU backends (tcl.codegen.cuda,
 -- tcl.codegen.metal) share: their native modules, the device opened on first use (so that the
 -- module loads anywhere and DEVICE=CUDA / METAL without one fails at the first kernel with the
 -- device's message), the renderer whose GPU limits are the device's, the optimizer's view of
 -- them, the `options` key, storage, and what a program launches (tcl.codegen.gpu_launch).
 -- Layer: codegen.
-local gpu_launch = require "tcl.codegen.gpu_launch"
+local gpu_launch = require "tcl.codegen.devices.gpu_launch"
 
 local M = {}
 

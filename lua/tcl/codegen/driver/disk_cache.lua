@@ -1,4 +1,4 @@
--- tcl.codegen.disk_cache — the directory of the on-disk kernel cache, opened before its first
+-- tcl.codegen.driver.disk_cache — the directory of the on-disk kernel cache, opened before its first
 -- use. Layer: codegen (the CPU and CUDA builders and BEAM read and write entries there with
 -- runtime.cache_read / cache_write).
 --

@@ -1,4 +1,4 @@
--- tcl.codegen.kblock — the pass "kblock": lowers a kblock axis (the KBLOCK opt, src/opt/kernel_opt.h:
+-- tcl.codegen.passes.kblock — the pass "kblock": lowers a kblock axis (the KBLOCK opt, src/opt/kernel_opt.h:
 -- cache blocking of a reduction) into a loop over blocks around the output loops, with the
 -- partial results kept in the output buffer between blocks. Layer: codegen (a hand-written
 -- pass of the pipeline, lua/tcl/patterns/pipeline.lua), right after the optimizer.

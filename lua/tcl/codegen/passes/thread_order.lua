@@ -1,4 +1,4 @@
--- tcl.codegen.thread_order — which of a GPU kernel's thread ranges (local and group_reduce)
+-- tcl.codegen.passes.thread_order — which of a GPU kernel's thread ranges (local and group_reduce)
 -- varies fastest across the lanes of a warp. The pass "gpu dims" gives them the launch's dims
 -- in this order (x first); the pass "group reduces" asks it whether a group's threads will be
 -- consecutive lanes, as shuffles need. Layer: codegen.

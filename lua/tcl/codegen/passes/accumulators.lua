@@ -1,4 +1,4 @@
--- tcl.codegen.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
+-- tcl.codegen.passes.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
 -- a DEFINE_REG. Layer: codegen (a hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
 --
 -- REDUCE(value, r...) becomes, with acc a fresh one-element DEFINE_REG:
@@ -11,7 +11,7 @@
 -- accumulating load inside the reduce loops and after init. Accumulators take DEFINE_REG
 -- slots after the kernel's own.
 --
--- Vector lanes. A range of axis type "vector" among r... (an unroll axis that tcl.codegen.expand
+-- Vector lanes. A range of axis type "vector" among r... (an unroll axis that tcl.codegen.passes.expand
 -- kept as lanes) is no loop: the accumulator holds one partial result per lane, updated inside
 -- the other ranges' loops, and the result is REDUCE(acc's value, that range), which the
 -- renderer combines across the lanes (a REDUCE over vector ranges only gets an accumulator
@@ -19,7 +19,7 @@
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
-local linearize = require "tcl.codegen.linearize"
+local linearize = require "tcl.codegen.driver.linearize"
 local lowering = require "tcl.patterns.lowering"
 
 local M = {}
