@@ -25,13 +25,11 @@ local INDEX = core.dtype "index"
 local GRID_TYPES = { global = true, loop = true }
 local LOCAL_TYPES = { ["local"] = true, group_reduce = true }
 
-local function const(v) return new("CONST", INDEX, nil, v) end
-local function size_of(r) return r.src[1].arg end
-local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
+local const = UOp.index_const
 
 local function sizes_text(ranges)
   local parts = {}
-  for i, r in ipairs(ranges) do parts[i] = tostring(size_of(r)) end
+  for i, r in ipairs(ranges) do parts[i] = tostring(r:range_size()) end
   return table.concat(parts, "x")
 end
 
@@ -40,17 +38,17 @@ local function assign(ranges, prefix, max, total_max, what)
   local out = {}
   if #ranges == 0 then return out end
   local product = 1
-  for _, r in ipairs(ranges) do product = product * size_of(r) end
+  for _, r in ipairs(ranges) do product = product * r:range_size() end
   if total_max and product > total_max then
     error(string.format("%d %s (%s) are more than the target's %d", product, what, sizes_text(ranges), total_max), 0)
   end
   local direct = #ranges <= 3
   for d, r in ipairs(ranges) do
-    if direct and size_of(r) > max[d] then direct = false end
+    if direct and r:range_size() > max[d] then direct = false end
   end
   if direct then
     for d, r in ipairs(ranges) do
-      out[r] = new("SPECIAL", INDEX, { const(size_of(r)) }, prefix .. (d - 1))
+      out[r] = new("SPECIAL", INDEX, { const(r:range_size()) }, prefix .. (d - 1))
     end
     return out
   end
@@ -63,9 +61,9 @@ local function assign(ranges, prefix, max, total_max, what)
   local stride = 1
   for _, r in ipairs(ranges) do
     local index = stride == 1 and flat or flat // const(stride)
-    if stride * size_of(r) < product then index = index % const(size_of(r)) end
+    if stride * r:range_size() < product then index = index % const(r:range_size()) end
     out[r] = index
-    stride = stride * size_of(r)
+    stride = stride * r:range_size()
   end
   return out
 end
@@ -84,7 +82,7 @@ function M.run(sink, ctx)
     end
   end
   if #grid == 0 and #threads == 0 then return sink end
-  local innermost_first = function(a, b) return axis_of(a) > axis_of(b) end
+  local innermost_first = function(a, b) return a:axis_id() > b:axis_id() end
   table.sort(grid, innermost_first)
   threads = thread_order.order(threads, #threads > 1 and thread_order.accesses(sink) or {}, shuffled, wmma)
   local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")

@@ -42,17 +42,11 @@ local BOOL = core.dtype "bool"
 -- Threads of a warp (SHUFFLE's: src/core/shuffle.h).
 local WARP = 32
 
-local function const(dtype, v) return new("CONST", dtype, nil, v) end
+local const = UOp.const
 
 -- The binary op of each reduction.
 local ALU_OF = { ADD = "ADD", MUL = "MUL", MAX = "MAX" }
 
-local function size_of(r) return r.src[1].arg end
-
-local function axis_of(r)
-  local arg = r.arg
-  return type(arg) == "table" and arg[1] or nil
-end
 
 --- Rebuilds the graph bottom-up: rewrite(node, new_src) returns the node's replacement or nil.
 local function rebuild(sink, rewrite)
@@ -100,25 +94,25 @@ function M.run(sink, ctx)
     if u.op == "RANGE" then
       local t = u:axis_type()
       if t == "local" then locals[#locals + 1] = u elseif t == "group_reduce" then groups[#groups + 1] = u end
-      local a = axis_of(u)
-      if math.type(a) == "integer" and a >= next_axis then next_axis = a + 1 end
+      local a = u:axis_id()
+      if a and a >= next_axis then next_axis = a + 1 end
     elseif u.op == "DEFINE_LOCAL" then
       next_slot = next_slot + 1
     end
   end
-  local by_axis = function(a, b) return axis_of(a) < axis_of(b) end
+  local by_axis = function(a, b) return a:axis_id() < b:axis_id() end
   table.sort(locals, by_axis)
   table.sort(groups, by_axis)
   local threads, group_threads = 1, 1
-  for _, r in ipairs(locals) do threads = threads * size_of(r) end
-  for _, r in ipairs(groups) do group_threads = group_threads * size_of(r) end
+  for _, r in ipairs(locals) do threads = threads * r:range_size() end
+  for _, r in ipairs(groups) do group_threads = group_threads * r:range_size() end
   threads = threads * group_threads
 
   -- this thread's slot, and its group's first slot (the local part times the group size)
   local function linear(ranges)
     local index
     for _, r in ipairs(ranges) do
-      index = index and index * const(INDEX, size_of(r)) + r or r
+      index = index and index * const(INDEX, r:range_size()) + r or r
     end
     return index
   end

@@ -46,7 +46,7 @@ function M.run(sink)
     if reduce.src[i] ~= kb then rest[#rest + 1] = reduce.src[i] end
   end
   local partial = #rest == 1 and rest[1] or new("REDUCE", d, rest, reduce.arg, reduce.tag)
-  local blocks = kb:source(1).arg
+  local blocks = kb:range_size()
   local first = new("CMPEQ", BOOL, { kb, const(INDEX, 0) })
   local later = new("CMPNE", BOOL, { kb, const(INDEX, 0) })
   local at, gate = store:source(1), store.src[3]

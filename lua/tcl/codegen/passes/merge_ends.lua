@@ -15,11 +15,6 @@ local M = {}
 local new = UOp.new
 local VOID = core.dtype "void"
 
-local function axis_of(r)
-  local arg = r.arg
-  return type(arg) == "table" and math.type(arg[1]) == "integer" and arg[1] or nil
-end
-
 --- One round: merges the ENDs that can be merged, or nil when every RANGE has one END.
 local function merge_ends_once(sink)
   local g = linearize.analyze(sink)
@@ -31,7 +26,7 @@ local function merge_ends_once(sink)
 
   local next_axis = 0
   for _, r in ipairs(g.ranges) do
-    local a = axis_of(r)
+    local a = r:axis_id()
     if a and a >= next_axis then next_axis = a + 1 end
   end
   local function key(set) return table.concat(set, ",") end

@@ -23,17 +23,10 @@ local P = require "tcl.pattern"
 local M = {}
 
 local new = UOp.new
-local INDEX = core.dtype "index"
 local VOID = core.dtype "void"
 
-local function const(v) return new("CONST", INDEX, nil, v) end
-local function size_of(r) return r.src[1].arg end
-
--- The coefficient of range r in index expression u, nil when u is not affine (tcl.affine).
-local function coefficient(u, r, memo)
-  local form = affine.form(u, memo)
-  return form and (form[r] or 0)
-end
+local const = UOp.index_const
+local stride = affine.stride
 
 -- Whether the subtree of u holds only constants, ranges and arithmetic (no memory).
 local function pure(u, seen)
@@ -60,7 +53,7 @@ local function shape_of(sink)
       stores[#stores + 1] = u
     end
   end
-  if #locals ~= 2 or #stores ~= 1 or size_of(locals[1]) ~= size_of(locals[2]) then return nil end
+  if #locals ~= 2 or #stores ~= 1 or locals[1]:range_size() ~= locals[2]:range_size() then return nil end
   return locals, stores[1]
 end
 
@@ -72,10 +65,10 @@ function M.run(sink, ctx)
   local memo = {}
   local la, lb
   for i = 1, 2 do
-    if coefficient(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
+    if stride(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
   end
   if not la then return sink end
-  local T = size_of(la)
+  local T = la:range_size()
   -- the tiles stay within the target's local memory (the loads past it are read directly)
   local gpu = ctx and ctx.renderer and ctx.renderer.gpu
   local room = gpu and gpu.local_bytes or math.huge
@@ -86,7 +79,7 @@ function M.run(sink, ctx)
     if u.op == "LOAD" and u.src[1].op == "INDEX" and #u.src[1].src >= 2 then
       local index = u.src[1]
       local buf = index.src[1]
-      local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
+      local along_b, along_a = stride(index.src[2], lb, memo), stride(index.src[2], la, memo)
       -- (a load that does not move along la is read by all the lanes at once already)
       local bytes = T * (T + 1) * u.dtype.itemsize
       local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and along_a ~= 0 and bytes <= room

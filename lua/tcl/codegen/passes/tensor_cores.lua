@@ -30,7 +30,7 @@ local VOID = core.dtype "void"
 local F32 = core.dtype "float32"
 local position = tensor_cores.position
 
-local function const(v) return new("CONST", INDEX, nil, v) end
+local const = UOp.index_const
 
 -- The sum of terms, each nil (nothing), an integer or an index expression; no zero terms, so
 -- that the index arithmetic has no `x*0` or `x + 0` (this pass runs after the simplifier).
@@ -531,8 +531,8 @@ function M.run(sink, ctx)
     launch[#launch + 1] = r
     return r
   end
-  local block_row = optional_range(m.src[1].arg // block_m, "global")
-  local block_col = optional_range(n.src[1].arg // block_n, "global")
+  local block_row = optional_range(m:range_size() // block_m, "global")
+  local block_col = optional_range(n:range_size() // block_n, "global")
   local warp_row = optional_range(config.wm, "local")
   local warp_col = optional_range(config.wn, "local")
   local lane = range(config.warpgroup and tensor_cores.WARPGROUP or tensor_cores.WARP, "local")
