@@ -5,10 +5,19 @@
 -- An entry is one of
 --   { name = "...", rules = <tcl.pattern rule set> }  one graph_rewrite of the kernel with
 --                                                     those rules, ctx handed to the rewrites
+--   { name = "...", rules = "module" }                the same with the rules of a pass of a
+--                                                     later stage (lua/tcl/codegen/passes/):
+--                                                     require(module).rules, the rewrites
+--                                                     handed what module.context(sink, ctx)
+--                                                     returns (the facts they need from the
+--                                                     whole kernel; nil: nothing to rewrite)
 --   { name = "...", fn = function(sink, ctx) -> sink }
 --   { name = "...", pass = "module" }                 a hand-written pass of a later stage
---                                                     (lua/tcl/codegen/): the driver calls
---                                                     require(module).run(sink, ctx)
+--                                                     (lua/tcl/codegen/passes/): the driver
+--                                                     calls require(module).run(sink, ctx);
+--                                                     only for a global transformation, which
+--                                                     the module's header says why rules do
+--                                                     not express
 -- Any entry may add `when = function(ctx) -> boolean`: the pass runs only for the kernels it
 -- says so (a device that lacks an op, ...).
 -- ctx is per kernel: { name = kernel name, noopt = NOOPT is set, device = "EMU" | "CPU" | ...,
@@ -51,7 +60,7 @@ M.passes = {
   { name = "tensor cores", pass = "tcl.codegen.passes.tensor_cores", when = on_gpu },
   -- Right after: a kblock axis (KBLOCK: blocks of a reduction) becomes a loop around the
   -- output loops, the partial results kept in the output.
-  { name = "kblock", pass = "tcl.codegen.passes.kblock" },
+  { name = "kblock", rules = "tcl.codegen.passes.kblock" },
   -- Then: upcast and unroll axes become one copy of the code per lane.
   { name = "expand", pass = "tcl.codegen.passes.expand" },
   -- After the optimizer (it sees one op per transcendental, and each upcast lane gets its own
@@ -62,15 +71,15 @@ M.passes = {
     end },
   -- GPU renderers: a reduction shared by a workgroup's threads meets in local memory, while
   -- reductions are still REDUCE nodes and their group ranges still ranges.
-  { name = "group reduces", pass = "tcl.codegen.passes.group_reduce", when = on_gpu },
+  { name = "group reduces", rules = "tcl.codegen.passes.group_reduce", when = on_gpu },
   -- After the optimizer: accumulators depend on the final ranges of each reduction.
-  { name = "lower reduces", pass = "tcl.codegen.passes.accumulators" },
+  { name = "lower reduces", rules = "tcl.codegen.passes.accumulators" },
   -- GPU renderers: a transposing load of a square tile of threads goes through local memory;
   -- while its threads are still ranges, which it exchanges.
   { name = "stage transposes", pass = "tcl.codegen.passes.stage_transposes", when = on_gpu },
   -- GPU renderers: the output loops become the launch (workgroup and thread indices); after
   -- lowering reduces, which places accumulators by the loops they live in.
-  { name = "gpu dims", pass = "tcl.codegen.passes.gpu_dims", when = on_gpu },
+  { name = "gpu dims", rules = "tcl.codegen.passes.gpu_dims", when = on_gpu },
   -- Last: the linearizer needs exactly one END per RANGE, and lowering reduces adds ENDs.
   { name = "merge ends", pass = "tcl.codegen.passes.merge_ends" },
 }

@@ -12,6 +12,8 @@
 --   k.program, k.ast, k.name, k.device, k.ops, k.bytes
 --   local ks = lower.compile_many({ {ast = sink1, name = "E_16"}, ... }, "CPU") -- in parallel
 --   local lowered = lower.run_passes(kernel_sink, { name = "E_16" })   -- the pipeline only
+--   lower.run_pass(pipeline_entry, sink, ctx)    -- one entry of the pipeline
+--   lower.run_rules(pass_module, sink, ctx)      -- one pass of rules (its rules and context)
 --
 -- What the kernel must look like: lua/tcl/patterns/lowering.lua's header.
 -- Compiles are memoized in tcl.codegen.driver.kernel_cache by the AST's content hash, the device,
@@ -110,11 +112,26 @@ local function params_of(sink)
   return out
 end
 
-local function run_pass(pass, sink, ctx)
-  if pass.when and not pass.when(ctx) then return true, sink end
-  if pass.rules then return pcall(pass.rules.rewrite, pass.rules, sink, { ctx = ctx, name = pass.name }) end
-  if pass.pass then return pcall(function() return require(pass.pass).run(sink, ctx) end) end
-  return pcall(pass.fn, sink, ctx)
+--- Runs a pass made of rules, `rules_pass` (a module, tcl.patterns.pipeline): sink rewritten
+-- with rules_pass.rules, the rewrites handed what rules_pass.context(sink, ctx) returns (the
+-- facts they need from the whole kernel; nil: nothing to rewrite, sink is returned as it is),
+-- or ctx itself when the module has no context. name: for REWRITE_TRACE and errors.
+function M.run_rules(rules_pass, sink, ctx, name)
+  local rewrite_ctx = ctx
+  if rules_pass.context then
+    rewrite_ctx = rules_pass.context(sink, ctx)
+    if rewrite_ctx == nil then return sink end
+  end
+  return rules_pass.rules:rewrite(sink, { ctx = rewrite_ctx, name = name })
+end
+
+--- Runs one entry of the pipeline (tcl.patterns.pipeline: its kinds) on sink; returns the result.
+function M.run_pass(pass, sink, ctx)
+  if pass.when and not pass.when(ctx) then return sink end
+  if type(pass.rules) == "string" then return M.run_rules(require(pass.rules), sink, ctx, pass.name) end
+  if pass.rules then return pass.rules:rewrite(sink, { ctx = ctx, name = pass.name }) end
+  if pass.pass then return require(pass.pass).run(sink, ctx) end
+  return pass.fn(sink, ctx)
 end
 
 -- Why a pass's result is not the kernel's graph (a UOp of the op it was given), or nil: checked
@@ -138,7 +155,7 @@ function M.run_passes(sink, ctx)
   ctx = ctx or {}
   local params = params_of(sink)
   for _, pass in ipairs(pipeline.passes) do
-    local ok, result = run_pass(pass, sink, ctx)
+    local ok, result = pcall(M.run_pass, pass, sink, ctx)
     local wrong = ok and not_a_kernel(result, sink)
     if not ok or wrong then
       error(string.format("kernel '%s': pass '%s'%s", tostring(ctx.name or "kernel"), pass.name,

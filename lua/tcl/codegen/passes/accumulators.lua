@@ -1,5 +1,6 @@
 -- tcl.codegen.passes.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
--- a DEFINE_REG. Layer: codegen (a hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
+-- a DEFINE_REG. Layer: codegen (a pass of rules of the pipeline, lua/tcl/patterns/pipeline.lua:
+-- M.rules, with the context M.context gives).
 --
 -- REDUCE(value, r...) becomes, with acc a fresh one-element DEFINE_REG:
 --   init = STORE(INDEX(AFTER(acc, outer ranges...), 0), identity)   before the reduce loops
@@ -73,16 +74,17 @@ M.rules = P.rules {
   { P.op("REDUCE", nil, { name = "root" }), lower_reduce },
 }
 
---- The sink with every REDUCE lowered.
-function M.run(sink)
+--- The rewrites' context: { next_slot = the first DEFINE_REG slot the kernel leaves free }, or
+-- nil when the kernel has no REDUCE.
+function M.context(sink)
   local next_slot = 0
   local has_reduce = false
   for _, u in ipairs(sink:toposort()) do
     if u.op == "DEFINE_REG" then next_slot = math.max(next_slot, u.arg[1] + 1) end
     if u.op == "REDUCE" then has_reduce = true end
   end
-  if not has_reduce then return sink end
-  return M.rules:rewrite(sink, { ctx = { next_slot = next_slot }, name = "lower reduces" })
+  if not has_reduce then return nil end
+  return { next_slot = next_slot }
 end
 
 return M

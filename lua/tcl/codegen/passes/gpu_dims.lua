@@ -1,6 +1,6 @@
 -- tcl.codegen.passes.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
--- GPU (src/core/ENCODINGS.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
--- the pipeline, for GPU renderers only).
+-- GPU (src/core/ENCODINGS.md, "GPU-shaped kernels"). Layer: codegen (a pass of rules of the
+-- pipeline, for GPU renderers only: M.rules, with the context M.context gives).
 --
 -- Ranges of axis type "global" or "loop" become workgroup indices (SPECIAL gidx), ranges of
 -- type "local" or "group_reduce" thread indices within the workgroup (SPECIAL lidx); the loops
@@ -13,7 +13,12 @@
 -- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
 -- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
 -- has, a grid beyond its limits) is an error naming the kernel's sizes.
+--
+-- Which index each range gets depends on all of the kernel's ranges and its memory accesses
+-- (M.context, once per kernel); the rules then replace each RANGE by its index and drop the
+-- END of each range that is gone.
 local UOp = require "tcl.uop"
+local P = require "tcl.pattern"
 local core = require "tcl.core"
 local thread_order = require "tcl.codegen.passes.thread_order"
 
@@ -68,7 +73,9 @@ local function assign(ranges, prefix, max, total_max, what)
   return out
 end
 
-function M.run(sink, ctx)
+--- The rewrites' context: { index_of = { [range] = its index expression }, launched = { [index
+-- expression] = true } }, or nil when the kernel has no range that becomes a launch index.
+function M.context(sink, ctx)
   local gpu = ctx.renderer.gpu
   local grid, threads, shuffled, wmma = {}, {}, false, false
   for _, u in ipairs(sink:toposort()) do
@@ -81,35 +88,28 @@ function M.run(sink, ctx)
       wmma = true
     end
   end
-  if #grid == 0 and #threads == 0 then return sink end
+  if #grid == 0 and #threads == 0 then return nil end
   local innermost_first = function(a, b) return a:axis_id() > b:axis_id() end
   table.sort(grid, innermost_first)
   threads = thread_order.order(threads, #threads > 1 and thread_order.accesses(sink) or {}, shuffled, wmma)
-  local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
+  local index_of = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
   for r, index in pairs(assign(threads, "lidx", gpu.local_max, gpu.threads_max, "threads per workgroup")) do
-    replaced[r] = index
+    index_of[r] = index
   end
-
-  local map = {}
-  for _, u in ipairs(sink:toposort()) do
-    local node = replaced[u]
-    if not node then
-      local src, changed = {}, false
-      for i, s in ipairs(u.src) do
-        src[i] = map[s] or s
-        if src[i] ~= s then changed = true end
-      end
-      if u.op == "END" and replaced[u.src[#u.src]] then
-        -- the loop is gone: its body only orders what comes after
-        table.remove(src)
-        node = #src == 1 and src[1] or new("GROUP", u.dtype, src)
-      else
-        node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
-      end
-    end
-    map[u] = node
-  end
-  return map[sink]
+  local launched = {}
+  for _, index in pairs(index_of) do launched[index] = true end
+  return { index_of = index_of, launched = launched }
 end
+
+M.rules = P.rules {
+  { P.op("RANGE", nil, { name = "r" }), function(m, ctx) return ctx.index_of[m.r] end },
+  -- the loop of a range that became an index is gone: its body only orders what comes after
+  { P.op("END", nil, { name = "e" }), function(m, ctx)
+    local src = m.e.src
+    if not ctx.launched[src[#src]] then return nil end
+    if #src == 2 then return src[1] end
+    return new("GROUP", m.e.dtype, { table.unpack(src, 1, #src - 1) })
+  end },
+}
 
 return M

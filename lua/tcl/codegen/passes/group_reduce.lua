@@ -29,6 +29,7 @@
 --     (lane mod W) of its group (W warps) and a butterfly over m = W/2 .. 1 combines them:
 --     2 barriers (one for reuse, as above) where the tree takes log2(size) + 2.
 local UOp = require "tcl.uop"
+local P = require "tcl.pattern"
 local core = require "tcl.core"
 local thread_order = require "tcl.codegen.passes.thread_order"
 
@@ -46,22 +47,6 @@ local const = UOp.const
 
 -- The binary op of each reduction.
 local ALU_OF = { ADD = "ADD", MUL = "MUL", MAX = "MAX" }
-
-
---- Rebuilds the graph bottom-up: rewrite(node, new_src) returns the node's replacement or nil.
-local function rebuild(sink, rewrite)
-  local map = {}
-  for _, u in ipairs(sink:toposort()) do
-    local src, changed = {}, false
-    for i, s in ipairs(u.src) do
-      src[i] = map[s] or s
-      if src[i] ~= s then changed = true end
-    end
-    local node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
-    map[u] = rewrite(node, u) or node
-  end
-  return map[sink]
-end
 
 -- Butterfly steps over the lanes of aligned blocks of `width` lanes (a power of two up to a
 -- warp): after them every lane holds op of the block's values.
@@ -82,11 +67,15 @@ local function grouped(u)
   return false
 end
 
-function M.run(sink, ctx)
+--- The rewrites' context, or nil when no reduction is shared by a workgroup's threads: the
+-- workgroup's facts (its threads, the group's size, this thread's slot, whether shuffles can
+-- combine a group, the gate of the first thread of each group) and the free axis ids and
+-- local memory slots, which the rewrites hand out.
+function M.context(sink, ctx)
   local order = sink:toposort()
   local any = false
   for _, u in ipairs(order) do if grouped(u) then any = true break end end
-  if not any then return sink end
+  if not any then return nil end
 
   -- the workgroup's ranges: local ones first, group ones innermost; and the free axis ids
   local locals, groups, next_axis, next_slot = {}, {}, 0, 0
@@ -138,77 +127,90 @@ function M.run(sink, ctx)
     local is_first = new("CMPEQ", BOOL, { g, const(INDEX, 0) })
     first_of_group = first_of_group and new("AND", BOOL, { first_of_group, is_first }) or is_first
   end
+  return { threads = threads, group_threads = group_threads, group_part = group_part, group_base = group_base,
+    own_slot = own_slot, lanes_in_order = lanes_in_order, first_of_group = first_of_group, next_axis = next_axis,
+    next_slot = next_slot }
+end
 
-  local function lower(red)
-    local value, keep = red.src[1], {}
-    for i = 2, #red.src do
-      if red.src[i]:axis_type() ~= "group_reduce" then keep[#keep + 1] = red.src[i] end
-    end
-    local partial = value
-    if #keep > 0 then
-      local src = { value }
-      for _, r in ipairs(keep) do src[#src + 1] = r end
-      partial = new("REDUCE", red.dtype, src, red.arg)
-    end
-    local op = ALU_OF[red.arg]
-    if lanes_in_order and core.shuffles(red.dtype) then
-      if group_threads <= WARP then return butterfly(partial, op, red.dtype, group_threads) end
-      local warps = group_threads // WARP -- per group, at most 32 (1024 threads)
-      local buf = new("DEFINE_LOCAL", red.dtype, nil, { next_slot, threads // WARP })
-      next_slot = next_slot + 1
-      local lane = group_part % const(INDEX, WARP)
-      local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot // const(INDEX, WARP) }),
-        butterfly(partial, op, red.dtype, WARP), new("CMPEQ", BOOL, { lane, const(INDEX, 0) }) })
-      local seen = new("AFTER", red.dtype, { buf, new("BARRIER", VOID, { store }) })
-      local slot = lane % const(INDEX, warps)
-      if group_base then slot = group_base // const(INDEX, WARP) + slot end
-      local total = butterfly(new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) }), op, red.dtype, warps)
-      return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
-    end
-    local buf = new("DEFINE_LOCAL", red.dtype, nil, { next_slot, threads })
-    next_slot = next_slot + 1
-    local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot }), partial })
-    local barrier = new("BARRIER", VOID, { store })
-    local total
-    if group_threads & (group_threads - 1) == 0 then
-      -- a tree: at each step the first half of the group's threads combine their slot with the
-      -- slot half a group further, then a barrier; log2(size) steps instead of a loop over
-      -- the whole group in every thread
-      local half = group_threads // 2
-      while half >= 1 do
-        local active = new("CMPLT", BOOL, { group_part, const(INDEX, half) })
-        local seen = new("AFTER", red.dtype, { buf, barrier })
-        local mine = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot }), active })
-        local other = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot + const(INDEX, half) }),
-          active })
-        local combined = new(op, red.dtype, { mine, other })
-        barrier = new("BARRIER", VOID, { new("STORE", VOID, { new("INDEX", red.dtype, { seen, own_slot }), combined,
-          active }) })
-        half = half // 2
-      end
-      local first = group_base or const(INDEX, 0)
-      total = new("LOAD", red.dtype, { new("INDEX", red.dtype, { new("AFTER", red.dtype, { buf, barrier }), first }) })
-    else
-      -- any other size: every thread reduces the group's slots in a loop
-      local j = new("RANGE", INDEX, { const(INDEX, group_threads) }, { next_axis, "reduce" })
-      next_axis = next_axis + 1
-      local slot = group_base and group_base + j or j
-      local seen = new("AFTER", red.dtype, { buf, barrier })
-      local load = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) })
-      total = new("REDUCE", red.dtype, { load, j }, red.arg)
-    end
+-- A REDUCE over group ranges: its partials meet in local memory (or through shuffles).
+local function lower(red, ctx)
+  if not grouped(red) then return nil end
+  local threads, group_threads, group_part = ctx.threads, ctx.group_threads, ctx.group_part
+  local group_base, own_slot = ctx.group_base, ctx.own_slot
+  local value, keep = red.src[1], {}
+  for i = 2, #red.src do
+    if red.src[i]:axis_type() ~= "group_reduce" then keep[#keep + 1] = red.src[i] end
+  end
+  local partial = value
+  if #keep > 0 then
+    local src = { value }
+    for _, r in ipairs(keep) do src[#src + 1] = r end
+    partial = new("REDUCE", red.dtype, src, red.arg)
+  end
+  local op = ALU_OF[red.arg]
+  if ctx.lanes_in_order and core.shuffles(red.dtype) then
+    if group_threads <= WARP then return butterfly(partial, op, red.dtype, group_threads) end
+    local warps = group_threads // WARP -- per group, at most 32 (1024 threads)
+    local buf = new("DEFINE_LOCAL", red.dtype, nil, { ctx.next_slot, threads // WARP })
+    ctx.next_slot = ctx.next_slot + 1
+    local lane = group_part % const(INDEX, WARP)
+    local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot // const(INDEX, WARP) }),
+      butterfly(partial, op, red.dtype, WARP), new("CMPEQ", BOOL, { lane, const(INDEX, 0) }) })
+    local seen = new("AFTER", red.dtype, { buf, new("BARRIER", VOID, { store }) })
+    local slot = lane % const(INDEX, warps)
+    if group_base then slot = group_base // const(INDEX, WARP) + slot end
+    local total = butterfly(new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) }), op, red.dtype, warps)
     return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
   end
-
-  return rebuild(sink, function(node)
-    if grouped(node) then return lower(node) end
-    if node.op == "STORE" and node.src[1].op == "INDEX" and node.src[1].src[1].op == "PARAM" then
-      local gate = node.src[3]
-      local src = { node.src[1], node.src[2], gate and new("AND", BOOL, { gate, first_of_group }) or first_of_group }
-      return new("STORE", VOID, src, node.arg, node.tag)
+  local buf = new("DEFINE_LOCAL", red.dtype, nil, { ctx.next_slot, threads })
+  ctx.next_slot = ctx.next_slot + 1
+  local store = new("STORE", VOID, { new("INDEX", red.dtype, { buf, own_slot }), partial })
+  local barrier = new("BARRIER", VOID, { store })
+  local total
+  if group_threads & (group_threads - 1) == 0 then
+    -- a tree: at each step the first half of the group's threads combine their slot with the
+    -- slot half a group further, then a barrier; log2(size) steps instead of a loop over
+    -- the whole group in every thread
+    local half = group_threads // 2
+    while half >= 1 do
+      local active = new("CMPLT", BOOL, { group_part, const(INDEX, half) })
+      local seen = new("AFTER", red.dtype, { buf, barrier })
+      local mine = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot }), active })
+      local other = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, own_slot + const(INDEX, half) }),
+        active })
+      local combined = new(op, red.dtype, { mine, other })
+      barrier = new("BARRIER", VOID, { new("STORE", VOID, { new("INDEX", red.dtype, { seen, own_slot }), combined,
+        active }) })
+      half = half // 2
     end
-    return nil
-  end)
+    local first = group_base or const(INDEX, 0)
+    total = new("LOAD", red.dtype, { new("INDEX", red.dtype, { new("AFTER", red.dtype, { buf, barrier }), first }) })
+  else
+    -- any other size: every thread reduces the group's slots in a loop
+    local j = new("RANGE", INDEX, { const(INDEX, group_threads) }, { ctx.next_axis, "reduce" })
+    ctx.next_axis = ctx.next_axis + 1
+    local slot = group_base and group_base + j or j
+    local seen = new("AFTER", red.dtype, { buf, barrier })
+    local load = new("LOAD", red.dtype, { new("INDEX", red.dtype, { seen, slot }) })
+    total = new("REDUCE", red.dtype, { load, j }, red.arg)
+  end
+  return new("AFTER", red.dtype, { total, new("BARRIER", VOID, { total }) })
 end
+
+-- A store to a kernel buffer: only the first thread of each group stores (they all hold the
+-- result).
+local function first_thread_stores(m, ctx)
+  local store, first = m.store, ctx.first_of_group
+  local at, gate = store.src[1], store.src[3]
+  if at.op ~= "INDEX" or at.src[1].op ~= "PARAM" then return nil end
+  if gate == first or (gate and gate.op == "AND" and gate.src[2] == first) then return nil end -- gated already
+  local src = { store.src[1], store.src[2], gate and new("AND", BOOL, { gate, first }) or first }
+  return new("STORE", VOID, src, store.arg, store.tag)
+end
+
+M.rules = P.rules {
+  { P.op("REDUCE", nil, { name = "red" }), function(m, ctx) return lower(m.red, ctx) end },
+  { P.op("STORE", nil, { name = "store" }), first_thread_stores },
+}
 
 return M
