@@ -76,7 +76,7 @@ M.passes = {
   { name = "lower reduces", rules = "tcl.codegen.passes.accumulators" },
   -- GPU renderers: a transposing load of a square tile of threads goes through local memory;
   -- while its threads are still ranges, which it exchanges.
-  { name = "stage transposes", pass = "tcl.codegen.passes.stage_transposes", when = on_gpu },
+  { name = "stage transposes", rules = "tcl.codegen.passes.stage_transposes", when = on_gpu },
   -- GPU renderers: the output loops become the launch (workgroup and thread indices); after
   -- lowering reduces, which places accumulators by the loops they live in.
   { name = "gpu dims", rules = "tcl.codegen.passes.gpu_dims", when = on_gpu },

@@ -3,7 +3,9 @@
 -- heuristic's choice for a transposing copy), a load that steps by one element along one
 -- local range (lb) while the store steps by one along the other (la) goes through local
 -- memory, so that both touch neighbouring elements with neighbouring lanes. Layer: codegen (a
--- hand-written pass of the pipeline, for GPU renderers only).
+-- pass of rules of the pipeline, for GPU renderers only: M.rules, with the context M.context
+-- gives: which loads are staged depends on the whole kernel's shape and on the room left in
+-- local memory, so M.context builds each staged load's replacement, and the rule puts it in).
 --
 -- Each such LOAD v = LOAD(INDEX(buf, f(la, lb)), gate(la, lb)) becomes
 --   STORE(INDEX(tile, lb * (T + 1) + la), LOAD(... f(lb, la) ..., gate(lb, la)))
@@ -57,17 +59,19 @@ local function shape_of(sink)
   return locals, stores[1]
 end
 
-function M.run(sink, ctx)
+--- The rewrites' context: { staged = { [LOAD] = its read from the tile } }, or nil when no load
+-- is staged.
+function M.context(sink, ctx)
   local locals, store = shape_of(sink)
-  if not locals then return sink end
+  if not locals then return nil end
   local target = store.src[1]
-  if target.op ~= "INDEX" or #target.src < 2 then return sink end
+  if target.op ~= "INDEX" or #target.src < 2 then return nil end
   local memo = {}
   local la, lb
   for i = 1, 2 do
     if stride(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
   end
-  if not la then return sink end
+  if not la then return nil end
   local T = la:range_size()
   -- the tiles stay within the target's local memory (the loads past it are read directly)
   local gpu = ctx and ctx.renderer and ctx.renderer.gpu
@@ -96,14 +100,18 @@ function M.run(sink, ctx)
       end
     end
   end
-  if #list == 0 then return sink end
+  if #list == 0 then return nil end
   local barrier = new("BARRIER", VOID, stores)
   for _, s in ipairs(list) do
     local seen_tile = new("AFTER", s.load.dtype, { s.tile, barrier })
     staged[s.load] = new("LOAD", s.load.dtype, { new("INDEX", s.load.dtype, { seen_tile, la * const(T + 1) + lb }) })
   end
-  -- the kernel with each staged LOAD replaced by its read from the tile
-  return P.substitute(sink, staged)
+  return { staged = staged }
 end
+
+M.rules = P.rules {
+  -- each staged LOAD becomes its read from the tile
+  { P.op("LOAD", nil, { name = "load" }), function(m, ctx) return ctx.staged[m.load] end },
+}
 
 return M
