@@ -114,6 +114,47 @@ describe("the Lua tree", function()
     end
   end)
 
+  it("defines each helper of the lowering passes, the driver and the heuristics once", function()
+    -- a helper two passes need (a range's size, its axis id, a coefficient) is a UOp method or
+    -- lives in a shared module: copies drift apart
+    local files_of = {} -- helper name -> { files }
+    for _, rel in ipairs(files) do
+      if (rel:match("^tcl/codegen/") and not rel:match("^tcl/codegen/devices/")) or rel:match("^tcl/heuristics/") then
+        local seen = {}
+        for line in read(rel):gmatch("[^\n]*") do
+          local name = line:match("^local function ([%w_]+)") or line:match("^local ([%w_]+) = function")
+          if name and not seen[name] then
+            seen[name] = true
+            files_of[name] = files_of[name] or {}
+            table.insert(files_of[name], rel)
+          end
+        end
+      end
+    end
+    local twice = {}
+    for name, where in pairs(files_of) do
+      if #where > 1 then twice[#twice + 1] = name .. " in " .. table.concat(where, ", ") end
+    end
+    table.sort(twice)
+    assert.are.same({}, twice)
+  end)
+
+  it("makes a pipeline entry a hand-written pass only where its header says why rules do not do", function()
+    local text = read("tcl/patterns/pipeline.lua")
+    local rules, passes = requires_of(text, "rules%s*=%s*[\"'](tcl%.[%w_.]+)[\"']"),
+      requires_of(text, "pass%s*=%s*[\"'](tcl%.codegen%.[%w_.]+)[\"']")
+    assert.is_true(#rules >= 5, "the passes of rules: " .. table.concat(rules, ", "))
+    for _, name in ipairs(passes) do
+      local header = read(name:gsub("%.", "/") .. ".lua"):match("^(.-)\n[^-]")
+      assert.is_truthy(header:find("\n%-%- Not rules", 1), name .. "'s header does not say why it is not rules")
+    end
+    for _, name in ipairs(rules) do
+      local module = require(name)
+      assert.are.equal("table", type(module.rules), name .. " has no rules")
+      assert.is_nil(module.run, name .. " is a pass of rules: the driver runs it (lower.run_rules)")
+    end
+  end)
+
   it("is checked by a rule that can fail", function()
     local text = 'local s = require "tcl.shape"\n-- require "tcl.api.tensor" in a comment does not count\n' ..
       '{ name = "n", pass = "tcl.codegen.x" }\n{ name = "m", rules = "tcl.codegen.y" }'

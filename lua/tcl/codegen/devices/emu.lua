@@ -45,19 +45,12 @@ if env.EMU_GPU then
   M.options = "emu-gpu-" .. target.id
 end
 
---- FNV-1a, 64 bits, as 16 hex digits: file and function names from cache keys.
-local function fnv(s)
-  local h = -3750763034362895579
-  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
-  return string.format("%016x", h)
-end
-
 -- GPU mode with RENDER_DUMP: each kernel's source in the target's language, one file per
 -- kernel, its function named after the kernel's key (unique, so files can be compiled together).
 local function dump_source(job)
   -- the dialect of the renderer in use (a spec may switch M.renderer to another target)
   local dialect = M.renderer.name:match("^emu%-(%a+)$") or target.name
-  local name = "k_" .. fnv(job.key or job.name)
+  local name = "k_" .. require("tcl.codegen.driver.disk_cache").name_of(job.key or job.name)
   local ext = dialect == "cuda" and ".cu" or ".metal"
   local path = env.RENDER_DUMP .. "/" .. name .. ext
   local existing = io.open(path, "rb")

@@ -57,15 +57,7 @@ local function host_caches()
   return out
 end
 
---- FNV-1a, 64 bits, as 16 hex digits: names and keys from long strings.
-local function fnv(s)
-  local h = -3750763034362895579 -- 0xcbf29ce484222325
-  for i = 1, #s do
-    h = (h ~ s:byte(i)) * 1099511628211
-  end
-  return string.format("%016x", h)
-end
-
+local fnv = disk_cache.name_of
 local target = llvm.target
 M.options = string.format("llvm%s-%s-%s-O2", llvm.version, target.cpu, fnv(target.features or ""))
 

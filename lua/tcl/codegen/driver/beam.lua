@@ -53,7 +53,7 @@ local function root_of(index)
 end
 
 --- { [slot] = { dtype =, numel =, stored = bool } } of the kernel's PARAMs.
-local function params_of(sink)
+local function buffers_of(sink)
   local out = {}
   for _, u in ipairs(sink:toposort()) do
     if u.op == "PARAM" then
@@ -163,7 +163,7 @@ function M.search(k, sink, ctx, width, info)
     end
   end
 
-  local params = params_of(sink)
+  local params = buffers_of(sink)
   local buffers, outputs = search_buffers(params, backend, ctx.device, M.seed)
   local reference = {}
   local base = lower.compile(sink, { device = ctx.device, noopt = true, name = ctx.name })

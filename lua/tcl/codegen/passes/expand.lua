@@ -29,6 +29,12 @@
 -- copied axes decoded from the loop's counter: the tail is built once.
 --
 -- Afterwards the index arithmetic is simplified again (lane constants fold into offsets).
+--
+-- Not rules, but for the unroll part (unroll_rules: each REDUCE over unroll axes on its own):
+-- an upcast axis is expanded over a store's whole END chain at once. Which axes stay vector
+-- lanes depends on every store's index in the chain, the order of the copies on the chain's
+-- order, and the tail loop on the whole stored value; the chains are rebuilt one per source
+-- of the SINK.
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"

@@ -1,6 +1,7 @@
 -- tcl.codegen.passes.group_reduce — the pass "group reduces": a reduction split across the threads
 -- of a workgroup (GROUP, GROUPTOP opts: ranges of axis type "group_reduce") meets in local
--- memory. Layer: codegen (a hand-written pass of the pipeline, for GPU renderers only).
+-- memory. Layer: codegen (a pass of rules of the pipeline, for GPU renderers only: M.rules,
+-- with the workgroup's facts that M.context finds in the whole kernel).
 --
 -- REDUCE(v, reduce ranges..., group ranges...) becomes
 --   partial = REDUCE(v, reduce ranges...)        each thread's share (v when there is none)

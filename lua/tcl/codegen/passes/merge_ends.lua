@@ -5,6 +5,12 @@
 -- use the same outer ranges and neither depends on the other. Otherwise the later END's loop
 -- gets a copy of the range (a fresh axis id) and stays a loop of its own. The linearizer
 -- needs exactly one END per RANGE: that END is where it learns how loops nest.
+--
+-- Not rules: whether two ENDs of a range can be one depends on all of the range's ENDs at once
+-- (the outer loops each uses, and which depends on which: linearize.analyze), and a merged
+-- END's sources are the original ENDs' sources, which a children-first rewrite would already
+-- have changed (an END of another range inside them). It runs in rounds of substitutions
+-- until every RANGE has one END.
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"

@@ -17,6 +17,10 @@
 --   layout), and each of the TM*TN products (WMMA nodes out = 0..C-1 on the same A, B and
 --   C registers) stores its new accumulators back;
 --   after the loop, each lane stores f of each accumulator at its C position.
+-- Not rules: the tiling re-plans the whole kernel at once (its output and reduce ranges become
+-- block, warp and lane ranges, the K loop is rebuilt around fragment loads that every tile of
+-- the lane shares, the stores move after it), from a match of the whole matmul
+-- (tcl.heuristics.tensor_cores.match); no node is rewritten on its own.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
 local P = require "tcl.pattern"
