@@ -114,6 +114,19 @@ describe("the Lua tree", function()
     end
   end)
 
+  it("keeps the lowering passes and the devices' backends apart: neither requires the other", function()
+    -- the driver reaches both by name (the pipeline's entries, its table of backends)
+    local offenders = {}
+    for _, rel in ipairs(files) do
+      local folder = rel:match("^tcl/codegen/(%a+)/")
+      local other = ({ passes = "tcl.codegen.devices.", devices = "tcl.codegen.passes." })[folder]
+      for _, dep in ipairs(other and requires_of(read(rel)) or {}) do
+        if dep:sub(1, #other) == other then offenders[#offenders + 1] = module_of(rel) .. " requires " .. dep end
+      end
+    end
+    assert.are.same({}, offenders)
+  end)
+
   it("defines each helper of the lowering passes, the driver and the heuristics once", function()
     -- a helper two passes need (a range's size, its axis id, a coefficient) is a UOp method or
     -- lives in a shared module: copies drift apart

@@ -5,7 +5,8 @@
 --
 --   tcl.api        the Tensor API: lazy tensors (lua/tcl/api/)
 --   tcl.schedule   realize points, fusion, rangeify, buffers: kernels (lua/tcl/schedule/)
---   tcl.codegen    lowering driver, kernel cache, linearizer, hand-written passes (lua/tcl/codegen/)
+--   tcl.codegen    the lowering passes (passes/), the driver: lowering, linearizer, kernel cache,
+--                  optimizer (driver/), and the devices' backends (devices/) (lua/tcl/codegen/)
 --   tcl.patterns   rule files and the ordered pass pipeline (lua/tcl/patterns/)
 local core = require "tcl.core"
 local UOp = require "tcl.uop"

@@ -1,7 +1,7 @@
 -- tcl.patterns.lowering — rule sets that lower a scheduled kernel to what a device runs:
 -- loops of size 0 removed, explicit and gated LOADs, one range per END. Layer: rule files
--- (lua/tcl/patterns), run in the order of lua/tcl/patterns/pipeline.lua; the hand-written
--- passes after them (accumulators, merged ENDs) are in lua/tcl/codegen/.
+-- (lua/tcl/patterns), run in the order of lua/tcl/patterns/pipeline.lua; the passes after
+-- them (accumulators, merged ENDs, ...) are in lua/tcl/codegen/passes/.
 --
 -- What the scheduler hands over (src/core/ENCODINGS.md, "Kernels"): SINK(arg {name}) of
 -- STOREs and ENDs; STORE(INDEX(PARAM, i), value[, gate]) inside ENDs that close the output

@@ -1,5 +1,5 @@
 -- tcl.codegen.passes.merge_ends — the pass "merge ends": one END per RANGE. Layer: codegen (a
--- hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
+-- hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua; why not rules: below).
 --
 -- Several ENDs of one RANGE become one END(deps..., RANGE) when their loops can be one: they
 -- use the same outer ranges and neither depends on the other. Otherwise the later END's loop

@@ -1,6 +1,6 @@
 -- tcl.codegen.passes.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
 -- with TC becomes warp tiles of WMMA instructions (src/core/ENCODINGS.md). Layer: codegen (a
--- hand-written pass of the pipeline, for GPU renderers with tensor cores).
+-- hand-written pass of the pipeline, for GPU renderers with tensor cores; why not rules: below).
 --
 -- The kernel (what tcl.heuristics.tensor_cores.match accepts): STOREs of f(REDUCE(ADD,
 -- MUL(a, b), k)), a over (m, k), b over (k, n). TC's amount is a tile configuration
