@@ -1,12 +1,12 @@
 -- spec/pass_helpers_spec.lua — the helpers every lowering pass shares, defined once: a range's
--- axis id and size and index constants (UOp methods, tcl.uop), and the coefficient of a range
--- in an index expression (tcl.affine: stride, from the affine form of the whole expression, and
--- coefficient, for an expression affine in that range alone).
+-- axis id and size, the next free axis id and slot, index constants (UOp methods, tcl.uop),
+-- and the coefficient of a range in an index expression (tcl.affine: stride, from the affine
+-- form of the whole expression, and coefficient, for an expression affine in that range alone).
 local tcl = require "tcl"
 local UOp = require "tcl.uop"
 local affine = require "tcl.affine"
 
-local IDX, F32 = tcl.dtype "index", tcl.dtype "float32"
+local IDX, F32, VOID = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "void"
 
 local function c(v) return UOp.new("CONST", IDX, nil, v) end
 local function range(size, axis, kind) return UOp.new("RANGE", IDX, { c(size) }, { axis, kind or "loop" }) end
@@ -28,6 +28,19 @@ describe("a RANGE's helpers", function()
       assert.is_nil(node:range_size())
       assert.is_nil(node:axis_id())
     end
+  end)
+
+  it("give the axis id and the register or local-memory slot a pass may add next", function()
+    local out = UOp.new("PARAM", F32, nil, { 0, 8 })
+    local reg = UOp.new("DEFINE_REG", F32, nil, { 2, 4 })
+    local r, s = range(8, 5), range(4, 1, "reduce")
+    local keep = UOp.new("STORE", VOID, { UOp.new("INDEX", F32, { reg, c(0) }), UOp.new("CONST", F32, nil, 0.0) })
+    local store = UOp.new("STORE", VOID, { UOp.new("INDEX", F32, { out, r + s }), UOp.new("CONST", F32, nil, 1.0) })
+    local sink = UOp.new("SINK", VOID, { keep, UOp.new("END", VOID, { UOp.new("END", VOID, { store, s }), r }) })
+    assert.are.equal(6, sink:free_axis_id())
+    assert.are.equal(3, sink:free_slot("DEFINE_REG"))
+    assert.are.equal(0, sink:free_slot("DEFINE_LOCAL"))
+    assert.are.equal(0, keep:free_axis_id())
   end)
 
   it("build index constants that are the nodes the passes built by hand", function()

@@ -146,6 +146,27 @@ function UOp:range_size()
   return n.op == "CONST" and math.type(n.arg) == "integer" and n.arg or nil
 end
 
+--- The first axis id after every RANGE's in the graph of the node (0 when it has none): the id
+-- of a range a pass adds.
+function UOp:free_axis_id()
+  local free = 0
+  for _, u in ipairs(self:toposort()) do
+    local id = u:axis_id()
+    if id and id >= free then free = id + 1 end
+  end
+  return free
+end
+
+--- The first slot after every node of op ("DEFINE_REG", "DEFINE_LOCAL": arg {slot, size}) in
+-- the graph of the node (0 when it has none): the slot of one a pass adds.
+function UOp:free_slot(op)
+  local free = 0
+  for _, u in ipairs(self:toposort()) do
+    if u.op == op and u.arg[1] >= free then free = u.arg[1] + 1 end
+  end
+  return free
+end
+
 --- A CONST of dtype index holding the integer v (index arithmetic).
 function UOp.index_const(v) return new("CONST", INDEX, nil, v) end
 

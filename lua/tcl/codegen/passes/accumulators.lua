@@ -77,14 +77,10 @@ M.rules = P.rules {
 --- The rewrites' context: { next_slot = the first DEFINE_REG slot the kernel leaves free }, or
 -- nil when the kernel has no REDUCE.
 function M.context(sink)
-  local next_slot = 0
-  local has_reduce = false
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "DEFINE_REG" then next_slot = math.max(next_slot, u.arg[1] + 1) end
-    if u.op == "REDUCE" then has_reduce = true end
+    if u.op == "REDUCE" then return { next_slot = sink:free_slot("DEFINE_REG") } end
   end
-  if not has_reduce then return nil end
-  return { next_slot = next_slot }
+  return nil
 end
 
 return M

@@ -299,17 +299,13 @@ end
 function M.run(sink, ctx)
   -- one walk: whether there are lanes, and the fresh axis ids and register slots (the unroll
   -- rewrite below makes neither)
-  local found, ids = false, { axis = 0, slot = 0 }
+  local found = false
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" then
-      local t = u:axis_type()
-      found = found or t == "upcast" or t == "unroll"
-      if math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
-    elseif u.op == "DEFINE_REG" then
-      ids.slot = math.max(ids.slot, u.arg[1] + 1)
-    end
+    local t = u:axis_type()
+    if t == "upcast" or t == "unroll" then found = true break end
   end
   if not found then return sink end
+  local ids = { axis = sink:free_axis_id(), slot = sink:free_slot("DEFINE_REG") }
   local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
   sink = unroll_rules:rewrite(sink, { name = "expand unroll", ctx = { max_lanes = max_lanes } })
   local src, changed = sink.src, false

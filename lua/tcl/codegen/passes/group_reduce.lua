@@ -79,16 +79,10 @@ function M.context(sink, ctx)
   if not any then return nil end
 
   -- the workgroup's ranges: local ones first, group ones innermost; and the free axis ids
-  local locals, groups, next_axis, next_slot = {}, {}, 0, 0
+  local locals, groups = {}, {}
   for _, u in ipairs(order) do
-    if u.op == "RANGE" then
-      local t = u:axis_type()
-      if t == "local" then locals[#locals + 1] = u elseif t == "group_reduce" then groups[#groups + 1] = u end
-      local a = u:axis_id()
-      if a and a >= next_axis then next_axis = a + 1 end
-    elseif u.op == "DEFINE_LOCAL" then
-      next_slot = next_slot + 1
-    end
+    local t = u:axis_type()
+    if t == "local" then locals[#locals + 1] = u elseif t == "group_reduce" then groups[#groups + 1] = u end
   end
   local by_axis = function(a, b) return a:axis_id() < b:axis_id() end
   table.sort(locals, by_axis)
@@ -129,8 +123,8 @@ function M.context(sink, ctx)
     first_of_group = first_of_group and new("AND", BOOL, { first_of_group, is_first }) or is_first
   end
   return { threads = threads, group_threads = group_threads, group_part = group_part, group_base = group_base,
-    own_slot = own_slot, lanes_in_order = lanes_in_order, first_of_group = first_of_group, next_axis = next_axis,
-    next_slot = next_slot }
+    own_slot = own_slot, lanes_in_order = lanes_in_order, first_of_group = first_of_group,
+    next_axis = sink:free_axis_id(), next_slot = sink:free_slot("DEFINE_LOCAL") }
 end
 
 -- A REDUCE over group ranges: its partials meet in local memory (or through shuffles).

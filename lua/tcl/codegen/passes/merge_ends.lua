@@ -30,11 +30,7 @@ local function merge_ends_once(sink)
   end
   if #multi_end == 0 then return nil end
 
-  local next_axis = 0
-  for _, r in ipairs(g.ranges) do
-    local a = r:axis_id()
-    if a and a >= next_axis then next_axis = a + 1 end
-  end
+  local next_axis = sink:free_axis_id()
   local function key(set) return table.concat(set, ",") end
   -- the nodes an END depends on, as a set, built once per END (an upcast kernel has hundreds)
   local reach_of = {}

@@ -516,10 +516,7 @@ function M.run(sink, ctx)
   local regs_c = shape.regs[3]
   -- tiles per warp (per warpgroup: TM tiles of 64 rows, one of N columns)
   local tiles_m, tiles_n = config.tm, config.warpgroup and 1 or config.tn
-  local next_axis = 0
-  for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" and type(u.arg) == "table" and u.arg[1] >= next_axis then next_axis = u.arg[1] + 1 end
-  end
+  local next_axis = sink:free_axis_id()
   local function range(size, kind)
     local r = new("RANGE", INDEX, { const(size) }, { next_axis, kind })
     next_axis = next_axis + 1
