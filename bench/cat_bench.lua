@@ -10,8 +10,8 @@
 -- Not a test: it prints figures. Set DEVICE for another device than the default.
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 
 local sizes = {}
 for i, a in ipairs(arg or {}) do sizes[i] = math.tointeger(tonumber(a)) end

@@ -110,7 +110,7 @@ end
 function parts.gpt2_compile(tcl)
   local models = require "spec.support.models"
   local schedule = require "tcl.schedule"
-  local lower = require "tcl.codegen.lower"
+  local lower = require "tcl.codegen.driver.lower"
   local out = models.gpt2_layer(tcl.Tensor, models.GPT2_SMALL, { empty = true })
   local start = tcl.clock()
   local sched = schedule.create({ out.uop })

@@ -37,7 +37,7 @@ local function load_only(per_batch, batches)
   local x = tcl.Tensor.arange(16):cast("float32"):realize()
   -- the compiled description of x + 0.5 (the CPU backend's program keeps object, entry, params)
   local captured
-  local llvm_backend = require "tcl.codegen.llvm"
+  local llvm_backend = require "tcl.codegen.devices.llvm"
   local build_many = llvm_backend.build_many
   llvm_backend.build_many = function(jobs)
     local programs = build_many(jobs)

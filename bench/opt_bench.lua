@@ -102,8 +102,8 @@ end
 function parts.matmul(tcl, threads)
   local beam = beam_width()
   if beam > 0 then
-    -- BEAM's search must be there (tcl.codegen.beam) and read the environment
-    local ok, err = pcall(require, "tcl.codegen.beam")
+    -- BEAM's search must be there (tcl.codegen.driver.beam) and read the environment
+    local ok, err = pcall(require, "tcl.codegen.driver.beam")
     if not ok then
       info("beam_unavailable", (tostring(err):match("^[^\n]*"):gsub(":%s*$", "")))
       return

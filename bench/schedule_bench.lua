@@ -12,9 +12,9 @@ local tcl = require "tcl"
 local models = require "spec.support.models"
 local schedule = require "tcl.schedule"
 local shape = require "tcl.shape"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
-local estimates = require "tcl.codegen.estimates"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
+local estimates = require "tcl.codegen.driver.estimates"
 
 local runs = tonumber(arg and arg[1]) or 21
 local ALU = tcl.groups.ALU

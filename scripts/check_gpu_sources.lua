@@ -2,7 +2,7 @@
 -- TCL_RENDER_DUMP (one file per kernel of a spec run), in batches: CUDA C with NVRTC for sm_75
 -- (Turing: what runs where tensor cores are not offered), sm_80 and sm_90 and then ptxas on the
 -- PTX (when the toolkit has it); Metal Shading Language with
--- clang++ against tcl's stand-in header (tcl.codegen.metal_stub). scripts/test.sh runs it after
+-- clang++ against tcl's stand-in header (spec.support.metal_stub). scripts/test.sh runs it after
 -- the Tensor API's specs ran on EMU's GPU mode, so every kernel of that suite is compiled for the
 -- real targets. Needs tcl's Lua files and C module on the Lua paths (test.sh sets them).
 --
@@ -105,7 +105,10 @@ if dialect == "cuda" then
     end
   end
 else
-  local stub = require "tcl.codegen.metal_stub"
+  -- the stand-in header is a tool of the specs (spec/support), found from the tree's root
+  local root = arg[0]:match("^(.*)/scripts/[^/]*$") or "."
+  package.path = root .. "/?.lua;" .. package.path
+  local stub = require "spec.support.metal_stub"
   for _, batch in ipairs(batches) do
     local what = string.format("kernels %d-%d clang++ (Metal stand-in header)", batch.first, batch.last)
     local ok, messages = stub.check(batch.source)

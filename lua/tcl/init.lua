@@ -5,7 +5,8 @@
 --
 --   tcl.api        the Tensor API: lazy tensors (lua/tcl/api/)
 --   tcl.schedule   realize points, fusion, rangeify, buffers: kernels (lua/tcl/schedule/)
---   tcl.codegen    lowering driver, kernel cache, linearizer, hand-written passes (lua/tcl/codegen/)
+--   tcl.codegen    the lowering passes (passes/), the driver: lowering, linearizer, kernel cache,
+--                  optimizer (driver/), and the devices' backends (devices/) (lua/tcl/codegen/)
 --   tcl.patterns   rule files and the ordered pass pipeline (lua/tcl/patterns/)
 local core = require "tcl.core"
 local UOp = require "tcl.uop"
@@ -13,8 +14,8 @@ local pattern = require "tcl.pattern"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local index_checks = require "tcl.api.index_checks"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local lower = require "tcl.codegen.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local lower = require "tcl.codegen.driver.lower"
 local check = require "tcl.api.check"
 
 -- tcl's own functions, refusing a stray argument like the Tensor API (check.fixed_arguments)
@@ -66,7 +67,7 @@ local tcl = {
   optim = require "tcl.api.optim",
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (docs/guide/optimization.md)
-  set_heuristic = fixed("set_heuristic", require("tcl.codegen.optimize").set_heuristic),
+  set_heuristic = fixed("set_heuristic", require("tcl.codegen.driver.optimize").set_heuristic),
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,
     clear = kernel_cache.clear }, "kernel_cache."),

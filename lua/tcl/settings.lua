@@ -13,7 +13,7 @@ local quote = require "tcl.quote"
 
 local M = {}
 
--- EMU_GPU's targets (tcl.codegen.gpu_targets; that module loads the renderers, so the names
+-- EMU_GPU's targets (tcl.codegen.devices.gpu_targets; that module loads the renderers, so the names
 -- are repeated here to check the setting when tcl loads).
 local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL = true }
 

@@ -26,7 +26,7 @@ local bounds = require "tcl.bounds"
 local UOp = core.uop_methods
 local metatable = core.uop_metatable
 local new = core.uop
-local BOOL = core.dtype "bool"
+local BOOL, INDEX = core.dtype "bool", core.dtype "index"
 
 UOp.new = new
 
@@ -129,6 +129,46 @@ function UOp:axis_type()
   local arg = self.arg
   return self.op == "RANGE" and type(arg) == "table" and arg[2] or nil
 end
+
+--- The axis id of a RANGE (the integer that numbers it in its kernel, arg[1]); nil for any
+-- other node.
+function UOp:axis_id()
+  local arg = self.arg
+  local id = self.op == "RANGE" and type(arg) == "table" and arg[1] or nil
+  return math.type(id) == "integer" and id or nil
+end
+
+--- How many times a RANGE runs, when that is a constant (its source is a CONST integer); nil
+-- for a range of symbolic size and for any other node.
+function UOp:range_size()
+  if self.op ~= "RANGE" then return nil end
+  local n = self.src[1]
+  return n.op == "CONST" and math.type(n.arg) == "integer" and n.arg or nil
+end
+
+--- The first axis id after every RANGE's in the graph of the node (0 when it has none): the id
+-- of a range a pass adds.
+function UOp:free_axis_id()
+  local free = 0
+  for _, u in ipairs(self:toposort()) do
+    local id = u:axis_id()
+    if id and id >= free then free = id + 1 end
+  end
+  return free
+end
+
+--- The first slot after every node of op ("DEFINE_REG", "DEFINE_LOCAL": arg {slot, size}) in
+-- the graph of the node (0 when it has none): the slot of one a pass adds.
+function UOp:free_slot(op)
+  local free = 0
+  for _, u in ipairs(self:toposort()) do
+    if u.op == op and u.arg[1] >= free then free = u.arg[1] + 1 end
+  end
+  return free
+end
+
+--- A CONST of dtype index holding the integer v (index arithmetic).
+function UOp.index_const(v) return new("CONST", INDEX, nil, v) end
 
 --- A copy of the node with some fields replaced (returns the same node if nothing changes).
 function UOp:replace(fields)

@@ -4,7 +4,7 @@
 -- that survive garbage collection. On the default device and on EMU.
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local buffers = require "tcl.schedule.buffers"
 local Tensor = tcl.Tensor
 

@@ -1,11 +1,11 @@
--- spec/codegen/beam_spec.lua — BEAM search (src/opt/beam.c, lua/tcl/codegen/beam.lua): its result
+-- spec/codegen/beam_spec.lua — BEAM search (src/opt/beam.c, lua/tcl/codegen/driver/beam.lua): its result
 -- computes what the unoptimized kernel computes, a candidate that would crash or compute wrong
 -- values is survived, and the winning opts are cached on disk and replayed by a second process.
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
-local lower = require "tcl.codegen.lower"
-local beam = require "tcl.codegen.beam"
-local optimize = require "tcl.codegen.optimize"
+local lower = require "tcl.codegen.driver.lower"
+local beam = require "tcl.codegen.driver.beam"
+local optimize = require "tcl.codegen.driver.optimize"
 local schedule = require "tcl.schedule"
 local P = require "tcl.pattern"
 local UOp = require "tcl.uop"

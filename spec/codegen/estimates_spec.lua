@@ -1,11 +1,11 @@
--- spec/codegen/estimates_spec.lua — what tcl.codegen.estimates counts in a linear program: ALU ops per
+-- spec/codegen/estimates_spec.lua — what tcl.codegen.driver.estimates counts in a linear program: ALU ops per
 -- loop trip, and apart from them the value ops (data, not addresses) that
 -- spec/schedule/schedule_models_spec.lua compares with a graph's own op count.
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
-local estimates = require "tcl.codegen.estimates"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
+local estimates = require "tcl.codegen.driver.estimates"
 
 local function estimate(t)
   local k = schedule.create({ t.uop }).kernels[1]
@@ -13,7 +13,7 @@ local function estimate(t)
   return estimates.of(linearize.linearize(lower.run_passes(k.ast, ctx)))
 end
 
-describe("tcl.codegen.estimates", function()
+describe("tcl.codegen.driver.estimates", function()
   it("counts value ops apart from index arithmetic and the conditions made from it", function()
     local x = tcl.Tensor.rand(6, 5):realize()
     local est = estimate(x:permute(2, 1):pad({ { 1, 1 }, { 0, 2 } }):mul(2):add(1))

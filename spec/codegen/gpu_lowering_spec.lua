@@ -1,17 +1,17 @@
 -- spec/codegen/gpu_lowering_spec.lua — kernels shaped for a GPU (docs/design/encodings.md, "GPU-shaped
--- kernels"): the passes "group reduces" (tcl.codegen.group_reduce) and "gpu dims"
--- (tcl.codegen.gpu_dims), the GPU heuristic (tcl.heuristics.gpu) and the opts' workgroup
+-- kernels"): the passes "group reduces" (tcl.codegen.passes.group_reduce) and "gpu dims"
+-- (tcl.codegen.passes.gpu_dims), the GPU heuristic (tcl.heuristics.gpu) and the opts' workgroup
 -- limits, run on EMU's GPU mode with CUDA's capabilities: values against naive Lua loops, and
 -- the programs' shape (SPECIALs, local memory, barriers) from EMU's listing.
 local env = require "tcl.env"
 env.EMU_GPU = "CUDA" -- read when the EMU backend loads, below (busted loads this file's modules afresh)
 
 local tcl = require "tcl"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local schedule = require "tcl.schedule"
-local optimize = require "tcl.codegen.optimize"
+local optimize = require "tcl.codegen.driver.optimize"
 local opt = require "tcl.opt"
-local targets = require "tcl.codegen.gpu_targets"
+local targets = require "tcl.codegen.devices.gpu_targets"
 local splitmix = require "spec.support.splitmix"
 
 local Tensor = tcl.Tensor
@@ -149,7 +149,7 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
   it("gives a float32 matmul a register tile: 16 x 16 threads, up to 4 x 4 outputs each a workgroup apart",
     function()
     local tensor_cores = require "tcl.heuristics.tensor_cores"
-    local kernel_cache = require "tcl.codegen.kernel_cache"
+    local kernel_cache = require "tcl.codegen.driver.kernel_cache"
     local a, b = integers(128 * 48, 40), integers(48 * 192, 41)
     local want = {}
     for i = 1, 128 do
@@ -452,7 +452,7 @@ describe("GPU lowering on EMU's GPU mode (CUDA's capabilities)", function()
     assert.are.same(want, x:sum(2):realize({ beam = 2 }):tolist())
   end)
 
-  it("counts the operations of every thread (tcl.codegen.estimates)", function()
+  it("counts the operations of every thread (tcl.codegen.driver.estimates)", function()
     local x = on_emu(integers(64 * 64, 9), { 64, 64 })
     local sched = schedule.create({ (x * 2 + 1).uop }, { device = "EMU" })
     local k = lower.compile(sched.kernels[#sched.kernels].ast, { device = "EMU" })

@@ -3,9 +3,9 @@
 --   * hand-built linear programs: every ALU op, cast, bitcast and constant of every dtype, and
 --     GPU-shaped programs (SPECIAL, DEFINE_LOCAL, BARRIER, AFTER), their text and launch facts;
 --   * the kernels of Tensor expressions (every dtype, reductions, padding, transcendentals,
---     random numbers, matmuls), lowered with loops and lowered for a GPU (tcl.codegen.gpu_targets);
+--     random numbers, matmuls), lowered with loops and lowered for a GPU (tcl.codegen.devices.gpu_targets);
 --   * each rendered to CUDA C, compiled by NVRTC for sm_80 and sm_90 and assembled by ptxas, and
---     to Metal, checked by clang++ against tcl.codegen.metal_stub (Metal's float64 and fp8: errors);
+--     to Metal, checked by clang++ against spec.support.metal_stub (Metal's float64 and fp8: errors);
 --   * the CUDA source of the all-ops programs built as host C++ (a small shim for CUDA's
 --     intrinsics) and run against EMU: the same values, bit for bit, but for the transcendentals;
 --   * errors that name the kernel and the instruction.
@@ -13,12 +13,12 @@
 local tcl = require "tcl"
 local gpu = require "tcl.gpu"
 local nvrtc = require "tcl.nvrtc"
-local stub = require "tcl.codegen.metal_stub"
+local stub = require "spec.support.metal_stub"
 local alu = require "tcl.alu"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
 local schedule = require "tcl.schedule"
-local targets = require "tcl.codegen.gpu_targets"
+local targets = require "tcl.codegen.devices.gpu_targets"
 local rt = require "tcl.runtime"
 local helper = require "spec.support.helper"
 local K = require "spec.support.kernels"

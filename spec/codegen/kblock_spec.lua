@@ -1,10 +1,10 @@
 -- spec/codegen/kblock_spec.lua — KBLOCK: cache blocking of a reduction (src/opt/kernel_opt.h,
--- lua/tcl/codegen/kblock.lua). The reduce axis runs in blocks, the loop over blocks goes around the
+-- lua/tcl/codegen/passes/kblock.lua). The reduce axis runs in blocks, the loop over blocks goes around the
 -- output loops (inside the thread axis), and the output holds the partial results between blocks;
 -- the last block applies the store's tail. Values against NOOPT on CPU and EMU, the loop nest, the
 -- checks.
 local tcl = require "tcl"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local schedule = require "tcl.schedule"
 local H = require "spec.support.opt_harness"
 
@@ -79,7 +79,7 @@ describe("KBLOCK", function()
   end)
 
   it("keeps the output in the cache: no streaming stores into what the next block reads", function()
-    local linearize = require "tcl.codegen.linearize"
+    local linearize = require "tcl.codegen.driver.linearize"
     local llvm = require "tcl.llvm"
     local a, b = Tensor.empty(64, 4096), Tensor.empty(4096, 64)
     local ast = schedule.create({ a:matmul(b).uop }).kernels[1].ast

@@ -7,8 +7,8 @@
 local tcl = require "tcl"
 local HAVE_RENDERER, llvm = pcall(require, "tcl.llvm")
 local alu = require "tcl.alu"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
 local rt = require "tcl.runtime"
 local K = require "spec.support.kernels"
 
@@ -278,7 +278,7 @@ describe("the LLVM renderer", function()
     local function compiled(sink, opts)
       opts = opts or {}
       local list = linearize.linearize(lower.run_passes(sink, { name = "t", device = "CPU",
-        renderer = require("tcl.codegen.llvm").renderer }))
+        renderer = require("tcl.codegen.devices.llvm").renderer }))
       return llvm.compile(list, { name = opts.name or "t", entry = opts.entry or "tcl_spec_kernel", want_ir = true })
     end
 

@@ -1,15 +1,15 @@
 -- spec/codegen/lower_spec.lua — the lowering of kernels: the pass pipeline (lua/tcl/patterns/pipeline.lua)
--- run by the driver (tcl.codegen.lower), its rule sets (lua/tcl/patterns/lowering.lua) and
--- hand-written passes (tcl.codegen.accumulators, tcl.codegen.merge_ends), the linearizer
--- (tcl.codegen.linearize), the kernel cache (tcl.codegen.kernel_cache) and DEBUG output.
+-- run by the driver (tcl.codegen.driver.lower), its rule sets (lua/tcl/patterns/lowering.lua) and
+-- hand-written passes (tcl.codegen.passes.accumulators, tcl.codegen.passes.merge_ends), the linearizer
+-- (tcl.codegen.driver.linearize), the kernel cache (tcl.codegen.driver.kernel_cache) and DEBUG output.
 local tcl = require "tcl"
 local pipeline = require "tcl.patterns.pipeline"
 local lowering = require "tcl.patterns.lowering"
-local linearize = require "tcl.codegen.linearize"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local accumulators = require "tcl.codegen.accumulators"
-local merge_ends = require "tcl.codegen.merge_ends"
+local linearize = require "tcl.codegen.driver.linearize"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local accumulators = require "tcl.codegen.passes.accumulators"
+local merge_ends = require "tcl.codegen.passes.merge_ends"
 local helper = require "spec.support.helper"
 
 local u = tcl.uop
@@ -56,10 +56,7 @@ describe("the pass pipeline", function()
     for i, pass in ipairs(saved) do
       passes[i] = { name = pass.name, fn = function(s, ctx)
         ran[#ran + 1] = pass.name
-        if pass.when and not pass.when(ctx) then return s end
-        if pass.rules then return pass.rules:rewrite(s, { ctx = ctx }) end
-        if pass.pass then return require(pass.pass).run(s, ctx) end
-        return pass.fn(s, ctx)
+        return lower.run_pass(pass, s, ctx)
       end }
     end
     -- reversed order runs reversed: the table is the one truth
@@ -84,7 +81,7 @@ describe("the pass pipeline", function()
   it("has an optimization slot that applies the installed hook (the optimizer's by default), never with NOOPT",
     function()
     local kernel = reduce_kernel("ADD", F32)
-    assert.equals(require("tcl.codegen.optimize").apply, pipeline.opts.apply)
+    assert.equals(require("tcl.codegen.driver.optimize").apply, pipeline.opts.apply)
     local saved = pipeline.opts.apply
     local seen = {}
     pipeline.opts.apply = function(k, ctx)
@@ -196,7 +193,7 @@ describe("lowering rules", function()
     local op, dt, ident = case[1], case[2], case[3]
     it(string.format("lower REDUCE %s on %s to an accumulator starting at %s", op, tostring(dt), tostring(ident)),
         function()
-      local lowered = accumulators.run(reduce_kernel(op, dt))
+      local lowered = lower.run_rules(accumulators, reduce_kernel(op, dt))
       local n = count_ops(lowered)
       assert.is_nil(n.REDUCE)
       local regs, inits = {}, {}
@@ -221,7 +218,7 @@ describe("lowering rules", function()
     local m = u("REDUCE", F32, { u("INDEX", F32, { a, r2 }), r2 }, "MAX")
     local scratch = u("DEFINE_REG", F32, nil, { 0, 2 })
     local keep = u("STORE", nil, { u("INDEX", F32, { scratch, c(0) }), c(0.0, F32) })
-    local lowered = accumulators.run(sink("r", keep, store_end(out, c(0), add(s, m))))
+    local lowered = lower.run_rules(accumulators, sink("r", keep, store_end(out, c(0), add(s, m))))
     local slots = {}
     for _, y in ipairs(lowered:toposort()) do
       if y.op == "DEFINE_REG" then slots[#slots + 1] = y.arg[1] end
@@ -237,7 +234,7 @@ describe("lowering rules", function()
     local s = u("REDUCE", F32, { v, rj }, "ADD")
     local m = u("REDUCE", F32, { v, rj }, "MAX")
     local k = sink("r", store_end(out, ri, add(s, m), ri))
-    local lowered = accumulators.run(k)
+    local lowered = lower.run_rules(accumulators, k)
     assert.equals(2, #linearize.analyze(lowered).ends[rj])
     local merged = merge_ends.run(lowered)
     local g = linearize.analyze(merged)
@@ -362,10 +359,10 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = ]] .. string.format("%q", helper.build_dir .. "/lua/?.so;") .. [[ .. package.cpath
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local accumulators = require "tcl.codegen.accumulators"
-local merge_ends = require "tcl.codegen.merge_ends"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local accumulators = require "tcl.codegen.passes.accumulators"
+local merge_ends = require "tcl.codegen.passes.merge_ends"
 local u = tcl.uop
 local F32, IDX = tcl.dtype "float32", tcl.dtype "index"
 local out = u("PARAM", F32, nil, { 0, 2 })

@@ -1,5 +1,5 @@
 -- spec/codegen/opt_spec.lua — kernel opts (src/opt, tcl.opt) and the optimize pass
--- (lua/tcl/codegen/optimize.lua) against NOOPT: every opt alone and in combinations on
+-- (lua/tcl/codegen/driver/optimize.lua) against NOOPT: every opt alone and in combinations on
 -- matmuls, reductions, conv2d, pools, softmax, attention and elementwise kernels with odd
 -- sizes (spec/support/opt_harness.lua), a seeded fuzz of random valid opt lists, the
 -- documented errors of invalid opts, failing heuristics and heuristic files.
@@ -10,8 +10,8 @@
 local tcl = require "tcl"
 local opt = require "tcl.opt"
 local schedule = require "tcl.schedule"
-local optimize = require "tcl.codegen.optimize"
-local lower = require "tcl.codegen.lower"
+local optimize = require "tcl.codegen.driver.optimize"
+local lower = require "tcl.codegen.driver.lower"
 local H = require "spec.support.opt_harness"
 local helper = require "spec.support.helper"
 local splitmix = require "spec.support.splitmix"

@@ -1,12 +1,16 @@
--- spec/codegen/stage_transposes_spec.lua — the pass "stage transposes" (tcl.codegen.stage_transposes)
+-- spec/codegen/stage_transposes_spec.lua — the pass "stage transposes" (tcl.codegen.passes.stage_transposes)
 -- on hand-built kernels at the point of the pipeline where it runs: which loads it stages,
 -- what it leaves alone, and the local-memory budget. Values and the effect on coalescing are
 -- in gpu_lowering_spec (the pass inside the whole pipeline, run on EMU's GPU mode).
 local tcl = require "tcl"
 local UOp = require "tcl.uop"
-local stage = require "tcl.codegen.stage_transposes"
+local stage = require "tcl.codegen.passes.stage_transposes"
+local lower = require "tcl.codegen.driver.lower"
 
 local IDX, F32, F64, VOID = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "float64", tcl.dtype "void"
+
+-- the pass, as the driver runs it (its rules with its context)
+local function run_stage(sink, ctx) return lower.run_rules(stage, sink, ctx) end
 
 local function c(v) return UOp.new("CONST", IDX, nil, v) end
 local function range(size, axis, kind) return UOp.new("RANGE", IDX, { c(size) }, { axis, kind or "local" }) end
@@ -33,7 +37,7 @@ describe("the pass \"stage transposes\"", function()
     -- out[row][col] = x[col][row]: the store steps by one along col, the load along row
     local x = param(F32, 1, 256)
     local sink = kernel(out, row * 16 + col, load(x, col * 16 + row))
-    local staged = stage.run(sink, GPU)
+    local staged = run_stage(sink, GPU)
     local n = ops(staged)
     assert.are.same({ 1, 1, 2 }, { n.DEFINE_LOCAL, n.BARRIER, n.STORE })
     local tile
@@ -52,31 +56,31 @@ describe("the pass \"stage transposes\"", function()
   it("leaves loads that already step along the store's axis, or not at all along it, and gathers", function()
     local y, v = param(F32, 1, 256), param(F32, 2, 16)
     local straight = kernel(out, row * 16 + col, load(y, row * 16 + col) + load(v, row))
-    assert.are.equal(straight, stage.run(straight, GPU))
+    assert.are.equal(straight, run_stage(straight, GPU))
     -- an index loaded from memory (by a load that steps along the store's axis)
     local where = param(tcl.dtype "int32", 2, 256)
     local gathered = UOp.new("CAST", IDX, { load(where, row * 16 + col) })
     local gather = kernel(out, row * 16 + col, load(param(F32, 1, 256), gathered))
-    assert.are.equal(gather, stage.run(gather, GPU))
+    assert.are.equal(gather, run_stage(gather, GPU))
   end)
 
   it("needs a square workgroup of two thread axes, and no reductions", function()
     local x = param(F32, 1, 512)
     local wide = range(32, 2)
     local oblong = kernel(param(F32, 0, 512), row * 32 + wide, load(x, wide * 16 + row))
-    assert.are.equal(oblong, stage.run(oblong, GPU))
+    assert.are.equal(oblong, run_stage(oblong, GPU))
     local group = range(16, 2, "group_reduce")
     local grouped = kernel(out, row * 16 + group, load(x, group * 16 + row))
-    assert.are.equal(grouped, stage.run(grouped, GPU))
+    assert.are.equal(grouped, run_stage(grouped, GPU))
   end)
 
   it("stages no more tiles than the target's local memory holds", function()
     local a, b = param(F64, 1, 256), param(F64, 2, 256)
     local sink = kernel(param(F64, 0, 256), row * 16 + col, load(a, col * 16 + row) + load(b, col * 16 + row))
-    assert.are.equal(2, ops(stage.run(sink, GPU)).DEFINE_LOCAL)
+    assert.are.equal(2, ops(run_stage(sink, GPU)).DEFINE_LOCAL)
     -- one tile of 16 x 17 float64 is 2176 bytes
     local small = { renderer = { gpu = { local_bytes = 3000 } } }
-    assert.are.equal(1, ops(stage.run(sink, small)).DEFINE_LOCAL)
-    assert.are.equal(sink, stage.run(sink, { renderer = { gpu = { local_bytes = 2000 } } }))
+    assert.are.equal(1, ops(run_stage(sink, small)).DEFINE_LOCAL)
+    assert.are.equal(sink, run_stage(sink, { renderer = { gpu = { local_bytes = 2000 } } }))
   end)
 end)

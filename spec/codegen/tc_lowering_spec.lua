@@ -1,21 +1,21 @@
 -- spec/codegen/tc_lowering_spec.lua — matmuls on tensor cores: the opt TC and its tile configurations
 -- (src/opt/kernel_opt.c, tcl.heuristics.tensor_cores: config, arg_of, check), the GPU
 -- heuristic's choice (tcl.heuristics.gpu, tensor_cores.match and choose), BEAM's TC seeds
--- (tcl.codegen.beam) and the pass "tensor cores" (tcl.codegen.tensor_cores), run on EMU's GPU
+-- (tcl.codegen.driver.beam) and the pass "tensor cores" (tcl.codegen.passes.tensor_cores), run on EMU's GPU
 -- mode with CUDA's capabilities (float16 and bfloat16 inputs, m16n8k16) and Metal's (float32,
 -- m8n8k8): values against a naive double-precision product (operands are multiples of 1/8, so
 -- every sum is exact), the programs' WMMA and launch sizes, and the kernels the pass leaves alone.
 local env = require "tcl.env"
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local opt = require "tcl.opt"
-local optimize = require "tcl.codegen.optimize"
-local beam = require "tcl.codegen.beam"
+local optimize = require "tcl.codegen.driver.optimize"
+local beam = require "tcl.codegen.driver.beam"
 local tensor_cores = require "tcl.heuristics.tensor_cores"
 local kernel_api = require "tcl.heuristics.kernel"
-local targets = require "tcl.codegen.gpu_targets"
-local emu = require "tcl.codegen.emu"
+local targets = require "tcl.codegen.devices.gpu_targets"
+local emu = require "tcl.codegen.devices.emu"
 local splitmix = require "spec.support.splitmix"
 
 local Tensor = tcl.Tensor
@@ -505,7 +505,7 @@ end
 -- straight) with tile configuration c, named "k".
 local function cuda_matmul_source(c, m, k, n, seed, target)
   local gpu = require "tcl.gpu"
-  local linearize = require "tcl.codegen.linearize"
+  local linearize = require "tcl.codegen.driver.linearize"
   local source, facts
   on_target(target or "CUDA", function()
     with_tc(tensor_cores.arg_of(c), function()

@@ -1,11 +1,11 @@
--- spec/codegen/thread_order_spec.lua — tcl.codegen.thread_order: which thread ranges of a GPU kernel
+-- spec/codegen/thread_order_spec.lua — tcl.codegen.passes.thread_order: which thread ranges of a GPU kernel
 -- vary fastest across a warp's lanes. Hand-built index expressions; the sector counts are
 -- worked out by hand, the orders follow from them (and from the constraints of SHUFFLE and
 -- WMMA). The end-to-end effect (EMU's memory profile of lowered kernels) is in
 -- gpu_lowering_spec.
 local tcl = require "tcl"
 local UOp = require "tcl.uop"
-local thread_order = require "tcl.codegen.thread_order"
+local thread_order = require "tcl.codegen.passes.thread_order"
 
 local IDX, F32, F16 = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "float16"
 
@@ -34,7 +34,7 @@ local function names(order, of)
   return table.concat(out, " ")
 end
 
-describe("tcl.codegen.thread_order", function()
+describe("tcl.codegen.passes.thread_order", function()
   it("counts the sectors a warp touches: 4 for 32 neighbouring floats, 32 for floats 32 bytes apart", function()
     local x = range(32, 1)
     local a = thread_order.accesses(sink(at(param(F32, 1, 256), x)))

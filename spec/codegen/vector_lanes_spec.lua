@@ -1,11 +1,11 @@
 -- spec/codegen/vector_lanes_spec.lua — vector lanes: an upcast axis whose lanes are consecutive
 -- elements of every store is kept by the expand pass as a RANGE of axis type "vector" and rendered
--- by LLVM as vector values (tcl.codegen.expand, src/codegen/llvm_render.c). Each case runs on CPU
+-- by LLVM as vector values (tcl.codegen.passes.expand, src/codegen/llvm_render.c). Each case runs on CPU
 -- with a heuristic that makes such an axis, checks what the IR holds (vector loads and stores,
 -- masked accesses, the lane-by-lane paths) and compares the values with NOOPT's.
 local tcl = require "tcl"
-local lower = require "tcl.codegen.lower"
-local optimize = require "tcl.codegen.optimize"
+local lower = require "tcl.codegen.driver.lower"
+local optimize = require "tcl.codegen.driver.optimize"
 local H = require "spec.support.opt_harness"
 
 local Tensor = tcl.Tensor
@@ -56,7 +56,7 @@ end
 
 -- The bitcasts in the IR of case under heuristic when every tail is copied with its lanes.
 local function copied_bitcasts(case, heuristic)
-  local expand = require "tcl.codegen.expand"
+  local expand = require "tcl.codegen.passes.expand"
   local saved = expand.EPILOGUE_LOOP_OPS
   expand.EPILOGUE_LOOP_OPS = math.huge
   local ok, ir = pcall(function() return select(2, run_with_ir(case, heuristic)) end)
@@ -179,7 +179,7 @@ describe("vector lanes on the CPU", function()
     local kernels = require("tcl.schedule").create({ out.uop }).kernels
     local ctx = { name = "fc", device = "CPU", renderer = lower.backend("CPU").renderer }
     local lowered = lower.run_passes(kernels[#kernels].ast, ctx)
-    local list = require("tcl.codegen.linearize").linearize(lowered)
+    local list = require("tcl.codegen.driver.linearize").linearize(lowered)
     -- 256 scalar lanes made ~28,000 instructions, 8 copies of a 32-lane vector ~1,900; with the
     -- GELU in a loop over the copies, a few hundred
     assert.is_true(#list < 600, string.format("%d instructions (opts %s)", #list, tostring(ctx.opts)))

@@ -14,13 +14,13 @@
 --     strides and a tile that is not an INDEX are errors naming the kernel and the problem;
 --   * the same programs rendered to CUDA (PTX mma.sync, one per product) compile with NVRTC for
 --     sm_80 and sm_90 and pass ptxas, and to Metal (simdgroup matrices through threadgroup
---     memory) pass clang++ against tcl.codegen.metal_stub; a shape a dialect lacks is an error.
+--     memory) pass clang++ against spec.support.metal_stub; a shape a dialect lacks is an error.
 -- Without NVRTC, ptxas or clang++ the checks that need them are pending, with the reason.
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
 local gpu = require "tcl.gpu"
 local nvrtc = require "tcl.nvrtc"
-local stub = require "tcl.codegen.metal_stub"
+local stub = require "spec.support.metal_stub"
 local helper = require "spec.support.helper"
 
 local kernels = require "spec.support.kernels"

@@ -4,7 +4,7 @@
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local env = require "tcl.env"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local Tensor = tcl.Tensor
 
 local message_of = helper.message_of

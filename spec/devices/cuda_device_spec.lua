@@ -1,6 +1,6 @@
 -- spec/devices/cuda_device_spec.lua — the CUDA device: the driver API loaded at run time
 -- (src/runtime/cuda/cuda_driver.c), device buffers and programs (tcl.cuda), the backend
--- (tcl.codegen.cuda) and the scheduler's use of them (tcl.schedule.buffers, transfers).
+-- (tcl.codegen.devices.cuda) and the scheduler's use of them (tcl.schedule.buffers, transfers).
 --
 -- Three parts:
 --   1. Everywhere: CUDA is a listed device; without a driver (TCL_CUDA_DRIVER pointing at a
@@ -41,8 +41,8 @@ describe("the CUDA device without a GPU", function()
   end)
 
   it("compiles for sm_90a with the warpgroup tensor cores on compute capability 9.0 only", function()
-    local cuda = require "tcl.codegen.cuda"
-    local targets = require "tcl.codegen.gpu_targets"
+    local cuda = require "tcl.codegen.devices.cuda"
+    local targets = require "tcl.codegen.devices.gpu_targets"
     local target, arch = cuda.target_of { compute_capability = { 9, 0 }, arch = "sm_90" }
     assert.are.equal("sm_90a", arch)
     assert.are.equal(targets.get("CUDA_SM90"), target)
@@ -57,8 +57,8 @@ describe("the CUDA device without a GPU", function()
 
   it("compiles for GPUs before Ampere without tensor cores, and for GPUs newer than NVRTC as the newest it knows",
     function()
-      local cuda = require "tcl.codegen.cuda"
-      local targets = require "tcl.codegen.gpu_targets"
+      local cuda = require "tcl.codegen.devices.cuda"
+      local targets = require "tcl.codegen.devices.gpu_targets"
       local sm75 = targets.get("CUDA_SM75")
       assert.are.same({}, sm75.gpu.tensor_cores)
       assert.are.equal(targets.get("CUDA").gpu.local_bytes, sm75.gpu.local_bytes)
@@ -134,7 +134,7 @@ describe("the CUDA device without a GPU", function()
   end)
 
   it("takes the launch from the SPECIALs of a linear program: grid = gidx sizes, block = lidx sizes", function()
-    local cuda = require "tcl.codegen.cuda"
+    local cuda = require "tcl.codegen.devices.cuda"
     local p0, p1 = uop("PARAM", "float32", nil, { 0, 64 }), uop("PARAM", "int32", nil, { 1, 8 })
     local launch = cuda.launch_of({ p0, p1, special("gidx0", 16), special("lidx0", 32), special("gidx2", 3),
       special("lidx1", 4) }, "k")
@@ -152,7 +152,7 @@ describe("the CUDA device without a GPU", function()
   end)
 
   it("names what is wrong with a launch it cannot take", function()
-    local cuda = require "tcl.codegen.cuda"
+    local cuda = require "tcl.codegen.devices.cuda"
     assert.are.equal("kernel 'k': SPECIAL 'gidx0' appears twice",
       helper.error_of(cuda.launch_of, { special("gidx0", 2), uop("SPECIAL", "index",
         { uop("CONST", "index", nil, 2) }, "gidx0") }, "k"))
@@ -166,8 +166,8 @@ describe("the CUDA device without a GPU", function()
   end)
 
   it("narrows the CUDA target's limits to the device's, and names kernels as C identifiers", function()
-    local cuda = require "tcl.codegen.cuda"
-    local base = require("tcl.codegen.gpu_targets").get("CUDA").gpu
+    local cuda = require "tcl.codegen.devices.cuda"
+    local base = require("tcl.codegen.devices.gpu_targets").get("CUDA").gpu
     local gpu = cuda.gpu_limits(base, { threads_per_block = 512, shared_bytes = 16384, max_block = { 512, 512, 64 },
       max_grid = { 65535, 65535, 65535 }, warp_size = 32 })
     assert.are.equal(512, gpu.threads_max)
@@ -190,7 +190,7 @@ describe("the CUDA device without a GPU", function()
   end)
 
   it("loads as a backend without a GPU (its device opens with the first kernel)", function()
-    local lower = require "tcl.codegen.lower"
+    local lower = require "tcl.codegen.driver.lower"
     local backend = lower.backend("CUDA")
     assert.are.equal("CUDA", backend.device)
     assert.are.equal("cuda", backend.renderer.name)
@@ -646,7 +646,7 @@ describe("the mock driver as GPUs of other generations", function()
     _, err = child_ok("DEVICE=CUDA DEBUG=1 MOCK_CUDA_CC=9.0 " .. mock_env(log), code)
     assert.matches("kernels for sm_90a by NVRTC [%d.]+, target CUDA_SM90 %(8 tensor core shapes%)", err)
     -- a GPU newer than NVRTC knows: the PTX of the newest architecture it lists
-    local cuda = require "tcl.codegen.cuda"
+    local cuda = require "tcl.codegen.devices.cuda"
     local info = { name = "future GPU", compute_capability = { 13, 0 }, arch = "sm_130", multiprocessors = 200,
       total_bytes = 2 ^ 37 }
     local base, arch = cuda.target_of(info, { version = "13.0", archs = { 90, 120, 121 } })
@@ -684,7 +684,7 @@ describe("a pipelined warpgroup matmul on the mock driver as a Hopper GPU (compu
     local log = os.tmpname()
     -- TC(1,431122): a 128 x 128 block, 4 buffers of stages of 64: 2 tiles of 4 * 128 * 64 halves
     local out = child_ok("DEVICE=CUDA MOCK_CUDA_CC=9.0 " .. mock_env(log), [[
-      local optimize = require "tcl.codegen.optimize"
+      local optimize = require "tcl.codegen.driver.optimize"
       local tensor_cores = require "tcl.heuristics.tensor_cores"
       local schedule = require "tcl.schedule"
       optimize.set_heuristic(function(k)
@@ -723,7 +723,7 @@ end)
 -- so a broken driver cannot take the spec run down).
 local function probe_gpu()
   local status, out, err = helper.run(helper.shell_quote(helper.tcl_bin) .. " -e " .. helper.shell_quote([[
-    local ok, why = require("tcl.codegen.cuda").probe()
+    local ok, why = require("tcl.codegen.devices.cuda").probe()
     if not ok then print(why) return end
     local have, missing = require("tcl.nvrtc").available()
     print(have and "ok" or ("NVRTC: " .. tostring(missing)))

@@ -1,6 +1,6 @@
 -- spec/devices/metal_device_spec.lua — the Metal device: its Objective-C part (src/runtime/metal/metal_device.c:
 -- the Objective-C runtime and Metal through dlopen/dlsym and typed objc_msgSend casts), device
--- buffers and programs (tcl.metal), the backend (tcl.codegen.metal) and the scheduler's use of
+-- buffers and programs (tcl.metal), the backend (tcl.codegen.devices.metal) and the scheduler's use of
 -- them.
 --
 -- Four parts, since no Mac runs these specs here:
@@ -139,7 +139,7 @@ describe("the Metal device off macOS", function()
     assert.are.equal("metal.device: " .. UNAVAILABLE, helper.error_of(metal.device))
     assert.are.equal("metal.program: " .. UNAVAILABLE,
       helper.error_of(metal.program, "kernel void k() {}", { name = "k", params = {} }))
-    local backend = require("tcl.codegen.lower").backend("METAL")
+    local backend = require("tcl.codegen.driver.lower").backend("METAL")
     local ok, why = backend.probe()
     assert.is_false(ok)
     assert.are.equal(UNAVAILABLE, why)
@@ -148,10 +148,10 @@ describe("the Metal device off macOS", function()
 end)
 
 describe("the Metal backend", function()
-  local metal = require "tcl.codegen.metal"
+  local metal = require "tcl.codegen.devices.metal"
 
   it("loads as a backend anywhere (its device opens with the first kernel)", function()
-    local backend = require("tcl.codegen.lower").backend("METAL")
+    local backend = require("tcl.codegen.driver.lower").backend("METAL")
     assert.are.equal(metal, backend)
     assert.are.equal("METAL", backend.device)
     assert.are.equal("metal", backend.renderer.name)
@@ -204,7 +204,7 @@ describe("the Metal backend", function()
   end)
 
   it("narrows the Metal target's limits to the device's", function()
-    local base = require("tcl.codegen.gpu_targets").get("METAL").gpu
+    local base = require("tcl.codegen.devices.gpu_targets").get("METAL").gpu
     local gpu = metal.gpu_limits(base, { max_threadgroup = { 512, 512, 64 }, threads_per_threadgroup = 512,
       threadgroup_bytes = 16384 })
     assert.are.equal(512, gpu.threads_max)
@@ -216,7 +216,7 @@ describe("the Metal backend", function()
   end)
 
   it("offers simdgroup matrices from Apple GPU family 7 on, and 32-thread shuffles on Apple GPUs only", function()
-    local base = require("tcl.codegen.gpu_targets").get("METAL").gpu
+    local base = require("tcl.codegen.devices.gpu_targets").get("METAL").gpu
     local function limits(family)
       return metal.gpu_limits(base, { max_threadgroup = { 1024, 1024, 1024 }, threads_per_threadgroup = 1024,
         threadgroup_bytes = 32768, apple_family = family })
@@ -431,7 +431,7 @@ end)
 -- broken framework cannot take the spec run down).
 local function probe_gpu()
   local status, out, err = helper.run(q(helper.tcl_bin) .. " -e " .. q([[
-    local ok, why = require("tcl.codegen.metal").probe()
+    local ok, why = require("tcl.codegen.devices.metal").probe()
     print(ok and "ok" or why)
   ]]))
   if status ~= 0 then return "the probe failed: " .. err end

@@ -57,7 +57,8 @@ local function requires_of(text, pattern)
   end
   return list
 end
-local PASS_REFERENCE = "pass%s*=%s*[\"']([%w_.]+)[\"']"
+-- a pipeline entry naming a module: `pass = "module"` or `rules = "module"`
+local PASS_REFERENCE = "%f[%w]%l+%s*=%s*[\"'](tcl%.[%w_.]+)[\"']"
 
 describe("the Lua tree", function()
   local files = lua_files()
@@ -98,14 +99,14 @@ describe("the Lua tree", function()
     assert.are.same({}, offenders)
   end)
 
-  it("names the hand-written passes of the pipeline by module, without requiring them", function()
+  it("names the passes of the pipeline of later stages by module, without requiring them", function()
     -- the pipeline (a rule file) lists passes of the codegen stage by name; the lowering
-    -- driver (tcl.codegen.lower) loads them, so the rule files depend on the core only
+    -- driver (tcl.codegen.driver.lower) loads them, so the rule files depend on the core only
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
-    assert.are.same({ "tcl.codegen.tensor_cores", "tcl.codegen.kblock", "tcl.codegen.expand",
+    assert.are.same({ "tcl.codegen.passes.tensor_cores", "tcl.codegen.passes.kblock", "tcl.codegen.passes.expand",
       "tcl.patterns.transcendental",
-      "tcl.codegen.group_reduce", "tcl.codegen.accumulators", "tcl.codegen.stage_transposes", "tcl.codegen.gpu_dims",
-      "tcl.codegen.merge_ends" }, names)
+      "tcl.codegen.passes.group_reduce", "tcl.codegen.passes.accumulators", "tcl.codegen.passes.stage_transposes",
+      "tcl.codegen.passes.gpu_dims", "tcl.codegen.passes.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
       assert.is_not_nil(f, name .. " does not exist")
@@ -113,13 +114,67 @@ describe("the Lua tree", function()
     end
   end)
 
+  it("keeps the lowering passes and the devices' backends apart: neither requires the other", function()
+    -- the driver reaches both by name (the pipeline's entries, its table of backends)
+    local offenders = {}
+    for _, rel in ipairs(files) do
+      local folder = rel:match("^tcl/codegen/(%a+)/")
+      local other = ({ passes = "tcl.codegen.devices.", devices = "tcl.codegen.passes." })[folder]
+      for _, dep in ipairs(other and requires_of(read(rel)) or {}) do
+        if dep:sub(1, #other) == other then offenders[#offenders + 1] = module_of(rel) .. " requires " .. dep end
+      end
+    end
+    assert.are.same({}, offenders)
+  end)
+
+  it("defines each helper of the lowering passes, the driver and the heuristics once", function()
+    -- a helper two passes need (a range's size, its axis id, a coefficient) is a UOp method or
+    -- lives in a shared module: copies drift apart
+    local files_of = {} -- helper name -> { files }
+    for _, rel in ipairs(files) do
+      if (rel:match("^tcl/codegen/") and not rel:match("^tcl/codegen/devices/")) or rel:match("^tcl/heuristics/") then
+        local seen = {}
+        for line in read(rel):gmatch("[^\n]*") do
+          local name = line:match("^local function ([%w_]+)") or line:match("^local ([%w_]+) = function")
+          if name and not seen[name] then
+            seen[name] = true
+            files_of[name] = files_of[name] or {}
+            table.insert(files_of[name], rel)
+          end
+        end
+      end
+    end
+    local twice = {}
+    for name, where in pairs(files_of) do
+      if #where > 1 then twice[#twice + 1] = name .. " in " .. table.concat(where, ", ") end
+    end
+    table.sort(twice)
+    assert.are.same({}, twice)
+  end)
+
+  it("makes a pipeline entry a hand-written pass only where its header says why rules do not do", function()
+    local text = read("tcl/patterns/pipeline.lua")
+    local rules, passes = requires_of(text, "rules%s*=%s*[\"'](tcl%.[%w_.]+)[\"']"),
+      requires_of(text, "pass%s*=%s*[\"'](tcl%.codegen%.[%w_.]+)[\"']")
+    assert.is_true(#rules >= 5, "the passes of rules: " .. table.concat(rules, ", "))
+    for _, name in ipairs(passes) do
+      local header = read(name:gsub("%.", "/") .. ".lua"):match("^(.-)\n[^-]")
+      assert.is_truthy(header:find("\n%-%- Not rules", 1), name .. "'s header does not say why it is not rules")
+    end
+    for _, name in ipairs(rules) do
+      local module = require(name)
+      assert.are.equal("table", type(module.rules), name .. " has no rules")
+      assert.is_nil(module.run, name .. " is a pass of rules: the driver runs it (lower.run_rules)")
+    end
+  end)
+
   it("is checked by a rule that can fail", function()
     local text = 'local s = require "tcl.shape"\n-- require "tcl.api.tensor" in a comment does not count\n' ..
-      '{ name = "n", pass = "tcl.codegen.x" }'
+      '{ name = "n", pass = "tcl.codegen.x" }\n{ name = "m", rules = "tcl.codegen.y" }'
     assert.are.same({ "tcl.shape" }, requires_of(text))
-    assert.are.same({ "tcl.codegen.x" }, requires_of(text, PASS_REFERENCE))
+    assert.are.same({ "tcl.codegen.x", "tcl.codegen.y" }, requires_of(text, PASS_REFERENCE))
     assert.is_true(stage_of("tcl.api.tensor") > stage_of("tcl.schedule"))
-    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.lower"))
+    assert.is_true(stage_of("tcl.schedule.rangeify") > stage_of("tcl.codegen.driver.lower"))
     assert.is_true(stage_of("tcl") > stage_of("tcl.api.tensor"))
   end)
 end)

@@ -7,8 +7,8 @@
 -- with the pass forced against EMU's own. TRANSCENDENTAL_REPORT=1 prints the measured maxima.
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
 local pipeline = require "tcl.patterns.pipeline"
 local transcendental = require "tcl.patterns.transcendental"
 local K = require "spec.support.kernels"
@@ -321,7 +321,7 @@ describe("the Tensor API's functions built on the decomposed ops", function()
   -- EMU runs the pass as the CPU does (its renderer lacks the ops, so that its results are the
   -- CPU's bit for bit); EMU's own transcendentals are its scalar ALU's, with the pass turned off
   -- and options of their own, so that the kernel cache keeps the two kinds of programs apart
-  local emu = require "tcl.codegen.emu"
+  local emu = require "tcl.codegen.devices.emu"
   local function realized(forced, build)
     local saved_lacks, saved_options = emu.renderer.lacks, emu.options
     if forced then

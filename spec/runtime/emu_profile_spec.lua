@@ -1,7 +1,7 @@
 -- spec/runtime/emu_profile_spec.lua — EMU's memory profile (src/runtime/emu/emu_profile.h): for each global
 -- LOAD, STORE and asynchronous copy of a GPU-shaped program, the 32-byte sectors the first warp
 -- of workgroup 0 touched and the fewest its bytes fit in, per access counted by hand; and the
--- report DEBUG=2 prints in EMU's GPU mode (tcl.codegen.emu).
+-- report DEBUG=2 prints in EMU's GPU mode (tcl.codegen.devices.emu).
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
 local helper = require "spec.support.helper"
@@ -125,7 +125,7 @@ describe("EMU's memory profile", function()
   end)
 
   it("is reported at DEBUG=2 in EMU's GPU mode, the worst accesses named", function()
-    local emu = require "tcl.codegen.emu"
+    local emu = require "tcl.codegen.devices.emu"
     local text = emu.coalescing_report("k", {
       { pc = 9, op = "LOAD", slot = 1, bytes = 4, executions = 2, sectors = 64, needed = 8 },
       { pc = 12, op = "COPY", slot = 2, bytes = 16, executions = 1, sectors = 16, needed = 16 },

@@ -1,12 +1,12 @@
 -- spec/runtime/emu_spec.lua — the EMU device (src/runtime) through "tcl.runtime", and kernel ASTs
--- through tcl.codegen.lower. Hand-built linear programs and kernels are run and their results
+-- through tcl.codegen.driver.lower. Hand-built linear programs and kernels are run and their results
 -- checked against naive Lua written here: integer wraparound with Lua's 64-bit integers, C
 -- and floor division from Lua's //, float16/bfloat16 rounding from the formats' definition
 -- (not through the C conversions), IEEE NaN rules by hand.
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local rt = require "tcl.runtime"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 
 local u = tcl.uop
 local IDX, F32, F16, BF16, I32, BOOL = tcl.dtype "index", tcl.dtype "float32", tcl.dtype "float16",
@@ -586,7 +586,7 @@ describe("EMU programs", function()
 end)
 
 ---------------------------------------------------------------------------------------------
--- kernel ASTs, lowered by tcl.codegen.lower and run on EMU
+-- kernel ASTs, lowered by tcl.codegen.driver.lower and run on EMU
 
 local kernels = require "spec.support.kernels"
 local param, c, range, sink, store_end = kernels.param, kernels.c, kernels.range, kernels.sink, kernels.store_end

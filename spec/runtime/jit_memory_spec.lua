@@ -1,5 +1,5 @@
 -- spec/runtime/jit_memory_spec.lua — the CPU JIT's code memory (src/runtime/cpu/jit_memory.c) and what
--- the in-memory kernel cache counts for it (tcl.codegen.kernel_cache): kernels share a few
+-- the in-memory kernel cache counts for it (tcl.codegen.driver.kernel_cache): kernels share a few
 -- memory mappings, unloaded kernels give their memory back, a JIT out of code memory lets
 -- the cache's kernels go and tries again, and a cache bound bounds the process's memory.
 -- Linux only (/proc/self/maps, /proc/self/status).
@@ -107,8 +107,8 @@ describe("the CPU JIT's code memory", function()
   it("refuses a load past its bound with a clear error, and loads again once there is room", function()
     local status, out, err = tcl_script([[
 local runtime = require "tcl.runtime"
-local lower = require "tcl.codegen.lower"
-local kernel_cache = require "tcl.codegen.kernel_cache"
+local lower = require "tcl.codegen.driver.lower"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 -- one slab of 16 KiB: room for a few dozen kernels
 runtime.cpu_jit_limit(16 * 1024)
 local x = Tensor({ 1, 2, 3, 4 }):realize()
@@ -150,7 +150,7 @@ describe("the kernel cache's bound", function()
   it("counts what an entry costs the process, so that a small bound bounds the memory", function()
     local status, out, err = tcl_script([[
 local runtime = require "tcl.runtime"
-local kernel_cache = require "tcl.codegen.kernel_cache"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 local function rss()
   local f = assert(io.open("/proc/self/status"))
   local kb = f:read("a"):match("VmRSS:%s*(%d+)")

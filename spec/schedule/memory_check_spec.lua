@@ -8,7 +8,7 @@ local tcl = require "tcl"
 local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
 local memory_check = require "tcl.schedule.memory_check"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local Tensor = tcl.Tensor
 
 local q = helper.shell_quote

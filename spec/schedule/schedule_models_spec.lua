@@ -4,7 +4,7 @@
 --
 -- Each model is checked three ways:
 --   * its kernel count, at most tinygrad's on the same graph;
---   * the recompute guard: the ALU ops the kernels execute on data (tcl.codegen.estimates'
+--   * the recompute guard: the ALU ops the kernels execute on data (tcl.codegen.driver.estimates'
 --     value_ops of each kernel's linear program: ops times the trip counts of the loops
 --     around them) against the ops the graph itself asks for (per ALU/CAST node the elements
 --     it produces, per REDUCE_AXIS its input's elements), in total and per kernel;
@@ -16,9 +16,9 @@ local models = require "spec.support.models"
 local schedule = require "tcl.schedule"
 local realize_points = require "tcl.schedule.realize_points"
 local shape = require "tcl.shape"
-local lower = require "tcl.codegen.lower"
-local linearize = require "tcl.codegen.linearize"
-local estimates = require "tcl.codegen.estimates"
+local lower = require "tcl.codegen.driver.lower"
+local linearize = require "tcl.codegen.driver.linearize"
+local estimates = require "tcl.codegen.driver.estimates"
 
 local Tensor = tcl.Tensor
 local ALU = tcl.groups.ALU

@@ -6,7 +6,7 @@
 --   * the number of kernels (tinygrad's counts on the same shapes, reference notes §3.3);
 --   * the values, by running the kernels with the small kernel interpreter below, which
 --     also asserts that no load or store leaves its buffer (so PAD gating is checked);
---   * the values again through schedule.run (tcl.codegen.lower + the EMU runtime), when those are
+--   * the values again through schedule.run (tcl.codegen.driver.lower + the EMU runtime), when those are
 --     built; until then those checks are skipped.
 -- Expected values come from naive Lua loops over the inputs, written from the definitions.
 local tcl = require "tcl"
@@ -18,7 +18,7 @@ local schedule = require "tcl.schedule"
 local F32, INDEX, BOOL = tcl.dtype "float32", tcl.dtype "index", tcl.dtype "bool"
 
 local has_runtime = pcall(require, "tcl.runtime")
-local has_lower = has_runtime and pcall(require, "tcl.codegen.lower")
+local has_lower = has_runtime and pcall(require, "tcl.codegen.driver.lower")
 
 ---------------------------------------------------------------------------------------------
 -- inputs: a registered BUFFER node viewed in a shape; values kept here for the interpreter
@@ -760,8 +760,8 @@ describe("schedule: kernels", function()
   end)
 
   it("identical kernels share one compile cache entry", function()
-    if not has_lower then pending("tcl.codegen.lower is not built yet") return end
-    local kernel_cache = require "tcl.codegen.kernel_cache"
+    if not has_lower then pending("tcl.codegen.driver.lower is not built yet") return end
+    local kernel_cache = require "tcl.codegen.driver.kernel_cache"
     local a, b = input({ 5, 3 }), input({ 5, 3 })
     local c, d = input({ 5, 3 }), input({ 5, 3 })
     local before = kernel_cache.size()
@@ -808,7 +808,7 @@ describe("schedule: kernels", function()
     local sched = schedule.create({ softmax(x) })
     assert.are.equal("schedule: 3 kernels: r_2_3, r_2_3, E_2_3", schedule.summary(sched))
     if not has_lower then return end
-    local lower = require "tcl.codegen.lower"
+    local lower = require "tcl.codegen.driver.lower"
     local lines, log = {}, lower.log
     lower.log = function(line) -- only the scheduler's lines (lower logs at DEBUG >= 2)
       if line:find("^schedule:") then lines[#lines + 1] = line end

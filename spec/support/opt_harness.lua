@@ -1,5 +1,5 @@
 -- spec/support/opt_harness.lua — running tensor programs under a given kernel heuristic
--- (tcl.codegen.optimize) and comparing them with NOOPT, for spec/codegen/opt_spec.lua.
+-- (tcl.codegen.driver.optimize) and comparing them with NOOPT, for spec/codegen/opt_spec.lua.
 --
 --   local H = require "spec.support.opt_harness"
 --   H.CASES                         small programs: { name =, inputs = { {shape, "float"|"int"}, ... },
@@ -15,8 +15,8 @@
 -- Inputs are host data from a generator seeded by the case's name, so the NOOPT run and every
 -- optimized run read the same values.
 local tcl = require "tcl"
-local lower = require "tcl.codegen.lower"
-local optimize = require "tcl.codegen.optimize"
+local lower = require "tcl.codegen.driver.lower"
+local optimize = require "tcl.codegen.driver.optimize"
 local splitmix = require "spec.support.splitmix"
 
 local Tensor = tcl.Tensor

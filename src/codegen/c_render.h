@@ -1,7 +1,7 @@
 /* c_render.h — a kernel's linear program rendered as GPU source text: CUDA C (compiled by
  * NVRTC, runtime/cuda/nvrtc.h) or the Metal Shading Language. Layer: codegen.
  *
- * Input: the linear list of a lowered kernel (tcl.codegen.linearize), loops or GPU-shaped
+ * Input: the linear list of a lowered kernel (tcl.codegen.driver.linearize), loops or GPU-shaped
  * (docs/design/encodings.md, "Kernels" and "GPU-shaped kernels"): PARAM, DEFINE_REG,
  * DEFINE_LOCAL, CONST, SPECIAL, RANGE/END loops, INDEX, LOAD/STORE with optional gates,
  * AFTER, BARRIER, GROUP, SINK, every ALU op, CAST and BITCAST, and WMMA (CUDA: the m16n8k16

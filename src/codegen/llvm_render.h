@@ -1,9 +1,9 @@
 /* llvm_render.h — a kernel's linear program rendered as an LLVM IR function. Layer: codegen.
  *
- * Input: the linear list of a lowered kernel (tcl.codegen.linearize: PARAM, DEFINE_REG, CONST,
+ * Input: the linear list of a lowered kernel (tcl.codegen.driver.linearize: PARAM, DEFINE_REG, CONST,
  * RANGE/END loops, INDEX, LOAD/STORE with optional gates, AFTER, GROUP, SINK, ALU ops, CAST,
  * BITCAST), the same programs the EMU device runs; and, from renderers' vector lanes
- * (tcl.codegen.expand), RANGEs of axis type "vector" (a vector of lanes, no loop) and REDUCEs
+ * (tcl.codegen.passes.expand), RANGEs of axis type "vector" (a vector of lanes, no loop) and REDUCEs
  * over them (the lanes of a vector value combined into one). Output: one function in the caller's
  * module, with the kernel ABI of runtime/cpu/cpu_program.h:
  *

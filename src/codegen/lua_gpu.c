@@ -3,7 +3,7 @@
  *   local gpu = require "tcl.gpu"
  *   gpu.dialects                       { "cuda", "metal" }
  *   gpu.render(list, { dialect = "cuda" | "metal", name = "E_4" }) -> source, facts
- *     list: a linear program (tcl.codegen.linearize), loops or GPU-shaped (SPECIAL,
+ *     list: a linear program (tcl.codegen.driver.linearize), loops or GPU-shaped (SPECIAL,
  *       DEFINE_LOCAL, BARRIER); name: the kernel function's name, a C identifier (default
  *       "kernel"); dialect: required. The source is CUDA C for NVRTC (tcl.cuda.compile_ptx) or
  *       Metal Shading Language (src/codegen/c_render.h says what each holds).

@@ -4,7 +4,7 @@
  *   llvm.version                 LLVM's version ("19.1.7")
  *   llvm.target                  { triple =, cpu =, features =, cache_bytes = (last-level cache) } of this host
  *   llvm.compile_many(requests[, { threads = n }]) -> { compiled, ... }
- *     requests: { { list, opts }, ... }: a linear program (tcl.codegen.linearize) and
+ *     requests: { { list, opts }, ... }: a linear program (tcl.codegen.driver.linearize) and
  *       { name =, entry = (the function's symbol), opt = 0..3 (default 2), want_ir =, want_asm =,
  *         nontemporal_bytes = (stores into outputs of at least this size bypass the caches),
  *         loop_vectorize = (false: LLVM's loop vectorizer stays off; default on) }

@@ -756,7 +756,7 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
             return invalid(k, opt, NULL,
                            "a workgroup of %" PRId64 " warps is %" PRId64 " threads, the device allows %" PRId64, warps,
                            warps * TCL_OPT_TC_WARP, caps->threads_max);
-        /* a marker: the pass "tensor cores" (tcl.codegen.tensor_cores) rewrites the whole kernel
+        /* a marker: the pass "tensor cores" (tcl.codegen.passes.tensor_cores) rewrites the whole kernel
          * into warp tiles, so no other opt may reshape its ranges first or after */
         k->tc_applied = true;
         return record(k, opt);

@@ -20,7 +20,7 @@
  * is split into blocks of b steps, and the loop over the blocks (a "kblock" axis, size / b)
  * goes around the kernel's output loops, inside its thread axis: each block's slice of the
  * inputs is reused from the cache by every output tile before the next block is read. The
- * output buffer holds the partial results between blocks (tcl.codegen.kblock lowers it), so
+ * output buffer holds the partial results between blocks (tcl.codegen.passes.kblock lowers it), so
  * the kernel must store one value computed from one REDUCE over that axis, into a buffer of
  * the REDUCE's dtype that it does not read otherwise. */
 #ifndef TCLC_OPT_KERNEL_OPT_H

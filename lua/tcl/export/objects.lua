@@ -1,6 +1,6 @@
 -- tcl.export.objects — the kernels' object code as files a C compiler links: each kernel's
 -- entry symbol renamed and hidden, then all kernels combined into one object. Layer: export
--- (over the CPU backend's compiled kernels, tcl.codegen.llvm).
+-- (over the CPU backend's compiled kernels, tcl.codegen.devices.llvm).
 --
 -- A kernel compiled by tcl is an ELF relocatable object (PIC) that defines one global symbol,
 -- its entry "tcl_<hash>" (named after the kernel's cache key, so identical code shares it).

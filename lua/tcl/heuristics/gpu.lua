@@ -43,7 +43,7 @@
 --  3b. Transposing elementwise kernels (a store that steps by one element along one axis, a
 --     load along another, as x:transpose(1, 2):contiguous()): a square tile of TRANSPOSE_TILE
 --     x TRANSPOSE_TILE threads over the two axes and nothing else; the pass "stage
---     transposes" (tcl.codegen.stage_transposes) reads the load through local memory, so that
+--     transposes" (tcl.codegen.passes.stage_transposes) reads the load through local memory, so that
 --     the lanes read neighbours and write neighbours (EMU's memory profile: the load 13 % of
 --     the sectors it touched, then 100 %).
 --  4. Large elementwise kernels: UPCAST of the innermost axis's outer part, 4 elements per

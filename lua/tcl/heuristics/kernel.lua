@@ -1,6 +1,6 @@
 -- tcl.heuristics.kernel — the kernel as a heuristic sees it: facts about its loops and buffers,
 -- the renderer's capabilities, and apply(). A heuristic is a function(kernel) that applies
--- opts; the optimizer (tcl.codegen.optimize) hands it one of these per kernel.
+-- opts; the optimizer (tcl.codegen.driver.optimize) hands it one of these per kernel.
 --
 --   kernel.name, kernel.device              "r_64_48_32", "CPU"
 --   kernel.caps                             the renderer's capabilities:

@@ -2,7 +2,7 @@
 -- the opt TC, and the shapes and fragment layouts of src/core/wmma.c as the lowering needs
 -- them: the GPU heuristic asks match() and picks a configuration (choose()) before it applies
 -- TC, BEAM times a handful of the configurations that fit (beam_actions()), and the pass "tensor cores"
--- (tcl.codegen.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
+-- (tcl.codegen.passes.tensor_cores) lowers what match() found. Layer: heuristics (it reads kernels only).
 --
 -- The kernel: STOREs of f(REDUCE(ADD, MUL(a, b), k...)) (or of CAST(MUL(a, b)) to float32: the
 -- product of float16 tensors) where a depends on the output range m and the reduce ranges
@@ -237,7 +237,7 @@ end
 -- why not.
 function M.check(found, c, threads_max, local_bytes)
   local bm, bn = M.block(found.shape, c)
-  local rows, cols = found.m.src[1].arg, found.n.src[1].arg
+  local rows, cols = found.m:range_size(), found.n:range_size()
   local unit_m, unit_n = c.warpgroup and 64 or found.shape.m, c.warpgroup and 64 or found.shape.n
   if c.warpgroup then
     local shape, why = M.shape_of(found, c)
@@ -328,9 +328,9 @@ end
 --- The workgroups a configuration launches for the kernel match() found.
 function M.workgroups(found, c)
   local bm, bn = M.block(found.shape, c)
-  local count = found.m.src[1].arg // bm * (found.n.src[1].arg // bn)
+  local count = found.m:range_size() // bm * (found.n:range_size() // bn)
   for _, r in ipairs(found.outputs) do
-    if r ~= found.m and r ~= found.n then count = count * r.src[1].arg end
+    if r ~= found.m and r ~= found.n then count = count * r:range_size() end
   end
   return count
 end
@@ -368,10 +368,8 @@ local function narrow_input(u)
   return u
 end
 
-local function size_of(r) return r.src[1].arg end
-
 --- The kernel's matmul parts for the target's tensor cores, or nil and why not.
--- gpu: { tensor_cores = { shape names in preference order } } (tcl.codegen.gpu_targets).
+-- gpu: { tensor_cores = { shape names in preference order } } (tcl.codegen.devices.gpu_targets).
 -- found: { shape =, name =, m =, n = (output ranges), ks = { reduce ranges, outermost
 -- first }, k_size = (their product: K), a =, b = (the operands), reduce =, store =, outputs =
 -- (the store's ranges, by axis) }. Several reduce ranges (a convolution's channels and
@@ -390,7 +388,7 @@ function M.match(sink, gpu)
   local ks, k_size = {}, 1
   for i = 2, #red.src do
     ks[#ks + 1] = red.src[i]
-    k_size = k_size * size_of(red.src[i])
+    k_size = k_size * red.src[i]:range_size()
   end
   local mul = red.src[1]
   -- a product of narrow floats widened afterwards (a matmul of float16 tensors multiplies in
@@ -430,8 +428,8 @@ function M.match(sink, gpu)
         local ok_dtype = (shape.input == "float32" and a.dtype == F32 and b.dtype == F32)
           or (ia.dtype == input and ib.dtype == input)
         local m, n
-        for _, r in ipairs(only_a) do if size_of(r) % shape.m == 0 then m = r end end
-        for _, r in ipairs(only_b) do if size_of(r) % shape.n == 0 then n = r end end
+        for _, r in ipairs(only_a) do if r:range_size() % shape.m == 0 then m = r end end
+        for _, r in ipairs(only_b) do if r:range_size() % shape.n == 0 then n = r end end
         if ok_dtype and m and n and k_size % shape.k == 0 then
           -- the target's warpgroup shapes of the same input, which configurations 3xxxx use
           local warpgroup_shapes = {}
@@ -455,7 +453,7 @@ end
 function M.k_map(found, at)
   local map, stride = {}, found.k_size
   for i, r in ipairs(found.ks) do
-    local size = size_of(r)
+    local size = r:range_size()
     stride = stride // size
     local index = at
     if stride > 1 then index = index // new("CONST", INDEX, nil, stride) end

@@ -1,7 +1,7 @@
 -- tcl.patterns.lowering — rule sets that lower a scheduled kernel to what a device runs:
 -- loops of size 0 removed, explicit and gated LOADs, one range per END. Layer: rule files
--- (lua/tcl/patterns), run in the order of lua/tcl/patterns/pipeline.lua; the hand-written
--- passes after them (accumulators, merged ENDs) are in lua/tcl/codegen/.
+-- (lua/tcl/patterns), run in the order of lua/tcl/patterns/pipeline.lua; the passes after
+-- them (accumulators, merged ENDs, ...) are in lua/tcl/codegen/passes/.
 --
 -- What the scheduler hands over (docs/design/encodings.md, "Kernels"): SINK(arg {name}) of
 -- STOREs and ENDs; STORE(INDEX(PARAM, i), value[, gate]) inside ENDs that close the output
@@ -13,7 +13,7 @@
 -- 0), which becomes LOAD(INDEX, valid). Nothing else is gated here: an ungated read out of
 -- bounds is an error at run time (EMU), never a silent read.
 --
--- What comes out of the whole pipeline (see tcl.codegen.linearize and src/runtime/emu/emu.h):
+-- What comes out of the whole pipeline (see tcl.codegen.driver.linearize and src/runtime/emu/emu.h):
 -- no REDUCE, every buffer read a LOAD, every RANGE closed by exactly one END(deps...,
 -- RANGE). Two nodes beyond docs/design/encodings.md's table appear: AFTER(x, deps...) = x once deps have
 -- run (orders accumulator accesses), and END with several deps before its range (merged

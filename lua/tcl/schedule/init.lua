@@ -5,7 +5,7 @@
 --
 --   local schedule = require "tcl.schedule"
 --   local s = schedule.create({ out1, out2 })   -- plan only: kernels, buffers, results
---   local realized = schedule.run({ out1, out2 }) -- plan, compile (tcl.codegen.lower), run
+--   local realized = schedule.run({ out1, out2 }) -- plan, compile (tcl.codegen.driver.lower), run
 --   schedule.run(outputs, { device = "EMU" })   -- where a graph that reads no buffer runs
 --
 -- Which nodes are stored by a kernel of their own (the realize points) is the fusion policy
@@ -25,14 +25,14 @@ local split_reduce = require "tcl.schedule.split_reduce"
 local assign = require "tcl.schedule.assign"
 local transfers = require "tcl.schedule.transfers"
 local memory_check = require "tcl.schedule.memory_check"
-local lower = require "tcl.codegen.lower"
+local lower = require "tcl.codegen.driver.lower"
 local pattern = require "tcl.pattern"
 
 local M = {}
 
 --- While set, called as recorder(kernel, buffer_nodes, storages) for every kernel that run
 -- executes, in order (tcl.jit captures execution plans with it): the compiled kernel
--- (tcl.codegen.lower), its BUFFER nodes and their runtime buffers, in PARAM slot order.
+-- (tcl.codegen.driver.lower), its BUFFER nodes and their runtime buffers, in PARAM slot order.
 M.recorder = nil
 
 local function check_outputs(outputs, fn)
@@ -198,7 +198,7 @@ function M.summary(sched, timing)
   return line
 end
 
---- Realizes outputs: frees dead buffers, plans, compiles the kernels (tcl.codegen.lower, all at
+--- Realizes outputs: frees dead buffers, plans, compiles the kernels (tcl.codegen.driver.lower, all at
 -- once: cached by content, the CPU device compiles on worker threads) and runs them. Returns
 -- the list of realized nodes (see create) and the schedule. opts: as create's, plus noopt and
 -- beam (per-call NOOPT and BEAM for these kernels).

@@ -16,7 +16,7 @@
 --   * ALU ops and casts are rebuilt on the walked sources; CONST stays as it is; ARANGE is its
 --     index (a cast of the index expression).
 --
--- The kernel (the contract with lowering, lua/tcl/codegen/lower.lua):
+-- The kernel (the contract with lowering, lua/tcl/codegen/driver/lower.lua):
 --   SINK(END(...END(STORE(INDEX(PARAM0, out_index), value), r_last)..., r_first), arg={name})
 --   * one RANGE per output axis of size > 1, `RANGE(CONST end) arg={axis_id, "loop"}`; the
 --     END nodes close them, innermost (last axis) first; size-1 axes index with 0 and have

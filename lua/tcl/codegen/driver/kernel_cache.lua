@@ -1,5 +1,5 @@
--- tcl.codegen.kernel_cache — compiled kernels kept by key, bounded by bytes, least recently
--- used out. Layer: codegen (the lowering driver, tcl.codegen.lower, keys it by the kernel
+-- tcl.codegen.driver.kernel_cache — compiled kernels kept by key, bounded by bytes, least recently
+-- used out. Layer: codegen (the lowering driver, tcl.codegen.driver.lower, keys it by the kernel
 -- AST's content hash and the optimization settings).
 --
 -- An entry's bytes are what keeping it costs the process: the program's memory (its code in

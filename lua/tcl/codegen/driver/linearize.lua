@@ -1,9 +1,9 @@
--- tcl.codegen.linearize — orders a lowered kernel's nodes into a linear program
+-- tcl.codegen.driver.linearize — orders a lowered kernel's nodes into a linear program
 -- (docs/design/pipeline.md): each node after its sources, a RANGE before everything inside
 -- its loop and its END after, every node in the innermost loop it needs and hoisted out of the loops it
 -- does not depend on. The result is deterministic: it depends only on the graph.
 --
---   local linearize = require "tcl.codegen.linearize"
+--   local linearize = require "tcl.codegen.driver.linearize"
 --   local list = linearize.linearize(sink)      -- list of nodes, ready for runtime.program
 --   print(linearize.format(list))               -- one line per node (DEBUG=6)
 --

@@ -1,20 +1,22 @@
--- tcl.codegen.lower — the lowering driver: from scheduled kernel ASTs to programs that run
+-- tcl.codegen.driver.lower — the lowering driver: from scheduled kernel ASTs to programs that run
 -- (docs/design/pipeline.md): the passes of tcl.patterns.pipeline in order, the
--- linearizer (tcl.codegen.linearize) and a device program built by the device's backend
--- (tcl.codegen.emu: the EMU interpreter; tcl.codegen.llvm: LLVM-compiled CPU kernels;
--- tcl.codegen.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.metal:
+-- linearizer (tcl.codegen.driver.linearize) and a device program built by the device's backend
+-- (tcl.codegen.devices.emu: the EMU interpreter; tcl.codegen.devices.llvm: LLVM-compiled CPU kernels;
+-- tcl.codegen.devices.cuda: CUDA C compiled by NVRTC, run through the CUDA driver; tcl.codegen.devices.metal:
 -- the Metal Shading Language compiled and run by the Metal framework, macOS only).
 -- Layer: codegen.
 --
---   local lower = require "tcl.codegen.lower"
+--   local lower = require "tcl.codegen.driver.lower"
 --   local k = lower.compile(kernel_sink, { name = "E_16", device = "CPU" })
 --   local seconds = k:run { out_buf, a_buf, b_buf }   -- buffers in PARAM slot order
 --   k.program, k.ast, k.name, k.device, k.ops, k.bytes
 --   local ks = lower.compile_many({ {ast = sink1, name = "E_16"}, ... }, "CPU") -- in parallel
 --   local lowered = lower.run_passes(kernel_sink, { name = "E_16" })   -- the pipeline only
+--   lower.run_pass(pipeline_entry, sink, ctx)    -- one entry of the pipeline
+--   lower.run_rules(pass_module, sink, ctx)      -- one pass of rules (its rules and context)
 --
 -- What the kernel must look like: lua/tcl/patterns/lowering.lua's header.
--- Compiles are memoized in tcl.codegen.kernel_cache by the AST's content hash, the device,
+-- Compiles are memoized in tcl.codegen.driver.kernel_cache by the AST's content hash, the device,
 -- the backend's options, NOOPT and the optimizer hook that is installed, so identical kernels
 -- share one program; a cached kernel keeps the name of its first compile.
 -- DEBUG (tcl.env): >= 2 one line per kernel run (device, name, buffers, time, GFLOPS, GB/s)
@@ -25,10 +27,10 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
-local linearize = require "tcl.codegen.linearize"
-local kernel_cache = require "tcl.codegen.kernel_cache"
-local estimates = require "tcl.codegen.estimates"
-local optimize = require "tcl.codegen.optimize"
+local linearize = require "tcl.codegen.driver.linearize"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local estimates = require "tcl.codegen.driver.estimates"
+local optimize = require "tcl.codegen.driver.optimize"
 local UOp = require "tcl.uop"
 local quote = require "tcl.quote"
 
@@ -45,11 +47,11 @@ end
 -- backends, loaded when a device is first used (a device's backend may need libraries the
 -- others do not)
 
-local BACKEND_OF = { EMU = "tcl.codegen.emu", CPU = "tcl.codegen.llvm", CUDA = "tcl.codegen.cuda",
-  METAL = "tcl.codegen.metal" }
+local BACKEND_OF = { EMU = "tcl.codegen.devices.emu", CPU = "tcl.codegen.devices.llvm",
+  CUDA = "tcl.codegen.devices.cuda", METAL = "tcl.codegen.devices.metal" }
 local loaded_backends = {}
 
---- The backend of device (its module: see tcl.codegen.emu's header).
+--- The backend of device (its module: see tcl.codegen.devices.emu's header).
 function M.backend(device)
   local name = BACKEND_OF[device]
   if not name then
@@ -110,11 +112,26 @@ local function params_of(sink)
   return out
 end
 
-local function run_pass(pass, sink, ctx)
-  if pass.when and not pass.when(ctx) then return true, sink end
-  if pass.rules then return pcall(pass.rules.rewrite, pass.rules, sink, { ctx = ctx, name = pass.name }) end
-  if pass.pass then return pcall(function() return require(pass.pass).run(sink, ctx) end) end
-  return pcall(pass.fn, sink, ctx)
+--- Runs a pass made of rules, `rules_pass` (a module, tcl.patterns.pipeline): sink rewritten
+-- with rules_pass.rules, the rewrites handed what rules_pass.context(sink, ctx) returns (the
+-- facts they need from the whole kernel; nil: nothing to rewrite, sink is returned as it is),
+-- or ctx itself when the module has no context. name: for REWRITE_TRACE and errors.
+function M.run_rules(rules_pass, sink, ctx, name)
+  local rewrite_ctx = ctx
+  if rules_pass.context then
+    rewrite_ctx = rules_pass.context(sink, ctx)
+    if rewrite_ctx == nil then return sink end
+  end
+  return rules_pass.rules:rewrite(sink, { ctx = rewrite_ctx, name = name })
+end
+
+--- Runs one entry of the pipeline (tcl.patterns.pipeline: its kinds) on sink; returns the result.
+function M.run_pass(pass, sink, ctx)
+  if pass.when and not pass.when(ctx) then return sink end
+  if type(pass.rules) == "string" then return M.run_rules(require(pass.rules), sink, ctx, pass.name) end
+  if pass.rules then return pass.rules:rewrite(sink, { ctx = ctx, name = pass.name }) end
+  if pass.pass then return require(pass.pass).run(sink, ctx) end
+  return pass.fn(sink, ctx)
 end
 
 -- Why a pass's result is not the kernel's graph (a UOp of the op it was given), or nil: checked
@@ -138,7 +155,7 @@ function M.run_passes(sink, ctx)
   ctx = ctx or {}
   local params = params_of(sink)
   for _, pass in ipairs(pipeline.passes) do
-    local ok, result = run_pass(pass, sink, ctx)
+    local ok, result = pcall(M.run_pass, pass, sink, ctx)
     local wrong = ok and not_a_kernel(result, sink)
     if not ok or wrong then
       error(string.format("kernel '%s': pass '%s'%s", tostring(ctx.name or "kernel"), pass.name,

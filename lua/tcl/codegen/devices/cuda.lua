@@ -1,10 +1,10 @@
--- tcl.codegen.cuda — the CUDA backend of the lowering driver (tcl.codegen.lower): kernels
+-- tcl.codegen.devices.cuda — the CUDA backend of the lowering driver (tcl.codegen.driver.lower): kernels
 -- rendered to CUDA C (tcl.gpu), compiled to PTX by NVRTC (tcl.nvrtc) for the GPU's
 -- architecture, cached on disk, loaded and launched through the driver API (tcl.cuda).
 -- Layer: codegen.
 --
--- A backend's shape: tcl.codegen.emu's header. Here:
---   * renderer: CUDA's GPU target (tcl.codegen.gpu_targets: workgroups, local memory, warps),
+-- A backend's shape: tcl.codegen.devices.emu's header. Here:
+--   * renderer: CUDA's GPU target (tcl.codegen.devices.gpu_targets: workgroups, local memory, warps),
 --     its limits narrowed to the device's (threads per block, block and grid sizes, shared
 --     memory per block: the opt-in limit, as a kernel with more than 48 KiB gets its local
 --     memory as dynamic shared memory, facts.dynamic_local_bytes, given at launch) once the
@@ -33,9 +33,9 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
-local disk_cache = require "tcl.codegen.disk_cache"
-local targets = require "tcl.codegen.gpu_targets"
-local gpu_backend = require "tcl.codegen.gpu_backend"
+local disk_cache = require "tcl.codegen.driver.disk_cache"
+local targets = require "tcl.codegen.devices.gpu_targets"
+local gpu_backend = require "tcl.codegen.devices.gpu_backend"
 
 local target = targets.get("CUDA")
 

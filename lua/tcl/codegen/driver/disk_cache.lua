@@ -1,6 +1,6 @@
--- tcl.codegen.disk_cache — the directory of the on-disk kernel cache, opened before its first
--- use. Layer: codegen (the CPU and CUDA builders and BEAM read and write entries there with
--- runtime.cache_read / cache_write).
+-- tcl.codegen.driver.disk_cache — the directory of the on-disk kernel cache, opened before its
+-- first use, and the names of its entries. Layer: codegen (the CPU and CUDA builders and BEAM
+-- read and write entries there with runtime.cache_read / cache_write).
 --
 -- Opening (runtime.cache_open, once per process and directory) creates the directory with
 -- mode 0700 when it is missing, refuses one that another user owns or that group or others may
@@ -24,6 +24,14 @@ function M.dir()
     opened[dir] = true
   end
   return dir
+end
+
+--- FNV-1a of s, 64 bits, as 16 hex digits: file, function and option names from cache keys
+-- and other long strings.
+function M.name_of(s)
+  local h = -3750763034362895579 -- 0xcbf29ce484222325
+  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
+  return string.format("%016x", h)
 end
 
 return M

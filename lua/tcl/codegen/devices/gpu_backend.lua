@@ -1,13 +1,13 @@
--- tcl.codegen.gpu_backend — the device side that the GPU backends (tcl.codegen.cuda,
--- tcl.codegen.metal) share: their native modules, the device opened on first use (so that the
+-- tcl.codegen.devices.gpu_backend — the device side that the GPU backends (tcl.codegen.devices.cuda,
+-- tcl.codegen.devices.metal) share: their native modules, the device opened on first use (so that the
 -- module loads anywhere and DEVICE=CUDA / METAL without one fails at the first kernel with the
 -- device's message), the renderer whose GPU limits are the device's, the optimizer's view of
--- them, the `options` key, storage, what a program launches (tcl.codegen.gpu_launch), and the
+-- them, the `options` key, storage, what a program launches (tcl.codegen.devices.gpu_launch), and the
 -- steps of a build that do not depend on the dialect (rendering a job and checking its launch,
 -- making the module's program, the Program objects). The backends keep what differs: the
 -- device's limits and description, and how code is compiled (NVRTC and a disk cache for
 -- CUDA; source handed to the device for Metal). Layer: codegen.
-local gpu_launch = require "tcl.codegen.gpu_launch"
+local gpu_launch = require "tcl.codegen.devices.gpu_launch"
 
 local M = {}
 
@@ -17,7 +17,7 @@ local M = {}
 -- spec = { label = "CUDA" (messages), module =
 -- "tcl.cuda" (its device(), buffer(), opened() and synchronize()), renderer = "cuda" (the
 -- renderer's name and the prefix of the module's errors), lacks = { [op] = true }, target =
--- tcl.codegen.gpu_targets' target, open = function(info) -> { options =, gpu =, ... } (the
+-- tcl.codegen.devices.gpu_targets' target, open = function(info) -> { options =, gpu =, ... } (the
 -- device's facts from module.device()'s table), dialect = tcl.gpu's dialect ("cuda"),
 -- local_memory = what the dialect calls a workgroup's memory in messages ("local memory per
 -- block") }.

@@ -1,9 +1,9 @@
--- tcl.codegen.metal_stub — a stand-in for Metal's <metal_stdlib>, so that Metal Shading Language
+-- spec/support/metal_stub.lua — a stand-in for Metal's <metal_stdlib>, so that Metal Shading Language
 -- rendered by tcl (module tcl.gpu, dialect "metal") can be checked on a machine without Metal:
--- clang++ compiles it as C++17 against this header. Layer: codegen (a tool of the specs and
+-- clang++ compiles it as C++17 against this header. Not part of the product (a tool of the specs and
 -- of anyone checking a Metal kernel on Linux).
 --
---   local stub = require "tcl.codegen.metal_stub"
+--   local stub = require "spec.support.metal_stub"
 --   stub.header                          the header's text
 --   stub.check(source[, { clang = "clang++" }]) -> true | false, clang's messages
 --                                        | nil, why (no clang)

@@ -1,4 +1,4 @@
--- tcl.codegen.beam — BEAM=N: the kernel's opts found by search (src/opt/beam.c), with the
+-- tcl.codegen.driver.beam — BEAM=N: the kernel's opts found by search (src/opt/beam.c), with the
 -- device-specific half here: candidates compiled in parallel (the CPU backend compiles a batch
 -- on worker threads), proven safe before they run, timed on real buffers and checked against
 -- the unoptimized kernel's values. Layer: codegen.
@@ -27,7 +27,7 @@
 local opt = require "tcl.opt"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
-local disk_cache = require "tcl.codegen.disk_cache"
+local disk_cache = require "tcl.codegen.driver.disk_cache"
 local bounds = require "tcl.bounds"
 local core = require "tcl.core"
 local tensor_cores = require "tcl.heuristics.tensor_cores"
@@ -43,7 +43,7 @@ local function tolerance_of(dtype)
   return math.max(TOLERANCE, 8 * (NARROW_EPSILON[tostring(dtype)] or 0))
 end
 
-local function warn(line) require("tcl.codegen.optimize").warn(line) end
+local function warn(line) require("tcl.codegen.driver.optimize").warn(line) end
 
 -- The buffer a LOAD/STORE's INDEX addresses, through AFTERs.
 local function root_of(index)
@@ -53,7 +53,7 @@ local function root_of(index)
 end
 
 --- { [slot] = { dtype =, numel =, stored = bool } } of the kernel's PARAMs.
-local function params_of(sink)
+local function buffers_of(sink)
   local out = {}
   for _, u in ipairs(sink:toposort()) do
     if u.op == "PARAM" then
@@ -148,8 +148,8 @@ function M.replay(k, text)
 end
 
 function M.search(k, sink, ctx, width, info)
-  local lower = require "tcl.codegen.lower"
-  local optimize = require "tcl.codegen.optimize"
+  local lower = require "tcl.codegen.driver.lower"
+  local optimize = require "tcl.codegen.driver.optimize"
   local backend = lower.backend(ctx.device)
   local dir = disk_cache.dir()
   local key = cache_key(sink, ctx, width, backend)
@@ -163,7 +163,7 @@ function M.search(k, sink, ctx, width, info)
     end
   end
 
-  local params = params_of(sink)
+  local params = buffers_of(sink)
   local buffers, outputs = search_buffers(params, backend, ctx.device, M.seed)
   local reference = {}
   local base = lower.compile(sink, { device = ctx.device, noopt = true, name = ctx.name })

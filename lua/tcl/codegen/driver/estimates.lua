@@ -1,4 +1,4 @@
--- tcl.codegen.estimates — what one run of a linear program does: ALU operations executed, the
+-- tcl.codegen.driver.estimates — what one run of a linear program does: ALU operations executed, the
 -- operations on data alone (DEBUG's GFLOPS, tcl.profile's ops, and a schedule's work against
 -- its graph's), and the bytes of the buffers it touches (GB/s). Layer: codegen.
 --
@@ -30,7 +30,7 @@ local function addressing(u, address)
   return true
 end
 
---- { ops = n, value_ops = n, bytes = n } of the linear program `list` (tcl.codegen.linearize's
+--- { ops = n, value_ops = n, bytes = n } of the linear program `list` (tcl.codegen.driver.linearize's
 -- output).
 function M.of(list)
   local ops, value_ops, bytes = 0, 0, 0

@@ -1,8 +1,8 @@
--- tcl.codegen.optimize — the pipeline's "optimize" pass: per kernel, the heuristic's opts
--- (or a BEAM search's, tcl.codegen.beam) applied to the kernel's ranges by src/opt (module
+-- tcl.codegen.driver.optimize — the pipeline's "optimize" pass: per kernel, the heuristic's opts
+-- (or a BEAM search's, tcl.codegen.driver.beam) applied to the kernel's ranges by src/opt (module
 -- tcl.opt). Layer: codegen.
 --
---   local optimize = require "tcl.codegen.optimize"
+--   local optimize = require "tcl.codegen.driver.optimize"
 --   optimize.apply(kernel_sink, ctx) -> optimized sink | nil      (the pipeline calls it)
 --   optimize.set_heuristic(fn | "file.lua" | nil)   nil: the default (tcl.heuristics.default)
 --   optimize.heuristic_name()                        "default", the file, or "function: 0x..."
@@ -86,7 +86,7 @@ function M.apply(sink, ctx)
   local beam = ctx.beam or env.BEAM
   local done
   if beam > 0 then
-    done = require("tcl.codegen.beam").search(k, sink, ctx, beam, info)
+    done = require("tcl.codegen.driver.beam").search(k, sink, ctx, beam, info)
   else
     done = M.run_heuristic(k, info)
   end

@@ -1,8 +1,8 @@
--- tcl.codegen.llvm — the CPU backend of the lowering driver (tcl.codegen.lower): kernels
+-- tcl.codegen.devices.llvm — the CPU backend of the lowering driver (tcl.codegen.driver.lower): kernels
 -- rendered to LLVM IR and compiled to object code by src/codegen (module tcl.llvm), loaded by
 -- the state's JIT and run on the thread pool (runtime.cpu_program). Layer: codegen.
 --
--- A backend's shape: tcl.codegen.emu's header. Here:
+-- A backend's shape: tcl.codegen.devices.emu's header. Here:
 --   * renderer.lacks: the transcendental ops the pass tcl.patterns.transcendental turns into
 --     polynomials that LLVM vectorizes (float32); the renderer still has them for the types
 --     the pass leaves alone.
@@ -20,7 +20,7 @@
 -- M.stats counts compiles and disk hits since the state opened.
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
-local disk_cache = require "tcl.codegen.disk_cache"
+local disk_cache = require "tcl.codegen.driver.disk_cache"
 local have_llvm, llvm = pcall(require, "tcl.llvm")
 if not have_llvm then
   -- absent from the build, or failed while loading (out of memory...): that error as it is
@@ -28,11 +28,11 @@ if not have_llvm then
   error("the LLVM renderer (module tcl.llvm) is not in this build", 0)
 end
 local core = require "tcl.core"
-local kernel_cache = require "tcl.codegen.kernel_cache"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 
 local M = {
   device = "CPU",
-  -- vector_lanes: the most lanes of a vector range the renderer takes (tcl.codegen.expand)
+  -- vector_lanes: the most lanes of a vector range the renderer takes (tcl.codegen.passes.expand)
   renderer = { name = "llvm", lacks = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true,
     EXP = true, SIGMOID = true, TANH = true, SILU = true, SOFTPLUS = true, ELU = true }, vector_lanes = 64 },
   stats = { compiled = 0, disk_hits = 0, compile_seconds = 0 },
@@ -61,15 +61,7 @@ local function host_caches()
   return out
 end
 
---- FNV-1a, 64 bits, as 16 hex digits: names and keys from long strings.
-local function fnv(s)
-  local h = -3750763034362895579 -- 0xcbf29ce484222325
-  for i = 1, #s do
-    h = (h ~ s:byte(i)) * 1099511628211
-  end
-  return string.format("%016x", h)
-end
-
+local fnv = disk_cache.name_of
 local target = llvm.target
 M.options = string.format("llvm%s-%s-%s-O2", llvm.version, target.cpu, fnv(target.features or ""))
 

@@ -1,9 +1,11 @@
--- tcl.codegen.stage_transposes — the pass "stage transposes": in a GPU kernel without
+-- tcl.codegen.passes.stage_transposes — the pass "stage transposes": in a GPU kernel without
 -- reductions whose workgroup is a square tile of T x T threads (two local ranges, the GPU
 -- heuristic's choice for a transposing copy), a load that steps by one element along one
 -- local range (lb) while the store steps by one along the other (la) goes through local
 -- memory, so that both touch neighbouring elements with neighbouring lanes. Layer: codegen (a
--- hand-written pass of the pipeline, for GPU renderers only).
+-- pass of rules of the pipeline, for GPU renderers only: M.rules, with the context M.context
+-- gives: which loads are staged depends on the whole kernel's shape and on the room left in
+-- local memory, so M.context builds each staged load's replacement, and the rule puts it in).
 --
 -- Each such LOAD v = LOAD(INDEX(buf, f(la, lb)), gate(la, lb)) becomes
 --   STORE(INDEX(tile, lb * (T + 1) + la), LOAD(... f(lb, la) ..., gate(lb, la)))
@@ -23,17 +25,10 @@ local P = require "tcl.pattern"
 local M = {}
 
 local new = UOp.new
-local INDEX = core.dtype "index"
 local VOID = core.dtype "void"
 
-local function const(v) return new("CONST", INDEX, nil, v) end
-local function size_of(r) return r.src[1].arg end
-
--- The coefficient of range r in index expression u, nil when u is not affine (tcl.affine).
-local function coefficient(u, r, memo)
-  local form = affine.form(u, memo)
-  return form and (form[r] or 0)
-end
+local const = UOp.index_const
+local stride = affine.stride
 
 -- Whether the subtree of u holds only constants, ranges and arithmetic (no memory).
 local function pure(u, seen)
@@ -60,22 +55,24 @@ local function shape_of(sink)
       stores[#stores + 1] = u
     end
   end
-  if #locals ~= 2 or #stores ~= 1 or size_of(locals[1]) ~= size_of(locals[2]) then return nil end
+  if #locals ~= 2 or #stores ~= 1 or locals[1]:range_size() ~= locals[2]:range_size() then return nil end
   return locals, stores[1]
 end
 
-function M.run(sink, ctx)
+--- The rewrites' context: { staged = { [LOAD] = its read from the tile } }, or nil when no load
+-- is staged.
+function M.context(sink, ctx)
   local locals, store = shape_of(sink)
-  if not locals then return sink end
+  if not locals then return nil end
   local target = store.src[1]
-  if target.op ~= "INDEX" or #target.src < 2 then return sink end
+  if target.op ~= "INDEX" or #target.src < 2 then return nil end
   local memo = {}
   local la, lb
   for i = 1, 2 do
-    if coefficient(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
+    if stride(target.src[2], locals[i], memo) == 1 then la, lb = locals[i], locals[3 - i] end
   end
-  if not la then return sink end
-  local T = size_of(la)
+  if not la then return nil end
+  local T = la:range_size()
   -- the tiles stay within the target's local memory (the loads past it are read directly)
   local gpu = ctx and ctx.renderer and ctx.renderer.gpu
   local room = gpu and gpu.local_bytes or math.huge
@@ -86,7 +83,7 @@ function M.run(sink, ctx)
     if u.op == "LOAD" and u.src[1].op == "INDEX" and #u.src[1].src >= 2 then
       local index = u.src[1]
       local buf = index.src[1]
-      local along_b, along_a = coefficient(index.src[2], lb, memo), coefficient(index.src[2], la, memo)
+      local along_b, along_a = stride(index.src[2], lb, memo), stride(index.src[2], la, memo)
       -- (a load that does not move along la is read by all the lanes at once already)
       local bytes = T * (T + 1) * u.dtype.itemsize
       local ok = buf.op == "PARAM" and along_b == 1 and along_a ~= 1 and along_a ~= 0 and bytes <= room
@@ -103,14 +100,18 @@ function M.run(sink, ctx)
       end
     end
   end
-  if #list == 0 then return sink end
+  if #list == 0 then return nil end
   local barrier = new("BARRIER", VOID, stores)
   for _, s in ipairs(list) do
     local seen_tile = new("AFTER", s.load.dtype, { s.tile, barrier })
     staged[s.load] = new("LOAD", s.load.dtype, { new("INDEX", s.load.dtype, { seen_tile, la * const(T + 1) + lb }) })
   end
-  -- the kernel with each staged LOAD replaced by its read from the tile
-  return P.substitute(sink, staged)
+  return { staged = staged }
 end
+
+M.rules = P.rules {
+  -- each staged LOAD becomes its read from the tile
+  { P.op("LOAD", nil, { name = "load" }), function(m, ctx) return ctx.staged[m.load] end },
+}
 
 return M

@@ -1,9 +1,9 @@
--- tcl.codegen.gpu_targets — what a GPU renderer offers kernels: launch limits, local memory,
+-- tcl.codegen.devices.gpu_targets — what a GPU renderer offers kernels: launch limits, local memory,
 -- the optimizer's capabilities. One table per target; the CUDA and Metal backends use theirs,
 -- and EMU's GPU mode (EMU_GPU=CUDA or METAL) borrows one, so that kernels shaped for a GPU
 -- run, and are checked for races, on any machine. Layer: codegen.
 --
---   local targets = require "tcl.codegen.gpu_targets"
+--   local targets = require "tcl.codegen.devices.gpu_targets"
 --   local t = targets.get("CUDA")      -- or "CUDA_SM75", "CUDA_SM90", "METAL"; an unknown name is
 --                                       -- an error
 --                                       -- listing them

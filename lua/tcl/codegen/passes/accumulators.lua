@@ -1,5 +1,6 @@
--- tcl.codegen.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
--- a DEFINE_REG. Layer: codegen (a hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
+-- tcl.codegen.passes.accumulators — the pass "lower reduces": every REDUCE becomes an accumulator in
+-- a DEFINE_REG. Layer: codegen (a pass of rules of the pipeline, lua/tcl/patterns/pipeline.lua:
+-- M.rules, with the context M.context gives).
 --
 -- REDUCE(value, r...) becomes, with acc a fresh one-element DEFINE_REG:
 --   init = STORE(INDEX(AFTER(acc, outer ranges...), 0), identity)   before the reduce loops
@@ -11,7 +12,7 @@
 -- accumulating load inside the reduce loops and after init. Accumulators take DEFINE_REG
 -- slots after the kernel's own.
 --
--- Vector lanes. A range of axis type "vector" among r... (an unroll axis that tcl.codegen.expand
+-- Vector lanes. A range of axis type "vector" among r... (an unroll axis that tcl.codegen.passes.expand
 -- kept as lanes) is no loop: the accumulator holds one partial result per lane, updated inside
 -- the other ranges' loops, and the result is REDUCE(acc's value, that range), which the
 -- renderer combines across the lanes (a REDUCE over vector ranges only gets an accumulator
@@ -19,7 +20,7 @@
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
-local linearize = require "tcl.codegen.linearize"
+local linearize = require "tcl.codegen.driver.linearize"
 local lowering = require "tcl.patterns.lowering"
 
 local M = {}
@@ -73,16 +74,13 @@ M.rules = P.rules {
   { P.op("REDUCE", nil, { name = "root" }), lower_reduce },
 }
 
---- The sink with every REDUCE lowered.
-function M.run(sink)
-  local next_slot = 0
-  local has_reduce = false
+--- The rewrites' context: { next_slot = the first DEFINE_REG slot the kernel leaves free }, or
+-- nil when the kernel has no REDUCE.
+function M.context(sink)
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "DEFINE_REG" then next_slot = math.max(next_slot, u.arg[1] + 1) end
-    if u.op == "REDUCE" then has_reduce = true end
+    if u.op == "REDUCE" then return { next_slot = sink:free_slot("DEFINE_REG") } end
   end
-  if not has_reduce then return sink end
-  return M.rules:rewrite(sink, { ctx = { next_slot = next_slot }, name = "lower reduces" })
+  return nil
 end
 
 return M

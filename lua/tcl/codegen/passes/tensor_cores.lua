@@ -1,4 +1,4 @@
--- tcl.codegen.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
+-- tcl.codegen.passes.tensor_cores — the pass "tensor cores": a matmul kernel the optimizer marked
 -- with TC becomes warp tiles of WMMA instructions (docs/design/encodings.md). Layer: codegen (a
 -- hand-written pass of the pipeline, for GPU renderers with tensor cores).
 --
@@ -17,6 +17,10 @@
 --   layout), and each of the TM*TN products (WMMA nodes out = 0..C-1 on the same A, B and
 --   C registers) stores its new accumulators back;
 --   after the loop, each lane stores f of each accumulator at its C position.
+-- Not rules: the tiling re-plans the whole kernel at once (its output and reduce ranges become
+-- block, warp and lane ranges, the K loop is rebuilt around fragment loads that every tile of
+-- the lane shares, the stores move after it), from a match of the whole matmul
+-- (tcl.heuristics.tensor_cores.match); no node is rewritten on its own.
 local UOp = require "tcl.uop"
 local core = require "tcl.core"
 local P = require "tcl.pattern"
@@ -30,7 +34,7 @@ local VOID = core.dtype "void"
 local F32 = core.dtype "float32"
 local position = tensor_cores.position
 
-local function const(v) return new("CONST", INDEX, nil, v) end
+local const = UOp.index_const
 
 -- The sum of terms, each nil (nothing), an integer or an index expression; no zero terms, so
 -- that the index arithmetic has no `x*0` or `x + 0` (this pass runs after the simplifier).
@@ -512,10 +516,7 @@ function M.run(sink, ctx)
   local regs_c = shape.regs[3]
   -- tiles per warp (per warpgroup: TM tiles of 64 rows, one of N columns)
   local tiles_m, tiles_n = config.tm, config.warpgroup and 1 or config.tn
-  local next_axis = 0
-  for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" and type(u.arg) == "table" and u.arg[1] >= next_axis then next_axis = u.arg[1] + 1 end
-  end
+  local next_axis = sink:free_axis_id()
   local function range(size, kind)
     local r = new("RANGE", INDEX, { const(size) }, { next_axis, kind })
     next_axis = next_axis + 1
@@ -531,8 +532,8 @@ function M.run(sink, ctx)
     launch[#launch + 1] = r
     return r
   end
-  local block_row = optional_range(m.src[1].arg // block_m, "global")
-  local block_col = optional_range(n.src[1].arg // block_n, "global")
+  local block_row = optional_range(m:range_size() // block_m, "global")
+  local block_col = optional_range(n:range_size() // block_n, "global")
   local warp_row = optional_range(config.wm, "local")
   local warp_col = optional_range(config.wn, "local")
   local lane = range(config.warpgroup and tensor_cores.WARPGROUP or tensor_cores.WARP, "local")

@@ -1,4 +1,4 @@
--- tcl.codegen.thread_order — which of a GPU kernel's thread ranges (local and group_reduce)
+-- tcl.codegen.passes.thread_order — which of a GPU kernel's thread ranges (local and group_reduce)
 -- varies fastest across the lanes of a warp. The pass "gpu dims" gives them the launch's dims
 -- in this order (x first); the pass "group reduces" asks it whether a group's threads will be
 -- consecutive lanes, as shuffles need. Layer: codegen.
@@ -31,8 +31,6 @@ M.WARP = 32
 --- The most thread ranges whose orders are searched (4! = 24 orders).
 M.MAX_SEARCH = 4
 
-local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
-local function size_of(r) return r.src[1].arg end
 
 --- The kernel's accesses to its buffers with affine indices: { { form =, itemsize =, weight =
 -- }, ... }, weight the times a thread makes it: the product of the sizes of the reduce ranges
@@ -50,7 +48,7 @@ function M.accesses(sink)
       if form then
         local weight = 1
         for r, c in pairs(form) do
-          if c ~= 0 and r:axis_type() == "reduce" then weight = weight * size_of(r) end
+          if c ~= 0 and r:axis_type() == "reduce" then weight = weight * r:range_size() end
         end
         out[#out + 1] = { form = form, itemsize = u.dtype.itemsize, weight = weight }
       end
@@ -63,13 +61,13 @@ end
 -- over accesses (each { form =, itemsize =, weight = (default 1) }).
 function M.sectors(order, accesses)
   local lanes = 1
-  for _, r in ipairs(order) do lanes = lanes * size_of(r) end
+  for _, r in ipairs(order) do lanes = lanes * r:range_size() end
   lanes = math.min(lanes, M.WARP)
   -- each lane's coordinate along each range of the order
   local coords = {}
   for k, r in ipairs(order) do
-    local size, stride, column = size_of(r), 1, {}
-    for j = 1, k - 1 do stride = stride * size_of(order[j]) end
+    local size, stride, column = r:range_size(), 1, {}
+    for j = 1, k - 1 do stride = stride * order[j]:range_size() end
     for lane = 0, lanes - 1 do column[lane] = lane // stride % size end
     coords[k] = column
   end
@@ -140,7 +138,7 @@ function M.order(threads, accesses, shuffled, by_axis)
   for _, r in ipairs(threads) do
     if r:axis_type() == "group_reduce" then groups[#groups + 1] = r else locals[#locals + 1] = r end
   end
-  local largest_first = function(a, b) return axis_of(a) > axis_of(b) end
+  local largest_first = function(a, b) return a:axis_id() > b:axis_id() end
   table.sort(groups, largest_first)
   table.sort(locals, largest_first)
   local best = { table.unpack(groups) }

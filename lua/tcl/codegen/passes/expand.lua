@@ -1,4 +1,4 @@
--- tcl.codegen.expand — the pass "expand": upcast and unroll axes become straight-line code,
+-- tcl.codegen.passes.expand — the pass "expand": upcast and unroll axes become straight-line code,
 -- one copy of the computation per lane. Layer: codegen (a hand-written pass of the pipeline,
 -- lua/tcl/patterns/pipeline.lua), right after the optimizer.
 --
@@ -29,9 +29,16 @@
 -- copied axes decoded from the loop's counter: the tail is built once.
 --
 -- Afterwards the index arithmetic is simplified again (lane constants fold into offsets).
+--
+-- Not rules, but for the unroll part (unroll_rules: each REDUCE over unroll axes on its own):
+-- an upcast axis is expanded over a store's whole END chain at once. Which axes stay vector
+-- lanes depends on every store's index in the chain, the order of the copies on the chain's
+-- order, and the tail loop on the whole stored value; the chains are rebuilt one per source
+-- of the SINK.
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
+local affine = require "tcl.affine"
 local symbolic = require "tcl.patterns.symbolic"
 local transcendental = require "tcl.patterns.transcendental"
 
@@ -40,12 +47,10 @@ local M = {}
 local new, const = UOp.new, UOp.const
 local INDEX, VOID = core.dtype "index", core.dtype "void"
 
-local function size_of(r)
-  local n = r:source(1)
-  if n.op ~= "CONST" or math.type(n.arg) ~= "integer" then
+-- The lanes of an upcast or unroll range (its size, which must be a constant).
+local function lane_count(r)
+  return r:range_size() or
     error(string.format("expand: %s axis %s has no constant size", tostring(r:axis_type()), tostring(r.arg[1])), 0)
-  end
-  return n.arg
 end
 
 -- Every assignment of constants to the ranges, the last range fastest: a list of maps.
@@ -54,7 +59,7 @@ local function lanes(ranges)
   for _, r in ipairs(ranges) do
     local grown = {}
     for _, lane in ipairs(out) do
-      for v = 0, size_of(r) - 1 do
+      for v = 0, lane_count(r) - 1 do
         local m = {}
         for k, x in pairs(lane) do m[k] = x end
         m[r] = const(INDEX, v)
@@ -113,42 +118,6 @@ local unroll_rules = P.rules {
   { P.op("REDUCE", nil, { name = "root" }), unroll_reduce },
 }
 
--- The coefficient of range r in the index expression e when e is affine in r (sums and
--- products with constants of terms that do not use r), else nil.
-local function coefficient(e, r, memo)
-  local known = memo[e]
-  if known ~= nil then return known or nil end
-  local c
-  if e == r then
-    c = 1
-  elseif e.op == "CONST" or e.op == "RANGE" then
-    c = 0
-  elseif e.op == "ADD" or e.op == "SUB" then
-    local x, y = coefficient(e:source(1), r, memo), coefficient(e:source(2), r, memo)
-    if x and y then c = e.op == "ADD" and x + y or x - y end
-  elseif e.op == "MUL" then
-    local x, y = e:source(1), e:source(2)
-    if y.op == "CONST" and math.type(y.arg) == "integer" then
-      local cx = coefficient(x, r, memo)
-      c = cx and cx * y.arg
-    elseif x.op == "CONST" and math.type(x.arg) == "integer" then
-      local cy = coefficient(y, r, memo)
-      c = cy and cy * x.arg
-    else
-      local cx, cy = coefficient(x, r, memo), coefficient(y, r, memo)
-      if cx == 0 and cy == 0 then c = 0 end
-    end
-  else
-    local uses = false
-    for _, u in ipairs(e:toposort()) do
-      if u == r then uses = true break end
-    end
-    if not uses then c = 0 end
-  end
-  memo[e] = c or false
-  return c
-end
-
 -- The unroll range of a REDUCE's value to keep as vector lanes: one of 2 to max_lanes lanes
 -- (the largest such) that every load using it reads at consecutive elements (coefficient 1),
 -- when the value uses no upcast axis (whose lanes may become the store's vector); or nil.
@@ -160,11 +129,11 @@ function unroll_lane_range(value, unrolled, max_lanes)
   end
   local best
   for _, r in ipairs(unrolled) do
-    local n = size_of(r)
-    if n >= 2 and n <= max_lanes and (not best or n > size_of(best)) then
+    local n = lane_count(r)
+    if n >= 2 and n <= max_lanes and (not best or n > lane_count(best)) then
       local memo, reads, ok = {}, 0, true
       for _, e in ipairs(indices) do
-        local c = coefficient(e, r, memo)
+        local c = affine.coefficient(e, r, memo)
         if c == 1 then reads = reads + 1 elseif c ~= 0 then ok = false break end
       end
       if ok and reads > 0 then best = r end
@@ -191,7 +160,7 @@ local function vector_ranges(body, upcast, max_lanes)
   local function step_is(r, want)
     memo[r] = memo[r] or {}
     for _, e in ipairs(indices) do
-      if coefficient(e, r, memo[r]) ~= want then return false end
+      if affine.coefficient(e, r, memo[r]) ~= want then return false end
     end
     return true
   end
@@ -201,16 +170,17 @@ local function vector_ranges(body, upcast, max_lanes)
     grown = false
     local best
     for _, r in ipairs(upcast) do
-      local n = size_of(r)
+      local n = lane_count(r)
       local taken = false
       for _, c in ipairs(chosen) do taken = taken or c == r end
-      if not taken and n >= 2 and count * n <= max_lanes and (not best or n > size_of(best)) and step_is(r, count) then
+      if not taken and n >= 2 and count * n <= max_lanes and (not best or n > lane_count(best))
+        and step_is(r, count) then
         best = r
       end
     end
     if best then
       chosen[#chosen + 1] = best
-      count = count * size_of(best)
+      count = count * lane_count(best)
       grown = true
     end
   end
@@ -262,7 +232,7 @@ local function tail_loop(body, copied, assignments, reduces, ids)
   -- lanes() takes the ranges in order, the last fastest: the counter decodes the same way
   local map, block = {}, 1
   for k = #copied, 1, -1 do
-    local n = size_of(copied[k])
+    local n = lane_count(copied[k])
     local x = block == 1 and loop or loop // const(INDEX, block)
     if k > 1 then x = x % const(INDEX, n) end
     map[copied[k]], block = x, block * n
@@ -295,7 +265,7 @@ local function upcast_chain(top, max_lanes, ids)
     vector = new("RANGE", INDEX, { const(INDEX, count) }, { chosen[1].arg[1], "vector" })
     local map, block, is_chosen = {}, 1, {}
     for n, r in ipairs(chosen) do
-      local size = size_of(r)
+      local size = lane_count(r)
       local e = block == 1 and vector or vector // const(INDEX, block)
       if n < #chosen then e = e % const(INDEX, size) end
       map[r], block, is_chosen[r] = e, block * size, true
@@ -326,21 +296,17 @@ end
 
 --- The sink with every upcast and unroll axis expanded (unchanged when there are none). Sets
 -- ctx.upcast_lanes when a store was expanded into lanes: the backend then takes its vectors
--- from the lanes (tcl.codegen.llvm turns its loop vectorizer off).
+-- from the lanes (tcl.codegen.devices.llvm turns its loop vectorizer off).
 function M.run(sink, ctx)
   -- one walk: whether there are lanes, and the fresh axis ids and register slots (the unroll
   -- rewrite below makes neither)
-  local found, ids = false, { axis = 0, slot = 0 }
+  local found = false
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" then
-      local t = u:axis_type()
-      found = found or t == "upcast" or t == "unroll"
-      if math.type(u.arg[1]) == "integer" then ids.axis = math.max(ids.axis, u.arg[1] + 1) end
-    elseif u.op == "DEFINE_REG" then
-      ids.slot = math.max(ids.slot, u.arg[1] + 1)
-    end
+    local t = u:axis_type()
+    if t == "upcast" or t == "unroll" then found = true break end
   end
   if not found then return sink end
+  local ids = { axis = sink:free_axis_id(), slot = sink:free_slot("DEFINE_REG") }
   local max_lanes = ctx and ctx.renderer and ctx.renderer.vector_lanes
   sink = unroll_rules:rewrite(sink, { name = "expand unroll", ctx = { max_lanes = max_lanes } })
   local src, changed = sink.src, false

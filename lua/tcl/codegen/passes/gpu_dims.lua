@@ -1,4 +1,4 @@
--- tcl.codegen.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
+-- tcl.codegen.passes.gpu_dims — the pass "gpu dims": a kernel's output loops become the launch of a
 -- GPU (docs/design/encodings.md, "GPU-shaped kernels"). Layer: codegen (a hand-written pass of
 -- the pipeline, for GPU renderers only).
 --
@@ -7,15 +7,20 @@
 -- that closed them go (their ENDs become GROUPs: ordering only). The innermost range (the
 -- largest axis id: the last output dim, contiguous in memory) gets dim 0, x, so that threads
 -- next to each other touch memory next to each other. The thread ranges go in the order
--- tcl.codegen.thread_order picks: the one whose first warp touches the fewest sectors of
+-- tcl.codegen.passes.thread_order picks: the one whose first warp touches the fewest sectors of
 -- global memory (by default the group_reduce ones innermost, then by axis id; SHUFFLEs keep
 -- the groups innermost, WMMA the default). Up to three ranges of a kind map to
 -- x, y, z directly when the target's limits allow it; otherwise they share dim 0 and each is
 -- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
 -- has, a grid beyond its limits) is an error naming the kernel's sizes.
+--
+-- Which index each range gets depends on all of the kernel's ranges and its memory accesses
+-- (M.context, once per kernel); the rules then replace each RANGE by its index and drop the
+-- END of each range that is gone.
 local UOp = require "tcl.uop"
+local P = require "tcl.pattern"
 local core = require "tcl.core"
-local thread_order = require "tcl.codegen.thread_order"
+local thread_order = require "tcl.codegen.passes.thread_order"
 
 local M = {}
 
@@ -25,13 +30,11 @@ local INDEX = core.dtype "index"
 local GRID_TYPES = { global = true, loop = true }
 local LOCAL_TYPES = { ["local"] = true, group_reduce = true }
 
-local function const(v) return new("CONST", INDEX, nil, v) end
-local function size_of(r) return r.src[1].arg end
-local function axis_of(r) return type(r.arg) == "table" and r.arg[1] or -1 end
+local const = UOp.index_const
 
 local function sizes_text(ranges)
   local parts = {}
-  for i, r in ipairs(ranges) do parts[i] = tostring(size_of(r)) end
+  for i, r in ipairs(ranges) do parts[i] = tostring(r:range_size()) end
   return table.concat(parts, "x")
 end
 
@@ -40,17 +43,17 @@ local function assign(ranges, prefix, max, total_max, what)
   local out = {}
   if #ranges == 0 then return out end
   local product = 1
-  for _, r in ipairs(ranges) do product = product * size_of(r) end
+  for _, r in ipairs(ranges) do product = product * r:range_size() end
   if total_max and product > total_max then
     error(string.format("%d %s (%s) are more than the target's %d", product, what, sizes_text(ranges), total_max), 0)
   end
   local direct = #ranges <= 3
   for d, r in ipairs(ranges) do
-    if direct and size_of(r) > max[d] then direct = false end
+    if direct and r:range_size() > max[d] then direct = false end
   end
   if direct then
     for d, r in ipairs(ranges) do
-      out[r] = new("SPECIAL", INDEX, { const(size_of(r)) }, prefix .. (d - 1))
+      out[r] = new("SPECIAL", INDEX, { const(r:range_size()) }, prefix .. (d - 1))
     end
     return out
   end
@@ -63,14 +66,16 @@ local function assign(ranges, prefix, max, total_max, what)
   local stride = 1
   for _, r in ipairs(ranges) do
     local index = stride == 1 and flat or flat // const(stride)
-    if stride * size_of(r) < product then index = index % const(size_of(r)) end
+    if stride * r:range_size() < product then index = index % const(r:range_size()) end
     out[r] = index
-    stride = stride * size_of(r)
+    stride = stride * r:range_size()
   end
   return out
 end
 
-function M.run(sink, ctx)
+--- The rewrites' context: { index_of = { [range] = its index expression }, launched = { [index
+-- expression] = true } }, or nil when the kernel has no range that becomes a launch index.
+function M.context(sink, ctx)
   local gpu = ctx.renderer.gpu
   local grid, threads, shuffled, wmma = {}, {}, false, false
   for _, u in ipairs(sink:toposort()) do
@@ -83,35 +88,28 @@ function M.run(sink, ctx)
       wmma = true
     end
   end
-  if #grid == 0 and #threads == 0 then return sink end
-  local innermost_first = function(a, b) return axis_of(a) > axis_of(b) end
+  if #grid == 0 and #threads == 0 then return nil end
+  local innermost_first = function(a, b) return a:axis_id() > b:axis_id() end
   table.sort(grid, innermost_first)
   threads = thread_order.order(threads, #threads > 1 and thread_order.accesses(sink) or {}, shuffled, wmma)
-  local replaced = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
+  local index_of = assign(grid, "gidx", gpu.grid_max, nil, "workgroups")
   for r, index in pairs(assign(threads, "lidx", gpu.local_max, gpu.threads_max, "threads per workgroup")) do
-    replaced[r] = index
+    index_of[r] = index
   end
-
-  local map = {}
-  for _, u in ipairs(sink:toposort()) do
-    local node = replaced[u]
-    if not node then
-      local src, changed = {}, false
-      for i, s in ipairs(u.src) do
-        src[i] = map[s] or s
-        if src[i] ~= s then changed = true end
-      end
-      if u.op == "END" and replaced[u.src[#u.src]] then
-        -- the loop is gone: its body only orders what comes after
-        table.remove(src)
-        node = #src == 1 and src[1] or new("GROUP", u.dtype, src)
-      else
-        node = changed and new(u.op, u.dtype, src, u.arg, u.tag) or u
-      end
-    end
-    map[u] = node
-  end
-  return map[sink]
+  local launched = {}
+  for _, index in pairs(index_of) do launched[index] = true end
+  return { index_of = index_of, launched = launched }
 end
+
+M.rules = P.rules {
+  { P.op("RANGE", nil, { name = "r" }), function(m, ctx) return ctx.index_of[m.r] end },
+  -- the loop of a range that became an index is gone: its body only orders what comes after
+  { P.op("END", nil, { name = "e" }), function(m, ctx)
+    local src = m.e.src
+    if not ctx.launched[src[#src]] then return nil end
+    if #src == 2 then return src[1] end
+    return new("GROUP", m.e.dtype, { table.unpack(src, 1, #src - 1) })
+  end },
+}
 
 return M

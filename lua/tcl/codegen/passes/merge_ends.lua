@@ -1,24 +1,25 @@
--- tcl.codegen.merge_ends — the pass "merge ends": one END per RANGE. Layer: codegen (a
--- hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua).
+-- tcl.codegen.passes.merge_ends — the pass "merge ends": one END per RANGE. Layer: codegen (a
+-- hand-written pass of the pipeline, lua/tcl/patterns/pipeline.lua; why not rules: below).
 --
 -- Several ENDs of one RANGE become one END(deps..., RANGE) when their loops can be one: they
 -- use the same outer ranges and neither depends on the other. Otherwise the later END's loop
 -- gets a copy of the range (a fresh axis id) and stays a loop of its own. The linearizer
 -- needs exactly one END per RANGE: that END is where it learns how loops nest.
+--
+-- Not rules: whether two ENDs of a range can be one depends on all of the range's ENDs at once
+-- (the outer loops each uses, and which depends on which: linearize.analyze), and a merged
+-- END's sources are the original ENDs' sources, which a children-first rewrite would already
+-- have changed (an END of another range inside them). It runs in rounds of substitutions
+-- until every RANGE has one END.
 local UOp = require "tcl.uop"
 local P = require "tcl.pattern"
 local core = require "tcl.core"
-local linearize = require "tcl.codegen.linearize"
+local linearize = require "tcl.codegen.driver.linearize"
 
 local M = {}
 
 local new = UOp.new
 local VOID = core.dtype "void"
-
-local function axis_of(r)
-  local arg = r.arg
-  return type(arg) == "table" and math.type(arg[1]) == "integer" and arg[1] or nil
-end
 
 --- One round: merges the ENDs that can be merged, or nil when every RANGE has one END.
 local function merge_ends_once(sink)
@@ -29,11 +30,7 @@ local function merge_ends_once(sink)
   end
   if #multi_end == 0 then return nil end
 
-  local next_axis = 0
-  for _, r in ipairs(g.ranges) do
-    local a = axis_of(r)
-    if a and a >= next_axis then next_axis = a + 1 end
-  end
+  local next_axis = sink:free_axis_id()
   local function key(set) return table.concat(set, ",") end
   -- the nodes an END depends on, as a set, built once per END (an upcast kernel has hundreds)
   local reach_of = {}

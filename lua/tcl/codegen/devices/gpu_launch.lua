@@ -1,4 +1,4 @@
--- tcl.codegen.gpu_launch — what a GPU backend (tcl.codegen.cuda, tcl.codegen.metal) reads off
+-- tcl.codegen.devices.gpu_launch — what a GPU backend (tcl.codegen.devices.cuda, tcl.codegen.devices.metal) reads off
 -- a linear program to launch it: the grid and workgroup sizes of its thread-index SPECIALs, its
 -- buffers in slot order, and the kernel function's name; and that the renderer's facts agree.
 -- Layer: codegen (pure Lua: the specs check it without a GPU).

@@ -1,4 +1,4 @@
--- tcl.codegen.emu — the EMU backend of the lowering driver: the reference interpreter
+-- tcl.codegen.devices.emu — the EMU backend of the lowering driver: the reference interpreter
 -- (src/runtime/emu/emu_*.c) runs the linear program as it is. Layer: codegen.
 --
 -- A backend is { device =, renderer = { name =, lacks = { [op] = true }, opt_caps = function },
@@ -8,9 +8,9 @@
 -- where the device has one, :assembly() (DEBUG=7).
 --
 -- GPU mode (EMU_GPU=CUDA, CUDA_SM75, CUDA_SM90 or METAL, tcl.env): the renderer takes that GPU
--- target's capabilities (tcl.codegen.gpu_targets), so kernels get workgroups, local memory and barriers as on the
--- GPU (the pipeline's GPU passes), and the interpreter runs them a workgroup at a time,
--- reporting races. The options string names the mode: compiled kernels of the two modes are
+-- target's capabilities (tcl.codegen.devices.gpu_targets), so kernels get workgroups, local
+-- memory and barriers as on the GPU (the pipeline's GPU passes), and the interpreter runs them
+-- a workgroup at a time, reporting races. The options string names the mode: compiled kernels of the two modes are
 -- cached apart.
 local runtime = require "tcl.runtime"
 local env = require "tcl.env"
@@ -42,16 +42,9 @@ end
 
 local target
 if env.EMU_GPU then
-  target = require("tcl.codegen.gpu_targets").get(env.EMU_GPU)
+  target = require("tcl.codegen.devices.gpu_targets").get(env.EMU_GPU)
   M.renderer = { name = "emu-" .. target.name, lacks = LACKS, gpu = target.gpu, opt_caps = target.opt_caps }
   M.options = "emu-gpu-" .. target.id
-end
-
---- FNV-1a, 64 bits, as 16 hex digits: file and function names from cache keys.
-local function fnv(s)
-  local h = -3750763034362895579
-  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
-  return string.format("%016x", h)
 end
 
 -- GPU mode with RENDER_DUMP: each kernel's source in the target's language, one file per
@@ -59,7 +52,7 @@ end
 local function dump_source(job)
   -- the dialect of the renderer in use (a spec may switch M.renderer to another target)
   local dialect = M.renderer.name:match("^emu%-(%a+)$") or target.name
-  local name = "k_" .. fnv(job.key or job.name)
+  local name = "k_" .. require("tcl.codegen.driver.disk_cache").name_of(job.key or job.name)
   local ext = dialect == "cuda" and ".cu" or ".metal"
   local path = env.RENDER_DUMP .. "/" .. name .. ext
   local existing = io.open(path, "rb")

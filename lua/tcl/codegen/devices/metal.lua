@@ -1,10 +1,10 @@
--- tcl.codegen.metal — the Metal backend of the lowering driver (tcl.codegen.lower): kernels
+-- tcl.codegen.devices.metal — the Metal backend of the lowering driver (tcl.codegen.driver.lower): kernels
 -- rendered to the Metal Shading Language (tcl.gpu), compiled by the Metal framework into
 -- compute pipelines and dispatched on the GPU through the Objective-C runtime (tcl.metal).
 -- macOS only. Layer: codegen.
 --
--- A backend's shape: tcl.codegen.emu's header. Here:
---   * renderer: Metal's GPU target (tcl.codegen.gpu_targets: threadgroups, threadgroup memory,
+-- A backend's shape: tcl.codegen.devices.emu's header. Here:
+--   * renderer: Metal's GPU target (tcl.codegen.devices.gpu_targets: threadgroups, threadgroup memory,
 --     SIMD groups), its limits narrowed to the device's (threads per threadgroup axis,
 --     threadgroup memory) once the device is open.
 --   * options ("metal-Apple M2"): the device's name. The module loads anywhere (specs call
@@ -19,15 +19,15 @@
 --   * Nothing is cached on disk: the Metal framework compiles source to a library inside the
 --     process (newLibraryWithSource:), and its public API has no way to write that library out
 --     short of binary archives or Xcode's `metal` compiler; kernels are memoized in memory
---     (tcl.codegen.kernel_cache) as on every device. M.stats.disk_hits stays 0.
+--     (tcl.codegen.driver.kernel_cache) as on every device. M.stats.disk_hits stays 0.
 --   * program:dump() is the Metal source (DEBUG=4); a run returns the GPU time of its command
 --     buffer (DEBUG=2).
 -- M.allocate(dtype, numel) makes device storage (BEAM's buffers); M.stats counts compiles
 -- since the state opened.
 local core = require "tcl.core"
 local env = require "tcl.env"
-local targets = require "tcl.codegen.gpu_targets"
-local gpu_backend = require "tcl.codegen.gpu_backend"
+local targets = require "tcl.codegen.devices.gpu_targets"
+local gpu_backend = require "tcl.codegen.devices.gpu_backend"
 
 local target = targets.get("METAL")
 
