@@ -42,7 +42,7 @@ static struct {
     char path[PATH_MAX];
     char include[PATH_MAX];
     bool have_include;
-    char why[TCL_ERROR_MESSAGE_CAP]; /* the failure, when not ok */
+    tcl_error why; /* the failure, when not ok */
 } lib = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const names[] = {"libnvrtc.so",      "libnvrtc.so.13",   "libnvrtc.so.12",
@@ -86,12 +86,13 @@ static void find_include(void) {
     try_include("/usr/local/cuda/include");
 }
 
-/* dlopen of name (a bare name: the loader's path; else a file); true when loaded. */
-static bool open_library(const char *name, char *last_error, size_t cap) {
+/* dlopen of name (a bare name: the loader's path; else a file); true when loaded. A bare
+ * name's loader error goes to last_error. */
+static bool open_library(const char *name, tcl_error *last_error) {
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        if (e && strchr(name, '/') == NULL) snprintf(last_error, cap, "%s", e);
+        if (e && strchr(name, '/') == NULL) tcl_fail(last_error, TCL_ERR_RUNTIME, "%s", e);
         return false;
     }
     lib.handle = h;
@@ -99,23 +100,23 @@ static bool open_library(const char *name, char *last_error, size_t cap) {
     return true;
 }
 
-static bool open_in(const char *dir, char *last_error, size_t cap) {
+static bool open_in(const char *dir, tcl_error *last_error) {
     for (size_t k = 0; k < NNAMES; k++) {
         char file[PATH_MAX + 32];
         snprintf(file, sizeof file, "%s/%s", dir, names[k]);
-        if (strlen(file) < PATH_MAX && file_exists(file) && open_library(file, last_error, cap)) return true;
+        if (strlen(file) < PATH_MAX && file_exists(file) && open_library(file, last_error)) return true;
     }
     return false;
 }
 
 static void *symbol(const char *name, bool required) {
     void *p = dlsym(lib.handle, name);
-    if (!p && required) snprintf(lib.why, sizeof lib.why, "NVRTC at %.700s lacks the function %s", lib.path, name);
+    if (!p && required) tcl_fail(&lib.why, TCL_ERR_RUNTIME, "NVRTC at %.700s lacks the function %s", lib.path, name);
     return p;
 }
 
 static bool load_locked(void) {
-    char last_error[512] = "";
+    tcl_error last_error = {0};
     const char *envs[2] = {getenv("TCL_CUDA_PATH"), getenv("CUDA_PATH")};
     bool found = false;
     for (int k = 0; k < 2 && !found; k++) {
@@ -124,19 +125,18 @@ static bool load_locked(void) {
         for (int s = 0; s < 3 && !found; s++) {
             char dir[PATH_MAX];
             if (snprintf(dir, sizeof dir, "%s%s", envs[k], subdirs[s]) < (int)sizeof dir)
-                found = open_in(dir, last_error, sizeof last_error);
+                found = open_in(dir, &last_error);
         }
     }
-    for (size_t k = 0; k < NNAMES && !found; k++) found = open_library(names[k], last_error, sizeof last_error);
-    if (!found) found = open_in("/usr/local/cuda/lib64", last_error, sizeof last_error) ||
-                        open_in("/usr/local/cuda/lib", last_error, sizeof last_error);
+    for (size_t k = 0; k < NNAMES && !found; k++) found = open_library(names[k], &last_error);
+    if (!found) found = open_in("/usr/local/cuda/lib64", &last_error) || open_in("/usr/local/cuda/lib", &last_error);
     if (!found) {
-        snprintf(lib.why, sizeof lib.why,
+        tcl_fail(&lib.why, TCL_ERR_RUNTIME,
                  "NVRTC (CUDA's run-time compiler) is not available: looked for libnvrtc.so, libnvrtc.so.13, .12, .11.2, "
                  ".11.1 and .11.0 in%s%s%s%s the loader's path and /usr/local/cuda/lib64 (set TCL_CUDA_PATH to a CUDA "
                  "toolkit)%s%s",
                  envs[0] && *envs[0] ? " $TCL_CUDA_PATH," : "", envs[1] && *envs[1] ? " $CUDA_PATH (" : "",
-                 envs[1] && *envs[1] ? envs[1] : "", envs[1] && *envs[1] ? ")," : "", last_error[0] ? "; " : "", last_error);
+                 envs[1] && *envs[1] ? envs[1] : "", envs[1] && *envs[1] ? ")," : "", last_error.message[0] ? "; " : "", last_error.message);
         return false;
     }
     lib.version = (fn_version)symbol("nvrtcVersion", true);
@@ -173,7 +173,7 @@ tcl_status tcl_nvrtc_load(tcl_error *err) {
     }
     bool ok = lib.ok;
     pthread_mutex_unlock(&lib.lock);
-    if (!ok) return tcl_fail(err, TCL_ERR_RUNTIME, "%s", lib.why);
+    if (!ok) return tcl_fail(err, TCL_ERR_RUNTIME, "%s", lib.why.message);
     return TCL_OK;
 }
 
