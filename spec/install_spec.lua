@@ -80,7 +80,7 @@ describe("cmake --install", function()
     assert.equal(0, status)
     assert.equal("tcl.so\n", out)
     -- and each stage is a folder under tcl/ (module names mirror folders: tcl.api.tensor)
-    for _, rel in ipairs { "tcl/api/tensor.lua", "tcl/schedule/init.lua", "tcl/codegen/lower.lua",
+    for _, rel in ipairs { "tcl/api/tensor.lua", "tcl/schedule/init.lua", "tcl/codegen/driver/lower.lua",
       "tcl/patterns/pipeline.lua" } do
       assert.is_true(exists(prefix .. "/share/lua/5.4/" .. rel), "missing " .. rel)
     end
