@@ -609,6 +609,9 @@ local function measure(op)
   return { ops = ops[root], depth = depth[root] }
 end
 
+-- The weight of EXP2 ... POW, one table for all (read on the scheduler's path, per node).
+local PRIMITIVE_WEIGHT = { ops = M.COST, depth = M.COST }
+
 --- { ops =, depth = } that one `op` counts as in the fusion policy, or nil for any other op.
 function M.weight(op)
   if M.FUNCTIONS[op] then
@@ -616,7 +619,7 @@ function M.weight(op)
     if not w then w = measure(op); WEIGHTS[op] = w end
     return w
   end
-  if M.OPS[op] then return { ops = M.COST, depth = M.COST } end
+  if M.OPS[op] then return PRIMITIVE_WEIGHT end
   return nil
 end
 

@@ -47,20 +47,12 @@ local M = {
 --- The GPU limits kernels are shaped for on a device: the CUDA target's (base), narrowed to
 -- what the device reports (info: tcl.cuda.device()'s table).
 function M.gpu_limits(base, info)
-  local out = {}
-  for k, v in pairs(base) do out[k] = v end
-  local function narrowed(list, limits)
-    local r = {}
-    for i = 1, 3 do r[i] = math.min(list[i], limits[i] or list[i]) end
-    return r
-  end
-  out.threads_max = math.min(base.threads_max, info.threads_per_block)
-  -- beyond 48 KiB a kernel's shared memory is dynamic, opted into at load (tcl.cuda's program)
-  out.local_bytes = math.min(base.local_bytes, info.shared_bytes_optin or info.shared_bytes)
-  out.local_max = narrowed(base.local_max, info.max_block)
-  out.grid_max = narrowed(base.grid_max, info.max_grid)
-  out.warp = info.warp_size or base.warp
-  return out
+  return gpu_backend.narrowed_limits(base, {
+    threads_max = info.threads_per_block,
+    -- beyond 48 KiB a kernel's shared memory is dynamic, opted into at load (tcl.cuda's program)
+    local_bytes = info.shared_bytes_optin or info.shared_bytes,
+    local_max = info.max_block, grid_max = info.max_grid, warp = info.warp_size,
+  })
 end
 
 --- The GPU target and the architecture kernels are compiled for on a device (info:

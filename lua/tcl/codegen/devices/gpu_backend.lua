@@ -11,6 +11,26 @@ local gpu_launch = require "tcl.codegen.devices.gpu_launch"
 
 local M = {}
 
+--- The GPU limits kernels are shaped for on one device: a copy of the target's (base), each
+-- bound the device reports (device: threads_max, local_bytes, local_max and grid_max, per axis,
+-- warp; nil: the target's) taking the smaller. The backends map their device() tables onto it.
+function M.narrowed_limits(base, device)
+  local out = {}
+  for k, v in pairs(base) do out[k] = v end
+  local function per_axis(list, limits)
+    if list == nil or limits == nil then return list end
+    local r = {}
+    for i = 1, 3 do r[i] = math.min(list[i], limits[i] or list[i]) end
+    return r
+  end
+  out.threads_max = math.min(base.threads_max, device.threads_max or base.threads_max)
+  out.local_bytes = math.min(base.local_bytes, device.local_bytes or base.local_bytes)
+  out.local_max = per_axis(base.local_max, device.local_max)
+  out.grid_max = per_axis(base.grid_max, device.grid_max)
+  out.warp = device.warp or base.warp
+  return out
+end
+
 --- Gives backend table B: B.probe(), B.renderer (name, lacks, gpu read from the device,
 -- opt_caps()), B.options (read from the device), B.allocate(dtype, numel), B.launch_of,
 -- B.params_of, B.entry_name, B.synchronize(), B.render(job, dev) and B.program(...) (below).

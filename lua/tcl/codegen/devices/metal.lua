@@ -40,13 +40,8 @@ local M = {
 -- what the device reports (info: tcl.metal.device()'s table; without apple_family, the
 -- target's tensor cores and SIMD groups are assumed).
 function M.gpu_limits(base, info)
-  local out = {}
-  for k, v in pairs(base) do out[k] = v end
-  local loc = {}
-  for i = 1, 3 do loc[i] = math.min(base.local_max[i], info.max_threadgroup[i] or base.local_max[i]) end
-  out.local_max = loc
-  out.threads_max = math.min(base.threads_max, info.threads_per_threadgroup or base.threads_max)
-  out.local_bytes = math.min(base.local_bytes, info.threadgroup_bytes or base.local_bytes)
+  local out = gpu_backend.narrowed_limits(base, { threads_max = info.threads_per_threadgroup,
+    local_bytes = info.threadgroup_bytes, local_max = info.max_threadgroup })
   -- the Metal feature set tables: simdgroup matrices from Apple7 (M1) on, SIMD permutes
   -- (simd_shuffle_xor) from Apple6; an AMD or Intel GPU (family 0) has SIMD groups of 8 to 64
   -- threads, so no shuffle (they assume 32) and no tensor cores there
