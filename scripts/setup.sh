@@ -9,10 +9,14 @@ set -euo pipefail
 # we install without recommends. dataset-fashion-mnist is the data set tcl.data.fashion_mnist
 # reads (and its spec checks); luarocks builds tcl-scm-1.rockspec (spec/project/packaging_spec.lua);
 # clang checks the Metal kernels tcl renders (C++ against a stand-in header); g++ builds the
-# rendered CUDA/Metal sources as host C++ to compare their values with EMU's.
+# rendered CUDA/Metal sources as host C++ to compare their values with EMU's. python3-torch gives
+# the specs their PyTorch reference values (spec/support/torch_ref.lua) and exports the ONNX models
+# the benchmarks import; libonnx-testdata is ONNX's conformance suite the test command runs,
+# libonnx-dev its onnx.proto (the ONNX reader's field numbers are checked against it), and
+# python3-onnx an independent reader of the same files.
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check
           libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist luarocks
-          clang g++)
+          clang g++ python3-torch python3-onnx libonnx-testdata libonnx-dev)
 # LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
 LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev)
 
