@@ -51,6 +51,8 @@ local tcl = {
   -- the kernels' object code that build into a program needing only libc and pthreads (tcl.export,
   -- loaded on first use)
   export = function(...) return require("tcl.export").export(...) end,
+  -- ONNX import: tcl.onnx.load(path) (docs/guide/onnx.md; lua/tcl/onnx, loaded on first use)
+  onnx = setmetatable({}, { __index = function(_, k) return require("tcl.onnx")[k] end }),
   -- autograd (docs/guide/training.md, "Autograd"): scoped gradient switches and the functional transforms
   no_grad = Tensor.no_grad,
   enable_grad = Tensor.enable_grad,

@@ -1,0 +1,38 @@
+-- lua/tcl/onnx/out_of_scope.lua — conformance cases tcl declares out of scope, each with its
+-- reason (docs/guide/onnx.md lists them). Everything else in the suite is expected to run.
+local STRINGS = "string tensors (tcl has no string dtype)"
+local TRAINING = "a training-only op (ai.onnx.preview.training)"
+local RANDOM = "random values: the expected output depends on the reference's random generator"
+
+return {
+  ["node/test_strnormalizer_export_monday_casesensintive_lower"] = STRINGS,
+  ["node/test_strnormalizer_export_monday_casesensintive_nochangecase"] = STRINGS,
+  ["node/test_strnormalizer_export_monday_casesensintive_upper"] = STRINGS,
+  ["node/test_strnormalizer_export_monday_empty_output"] = STRINGS,
+  ["node/test_strnormalizer_export_monday_insensintive_upper_twodim"] = STRINGS,
+  ["node/test_strnormalizer_nostopwords_nochangecase"] = STRINGS,
+  ["node/test_cast_FLOAT_to_STRING"] = STRINGS,
+  ["node/test_cast_STRING_to_FLOAT"] = STRINGS,
+  ["node/test_castlike_FLOAT_to_STRING"] = STRINGS,
+  ["node/test_castlike_FLOAT_to_STRING_expanded"] = STRINGS,
+  ["node/test_castlike_STRING_to_FLOAT"] = STRINGS,
+  ["node/test_castlike_STRING_to_FLOAT_expanded"] = STRINGS,
+  ["simple/test_strnorm_model_monday_casesensintive_lower"] = STRINGS,
+  ["simple/test_strnorm_model_monday_casesensintive_nochangecase"] = STRINGS,
+  ["simple/test_strnorm_model_monday_casesensintive_upper"] = STRINGS,
+  ["simple/test_strnorm_model_monday_empty_output"] = STRINGS,
+  ["simple/test_strnorm_model_monday_insensintive_upper_twodim"] = STRINGS,
+  ["simple/test_strnorm_model_nostopwords_nochangecase"] = STRINGS,
+  ["simple/test_gradient_of_add"] = TRAINING,
+  ["simple/test_gradient_of_add_and_mul"] = TRAINING,
+  ["node/test_adagrad"] = TRAINING,
+  ["node/test_adagrad_multiple"] = TRAINING,
+  ["node/test_adam"] = TRAINING,
+  ["node/test_adam_multiple"] = TRAINING,
+  ["node/test_momentum"] = TRAINING,
+  ["node/test_momentum_multiple"] = TRAINING,
+  ["node/test_nesterov_momentum"] = TRAINING,
+  ["node/test_bernoulli"] = RANDOM,
+  ["node/test_bernoulli_double"] = RANDOM,
+  ["node/test_bernoulli_seed"] = RANDOM,
+}
