@@ -160,7 +160,7 @@ local function missing_ops(g, missing)
     if not registry.handlers[node.key] then missing[node.key] = (missing[node.key] or 0) + 1 end
     for _, v in pairs(node.attrs) do
       if getmetatable(v) == Graph then missing_ops(v, missing) end
-      if type(v) == "table" and getmetatable(v[1]) == Graph then
+      if type(v) == "table" and not is_tensor(v) and getmetatable(rawget(v, 1)) == Graph then
         for _, sub in ipairs(v) do missing_ops(sub, missing) end
       end
     end
@@ -261,7 +261,8 @@ function Graph:execute(ctx, env)
     local handler = registry.handlers[node.key]
     ctx.node = node
     local results = table.pack(handler(ctx, call))
-    if results.n == 1 and type(results[1]) == "table" and not is_tensor(results[1]) and results[1].kind == nil then
+    local first = results[1]
+    if results.n == 1 and type(first) == "table" and not is_tensor(first) and rawget(first, "kind") == nil then
       results = results[1] -- a handler may return its outputs as one list
     end
     for i, name in ipairs(node.output_names) do

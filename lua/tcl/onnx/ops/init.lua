@@ -13,22 +13,28 @@
 --   ctx:known(t, values)  records host values of a tensor a handler made (shape arithmetic)
 --   ctx:fail(fmt, ...)    an error naming the model, the node and its op type
 -- ONNX's 0-based indices and axes are converted to tcl's 1-based API inside the handlers.
+-- Only a domain file's capitalized keys are op types: lower-case ones are helpers it shares.
 local M = {}
 
 -- Op types of other domains are registered as "<domain>.<OpType>".
 M.DOMAINS = {
   "core",
+  "shape_ops",
+  "elementwise",
+  "reduce",
 }
 
 M.handlers, M.owner = {}, {}
 for _, domain in ipairs(M.DOMAINS) do
   local module = require("tcl.onnx.ops." .. domain)
   for op_type, handler in pairs(module) do
+    if not op_type:match("^%u") then goto helper end
     if M.owner[op_type] then
       error(string.format("tcl.onnx.ops: op type %s is defined in both ops/%s.lua and ops/%s.lua", op_type,
         M.owner[op_type], domain))
     end
     M.handlers[op_type], M.owner[op_type] = handler, domain
+    ::helper::
   end
 end
 
