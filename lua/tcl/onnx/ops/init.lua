@@ -22,6 +22,8 @@ M.DOMAINS = {
   "shape_ops",
   "elementwise",
   "reduce",
+  "losses",
+  "indexing",
 }
 
 M.handlers, M.owner = {}, {}
