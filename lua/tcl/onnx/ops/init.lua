@@ -24,6 +24,7 @@ M.DOMAINS = {
   "reduce",
   "losses",
   "indexing",
+  "math",
 }
 
 M.handlers, M.owner = {}, {}
