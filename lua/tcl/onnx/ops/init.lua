@@ -25,6 +25,7 @@ M.DOMAINS = {
   "losses",
   "indexing",
   "math",
+  "sequence",
 }
 
 M.handlers, M.owner = {}, {}
