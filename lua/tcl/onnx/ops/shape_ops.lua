@@ -182,7 +182,7 @@ function M.Slice(ctx, node)
   for i, a in ipairs(axes) do
     local axis = axis0(ctx, a, rank)
     local step = steps and steps[i] or 1
-    if step == 0 then ctx:fail("step %d is 0", i - 1) end
+    if step == 0 then ctx:fail("steps[%d] (for axis %d) is 0", i - 1, a) end
     local start, count = slice_axis(starts[i], ends[i], step, shape[axis + 1])
     y = M.strided(y, axis, start, count, step)
     host_axis = { start = start, count = count, step = step }
