@@ -417,6 +417,7 @@ describe("onnx handlers: sequences and optionals", function()
     fails_with("cannot insert a int64 tensor into a sequence of float32", run, "SequenceInsert", { s, i64({ 1 }) })
     fails_with("input 0 must be a sequence, got a tensor", run, "SequenceLength", { a })
     fails_with("cannot erase from an empty sequence", run, "SequenceErase", { empty })
+    fails_with("all inputs must have one dtype: input 0 is float32, input 1 is int64", seq, a, i64({ 1 }))
   end)
 
   it("SplitToSequence and ConcatFromSequence (concat and new_axis stacking)", function()

@@ -16,7 +16,8 @@ local M = {}
 local function is_sequence(v) return type(v) == "table" and not is_tensor(v) and rawget(v, "kind") == "sequence" end
 local function is_optional(v) return type(v) == "table" and not is_tensor(v) and rawget(v, "kind") == "optional" end
 
--- A new sequence holding items (a list), with the element dtype of like (or of its first item).
+-- A new sequence holding items (a list); its element dtype is elem_dtype, else its first item's.
+-- Shared with the control-flow handlers (Loop/If carry sequences), hence exported.
 local function new_sequence(items, elem_dtype)
   local s = { kind = "sequence", elem_dtype = elem_dtype }
   for i, t in ipairs(items) do s[i] = t end
@@ -79,7 +80,7 @@ function M.SequenceConstruct(ctx, node)
   local items = {}
   for i = 1, node.ninputs do
     items[i] = tensor_input(ctx, node, i)
-    if i > 1 and items[i].dtype ~= items[1].dtype then
+    if i > 1 and tostring(items[i].dtype) ~= tostring(items[1].dtype) then
       ctx:fail("all inputs must have one dtype: input 0 is %s, input %d is %s", tostring(items[1].dtype), i - 1,
         tostring(items[i].dtype))
     end
