@@ -266,6 +266,15 @@ describe("onnx handlers: ONNX's type rules", function()
   it("Pow keeps an integer base's dtype; a float base takes any exponent dtype", function()
     check(run("Pow", { i64({ 2, 3, -2 }), i64({ 3, 2, 3 }) }), "int64", { 3 }, { 8, 9, -8 })
     check(run("Pow", { f32({ 2, 4 }), i64({ 2, -1 }) }), "float32", { 2 }, { 4, 0.25 })
+    -- exact past 2^53 (squaring, not float64), wrapping like numpy; negative exponents truncate
+    local base, exponent = i64({ 3, 7, -3, 2, -1, 1, -2 }), { 39, 20, 39, -1, -3, -5, 0 }
+    local want = { 4052555153018976267, 79792266297612001, -4052555153018976267, 0, -1, 1, 1 }
+    check(run("Pow", { base, i64(exponent) }), "int64", { 7 }, want)
+    local ctx = context()
+    check(run("Pow", { base, ctx:known(i64(exponent), exponent) }, {}, { ctx = ctx }), "int64", { 7 }, want)
+    check(run("Pow", { Tensor({ 3, -3 }, { dtype = "int32" }), Tensor({ 21, 21 }, { dtype = "int32" }) }), "int32",
+      { 2 }, { 1870418611, -1870418611 })
+    check(run("Pow", { Tensor({ 3 }, { dtype = "int32" }), f32({ 2.5 }) }), "int32", { 1 }, { 15 })
   end)
 
   it("BitShift shifts unsigned integers, wrapping at the type's width", function()

@@ -58,12 +58,43 @@ function M.Div(ctx, node)
   return host_binary(ctx, y, a, b, truncdiv)
 end
 
-function M.Pow(_, node)
+-- The number of binary digits of the largest exponent a Pow may see: from host-known values,
+-- else every value bit of the exponent's dtype.
+local function exponent_bits(ctx, e)
+  local known, largest = ctx.host[e], nil
+  if known then
+    largest = 0
+    for _, v in ipairs(known) do
+      if type(v) ~= "number" then largest = nil break end
+      largest = math.max(largest, v)
+    end
+  end
+  if largest == nil then
+    local width = tonumber(dtype_of(e):match("(%d+)$")) or 64
+    return math.min(dtype_of(e):match("^u") and width or width - 1, 63) -- applied as int64
+  end
+  local bits = 0
+  while largest > 0 do bits, largest = bits + 1, largest // 2 end
+  return bits
+end
+
+function M.Pow(ctx, node)
   local a, b = node.inputs[1], node.inputs[2]
   local dt = dtype_of(a)
   if is_float(a) then return a:pow(b:cast(dt)) end
-  -- an integer base keeps its type: computed in float64, exact for the values ints reach
-  return a:cast("float64"):pow(b:cast("float64")):cast(dt)
+  -- an integer base keeps its type; float64 would lose digits past 2^53, so an integer exponent
+  -- is applied by squaring (wrapping like C and numpy); a negative one truncates the float power
+  -- (0 unless the base is 1 or -1)
+  local through_float = a:cast("float64"):pow(b:cast("float64")):cast(dt)
+  if is_float(b) then return through_float end
+  local e = b:cast("int64")
+  local result, square = Tensor.ones_like(a), a
+  for bit = 0, exponent_bits(ctx, b) - 1 do
+    local set = e:floordiv(1 << bit):mod(2):eq(1)
+    result = Tensor.where(set, result * square, result)
+    square = square * square
+  end
+  return Tensor.where(e:lt(0), through_float, result):cast(dt)
 end
 
 function M.Mod(_, node)
