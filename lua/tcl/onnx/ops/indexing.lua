@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/indexing.lua — ONNX's element indexing: GatherElements, ScatterElements
+-- tcl.onnx.ops.indexing — ONNX's element indexing: GatherElements, ScatterElements
 -- (and the old Scatter), GatherND, ScatterND, NonZero, Compress, ReverseSequence. ONNX's 0-based
 -- indices (negative ones counting from the end) become tcl's 1-based ones for Tensor.gather /
 -- scatter / index_select; NonZero and Compress have data-dependent sizes and read their

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/losses.lua — ONNX's NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss:
+-- tcl.onnx.ops.losses — ONNX's NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss:
 -- 0-based class targets picked by a one-hot compare (fuses; an ignored or out-of-range target
 -- picks nothing), optional class weights, ignore_index, reductions none/sum/mean (mean divides
 -- by the summed weights of the targets that count, as ONNX defines it).

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/math.lua — ONNX's transcendental and activation handlers that map onto the
+-- tcl.onnx.ops.math — ONNX's transcendental and activation handlers that map onto the
 -- Tensor API's math_ops and activations (Erf, Asin ... Atanh, IsNaN, IsInf, Selu, Celu,
 -- HardSigmoid, HardSwish, Softsign, ThresholdedRelu, Shrink, PRelu, Mish), keeping ONNX's
 -- attribute defaults where they differ from PyTorch's (HardSigmoid's alpha and beta, Selu's).
