@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/sequence.lua — ONNX handlers for sequence and optional values:
+-- tcl.onnx.ops.sequence — ONNX handlers for sequence and optional values:
 -- SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase, SequenceLength,
 -- SplitToSequence, ConcatFromSequence, SequenceMap, Optional, OptionalHasElement,
 -- OptionalGetElement.
