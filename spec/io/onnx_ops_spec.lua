@@ -225,6 +225,26 @@ describe("onnx handlers: opset differences", function()
     check(run("Hardmax", { x }, { axis = 0 }, { opset = 13 }), "float32", { 2, 3 }, { { 0, 1, 1 }, { 1, 0, 0 } })
   end)
 
+  it("before opset 7: binary ops broadcast B from the axis attribute, PRelu's slope per channel", function()
+    local a = Tensor.arange(0, 24, { dtype = "float32" }):reshape({ 2, 3, 4 })
+    local b = f32({ 100, 200, 300 })
+    local sum = run("Add", { a, b }, { broadcast = 1, axis = 1 }, { opset = 6 })
+    assert.are.same({ 2, 3, 4 }, sum:size())
+    local want = {}
+    for i = 0, 23 do want[i + 1] = i + 100 * ((i // 4) % 3 + 1) end
+    check(sum, "float32", { 2, 3, 4 }, want)
+    check(run("Greater", { a, b }, { broadcast = 1, axis = -2 }, { opset = 6 }):cast("int32"):sum(), "int64", {}, 0)
+    -- without axis (and from opset 7) numpy's trailing alignment
+    check(run("Mul", { a, f32({ 0, 1, 0, 1 }) }, { broadcast = 1 }, { opset = 6 }):sum(), "float32", {}, 144)
+    fails_with("broadcast axis 2 cannot place B's shape (3) in A's (2, 3, 4)",
+      run, "Sub", { a, b }, { broadcast = 1, axis = 2 }, { opset = 6 })
+    local x = f32({ { { -1, 2 }, { -3, 4 }, { -5, 6 } } }) -- 1 x 3 channels x 2
+    check(run("PRelu", { x, f32({ 0.5, 0.25, 2 }) }, {}, { opset = 6 }), "float32", { 1, 3, 2 },
+      { { { -0.5, 2 }, { -0.75, 4 }, { -10, 6 } } })
+    check(run("PRelu", { x, f32({ { 0.5, 0.25 } }) }, {}, { opset = 9 }), "float32", { 1, 3, 2 },
+      { { { -0.5, 2 }, { -1.5, 4 }, { -2.5, 6 } } })
+  end)
+
   it("Split: sizes from the attribute (opset < 13), the input (>= 13), or equal parts", function()
     local x = Tensor.arange(1, 8, { dtype = "int64" }) -- 1..7
     local a, b = run("Split", { x }, { split = { 2, 5 } }, { opset = 11, noutputs = 2 })

@@ -32,23 +32,41 @@ local function truncdiv(a, b)
   return q
 end
 
-function M.Add(ctx, node)
+-- Before opset 7, a binary op broadcast only with broadcast=1, lining B's dims up with A's from
+-- `axis` on (A's last dims when absent): B gets trailing ones so numpy's rules do the same.
+local function operands(ctx, node)
   local a, b = node.inputs[1], node.inputs[2]
+  local axis = node.attrs.axis
+  if not (node.opset and node.opset < 7) or (node.attrs.broadcast or 0) == 0 or axis == nil then return a, b end
+  local rank, shape, sizes = #a:size(), b:size(), a:size()
+  local first = axis < 0 and axis + rank or axis
+  local fits = first >= 0 and first + #shape <= rank
+  for i, n in ipairs(shape) do fits = fits and (n == 1 or n == sizes[first + i]) end
+  if not fits then
+    ctx:fail("broadcast axis %d cannot place B's shape (%s) in A's (%s)", axis, table.concat(shape, ", "),
+      table.concat(a:size(), ", "))
+  end
+  for _ = first + #shape + 1, rank do shape[#shape + 1] = 1 end
+  return a, b:reshape(shape)
+end
+
+function M.Add(ctx, node)
+  local a, b = operands(ctx, node)
   return host_binary(ctx, a + b, a, b, function(x, y) return x + y end)
 end
 
 function M.Sub(ctx, node)
-  local a, b = node.inputs[1], node.inputs[2]
+  local a, b = operands(ctx, node)
   return host_binary(ctx, a - b, a, b, function(x, y) return x - y end)
 end
 
 function M.Mul(ctx, node)
-  local a, b = node.inputs[1], node.inputs[2]
+  local a, b = operands(ctx, node)
   return host_binary(ctx, a * b, a, b, function(x, y) return x * y end)
 end
 
 function M.Div(ctx, node)
-  local a, b = node.inputs[1], node.inputs[2]
+  local a, b = operands(ctx, node)
   if is_float(a) then return a:div(b) end
   -- integers: C's division, truncating toward zero
   local q = a:floordiv(b)
@@ -79,7 +97,7 @@ local function exponent_bits(ctx, e)
 end
 
 function M.Pow(ctx, node)
-  local a, b = node.inputs[1], node.inputs[2]
+  local a, b = operands(ctx, node)
   local dt = dtype_of(a)
   if is_float(a) then return a:pow(b:cast(dt)) end
   -- an integer base keeps its type; float64 would lose digits past 2^53, so an integer exponent
@@ -156,7 +174,10 @@ function M.LeakyRelu(_, node) return node.inputs[1]:leaky_relu(node.attrs.alpha 
 function M.Elu(_, node) return node.inputs[1]:elu(node.attrs.alpha or 1.0) end
 
 local function compare(method)
-  return function(_, node) return node.inputs[1][method](node.inputs[1], node.inputs[2]) end
+  return function(ctx, node)
+    local a, b = operands(ctx, node)
+    return a[method](a, b)
+  end
 end
 M.Equal = compare("eq")
 M.Greater = compare("gt")

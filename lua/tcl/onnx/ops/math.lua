@@ -64,6 +64,13 @@ end
 
 function M.PRelu(_, node)
   local x, slope = node.inputs[1], node.inputs[2]
+  local rank = #x:size()
+  if node.opset and node.opset < 7 and #slope:size() == 1 and slope:numel() > 1 and rank >= 2 then
+    -- before opset 7 a slope of several values holds one per channel (X's dim 1)
+    local shape = { slope:numel() }
+    for _ = 3, rank do shape[#shape + 1] = 1 end
+    slope = slope:reshape(shape)
+  end
   return Tensor.where(x:ge(0), x, x * slope)
 end
 
