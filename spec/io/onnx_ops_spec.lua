@@ -428,6 +428,11 @@ describe("onnx handlers: data movement", function()
       { { 0, 1, 2, 9 }, { 3, 4, 5, 9 } })
     check(run("Tile", { i64({ { 1, 2 } }), i64({ 2, 2 }) }), "int64", { 2, 4 }, { { 1, 2, 1, 2 }, { 1, 2, 1, 2 } })
     fails_with("repeats has 1 entries for rank 2", run, "Tile", { x, i64({ 2 }) })
+    -- before opset 4 Concat's axis defaults to 1; before opset 6 Tile copies along one axis
+    check(run("Concat", { x, x }, {}, { opset = 3 }), "int64", { 2, 6 }, { { 0, 1, 2, 0, 1, 2 }, { 3, 4, 5, 3, 4, 5 } })
+    fails_with("axis is required", run, "Concat", { x, x }, {}, { opset = 4 })
+    check(run("Tile", { x, i64(2), i64(0) }, {}, { opset = 5 }), "int64", { 4, 3 },
+      { { 0, 1, 2 }, { 3, 4, 5 }, { 0, 1, 2 }, { 3, 4, 5 } })
   end)
 end)
 

@@ -96,7 +96,9 @@ function M.Concat(ctx, node)
   end
   if #list == 0 then ctx:fail("no inputs") end
   local rank = #list[1]:size()
-  local axis = axis0(ctx, node.attrs.axis or ctx:fail("axis is required"), rank)
+  -- Concat-1 (before opset 4) defaults the axis to 1
+  local axis = node.attrs.axis or (node.opset and node.opset < 4 and 1) or ctx:fail("axis is required")
+  axis = axis0(ctx, axis, rank)
   -- shape arithmetic: every input known on the host, 1-d
   local all_known, values = rank == 1, {}
   for _, t in ipairs(list) do
@@ -262,7 +264,17 @@ end
 
 function M.Tile(ctx, node)
   local x = node.inputs[1]
-  local repeats = ctx:ints(node.inputs[2])
+  local repeats
+  if node.opset and node.opset < 6 then
+    -- Tile-1: inputs (input, tiles, axis): tiles copies along one axis
+    local tiles, axis = ctx:ints(node.inputs[2])[1], ctx:ints(node.inputs[3])[1]
+    local rank = #x:size()
+    axis = axis0(ctx, axis, rank)
+    repeats = {}
+    for d = 1, rank do repeats[d] = d == axis + 1 and tiles or 1 end
+  else
+    repeats = ctx:ints(node.inputs[2])
+  end
   if #repeats ~= #x:size() then ctx:fail("repeats has %d entries for rank %d", #repeats, #x:size()) end
   if #repeats == 0 then return x end
   return x["repeat"](x, table.unpack(repeats))
