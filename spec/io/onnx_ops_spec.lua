@@ -148,6 +148,47 @@ describe("onnx handlers: Slice", function()
   end)
 end)
 
+describe("onnx handlers: Slice against Python's slice semantics", function()
+  -- the indices range(*slice(start, stop, step).indices(n)) gives (ONNX defines Slice so)
+  local function python_slice(start, stop, step, n)
+    local lower, upper = step < 0 and -1 or 0, step < 0 and n - 1 or n
+    local function clamp(v)
+      if v < 0 then return math.max(v + n, lower) end
+      return math.min(v, upper)
+    end
+    start, stop = clamp(start), clamp(stop)
+    local out, i = {}, start
+    while (step > 0 and i < stop) or (step < 0 and i > stop) do
+      out[#out + 1] = i
+      i = i + step
+    end
+    return out
+  end
+
+  it("agrees on 300 random starts/ends/steps, including huge and negative ones, on sizes 0..7", function()
+    local seed = 12345
+    local function random(k)
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % k
+    end
+    local extremes = { math.mininteger, math.maxinteger, -100, 100 }
+    local steps = { 1, 2, 3, -1, -2, -3, 7, -7 }
+    for _ = 1, 300 do
+      local n = random(8)
+      local function position()
+        if random(5) == 0 then return extremes[random(4) + 1] end
+        return random(2 * n + 5) - n - 2
+      end
+      local start, stop, step = position(), position(), steps[random(8) + 1]
+      local y = run("Slice", { Tensor.arange(0, n, { dtype = "int64" }), i64({ start }), i64({ stop }), i64({ 0 }),
+        i64({ step }) }, {}, { opset = 13 })
+      local want = python_slice(start, stop, step, n)
+      local got = y:numel() > 0 and y:tolist() or {}
+      assert.are.same(want, got, string.format("n=%d start=%d stop=%d step=%d", n, start, stop, step))
+    end
+  end)
+end)
+
 describe("onnx handlers: opset differences", function()
   it("Clip: attributes before opset 11, optional inputs after; integer dtypes stay", function()
     local x = f32({ -3, -0.5, 1, 4 })
