@@ -324,6 +324,25 @@ describe("onnx handlers: ONNX's type rules", function()
       "int32", { 2, 2 }, { { 1, -2 }, { 2, -1 } })
   end)
 
+  it("integer Div and Mod agree with Lua's integer arithmetic on every pair in -12..12", function()
+    local as, bs = {}, {}
+    for a = -12, 12 do
+      for b = -12, 12 do
+        if b ~= 0 then as[#as + 1], bs[#bs + 1] = a, b end
+      end
+    end
+    local a, b = Tensor(as, { dtype = "int32" }), Tensor(bs, { dtype = "int32" })
+    local quotient, floor_mod, c_mod = {}, {}, {}
+    for i = 1, #as do
+      local q = as[i] // bs[i]
+      if q < 0 and q * bs[i] ~= as[i] then q = q + 1 end -- toward zero
+      quotient[i], floor_mod[i], c_mod[i] = q, as[i] % bs[i], math.fmod(as[i], bs[i])
+    end
+    check(run("Div", { a, b }), "int32", { #as }, quotient)
+    check(run("Mod", { a, b }), "int32", { #as }, floor_mod)
+    check(run("Mod", { a, b }, { fmod = 1 }), "int32", { #as }, c_mod)
+  end)
+
   it("Pow keeps an integer base's dtype; a float base takes any exponent dtype", function()
     check(run("Pow", { i64({ 2, 3, -2 }), i64({ 3, 2, 3 }) }), "int64", { 3 }, { 8, 9, -8 })
     check(run("Pow", { f32({ 2, 4 }), i64({ 2, -1 }) }), "float32", { 2 }, { 4, 0.25 })
