@@ -91,6 +91,13 @@ describe("onnx handlers: 0-based indices and axes", function()
     fails_with("index 3 is out of range for size 3",
       run, "Gather", { x, known:known(i64({ 3 }), { 3 }) }, { axis = 0 }, { ctx = known })
     fails_with("axis 2 is out of range for rank 2", run, "Gather", { x, i64({ 0 }) }, { axis = 2 })
+    -- indices only the device knows: reported by the next read to the host, naming the node
+    local picked = run("Gather", { x, i64({ 1, 3 }) }, { axis = 0 })
+    local ok, err = pcall(picked.tolist, picked)
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find("tcl.onnx: spec.onnx: node 0 (Gather): Gather indices must be in -3..2 " ..
+      "(0-based, negative from the end), and some were outside", 1, true), tostring(err))
+    check(run("Gather", { x, i64({ -3, 2 }) }, { axis = 0 }), "float32", { 2, 2 }, { { 1, 2 }, { 5, 6 } })
   end)
 
   it("ArgMax/ArgMin give 0-based int64 indices, first or last of ties, keepdims", function()

@@ -4,6 +4,7 @@
 -- gathered, concatenated, sliced) stays on the host.
 local Tensor = require "tcl.api.tensor"
 local nodes = require "tcl.api.nodes"
+local index_checks = require "tcl.api.index_checks"
 
 local M = {}
 
@@ -228,6 +229,10 @@ function M.gather(ctx, x, indices, axis)
     return y
   end
   local idx = indices:cast("int64")
+  -- an index outside -n..n-1 would select nothing (zeros): reported by the next read to the host
+  index_checks.flag_if("tcl.onnx", idx:lt(-n):logical_or(idx:ge(n)), string.format(
+    "%s: %s: Gather indices must be in %d..%d (0-based, negative from the end), and some were outside",
+    ctx.model.path, ctx.node and ctx.node.label or "Gather", -n, n - 1))
   idx = Tensor.where(idx:lt(0), idx + n, idx)
   -- data viewed as [before, 1 (x index dims), n, after], the one-hot as [1, index dims, n, 1]
   local before, after = {}, {}
