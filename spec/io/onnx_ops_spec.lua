@@ -119,6 +119,8 @@ describe("onnx handlers: 0-based indices and axes", function()
       { { 5, 0, 0 }, { 0, 0, 5 }, { 0, 0, 5 }, { 0, 0, 0 } })
     check(run("OneHot", { indices, depth, values }, { axis = 0 }), "float32", { 3, 4 },
       { { 5, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 5, 5, 0 } })
+    check(run("OneHot", { i64({ { 0, 1 }, { 2, -1 } }), i64(3), i64({ 0, 1 }) }, { axis = 1 }), "int64", { 2, 3, 2 },
+      { { { 1, 0 }, { 0, 1 }, { 0, 0 } }, { { 0, 0 }, { 0, 0 }, { 1, 1 } } })
   end)
 
   it("Trilu keeps the upper or lower triangle from the k-th diagonal (k an input)", function()
@@ -271,6 +273,12 @@ describe("onnx handlers: opset differences", function()
     check(run("Hardmax", { x }, {}, { opset = 13 }), "float32", { 2, 3 }, { { 0, 1, 0 }, { 1, 0, 0 } })
     check(run("Hardmax", { x }, { axis = 0 }, { opset = 11 }), "float32", { 2, 3 }, { { 0, 1, 0 }, { 0, 0, 0 } })
     check(run("Hardmax", { x }, { axis = 0 }, { opset = 13 }), "float32", { 2, 3 }, { { 0, 1, 1 }, { 1, 0, 0 } })
+    -- opset 11 on 3-d input at axis 1: each batch's 2x2 block is one row
+    local cube = f32({ { { 1, 4 }, { 4, 2 } }, { { 0, -1 }, { -2, 0 } } })
+    check(run("Hardmax", { cube }, {}, { opset = 11 }), "float32", { 2, 2, 2 },
+      { { { 0, 1 }, { 0, 0 } }, { { 1, 0 }, { 0, 0 } } })
+    check(run("Hardmax", { cube }, { axis = 1 }, { opset = 13 }), "float32", { 2, 2, 2 },
+      { { { 0, 1 }, { 1, 0 } }, { { 1, 0 }, { 0, 1 } } })
   end)
 
   it("before opset 7: binary ops broadcast B from the axis attribute, PRelu's slope per channel", function()
