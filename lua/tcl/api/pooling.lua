@@ -191,6 +191,22 @@ local function adaptive_max(fn, n, x, output_size)
   return x
 end
 
+local function adaptive_rank(fn, output_size)
+  if type(output_size) ~= "table" or is_tensor(output_size) or #output_size < 1 or #output_size > 3 then
+    fail(fn, "output_size must be a table of 1 to 3 sizes, got %s", check.type_name(output_size))
+  end
+  return #output_size
+end
+
+--- Mean over adaptive windows of the last n dims, n = #output_size (1 to 3 sizes).
+function M.adaptive_avg_pool(x, output_size)
+  return adaptive_avg("adaptive_avg_pool", adaptive_rank("adaptive_avg_pool", output_size), x, output_size)
+end
+--- Max over adaptive windows of the last n dims, n = #output_size (1 to 3 sizes).
+function M.adaptive_max_pool(x, output_size)
+  return adaptive_max("adaptive_max_pool", adaptive_rank("adaptive_max_pool", output_size), x, output_size)
+end
+
 --- Mean over adaptive windows of the last dim down to output_size cells (as torch: cell o
 --  covers [floor(o*L/O), ceil((o+1)*L/O))).
 function M.adaptive_avg_pool1d(x, output_size) return adaptive_avg("adaptive_avg_pool1d", 1, x, output_size) end
