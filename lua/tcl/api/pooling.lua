@@ -221,4 +221,6 @@ function M.adaptive_max_pool2d(x, output_size) return adaptive_max("adaptive_max
 --- Max over adaptive windows of the last three dims down to output_size (a number or {d, h, w}).
 function M.adaptive_max_pool3d(x, output_size) return adaptive_max("adaptive_max_pool3d", 3, x, output_size) end
 
+M._pooled_windows, M._lowest = pooled_windows, lowest
+
 return M

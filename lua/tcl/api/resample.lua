@@ -126,7 +126,7 @@ function M.interpolate(x, opts)
     end
     for i = 1, n do
       local f = check.number(fn, "scale_factor", factors[i])
-      if not (f > 0) then fail(fn, "scale_factor must be positive, got %s", tostring(f)) end
+      if f <= 0 or f ~= f then fail(fn, "scale_factor must be positive, got %s", tostring(f)) end
       out[i] = math.floor(x._shape[2 + i] * f)
       if out[i] < 1 then
         fail(fn, "scale_factor %s makes dim %d of %s empty", tostring(f), 2 + i, shape_str(x._shape))

@@ -22,6 +22,7 @@ M.DOMAINS = {
   "shape_ops",
   "elementwise",
   "reduce",
+  "conv",
 }
 
 M.handlers, M.owner = {}, {}

@@ -1,0 +1,318 @@
+-- lua/tcl/onnx/ops/conv.lua — ONNX handlers for convolution, pooling, padding and resampling:
+-- Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
+-- GlobalMaxPool, Pad, Resize, Upsample. They map onto Tensor.conv / conv_transpose / max_pool /
+-- avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
+-- [b1, ..., bn, e1, ..., en] become {before, after} pairs, auto_pad is resolved here.
+local Tensor = require "tcl.api.tensor"
+local pooling = require "tcl.api.pooling"
+local resample = require "tcl.api.resample"
+
+local M = {}
+
+local function dtype_of(t) return tostring(t.dtype) end
+
+-- {before, after} pairs for the n spatial dims of a node: auto_pad SAME_UPPER / SAME_LOWER
+-- (output ceil(L / stride); the odd cell after for UPPER, before for LOWER), VALID, or pads.
+local function spatial_pads(ctx, node, x, kernel, strides, dilations)
+  local n = #kernel
+  local shape = x:size()
+  local auto = node.attrs.auto_pad or "NOTSET"
+  local pairs_ = {}
+  if auto == "SAME_UPPER" or auto == "SAME_LOWER" then
+    for i = 1, n do
+      local size = shape[2 + i]
+      local out = -(-size // strides[i])
+      local total = math.max(0, (out - 1) * strides[i] + dilations[i] * (kernel[i] - 1) + 1 - size)
+      local small = total // 2
+      pairs_[i] = auto == "SAME_UPPER" and { small, total - small } or { total - small, small }
+    end
+  elseif auto == "VALID" then
+    for i = 1, n do pairs_[i] = { 0, 0 } end
+  elseif auto == "NOTSET" then
+    local pads = node.attrs.pads or {}
+    for i = 1, n do pairs_[i] = { pads[i] or 0, pads[n + i] or 0 } end
+  else
+    ctx:fail("unknown auto_pad '%s'", tostring(auto))
+  end
+  return pairs_
+end
+
+local function per_dim(list, n, default)
+  local out = {}
+  for i = 1, n do out[i] = list and list[i] or default end
+  return out
+end
+
+function M.Conv(ctx, node)
+  local x, w, b = node.inputs[1], node.inputs[2], node.inputs[3]
+  local n = #w:size() - 2
+  if n < 1 or n > 3 then ctx:fail("needs 1 to 3 spatial dims, got weight shape of rank %d", n + 2) end
+  local kernel = {}
+  for i = 1, n do kernel[i] = w:size()[2 + i] end
+  local strides = per_dim(node.attrs.strides, n, 1)
+  local dilations = per_dim(node.attrs.dilations, n, 1)
+  local pads = spatial_pads(ctx, node, x, kernel, strides, dilations)
+  return Tensor.conv(x, w, b, { stride = strides, dilation = dilations, padding = pads, groups = node.attrs.group })
+end
+
+function M.ConvTranspose(ctx, node)
+  local x, w, b = node.inputs[1], node.inputs[2], node.inputs[3]
+  local n = #w:size() - 2
+  if n < 1 or n > 3 then ctx:fail("needs 1 to 3 spatial dims, got weight shape of rank %d", n + 2) end
+  local xs, ws = x:size(), w:size()
+  local strides = per_dim(node.attrs.strides, n, 1)
+  local dilations = per_dim(node.attrs.dilations, n, 1)
+  local extra = per_dim(node.attrs.output_padding, n, 0)
+  local auto = node.attrs.auto_pad or "NOTSET"
+  local pairs_ = {}
+  local wanted = node.attrs.output_shape
+  if wanted == nil and (auto == "SAME_UPPER" or auto == "SAME_LOWER") then
+    wanted = {}
+    for i = 1, n do wanted[i] = xs[2 + i] * strides[i] end
+  end
+  if wanted ~= nil then
+    -- the output_shape may list the N and C dims too
+    if #wanted == n + 2 then wanted = table.move(wanted, 3, n + 2, 1, {}) end
+    for i = 1, n do
+      local full = strides[i] * (xs[2 + i] - 1) + extra[i] + dilations[i] * (ws[2 + i] - 1) + 1
+      local total = full - wanted[i]
+      local small = total // 2
+      pairs_[i] = auto == "SAME_UPPER" and { small, total - small } or { total - small, small }
+    end
+  else
+    pairs_ = spatial_pads(ctx, node, x, {}, {}, {})
+    local pads = node.attrs.pads or {}
+    for i = 1, n do pairs_[i] = { pads[i] or 0, pads[n + i] or 0 } end
+  end
+  -- a negative pad asks for cells past the full output, which no input reaches: zeros
+  local cut, grow, grows = {}, { { 0, 0 }, { 0, 0 } }, false
+  for i = 1, n do
+    cut[i] = { math.max(pairs_[i][1], 0), math.max(pairs_[i][2], 0) }
+    grow[2 + i] = { math.max(-pairs_[i][1], 0), math.max(-pairs_[i][2], 0) }
+    if grow[2 + i][1] > 0 or grow[2 + i][2] > 0 then grows = true end
+  end
+  local y = Tensor.conv_transpose(x, w, nil, { stride = strides, dilation = dilations, padding = cut,
+    output_padding = extra, groups = node.attrs.group })
+  if grows then y = y:pad(grow) end
+  if b ~= nil then
+    local shape = { 1, b:size()[1] }
+    for i = 1, n do shape[2 + i] = 1 end
+    y = y + b:reshape(shape)
+  end
+  return y
+end
+
+-- The kernel, strides, dilations and pads of a pooling node over x.
+local function pool_geometry(ctx, node, x)
+  local kernel = node.attrs.kernel_shape
+  if kernel == nil then ctx:fail("needs kernel_shape") end
+  local n = #kernel
+  if n < 1 or n > 3 or #x:size() ~= n + 2 then
+    ctx:fail("kernel_shape of %d dims for an input of rank %d", n, #x:size())
+  end
+  local strides = per_dim(node.attrs.strides, n, 1)
+  local dilations = per_dim(node.attrs.dilations, n, 1)
+  return kernel, strides, dilations, spatial_pads(ctx, node, x, kernel, strides, dilations)
+end
+
+function M.MaxPool(ctx, node)
+  local x = node.inputs[1]
+  local kernel, strides, dilations, pads = pool_geometry(ctx, node, x)
+  local opts = { stride = strides, dilation = dilations, padding = pads, ceil_mode = (node.attrs.ceil_mode or 0) ~= 0 }
+  local y = Tensor.max_pool(x, kernel, opts)
+  if not node.wants(2) then return y end
+  -- Indices: the flat (0-based) position in x of each window's first maximum; with
+  -- storage_order 1 the spatial part counts column-major
+  local shape = x:size()
+  local n = #kernel
+  local spatial = 1
+  for i = 1, n do spatial = spatial * shape[2 + i] end
+  local positions
+  if (node.attrs.storage_order or 0) == 0 then
+    positions = Tensor.arange(0, spatial, { dtype = "int64" })
+  else
+    local reversed, order = {}, {}
+    for i = 1, n do reversed[i], order[i] = shape[2 + n + 1 - i], n + 1 - i end
+    positions = Tensor.arange(0, spatial, { dtype = "int64" }):reshape(reversed):permute(order):contiguous()
+  end
+  local spatial_shape = { 1, 1 }
+  for i = 1, n do spatial_shape[2 + i] = shape[2 + i] end
+  local planes = Tensor.arange(0, shape[1] * shape[2], { dtype = "int64" }):reshape({ shape[1], shape[2] })
+  for _ = 1, n do planes = planes:unsqueeze(-1) end
+  local index = positions:reshape(spatial_shape) + planes * spatial
+  local win = pooling._pooled_windows("MaxPool", n, x, kernel, opts, pooling._lowest(x.uop.dtype), true)
+  local index_win = pooling._pooled_windows("MaxPool", n, index, kernel, opts, -1, true)
+  local dims, keep_shape = {}, y:size()
+  for i = 1, n do dims[i] = #win:size() - n + i end
+  local full = table.move(keep_shape, 1, #keep_shape, 1, {})
+  for _ = 1, n do full[#full + 1] = 1 end
+  local is_max = win:eq(y:reshape(full))
+  local big = math.maxinteger
+  local indices = Tensor.where(is_max, index_win, big):min(dims)
+  return y, indices
+end
+
+function M.AveragePool(ctx, node)
+  local x = node.inputs[1]
+  local kernel, strides, dilations, pads = pool_geometry(ctx, node, x)
+  return Tensor.avg_pool(x, kernel, { stride = strides, dilation = dilations, padding = pads,
+    ceil_mode = (node.attrs.ceil_mode or 0) ~= 0, count_include_pad = (node.attrs.count_include_pad or 0) ~= 0 })
+end
+
+function M.LpPool(ctx, node)
+  local x = node.inputs[1]
+  local kernel, strides, dilations, pads = pool_geometry(ctx, node, x)
+  local p = node.attrs.p or 2
+  local volume = 1
+  for _, k in ipairs(kernel) do volume = volume * k end
+  local powered = x:abs():pow(p)
+  local mean = Tensor.avg_pool(powered, kernel, { stride = strides, dilation = dilations, padding = pads,
+    ceil_mode = (node.attrs.ceil_mode or 0) ~= 0, count_include_pad = true })
+  return (mean * volume):pow(1 / p)
+end
+
+local function spatial_dims(x)
+  local dims = {}
+  for d = 3, #x:size() do dims[#dims + 1] = d end
+  return dims
+end
+
+function M.GlobalAveragePool(_, node)
+  local x = node.inputs[1]
+  return x:mean(spatial_dims(x), true)
+end
+
+function M.GlobalMaxPool(_, node)
+  local x = node.inputs[1]
+  return x:max(spatial_dims(x), true)
+end
+
+local PAD_MODES = { constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular" }
+
+function M.Pad(ctx, node)
+  local x = node.inputs[1]
+  local rank = #x:size()
+  local pads, value, axes
+  if node.opset < 11 then
+    pads, value = node.attrs.pads or node.attrs.paddings, node.attrs.value or 0
+  else
+    pads = ctx:ints(node.inputs[2])
+    value = node.inputs[3] and ctx:numbers(node.inputs[3])[1] or 0
+    axes = node.inputs[4] and ctx:ints(node.inputs[4])
+  end
+  local mode = PAD_MODES[node.attrs.mode or "constant"]
+  if mode == nil then ctx:fail("unknown mode '%s'", tostring(node.attrs.mode)) end
+  if axes == nil then
+    axes = {}
+    for i = 1, rank do axes[i] = i - 1 end
+  end
+  if #pads ~= 2 * #axes then ctx:fail("needs %d pads for %d axes, got %d", 2 * #axes, #axes, #pads) end
+  local crops, grows = {}, {}
+  for i = 1, rank do crops[i], grows[i] = { 0, 0 }, { 0, 0 } end
+  for i, a in ipairs(axes) do
+    local d = (a < 0 and a + rank or a) + 1
+    local before, after = pads[i], pads[#axes + i]
+    crops[d] = { math.min(before, 0), math.min(after, 0) }
+    grows[d] = { math.max(before, 0), math.max(after, 0) }
+  end
+  if mode == "constant" then
+    local pairs_ = {}
+    for i = 1, rank do pairs_[i] = { crops[i][1] + grows[i][1], crops[i][2] + grows[i][2] } end
+    if dtype_of(x) == "bool" then value = value ~= 0 end
+    return x:pad(pairs_, value)
+  end
+  return x:pad(crops):pad(grows, mode)
+end
+
+-- ONNX's coordinate of output cell o in input cells for one dim of Resize.
+local function coordinate(ctx, how, size, out, scale, roi_start, roi_end)
+  if how == "half_pixel" then return function(o) return (o + 0.5) / scale - 0.5 end end
+  if how == "pytorch_half_pixel" then
+    return function(o) return out > 1 and (o + 0.5) / scale - 0.5 or 0 end
+  end
+  if how == "align_corners" then return function(o) return out > 1 and o * (size - 1) / (out - 1) or 0 end end
+  if how == "asymmetric" then return function(o) return o / scale end end
+  if how == "tf_half_pixel_for_nn" then return function(o) return (o + 0.5) / scale end end
+  if how == "tf_crop_and_resize" then
+    return function(o)
+      if out > 1 then return roi_start * (size - 1) + o * (roi_end - roi_start) * (size - 1) / (out - 1) end
+      return 0.5 * (roi_start + roi_end) * (size - 1)
+    end
+  end
+  ctx:fail("unknown coordinate_transformation_mode '%s'", tostring(how))
+end
+
+local ROUNDING = {
+  round_prefer_floor = function(v) return math.ceil(v - 0.5) end,
+  round_prefer_ceil = function(v) return math.floor(v + 0.5) end,
+  floor = math.floor,
+  ceil = math.ceil,
+}
+
+-- Resize (and Upsample) of x to the scales or sizes (one per dim) with the node's attributes.
+local function resize(ctx, node, x, scales, sizes, roi, legacy)
+  local shape = x:size()
+  local rank = #shape
+  local mode = node.attrs.mode or "nearest"
+  local how = legacy and "asymmetric" or node.attrs.coordinate_transformation_mode or "half_pixel"
+  local round = ROUNDING[legacy and "floor" or node.attrs.nearest_mode or "round_prefer_floor"]
+  if round == nil then ctx:fail("unknown nearest_mode '%s'", tostring(node.attrs.nearest_mode)) end
+  local kinds = { nearest = "nearest", linear = "linear", bilinear = "linear", cubic = "cubic" }
+  if kinds[mode] == nil then ctx:fail("unknown mode '%s'", tostring(mode)) end
+  local specs, outside = {}, {}
+  for d = 1, rank do
+    local size, out, scale = shape[d], sizes and sizes[d], sizes and sizes[d] / shape[d] or scales[d]
+    out = out or math.floor(size * scale)
+    if out ~= size or scale ~= 1 or how == "tf_crop_and_resize" then
+      -- (ONNX places the cells by the unrounded output length size * scale)
+      local source = coordinate(ctx, how, size, size * scale, scale, roi and roi[d] or 0, roi and roi[rank + d] or 1)
+      specs[#specs + 1] = { axis = d, out = out, mode = kinds[mode], source = source, round = round,
+        cubic_a = node.attrs.cubic_coeff_a or -0.75, exclude_outside = (node.attrs.exclude_outside or 0) ~= 0 }
+      if how == "tf_crop_and_resize" then
+        local flags, any = {}, false
+        for o = 0, out - 1 do
+          local src = source(o)
+          flags[o + 1] = src < 0 or src > size - 1
+          any = any or flags[o + 1]
+        end
+        if any then outside[#outside + 1] = { d, flags } end
+      end
+    end
+  end
+  local y = resample._resample(x, specs)
+  if #outside > 0 then
+    local mask
+    for _, entry in ipairs(outside) do
+      local view = {}
+      for d = 1, rank do view[d] = 1 end
+      view[entry[1]] = #entry[2]
+      local m = Tensor(entry[2]):reshape(view)
+      mask = mask and mask:logical_or(m) or m
+    end
+    y = Tensor.where(mask, node.attrs.extrapolation_value or 0, y):cast(dtype_of(x))
+  end
+  return y
+end
+
+function M.Resize(ctx, node)
+  local x = node.inputs[1]
+  if node.opset < 11 then
+    return resize(ctx, node, x, ctx:numbers(node.inputs[2]), nil, nil, true)
+  end
+  local roi = node.inputs[2] and ctx:numbers(node.inputs[2]) or nil
+  local scales = node.inputs[3] and ctx:numbers(node.inputs[3]) or nil
+  local sizes = node.inputs[4] and ctx:ints(node.inputs[4]) or nil
+  if scales and #scales == 0 then scales = nil end
+  if sizes and #sizes == 0 then sizes = nil end
+  if roi and #roi == 0 then roi = nil end
+  if (scales == nil) == (sizes == nil) then ctx:fail("needs exactly one of scales and sizes") end
+  return resize(ctx, node, x, scales, sizes, roi, false)
+end
+
+function M.Upsample(ctx, node)
+  local x = node.inputs[1]
+  local scales = node.attrs.scales or ctx:numbers(node.inputs[2])
+  return resize(ctx, node, x, scales, nil, nil, true)
+end
+
+return M
