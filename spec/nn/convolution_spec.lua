@@ -216,6 +216,9 @@ describe("convolution errors", function()
       "conv_transpose1d: output_padding (2,) must be smaller than the stride (2,) or the dilation (1,)")
     fails(function() x:conv_transpose2d(input("t1")) end,
       "conv_transpose2d: needs a 4-d input (N, C, 2 spatial dims) and a 4-d weight, got (2, 4, 9) and (4, 3, 3)")
+    fails(function() x:conv_transpose1d(input("t1"), nil, { padding = 9 }) end,
+      "conv_transpose1d: input (2, 4, 9) and weight (4, 3, 3) (stride (1,), padding 9 and 9 on dim 3) give an "
+        .. "empty output")
     fails(function() x:pad({ { 0, 0 }, { 0, 0 }, { 9, 0 } }, "reflect") end,
       "pad: reflect padding of 9 and 0 on dim 3 of (2, 4, 9) needs both below the size 9")
     fails(function() x:pad({ { 0, 0 }, { 0, 0 }, { 1, 0 } }, "wrap") end,

@@ -165,8 +165,8 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
     local size = xs[2 + i]
     local out_size = (size - 1) * s - pads[i][1] - pads[i][2] + d * (k - 1) + extra[i] + 1
     if out_size < 1 or size < 1 then
-      fail(fn, "input %s and weight %s (stride %s, padding %s) give an empty output", shape_str(xs), shape_str(ws),
-        shape_str(stride), shape_str(opts.padding or 0))
+      fail(fn, "input %s and weight %s (stride %s, padding %d and %d on dim %d) give an empty output", shape_str(xs),
+        shape_str(ws), shape_str(stride), pads[i][1], pads[i][2], 2 + i)
     end
     if s > 1 then
       -- (…, L, …) -> (…, L, 1, …) padded to (…, L, s, …) -> (…, L*s, …), cut to (L-1)*s+1

@@ -37,8 +37,8 @@ local function pooled_windows(fn, n, x, kernel_size, opts, pad_value, with_dilat
     local padded = size + pads[i][1] + pads[i][2]
     local reach = dilation[i] * (kernel[i] - 1) + 1
     if reach > padded then
-      fail(fn, "kernel %s (dilation %s) does not fit the padded input of %s (padding %s)", shape_str(kernel),
-        shape_str(dilation), shape_str(x._shape), shape_str(opts.padding or 0))
+      fail(fn, "kernel %s (dilation %s) does not fit dim %d of %s, %d with its padding", shape_str(kernel),
+        shape_str(dilation), lead + i, shape_str(x._shape), padded)
     end
     local extra = 0
     if opts.ceil_mode then
