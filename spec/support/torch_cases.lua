@@ -32,11 +32,11 @@ function M.assert_close(got, expected, tol, what)
   end
 end
 
--- A tcl result as nested lists (a list of tensors becomes a list of nested lists).
+-- A tcl result as nested lists (a (nested) list of tensors becomes a list of nested lists).
 local function values(result)
   if type(result) == "table" and getmetatable(result) and result.tolist then return result:tolist() end
   local out = {}
-  for i, t in ipairs(result) do out[i] = t:tolist() end
+  for i, t in ipairs(result) do out[i] = values(t) end
   return out
 end
 
