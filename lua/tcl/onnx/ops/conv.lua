@@ -1,6 +1,6 @@
 -- lua/tcl/onnx/ops/conv.lua — ONNX handlers for convolution, pooling, padding and resampling:
 -- Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
--- GlobalMaxPool, Pad, Resize, Upsample. They map onto Tensor.conv / conv_transpose / max_pool /
+-- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample. They map onto Tensor.conv / conv_transpose / max_pool /
 -- avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
 -- [b1, ..., bn, e1, ..., en] become {before, after} pairs, auto_pad is resolved here.
 local Tensor = require "tcl.api.tensor"
@@ -313,6 +313,45 @@ function M.Upsample(ctx, node)
   local x = node.inputs[1]
   local scales = node.attrs.scales or ctx:numbers(node.inputs[2])
   return resize(ctx, node, x, scales, nil, nil, true)
+end
+
+-- MaxUnpool: Y (zeros of the unpooled shape) with Y.flat[I] = X. Each (n, c) plane's indices
+-- are compared with the positions of its output plane (I holds flat positions in the whole
+-- tensor, as MaxPool's Indices), so the cost is (input plane) x (output plane) per plane.
+function M.MaxUnpool(ctx, node)
+  local x, indices = node.inputs[1], node.inputs[2]
+  local shape = x:size()
+  local n = #shape - 2
+  local kernel = node.attrs.kernel_shape
+  if kernel == nil or #kernel ~= n then ctx:fail("needs kernel_shape of %d dims", n) end
+  local strides = per_dim(node.attrs.strides, n, 1)
+  local pads = node.attrs.pads or {}
+  -- the indices address the default shape; an output_shape only adds zeros after (as ONNX's own
+  -- implementation does)
+  local out_shape = { shape[1], shape[2] }
+  for i = 1, n do
+    out_shape[2 + i] = (shape[2 + i] - 1) * strides[i] + kernel[i] - (pads[i] or 0) - (pads[n + i] or 0)
+  end
+  local planes, plane_in, plane_out = shape[1] * shape[2], 1, 1
+  for i = 1, n do plane_in, plane_out = plane_in * shape[2 + i], plane_out * out_shape[2 + i] end
+  local offsets = Tensor.arange(0, planes, { dtype = "int64" }):reshape({ planes, 1, 1 }) * plane_out
+  local local_index = indices:cast("int64"):reshape({ planes, plane_in, 1 }) - offsets
+  local positions = Tensor.arange(0, plane_out, { dtype = "int64" }):reshape({ 1, 1, plane_out })
+  local values = x:reshape({ planes, plane_in, 1 })
+  local zero = dtype_of(x) == "bool" and false or 0
+  local y = Tensor.where(local_index:eq(positions), values, zero):sum(2)
+  y = y:cast(dtype_of(x)):reshape(out_shape)
+  if node.inputs[3] then
+    local wanted, grow = ctx:ints(node.inputs[3]), {}
+    for d = 1, #out_shape do
+      if wanted[d] < out_shape[d] then
+        ctx:fail("output_shape is smaller than the default %d in dim %d", out_shape[d], d)
+      end
+      grow[d] = { 0, wanted[d] - out_shape[d] }
+    end
+    y = y:pad(grow)
+  end
+  return y
 end
 
 return M
