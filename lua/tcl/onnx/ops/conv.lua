@@ -1,7 +1,7 @@
 -- lua/tcl/onnx/ops/conv.lua — ONNX handlers for convolution, pooling, padding and resampling:
 -- Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
--- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample. They map onto Tensor.conv / conv_transpose / max_pool /
--- avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
+-- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample. They map onto Tensor.conv /
+-- conv_transpose / max_pool / avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
 -- [b1, ..., bn, e1, ..., en] become {before, after} pairs, auto_pad is resolved here.
 local Tensor = require "tcl.api.tensor"
 local pooling = require "tcl.api.pooling"
@@ -352,6 +352,64 @@ function M.MaxUnpool(ctx, node)
     y = y:pad(grow)
   end
   return y
+end
+
+-- GridSample (torch's grid_sample, 2-d): the output cell p of image n samples X at the grid's
+-- (x, y) in [-1, 1]. Sampling is separable: per cell, a weight on every input column (and row)
+-- from the coordinate's distance to it (the tent function for bilinear, Keys's cubic for
+-- bicubic, a one-hot of the rounded coordinate for nearest; cells outside the image get none,
+-- which is zero padding), then two contractions. border clamps and reflection mirrors the
+-- coordinate first (bicubic: zero padding only).
+local function unnormalized(coord, size, align)
+  if align then return (coord + 1) * ((size - 1) / 2) end
+  return ((coord + 1) * size - 1) / 2
+end
+
+local function reflected(ix, size, align)
+  local low, high = -0.5, size - 0.5
+  if align then low, high = 0, size - 1 end
+  local span = high - low
+  if span <= 0 then return ix * 0 end
+  local distance = (ix - low):abs()
+  local flips = (distance / span):floor()
+  local extra = distance - flips * span
+  local even = (flips - (flips / 2):floor() * 2):eq(0)
+  return Tensor.where(even, extra + low, high - extra)
+end
+
+local function sample_weights(ix, size, mode, padding, align)
+  if padding == "border" then ix = ix:clamp(0, size - 1)
+  elseif padding == "reflection" then ix = reflected(ix, size, align):clamp(0, size - 1) end
+  local shape = ix:size()
+  local j = Tensor.arange(0, size, { dtype = "float32" }):reshape({ 1, 1, size })
+  local d = ix:reshape({ shape[1], shape[2], 1 }) - j
+  if mode == "nearest" then return ix:round():reshape({ shape[1], shape[2], 1 }):eq(j):cast("float32") end
+  if mode == "bilinear" then return (1 - d:abs()):relu() end
+  local a, t = -0.75, d:abs()
+  local near = ((a + 2) * t - (a + 3)) * t * t + 1
+  local far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+  return Tensor.where(t:le(1), near, Tensor.where(t:lt(2), far, 0))
+end
+
+function M.GridSample(ctx, node)
+  local x, grid = node.inputs[1], node.inputs[2]
+  local xs, gs = x:size(), grid:size()
+  if #xs ~= 4 or #gs ~= 4 or gs[4] ~= 2 then ctx:fail("needs a 4-d input and an (N, H, W, 2) grid") end
+  local mode = node.attrs.mode or "bilinear"
+  local padding = node.attrs.padding_mode or "zeros"
+  local align = (node.attrs.align_corners or 0) ~= 0
+  if mode ~= "bilinear" and mode ~= "nearest" and mode ~= "bicubic" then ctx:fail("unknown mode '%s'", mode) end
+  if mode == "bicubic" and padding ~= "zeros" then ctx:fail("bicubic sampling supports zeros padding only") end
+  local n, c, h, w = xs[1], xs[2], xs[3], xs[4]
+  local cells = gs[2] * gs[3]
+  local coords = grid:cast("float32"):reshape({ n, cells, 2 })
+  local ix = unnormalized(coords:narrow(3, 1, 1):reshape({ n, cells }), w, align)
+  local iy = unnormalized(coords:narrow(3, 2, 1):reshape({ n, cells }), h, align)
+  local wx = sample_weights(ix, w, mode, padding, align) -- (N, P, W)
+  local wy = sample_weights(iy, h, mode, padding, align) -- (N, P, H)
+  local rows = x:cast("float32"):matmul(wx:permute(1, 3, 2):reshape({ n, 1, w, cells })) -- (N, C, H, P)
+  local y = (rows * wy:permute(1, 3, 2):reshape({ n, 1, h, cells })):sum(3)
+  return y:reshape({ n, c, gs[2], gs[3] }):cast(dtype_of(x))
 end
 
 return M
