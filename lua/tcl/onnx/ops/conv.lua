@@ -1,6 +1,6 @@
 -- lua/tcl/onnx/ops/conv.lua — ONNX handlers for convolution, pooling, padding and resampling:
 -- Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
--- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample. They map onto Tensor.conv /
+-- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample, RoiAlign. They map onto Tensor.conv /
 -- conv_transpose / max_pool / avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
 -- [b1, ..., bn, e1, ..., en] become {before, after} pairs, auto_pad is resolved here.
 local Tensor = require "tcl.api.tensor"
@@ -410,6 +410,65 @@ function M.GridSample(ctx, node)
   local rows = x:cast("float32"):matmul(wx:permute(1, 3, 2):reshape({ n, 1, w, cells })) -- (N, C, H, P)
   local y = (rows * wy:permute(1, 3, 2):reshape({ n, 1, h, cells })):sum(3)
   return y:reshape({ n, c, gs[2], gs[3] }):cast(dtype_of(x))
+end
+
+-- RoiAlign (avg mode): the average of bilinear samples on a regular grid in each output bin of
+-- each region. The samples form a product grid and bilinear weights factor into a row weight
+-- times a column weight, so a region's output is Ay X Ax^T / count, with Ay (out_h, H) and
+-- Ax (out_w, W) summing the samples' weights; they are built here from the regions' values
+-- (read on the host), one matrix pair per region.
+local function roi_axis_weights(start, bin, out, grid, size)
+  local matrix = {}
+  for p = 1, out do
+    local row = {}
+    for i = 1, size do row[i] = 0 end
+    for s = 0, grid - 1 do
+      local v = start + (p - 1) * bin + (s + 0.5) * bin / grid
+      if v >= -1 and v <= size then
+        v = math.max(v, 0)
+        local low = math.floor(v)
+        local high = low + 1
+        if low >= size - 1 then low, high, v = size - 1, size - 1, size - 1 end
+        local l = v - low
+        row[low + 1] = row[low + 1] + (1 - l)
+        row[high + 1] = row[high + 1] + l
+      end
+    end
+    matrix[p] = row
+  end
+  return matrix
+end
+
+function M.RoiAlign(ctx, node)
+  local x, rois, batch = node.inputs[1], node.inputs[2], node.inputs[3]
+  if (node.attrs.mode or "avg") ~= "avg" then ctx:fail("only mode 'avg' is supported, got '%s'", node.attrs.mode) end
+  local xs = x:size()
+  local h, w = xs[3], xs[4]
+  local out_h, out_w = node.attrs.output_height or 1, node.attrs.output_width or 1
+  local ratio, scale = node.attrs.sampling_ratio or 0, node.attrs.spatial_scale or 1
+  local half_pixel = (node.attrs.coordinate_transformation_mode or "half_pixel") == "half_pixel"
+  local offset = half_pixel and 0.5 or 0
+  local boxes, images = ctx:numbers(rois), ctx:ints(batch)
+  local count_r = #images
+  local ays, axs, picked = {}, {}, {}
+  for r = 1, count_r do
+    local x1, y1, x2, y2 = boxes[4 * r - 3], boxes[4 * r - 2], boxes[4 * r - 1], boxes[4 * r]
+    local sw, sh = x1 * scale - offset, y1 * scale - offset
+    local rw, rh = x2 * scale - offset - sw, y2 * scale - offset - sh
+    if not half_pixel then rw, rh = math.max(rw, 1), math.max(rh, 1) end
+    local gh = ratio > 0 and ratio or math.ceil(rh / out_h)
+    local gw = ratio > 0 and ratio or math.ceil(rw / out_w)
+    local count = math.max(gh * gw, 1)
+    local ay = roi_axis_weights(sh, rh / out_h, out_h, gh, h)
+    for _, row in ipairs(ay) do for i = 1, #row do row[i] = row[i] / count end end
+    ays[r], axs[r] = ay, roi_axis_weights(sw, rw / out_w, out_w, gw, w)
+    picked[r] = x:narrow(1, images[r] + 1, 1)
+  end
+  if count_r == 0 then return Tensor.zeros({ 0, xs[2], out_h, out_w }, { dtype = dtype_of(x) }) end
+  local regions = Tensor.cat(picked, 1):cast("float32") -- (R, C, H, W)
+  local ay = Tensor(ays, { dtype = "float32" }):reshape({ count_r, 1, out_h, h })
+  local ax = Tensor(axs, { dtype = "float32" }):reshape({ count_r, 1, out_w, w })
+  return ay:matmul(regions):matmul(ax:transpose(3, 4)):cast(dtype_of(x))
 end
 
 return M
