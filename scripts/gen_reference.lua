@@ -88,6 +88,7 @@ local MODULES = {
   { "tcl.api.random", "Random numbers" }, { "tcl.api.elementwise", "Elementwise" },
   { "tcl.api.movement", "Movement" }, { "tcl.api.reduce", "Reductions" },
   { "tcl.api.nn", "Neural-network functions" }, { "tcl.api.sorting", "Sorting and sampling" },
+  { "tcl.api.convolution", "Convolution" }, { "tcl.api.pooling", "Pooling" }, { "tcl.api.resample", "Resampling" },
   { "tcl.api.autograd", "Autograd" }, { "tcl.api.bytes", "Bytes" }, { "tcl.api.print", "Printing" },
 }
 local Tensor = require("tcl").Tensor

@@ -318,6 +318,139 @@ end, function(self)
   return table.concat(parts, ", ")
 end)
 
+-- Conv1d, Conv3d, ConvTranspose1d/2d/3d: one constructor for n spatial dims (Tensor.conv and
+-- Tensor.conv_transpose do the work and check the padding against the input).
+
+-- n integers from a number or a list of n, each checked by `each`.
+local function per_dim(fn, what, v, n, each)
+  if type(v) == "number" then
+    local list = {}
+    for i = 1, n do list[i] = each(fn, what, v) end
+    return list
+  end
+  if type(v) ~= "table" or is_tensor(v) or #v ~= n then
+    fail(fn, "%s must be an integer or a list of %d integers, got %s", what, n, check.type_name(v))
+  end
+  local list = {}
+  for i = 1, n do list[i] = each(fn, what, v[i]) end
+  return list
+end
+
+local PADDING_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
+
+local function conv_layer(name, n, transposed)
+  local known = { stride = true, padding = true, dilation = true, groups = true, bias = true, dtype = true,
+    device = true }
+  if transposed then known.output_padding = true else known.padding_mode = true end
+  return layer_class(name, function(fn, in_channels, out_channels, kernel_size, opts)
+    in_channels = positive_integer(fn, "in_channels", in_channels)
+    out_channels = positive_integer(fn, "out_channels", out_channels)
+    local kernel = per_dim(fn, "kernel_size", kernel_size, n, positive_integer)
+    opts = check.options(fn, opts, known)
+    local groups = positive_integer(fn, "groups", opts.groups or 1)
+    if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
+      fail(fn, "in_channels (%d) and out_channels (%d) must be divisible by groups (%d)", in_channels, out_channels,
+        groups)
+    end
+    local self = {
+      in_channels = in_channels, out_channels = out_channels, kernel_size = kernel, groups = groups,
+      stride = per_dim(fn, "stride", opts.stride or 1, n, positive_integer),
+      dilation = per_dim(fn, "dilation", opts.dilation or 1, n, positive_integer),
+    }
+    local padding = opts.padding or 0
+    if transposed then
+      self.padding = per_dim(fn, "padding", padding, n, non_negative_integer)
+      self.output_padding = per_dim(fn, "output_padding", opts.output_padding or 0, n, non_negative_integer)
+    else
+      if padding == "same" then
+        for i = 1, n do
+          if self.stride[i] ~= 1 then fail(fn, "padding 'same' needs stride 1, got %s", shape_str(self.stride)) end
+        end
+      elseif type(padding) == "string" and padding ~= "valid" then
+        fail(fn, "padding must be 'valid', 'same', an integer or a list of %d, got '%s'", n, check.quote(padding))
+      end
+      self.padding = type(padding) == "string" and padding or per_dim(fn, "padding", padding, n, non_negative_integer)
+      self.padding_mode = opts.padding_mode or "zeros"
+      if not PADDING_MODES[self.padding_mode] then
+        fail(fn, "padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got %s",
+          check.type_name(self.padding_mode))
+      end
+    end
+    local where = placement(fn, opts)
+    local weight_shape = { out_channels, in_channels // groups }
+    if transposed then weight_shape = { in_channels, out_channels // groups } end
+    for i = 1, n do weight_shape[2 + i] = kernel[i] end
+    self.weight = default_weight(fn, weight_shape, where)
+    if boolean(fn, "bias", opts.bias, true) then
+      self.bias = default_bias(fn, { out_channels }, init.calculate_fans(weight_shape), where)
+    end
+    return self
+  end, function(self, x)
+    local fn = "nn." .. name
+    input_tensor(fn, x)
+    local xs = x._shape
+    if #xs ~= n + 2 or xs[2] ~= self.in_channels then
+      fail(fn, "expected input of shape (N, %d, %d spatial dims), got shape %s", self.in_channels, n, shape_str(xs))
+    end
+    if transposed then
+      return x:conv_transpose(self.weight, self.bias, { stride = self.stride, padding = self.padding,
+        output_padding = self.output_padding, dilation = self.dilation, groups = self.groups })
+    end
+    return x:conv(self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation,
+      groups = self.groups, padding_mode = self.padding_mode })
+  end, function(self)
+    local parts = { string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
+      shape_str(self.kernel_size), shape_str(self.stride)) }
+    local p = self.padding
+    if type(p) == "string" then parts[#parts + 1] = "padding=" .. p
+    else
+      for i = 1, n do if p[i] ~= 0 then parts[#parts + 1] = "padding=" .. shape_str(p) break end end
+    end
+    if self.output_padding then
+      for i = 1, n do
+        if self.output_padding[i] ~= 0 then
+          parts[#parts + 1] = "output_padding=" .. shape_str(self.output_padding)
+          break
+        end
+      end
+    end
+    for i = 1, n do
+      if self.dilation[i] ~= 1 then parts[#parts + 1] = "dilation=" .. shape_str(self.dilation) break end
+    end
+    if self.groups ~= 1 then parts[#parts + 1] = "groups=" .. self.groups end
+    if self.bias == nil then parts[#parts + 1] = "bias=false" end
+    if self.padding_mode and self.padding_mode ~= "zeros" then
+      parts[#parts + 1] = "padding_mode=" .. self.padding_mode
+    end
+    return table.concat(parts, ", ")
+  end)
+end
+
+--- Conv1d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0, dilation = 1,
+--  groups = 1, bias = true, padding_mode = 'zeros', dtype =, device =}) over (N, C, L) inputs
+--  (Tensor.conv1d). padding: a number, 'valid' or 'same'; padding_mode zeros, reflect,
+--  replicate or circular. weight (out, in / groups, k), bias (out).
+M.Conv1d = conv_layer("Conv1d", 1, false)
+
+--- Conv3d(in_channels, out_channels, kernel_size, {stride, padding, dilation, groups, bias,
+--  padding_mode, dtype, device}) over (N, C, D, H, W) inputs (Tensor.conv3d); sizes are a number
+--  or a list of three. weight (out, in / groups, kd, kh, kw), bias (out).
+M.Conv3d = conv_layer("Conv3d", 3, false)
+
+--- ConvTranspose1d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0,
+--  output_padding = 0, dilation = 1, groups = 1, bias = true, dtype =, device =}) over (N, C, L)
+--  inputs (Tensor.conv_transpose1d). weight (in, out / groups, k), bias (out).
+M.ConvTranspose1d = conv_layer("ConvTranspose1d", 1, true)
+
+--- ConvTranspose2d(in_channels, out_channels, kernel_size, {stride, padding, output_padding,
+--  dilation, groups, bias, dtype, device}) over (N, C, H, W) inputs; sizes are a number or a
+--  pair. weight (in, out / groups, kh, kw), bias (out).
+M.ConvTranspose2d = conv_layer("ConvTranspose2d", 2, true)
+
+--- ConvTranspose3d(in_channels, out_channels, kernel_size, {...as ConvTranspose2d}) over
+--  (N, C, D, H, W) inputs. weight (in, out / groups, kd, kh, kw), bias (out).
+M.ConvTranspose3d = conv_layer("ConvTranspose3d", 3, true)
+
 -- ---------------------------------------------------------------------------------------
 -- normalization
 

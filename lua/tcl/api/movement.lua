@@ -193,9 +193,14 @@ end
 -- pad, flip, narrow
 
 --- pad({{before, after}, ...}, value): one pair per dim from the first (missing pairs pad
---  nothing); negative amounts crop; the new cells hold value (default 0).
+--  nothing); negative amounts crop; the new cells hold value (default 0). With value a mode
+--  'reflect' (mirror without repeating the edge), 'replicate' (repeat the edge) or 'circular'
+--  (wrap around), the new cells copy the input instead (amounts >= 0; reflect needs each
+--  below the dim's size, circular at most it); 'constant' is value 0.
 function M.pad(x, pairs, value)
   tensor_arg("pad", x)
+  if value == "constant" then value = nil end
+  if type(value) == "string" then return require("tcl.api.pad_modes").apply("pad", x, pairs, value) end
   check.list("pad", "padding", check.table("pad", "padding", pairs))
   local ndim = #x._shape
   if #pairs > ndim then

@@ -568,4 +568,7 @@ function M.sparse_categorical_crossentropy(x, labels, opts)
   return counted:where(picked, 0):sum():neg():div(counted:sum())
 end
 
+-- shared with tcl.api.convolution and tcl.api.pooling (the _ prefix: not Tensor methods)
+M._windows, M._pad_for_windows, M._per_dim, M._padding_pairs = windows, pad_for_windows, per_dim, padding_pairs
+
 return M

@@ -135,7 +135,7 @@ function M.optimize(k)
   local reduce = k:axes("reduce")
   local last = reduce[#reduce]
   if last and last.size <= (tiled and 4 or 8) then
-    k:apply("UNROLL", #reduce, 0)
+    k:try_apply("UNROLL", #reduce, 0) -- refused past the lane limit (a wide upcast already)
   end
   if tiled and #reduce == 1 and last.size % M.KBLOCK_STEPS == 0
     and last.size >= M.KBLOCK_MIN_BLOCKS * M.KBLOCK_STEPS then

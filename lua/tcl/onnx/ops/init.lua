@@ -26,6 +26,7 @@ M.DOMAINS = {
   "indexing",
   "math",
   "sequence",
+  "conv",
 }
 
 M.handlers, M.owner = {}, {}
