@@ -71,7 +71,8 @@ local build_graph
 -- A node's attributes as Lua values (see lua/tcl/onnx/ops/init.lua for the convention).
 local function decode_attributes(model, proto_node, where)
   local attrs = {}
-  for _, a in ipairs(proto_node.attribute or {}) do
+  for index, a in ipairs(proto_node.attribute or {}) do
+    if not a.name or a.name == "" then model_error(model, "%s: attribute %d has no name", where, index - 1) end
     local kind = attribute_type(a)
     local function tensor(t)
       return tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
@@ -115,10 +116,10 @@ end
 
 function build_graph(model, proto, where)
   local g = setmetatable({ model = model, name = proto.name or "", where = where, nodes = {}, initializers = {},
-    host = {}, inputs = {}, outputs = {} }, Graph)
+    viewed = {}, host = {}, inputs = {}, outputs = {} }, Graph)
   for i, t in ipairs(proto.initializer or {}) do
     local name = t.name or ""
-    g.initializers[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
+    g.initializers[name], g.viewed[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
       model_error(model, "%sinitializer %d '%s': " .. fmt, where and where .. ": " or "", i, name, ...)
     end, model.dir)
     if g.initializers[name]:numel() <= M.HOST_VALUES_LIMIT then
@@ -356,8 +357,13 @@ function Model:required_inputs()
   return list
 end
 
--- model(x, y, ...) with the required inputs in order returns the outputs in order.
+-- model(x, y, ...) with the required inputs in order returns the outputs in order;
+-- model{name = x, ...} (one plain table) is model:run and returns the outputs by name.
 function Model:__call(...)
+  local first = ...
+  if select("#", ...) == 1 and type(first) == "table" and not is_tensor(first) and rawget(first, "kind") == nil then
+    return self:run(first)
+  end
   local named, required = {}, self:required_inputs()
   local n = select("#", ...)
   if n ~= #required then
@@ -376,9 +382,11 @@ function Model:__tostring()
 end
 
 --- Loads the ONNX model at path. Returns a model object: `model(x, ...)` runs it on its required
---- inputs in order and returns its outputs in order; `model:run{name = tensor}` takes and returns
---- tables by name; `model.inputs` / `model.outputs` describe them ({name, type = {kind, dtype,
---- shape}}), `model.opset` is its ai.onnx opset. Weights are viewed in the file's mapping.
+--- inputs in order and returns its outputs in order; `model{name = tensor, ...}` (the same as
+--- `model:run{...}`) takes inputs by name and returns a table of the outputs by name;
+--- `model.inputs` (the inputs without an initializer) / `model.outputs` describe them ({name,
+--- type = {kind, dtype, shape}}), `model.opset` is its ai.onnx opset. Weights 64-byte aligned
+--- in the file are views of its mapping, others one copy each.
 function M.load(path)
   if type(path) ~= "string" then error("tcl.onnx.load: path must be a string, got " .. type(path), 2) end
   local ok, reader = pcall(wire.open, path)

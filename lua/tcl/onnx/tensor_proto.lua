@@ -77,8 +77,10 @@ local function external_region(proto, model_dir, fail)
 end
 
 --- A Tensor holding the decoded TensorProto `proto` read through `reader` (wire reader of its
---- file). fail(fmt, ...) raises the caller's error. raw_data is viewed without a copy when the
---- file region is aligned for the dtype (a CPU tensor); typed fields are packed into bytes.
+--- file), and whether it views the file. fail(fmt, ...) raises the caller's error. raw_data
+--- and external data are viewed without a copy when the region is aligned as CPU buffers need
+--- (64 bytes: protobuf does not align raw_data, so most inline weights are one memcpy, done in
+--- C); typed fields (float_data...) are packed into bytes.
 function M.to_tensor(proto, reader, fail, model_dir)
   local code = proto.data_type or 0
   local dtype, why = M.dtype_of(code)
@@ -100,9 +102,9 @@ function M.to_tensor(proto, reader, fail, model_dir)
         table.concat(dims, ","), info.name, length, numel * itemsize)
     end
     if map and numel > 0 then
-      local storage = map:buffer(dtypes[dtype], numel, offset, "CPU")
+      local storage, viewed = map:buffer(dtypes[dtype], numel, offset, "CPU")
       local t = class.wrap(buffers.from_storage(storage), { numel }, "CPU")
-      return nodes.reshape(t, dims)
+      return nodes.reshape(t, dims), viewed
     end
     local bytes = map and "" or reader:bytes(offset, length)
     return Tensor.from_bytes(bytes, dtype, dims, { device = "CPU" })
