@@ -39,4 +39,7 @@ return {
   ["node/test_bernoulli"] = RANDOM,
   ["node/test_bernoulli_double"] = RANDOM,
   ["node/test_bernoulli_seed"] = RANDOM,
+  ["node/test_bernoulli_expanded"] = RANDOM,
+  ["node/test_bernoulli_double_expanded"] = RANDOM,
+  ["node/test_bernoulli_seed_expanded"] = RANDOM,
 }
