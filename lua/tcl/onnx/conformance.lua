@@ -190,6 +190,32 @@ function M.run_case(case)
   return result, why
 end
 
+-- The op types of a decoded graph and its subgraphs, into set.
+local function graph_op_types(graph, set)
+  for _, n in ipairs(graph and graph.node or {}) do
+    local domain = n.domain or ""
+    set[(domain == "" or domain == "ai.onnx") and (n.op_type or "?") or (domain .. "." .. (n.op_type or "?"))] = true
+    for _, a in ipairs(n.attribute or {}) do
+      if a.g then graph_op_types(a.g, set) end
+      for _, g in ipairs(a.graphs or {}) do graph_op_types(g, set) end
+    end
+  end
+  return set
+end
+
+--- The op types a case's model uses (its subgraphs' included), sorted; {} when it cannot be read.
+function M.op_types(case)
+  local ok, decoded = pcall(function()
+    return wire.open(case.dir .. "/model.onnx"):decode(schema.ModelProto)
+  end)
+  local list = {}
+  if ok then
+    for op in pairs(graph_op_types(decoded.graph, {})) do list[#list + 1] = op end
+  end
+  table.sort(list)
+  return list
+end
+
 --- Runs the cases whose name contains one of the patterns (plain text; all when none); calls
 --- report(case, status, reason) for each; returns counts {pass, fail, skip, total} and the
 --- results by case name.
