@@ -8,6 +8,8 @@ local helper = require "spec.support.helper"
 local STAGE_OF_PREFIX = {
   -- tools over the Tensor API: ahead-of-time export (tcl.export and its modules)
   { prefix = "tcl.export", stage = 4.5, name = "export" },
+  -- ONNX import: models read into calls of the Tensor API (tcl.onnx and its op handlers)
+  { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },

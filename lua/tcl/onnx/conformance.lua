@@ -1,4 +1,4 @@
--- lua/tcl/onnx/conformance.lua — runs ONNX's backend conformance suite (Debian's
+-- tcl.onnx.conformance — runs ONNX's backend conformance suite (Debian's
 -- libonnx-testdata) through tcl.onnx.load in this process: every case's model on each of its
 -- test data sets, outputs compared with the expected ones as ONNX's runner does (same shape and
 -- type; values within rtol 1e-3, atol 1e-7, NaN equal to NaN). Used by

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/init.lua — tcl.onnx.load: an ONNX model as a function of tensors.
+-- tcl.onnx — tcl.onnx.load: an ONNX model as a function of tensors.
 -- The model file is decoded by lua/tcl/onnx/wire.lua (weights stay in the file's mapping), each
 -- node becomes a call of its op type's handler (lua/tcl/onnx/ops/), and calling the model runs
 -- the handlers in the graph's order on lazy tensors: the result is the same tensor graph the

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/out_of_scope.lua — conformance cases tcl declares out of scope, each with its
+-- tcl.onnx.out_of_scope — conformance cases tcl declares out of scope, each with its
 -- reason (docs/guide/onnx.md lists them). Everything else in the suite is expected to run.
 local STRINGS = "string tensors (tcl has no string dtype)"
 local TRAINING = "a training-only op (ai.onnx.preview.training)"

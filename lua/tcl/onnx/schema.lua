@@ -1,4 +1,4 @@
--- lua/tcl/onnx/schema.lua — the ONNX protobuf messages tcl reads, with their field numbers from
+-- tcl.onnx.schema — the ONNX protobuf messages tcl reads, with their field numbers from
 -- onnx.proto (ONNX 1.12; spec/io/onnx_reader_spec.lua checks every number against the
 -- onnx.proto that libonnx-dev installs). Fields tcl does not use are left out: the decoder skips
 -- them. `blob` marks bytes decoded as {offset, length} in the file instead of a string (raw_data:

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/tensor_proto.lua — ONNX TensorProto <-> tcl: the data-type table, tensors made
+-- tcl.onnx.tensor_proto — ONNX TensorProto <-> tcl: the data-type table, tensors made
 -- from a decoded TensorProto (raw_data viewed in the file's mapping when it is aligned for the
 -- dtype, copied otherwise), and host-side Lua values of small tensors (what shape arithmetic reads).
 local core = require "tcl.core"

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/wire.lua — a protobuf wire-format decoder driven by a schema (lua/tcl/onnx/schema.lua).
+-- tcl.onnx.wire — a protobuf wire-format decoder driven by a schema (lua/tcl/onnx/schema.lua).
 -- It reads a file through a memory map (runtime.map_file) in windows, so a model's weights are
 -- never copied into Lua: a `bytes` field marked `blob` in the schema decodes to {offset, length}
 -- in the file, and the tensor is made over the mapping (lua/tcl/onnx/tensor_proto.lua).

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/core.lua — ONNX handlers for constants, casts and shape plumbing (Constant,
+-- tcl.onnx.ops.core — ONNX handlers for constants, casts and shape plumbing (Constant,
 -- Identity, Cast, CastLike, Shape, Size, Reshape, ConstantOfShape, Range, Dropout, EyeLike,
 -- Flatten, Squeeze, Unsqueeze, Expand, and the random ops Bernoulli, RandomUniform(Like),
 -- RandomNormal(Like)). Values of shape arithmetic are recorded on the host

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/elementwise.lua — ONNX's elementwise handlers: arithmetic (Add ... Pow, Mod,
+-- tcl.onnx.ops.elementwise — ONNX's elementwise handlers: arithmetic (Add ... Pow, Mod,
 -- BitShift), comparisons and logic, unary math tcl has, the activations tcl has, Where, Clip,
 -- the variadic Min/Max/Sum/Mean, MatMul and Gemm. ONNX keeps the inputs' type (no promotion:
 -- an integer Div truncates, an integer Pow stays integer) and broadcasts like numpy.

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/init.lua — the registry of ONNX op handlers: one file per domain of ops,
+-- tcl.onnx.ops — the registry of ONNX op handlers: one file per domain of ops,
 -- merged here; an op type defined twice is an error naming both files.
 --
 -- A handler is `function(ctx, node) return out1, out2, ... end` (or one list of outputs):
@@ -22,6 +22,9 @@ M.DOMAINS = {
   "shape_ops",
   "elementwise",
   "reduce",
+  "losses",
+  "indexing",
+  "math",
 }
 
 M.handlers, M.owner = {}, {}

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/reduce.lua — ONNX's reductions (Reduce*, ArgMax/ArgMin) and the
+-- tcl.onnx.ops.reduce — ONNX's reductions (Reduce*, ArgMax/ArgMin) and the
 -- normalizing ones along an axis (Softmax, LogSoftmax, Hardmax), with their opset differences:
 -- Reduce* axes became an input at opset 13 (ReduceSum) and 18 (the others); Softmax and friends
 -- before opset 13 flatten the input to 2-d at the axis.

@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/shape_ops.lua — ONNX handlers that move data without computing on it:
+-- tcl.onnx.ops.shape_ops — ONNX handlers that move data without computing on it:
 -- Transpose, Concat, Split, Slice, Gather, Tile, DepthToSpace, SpaceToDepth. Axes and indices
 -- are ONNX's (0-based, negative from the end); shape arithmetic on host-known values (a Shape
 -- gathered, concatenated, sliced) stays on the host.
