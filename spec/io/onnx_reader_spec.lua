@@ -285,6 +285,36 @@ onnx.save(m, d + "/external.onnx", save_as_external_data=True, all_tensors_to_on
     end)
   end)
 
+  describe("graph checks", function()
+    it("refuse a node that reads a value made later, and name the node of a handler's error", function()
+      local dir = helper.fresh_dir_path()
+      os.execute("mkdir -p " .. q(dir))
+      local script = dir .. "/make.py"
+      helper.write(script, [[
+import onnx, sys
+from onnx import helper, TensorProto as T
+d = sys.argv[1]
+vi = helper.make_tensor_value_info
+x, y = vi("x", T.FLOAT, [2, 3]), vi("y", T.FLOAT, [2, 3])
+nodes = [helper.make_node("Identity", ["t"], ["y"], name="late"), helper.make_node("Identity", ["x"], ["t"])]
+m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(m, d + "/unsorted.onnx")
+shape = helper.make_tensor("shape", T.INT64, [2], [4, 4])
+nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="bad_reshape")]
+m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]), opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(m, d + "/bad_reshape.onnx")
+]])
+      local status, _, err = helper.run(assert(torch_ref.python()) .. " " .. q(script) .. " " .. q(dir))
+      assert.are.equal(0, status, err)
+      helper.fails_with("node 0 'late' (Identity): input 0 't' is not made by an earlier node", tcl.onnx.load,
+        dir .. "/unsorted.onnx")
+      local model = tcl.onnx.load(dir .. "/bad_reshape.onnx")
+      local message = helper.error_of(model, Tensor.zeros(2, 3))
+      assert.is_truthy(message:match("^tcl%.onnx: .*bad_reshape%.onnx: node 0 'bad_reshape' %(Reshape%): "), message)
+      os.execute("rm -rf " .. q(dir))
+    end)
+  end)
+
   describe("hostile files", function()
     local fuzz = helper.fuzz { name = "onnx reader fuzz", seed = 3501, count = 300 }
     local function accepted_error(message)

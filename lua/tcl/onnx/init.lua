@@ -69,7 +69,7 @@ end
 local build_graph
 
 -- A node's attributes as Lua values (see lua/tcl/onnx/ops/init.lua for the convention).
-local function decode_attributes(model, proto_node, where)
+local function decode_attributes(model, proto_node, where, visible)
   local attrs = {}
   for index, a in ipairs(proto_node.attribute or {}) do
     if not a.name or a.name == "" then model_error(model, "%s: attribute %d has no name", where, index - 1) end
@@ -90,10 +90,10 @@ local function decode_attributes(model, proto_node, where)
     elseif kind == "TENSORS" then
       value = {}
       for i, t in ipairs(a.tensors or {}) do value[i] = tensor(t) end
-    elseif kind == "GRAPH" then value = a.g and build_graph(model, a.g, where .. "/" .. a.name)
+    elseif kind == "GRAPH" then value = a.g and build_graph(model, a.g, where .. "/" .. a.name, visible)
     elseif kind == "GRAPHS" then
       value = {}
-      for i, g in ipairs(a.graphs or {}) do value[i] = build_graph(model, g, where .. "/" .. a.name) end
+      for i, g in ipairs(a.graphs or {}) do value[i] = build_graph(model, g, where .. "/" .. a.name, visible) end
     elseif kind == "SPARSE_TENSOR" then
       value = { kind = "sparse_tensor", proto = a.sparse_tensor }
     elseif kind == "TYPE_PROTO" then
@@ -114,7 +114,9 @@ local function opset_of(model, domain)
   return model.opsets[domain]
 end
 
-function build_graph(model, proto, where)
+-- outer: the names visible in the enclosing graph at the node that holds this subgraph (nil for
+-- the model's graph); a node may read only names made before it, here or there.
+function build_graph(model, proto, where, outer)
   local g = setmetatable({ model = model, name = proto.name or "", where = where, nodes = {}, initializers = {},
     viewed = {}, host = {}, inputs = {}, outputs = {} }, Graph)
   for i, t in ipairs(proto.initializer or {}) do
@@ -131,12 +133,23 @@ function build_graph(model, proto, where)
   end
   local initialized = {}
   for name in pairs(g.initializers) do initialized[name] = true end
-  for _, vi in ipairs(proto.input or {}) do
+  for k, vi in ipairs(proto.input or {}) do
+    if not vi.name or vi.name == "" then
+      model_error(model, "%sgraph input %d has no name", where and where .. ": " or "", k - 1)
+    end
     local info = value_info(vi)
     g.inputs[#g.inputs + 1] = info
     info.has_initializer = initialized[info.name] or false
   end
-  for _, vi in ipairs(proto.output or {}) do g.outputs[#g.outputs + 1] = value_info(vi) end
+  for k, vi in ipairs(proto.output or {}) do
+    if not vi.name or vi.name == "" then
+      model_error(model, "%sgraph output %d has no name", where and where .. ": " or "", k - 1)
+    end
+    g.outputs[#g.outputs + 1] = value_info(vi)
+  end
+  local visible = setmetatable({}, { __index = outer })
+  for name in pairs(g.initializers) do visible[name] = true end
+  for _, info in ipairs(g.inputs) do visible[info.name] = true end
   for i, n in ipairs(proto.node or {}) do
     local domain = n.domain or ""
     local label = string.format("%snode %d%s (%s)", where and where .. "/" or "", i - 1,
@@ -149,7 +162,16 @@ function build_graph(model, proto, where)
     }
     node.ninputs = #node.input_names
     node.noutputs = #node.output_names
-    node.attrs = decode_attributes(model, n, label)
+    for k, name in ipairs(node.input_names) do
+      if name ~= "" and not visible[name] then
+        model_error(model, "%s: input %d '%s' is not made by an earlier node, an initializer, a graph input or an "
+          .. "enclosing graph (ONNX lists a graph's nodes in topological order)", label, k - 1, name)
+      end
+    end
+    node.attrs = decode_attributes(model, n, label, visible)
+    for _, name in ipairs(node.output_names) do
+      if name ~= "" then visible[name] = true end
+    end
     g.nodes[i] = node
   end
   return g
@@ -261,7 +283,12 @@ function Graph:execute(ctx, env)
     local call = setmetatable({ inputs = inputs, wants = wants(node.output_names) }, { __index = node })
     local handler = registry.handlers[node.key]
     ctx.node = node
-    local results = table.pack(handler(ctx, call))
+    local ok, results = pcall(function() return table.pack(handler(ctx, call)) end)
+    if not ok then
+      local message = tostring(results)
+      if message:match("^tcl%.onnx: ") then error(message, 0) end -- already names its node
+      ctx:fail("%s", (message:gsub("^[^\n:]*%.lua:%d+: ", "")))
+    end
     local first = results[1]
     if results.n == 1 and type(first) == "table" and not is_tensor(first) and rawget(first, "kind") == nil then
       results = results[1] -- a handler may return its outputs as one list
