@@ -315,6 +315,44 @@ onnx.save(m, d + "/bad_reshape.onnx")
     end)
   end)
 
+  describe("subgraphs", function()
+    it("run by position or by name and see the enclosing graph's values", function()
+      local registry = require "tcl.onnx.ops"
+      local dir = helper.fresh_dir_path()
+      os.execute("mkdir -p " .. q(dir))
+      local script = dir .. "/make.py"
+      helper.write(script, [[
+import onnx, sys
+from onnx import helper, TensorProto as T
+d = sys.argv[1]
+vi = helper.make_tensor_value_info
+body = helper.make_graph([helper.make_node("Add", ["x", "k"], ["s"])], "body", [vi("k", T.FLOAT, [3])],
+                         [vi("s", T.FLOAT, [3])])
+node = helper.make_node("RunBody", ["x"], ["a", "b"], domain="test.spec", body=body)
+g = helper.make_graph([node], "g", [vi("x", T.FLOAT, [3])], [vi("a", T.FLOAT, [3]), vi("b", T.FLOAT, [3])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("test.spec", 1)])
+onnx.save(m, d + "/sub.onnx")
+]])
+      local status, _, err = helper.run(assert(torch_ref.python()) .. " " .. q(script) .. " " .. q(dir))
+      assert.are.equal(0, status, err)
+      helper.fails_with("unsupported ONNX op types: test.spec.RunBody (1 node)", tcl.onnx.load, dir .. "/sub.onnx")
+      registry.handlers["test.spec.RunBody"] = function(ctx, node)
+        local body = node.attrs.body
+        local ten = Tensor({ 10, 20, 30 }):float()
+        return body:run(ctx, { ten })[1], body:run(ctx, { k = ten * 2 })[1]
+      end
+      local ok, a, b = pcall(function()
+        local model = tcl.onnx.load(dir .. "/sub.onnx")
+        return model(Tensor({ 1, 2, 3 }):float())
+      end)
+      registry.handlers["test.spec.RunBody"] = nil
+      os.execute("rm -rf " .. q(dir))
+      assert(ok, a)
+      assert.are.same({ 11, 22, 33 }, a:tolist())
+      assert.are.same({ 21, 42, 63 }, b:tolist())
+    end)
+  end)
+
   describe("hostile files", function()
     local fuzz = helper.fuzz { name = "onnx reader fuzz", seed = 3501, count = 300 }
     local function accepted_error(message)

@@ -81,11 +81,13 @@ local function to_value(expected, reader, type_info)
     if type_info and type_info.dtype == "bfloat16" and expected.dtype == "uint16" then t = t:bitcast("bfloat16") end
     return t
   elseif expected.kind == "sequence" then
-    local out = { kind = "sequence" }
+    local elem = type_info and type_info.elem
+    local out = { kind = "sequence", elem_type = elem and elem.dtype }
     for i, t in ipairs(expected) do out[i] = to_value(t, reader) end
     return out
   else
-    return { kind = "optional", value = expected.value and to_value(expected.value, reader) }
+    local elem = type_info and type_info.elem
+    return { kind = "optional", value = expected.value and to_value(expected.value, reader, elem) }
   end
 end
 

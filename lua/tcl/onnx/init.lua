@@ -311,12 +311,16 @@ function Graph:execute(ctx, env)
   return outs
 end
 
---- Runs a subgraph (If/Loop/Scan bodies): inputs are its formal inputs in order; it sees the
---- values of the scope it is run from. Returns its outputs as a list.
+--- Runs a subgraph (If/Loop/Scan bodies): inputs are its formal inputs in order (a list) or
+--- by name (a table name -> value); it sees the values of the scope it is run from. Returns its
+--- outputs as a list.
 function Graph:run(ctx, inputs)
   local env = setmetatable({}, { __index = ctx.scope })
+  inputs = inputs or {}
   for i, info in ipairs(self.inputs) do
-    if inputs[i] ~= nil then env[info.name] = inputs[i] end
+    local v = inputs[i]
+    if v == nil then v = inputs[info.name] end
+    if v ~= nil then env[info.name] = v end
   end
   local saved = ctx.scope
   ctx.scope = env
