@@ -171,6 +171,37 @@ print(a.dtype == b.dtype, a.shape == b.shape, bool(np.allclose(a, b, rtol=1e-6, 
     assert.is_truthy(help:find("--output-dir DIR", 1, true))
   end)
 
+  it("prints and saves a sequence output element by element", function()
+    -- a model whose node (a handler this spec registers) returns a sequence of two tensors
+    py([[
+import onnx
+from onnx import helper, TensorProto as T
+vi = helper.make_tensor_value_info
+seq = helper.make_tensor_sequence_value_info("s", T.FLOAT, None)
+node = helper.make_node("TwoOf", ["x"], ["s"], domain="test.cli")
+g = helper.make_graph([node], "g", [vi("x", T.FLOAT, [2])], [seq])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("test.cli", 1)])
+onnx.save(m, d + "/seq.onnx")
+np.save(d + "/x2.npy", np.array([1.5, -2], dtype=np.float32))
+]])
+    local registry = require "tcl.onnx.ops"
+    local cli = require "tcl.onnx.cli"
+    registry.handlers["test.cli.TwoOf"] = function(_, node)
+      return { kind = "sequence", elem_type = "float32", node.inputs[1], node.inputs[1] * 2 }
+    end
+    local printed = {}
+    local out = { write = function(self, ...) for _, text in ipairs({ ... }) do printed[#printed + 1] = text end
+      return self end }
+    local ok, status = pcall(cli.main, { dir .. "/seq.onnx", "--input", "x=" .. dir .. "/x2.npy", "-o", dir .. "/seq" },
+      out)
+    registry.handlers["test.cli.TwoOf"] = nil
+    assert(ok, status)
+    assert.are.equal(0, status)
+    assert.are.equal("s sequence of 2\ns[1] (2) float32 -> " .. dir .. "/seq/s_1.npy\ns[2] (2) float32 -> " .. dir
+      .. "/seq/s_2.npy\n", table.concat(printed))
+    assert.are.same({ 3, -4 }, npy.read(dir .. "/seq/s_2.npy"):tolist())
+  end)
+
   teardown(function()
     os.execute("rm -rf " .. q(dir))
   end)

@@ -13,7 +13,8 @@ M.HELP = M.USAGE .. [[
 
 Loads the ONNX model (tcl.onnx.load), runs it on the inputs and prints each output's name,
 shape, dtype and values (summarized like a printed Tensor), or saves each output as
-DIR/NAME.npy (characters other than letters, digits, '_', '-' and '.' in NAME become '_').
+DIR/NAME.npy (characters other than letters, digits, '_', '-' and '.' in NAME become '_');
+a sequence's elements print as NAME[i] and save as NAME_i.npy (i from 1).
 
   --input NAME=FILE.npy  the model input NAME (one per required input; `tcl run model.onnx`
                          with none lists them)
@@ -97,12 +98,14 @@ local function shape_text(t)
   return "(" .. table.concat(t:size(), ", ") .. ")"
 end
 
---- Runs the command with its arguments (a list of strings); returns the exit status.
-function M.main(args)
+--- Runs the command with its arguments (a list of strings); returns the exit status. What it
+--- prints goes to out (default io.stdout; errors go to io.stderr).
+function M.main(args, out)
+  out = out or io.stdout
   local o, err = parse(args or {})
   if not o then return usage_error(err) end
   if o.help then
-    io.stdout:write(M.HELP)
+    out:write(M.HELP)
     return EXIT_OK
   end
   if not o.model then return usage_error("no model given") end
@@ -139,17 +142,25 @@ function M.main(args)
   if o.dir then
     os.execute("mkdir -p '" .. o.dir:gsub("'", "'\\''") .. "'")
   end
+  -- a tensor is printed or saved as NAME.npy; a sequence's elements as NAME[i] / NAME_i.npy
+  -- (1-based i); an empty optional prints as such
+  local function show(name, v, file)
+    local kind = type(v) == "table" and rawget(v, "kind") -- nil for a Tensor (it refuses unknown fields)
+    if kind == "sequence" then
+      out:write(string.format("%s sequence of %d\n", name, #v))
+      for i, element in ipairs(v) do show(string.format("%s[%d]", name, i), element, file .. "_" .. i) end
+    elseif kind == "optional" then
+      if v.value == nil then out:write(name, " empty optional\n") else show(name, v.value, file) end
+    elseif o.dir then
+      local path = o.dir .. "/" .. file .. ".npy"
+      npy.write(path, v)
+      out:write(string.format("%s %s %s -> %s\n", name, shape_text(v), tostring(v.dtype), path))
+    else
+      out:write(string.format("%s %s %s\n%s\n", name, shape_text(v), tostring(v.dtype), tostring(v)))
+    end
+  end
   for _, info in ipairs(model.outputs) do
-    local v = outs[info.name]
-    local show_ok, show_err = pcall(function()
-      if o.dir then
-        local path = o.dir .. "/" .. file_name(info.name) .. ".npy"
-        npy.write(path, v)
-        io.stdout:write(string.format("%s %s %s -> %s\n", info.name, shape_text(v), tostring(v.dtype), path))
-      else
-        io.stdout:write(string.format("%s %s %s\n%s\n", info.name, shape_text(v), tostring(v.dtype), tostring(v)))
-      end
-    end)
+    local show_ok, show_err = pcall(show, info.name, outs[info.name], file_name(info.name))
     if not show_ok then return failed(string.format("output '%s': %s", info.name, tostring(show_err))) end
   end
   return EXIT_OK
