@@ -1,9 +1,9 @@
 -- bench/onnx_bench.lua — a model imported from ONNX against the same model written with the
 -- Tensor API (same weights): the kernels after scheduling (count, and whether each kernel's AST
--- is the same), the outputs' largest difference, and the median time of building the graph and
--- realizing it. Two models: a small CNN that torch.onnx.export writes into a temp dir at bench
--- time (python3-torch; conv, relu, max pool, flatten, linear), and the conformance suite's
--- pytorch-converted/test_Linear.
+-- is the same), the outputs' largest difference, the median time of building the graph and
+-- realizing it, and the median time of a tcl.jit replay (kernels only). Two models: a small CNN
+-- that torch.onnx.export writes into a temp dir at bench time (python3-torch; conv, relu, max
+-- pool, flatten, linear), and the conformance suite's pytorch-converted/test_Linear.
 --
 --   TCL_LUA_DIR=$PWD/lua build-rel/tcl bench/onnx_bench.lua [runs]
 --
@@ -48,8 +48,24 @@ local function median_time(fn)
   return median(times)
 end
 
--- Compares an imported model with its Tensor API twin and prints the figures.
-local function compare(name, imported, written, reference)
+-- Median seconds of `RUNS` replays of tcl.jit(fn) on x (the plan's kernels only, no graph building).
+local function median_jitted(fn, x)
+  local step = tcl.jit(fn)
+  for _ = 1, 3 do step(x) end -- warm-up, capture, first replay
+  local times = {}
+  for i = 1, RUNS do
+    local start = tcl.clock()
+    step(x)
+    tcl.synchronize()
+    times[i] = tcl.clock() - start
+  end
+  return median(times)
+end
+
+-- Compares an imported model with its Tensor API twin (functions of x) and prints the figures.
+local function compare(name, x, imported_of, written_of, reference)
+  local function imported() return imported_of(x) end
+  local function written() return written_of(x) end
   local a, b = imported(), written()
   local ka, kb = kernels_of(a), kernels_of(b)
   local same = #ka == #kb
@@ -63,6 +79,9 @@ local function compare(name, imported, written, reference)
     reference and string.format(" (imported vs torch: %.3g)", max_difference(a, reference)) or ""))
   print(string.format("  median of %d runs (graph built + realized): imported %.3f ms, Tensor API %.3f ms, "
     .. "ratio %.2f", RUNS, t_onnx * 1e3, t_api * 1e3, t_onnx / t_api))
+  local j_onnx, j_api = median_jitted(imported_of, x), median_jitted(written_of, x)
+  print(string.format("  median of %d tcl.jit replays: imported %.3f ms, Tensor API %.3f ms, ratio %.2f", RUNS,
+    j_onnx * 1e3, j_api * 1e3, j_onnx / j_api))
 end
 
 -- 1. the suite's pytorch-converted/test_Linear: Gemm(x, W, b) with transB = 1
@@ -75,8 +94,8 @@ do
     local w, b = model.graph.initializers["1"], model.graph.initializers["2"]
     w, b = w:contiguous():realize(), b:contiguous():realize()
     local x = Tensor.rand(4, 10):realize()
-    compare("pytorch-converted/test_Linear (4x10 @ 10x8)", function() return model(x) end,
-      function() return x:linear(w.T, b) end)
+    compare("pytorch-converted/test_Linear (4x10 @ 10x8)", x, function(input) return model(input) end,
+      function(input) return input:linear(w.T, b) end)
   end
 end
 
@@ -116,11 +135,12 @@ with torch.no_grad():
       local function p(name) return npy.read(dir .. "/" .. name .. ".npy"):realize() end
       local w1, b1, w2, b2, w3, b3 = p("0.weight"), p("0.bias"), p("3.weight"), p("3.bias"), p("7.weight"), p("7.bias")
       local x, reference = p("x"), p("y")
-      compare("CNN (32x1x28x28, conv 16, conv 32, linear 10)", function() return model(x) end, function()
-        local h = x:conv2d(w1, b1, { padding = 1 }):relu():max_pool2d(2)
-        h = h:conv2d(w2, b2, { padding = 1 }):relu():max_pool2d(2)
-        return h:flatten(2):linear(w3.T, b3)
-      end, reference)
+      compare("CNN (32x1x28x28, conv 16, conv 32, linear 10)", x, function(input) return model(input) end,
+        function(input)
+          local h = input:conv2d(w1, b1, { padding = 1 }):relu():max_pool2d(2)
+          h = h:conv2d(w2, b2, { padding = 1 }):relu():max_pool2d(2)
+          return h:flatten(2):linear(w3.T, b3)
+        end, reference)
     end
   end
   os.execute("rm -rf " .. quote(dir))
