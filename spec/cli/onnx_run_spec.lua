@@ -145,6 +145,19 @@ print(a.dtype == b.dtype, a.shape == b.shape, bool(np.allclose(a, b, rtol=1e-6, 
     assert.are.equal("True True True\n", check)
   end)
 
+  it("runs on the device --device names", function()
+    local outdir = dir .. "/out_emu"
+    local status, out, err = run_tcl("run " .. q(case .. "/model.onnx") .. " --input x=" .. q(dir .. "/input_0.npy")
+      .. " --input y=" .. q(dir .. "/input_1.npy") .. " --device EMU -o " .. q(outdir))
+    assert.are.equal("", err)
+    assert.are.equal(0, status, out)
+    local check = py([[
+a = np.load(d + '/out_emu/sum.npy'); b = np.load(d + '/output_0.npy')
+print(bool(np.allclose(a, b, rtol=1e-6, atol=0)))
+]])
+    assert.are.equal("True\n", check)
+  end)
+
   it("gives usage errors (status 2) that list the model's inputs, and load errors (status 1)", function()
     local status, _, err = run_tcl("run " .. q(case .. "/model.onnx") .. " --input x=" .. q(dir .. "/input_0.npy"))
     assert.are.equal(2, status)

@@ -283,6 +283,39 @@ onnx.save(m, d + "/external.onnx", save_as_external_data=True, all_tensors_to_on
       helper.fails_with("input 'data' must be float32, got int64", model, x:cast("int64"), shape)
       helper.fails_with("tcl.onnx.load: path must be a string", tcl.onnx.load, 3)
     end)
+
+    it("runs on the device it is loaded for, handler-made constants included", function()
+      -- y = x + Constant([1, 2, 3]) + ConstantOfShape(Shape(x), 0.5): a tensor attribute made at load
+      -- and one a handler makes at run time
+      local dir = helper.fresh_dir_path()
+      os.execute("mkdir -p " .. q(dir))
+      helper.write(dir .. "/make.py", [[
+import onnx, sys
+from onnx import helper, TensorProto as T
+vi = helper.make_tensor_value_info
+nodes = [helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", T.FLOAT, [3], [1, 2, 3])),
+         helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("ConstantOfShape", ["s"], ["h"], value=helper.make_tensor("h", T.FLOAT, [1], [0.5])),
+         helper.make_node("Add", ["x", "c"], ["t"]), helper.make_node("Add", ["t", "h"], ["y"])]
+g = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1] + "/dev.onnx")
+]])
+      local status, _, err = helper.run(assert(torch_ref.python()) .. " " .. q(dir .. "/make.py") .. " " .. q(dir))
+      assert.are.equal(0, status, err)
+      local path = dir .. "/dev.onnx"
+      local model = tcl.onnx.load(path, { device = "emu" })
+      assert.are.equal("EMU", model.device)
+      local x = Tensor({ { 0, 10, 20 }, { 30, 40, 50 } }):float()
+      local y = model(x:to("EMU"))
+      assert.are.equal("EMU", y.device)
+      assert.are.same({ { 1.5, 12.5, 23.5 }, { 31.5, 42.5, 53.5 } }, y:tolist())
+      assert.are.same(y:tolist(), tcl.onnx.load(path, { device = "CPU" })(x:to("CPU")):tolist())
+      helper.fails_with("input 'x' is on CPU, the model runs on EMU", model, x:to("CPU"))
+      os.execute("rm -rf " .. q(dir))
+      helper.fails_with("tcl.onnx.load: unknown option 'devcie' (options: device)", tcl.onnx.load, path,
+        { devcie = "EMU" })
+      helper.fails_with("tcl.onnx.load: unknown device 'GPU9'", tcl.onnx.load, path, { device = "GPU9" })
+    end)
   end)
 
   describe("graph checks", function()

@@ -111,7 +111,7 @@ function M.main(args, out)
   if not o.model then return usage_error("no model given") end
   local onnx = require "tcl.onnx"
   local npy = require "tcl.api.npy"
-  local ok, model = pcall(onnx.load, o.model)
+  local ok, model = pcall(onnx.load, o.model, o.device and { device = o.device } or nil)
   if not ok then return failed(model) end
   local known, lines = {}, {}
   for _, info in ipairs(model.inputs) do
@@ -133,7 +133,7 @@ function M.main(args, out)
   end
   local named = {}
   for name, file in pairs(o.inputs) do
-    local read_ok, t = pcall(npy.read, file, o.device and { device = o.device } or nil)
+    local read_ok, t = pcall(npy.read, file, { device = model.device })
     if not read_ok then return failed(string.format("input '%s': %s", name, tostring(t))) end
     named[name] = t
   end

@@ -75,19 +75,20 @@ end
 
 -- The tcl value of an expected value (model inputs). The suite stores bfloat16 data as UINT16
 -- (numpy has no bfloat16): declared bfloat16, such a tensor is read as the bits it holds.
-local function to_value(expected, reader, type_info)
+local function to_value(expected, reader, type_info, device)
   if expected.kind == "tensor" then
-    local t = tensor_proto.to_tensor(expected.proto, reader, function(fmt, ...) error(string.format(fmt, ...), 0) end)
+    local t = tensor_proto.to_tensor(expected.proto, reader, function(fmt, ...) error(string.format(fmt, ...), 0) end,
+      nil, device)
     if type_info and type_info.dtype == "bfloat16" and expected.dtype == "uint16" then t = t:bitcast("bfloat16") end
     return t
   elseif expected.kind == "sequence" then
     local elem = type_info and type_info.elem
     local out = { kind = "sequence", elem_type = elem and elem.dtype }
-    for i, t in ipairs(expected) do out[i] = to_value(t, reader) end
+    for i, t in ipairs(expected) do out[i] = to_value(t, reader, elem, device) end
     return out
   else
     local elem = type_info and type_info.elem
-    return { kind = "optional", value = expected.value and to_value(expected.value, reader, elem) }
+    return { kind = "optional", value = expected.value and to_value(expected.value, reader, elem, device) }
   end
 end
 
@@ -170,7 +171,7 @@ function M.run_case(case)
         local path = dir .. "/input_" .. (i - 1) .. ".pb"
         if exists(path) then
           local expected, reader = read_expected(path, info.type)
-          named[info.name] = to_value(expected, reader, info.type)
+          named[info.name] = to_value(expected, reader, info.type, model.device)
         end
       end
       -- a few cases (castlike) declare input shapes their data does not have

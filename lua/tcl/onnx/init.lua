@@ -5,6 +5,7 @@
 -- Tensor API builds, scheduled and fused the same way. ONNX's semantics (0-based indices, its
 -- broadcasting and type rules, opset differences) live in the handlers.
 local class = require "tcl.api.class"
+local env_settings = require "tcl.env"
 local wire = require "tcl.onnx.wire"
 local schema = require "tcl.onnx.schema"
 local tensor_proto = require "tcl.onnx.tensor_proto"
@@ -75,9 +76,9 @@ local function decode_attributes(model, proto_node, where, visible)
     if not a.name or a.name == "" then model_error(model, "%s: attribute %d has no name", where, index - 1) end
     local kind = attribute_type(a)
     local function tensor(t)
-      return tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
+      return (tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
         model_error(model, "%s: attribute '%s': " .. fmt, where, a.name, ...)
-      end, model.dir)
+      end, model.dir, model.device))
     end
     local value
     if kind == "FLOAT" then value = a.f or 0.0
@@ -123,7 +124,7 @@ function build_graph(model, proto, where, outer)
     local name = t.name or ""
     g.initializers[name], g.viewed[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
       model_error(model, "%sinitializer %d '%s': " .. fmt, where and where .. ": " or "", i, name, ...)
-    end, model.dir)
+    end, model.dir, model.device)
     if g.initializers[name]:numel() <= M.HOST_VALUES_LIMIT then
       g.host[name] = tensor_proto.to_lua(t, model.reader, model.dir)
     end
@@ -341,6 +342,10 @@ local function check_input(model, info, v, check_shapes)
   if not is_tensor(v) then
     model_error(model, "input '%s' must be a Tensor, got %s", info.name, type(v))
   end
+  if v.device ~= model.device then
+    model_error(model, "input '%s' is on %s, the model runs on %s (move it with x:to('%s'), or load the model with "
+      .. "{device = '%s'})", info.name, v.device, model.device, model.device, v.device)
+  end
   if want.dtype and tostring(v.dtype) ~= want.dtype then
     model_error(model, "input '%s' must be %s, got %s", info.name, want.dtype, tostring(v.dtype))
   end
@@ -373,7 +378,12 @@ function Model:run(named, opts)
       model_error(self, "input '%s' is missing", info.name)
     end
   end
-  local outs = self.graph:execute(ctx, env)
+  -- tensors the handlers make (constants, aranges...) are created on the model's device
+  local saved_device = env_settings.DEVICE
+  env_settings.DEVICE = self.device
+  local ok, outs = pcall(self.graph.execute, self.graph, ctx, env)
+  env_settings.DEVICE = saved_device
+  if not ok then error(outs, 0) end
   local by_name = {}
   for i, info in ipairs(self.graph.outputs) do by_name[info.name] = outs[i] end
   return by_name
@@ -416,17 +426,31 @@ end
 --- inputs in order and returns its outputs in order; `model{name = tensor, ...}` (the same as
 --- `model:run{...}`) takes inputs by name and returns a table of the outputs by name;
 --- `model.inputs` (the inputs without an initializer) / `model.outputs` describe them ({name,
---- type = {kind, dtype, shape}}), `model.opset` is its ai.onnx opset. Weights 64-byte aligned
---- in the file are views of its mapping, others one copy each.
-function M.load(path)
+--- type = {kind, dtype, shape}}), `model.opset` is its ai.onnx opset, `model.device` where it
+--- runs (opts.device, default: the default device; inputs must be there). Weights aligned in the
+--- file as the device's buffers need are views of its mapping, others one copy each.
+function M.load(path, opts)
   if type(path) ~= "string" then error("tcl.onnx.load: path must be a string, got " .. type(path), 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("tcl.onnx.load: options must be a table, got " .. type(opts), 2)
+  end
+  for key in pairs(opts or {}) do
+    if key ~= "device" then error("tcl.onnx.load: unknown option '" .. tostring(key) .. "' (options: device)", 2) end
+  end
+  local device = opts and opts.device
+  if device == nil then
+    device = class.default_device("tcl.onnx.load")
+  else
+    if type(device) ~= "string" then error("tcl.onnx.load: device must be a string, got " .. type(device), 2) end
+    device = class.checked_device("tcl.onnx.load", device)
+  end
   local ok, reader = pcall(wire.open, path)
   if not ok then error("tcl.onnx.load: " .. tostring(reader), 2) end
   local decoded
   ok, decoded = pcall(reader.decode, reader, schema.ModelProto)
   if not ok then error("tcl.onnx.load: " .. tostring(decoded), 2) end
-  local model = setmetatable({ path = path, reader = reader, opsets = {}, dir = path:match("^(.*)/[^/]*$") or "." },
-    Model)
+  local model = setmetatable({ path = path, reader = reader, opsets = {}, dir = path:match("^(.*)/[^/]*$") or ".",
+    device = device }, Model)
   for _, o in ipairs(decoded.opset_import or {}) do
     local domain = o.domain or ""
     if domain == "ai.onnx" then domain = "" end
