@@ -348,6 +348,54 @@ onnx.save(m, d + "/bad_reshape.onnx")
     end)
   end)
 
+  describe("host values", function()
+    it("let shape arithmetic on constants and Shape run without reading a tensor to the host", function()
+      local buffers = require "tcl.schedule.buffers"
+      local dir = helper.fresh_dir_path()
+      os.execute("mkdir -p " .. q(dir))
+      helper.write(dir .. "/make.py", [[
+import onnx, sys
+from onnx import helper, TensorProto as T
+vi = helper.make_tensor_value_info
+consts = [helper.make_tensor("i0", T.INT64, [], [0]), helper.make_tensor("m1", T.INT64, [1], [-1]),
+          helper.make_tensor("ax", T.INT64, [1], [0])]
+nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+         helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+         helper.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["y"])]
+g = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 12])], consts)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1] + "/chain.onnx")
+g = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                      [vi("x", T.FLOAT, [2, 3, 4]), vi("shape", T.INT64, [2])], [vi("y", T.FLOAT, [2, 12])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1] + "/input_shape.onnx")
+]])
+      local status, _, err = helper.run(assert(torch_ref.python()) .. " " .. q(dir .. "/make.py") .. " " .. q(dir))
+      assert.are.equal(0, status, err)
+      local x = Tensor.arange(24):float():reshape(2, 3, 4):realize()
+      local function host_reads(fn)
+        local reads, saved = 0, buffers.read_hook
+        buffers.read_hook = function(...)
+          reads = reads + 1
+          if saved then return saved(...) end
+        end
+        local ok, result = pcall(fn)
+        buffers.read_hook = saved
+        assert(ok, result)
+        return reads, result
+      end
+      local chain = tcl.onnx.load(dir .. "/chain.onnx")
+      local reads, y = host_reads(function() return chain(x) end)
+      assert.are.equal(0, reads)
+      assert.are.same({ 2, 12 }, y:size())
+      -- a shape that is a model input is read once (the hook does see reads)
+      local from_input = tcl.onnx.load(dir .. "/input_shape.onnx")
+      reads, y = host_reads(function() return from_input(x, Tensor({ 2, 12 }):cast("int64")) end)
+      assert.are.equal(1, reads)
+      assert.are.same({ 2, 12 }, y:size())
+      os.execute("rm -rf " .. q(dir))
+    end)
+  end)
+
   describe("subgraphs", function()
     it("run by position or by name and see the enclosing graph's values", function()
       local registry = require "tcl.onnx.ops"
