@@ -119,7 +119,7 @@ end
 -- the model's graph); a node may read only names made before it, here or there.
 function build_graph(model, proto, where, outer)
   local g = setmetatable({ model = model, name = proto.name or "", where = where, nodes = {}, initializers = {},
-    viewed = {}, host = {}, inputs = {}, outputs = {} }, Graph)
+    viewed = {}, host = {}, inputs = {}, outputs = {}, grad_names = {} }, Graph)
   for i, t in ipairs(proto.initializer or {}) do
     local name = t.name or ""
     g.initializers[name], g.viewed[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
@@ -170,6 +170,9 @@ function build_graph(model, proto, where, outer)
       end
     end
     node.attrs = decode_attributes(model, n, label, visible)
+    if node.key == "ai.onnx.preview.training.Gradient" and type(node.attrs.xs) == "table" then
+      for _, name in ipairs(node.attrs.xs) do g.grad_names[name] = true end
+    end
     for _, name in ipairs(node.output_names) do
       if name ~= "" then visible[name] = true end
     end
@@ -268,6 +271,13 @@ function Graph:execute(ctx, env)
       if self.host[name] then ctx.host[t] = self.host[name] end
     end
   end
+  -- values a Gradient node differentiates with respect to become autograd leaves (copies: the
+  -- caller's tensors are not marked)
+  local function leaf(name)
+    local v = rawget(env, name)
+    if is_tensor(v) then env[name] = v:detach():requires_grad_(true) end
+  end
+  for name in pairs(self.grad_names) do leaf(name) end
   local previous_node = ctx.node
   for _, node in ipairs(self.nodes) do
     local inputs = {}
@@ -299,6 +309,7 @@ function Graph:execute(ctx, env)
         local v = results[i]
         if v == nil then ctx:fail("output %d '%s' was not produced", i - 1, name) end
         env[name] = v
+        if self.grad_names[name] then leaf(name) end
       end
     end
   end

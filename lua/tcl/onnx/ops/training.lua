@@ -1,8 +1,8 @@
 -- tcl.onnx.ops.training — the optimizer update ops of the domain ai.onnx.preview.training
 -- (Adagrad, Momentum, Adam): one step of each rule on n tensors at once, written from the op
 -- documentation. Inputs are R (learning rate), T (update count), then n tensors of each kind;
--- outputs are the n new tensors of each kind. (Gradient, which differentiates a graph, is not
--- here: its cases are in lua/tcl/onnx/out_of_scope.lua.)
+-- outputs are the n new tensors of each kind. Gradient differentiates the graph with tcl's
+-- autograd.
 local M = {}
 
 -- the registry files these op types as "<onnx_domain>.<OpType>"
@@ -86,6 +86,20 @@ function M.Adam(ctx, node)
   end
   local out = table.move(vs, 1, n, n + 1, xs)
   return table.move(hs, 1, n, 2 * n + 1, out)
+end
+
+-- The gradient of the graph value named y (of its sum, when it has several elements) with
+-- respect to the values named xs, which are also the node's inputs, through tcl's autograd: y
+-- was computed from them by the nodes before this one.
+function M.Gradient(ctx, node)
+  local a = node.attrs
+  if type(a.y) ~= "string" or type(a.xs) ~= "table" then ctx:fail("needs the attributes xs and y") end
+  if a.zs and #a.zs > 0 then ctx:fail("the zs attribute (inputs held constant) is not supported") end
+  local y = ctx.scope[a.y]
+  if y == nil then ctx:fail("y '%s' has no value before this node", a.y) end
+  if #a.xs ~= node.ninputs then ctx:fail("%d names in xs for %d inputs", #a.xs, node.ninputs) end
+  local grads = table.pack(y:gradient(table.unpack(node.inputs, 1, node.ninputs)))
+  return { table.unpack(grads, 1, node.ninputs) }
 end
 
 return M
