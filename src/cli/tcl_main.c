@@ -1,7 +1,8 @@
 /* tcl_main.c — the `tcl` program: runs scripts, -e code, or an interactive prompt with the
- * tcl tensor compiler loaded; `tcl export ...` hands its arguments to the Lua command
- * tcl.export.cli. Layer: cli, a thin user of the embedding API (include/tclc.h); it touches
- * the Lua state (tclc_lua) only to set `arg`, to drive the prompt and to call that command.
+ * tcl tensor compiler loaded; `tcl export ...` and `tcl run ...` hand their arguments to the Lua
+ * commands tcl.export.cli and tcl.onnx.cli. Layer: cli, a thin user of the embedding API
+ * (include/tclc.h); it touches the Lua state (tclc_lua) only to set `arg`, to drive the prompt
+ * and to call those commands.
  * Command-line behaviour follows the stock `lua` program, so scripts see the same `arg`. */
 #define _POSIX_C_SOURCE 200809L /* getline, isatty, fileno */
 
@@ -44,10 +45,13 @@ static void print_help(void) {
            "                 export the script's model as C sources and object code that build\n"
            "                 with cc alone (see '%s export --help'); a script named 'export'\n"
            "                 runs as ./export\n"
+           "  run model.onnx [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
+           "                 run an ONNX model; print its outputs or save them as .npy files\n"
+           "                 (see '%s run --help'); a script named 'run' runs as ./run\n"
            "\n"
            "With no script and no -e, tcl starts the interactive prompt.\n"
            "TCL_LUA_DIR (old name TCLC_LUA_DIR) overrides where tcl's Lua files are found.\n",
-           usage_line, PROGRAM_NAME);
+           usage_line, PROGRAM_NAME, PROGRAM_NAME);
 }
 
 /* A usage error: the reason, then how to get help, on stderr. */
@@ -335,20 +339,21 @@ out_of_memory:
     return EXIT_LUA_ERROR;
 }
 
-/* ---- tcl export ---- */
+/* ---- subcommands: tcl export, tcl run ---- */
 
-typedef struct export_call {
-    int argc;    /* the arguments after "export" */
+typedef struct subcommand_call {
+    const char *module; /* the Lua module whose main({arguments}) runs the command */
+    int argc;           /* the arguments after the subcommand's name */
     char **argv;
-    int status;  /* the command's exit status */
-} export_call;
+    int status;         /* the command's exit status */
+} subcommand_call;
 
-/* Calls require("tcl.export.cli").main({arguments}) and keeps the status it returns. Runs
- * under tclc_pcall. */
-static int call_export_main(lua_State *L) {
-    export_call *call = lua_touserdata(L, 1);
+/* Calls require(call->module).main({arguments}) and keeps the status it returns. Runs under
+ * tclc_pcall. */
+static int call_subcommand_main(lua_State *L) {
+    subcommand_call *call = lua_touserdata(L, 1);
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "tcl.export.cli");
+    lua_pushstring(L, call->module);
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "main");
     lua_createtable(L, call->argc, 0);
@@ -361,8 +366,9 @@ static int call_export_main(lua_State *L) {
     return 0;
 }
 
-/* `tcl export ...`: the command's own usage errors and messages come from the Lua side. */
-static int run_export(int argc, char **argv) {
+/* `tcl export ...`, `tcl run ...`: C only dispatches; the command's own usage errors and
+ * messages come from the Lua side. */
+static int run_subcommand(const char *module, int argc, char **argv) {
     tclc_state *S;
     int status;
     if (tclc_open(&S) != TCLC_OK) {
@@ -370,8 +376,8 @@ static int run_export(int argc, char **argv) {
         tclc_close(S);
         return status;
     }
-    export_call call = {.argc = argc, .argv = argv, .status = EXIT_LUA_ERROR};
-    status = run_protected(S, call_export_main, &call) == TCLC_OK ? call.status : lua_error_exit(S);
+    subcommand_call call = {.module = module, .argc = argc, .argv = argv, .status = EXIT_LUA_ERROR};
+    status = run_protected(S, call_subcommand_main, &call) == TCLC_OK ? call.status : lua_error_exit(S);
     fflush(stdout);
     tclc_close(S);
     return status;
@@ -380,7 +386,8 @@ static int run_export(int argc, char **argv) {
 /* ---- main ---- */
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && strcmp(argv[1], "export") == 0) return run_export(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return run_subcommand("tcl.export.cli", argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_subcommand("tcl.onnx.cli", argc - 2, argv + 2);
     command_line cl;
     int status = parse_command_line(argc, argv, &cl);
     if (status != EXIT_OK) return status;

@@ -75,17 +75,20 @@ end
 
 -- The tcl value of an expected value (model inputs). The suite stores bfloat16 data as UINT16
 -- (numpy has no bfloat16): declared bfloat16, such a tensor is read as the bits it holds.
-local function to_value(expected, reader, type_info)
+local function to_value(expected, reader, type_info, device)
   if expected.kind == "tensor" then
-    local t = tensor_proto.to_tensor(expected.proto, reader, function(fmt, ...) error(string.format(fmt, ...), 0) end)
+    local t = tensor_proto.to_tensor(expected.proto, reader, function(fmt, ...) error(string.format(fmt, ...), 0) end,
+      nil, device)
     if type_info and type_info.dtype == "bfloat16" and expected.dtype == "uint16" then t = t:bitcast("bfloat16") end
     return t
   elseif expected.kind == "sequence" then
-    local out = { kind = "sequence" }
-    for i, t in ipairs(expected) do out[i] = to_value(t, reader) end
+    local elem = type_info and type_info.elem
+    local out = { kind = "sequence", elem_type = elem and elem.dtype }
+    for i, t in ipairs(expected) do out[i] = to_value(t, reader, elem, device) end
     return out
   else
-    return { kind = "optional", value = expected.value and to_value(expected.value, reader) }
+    local elem = type_info and type_info.elem
+    return { kind = "optional", value = expected.value and to_value(expected.value, reader, elem, device) }
   end
 end
 
@@ -168,7 +171,7 @@ function M.run_case(case)
         local path = dir .. "/input_" .. (i - 1) .. ".pb"
         if exists(path) then
           local expected, reader = read_expected(path, info.type)
-          named[info.name] = to_value(expected, reader, info.type)
+          named[info.name] = to_value(expected, reader, info.type, model.device)
         end
       end
       -- a few cases (castlike) declare input shapes their data does not have
@@ -188,6 +191,32 @@ function M.run_case(case)
   end)
   if not ok then return "fail", tostring(result) end
   return result, why
+end
+
+-- The op types of a decoded graph and its subgraphs, into set.
+local function graph_op_types(graph, set)
+  for _, n in ipairs(graph and graph.node or {}) do
+    local domain = n.domain or ""
+    set[(domain == "" or domain == "ai.onnx") and (n.op_type or "?") or (domain .. "." .. (n.op_type or "?"))] = true
+    for _, a in ipairs(n.attribute or {}) do
+      if a.g then graph_op_types(a.g, set) end
+      for _, g in ipairs(a.graphs or {}) do graph_op_types(g, set) end
+    end
+  end
+  return set
+end
+
+--- The op types a case's model uses (its subgraphs' included), sorted; {} when it cannot be read.
+function M.op_types(case)
+  local ok, decoded = pcall(function()
+    return wire.open(case.dir .. "/model.onnx"):decode(schema.ModelProto)
+  end)
+  local list = {}
+  if ok then
+    for op in pairs(graph_op_types(decoded.graph, {})) do list[#list + 1] = op end
+  end
+  table.sort(list)
+  return list
 end
 
 --- Runs the cases whose name contains one of the patterns (plain text; all when none); calls

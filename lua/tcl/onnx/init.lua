@@ -5,6 +5,7 @@
 -- Tensor API builds, scheduled and fused the same way. ONNX's semantics (0-based indices, its
 -- broadcasting and type rules, opset differences) live in the handlers.
 local class = require "tcl.api.class"
+local env_settings = require "tcl.env"
 local wire = require "tcl.onnx.wire"
 local schema = require "tcl.onnx.schema"
 local tensor_proto = require "tcl.onnx.tensor_proto"
@@ -69,14 +70,15 @@ end
 local build_graph
 
 -- A node's attributes as Lua values (see lua/tcl/onnx/ops/init.lua for the convention).
-local function decode_attributes(model, proto_node, where)
+local function decode_attributes(model, proto_node, where, visible)
   local attrs = {}
-  for _, a in ipairs(proto_node.attribute or {}) do
+  for index, a in ipairs(proto_node.attribute or {}) do
+    if not a.name or a.name == "" then model_error(model, "%s: attribute %d has no name", where, index - 1) end
     local kind = attribute_type(a)
     local function tensor(t)
-      return tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
+      return (tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
         model_error(model, "%s: attribute '%s': " .. fmt, where, a.name, ...)
-      end, model.dir)
+      end, model.dir, model.device))
     end
     local value
     if kind == "FLOAT" then value = a.f or 0.0
@@ -89,10 +91,10 @@ local function decode_attributes(model, proto_node, where)
     elseif kind == "TENSORS" then
       value = {}
       for i, t in ipairs(a.tensors or {}) do value[i] = tensor(t) end
-    elseif kind == "GRAPH" then value = a.g and build_graph(model, a.g, where .. "/" .. a.name)
+    elseif kind == "GRAPH" then value = a.g and build_graph(model, a.g, where .. "/" .. a.name, visible)
     elseif kind == "GRAPHS" then
       value = {}
-      for i, g in ipairs(a.graphs or {}) do value[i] = build_graph(model, g, where .. "/" .. a.name) end
+      for i, g in ipairs(a.graphs or {}) do value[i] = build_graph(model, g, where .. "/" .. a.name, visible) end
     elseif kind == "SPARSE_TENSOR" then
       value = { kind = "sparse_tensor", proto = a.sparse_tensor }
     elseif kind == "TYPE_PROTO" then
@@ -113,14 +115,16 @@ local function opset_of(model, domain)
   return model.opsets[domain]
 end
 
-function build_graph(model, proto, where)
+-- outer: the names visible in the enclosing graph at the node that holds this subgraph (nil for
+-- the model's graph); a node may read only names made before it, here or there.
+function build_graph(model, proto, where, outer)
   local g = setmetatable({ model = model, name = proto.name or "", where = where, nodes = {}, initializers = {},
-    host = {}, inputs = {}, outputs = {} }, Graph)
+    viewed = {}, host = {}, inputs = {}, outputs = {}, grad_names = {} }, Graph)
   for i, t in ipairs(proto.initializer or {}) do
     local name = t.name or ""
-    g.initializers[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
+    g.initializers[name], g.viewed[name] = tensor_proto.to_tensor(t, model.reader, function(fmt, ...)
       model_error(model, "%sinitializer %d '%s': " .. fmt, where and where .. ": " or "", i, name, ...)
-    end, model.dir)
+    end, model.dir, model.device)
     if g.initializers[name]:numel() <= M.HOST_VALUES_LIMIT then
       g.host[name] = tensor_proto.to_lua(t, model.reader, model.dir)
     end
@@ -130,12 +134,23 @@ function build_graph(model, proto, where)
   end
   local initialized = {}
   for name in pairs(g.initializers) do initialized[name] = true end
-  for _, vi in ipairs(proto.input or {}) do
+  for k, vi in ipairs(proto.input or {}) do
+    if not vi.name or vi.name == "" then
+      model_error(model, "%sgraph input %d has no name", where and where .. ": " or "", k - 1)
+    end
     local info = value_info(vi)
     g.inputs[#g.inputs + 1] = info
     info.has_initializer = initialized[info.name] or false
   end
-  for _, vi in ipairs(proto.output or {}) do g.outputs[#g.outputs + 1] = value_info(vi) end
+  for k, vi in ipairs(proto.output or {}) do
+    if not vi.name or vi.name == "" then
+      model_error(model, "%sgraph output %d has no name", where and where .. ": " or "", k - 1)
+    end
+    g.outputs[#g.outputs + 1] = value_info(vi)
+  end
+  local visible = setmetatable({}, { __index = outer })
+  for name in pairs(g.initializers) do visible[name] = true end
+  for _, info in ipairs(g.inputs) do visible[info.name] = true end
   for i, n in ipairs(proto.node or {}) do
     local domain = n.domain or ""
     local label = string.format("%snode %d%s (%s)", where and where .. "/" or "", i - 1,
@@ -148,7 +163,19 @@ function build_graph(model, proto, where)
     }
     node.ninputs = #node.input_names
     node.noutputs = #node.output_names
-    node.attrs = decode_attributes(model, n, label)
+    for k, name in ipairs(node.input_names) do
+      if name ~= "" and not visible[name] then
+        model_error(model, "%s: input %d '%s' is not made by an earlier node, an initializer, a graph input or an "
+          .. "enclosing graph (ONNX lists a graph's nodes in topological order)", label, k - 1, name)
+      end
+    end
+    node.attrs = decode_attributes(model, n, label, visible)
+    if node.key == "ai.onnx.preview.training.Gradient" and type(node.attrs.xs) == "table" then
+      for _, name in ipairs(node.attrs.xs) do g.grad_names[name] = true end
+    end
+    for _, name in ipairs(node.output_names) do
+      if name ~= "" then visible[name] = true end
+    end
     g.nodes[i] = node
   end
   return g
@@ -244,6 +271,13 @@ function Graph:execute(ctx, env)
       if self.host[name] then ctx.host[t] = self.host[name] end
     end
   end
+  -- values a Gradient node differentiates with respect to become autograd leaves (copies: the
+  -- caller's tensors are not marked)
+  local function leaf(name)
+    local v = rawget(env, name)
+    if is_tensor(v) then env[name] = v:detach():requires_grad_(true) end
+  end
+  for name in pairs(self.grad_names) do leaf(name) end
   local previous_node = ctx.node
   for _, node in ipairs(self.nodes) do
     local inputs = {}
@@ -260,7 +294,12 @@ function Graph:execute(ctx, env)
     local call = setmetatable({ inputs = inputs, wants = wants(node.output_names) }, { __index = node })
     local handler = registry.handlers[node.key]
     ctx.node = node
-    local results = table.pack(handler(ctx, call))
+    local ok, results = pcall(function() return table.pack(handler(ctx, call)) end)
+    if not ok then
+      local message = tostring(results)
+      if message:match("^tcl%.onnx: ") then error(message, 0) end -- already names its node
+      ctx:fail("%s", (message:gsub("^[^\n:]*%.lua:%d+: ", "")))
+    end
     local first = results[1]
     if results.n == 1 and type(first) == "table" and not is_tensor(first) and rawget(first, "kind") == nil then
       results = results[1] -- a handler may return its outputs as one list
@@ -270,6 +309,7 @@ function Graph:execute(ctx, env)
         local v = results[i]
         if v == nil then ctx:fail("output %d '%s' was not produced", i - 1, name) end
         env[name] = v
+        if self.grad_names[name] then leaf(name) end
       end
     end
   end
@@ -283,12 +323,16 @@ function Graph:execute(ctx, env)
   return outs
 end
 
---- Runs a subgraph (If/Loop/Scan bodies): inputs are its formal inputs in order; it sees the
---- values of the scope it is run from. Returns its outputs as a list.
+--- Runs a subgraph (If/Loop/Scan bodies): inputs are its formal inputs in order (a list) or
+--- by name (a table name -> value); it sees the values of the scope it is run from. Returns its
+--- outputs as a list.
 function Graph:run(ctx, inputs)
   local env = setmetatable({}, { __index = ctx.scope })
+  inputs = inputs or {}
   for i, info in ipairs(self.inputs) do
-    if inputs[i] ~= nil then env[info.name] = inputs[i] end
+    local v = inputs[i]
+    if v == nil then v = inputs[info.name] end
+    if v ~= nil then env[info.name] = v end
   end
   local saved = ctx.scope
   ctx.scope = env
@@ -308,6 +352,10 @@ local function check_input(model, info, v, check_shapes)
   if not want or want.kind ~= "tensor" then return v end
   if not is_tensor(v) then
     model_error(model, "input '%s' must be a Tensor, got %s", info.name, type(v))
+  end
+  if v.device ~= model.device then
+    model_error(model, "input '%s' is on %s, the model runs on %s (move it with x:to('%s'), or load the model with "
+      .. "{device = '%s'})", info.name, v.device, model.device, model.device, v.device)
   end
   if want.dtype and tostring(v.dtype) ~= want.dtype then
     model_error(model, "input '%s' must be %s, got %s", info.name, want.dtype, tostring(v.dtype))
@@ -341,7 +389,12 @@ function Model:run(named, opts)
       model_error(self, "input '%s' is missing", info.name)
     end
   end
-  local outs = self.graph:execute(ctx, env)
+  -- tensors the handlers make (constants, aranges...) are created on the model's device
+  local saved_device = env_settings.DEVICE
+  env_settings.DEVICE = self.device
+  local ok, outs = pcall(self.graph.execute, self.graph, ctx, env)
+  env_settings.DEVICE = saved_device
+  if not ok then error(outs, 0) end
   local by_name = {}
   for i, info in ipairs(self.graph.outputs) do by_name[info.name] = outs[i] end
   return by_name
@@ -356,8 +409,13 @@ function Model:required_inputs()
   return list
 end
 
--- model(x, y, ...) with the required inputs in order returns the outputs in order.
+-- model(x, y, ...) with the required inputs in order returns the outputs in order;
+-- model{name = x, ...} (one plain table) is model:run and returns the outputs by name.
 function Model:__call(...)
+  local first = ...
+  if select("#", ...) == 1 and type(first) == "table" and not is_tensor(first) and rawget(first, "kind") == nil then
+    return self:run(first)
+  end
   local named, required = {}, self:required_inputs()
   local n = select("#", ...)
   if n ~= #required then
@@ -376,18 +434,34 @@ function Model:__tostring()
 end
 
 --- Loads the ONNX model at path. Returns a model object: `model(x, ...)` runs it on its required
---- inputs in order and returns its outputs in order; `model:run{name = tensor}` takes and returns
---- tables by name; `model.inputs` / `model.outputs` describe them ({name, type = {kind, dtype,
---- shape}}), `model.opset` is its ai.onnx opset. Weights are viewed in the file's mapping.
-function M.load(path)
+--- inputs in order and returns its outputs in order; `model{name = tensor, ...}` (the same as
+--- `model:run{...}`) takes inputs by name and returns a table of the outputs by name;
+--- `model.inputs` (the inputs without an initializer) / `model.outputs` describe them ({name,
+--- type = {kind, dtype, shape}}), `model.opset` is its ai.onnx opset, `model.device` where it
+--- runs (opts.device, default: the default device; inputs must be there). Weights aligned in the
+--- file as the device's buffers need are views of its mapping, others one copy each.
+function M.load(path, opts)
   if type(path) ~= "string" then error("tcl.onnx.load: path must be a string, got " .. type(path), 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("tcl.onnx.load: options must be a table, got " .. type(opts), 2)
+  end
+  for key in pairs(opts or {}) do
+    if key ~= "device" then error("tcl.onnx.load: unknown option '" .. tostring(key) .. "' (options: device)", 2) end
+  end
+  local device = opts and opts.device
+  if device == nil then
+    device = class.default_device("tcl.onnx.load")
+  else
+    if type(device) ~= "string" then error("tcl.onnx.load: device must be a string, got " .. type(device), 2) end
+    device = class.checked_device("tcl.onnx.load", device)
+  end
   local ok, reader = pcall(wire.open, path)
   if not ok then error("tcl.onnx.load: " .. tostring(reader), 2) end
   local decoded
   ok, decoded = pcall(reader.decode, reader, schema.ModelProto)
   if not ok then error("tcl.onnx.load: " .. tostring(decoded), 2) end
-  local model = setmetatable({ path = path, reader = reader, opsets = {}, dir = path:match("^(.*)/[^/]*$") or "." },
-    Model)
+  local model = setmetatable({ path = path, reader = reader, opsets = {}, dir = path:match("^(.*)/[^/]*$") or ".",
+    device = device }, Model)
   for _, o in ipairs(decoded.opset_import or {}) do
     local domain = o.domain or ""
     if domain == "ai.onnx" then domain = "" end

@@ -77,9 +77,13 @@ local function external_region(proto, model_dir, fail)
 end
 
 --- A Tensor holding the decoded TensorProto `proto` read through `reader` (wire reader of its
---- file). fail(fmt, ...) raises the caller's error. raw_data is viewed without a copy when the
---- file region is aligned for the dtype (a CPU tensor); typed fields are packed into bytes.
-function M.to_tensor(proto, reader, fail, model_dir)
+--- file) on device (default CPU), and whether it views the file. fail(fmt, ...) raises the
+--- caller's error. raw_data and external data are viewed without a copy when the region is
+--- aligned as the device's buffers need (CPU: 64 bytes; protobuf does not align raw_data, so
+--- most inline weights are one memcpy, done in C; EMU: the element size); typed fields
+--- (float_data...) are packed into bytes.
+function M.to_tensor(proto, reader, fail, model_dir, device)
+  device = device or "CPU"
   local code = proto.data_type or 0
   local dtype, why = M.dtype_of(code)
   if not dtype then fail("tensor '%s': %s", tostring(proto.name), why) end
@@ -100,12 +104,14 @@ function M.to_tensor(proto, reader, fail, model_dir)
         table.concat(dims, ","), info.name, length, numel * itemsize)
     end
     if map and numel > 0 then
-      local storage = map:buffer(dtypes[dtype], numel, offset, "CPU")
-      local t = class.wrap(buffers.from_storage(storage), { numel }, "CPU")
-      return nodes.reshape(t, dims)
+      -- devices whose buffers live in host memory (CPU, EMU) view the mapping; others get a copy
+      local ok, storage, viewed = pcall(map.buffer, map, dtypes[dtype], numel, offset, device)
+      if ok then return nodes.reshape(class.wrap(buffers.from_storage(storage), { numel }, device), dims), viewed end
+      storage = map:buffer(dtypes[dtype], numel, offset, "CPU")
+      return nodes.reshape(class.wrap(buffers.from_storage(storage), { numel }, "CPU"), dims):to(device), false
     end
     local bytes = map and "" or reader:bytes(offset, length)
-    return Tensor.from_bytes(bytes, dtype, dims, { device = "CPU" })
+    return Tensor.from_bytes(bytes, dtype, dims, { device = device })
   end
   local values = proto[info.field] or {}
   if #values ~= numel then
@@ -114,7 +120,7 @@ function M.to_tensor(proto, reader, fail, model_dir)
   end
   local parts, fmt = {}, info.fmt
   for i = 1, numel do parts[i] = string.pack(fmt, values[i]) end
-  return Tensor.from_bytes(table.concat(parts), dtype, dims, { device = "CPU" })
+  return Tensor.from_bytes(table.concat(parts), dtype, dims, { device = device })
 end
 
 --- The values of the TensorProto as a flat Lua list (numbers; booleans for BOOL), decoded in Lua

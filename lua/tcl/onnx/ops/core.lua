@@ -1,6 +1,7 @@
 -- tcl.onnx.ops.core — ONNX handlers for constants, casts and shape plumbing (Constant,
 -- Identity, Cast, CastLike, Shape, Size, Reshape, ConstantOfShape, Range, Dropout, EyeLike,
--- Flatten, Squeeze, Unsqueeze, Expand). Values of shape arithmetic are recorded on the host
+-- Flatten, Squeeze, Unsqueeze, Expand, and the random ops Bernoulli, RandomUniform(Like),
+-- RandomNormal(Like)). Values of shape arithmetic are recorded on the host
 -- (ctx:known) so a model's Shape -> Gather -> Concat -> Reshape chain runs no kernel for them.
 local Tensor = require "tcl.api.tensor"
 local tensor_proto = require "tcl.onnx.tensor_proto"
@@ -270,6 +271,64 @@ function M.Expand(ctx, node)
   for i = 1, #target - #shape do full[i] = 1 end
   for _, s in ipairs(shape) do full[#full + 1] = s end
   return x:reshape(full):expand(target)
+end
+
+
+-- Random ops draw from tcl's generator (tcl.manual_seed), not ONNX's: the `seed` attribute cannot
+-- reproduce the reference runtime's numbers, so the suite's cases that compare random values are
+-- out of scope (lua/tcl/onnx/out_of_scope.lua); shapes, dtypes and distributions are ONNX's.
+local function random_dtype(ctx, node, default)
+  if node.attrs.dtype == nil then return default end
+  local dtype, why = tensor_proto.dtype_of(node.attrs.dtype)
+  if not dtype then ctx:fail("%s", why) end
+  if not dtype:match("^float") and dtype ~= "bfloat16" then ctx:fail("dtype must be a float type, got %s", dtype) end
+  return dtype
+end
+
+local function uniform(shape, dtype, low, high)
+  local u = Tensor.rand(shape, { dtype = "float32" })
+  if low ~= 0 or high ~= 1 then u = u * (high - low) + low end
+  return u:cast(dtype)
+end
+
+local function normal(shape, dtype, mean, scale)
+  local z = Tensor.randn(shape, { dtype = "float32" })
+  if mean ~= 0 or scale ~= 1 then z = z * scale + mean end
+  return z:cast(dtype)
+end
+
+function M.RandomUniform(ctx, node)
+  local a = node.attrs
+  return uniform(a.shape or ctx:fail("no shape attribute"), random_dtype(ctx, node, "float32"), a.low or 0.0,
+    a.high or 1.0)
+end
+
+function M.RandomUniformLike(ctx, node)
+  local x, a = node.inputs[1], node.attrs
+  return uniform(shape_of(x), random_dtype(ctx, node, tostring(x.dtype)), a.low or 0.0, a.high or 1.0)
+end
+
+function M.RandomNormal(ctx, node)
+  local a = node.attrs
+  return normal(a.shape or ctx:fail("no shape attribute"), random_dtype(ctx, node, "float32"), a.mean or 0.0,
+    a.scale or 1.0)
+end
+
+function M.RandomNormalLike(ctx, node)
+  local x, a = node.inputs[1], node.attrs
+  return normal(shape_of(x), random_dtype(ctx, node, tostring(x.dtype)), a.mean or 0.0, a.scale or 1.0)
+end
+
+-- 1 with probability x (each element of the input a probability), in dtype (default: x's)
+function M.Bernoulli(ctx, node)
+  local x = node.inputs[1]
+  local dtype = tostring(x.dtype)
+  if node.attrs.dtype ~= nil then
+    local why
+    dtype, why = tensor_proto.dtype_of(node.attrs.dtype)
+    if not dtype then ctx:fail("%s", why) end
+  end
+  return Tensor.rand(shape_of(x), { dtype = "float32" }):lt(x:cast("float32")):cast(dtype)
 end
 
 return M

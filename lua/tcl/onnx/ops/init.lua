@@ -14,9 +14,10 @@
 --   ctx:fail(fmt, ...)    an error naming the model, the node and its op type
 -- ONNX's 0-based indices and axes are converted to tcl's 1-based API inside the handlers.
 -- Only a domain file's capitalized keys are op types: lower-case ones are helpers it shares.
+-- A file of ops of another ONNX domain than ai.onnx says so in `onnx_domain`; its op types are
+-- registered as "<onnx_domain>.<OpType>" (the key the loader looks up for such nodes).
 local M = {}
 
--- Op types of other domains are registered as "<domain>.<OpType>".
 M.DOMAINS = {
   "core",
   "shape_ops",
@@ -27,13 +28,15 @@ M.DOMAINS = {
   "math",
   "sequence",
   "conv",
+  "training",
 }
 
 M.handlers, M.owner = {}, {}
 for _, domain in ipairs(M.DOMAINS) do
   local module = require("tcl.onnx.ops." .. domain)
-  for op_type, handler in pairs(module) do
-    if not op_type:match("^%u") then goto helper end
+  for name, handler in pairs(module) do
+    if not name:match("^%u") then goto helper end
+    local op_type = module.onnx_domain and (module.onnx_domain .. "." .. name) or name
     if M.owner[op_type] then
       error(string.format("tcl.onnx.ops: op type %s is defined in both ops/%s.lua and ops/%s.lua", op_type,
         M.owner[op_type], domain))
