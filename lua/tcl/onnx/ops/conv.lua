@@ -1,4 +1,4 @@
--- lua/tcl/onnx/ops/conv.lua — ONNX handlers for convolution, pooling, padding and resampling:
+-- tcl.onnx.ops.conv — ONNX handlers for convolution, pooling, padding and resampling:
 -- Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
 -- GlobalMaxPool, Pad, Resize, Upsample, MaxUnpool, GridSample, RoiAlign. They map onto Tensor.conv /
 -- conv_transpose / max_pool / avg_pool / pad and tcl.api.resample's per-dim matrices; ONNX's pads lists
