@@ -30,7 +30,9 @@ local function number_literal(v)
   if v == math.huge then return "float('inf')" end
   if v == -math.huge then return "float('-inf')" end
   if math.type(v) == "integer" then return string.format("%d", v) end
-  return string.format("%.17g", v)
+  local text = string.format("%.17g", v)
+  if not text:find("[%.eEn]") then text = text .. ".0" end -- a float stays one (and -0.0 keeps its sign)
+  return text
 end
 
 local function list_literal(v)

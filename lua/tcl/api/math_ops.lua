@@ -100,10 +100,12 @@ function M.atan2(y, x)
   return nodes.cast(angle, out)
 end
 
--- e^x / 2 and e^-x / 2 for x >= 0: the first as e^(x - ln 2) only where e^x overflows (the
--- rounding of x - ln 2 would cost |x| ulps), so sinh and cosh overflow only when they must
+-- e^x / 2 and e^-x / 2 for x >= 0: the first as (e^(x/2) / 2) e^(x/2) where e^x overflows
+-- (x/2 is exact; e^(x - ln 2) would cost |x| ulps in the rounding of x - ln 2), so sinh and
+-- cosh overflow only when they must
 local function half_exps(x)
-  local up = where(x:lt(88), x:exp() * 0.5, (x - LN2):exp())
+  local half = (x * 0.5):exp()
+  local up = where(x:lt(88), x:exp() * 0.5, half * 0.5 * half)
   return up, (-x):exp() * 0.5
 end
 
@@ -371,7 +373,7 @@ end
 local bounds = elementwise.ULP_BOUNDS
 bounds.atan, bounds.asin, bounds.acos, bounds.atan2 = 2, 2, 2, 3
 bounds.sinh, bounds.cosh, bounds.asinh, bounds.acosh, bounds.atanh = 1, 1, 3, 3, 3
-bounds.log1p, bounds.expm1, bounds.log10 = 2, 3, 2
+bounds.log1p, bounds.expm1, bounds.log10 = 3, 3, 2
 bounds.erf, bounds.erfc = 4, 13
 
 return M
