@@ -73,7 +73,8 @@ describe("gather and scatter", function()
       helper.message_of(function() x:gather(2, Tensor({ { 1.0 } })) end))
     assert.matches("gather: input has 2 dims and index 1",
       helper.message_of(function() x:gather(2, Tensor({ 1 })) end))
-    assert.matches("index_select: index must be 1%-d", helper.message_of(function() x:index_select(1, Tensor({ { 1 } })) end))
+    assert.matches("index_select: index must be 1%-d",
+      helper.message_of(function() x:index_select(1, Tensor({ { 1 } })) end))
     assert.matches("scatter_reduce: reduce must be one of sum, prod, mean, amax, amin, got max",
       helper.message_of(function() x:scatter_reduce(1, Tensor({ { 1, 1 } }), Tensor({ { 1, 1 } }), "max") end))
     assert.matches("gather: dim", helper.message_of(function() x:gather(3, Tensor({ { 1 } })) end))

@@ -22,11 +22,12 @@ local function ulps(a, b)
   return math.abs(ordered(a) - ordered(b))
 end
 
-local FUNCTIONS = { "erf", "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1",
-  "log10" }
+local FUNCTIONS = { "erf", "erfc", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p",
+  "expm1", "log10" }
 
 local function sweep()
-  local values = { 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-30, -1e-30, 1e-7, 1e30, -1e30, math.huge, -math.huge, 0 / 0 }
+  local values = { 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-30, -1e-30, 1e-7, 1e30, -1e30, math.huge, -math.huge,
+    0 / 0 }
   for i = -400, 400 do values[#values + 1] = i / 100 end
   for e = -38, 38, 2 do values[#values + 1] = 1.7 * 10.0 ^ e values[#values + 1] = -1.3 * 10.0 ^ e end
   for i = 1, 200 do values[#values + 1] = 1 + i * 1e-5 values[#values + 1] = 1 - i * 1e-5 end
@@ -147,7 +148,8 @@ describe("math ops", function()
       helper.message_of(function() Tensor({ 1.5 }):bitwise_left_shift(1) end))
     assert.matches("isclose: rtol and atol must be >= 0", helper.message_of(function()
       Tensor({ 1 }):isclose(Tensor({ 1 }), -1) end))
-    assert.matches("hardtanh: min_val 2 is above max_val 1", helper.message_of(function() Tensor({ 1 }):hardtanh(2, 1) end))
+    assert.matches("hardtanh: min_val 2 is above max_val 1",
+      helper.message_of(function() Tensor({ 1 }):hardtanh(2, 1) end))
     assert.matches("celu: alpha must not be 0", helper.message_of(function() Tensor({ 1 }):celu(0) end))
     assert.matches("lerp: needs float tensors, got int32", helper.message_of(function()
       Tensor({ 1 }):lerp(Tensor({ 2 }), 0.5) end))
