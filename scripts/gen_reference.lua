@@ -88,6 +88,8 @@ local MODULES = {
   { "tcl.api.random", "Random numbers" }, { "tcl.api.elementwise", "Elementwise" },
   { "tcl.api.movement", "Movement" }, { "tcl.api.reduce", "Reductions" },
   { "tcl.api.nn", "Neural-network functions" }, { "tcl.api.sorting", "Sorting and sampling" },
+  { "tcl.api.gather_scatter", "Gather and scatter" }, { "tcl.api.indexing_ops", "Indexing" },
+  { "tcl.api.math_ops", "More math" }, { "tcl.api.activations", "Activations" }, { "tcl.api.losses", "Losses" },
   { "tcl.api.convolution", "Convolution" }, { "tcl.api.pooling", "Pooling" }, { "tcl.api.resample", "Resampling" },
   { "tcl.api.autograd", "Autograd" }, { "tcl.api.bytes", "Bytes" }, { "tcl.api.print", "Printing" },
 }
