@@ -28,6 +28,7 @@ M.DOMAINS = {
   "math",
   "sequence",
   "conv",
+  "normalization",
   "training",
 }
 
