@@ -29,6 +29,7 @@ M.DOMAINS = {
   "sequence",
   "conv",
   "normalization",
+  "scan_ops",
   "training",
 }
 
