@@ -29,6 +29,7 @@ M.DOMAINS = {
   "sequence",
   "conv",
   "training",
+  "signal",
 }
 
 M.handlers, M.owner = {}, {}
