@@ -30,6 +30,7 @@ M.DOMAINS = {
   "conv",
   "training",
   "signal",
+  "quantize",
 }
 
 M.handlers, M.owner = {}, {}

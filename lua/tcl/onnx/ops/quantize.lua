@@ -1,0 +1,40 @@
+-- tcl.onnx.ops.quantize — ONNX's QuantizeLinear and DequantizeLinear, built from Tensor ops
+-- (they fuse): per-tensor (scalar scale) or per-axis (1-D scale along `axis`, default 1);
+-- quantizing rounds half to even (Tensor round) and saturates to the zero point's type
+-- (uint8 when the zero point is omitted).
+local M = {}
+
+local RANGE = { uint8 = { 0, 255 }, int8 = { -128, 127 }, uint16 = { 0, 65535 }, int16 = { -32768, 32767 },
+  int32 = { -2147483648, 2147483647 } }
+
+-- a 1-D scale / zero point reshaped to broadcast along x's axis (0-based ONNX axis)
+local function along(t, x, axis)
+  if t == nil or #t:size() == 0 or t:numel() == 1 and #t:size() == 0 then return t end
+  local rank = #x:size()
+  axis = axis or 1
+  if axis < 0 then axis = axis + rank end
+  local shape = {}
+  for i = 1, rank do shape[i] = 1 end
+  shape[axis + 1] = t:numel()
+  return t:reshape(shape)
+end
+
+function M.QuantizeLinear(ctx, node)
+  local x, scale, zp = node.inputs[1], node.inputs[2], node.inputs[3]
+  local dtype = zp and tostring(zp.dtype) or "uint8"
+  local range = RANGE[dtype] or ctx:fail("QuantizeLinear to %s is not supported", dtype)
+  scale = along(scale, x, node.attrs.axis)
+  local y = (x:cast("float32") / scale:cast("float32")):round()
+  if zp then y = y + along(zp, x, node.attrs.axis):cast("float32") end
+  return y:maximum(range[1]):minimum(range[2]):cast(dtype)
+end
+
+function M.DequantizeLinear(_, node)
+  local x, scale, zp = node.inputs[1], node.inputs[2], node.inputs[3]
+  scale = along(scale, x, node.attrs.axis)
+  local y = x:cast("float32")
+  if zp then y = y - along(zp, x, node.attrs.axis):cast("float32") end
+  return y * scale:cast("float32")
+end
+
+return M
