@@ -37,4 +37,15 @@ function M.DequantizeLinear(_, node)
   return y * scale:cast("float32")
 end
 
+-- DynamicQuantizeLinear: uint8, scale = (max(0, max x) - min(0, min x)) / 255 and zero point
+-- round(-min / scale) saturated; all from Tensor reductions (no host read).
+function M.DynamicQuantizeLinear(_, node)
+  local x = node.inputs[1]:cast("float32")
+  local lo, hi = x:min():minimum(0), x:max():maximum(0)
+  local scale = (hi - lo) / 255
+  local zp = ((lo * -1) / scale):round():maximum(0):minimum(255)
+  local y = ((x / scale):round() + zp):maximum(0):minimum(255):cast("uint8")
+  return y, scale, zp:cast("uint8")
+end
+
 return M
