@@ -48,4 +48,31 @@ function M.DynamicQuantizeLinear(_, node)
   return y, scale, zp:cast("uint8")
 end
 
+-- a zero point of A: per row when 1-D of more than one value (A's second-last dim)
+local function minus_zp(t, zp, row)
+  t = t:cast("float64")
+  if not zp then return t end
+  zp = zp:cast("float64")
+  if row and #zp:size() == 1 and zp:numel() > 1 then zp = zp:reshape({ zp:numel(), 1 }) end
+  return t - zp
+end
+
+-- MatMulInteger: (A - a_zp) @ (B - b_zp) as int32; the product is formed in float64 (exact
+-- for the int8/uint8 operands' sums of the suite's sizes) and cast.
+function M.MatMulInteger(_, node)
+  local a = minus_zp(node.inputs[1], node.inputs[3], true)
+  local b = minus_zp(node.inputs[2], node.inputs[4], false)
+  return a:matmul(b):cast("int32")
+end
+
+function M.QLinearMatMul(_, node)
+  local i = node.inputs
+  local a = minus_zp(i[1], i[3], true) * i[2]:cast("float64")
+  local b = minus_zp(i[4], i[6], false) * i[5]:cast("float64")
+  local dtype = tostring(i[8].dtype)
+  local range = RANGE[dtype]
+  local y = (a:matmul(b) / i[7]:cast("float64")):round() + i[8]:cast("float64")
+  return y:maximum(range[1]):minimum(range[2]):cast(dtype)
+end
+
 return M
