@@ -75,4 +75,43 @@ function M.QLinearMatMul(_, node)
   return y:maximum(range[1]):minimum(range[2]):cast(dtype)
 end
 
+-- ConvInteger and QLinearConv reuse ops/conv.lua's Conv handler on a node whose inputs are
+-- the zero-point-shifted (and for QLinearConv scaled) operands in float64: exact for the
+-- suite's small integers. A per-output-channel weight zero point / scale is 1-D of M values.
+local function conv_on(ctx, node, x, w, b)
+  local conv = require("tcl.onnx.ops.conv").Conv
+  local shadow = setmetatable({ inputs = { x, w, b }, ninputs = b and 3 or 2 }, { __index = node })
+  return conv(ctx, shadow)
+end
+
+local function per_channel(t, w)
+  if #t:size() == 1 and t:numel() > 1 then
+    local shape = { t:numel() }
+    for _ = 2, #w:size() do shape[#shape + 1] = 1 end
+    return t:reshape(shape)
+  end
+  return t
+end
+
+function M.ConvInteger(ctx, node)
+  local i = node.inputs
+  local x = i[1]:cast("float64")
+  if i[3] then x = x - i[3]:cast("float64") end
+  local w = i[2]:cast("float64")
+  if i[4] then w = w - per_channel(i[4]:cast("float64"), w) end
+  return conv_on(ctx, node, x, w):cast("int32")
+end
+
+function M.QLinearConv(ctx, node)
+  local i = node.inputs
+  local x = (i[1]:cast("float64") - i[3]:cast("float64")) * i[2]:cast("float64")
+  local w = i[4]:cast("float64")
+  w = (w - per_channel(i[6]:cast("float64"), w)) * per_channel(i[5]:cast("float64"), w)
+  local b = i[9] and i[9]:cast("float64") * (i[2]:cast("float64") * i[5]:cast("float64"))
+  local dtype = tostring(i[8].dtype)
+  local range = RANGE[dtype]
+  local y = (conv_on(ctx, node, x, w, b) / i[7]:cast("float64")):round() + i[8]:cast("float64")
+  return y:maximum(range[1]):minimum(range[2]):cast(dtype)
+end
+
 return M
