@@ -31,6 +31,7 @@ M.DOMAINS = {
   "training",
   "signal",
   "quantize",
+  "control",
 }
 
 M.handlers, M.owner = {}, {}
