@@ -31,4 +31,59 @@ M.HannWindow = window({ 0.5, -0.5 })
 M.HammingWindow = window({ 25 / 46, -(1 - 25 / 46) })
 M.BlackmanWindow = window({ 0.42, -0.5, 0.08 })
 
+-- the DFT of x (real [..., 1] or complex [..., 2] last dim) along 1-based dim d as a matmul with
+-- cos/sin matrices built from Tensor ops; n is the transform length (zero-padded / truncated),
+-- onesided keeps n//2 + 1 bins; inverse conjugates and divides by n. Returns [..., 2].
+local function dft(x, d, n, inverse, onesided)
+  local rank = #x:size()
+  local size = x:size()[d]
+  if n > size then
+    local pairs_ = {}
+    for i = 1, rank do pairs_[i] = { 0, 0 } end
+    pairs_[d] = { 0, n - size }
+    x = x:pad(pairs_, 0)
+  elseif n < size then
+    x = x:narrow(d, 1, n)
+  end
+  -- move dim d to just before the complex dim: then [..., n] @ [n, k]
+  local order = {}
+  for i = 1, rank - 1 do if i ~= d then order[#order + 1] = i end end
+  order[#order + 1] = d
+  local back = {}
+  for i, o in ipairs(order) do back[o] = i end
+  x = x:cast("float64")
+  local re = x:narrow(rank, 1, 1):squeeze(rank):permute(order)
+  local im = x:size()[rank] == 2 and x:narrow(rank, 2, 1):squeeze(rank):permute(order) or nil
+  local k = onesided and (n // 2 + 1) or n
+  local angle = Tensor.arange(0, n, { dtype = "float64" }):reshape({ n, 1 })
+    * Tensor.arange(0, k, { dtype = "float64" }):reshape({ 1, k }) * (2 * math.pi / n)
+  local c, s = angle:cos(), angle:sin()
+  local sign = inverse and 1 or -1
+  local yr, yi = re:matmul(c), re:matmul(s) * sign
+  if im then
+    yr = yr - im:matmul(s) * sign
+    yi = yi + im:matmul(c)
+  end
+  if inverse then yr, yi = yr / n, yi / n end
+  local inv = {}
+  for i = 1, rank - 1 do inv[i] = back[i] end
+  return Tensor.stack({ yr:permute(inv), yi:permute(inv) }, rank)
+end
+
+function M.DFT(ctx, node)
+  local x = node.inputs[1]
+  local rank = #x:size()
+  local axis
+  if node.opset and node.opset >= 20 then
+    axis = node.inputs[3] and ctx:ints(node.inputs[3])[1] or -2
+  else
+    axis = node.attrs.axis or 1
+  end
+  if axis < 0 then axis = axis + rank end
+  local d = axis + 1
+  local n = node.inputs[2] and ctx:ints(node.inputs[2])[1] or x:size()[d]
+  local y = dft(x, d, n, (node.attrs.inverse or 0) ~= 0, (node.attrs.onesided or 0) ~= 0)
+  return y:cast(tostring(x.dtype))
+end
+
 return M
