@@ -86,4 +86,19 @@ function M.DFT(ctx, node)
   return y:cast(tostring(x.dtype))
 end
 
+-- STFT(signal [batch, len, 1|2], frame_step, window?, frame_length?): frames (host-counted)
+-- stacked, windowed, and transformed by dft; output [batch, frames, bins, 2].
+function M.STFT(ctx, node)
+  local x, window = node.inputs[1], node.inputs[3]
+  local step = ctx:ints(node.inputs[2])[1]
+  local length = node.inputs[4] and ctx:ints(node.inputs[4])[1] or window:size()[1]
+  local total = x:size()[2]
+  local frames = {}
+  for start = 1, total - length + 1, step do frames[#frames + 1] = x:narrow(2, start, length) end
+  local f = Tensor.stack(frames, 2)
+  if window then f = f * window:cast(tostring(x.dtype)):reshape({ 1, 1, length, 1 }) end
+  local y = dft(f, 3, length, false, (node.attrs.onesided or 1) ~= 0)
+  return y:cast(tostring(x.dtype))
+end
+
 return M
