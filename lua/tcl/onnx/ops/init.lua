@@ -32,6 +32,7 @@ M.DOMAINS = {
   "signal",
   "quantize",
   "control",
+  "text",
 }
 
 M.handlers, M.owner = {}, {}
