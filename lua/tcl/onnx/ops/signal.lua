@@ -1,4 +1,4 @@
--- tcl.onnx.ops.signal — ONNX's window generators (HannWindow, HammingWindow, BlackmanWindow):
+-- tcl.onnx.ops.signal — ONNX's DFT, STFT, MelWeightMatrix and window generators (HannWindow, HammingWindow, BlackmanWindow):
 -- size is read on the host (it fixes the output's shape); the window is built from Tensor ops
 -- (arange, cos) in float64 and cast to output_datatype (default float32). periodic=1 (default)
 -- divides by N, periodic=0 (symmetric) by N-1.
@@ -99,6 +99,42 @@ function M.STFT(ctx, node)
   if window then f = f * window:cast(tostring(x.dtype)):reshape({ 1, 1, length, 1 }) end
   local y = dft(f, 3, length, false, (node.attrs.onesided or 1) ~= 0)
   return y:cast(tostring(x.dtype))
+end
+
+-- MelWeightMatrix: computed on the host (its inputs are scalars that fix the shape), following
+-- ONNX's reference (mel step = range / (num_mel_bins + 2), integer bin edges, triangular
+-- filters), as [dft_length//2 + 1, num_mel_bins].
+function M.MelWeightMatrix(ctx, node)
+  local i = node.inputs
+  local mels, dft_length = ctx:ints(i[1])[1], ctx:ints(i[2])[1]
+  local rate = ctx:numbers(i[3])[1]
+  local lo_hz, hi_hz = ctx:numbers(i[4])[1], ctx:numbers(i[5])[1]
+  local bins = dft_length // 2 + 1
+  local lo_mel = 2595 * math.log(1 + lo_hz / 700, 10)
+  local hi_mel = 2595 * math.log(1 + hi_hz / 700, 10)
+  local step = (hi_mel - lo_mel) / (mels + 2)
+  local edges = {}
+  for k = 0, mels + 1 do
+    local hz = 700 * (10 ^ ((k * step + lo_mel) / 2595) - 1)
+    edges[k] = math.floor(((dft_length + 1) * hz) // rate)
+  end
+  local out = {}
+  for j = 1, bins * mels do out[j] = 0.0 end
+  local function set(row, col, v) if row < bins then out[row * mels + col + 1] = v end end
+  for m = 0, mels - 1 do
+    local l, c, h = edges[m], edges[m + 1], edges[m + 2]
+    if c - l == 0 then set(c, m, 1.0) else
+      for j = l, c do set(j, m, (j - l) / (c - l)) end
+    end
+    if h - c > 0 then for j = c, h - 1 do set(j, m, (h - j) / (h - c)) end end
+  end
+  local dtype = "float32"
+  if node.attrs.output_datatype then
+    local why
+    dtype, why = tensor_proto.dtype_of(node.attrs.output_datatype)
+    if not dtype then ctx:fail("%s", why) end
+  end
+  return Tensor.from_bytes(string.pack(string.rep("<d", #out), table.unpack(out)), "float64", { bins, mels }):cast(dtype)
 end
 
 return M
