@@ -1,5 +1,5 @@
 -- tcl.onnx.ops.signal — ONNX's DFT, STFT, MelWeightMatrix and window generators (HannWindow, HammingWindow, BlackmanWindow):
--- size is read on the host (it fixes the output's shape); the window is built from Tensor ops
+-- a window's size is read on the host (it fixes the output's shape); the window is built from Tensor ops
 -- (arange, cos) in float64 and cast to output_datatype (default float32). periodic=1 (default)
 -- divides by N, periodic=0 (symmetric) by N-1.
 local Tensor = require "tcl.api.tensor"
