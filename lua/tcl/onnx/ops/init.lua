@@ -31,6 +31,10 @@ M.DOMAINS = {
   "normalization",
   "scan_ops",
   "training",
+  "signal",
+  "quantize",
+  "control",
+  "text",
 }
 
 M.handlers, M.owner = {}, {}
