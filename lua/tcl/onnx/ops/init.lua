@@ -29,6 +29,7 @@ M.DOMAINS = {
   "sequence",
   "conv",
   "training",
+  "sorting",
 }
 
 M.handlers, M.owner = {}, {}
