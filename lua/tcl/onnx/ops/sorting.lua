@@ -92,4 +92,76 @@ function M.Det(ctx, node)
   return Tensor(dets, { dtype = tostring(x.dtype) }):reshape(out_shape)
 end
 
+-- Unique along an axis (or over the flattened tensor): the distinct slices, in sorted order or
+-- in order of first occurrence, with the 0-based index of each one's first occurrence, each
+-- input slice's position among them and their counts (int64). The count of outputs depends on
+-- the data, so the values are read on the host.
+function M.Unique(ctx, node)
+  local x = node.inputs[1]
+  local shape, values = x.shape, ctx:values(x)
+  local axis = node.attrs.axis
+  local source, dim
+  if axis == nil then
+    local numel = 1
+    for _, d in ipairs(shape) do numel = numel * d end
+    source, dim = x:reshape({ numel }), 1
+  else
+    source, dim = x, dim_of(ctx, axis, #shape)
+  end
+  local sshape = source.shape
+  local outer, inner = 1, 1
+  for i = 1, dim - 1 do outer = outer * sshape[i] end
+  for i = dim + 1, #sshape do inner = inner * sshape[i] end
+  local n = sshape[dim]
+  -- slice k: the elements of source with index k along dim, in row-major order
+  local slices = {}
+  for k = 1, n do
+    local s = {}
+    for o = 0, outer - 1 do
+      for i = 1, inner do s[#s + 1] = values[(o * n + (k - 1)) * inner + i] end
+    end
+    slices[k] = s
+  end
+  local function compare(a, b)
+    for i = 1, #a do
+      if a[i] ~= b[i] then return a[i] < b[i] and -1 or 1 end
+    end
+    return 0
+  end
+  local firsts, position_of = {}, {}
+  for k = 1, n do
+    local found
+    for u, f in ipairs(firsts) do
+      if compare(slices[f], slices[k]) == 0 then found = u; break end
+    end
+    if not found then firsts[#firsts + 1] = k; found = #firsts end
+    position_of[k] = found
+  end
+  local order = {}
+  for u = 1, #firsts do order[u] = u end
+  if node.attrs.sorted ~= 0 then
+    table.sort(order, function(a, b)
+      local c = compare(slices[firsts[a]], slices[firsts[b]])
+      if c ~= 0 then return c < 0 end
+      return a < b
+    end)
+  end
+  local rank_of = {}
+  for r, u in ipairs(order) do rank_of[u] = r end
+  local picked, first_index, inverse, counts = {}, {}, {}, {}
+  for r, u in ipairs(order) do
+    picked[r] = firsts[u]
+    first_index[r] = firsts[u] - 1
+    counts[r] = 0
+  end
+  for k = 1, n do
+    local r = rank_of[position_of[k]]
+    inverse[k] = r - 1
+    counts[r] = counts[r] + 1
+  end
+  local function int64s(list) return Tensor(list, { dtype = "int64" }):reshape({ #list }) end
+  local y = source:index_select(dim, int64s(picked))
+  return y, int64s(first_index), int64s(inverse), int64s(counts)
+end
+
 return M
