@@ -1,6 +1,7 @@
--- tcl.onnx.ops.sorting — ONNX handlers for sorting and running ops: TopK, CumSum.
--- ONNX's 0-based axes and indices are converted to tcl's 1-based API here; TopK's indices come
--- back 0-based int64.
+-- tcl.onnx.ops.sorting — ONNX handlers for sorting, running and linear-algebra ops: TopK, CumSum,
+-- Unique, Einsum, Det, NonMaxSuppression. ONNX's 0-based axes and indices are converted to tcl's
+-- 1-based API here; indices come back 0-based int64. Unique, Det and NonMaxSuppression read
+-- their inputs on the host (data-dependent output sizes; small matrices).
 local Tensor = require "tcl.api.tensor"
 
 local M = {}
@@ -256,6 +257,76 @@ function M.Einsum(ctx, node)
   end
   for d = #order, #out + 1, -1 do product = product:sum(d) end
   return product:cast(node.inputs[1].dtype)
+end
+
+-- A box's corners (y1, x1, y2, x2 with y1 <= y2, x1 <= x2) from its four numbers at base.
+local function corners(b, base, center_point)
+  if center_point then
+    local xc, yc, w, h = b[base + 1], b[base + 2], b[base + 3], b[base + 4]
+    return yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2
+  end
+  local y1, x1, y2, x2 = b[base + 1], b[base + 2], b[base + 3], b[base + 4]
+  return math.min(y1, y2), math.min(x1, x2), math.max(y1, y2), math.max(x1, x2)
+end
+
+local function iou(a, b)
+  local h = math.min(a[3], b[3]) - math.max(a[1], b[1])
+  local w = math.min(a[4], b[4]) - math.max(a[2], b[2])
+  if h <= 0 or w <= 0 then return 0 end
+  local inter = h * w
+  local union = (a[3] - a[1]) * (a[4] - a[2]) + (b[3] - b[1]) * (b[4] - b[2]) - inter
+  if union <= 0 then return 0 end
+  return inter / union
+end
+
+-- Greedy non-maximum suppression per batch and class, on the host (its output's length depends
+-- on the data): boxes by descending score (ties: lower index first) above score_threshold, each
+-- kept unless its IoU with a kept box exceeds iou_threshold, at most max_output_boxes_per_class.
+-- Output: (count, 3) int64 rows {batch, class, box}, 0-based.
+function M.NonMaxSuppression(ctx, node)
+  local boxes, scores = node.inputs[1], node.inputs[2]
+  local nb, n, nc = boxes.shape[1], boxes.shape[2], scores.shape[2]
+  local function scalar(i, default)
+    local t = node.inputs[i]
+    if not t then return default end
+    local v = ctx:numbers(t)
+    return v[1] or default
+  end
+  local max_out = math.tointeger(scalar(3, 0)) or 0
+  local iou_threshold, score_threshold = scalar(4, 0), scalar(5, nil)
+  local b, s = ctx:numbers(boxes), ctx:numbers(scores)
+  local center_point = (node.attrs.center_point_box or 0) == 1
+  local rows = {}
+  for bi = 0, nb - 1 do
+    local box = {}
+    for i = 0, n - 1 do box[i] = { corners(b, (bi * n + i) * 4, center_point) } end
+    for ci = 0, nc - 1 do
+      local base = (bi * nc + ci) * n
+      local candidates = {}
+      for i = 0, n - 1 do
+        if score_threshold == nil or s[base + i + 1] > score_threshold then candidates[#candidates + 1] = i end
+      end
+      table.sort(candidates, function(p, q)
+        local sp, sq = s[base + p + 1], s[base + q + 1]
+        if sp ~= sq then return sp > sq end
+        return p < q
+      end)
+      local kept = {}
+      for _, i in ipairs(candidates) do
+        if #kept >= max_out then break end
+        local keep = true
+        for _, k in ipairs(kept) do
+          if iou(box[i], box[k]) > iou_threshold then keep = false; break end
+        end
+        if keep then
+          kept[#kept + 1] = i
+          rows[#rows + 1] = bi; rows[#rows + 1] = ci; rows[#rows + 1] = i
+        end
+      end
+    end
+  end
+  if #rows == 0 then return Tensor.zeros({ 0, 3 }, { dtype = "int64" }) end
+  return Tensor(rows, { dtype = "int64" }):reshape({ #rows // 3, 3 })
 end
 
 return M
