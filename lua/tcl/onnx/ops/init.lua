@@ -21,6 +21,7 @@ local M = {}
 M.DOMAINS = {
   "core",
   "shape_ops",
+  "sorting",
   "elementwise",
   "reduce",
   "losses",
@@ -29,7 +30,6 @@ M.DOMAINS = {
   "sequence",
   "conv",
   "training",
-  "sorting",
 }
 
 M.handlers, M.owner = {}, {}

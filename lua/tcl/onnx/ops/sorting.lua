@@ -1,6 +1,6 @@
 -- tcl.onnx.ops.sorting — ONNX handlers for sorting and linear-algebra ops: Unique, Einsum, Det,
--- NonMaxSuppression (TopK and CumSum live in ops/scan_ops.lua). ONNX's 0-based axes and indices are converted to tcl's
--- 1-based API here; indices come back 0-based int64. Unique, Det and NonMaxSuppression read
+-- NonMaxSuppression (TopK and CumSum live in ops/scan_ops.lua). ONNX's 0-based axes and indices
+-- are converted to tcl's 1-based API here; indices come back 0-based int64. Unique, Det and NonMaxSuppression read
 -- their inputs on the host (data-dependent output sizes; small matrices).
 local Tensor = require "tcl.api.tensor"
 
