@@ -21,6 +21,7 @@ local M = {}
 M.DOMAINS = {
   "core",
   "shape_ops",
+  "sorting",
   "elementwise",
   "reduce",
   "losses",
