@@ -29,6 +29,7 @@ M.DOMAINS = {
   "sequence",
   "conv",
   "training",
+  "normalization_rnn",
 }
 
 M.handlers, M.owner = {}, {}
