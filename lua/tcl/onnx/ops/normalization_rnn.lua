@@ -1,6 +1,8 @@
 -- tcl.onnx.ops.normalization_rnn — ONNX's normalizations (LayerNormalization, BatchNormalization,
 -- InstanceNormalization, MeanVarianceNormalization), built from tcl's reductions and elementwise
 -- ops. Statistics are population ones (divide by the count), as ONNX defines them.
+local Tensor = require "tcl.api.tensor"
+
 local M = {}
 
 local function dtype_of(t) return tostring(t.dtype) end
@@ -83,6 +85,30 @@ function M.MeanVarianceNormalization(ctx, node)
   end
   local _, var, centered = moments(x, dims)
   return centered / (var + 1e-9):sqrt()
+end
+
+-- LRN: each element divided by (bias + alpha / size * the sum of squares over a window of
+-- channels)^beta; the window sum is a banded C x C matrix times the squares (N, C, rest).
+function M.LRN(ctx, node)
+  local x = node.inputs[1]
+  local shape = x:size()
+  if #shape < 3 then ctx:fail("needs an input of rank >= 3 (N x C x D1 ...), got rank %d", #shape) end
+  local size = node.attrs.size
+  if not size or size < 1 then ctx:fail("attribute size must be a positive integer") end
+  local alpha, beta, bias = node.attrs.alpha or 1e-4, node.attrs.beta or 0.75, node.attrs.bias or 1.0
+  local c = shape[2]
+  local below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
+  local band = {}
+  for row = 1, c do
+    for col = 1, c do
+      band[#band + 1] = (col >= row - below and col <= row + above) and 1 or 0
+    end
+  end
+  local rest = 1
+  for d = 3, #shape do rest = rest * shape[d] end
+  local squares = (x * x):reshape({ shape[1], c, rest })
+  local window = Tensor(band, { dtype = dtype_of(x) }):reshape({ 1, c, c }):matmul(squares):reshape(shape)
+  return x / (window * (alpha / size) + bias):pow(beta)
 end
 
 return M
