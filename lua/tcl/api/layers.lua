@@ -616,6 +616,50 @@ end, function(self)
     tostring(self.affine))
 end)
 
+local function instancenorm_class(name, rank)
+  local fn = "nn." .. name
+  return layer_class(name, function(_, num_features, opts)
+    num_features = positive_integer(fn, "num_features", num_features)
+    opts = check.options(fn, opts, { eps = true, affine = true, dtype = true, device = true })
+    local affine = boolean(fn, "affine", opts.affine, false)
+    local where = placement(fn, opts)
+    return {
+      num_features = num_features, eps = positive_number(fn, "eps", opts.eps, 1e-5), affine = affine,
+      weight = affine and parameter(filled(fn, { num_features }, 1, where)) or nil,
+      bias = affine and parameter(filled(fn, { num_features }, 0, where)) or nil,
+    }
+  end, function(self, x)
+    x = input_tensor(fn, x)
+    if #x._shape ~= rank then
+      fail(fn, "expects a %d-d input (N, C, ...), got shape %s", rank, shape_str(x._shape))
+    end
+    channels_input(fn, x, self.num_features)
+    local xs = x._shape
+    local positions = 1
+    for d = 3, #xs do positions = positions * xs[d] end
+    -- each (sample, channel) plane is normalized on its own, in training and eval mode alike
+    local y = x:reshape(xs[1], xs[2], positions):layernorm(3, self.eps):reshape(xs)
+    local per_channel = channel_shape(self.num_features, #xs)
+    if self.weight then y = y:mul(self.weight:reshape(per_channel)) end
+    if self.bias then y = y:add(self.bias:reshape(per_channel)) end
+    return y
+  end, function(self)
+    return string.format("%d, eps=%s, affine=%s", self.num_features, value_str(self.eps), tostring(self.affine))
+  end)
+end
+
+--- InstanceNorm1d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): normalizes each
+--  channel of each sample of a 3-d (N, C, L) input over its positions (mean 0, variance 1, the
+--  variance dividing by the count), then, when affine, applies a per-channel weight and bias.
+--  Keeps no running statistics: training and eval mode compute the same.
+M.InstanceNorm1d = instancenorm_class("InstanceNorm1d", 3)
+--- InstanceNorm2d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): InstanceNorm1d
+--  for 4-d (N, C, H, W) inputs.
+M.InstanceNorm2d = instancenorm_class("InstanceNorm2d", 4)
+--- InstanceNorm3d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): InstanceNorm1d
+--  for 5-d (N, C, D, H, W) inputs.
+M.InstanceNorm3d = instancenorm_class("InstanceNorm3d", 5)
+
 -- ---------------------------------------------------------------------------------------
 -- Embedding, Dropout
 
