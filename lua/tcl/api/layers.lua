@@ -661,6 +661,64 @@ M.InstanceNorm2d = instancenorm_class("InstanceNorm2d", 4)
 M.InstanceNorm3d = instancenorm_class("InstanceNorm3d", 5)
 
 -- ---------------------------------------------------------------------------------------
+-- Activation and reshaping layers: module objects for the elementwise functions (for Sequential)
+
+local function dim_argument(fn, what, v, default)
+  if v == nil then return default end
+  if math.type(v) ~= "integer" or v == 0 then
+    fail(fn, "%s must be a nonzero integer dim (1-based, negative from the end), got %s", what, tostring(v))
+  end
+  return v
+end
+
+local function function_layer(name, construct, apply, describe)
+  local fn = "nn." .. name
+  return layer_class(name, construct or function(_) return {} end, function(self, x)
+    return apply(self, input_tensor(fn, x))
+  end, describe or function() return "" end)
+end
+
+--- ReLU(): max(x, 0) elementwise, as a layer.
+M.ReLU = function_layer("ReLU", nil, function(_, x) return x:relu() end)
+--- GELU(): Tensor.gelu (the tanh approximation of x * Phi(x)) elementwise, as a layer.
+M.GELU = function_layer("GELU", nil, function(_, x) return x:gelu() end)
+--- SiLU(): x * sigmoid(x) elementwise, as a layer.
+M.SiLU = function_layer("SiLU", nil, function(_, x) return x:silu() end)
+--- Sigmoid(): 1 / (1 + exp(-x)) elementwise, as a layer.
+M.Sigmoid = function_layer("Sigmoid", nil, function(_, x) return x:sigmoid() end)
+--- Tanh(): tanh elementwise, as a layer.
+M.Tanh = function_layer("Tanh", nil, function(_, x) return x:tanh() end)
+--- Identity(): returns its input unchanged.
+M.Identity = function_layer("Identity", nil, function(_, x) return x end)
+--- Softmax(dim): softmax along dim (1-based, negative from the end; required: dim 0 is an error).
+M.Softmax = function_layer("Softmax", function(fn, dim)
+  if dim == nil then fail(fn, "needs a dim (1-based, negative from the end)") end
+  return { dim = dim_argument(fn, "dim", dim) }
+end, function(self, x) return x:softmax(self.dim) end, function(self) return "dim=" .. self.dim end)
+--- LogSoftmax(dim): log of softmax along dim (1-based, negative from the end; required).
+M.LogSoftmax = function_layer("LogSoftmax", function(fn, dim)
+  if dim == nil then fail(fn, "needs a dim (1-based, negative from the end)") end
+  return { dim = dim_argument(fn, "dim", dim) }
+end, function(self, x) return x:log_softmax(self.dim) end, function(self) return "dim=" .. self.dim end)
+--- LeakyReLU(negative_slope = 0.01): x where x > 0, negative_slope * x elsewhere.
+M.LeakyReLU = function_layer("LeakyReLU", function(fn, slope)
+  if slope ~= nil and type(slope) ~= "number" then fail(fn, "negative_slope must be a number, got %s", type(slope)) end
+  return { negative_slope = slope or 0.01 }
+end, function(self, x) return x:leaky_relu(self.negative_slope) end,
+  function(self) return "negative_slope=" .. value_str(self.negative_slope) end)
+--- ELU(alpha = 1): x where x > 0, alpha * (exp(x) - 1) elsewhere.
+M.ELU = function_layer("ELU", function(fn, alpha)
+  if alpha ~= nil and type(alpha) ~= "number" then fail(fn, "alpha must be a number, got %s", type(alpha)) end
+  return { alpha = alpha or 1.0 }
+end, function(self, x) return x:elu(self.alpha) end, function(self) return "alpha=" .. value_str(self.alpha) end)
+--- Flatten(start_dim = 2, end_dim = -1): joins dims start_dim..end_dim (1-based: the default keeps
+--  the batch dim 1, like torch's start_dim=1).
+M.Flatten = function_layer("Flatten", function(fn, start_dim, end_dim)
+  return { start_dim = dim_argument(fn, "start_dim", start_dim, 2), end_dim = dim_argument(fn, "end_dim", end_dim, -1) }
+end, function(self, x) return x:flatten(self.start_dim, self.end_dim) end,
+  function(self) return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim) end)
+
+-- ---------------------------------------------------------------------------------------
 -- Embedding, Dropout
 
 --- Embedding(num_embeddings, embedding_dim, {dtype =, device =}): rows of weight
