@@ -810,6 +810,8 @@ end)
 
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
+local grad_clipping = require "tcl.api.grad_clipping"
+M.clip_grad_norm, M.clip_grad_value = grad_clipping.clip_grad_norm, grad_clipping.clip_grad_value
 -- tcl.nn.init: weight initializers (tcl.api.init_weights)
 M.init = init
 
