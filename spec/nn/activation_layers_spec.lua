@@ -1,5 +1,6 @@
 -- spec/nn/activation_layers_spec.lua — the layer objects nn.ReLU/GELU/SiLU/Sigmoid/Tanh/Identity/Softmax/
--- LogSoftmax/LeakyReLU/ELU/Flatten against torch.nn's, in a Sequential, and their argument errors
+-- LogSoftmax/LeakyReLU/ELU/Flatten/Unflatten/MaxPool2d/AvgPool2d/AdaptiveAvgPool2d against torch.nn's,
+-- alone and in a Sequential, and their argument errors
 local tcl = require "tcl"
 local Tensor, nn = tcl.Tensor, tcl.nn
 local torch_ref = require "spec.support.torch_ref"
@@ -26,6 +27,13 @@ describe("tcl.nn activation and Flatten layers", function()
       { nn.LeakyReLU(0.2), "torch.nn.LeakyReLU(0.2)" }, { nn.ELU(), "torch.nn.ELU()" },
       { nn.ELU(0.5), "torch.nn.ELU(0.5)" }, { nn.Flatten(), "torch.nn.Flatten()" },
       { nn.Flatten(1, 2), "torch.nn.Flatten(0, 1)" },
+      { nn.Unflatten(3, { 2, 2 }), "torch.nn.Unflatten(2, (2, 2))" },
+      { nn.Sequential { nn.Unflatten(3, { 2, 2 }), nn.MaxPool2d({ 2, 1 }) },
+        "torch.nn.Sequential(torch.nn.Unflatten(2, (2, 2)), torch.nn.MaxPool2d((2, 1)))" },
+      { nn.Sequential { nn.Unflatten(3, { 2, 2 }), nn.AvgPool2d({ 1, 2 }) },
+        "torch.nn.Sequential(torch.nn.Unflatten(2, (2, 2)), torch.nn.AvgPool2d((1, 2)))" },
+      { nn.Sequential { nn.Unflatten(3, { 2, 2 }), nn.AdaptiveAvgPool2d(1) },
+        "torch.nn.Sequential(torch.nn.Unflatten(2, (2, 2)), torch.nn.AdaptiveAvgPool2d(1))" },
       { nn.Sequential { nn.Flatten(), nn.Tanh(), nn.Softmax(-1) },
         "torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Tanh(), torch.nn.Softmax(-1))" },
     }

@@ -718,6 +718,25 @@ M.Flatten = function_layer("Flatten", function(fn, start_dim, end_dim)
 end, function(self, x) return x:flatten(self.start_dim, self.end_dim) end,
   function(self) return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim) end)
 
+--- Unflatten(dim, sizes): splits dim (1-based) into the sizes of the table sizes (Tensor.unflatten).
+M.Unflatten = function_layer("Unflatten", function(fn, dim, sizes)
+  if type(sizes) ~= "table" then fail(fn, "sizes must be a table of sizes, got %s", type(sizes)) end
+  return { dim = dim_argument(fn, "dim", dim), sizes = sizes }
+end, function(self, x) return x:unflatten(self.dim, self.sizes) end,
+  function(self) return string.format("dim=%d, sizes=%s", self.dim, shape_str(self.sizes)) end)
+--- MaxPool2d(kernel_size, opts): Tensor.max_pool2d with these kernel_size and options, as a layer.
+M.MaxPool2d = function_layer("MaxPool2d", function(_, kernel_size, opts)
+  return { kernel_size = kernel_size, opts = opts }
+end, function(self, x) return x:max_pool2d(self.kernel_size, self.opts) end)
+--- AvgPool2d(kernel_size, opts): Tensor.avg_pool2d with these kernel_size and options, as a layer.
+M.AvgPool2d = function_layer("AvgPool2d", function(_, kernel_size, opts)
+  return { kernel_size = kernel_size, opts = opts }
+end, function(self, x) return x:avg_pool2d(self.kernel_size, self.opts) end)
+--- AdaptiveAvgPool2d(output_size): Tensor.adaptive_avg_pool2d (a number or {h, w}), as a layer.
+M.AdaptiveAvgPool2d = function_layer("AdaptiveAvgPool2d", function(_, output_size)
+  return { output_size = output_size }
+end, function(self, x) return x:adaptive_avg_pool2d(self.output_size) end)
+
 -- ---------------------------------------------------------------------------------------
 -- Embedding, Dropout
 
