@@ -616,6 +616,127 @@ end, function(self)
     tostring(self.affine))
 end)
 
+local function instancenorm_class(name, rank)
+  local fn = "nn." .. name
+  return layer_class(name, function(_, num_features, opts)
+    num_features = positive_integer(fn, "num_features", num_features)
+    opts = check.options(fn, opts, { eps = true, affine = true, dtype = true, device = true })
+    local affine = boolean(fn, "affine", opts.affine, false)
+    local where = placement(fn, opts)
+    return {
+      num_features = num_features, eps = positive_number(fn, "eps", opts.eps, 1e-5), affine = affine,
+      weight = affine and parameter(filled(fn, { num_features }, 1, where)) or nil,
+      bias = affine and parameter(filled(fn, { num_features }, 0, where)) or nil,
+    }
+  end, function(self, x)
+    x = input_tensor(fn, x)
+    if #x._shape ~= rank then
+      fail(fn, "expects a %d-d input (N, C, ...), got shape %s", rank, shape_str(x._shape))
+    end
+    channels_input(fn, x, self.num_features)
+    local xs = x._shape
+    local positions = 1
+    for d = 3, #xs do positions = positions * xs[d] end
+    -- each (sample, channel) plane is normalized on its own, in training and eval mode alike
+    local y = x:reshape(xs[1], xs[2], positions):layernorm(3, self.eps):reshape(xs)
+    local per_channel = channel_shape(self.num_features, #xs)
+    if self.weight then y = y:mul(self.weight:reshape(per_channel)) end
+    if self.bias then y = y:add(self.bias:reshape(per_channel)) end
+    return y
+  end, function(self)
+    return string.format("%d, eps=%s, affine=%s", self.num_features, value_str(self.eps), tostring(self.affine))
+  end)
+end
+
+--- InstanceNorm1d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): normalizes each
+--  channel of each sample of a 3-d (N, C, L) input over its positions (mean 0, variance 1, the
+--  variance dividing by the count), then, when affine, applies a per-channel weight and bias.
+--  Keeps no running statistics: training and eval mode compute the same.
+M.InstanceNorm1d = instancenorm_class("InstanceNorm1d", 3)
+--- InstanceNorm2d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): InstanceNorm1d
+--  for 4-d (N, C, H, W) inputs.
+M.InstanceNorm2d = instancenorm_class("InstanceNorm2d", 4)
+--- InstanceNorm3d(num_features, {eps = 1e-5, affine = false, dtype =, device =}): InstanceNorm1d
+--  for 5-d (N, C, D, H, W) inputs.
+M.InstanceNorm3d = instancenorm_class("InstanceNorm3d", 5)
+
+-- ---------------------------------------------------------------------------------------
+-- Activation and reshaping layers: module objects for the elementwise functions (for Sequential)
+
+local function dim_argument(fn, what, v, default)
+  if v == nil then return default end
+  if math.type(v) ~= "integer" or v == 0 then
+    fail(fn, "%s must be a nonzero integer dim (1-based, negative from the end), got %s", what, tostring(v))
+  end
+  return v
+end
+
+local function function_layer(name, construct, apply, describe)
+  local fn = "nn." .. name
+  return layer_class(name, construct or function(_) return {} end, function(self, x)
+    return apply(self, input_tensor(fn, x))
+  end, describe or function() return "" end)
+end
+
+--- ReLU(): max(x, 0) elementwise, as a layer.
+M.ReLU = function_layer("ReLU", nil, function(_, x) return x:relu() end)
+--- GELU(): Tensor.gelu (the tanh approximation of x * Phi(x)) elementwise, as a layer.
+M.GELU = function_layer("GELU", nil, function(_, x) return x:gelu() end)
+--- SiLU(): x * sigmoid(x) elementwise, as a layer.
+M.SiLU = function_layer("SiLU", nil, function(_, x) return x:silu() end)
+--- Sigmoid(): 1 / (1 + exp(-x)) elementwise, as a layer.
+M.Sigmoid = function_layer("Sigmoid", nil, function(_, x) return x:sigmoid() end)
+--- Tanh(): tanh elementwise, as a layer.
+M.Tanh = function_layer("Tanh", nil, function(_, x) return x:tanh() end)
+--- Identity(): returns its input unchanged.
+M.Identity = function_layer("Identity", nil, function(_, x) return x end)
+--- Softmax(dim): softmax along dim (1-based, negative from the end; required: dim 0 is an error).
+M.Softmax = function_layer("Softmax", function(fn, dim)
+  if dim == nil then fail(fn, "needs a dim (1-based, negative from the end)") end
+  return { dim = dim_argument(fn, "dim", dim) }
+end, function(self, x) return x:softmax(self.dim) end, function(self) return "dim=" .. self.dim end)
+--- LogSoftmax(dim): log of softmax along dim (1-based, negative from the end; required).
+M.LogSoftmax = function_layer("LogSoftmax", function(fn, dim)
+  if dim == nil then fail(fn, "needs a dim (1-based, negative from the end)") end
+  return { dim = dim_argument(fn, "dim", dim) }
+end, function(self, x) return x:log_softmax(self.dim) end, function(self) return "dim=" .. self.dim end)
+--- LeakyReLU(negative_slope = 0.01): x where x > 0, negative_slope * x elsewhere.
+M.LeakyReLU = function_layer("LeakyReLU", function(fn, slope)
+  if slope ~= nil and type(slope) ~= "number" then fail(fn, "negative_slope must be a number, got %s", type(slope)) end
+  return { negative_slope = slope or 0.01 }
+end, function(self, x) return x:leaky_relu(self.negative_slope) end,
+  function(self) return "negative_slope=" .. value_str(self.negative_slope) end)
+--- ELU(alpha = 1): x where x > 0, alpha * (exp(x) - 1) elsewhere.
+M.ELU = function_layer("ELU", function(fn, alpha)
+  if alpha ~= nil and type(alpha) ~= "number" then fail(fn, "alpha must be a number, got %s", type(alpha)) end
+  return { alpha = alpha or 1.0 }
+end, function(self, x) return x:elu(self.alpha) end, function(self) return "alpha=" .. value_str(self.alpha) end)
+--- Flatten(start_dim = 2, end_dim = -1): joins dims start_dim..end_dim (1-based: the default keeps
+--  the batch dim 1, like torch's start_dim=1).
+M.Flatten = function_layer("Flatten", function(fn, start_dim, end_dim)
+  return { start_dim = dim_argument(fn, "start_dim", start_dim, 2), end_dim = dim_argument(fn, "end_dim", end_dim, -1) }
+end, function(self, x) return x:flatten(self.start_dim, self.end_dim) end,
+  function(self) return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim) end)
+
+--- Unflatten(dim, sizes): splits dim (1-based) into the sizes of the table sizes (Tensor.unflatten).
+M.Unflatten = function_layer("Unflatten", function(fn, dim, sizes)
+  if type(sizes) ~= "table" then fail(fn, "sizes must be a table of sizes, got %s", type(sizes)) end
+  return { dim = dim_argument(fn, "dim", dim), sizes = sizes }
+end, function(self, x) return x:unflatten(self.dim, self.sizes) end,
+  function(self) return string.format("dim=%d, sizes=%s", self.dim, shape_str(self.sizes)) end)
+--- MaxPool2d(kernel_size, opts): Tensor.max_pool2d with these kernel_size and options, as a layer.
+M.MaxPool2d = function_layer("MaxPool2d", function(_, kernel_size, opts)
+  return { kernel_size = kernel_size, opts = opts }
+end, function(self, x) return x:max_pool2d(self.kernel_size, self.opts) end)
+--- AvgPool2d(kernel_size, opts): Tensor.avg_pool2d with these kernel_size and options, as a layer.
+M.AvgPool2d = function_layer("AvgPool2d", function(_, kernel_size, opts)
+  return { kernel_size = kernel_size, opts = opts }
+end, function(self, x) return x:avg_pool2d(self.kernel_size, self.opts) end)
+--- AdaptiveAvgPool2d(output_size): Tensor.adaptive_avg_pool2d (a number or {h, w}), as a layer.
+M.AdaptiveAvgPool2d = function_layer("AdaptiveAvgPool2d", function(_, output_size)
+  return { output_size = output_size }
+end, function(self, x) return x:adaptive_avg_pool2d(self.output_size) end)
+
 -- ---------------------------------------------------------------------------------------
 -- Embedding, Dropout
 
@@ -708,6 +829,8 @@ end)
 
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
+local grad_clipping = require "tcl.api.grad_clipping"
+M.clip_grad_norm, M.clip_grad_value = grad_clipping.clip_grad_norm, grad_clipping.clip_grad_value
 -- tcl.nn.init: weight initializers (tcl.api.init_weights)
 M.init = init
 

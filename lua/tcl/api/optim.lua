@@ -447,4 +447,8 @@ M.LAMB = optimizer_class("LAMB", LAMB_OPTIONS,
 -- a stray argument (opt:set_lr(0.1, extra)) is an error (check.fixed_arguments); step checks its own
 check.fix_arguments(Optimizer, "", nil, nil, 1)
 
+local lr_scheduler = require "tcl.api.lr_scheduler"
+M.StepLR, M.CosineAnnealingLR, M.LinearLR = lr_scheduler.StepLR, lr_scheduler.CosineAnnealingLR,
+  lr_scheduler.LinearLR
+
 return M

@@ -29,13 +29,13 @@ M.DOMAINS = {
   "math",
   "sequence",
   "conv",
-  "normalization",
   "scan_ops",
   "training",
   "signal",
   "quantize",
   "control",
   "text",
+  "normalization_rnn",
 }
 
 M.handlers, M.owner = {}, {}

@@ -1,0 +1,62 @@
+-- spec/nn/instancenorm_spec.lua — nn.InstanceNorm1d/2d/3d against torch.nn.InstanceNorm*d, and their errors
+local tcl = require "tcl"
+local Tensor, nn = tcl.Tensor, tcl.nn
+local torch_ref = require "spec.support.torch_ref"
+
+local function values(n, scale)
+  local v = {}
+  for i = 1, n do v[i] = math.sin(i * 1.7) * scale + (i % 5) end
+  return v
+end
+
+describe("tcl.nn.InstanceNorm1d/2d/3d", function()
+  it("match torch, plain and affine", function()
+    if not torch_ref.python() then pending("torch is not available") return end
+    local shapes = { { 2, 3, 5 }, { 2, 3, 2, 3 }, { 1, 2, 2, 2, 3 } }
+    local inputs, lines = {}, {}
+    for k, shape in ipairs(shapes) do
+      local n = 1
+      for _, s in ipairs(shape) do n = n * s end
+      inputs[k] = Tensor(values(n, 2)):reshape(shape)
+      lines[#lines + 1] = string.format("x%d = %s", k, torch_ref.literal(inputs[k]))
+      lines[#lines + 1] = string.format("out['plain%d'] = torch.nn.InstanceNorm%dd(%d)(x%d)", k, k, shape[2], k)
+      lines[#lines + 1] = string.format(
+        "m = torch.nn.InstanceNorm%dd(%d, eps=0.01, affine=True)\n" ..
+        "with torch.no_grad():\n  m.weight.copy_(torch.arange(1., %d.) / 2)\n" ..
+        "  m.bias.copy_(torch.arange(1., %d.) - 1)\n" ..
+        "out['affine%d'] = m(x%d)", k, shape[2], shape[2] + 1, shape[2] + 1, k, k)
+    end
+    local ref = torch_ref.run(lines)
+    local classes = { nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d }
+    for k, shape in ipairs(shapes) do
+      local plain = classes[k](shape[2])
+      local affine = classes[k](shape[2], { eps = 0.01, affine = true })
+      local w, b = {}, {}
+      for c = 1, shape[2] do w[c], b[c] = c / 2, c - 1 end
+      affine.weight:assign(Tensor(w))
+      affine.bias:assign(Tensor(b))
+      for name, layer in pairs({ plain = plain, affine = affine }) do
+        local got = layer(inputs[k]):flatten():tolist()
+        local want = Tensor(ref[name .. k]):flatten():tolist()
+        assert.are.equal(#want, #got)
+        for i = 1, #want do
+          assert.is_true(math.abs(got[i] - want[i]) < 1e-4,
+            string.format("%s%d[%d]: %g vs %g", name, k, i, got[i], want[i]))
+        end
+      end
+    end
+  end)
+
+  it("errors name the layer, the rank and the channels", function()
+    assert.has_error(function() nn.InstanceNorm2d(3)(Tensor.zeros({ 2, 3, 4 })) end)
+    local ok, err = pcall(function() nn.InstanceNorm2d(3)(Tensor.zeros({ 2, 3, 4 })) end)
+    assert.is_false(ok)
+    assert.matches("^nn.InstanceNorm2d: expects a 4%-d input", tostring(err):gsub("^[^:]*:%d+: ", ""))
+    ok, err = pcall(function() nn.InstanceNorm1d(4)(Tensor.zeros({ 2, 3, 4 })) end)
+    assert.is_false(ok)
+    assert.matches("nn.InstanceNorm1d", tostring(err))
+    ok, err = pcall(function() nn.InstanceNorm1d(0) end)
+    assert.is_false(ok)
+    assert.matches("nn.InstanceNorm1d", tostring(err))
+  end)
+end)
