@@ -1,7 +1,8 @@
 -- spec/io/onnx_control_ops_spec.lua — every ONNX conformance case of ops/control.lua's,
 -- ops/quantize.lua's and ops/signal.lua's op types passes (If, Loop, Scan, QuantizeLinear,
 -- DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger,
--- QLinearConv, DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix) and ops/text.lua's TfIdfVectorizer.
+-- QLinearConv, DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix) and ops/text.lua's
+-- TfIdfVectorizer.
 local conformance = require "tcl.onnx.conformance"
 
 local PATTERNS = {

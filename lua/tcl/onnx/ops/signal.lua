@@ -1,4 +1,5 @@
--- tcl.onnx.ops.signal — ONNX's DFT, STFT, MelWeightMatrix and window generators (HannWindow, HammingWindow, BlackmanWindow):
+-- tcl.onnx.ops.signal — ONNX's DFT, STFT, MelWeightMatrix and window generators (HannWindow,
+-- HammingWindow, BlackmanWindow):
 -- a window's size is read on the host (it fixes the output's shape); the window is built from Tensor ops
 -- (arange, cos) in float64 and cast to output_datatype (default float32). periodic=1 (default)
 -- divides by N, periodic=0 (symmetric) by N-1.
@@ -7,7 +8,7 @@ local tensor_proto = require "tcl.onnx.tensor_proto"
 
 local M = {}
 
-local function window(coeffs)
+local function cosine_window(coeffs)
   return function(ctx, node)
     local n = ctx:ints(node.inputs[1])[1]
     local periodic = (node.attrs.periodic or 1) ~= 0
@@ -27,9 +28,9 @@ local function window(coeffs)
   end
 end
 
-M.HannWindow = window({ 0.5, -0.5 })
-M.HammingWindow = window({ 25 / 46, -(1 - 25 / 46) })
-M.BlackmanWindow = window({ 0.42, -0.5, 0.08 })
+M.HannWindow = cosine_window({ 0.5, -0.5 })
+M.HammingWindow = cosine_window({ 25 / 46, -(1 - 25 / 46) })
+M.BlackmanWindow = cosine_window({ 0.42, -0.5, 0.08 })
 
 -- the DFT of x (real [..., 1] or complex [..., 2] last dim) along 1-based dim d as a matmul with
 -- cos/sin matrices built from Tensor ops; n is the transform length (zero-padded / truncated),
@@ -134,7 +135,8 @@ function M.MelWeightMatrix(ctx, node)
     dtype, why = tensor_proto.dtype_of(node.attrs.output_datatype)
     if not dtype then ctx:fail("%s", why) end
   end
-  return Tensor.from_bytes(string.pack(string.rep("<d", #out), table.unpack(out)), "float64", { bins, mels }):cast(dtype)
+  local bytes = string.pack(string.rep("<d", #out), table.unpack(out))
+  return Tensor.from_bytes(bytes, "float64", { bins, mels }):cast(dtype)
 end
 
 return M
