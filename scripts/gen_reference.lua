@@ -90,6 +90,7 @@ local MODULES = {
   { "tcl.api.nn", "Neural-network functions" }, { "tcl.api.sorting", "Sorting and sampling" },
   { "tcl.api.gather_scatter", "Gather and scatter" }, { "tcl.api.indexing_ops", "Indexing" },
   { "tcl.api.math_ops", "More math" }, { "tcl.api.activations", "Activations" }, { "tcl.api.losses", "Losses" },
+  { "tcl.api.scans", "Top k, running reductions, norms" }, { "tcl.api.einsum", "Einsum" },
   { "tcl.api.convolution", "Convolution" }, { "tcl.api.pooling", "Pooling" }, { "tcl.api.resample", "Resampling" },
   { "tcl.api.autograd", "Autograd" }, { "tcl.api.bytes", "Bytes" }, { "tcl.api.print", "Printing" },
 }

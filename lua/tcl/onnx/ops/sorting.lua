@@ -131,98 +131,11 @@ function M.Unique(ctx, node)
   return y, int64s(first_index), int64s(inverse), int64s(counts)
 end
 
--- One operand's term of an einsum equation as a list of labels; "..." becomes the labels
--- "1", "2", ... of the leading dims it covers (aligned from the right, numpy-style).
-local function term_labels(ctx, term, rank, ellipsis_rank)
-  local labels, before, after = {}, term:match("^(.-)%.%.%.(.*)$")
-  if not before then
-    for c in term:gmatch("%a") do labels[#labels + 1] = c end
-    return labels
-  end
-  local explicit = #before:gsub("%A", "") + #after:gsub("%A", "")
-  local covered = rank and rank - explicit or ellipsis_rank
-  if covered < 0 then ctx:fail("term %q has more labels than its operand's rank %d", term, rank) end
-  for c in before:gmatch("%a") do labels[#labels + 1] = c end
-  for i = ellipsis_rank - covered + 1, ellipsis_rank do labels[#labels + 1] = tostring(i) end
-  for c in after:gmatch("%a") do labels[#labels + 1] = c end
-  return labels
-end
-
--- Einsum as broadcast products and sums: each operand takes the diagonal of a repeated label
--- (masked by the identity, summed), is permuted to one order of all labels, the operands are
--- multiplied and the labels not in the output summed away.
+-- Einsum is Tensor.einsum (lua/tcl/api/einsum.lua); its errors are the node's.
 function M.Einsum(ctx, node)
-  local equation = node.attrs.equation:gsub("%s", "")
-  local lhs, rhs = equation:match("^(.-)%->(.*)$")
-  lhs = lhs or equation
-  local terms = {}
-  for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = term end
-  if #terms ~= #node.inputs then ctx:fail("equation %q has %d terms for %d inputs", equation, #terms, #node.inputs) end
-  local ellipsis_rank = 0
-  for i, term in ipairs(terms) do
-    if term:find("...", 1, true) then
-      local explicit = #term:gsub("%A", "")
-      ellipsis_rank = math.max(ellipsis_rank, #node.inputs[i].shape - explicit)
-    end
-  end
-  local all, seen, count = {}, {}, {}
-  local operands = {}
-  for i, term in ipairs(terms) do
-    local x = node.inputs[i]
-    local labels = term_labels(ctx, term, #x.shape, ellipsis_rank)
-    -- a repeated label: keep its diagonal
-    local j = 1
-    while j <= #labels do
-      local k = j + 1
-      while k <= #labels and labels[k] ~= labels[j] do k = k + 1 end
-      if k <= #labels then
-        local n = x.shape[j]
-        local mask_shape = {}
-        for d = 1, #labels do mask_shape[d] = 1 end
-        mask_shape[j], mask_shape[k] = n, n
-        x = x:mul(Tensor.eye(n, { dtype = tostring(x.dtype) }):reshape(mask_shape)):sum(k)
-        table.remove(labels, k)
-      else
-        j = j + 1
-      end
-    end
-    for _, l in ipairs(labels) do
-      if not seen[l] then seen[l] = true; all[#all + 1] = l end
-      count[l] = (count[l] or 0) + 1
-    end
-    operands[i] = { x = x, labels = labels }
-  end
-  local out
-  if rhs then
-    out = term_labels(ctx, rhs, nil, ellipsis_rank)
-  else
-    out = {}
-    for i = 1, ellipsis_rank do out[#out + 1] = tostring(i) end
-    local letters = {}
-    for _, l in ipairs(all) do if l:match("%a") and count[l] == 1 then letters[#letters + 1] = l end end
-    table.sort(letters)
-    for _, l in ipairs(letters) do out[#out + 1] = l end
-  end
-  -- the order of the product: the output's labels, then the summed ones
-  local order, in_out = {}, {}
-  for _, l in ipairs(out) do order[#order + 1] = l; in_out[l] = true end
-  for _, l in ipairs(all) do if not in_out[l] then order[#order + 1] = l end end
-  local product
-  for _, op in ipairs(operands) do
-    local where = {}
-    for d, l in ipairs(op.labels) do where[l] = d end
-    local perm, shape = {}, {}
-    for _, l in ipairs(order) do
-      if where[l] then perm[#perm + 1] = where[l]; shape[#shape + 1] = op.x.shape[where[l]]
-      else shape[#shape + 1] = 1 end
-    end
-    local x = op.x
-    if #perm > 0 then x = x:permute(table.unpack(perm)) end
-    x = x:reshape(shape)
-    product = product and product:mul(x) or x
-  end
-  for d = #order, #out + 1, -1 do product = product:sum(d) end
-  return product:cast(node.inputs[1].dtype)
+  local ok, y = pcall(Tensor.einsum, node.attrs.equation, table.unpack(node.inputs, 1, node.ninputs))
+  if not ok then ctx:fail("%s", (tostring(y):gsub("^einsum: ", ""))) end
+  return y
 end
 
 -- A box's corners (y1, x1, y2, x2 with y1 <= y2, x1 <= x2) from its four numbers at base.
