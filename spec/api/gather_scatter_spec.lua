@@ -6,13 +6,6 @@ local helper = require "spec.support.helper"
 local Tensor = tcl.Tensor
 local L = torch_ref.literal
 
-local function close(got, want, tol)
-  assert.are.same(#want, #got)
-  for i = 1, #want do
-    if type(want[i]) == "table" then close(got[i], want[i], tol)
-    else assert.is_true(math.abs(got[i] - want[i]) <= (tol or 1e-6), string.format("%s vs %s", got[i], want[i])) end
-  end
-end
 
 describe("gather and scatter", function()
   it("match torch's values and gradients", function()
@@ -59,10 +52,7 @@ describe("gather and scatter", function()
       "out['prod'] = x.scatter_reduce(1, idx, src, 'prod')",
       "out['mean'] = x.scatter_reduce(1, idx, src, 'mean')",
     })
-    for name, want in pairs(ref) do
-      local ok, err = pcall(close, ours[name], want, 1e-5)
-      assert(ok, name .. ": " .. tostring(err))
-    end
+    torch_ref.assert_close(ours, ref, 1e-5)
   end)
 
   it("report 0-based or out-of-range indices at the next read, and bad arguments at once", function()

@@ -103,4 +103,27 @@ function M.run(lines, skip)
   return assert(load(stdout, "=torch_ref", "t", { math = math }))()
 end
 
+local function flat(v, out)
+  if type(v) == "table" then for _, x in ipairs(v) do flat(x, out) end else out[#out + 1] = v end
+  return out
+end
+
+--- Asserts that every entry of ref (name -> torch's nested list) matches ours[name] (a Tensor or
+--- a nested list) in shape and within rtol (default 1e-5, relative to max(1, |torch's value|)).
+function M.assert_close(ours, ref, rtol)
+  rtol = rtol or 1e-5
+  for name, want in pairs(ref) do
+    local mine = ours[name]
+    if type(mine) == "table" and mine.tolist then mine = mine:tolist() end
+    local got, expected = flat(mine, {}), flat(want, {})
+    assert(#got == #expected, string.format("%s: %d values, torch %d", name, #got, #expected))
+    for i = 1, #expected do
+      local g, w = got[i], expected[i]
+      local same = g == w or (g ~= g and w ~= w)
+        or (type(w) == "number" and type(g) == "number" and math.abs(g - w) <= rtol * math.max(1, math.abs(w)))
+      assert(same, string.format("%s[%d]: %s, torch %s", name, i, tostring(g), tostring(w)))
+    end
+  end
+end
+
 return M
