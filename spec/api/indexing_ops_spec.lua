@@ -19,13 +19,16 @@ describe("indexing ops", function()
     local xg = x:clone():requires_grad_(true)
     ;(xg:diagonal(1) * Tensor({ 1, 2, 3 })):sum():backward()
     local a, b = Tensor.meshgrid(Tensor({ 1, 2 }), Tensor({ 3, 4, 5 }), "xy")
+    local u = Tensor({ { 3, 1, 3 }, { 2, 1, 7 } })
+    local uv, ui, uc = u:unique({ return_inverse = true, return_counts = true })
     local ours = {
       nonzero = x:gt(0):nonzero() - 1, masked_select = x:masked_select(x:gt(0)),
       rows = x[Tensor({ { 3, 1 }, { 2, 2 } })], by_mask = x[x:lt(0)], put = put, masked = masked,
       diag0 = x:diagonal(), diag1 = x:diagonal(1), diagm1 = x:diagonal(-1), diag_grad = xg.grad,
       diag_mat = v:diag(), diag_mat2 = v:diag(-2), roll = x:roll(1, 2), roll2 = x:roll({ -1, 2 }, { 1, 2 }),
       roll_flat = x:roll(5), rep = v:repeat_interleave(2), rep_t = x:repeat_interleave(Tensor({ 2, 0, 1 }), 1),
-      mesh_a = a, mesh_b = b, unfold = x:unfold(2, 2, 1), unfold2 = x:unfold(1, 2, 2),
+      mesh_a = a, mesh_b = b, uv = uv, ui = ui - 1, uc = uc,
+      uf = Tensor({ 2.5, -0.5, -1, 2.5 }):unique(), unfold = x:unfold(2, 2, 1), unfold2 = x:unfold(1, 2, 2),
     }
     local ref = torch_ref.run({
       "x = " .. L(x), "v = " .. L(v),
@@ -43,11 +46,12 @@ describe("indexing ops", function()
       "out['rep_t'] = x.repeat_interleave(torch.tensor([2, 0, 1]), 0)",
       "a, b = torch.meshgrid(torch.tensor([1, 2]), torch.tensor([3, 4, 5]), indexing='xy')",
       "out['mesh_a'] = a", "out['mesh_b'] = b",
+      "uv, ui, uc = torch.unique(torch.tensor([[3, 1, 3], [2, 1, 7]]), return_inverse=True, return_counts=True)",
+      "out['uv'], out['ui'], out['uc'] = uv, ui, uc",
+      "out['uf'] = torch.unique(torch.tensor([2.5, -0.5, -1, 2.5]))",
       "out['unfold'] = x.unfold(1, 2, 1)", "out['unfold2'] = x.unfold(0, 2, 2)",
     })
-    for name, want in pairs(ref) do
-      assert.are.same(want, ours[name]:tolist(), name)
-    end
+    torch_ref.assert_close(ours, ref, 0)
   end)
 
   it("name the problem in their errors", function()
@@ -63,5 +67,7 @@ describe("indexing ops", function()
       helper.message_of(function() x:repeat_interleave(Tensor({ 1, 1, 1 }), 1) end))
     assert.matches("meshgrid: indexing must be 'ij' or 'xy', got yx",
       helper.message_of(function() Tensor.meshgrid({ Tensor({ 1 }) }, "yx") end))
+    assert.matches("unique: sorted = false is not supported",
+      helper.message_of(function() x:unique({ sorted = false }) end))
   end)
 end)

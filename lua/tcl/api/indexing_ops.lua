@@ -68,6 +68,54 @@ function M.masked_select(x, mask)
   return xs:index_select(1, class.Tensor(picked, { dtype = "int64", device = x.device }))
 end
 
+--- values[, inverse][, counts]: the distinct entries of x (flattened) in ascending order, as
+--  torch.unique(sorted=True, dim=None); opts.return_inverse gives each entry's 1-based position in
+--  values (x's shape), opts.return_counts how often each value occurs. Reads x on the host (the
+--  size depends on the data); NaNs are each distinct and sort last (torch leaves their place unspecified).
+function M.unique(x, opts)
+  local fn = "unique"
+  tensor_arg(fn, x)
+  opts = check.options(fn, opts, { return_inverse = true, return_counts = true, sorted = true })
+  if opts.sorted == false then fail(fn, "sorted = false is not supported (the values are always sorted)") end
+  local values = #x._shape == 0 and { x:item() } or flat(x:tolist(), {})
+  local keyed = {}
+  for i, v in ipairs(values) do keyed[i] = { v = v, i = i } end
+  local function key(v) return type(v) == "boolean" and (v and 1 or 0) or v end
+  table.sort(keyed, function(a, b)
+    local ka, kb = key(a.v), key(b.v)
+    if ka ~= ka or kb ~= kb then
+      if ka ~= ka and kb ~= kb then return a.i < b.i end
+      return kb ~= kb
+    end
+    if ka ~= kb then return ka < kb end
+    return a.i < b.i
+  end)
+  local distinct, counts, inverse = {}, {}, {}
+  for _, e in ipairs(keyed) do
+    local last = distinct[#distinct]
+    if #distinct == 0 or key(last) ~= key(e.v) or e.v ~= e.v then
+      distinct[#distinct + 1] = e.v
+      counts[#distinct] = 0
+    end
+    counts[#distinct] = counts[#distinct] + 1
+    inverse[e.i] = #distinct
+  end
+  local dtype, device = x.uop.dtype.name, x.device
+  local out = #distinct == 0 and class.Tensor.zeros({ 0 }, { dtype = dtype, device = device })
+    or class.Tensor(distinct, { dtype = dtype, device = device })
+  local results = { out }
+  if opts.return_inverse then
+    local inv = #inverse == 0 and class.Tensor.zeros({ 0 }, { dtype = "int64", device = device })
+      or class.Tensor(inverse, { dtype = "int64", device = device })
+    results[#results + 1] = inv:reshape(x._shape)
+  end
+  if opts.return_counts then
+    results[#results + 1] = #counts == 0 and class.Tensor.zeros({ 0 }, { dtype = "int64", device = device })
+      or class.Tensor(counts, { dtype = "int64", device = device })
+  end
+  return table.unpack(results)
+end
+
 --- t[index] for an integer tensor index (1-based rows of dim 1: the result has index's shape
 --  followed by t's other dims) or a bool mask (masked_select). Tensor's t[...] calls this.
 function M._tensor_index(t, key)
