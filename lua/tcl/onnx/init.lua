@@ -224,6 +224,14 @@ function Context:values(t)
   return list
 end
 
+--- An ONNX axis (0-based, negative from the end) of a rank-`rank` value as a 0-based axis in
+--- [0, rank); out of range is an error naming the node (what: "axis" unless given).
+function Context:axis(axis, rank, what)
+  local a = axis < 0 and axis + rank or axis
+  if a < 0 or a >= rank then self:fail("%s %d is out of range for rank %d", what or "axis", axis, rank) end
+  return a
+end
+
 --- A tensor input's values as Lua integers.
 function Context:ints(t)
   local v = self:values(t)

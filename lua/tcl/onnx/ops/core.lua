@@ -18,11 +18,6 @@ local function int64_tensor(ctx, values)
 end
 
 -- an ONNX axis (0-based, negative from the end) as a 0-based axis in [0, rank)
-local function axis0(ctx, axis, rank, what)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("%s %d is out of range for rank %d", what or "axis", axis, rank) end
-  return a
-end
 
 function M.Constant(ctx, node)
   local a = node.attrs
@@ -214,7 +209,7 @@ function M.Squeeze(ctx, node)
   local drop = {}
   if axes then
     for _, a in ipairs(axes) do
-      local d = axis0(ctx, a, #shape)
+      local d = ctx:axis(a, #shape)
       if shape[d + 1] ~= 1 then ctx:fail("cannot squeeze axis %d of size %d", a, shape[d + 1]) end
       drop[d + 1] = true
     end
@@ -235,7 +230,7 @@ function M.Unsqueeze(ctx, node)
   local rank = #shape + #axes
   local inserted = {}
   for _, a in ipairs(axes) do
-    local d = axis0(ctx, a, rank)
+    local d = ctx:axis(a, rank)
     if inserted[d] then ctx:fail("axis %d given twice", a) end
     inserted[d] = true
   end

@@ -7,11 +7,6 @@ local Tensor = require "tcl.api.tensor"
 
 local M = {}
 
-local function axis0(ctx, axis, rank)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("axis %d is out of range for rank %d", axis, rank) end
-  return a
-end
 
 -- 0-based ONNX indices (negative from the end of a dim of size n) as 1-based int64
 local function one_based(index, n)
@@ -21,7 +16,7 @@ end
 
 function M.GatherElements(ctx, node)
   local x, index = node.inputs[1], node.inputs[2]
-  local axis = axis0(ctx, node.attrs.axis or 0, #x:size())
+  local axis = ctx:axis(node.attrs.axis or 0, #x:size())
   return x:gather(axis + 1, one_based(index, x:size()[axis + 1]))
 end
 
@@ -29,7 +24,7 @@ local REDUCE = { none = nil, add = "sum", mul = "prod", max = "amax", min = "ami
 
 function M.ScatterElements(ctx, node)
   local x, index, updates = node.inputs[1], node.inputs[2], node.inputs[3]
-  local axis = axis0(ctx, node.attrs.axis or 0, #x:size())
+  local axis = ctx:axis(node.attrs.axis or 0, #x:size())
   local idx = one_based(index, x:size()[axis + 1])
   local reduction = node.attrs.reduction or "none"
   if reduction == "none" then return x:scatter(axis + 1, idx, updates) end
@@ -144,7 +139,7 @@ function M.Compress(ctx, node)
   local axis = node.attrs.axis
   if axis == nil then x = x:reshape({ x:numel() }) axis = 0 end
   local rank = #x:size()
-  axis = axis0(ctx, axis, rank)
+  axis = ctx:axis(axis, rank)
   local picked = {}
   local n = x:size()[axis + 1]
   for i, v in ipairs(ctx:values(condition)) do

@@ -2,18 +2,13 @@
 -- sum: TopK's ties keep the lower index first, as ONNX requires; its indices are 0-based int64.
 local M = {}
 
-local function axis0(ctx, axis, rank)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("axis %d is out of range for rank %d", axis, rank) end
-  return a
-end
 
 function M.TopK(ctx, node)
   local x = node.inputs[1]
   local k
   if node.opset and node.opset < 10 then k = node.attrs.k else k = ctx:ints(node.inputs[2])[1] end
   local shape = x:size()
-  local axis = axis0(ctx, node.attrs.axis or -1, #shape)
+  local axis = ctx:axis(node.attrs.axis or -1, #shape)
   local n = shape[axis + 1]
   if k < 0 or k > n then ctx:fail("k = %d is outside 0..%d (the size of axis %d)", k, n, axis) end
   local largest = (node.attrs.largest or 1) ~= 0
@@ -26,7 +21,7 @@ end
 function M.CumSum(ctx, node)
   local x = node.inputs[1]
   local rank = #x:size()
-  local axis = axis0(ctx, ctx:ints(node.inputs[2])[1], rank) + 1
+  local axis = ctx:axis(ctx:ints(node.inputs[2])[1], rank) + 1
   local dtype = tostring(x.dtype)
   local y = x
   local reverse = (node.attrs.reverse or 0) ~= 0

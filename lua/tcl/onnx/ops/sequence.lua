@@ -63,11 +63,6 @@ local function scalar(ctx, value, dtype)
 end
 
 -- an ONNX axis (0-based, negative from the end) as a 0-based axis in [0, rank)
-local function axis0(ctx, axis, rank)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("axis %d is out of range for rank %d", axis, rank) end
-  return a
-end
 
 function M.SequenceEmpty(ctx, node)
   local code = node.attrs.dtype or 1
@@ -156,7 +151,7 @@ end
 function M.SplitToSequence(ctx, node)
   local x = tensor_input(ctx, node, 1)
   local shape = x:size()
-  local axis = axis0(ctx, node.attrs.axis or 0, #shape)
+  local axis = ctx:axis(node.attrs.axis or 0, #shape)
   local split = node.inputs[2]
   local sizes = split_sizes(ctx, split, shape[axis + 1])
   -- keepdims matters only without a split input: every piece then has size 1 along the axis
@@ -178,9 +173,9 @@ function M.ConcatFromSequence(ctx, node)
   local rank = #s[1]:size()
   if node.attrs.new_axis == 1 then
     -- stacking: the new axis may also be one past the last
-    return Tensor.stack({ table.unpack(s) }, axis0(ctx, axis, rank + 1) + 1)
+    return Tensor.stack({ table.unpack(s) }, ctx:axis(axis, rank + 1) + 1)
   end
-  local a = axis0(ctx, axis, rank)
+  local a = ctx:axis(axis, rank)
   if #s == 1 then return s[1] end
   return Tensor.cat({ table.unpack(s) }, a + 1)
 end

@@ -8,12 +8,6 @@ local index_checks = require "tcl.api.index_checks"
 
 local M = {}
 
-local function axis0(ctx, axis, rank)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("axis %d is out of range for rank %d", axis, rank) end
-  return a
-end
-M.axis0 = axis0
 
 -- A tensor of the given dtype holding host values (recorded as known).
 local function host_tensor(ctx, values, dtype, shape)
@@ -82,7 +76,7 @@ function M.Transpose(ctx, node)
   if #perm ~= rank then ctx:fail("perm has %d entries for rank %d", #perm, rank) end
   local order, seen = {}, {}
   for i, p in ipairs(perm) do
-    local a = axis0(ctx, p, rank)
+    local a = ctx:axis(p, rank)
     if seen[a] then ctx:fail("perm repeats axis %d", p) end
     seen[a], order[i] = true, a
   end
@@ -99,7 +93,7 @@ function M.Concat(ctx, node)
   local rank = #list[1]:size()
   -- Concat-1 (before opset 4) defaults the axis to 1
   local axis = node.attrs.axis or (node.opset and node.opset < 4 and 1) or ctx:fail("axis is required")
-  axis = axis0(ctx, axis, rank)
+  axis = ctx:axis(axis, rank)
   -- shape arithmetic: every input known on the host, 1-d
   local all_known, values = rank == 1, {}
   for _, t in ipairs(list) do
@@ -124,7 +118,7 @@ end
 function M.Split(ctx, node)
   local x = node.inputs[1]
   local shape = x:size()
-  local axis = axis0(ctx, node.attrs.axis or 0, #shape)
+  local axis = ctx:axis(node.attrs.axis or 0, #shape)
   local n = shape[axis + 1]
   local sizes = node.inputs[2] and ctx:ints(node.inputs[2]) or node.attrs.split
   if not sizes then
@@ -183,7 +177,7 @@ function M.Slice(ctx, node)
   local y = x
   local host_axis
   for i, a in ipairs(axes) do
-    local axis = axis0(ctx, a, rank)
+    local axis = ctx:axis(a, rank)
     local step = steps and steps[i] or 1
     if step == 0 then ctx:fail("steps[%d] (for axis %d) is 0", i - 1, a) end
     local start, count = slice_axis(starts[i], ends[i], step, shape[axis + 1])
@@ -263,7 +257,7 @@ end
 
 function M.Gather(ctx, node)
   local x, indices = node.inputs[1], node.inputs[2]
-  local axis = axis0(ctx, node.attrs.axis or 0, #x:size())
+  local axis = ctx:axis(node.attrs.axis or 0, #x:size())
   return M.gather(ctx, x, indices, axis)
 end
 
@@ -274,7 +268,7 @@ function M.Tile(ctx, node)
     -- Tile-1: inputs (input, tiles, axis): tiles copies along one axis
     local tiles, axis = ctx:ints(node.inputs[2])[1], ctx:ints(node.inputs[3])[1]
     local rank = #x:size()
-    axis = axis0(ctx, axis, rank)
+    axis = ctx:axis(axis, rank)
     repeats = {}
     for d = 1, rank do repeats[d] = d == axis + 1 and tiles or 1 end
   else

@@ -7,11 +7,6 @@ local Tensor = require "tcl.api.tensor"
 local M = {}
 
 -- an ONNX axis (0-based, negative from the end) as a 1-based tcl dim
-local function dim_of(ctx, axis, rank)
-  local a = axis < 0 and axis + rank or axis
-  if a < 0 or a >= rank then ctx:fail("axis %d is out of range for rank %d", axis, rank) end
-  return a + 1
-end
 
 -- The determinant of an n x n matrix given as a flat row-major list, by Gaussian elimination
 -- with partial pivoting (in Lua doubles).
@@ -73,7 +68,7 @@ function M.Unique(ctx, node)
     for _, d in ipairs(shape) do numel = numel * d end
     source, dim = x:reshape({ numel }), 1
   else
-    source, dim = x, dim_of(ctx, axis, #shape)
+    source, dim = x, ctx:axis(axis, #shape) + 1
   end
   local sshape = source.shape
   local outer, inner = 1, 1
