@@ -99,7 +99,8 @@ end
 instance_mt.__index = function(t, key)
   if type(key) == "number" then return Tensor.index(t, key) end -- t[2.0] too; t[1.5] fails
   if is_slice_key(key) then return Tensor.slice(t, slice_specs(key)) end
-  if is_tensor(key) then return require("tcl.api.indexing_ops")._tensor_index(t, key) end
+  -- t[tensor]: only table keys pay for the check (method lookups are the hot path)
+  if type(key) == "table" and is_tensor(key) then return require("tcl.api.indexing_ops")._tensor_index(t, key) end
   local method = Tensor[key]
   if method ~= nil then return method end
   local property = properties[key]
@@ -125,7 +126,10 @@ instance_mt.__newindex = function(t, key, value)
     if view.uop.op == "ASSIGN" then Tensor.realize(view) end
     return
   end
-  if is_tensor(key) then require("tcl.api.indexing_ops")._tensor_index_put(t, key, value) return end
+  if type(key) == "table" and is_tensor(key) then
+    require("tcl.api.indexing_ops")._tensor_index_put(t, key, value)
+    return
+  end
   if key == "requires_grad" then Tensor.requires_grad_(t, value) return end
   if properties[key] or Tensor[key] ~= nil then
     error("Tensor: cannot set '" .. tostring(key) .. "' (a property or method; set values with t[i] = v or "
