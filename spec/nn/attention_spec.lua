@@ -8,20 +8,7 @@ local torch_ref = require "spec.support.torch_ref"
 local helper = require "spec.support.helper"
 local L = torch_ref.literal
 
-local function values(shape, seed)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  local v = {}
-  for i = 1, n do v[i] = math.sin(i * 1.37 + seed) * 0.9 end
-  return Tensor(v):reshape(shape)
-end
-
-local function sorted_names(sd)
-  local names = {}
-  for name in pairs(sd) do names[#names + 1] = name end
-  table.sort(names)
-  return names
-end
+local values, sorted_names = helper.wave_tensor, helper.sorted_keys
 
 -- padding: batch 2, 4 keys; the second sequence ignores its 2nd key
 local PADDING = Tensor({ { false, false, false, true }, { false, true, false, false } })
