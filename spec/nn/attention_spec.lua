@@ -55,12 +55,7 @@ def run_case(name, m, sd, q, k, v, **kwargs):
         out[name + '.grad.' + n] = p.grad
 ]==]
 
-local function weighting(o, i)
-  local n = o:numel()
-  local v = {}
-  for k = 1, n do v[k] = math.sin((k - 1) * 0.7 + i) end
-  return Tensor(v):reshape(o.shape)
-end
+local weighting = helper.loss_weights
 
 describe("tcl.nn.MultiheadAttention", function()
   it("matches torch in output, attention weights and every gradient", function()
@@ -70,10 +65,8 @@ describe("tcl.nn.MultiheadAttention", function()
       local layer = case.make()
       local q, k, v = values(case.q, c), values(case.k, c + 10), values(case.v, c + 20)
       local sd = nn.state.get_state_dict(layer)
-      local entries = {}
-      for _, name in ipairs(sorted_names(sd)) do entries[#entries + 1] = string.format("%q: %s", name, L(sd[name])) end
-      lines[#lines + 1] = string.format("run_case(%q, %s, {%s}, %s, %s, %s%s)", case.name, case.torch,
-        table.concat(entries, ", "), L(q), L(k), L(v), case.kwargs and ", " .. case.kwargs or "")
+      lines[#lines + 1] = string.format("run_case(%q, %s, %s, %s, %s, %s%s)", case.name, case.torch,
+        torch_ref.state_dict_literal(sd), L(q), L(k), L(v), case.kwargs and ", " .. case.kwargs or "")
       for _, t in ipairs({ q, k, v }) do t:requires_grad_(true) end
       local o, w = layer(q, k, v, case.opts)
       ours[case.name .. ".out"], ours[case.name .. ".weights"] = o, w

@@ -68,12 +68,7 @@ def run_case(name, m, sd, x, h, c, cell, lstm):
         out[name + '.grad.' + n] = p.grad
 ]==]
 
-local function weighting(o, i)
-  local n = o:numel()
-  local v = {}
-  for k = 1, n do v[k] = math.sin((k - 1) * 0.7 + i) end
-  return Tensor(v):reshape(o.shape)
-end
+local weighting = helper.loss_weights
 
 describe("tcl.nn recurrent layers", function()
   it("match torch.nn in outputs and every gradient", function()
@@ -86,11 +81,9 @@ describe("tcl.nn recurrent layers", function()
       local h = case.h and values(case.h, k + 10)
       local c = case.c and values(case.c, k + 20)
       local sd = nn.state.get_state_dict(layer)
-      local entries = {}
-      for _, name in ipairs(sorted_names(sd)) do entries[#entries + 1] = string.format("%q: %s", name, L(sd[name])) end
-      lines[#lines + 1] = string.format("run_case(%q, %s, {%s}, %s, %s, %s, %s, %s)", case.name, case.torch,
-        table.concat(entries, ", "), L(x), h and L(h) or "None", c and L(c) or "None", case.cell and "True" or "False",
-        case.lstm and "True" or "False")
+      lines[#lines + 1] = string.format("run_case(%q, %s, %s, %s, %s, %s, %s, %s)", case.name, case.torch,
+        torch_ref.state_dict_literal(sd), L(x), h and L(h) or "None", c and L(c) or "None",
+        case.cell and "True" or "False", case.lstm and "True" or "False")
       -- ours
       local leaves = { x }
       if h then leaves[#leaves + 1] = h end

@@ -193,6 +193,14 @@ function M.wave_tensor(shape, seed)
   return require("tcl").Tensor(v):reshape(shape)
 end
 
+--- Weights sin(0.7 k + i) (k from 0, row-major) in t's shape: loss = (t * weights):sum() gives every
+-- element its own gradient (a torch reference builds the same from torch.arange).
+function M.loss_weights(t, i)
+  local v = {}
+  for k = 1, t:numel() do v[k] = math.sin((k - 1) * 0.7 + i) end
+  return require("tcl").Tensor(v):reshape(t.shape)
+end
+
 --- LLVM's llc, found through llvm-config (an object compiler independent of tcl's renderer).
 function M.llc_path()
   local pipe = io.popen("llvm-config-19 --bindir 2>/dev/null || llvm-config --bindir 2>/dev/null")
