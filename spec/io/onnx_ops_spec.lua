@@ -7,64 +7,11 @@
 -- DepthToSpace/SpaceToDepth, the sequence and optional ops, and the errors, which name the node.
 -- Expected values are exact arithmetic worked out by hand or naive Lua loops.
 local tcl = require "tcl"
-local onnx = require "tcl.onnx"
-local registry = require "tcl.onnx.ops"
+local onnx_nodes = require "spec.support.onnx_nodes"
 local Tensor = tcl.Tensor
 
-local function context()
-  return setmetatable({ model = { path = "spec.onnx" }, host = setmetatable({}, { __mode = "k" }) }, onnx.Context)
-end
-
--- Calls op's handler on inputs (a list; holes for omitted inputs need inputs.n) with attrs;
--- opts: opset (default 18), noutputs, ctx. Returns the handler's results.
-local function run(op, inputs, attrs, opts)
-  opts = opts or {}
-  local ctx = opts.ctx or context()
-  local noutputs = opts.noutputs or 1
-  local node = {
-    op_type = op, name = "", domain = "", label = "node 0 (" .. op .. ")", inputs = inputs,
-    ninputs = inputs.n or #inputs, noutputs = noutputs, attrs = attrs or {}, opset = opts.opset or 18,
-    wants = function(i) return i <= noutputs end,
-  }
-  ctx.node = node
-  local handler = registry.handlers[op]
-  assert.is_not_nil(handler, "no handler for " .. op)
-  local results = table.pack(handler(ctx, node))
-  local first = results[1]
-  -- a handler may return its outputs as one list (as lua/tcl/onnx/init.lua's graph run accepts)
-  if results.n == 1 and type(first) == "table" and not Tensor.is_tensor(first) and rawget(first, "kind") == nil then
-    return table.unpack(first, 1, noutputs)
-  end
-  return table.unpack(results, 1, results.n)
-end
-
-local function i64(values) return Tensor(values, { dtype = "int64" }) end
-local function f32(values) return Tensor(values, { dtype = "float32" }) end
-
-local function flat(v, out)
-  if type(v) == "table" then for _, x in ipairs(v) do flat(x, out) end else out[#out + 1] = v end
-  return out
-end
-
--- Asserts t's dtype, shape and values (a nested list, compared flat; within tol for floats).
-local function check(t, dtype, shape, values, tol)
-  assert.is_true(Tensor.is_tensor(t), "expected a tensor")
-  assert.are.equal(dtype, tostring(t.dtype))
-  assert.are.same(shape, t:size())
-  local got, want = flat(t:tolist(), {}), flat(values, {})
-  if #shape == 0 then got = { t:item() } end
-  assert.are.equal(#want, #got, "element count")
-  for i = 1, #want do
-    local g, w = got[i], want[i]
-    if type(w) == "number" and math.type(w) == "float" then
-      if math.abs(g - w) > (tol or 1e-6) * math.max(1, math.abs(w)) then
-        error(string.format("element %d (flat, 1-based) is %s, expected %s", i, tostring(g), tostring(w)), 2)
-      end
-    elseif g ~= w then
-      error(string.format("element %d (flat, 1-based) is %s, expected %s", i, tostring(g), tostring(w)), 2)
-    end
-  end
-end
+local run, check, i64, f32 = onnx_nodes.run, onnx_nodes.check, onnx_nodes.i64, onnx_nodes.f32
+local context, flat = onnx_nodes.context, onnx_nodes.flat
 
 local function fails_with(text, f, ...)
   local ok, err = pcall(f, ...)
