@@ -29,12 +29,15 @@ function M.QuantizeLinear(ctx, node)
   return y:maximum(range[1]):minimum(range[2]):cast(dtype)
 end
 
+-- The result has the scale's type (float16 and bfloat16 scales at opset 19); computed in float32.
 function M.DequantizeLinear(_, node)
   local x, scale, zp = node.inputs[1], node.inputs[2], node.inputs[3]
+  local dtype = tostring(scale.dtype)
   scale = along(scale, x, node.attrs.axis)
   local y = x:cast("float32")
   if zp then y = y - along(zp, x, node.attrs.axis):cast("float32") end
-  return y * scale:cast("float32")
+  y = y * scale:cast("float32")
+  return dtype == "float32" and y or y:cast(dtype)
 end
 
 -- DynamicQuantizeLinear: uint8, scale = (max(0, max x) - min(0, min x)) / 255 and zero point
