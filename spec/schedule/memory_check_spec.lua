@@ -5,7 +5,6 @@
 -- buffers; buffers a tensor already holds do not count (tcl.schedule.memory_check).
 local helper = require "spec.support.helper"
 local tcl = require "tcl"
-local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
 local memory_check = require "tcl.schedule.memory_check"
 local lower = require "tcl.codegen.driver.lower"
@@ -65,14 +64,13 @@ describe("the memory check before a realize", function()
     local inputs = math.max(2, available // (8 << 30) + 1)
     local rss = proc_kib("/proc/self/status", "VmRSS")
     local built, allocated = lower.stats().built, buffers.stats().allocated
-    local start = core.clock()
+    -- no timing here (a loaded machine makes any bound flaky): that nothing was touched is
+    -- checked below by the compile and allocation counts and the resident set
     local message = error_of(function()
       local sum = Tensor.empty(2 ^ 31)
       for _ = 2, inputs do sum = sum + Tensor.empty(2 ^ 31) end
       return sum:realize()
     end)
-    local seconds = core.clock() - start
-    assert.is_true(seconds < 2, seconds .. " s")
     local total = (inputs + 1) * (8 << 30)
     local named = string.rep("float32 (2147483648) of 8589934592 bytes", 3, ", ")
     local room = message:match(("^realize: this realize needs %d bytes %%(%.1f GiB%%) of new host memory for %d "
