@@ -4,7 +4,7 @@
  * tclc_lua). Run by spec/embed/embed_spec.lua; by hand: <build>/examples/embed/tcl_embed_api_check
  * Prints one line per check and ends with "api_check: N passed, M failed"; exit status 1 if
  * any failed. Run it under the Sanitize build to check memory on the error paths too. */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, mkstemp, fdopen, close */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, strdup, mkstemp, fdopen, close */
 
 #include <limits.h>
 #include <lua.h>
@@ -281,11 +281,19 @@ static void check_states_are_separate(tally *t, tclc_state *S) {
 }
 
 static void check_missing_lua_files(tally *t) {
-    setenv("TCLC_LUA_DIR", "/nonexistent/tclc/lua", 1);
+    /* the current name wins over the old one (TCLC_LUA_DIR): a test runner may have set it */
+    const char *set = getenv("TCL_LUA_DIR");
+    char *saved = set ? strdup(set) : NULL;
+    setenv("TCL_LUA_DIR", "/nonexistent/tclc/lua", 1);
     tclc_state *S;
     int status = tclc_open(&S);
-    unsetenv("TCLC_LUA_DIR");
-    check(t, status != TCLC_OK && S != NULL, "TCLC_LUA_DIR without Lua files: tclc_open fails");
+    if (saved) {
+        setenv("TCL_LUA_DIR", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("TCL_LUA_DIR");
+    }
+    check(t, status != TCLC_OK && S != NULL, "TCL_LUA_DIR without Lua files: tclc_open fails");
     check(t, contains(tclc_error(S), "cannot load the tcl module from /nonexistent/tclc/lua"),
           "... and says where it looked");
     check(t, tclc_dostring(S, "x = 1", NULL) == TCLC_OK, "... the state still runs plain Lua");
