@@ -86,7 +86,9 @@ describe("the plan cache", function()
     assert.are.same({ hits = 0, misses = 1, uncached = 0 }, c)
     -- and the same coincidence over other buffers reuses that plan
     local dv = values(8, 4)
-    c = counted(function() assert.are.same(f_naive(dv, dv, 2, 4), f(Tensor(dv):reshape(2, 4), Tensor(dv):reshape(2, 4)):tolist()) end)
+    c = counted(function()
+      assert.are.same(f_naive(dv, dv, 2, 4), f(Tensor(dv):reshape(2, 4), Tensor(dv):reshape(2, 4)):tolist())
+    end)
     assert.are.same(1, c.hits) -- two tensors made from one list are two buffers: f(a, b)'s plan
     local d = Tensor(dv):reshape(2, 4)
     c = counted(function() assert.are.same(f_naive(dv, dv, 2, 4), f(d, d):tolist()) end)
