@@ -22,10 +22,11 @@
 -- construction, so every step runs the same kernels and a step captured by tcl.jit replays:
 -- lr (a 0-d tensor: set_lr assigns it), the per-parameter step counts (`steps`) and, for the
 -- Adam family, the bias-correction powers beta^t (`beta1_power`, `beta2_power`, running
--- products rather than pow: 1 - beta2^1 is then exact in float32). The other hyperparameters
--- are constants of the kernels, fixed at construction. The state tensors are plain fields
--- (state[i].momentum_buffer / exp_avg / exp_avg_sq, steps, beta1_power, beta2_power), so
--- tcl.nn.state.get_state_dict(opt) names them for a checkpoint.
+-- products rather than pow: 1 - beta2^1 is then exact in float32), and the momentum (SGD's
+-- momentum when it is not 0, the Adam family's beta1: opt:set_momentum, which OneCycleLR
+-- cycles). The other hyperparameters are constants of the kernels, fixed at construction.
+-- The state tensors are plain fields (state[i].momentum_buffer / exp_avg / exp_avg_sq, steps,
+-- beta1_power, beta2_power), so tcl.nn.state.get_state_dict(opt) names them for a checkpoint.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local Tensor = require "tcl.api.tensor"
@@ -156,6 +157,11 @@ local Optimizer = {}
 local function index(Class)
   return function(self, key)
     if key == "lr" then return rawget(self, "_lr_value") end
+    local momentum = rawget(self, "_momentum_value")
+    if momentum and key == Class._momentum_option then
+      if key == "betas" then return { momentum, self._options.betas[2] } end
+      return momentum
+    end
     if key == "params" then return table.move(self._params, 1, #self._params, 1, {}) end
     local method = Class[key] or Optimizer[key]
     if method ~= nil then return method end
@@ -197,7 +203,8 @@ end
 local function optimizer_class(name, spec, hooks)
   local fn = "optim." .. name
   local init = hooks.init
-  local Class = { __name = fn, _spec = spec, _begin = hooks.begin, _update = hooks.update }
+  local Class = { __name = fn, _spec = spec, _begin = hooks.begin, _update = hooks.update,
+    _momentum_option = hooks.momentum_option }
   Class.__index = index(Class)
   Class.__newindex = newindex
   Class.__tostring = describe
@@ -215,6 +222,13 @@ local function optimizer_class(name, spec, hooks)
       local dtype, device = scalar_dtype(params), params[1].device
       rawset(self, "_scalar", { dtype = dtype, device = device })
       rawset(self, "_lr", Tensor.scalar(options.lr, { dtype = dtype, device = device }):realize())
+      local momentum = hooks.momentum_of and hooks.momentum_of(options)
+      if momentum then
+        rawset(self, "_momentum", Tensor.scalar(momentum, { dtype = dtype, device = device }):realize())
+        -- 1 - momentum from the double, as torch computes it (1 - 0.9f in float32 is 0.100000024)
+        rawset(self, "_momentum_complement", Tensor.scalar(1 - momentum, { dtype = dtype, device = device }):realize())
+        rawset(self, "_momentum_value", momentum)
+      end
       rawset(self, "state", {})
       for i, p in ipairs(params) do self.state[i] = {} init(self, i, p, options) end
       return self
@@ -239,6 +253,33 @@ function Optimizer.set_lr(self, lr)
   local s = self._scalar
   self._lr:assign(Tensor.scalar(value, { dtype = s.dtype, device = s.device })):realize()
   rawset(self, "_lr_value", value)
+  return self
+end
+
+--- Sets the momentum: SGD's momentum (an SGD made with momentum 0 has none to set: its step
+-- keeps no momentum buffers), the Adam family's beta1. Like set_lr, it assigns a 0-d tensor
+-- the step's kernels read, so a jitted step sees it. Once beta1 has been set, the bias
+-- correction 1 - beta1^t uses the current beta1, as torch's does (before, a running product).
+function Optimizer.set_momentum(self, momentum)
+  local option = self._momentum_option
+  if not rawget(self, "_momentum") then
+    fail(self._name, "set_momentum: this optimizer has no momentum to set (%s)", option == "momentum" and
+      "made with momentum 0: its step keeps no momentum buffers; give it a momentum > 0" or "no momentum option")
+  end
+  local value, must
+  if option == "betas" then
+    value, must = zero_to_one(momentum)
+    if value == 1 then value, must = nil, "a number in [0, 1)" end
+  else
+    value, must = at_least_zero(momentum)
+  end
+  if value == nil then fail(self._name, "set_momentum: the momentum must be %s, got %s", must, show(momentum)) end
+  local s = self._scalar
+  self._momentum:assign(Tensor.scalar(value, { dtype = s.dtype, device = s.device }))
+  self._momentum_complement:assign(Tensor.scalar(1 - value, { dtype = s.dtype, device = s.device }))
+  Tensor.realize_all(self._momentum, self._momentum_complement)
+  rawset(self, "_momentum_value", value)
+  if option == "betas" then rawset(self, "_beta1_set", true) end
   return self
 end
 
@@ -339,8 +380,9 @@ local function sgd_update(self, i, p, g, assign)
       -- b is zero before the first step, so momentum * b + g is g then
       damped = self.steps[i]:le(1):where(g, g * (1 - o.dampening))
     end
-    b = assign(b, b * o.momentum + damped)
-    g = o.nesterov and g + b * o.momentum or b
+    local momentum = self._momentum
+    b = assign(b, b * momentum + damped)
+    g = o.nesterov and g + b * momentum or b
   end
   assign(p, p - self._lr * g)
 end
@@ -357,8 +399,10 @@ local function sgd_validate(fn, o)
   end
 end
 
-M.SGD = optimizer_class("SGD", SGD_OPTIONS,
-  { validate = sgd_validate, init = sgd_init, begin = sgd_begin, update = sgd_update })
+local function sgd_momentum(o) return o.momentum ~= 0 and o.momentum or nil end
+
+M.SGD = optimizer_class("SGD", SGD_OPTIONS, { validate = sgd_validate, init = sgd_init, begin = sgd_begin,
+  update = sgd_update, momentum_of = sgd_momentum, momentum_option = "momentum" })
 
 -- ---------------------------------------------------------------------------------------
 -- the Adam family: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; m^ = m / (1 - b1^t);
@@ -376,19 +420,24 @@ end
 
 local function adam_begin(self, active, assign)
   local mask = active_mask(self, active)
-  local b1, b2 = self._options.betas[1], self._options.betas[2]
-  advance_steps(self, mask, assign)
+  local b1, b2 = self._momentum, self._options.betas[2]
+  local steps = advance_steps(self, mask, assign)
   local p1, p2 = self.beta1_power, self.beta2_power
   -- where picks between tensors of the powers' dtype (numbers would make float32 constants)
-  assign(p1, mask and mask:where(p1 * b1, p1) or p1 * b1)
+  if rawget(self, "_beta1_set") then
+    -- beta1 changes from step to step (OneCycleLR): beta1^t from the current beta1, as torch
+    assign(p1, b1:pow(steps:cast(p1.dtype)))
+  else
+    assign(p1, mask and mask:where(p1 * b1, p1) or p1 * b1)
+  end
   assign(p2, mask and mask:where(p2 * b2, p2) or p2 * b2)
 end
 
 -- The moments' new values (assigned) and the bias-corrected update m^ / (sqrt(v^) + eps).
 local function adam_direction(self, i, g, assign)
   local o, st = self._options, self.state[i]
-  local b1, b2 = o.betas[1], o.betas[2]
-  local m = assign(st.exp_avg, st.exp_avg * b1 + g * (1 - b1))
+  local b2 = o.betas[2]
+  local m = assign(st.exp_avg, st.exp_avg * self._momentum + g * self._momentum_complement)
   local v = assign(st.exp_avg_sq, st.exp_avg_sq * b2 + g:square() * (1 - b2))
   -- the powers are read after their assignment: beta^t of this step
   local m_hat = m / (1 - self.beta1_power[i])
@@ -408,19 +457,23 @@ local function adam_update(decoupled)
   end
 end
 
+local function adam_beta1(o) return o.betas[1] end
+
 local ADAM_OPTIONS = {
   { "lr", 0.001, at_least_zero }, { "betas", { 0.9, 0.999 }, betas }, { "eps", 1e-8, at_least_zero },
   { "weight_decay", 0, at_least_zero },
 }
 M.Adam = optimizer_class("Adam", ADAM_OPTIONS,
-  { init = adam_init, begin = adam_begin, update = adam_update(false) })
+  { init = adam_init, begin = adam_begin, update = adam_update(false), momentum_of = adam_beta1,
+    momentum_option = "betas" })
 
 local ADAMW_OPTIONS = {
   { "lr", 0.001, at_least_zero }, { "betas", { 0.9, 0.999 }, betas }, { "eps", 1e-8, at_least_zero },
   { "weight_decay", 0.01, at_least_zero },
 }
 M.AdamW = optimizer_class("AdamW", ADAMW_OPTIONS,
-  { init = adam_init, begin = adam_begin, update = adam_update(true) })
+  { init = adam_init, begin = adam_begin, update = adam_update(true), momentum_of = adam_beta1,
+    momentum_option = "betas" })
 
 -- LAMB: u = m^ / (sqrt(v^) + eps) + wd p; r = ||p|| / ||u|| (1 where either norm is 0, or
 -- always with adam = true); p -= lr r u.
@@ -442,13 +495,16 @@ local LAMB_OPTIONS = {
   { "weight_decay", 0, at_least_zero }, { "adam", false, boolean },
 }
 M.LAMB = optimizer_class("LAMB", LAMB_OPTIONS,
-  { init = adam_init, begin = adam_begin, update = lamb_update })
+  { init = adam_init, begin = adam_begin, update = lamb_update, momentum_of = adam_beta1,
+    momentum_option = "betas" })
 
 -- a stray argument (opt:set_lr(0.1, extra)) is an error (check.fixed_arguments); step checks its own
 check.fix_arguments(Optimizer, "", nil, nil, 1)
 
 local lr_scheduler = require "tcl.api.lr_scheduler"
-M.StepLR, M.CosineAnnealingLR, M.LinearLR = lr_scheduler.StepLR, lr_scheduler.CosineAnnealingLR,
-  lr_scheduler.LinearLR
+for _, name in ipairs { "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "CosineAnnealingLR", "LinearLR",
+  "OneCycleLR", "SequentialLR" } do
+  M[name] = lr_scheduler[name]
+end
 
 return M
