@@ -27,9 +27,12 @@ end
 -- Definitions of module table members in a source file: name -> { params =, doc =, alias = }.
 -- A doc block of its own whose first line starts with a name and "(" documents that name too
 -- (tcl.nn writes a layer's constructor signature above the table it builds).
-local function definitions(path, table_name)
-  local lines, defs = read_lines(path), {}
-  local prefix = table_name:gsub("%.", "%%.")
+-- indented: definitions may be indented (modules that install their names into a table given
+-- to them, as tcl.api.recurrent does into tcl.nn); defs: a table to add them to.
+local function definitions(path, table_name, indented, defs)
+  local lines = read_lines(path)
+  defs = defs or {}
+  local prefix = (indented and "%s*" or "") .. table_name:gsub("%.", "%%.")
   for i, line in ipairs(lines) do
     local name, params = line:match("^function " .. prefix .. "%.([%w_]+)(%b())")
     local assigned, value = line:match("^" .. prefix .. "%.([%w_]+)%s*=%s*(.*)$")
@@ -123,7 +126,8 @@ write(out_dir .. "/tensor.md", table.concat(parts))
 -- ---- docs/reference/nn.md: tcl.nn, tcl.nn.init, tcl.nn.state -----------------------------------
 local nn = require("tcl").nn
 local SECTIONS = {
-  { "tcl.nn", "tcl.api.layers", nn, "nn." },
+  -- tcl.nn's recurrent layers and attention are defined in modules that tcl.api.layers installs
+  { "tcl.nn", "tcl.api.layers", nn, "nn.", installed = { "tcl.api.recurrent", "tcl.api.attention" } },
   { "tcl.nn.init", "tcl.api.init_weights", nn.init, "nn.init." },
   { "tcl.nn.state", "tcl.api.state", nn.state, "nn.state." },
 }
@@ -132,6 +136,7 @@ parts = { "# tcl.nn: layers, initializers, state\n\n", HEADER,
 for _, s in ipairs(SECTIONS) do
   local title, module, t, call_prefix = s[1], s[2], s[3], s[4]
   local defs = definitions(module_path(module), "M")
+  for _, installed in ipairs(s.installed or {}) do definitions(module_path(installed), "M", true, defs) end
   parts[#parts + 1] = string.format("\n## `%s` (`%s`)\n\n", title, module_path(module))
   for _, name in ipairs(sorted_keys(t, function(k, v) return k:sub(1, 1) ~= "_" and type(v) ~= "number" end)) do
     parts[#parts + 1] = entry(name, defs[name], call_prefix) .. "\n"

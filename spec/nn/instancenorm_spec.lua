@@ -60,9 +60,10 @@ describe("tcl.nn.InstanceNorm1d/2d/3d", function()
       table.remove(seeds[k], 1)
       table.remove(seeds[k], 1)
       table.remove(seeds[k], 1)
-      lines[#lines + 1] = string.format("x = torch.tensor(%s).reshape(%s).requires_grad_()", torch_ref.literal(inputs[k]),
-        table.concat(shape, ", "))
-      lines[#lines + 1] = string.format("up = torch.tensor(%s).reshape(%s)", torch_ref.literal(seeds[k]), table.concat(shape, ", "))
+      local dims = table.concat(shape, ", ")
+      lines[#lines + 1] = string.format("x = torch.tensor(%s).reshape(%s).requires_grad_()",
+        torch_ref.literal(inputs[k]), dims)
+      lines[#lines + 1] = string.format("up = torch.tensor(%s).reshape(%s)", torch_ref.literal(seeds[k]), dims)
       for _, affine in ipairs({ "False", "True" }) do
         lines[#lines + 1] = string.format("m = torch.nn.InstanceNorm%dd(%d, eps=0.01, affine=%s)", k, shape[2], affine)
         if affine == "True" then

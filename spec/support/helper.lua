@@ -175,6 +175,32 @@ function M.fresh_dir_path()
   return path .. ".cache"
 end
 
+--- The keys of t, sorted (a state dict's names).
+function M.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+--- A float32 tensor of the given shape with smooth, distinct, deterministic values in [-0.9, 0.9]
+-- (sin(1.37 i + seed), i from 1 in row-major order): inputs and weights for torch comparisons.
+function M.wave_tensor(shape, seed)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local v = {}
+  for i = 1, n do v[i] = math.sin(i * 1.37 + seed) * 0.9 end
+  return require("tcl").Tensor(v):reshape(shape)
+end
+
+--- Weights sin(0.7 k + i) (k from 0, row-major) in t's shape: loss = (t * weights):sum() gives every
+-- element its own gradient (a torch reference builds the same from torch.arange).
+function M.loss_weights(t, i)
+  local v = {}
+  for k = 1, t:numel() do v[k] = math.sin((k - 1) * 0.7 + i) end
+  return require("tcl").Tensor(v):reshape(t.shape)
+end
+
 --- LLVM's llc, found through llvm-config (an object compiler independent of tcl's renderer).
 function M.llc_path()
   local pipe = io.popen("llvm-config-19 --bindir 2>/dev/null || llvm-config --bindir 2>/dev/null")

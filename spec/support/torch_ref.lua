@@ -126,4 +126,14 @@ function M.assert_close(ours, ref, rtol)
   end
 end
 
+--- A state dict ({ [name] = tensor }) as a Python dict literal of exact tensors, keys sorted.
+function M.state_dict_literal(sd)
+  local names = {}
+  for name in pairs(sd) do names[#names + 1] = name end
+  table.sort(names)
+  local entries = {}
+  for i, name in ipairs(names) do entries[i] = string.format("%q: %s", name, M.literal(sd[name])) end
+  return "{" .. table.concat(entries, ", ") .. "}"
+end
+
 return M

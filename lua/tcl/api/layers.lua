@@ -827,6 +827,13 @@ end, function(self)
   return table.concat(lines, "\n") .. "\n"
 end)
 
+-- the recurrent layers (tcl.api.recurrent) and MultiheadAttention (tcl.api.attention), built
+-- from the helpers above
+local helpers = { layer_class = layer_class, parameter = parameter, positive_integer = positive_integer,
+  non_negative_integer = non_negative_integer, boolean = boolean, placement = placement, value_str = value_str }
+require "tcl.api.recurrent"(M, helpers)
+require "tcl.api.attention"(M, helpers)
+
 -- tcl.nn.state: parameters, state dicts and safetensors files (tcl.api.state)
 M.state = require "tcl.api.state"
 local grad_clipping = require "tcl.api.grad_clipping"
