@@ -21,7 +21,8 @@
 --
 -- `composites` holds the derivatives of functions that are several nodes but whose derivative
 -- is not that of their nodes: the kinks of relu, abs and clamp (PyTorch's values there),
--- conv2d (its transposed convolution), sort (the network run backwards). The Tensor API marks
+-- conv2d (its transposed convolution), sort (the network run backwards), the decompositions of
+-- tcl.api.linalg (closed forms). The Tensor API marks
 -- such a result with its function's name (tcl.api.gradients.mark); the engine then uses the
 -- rule here for the whole function and does not look inside it. A rule gets c.inputs
 -- (Tensors), c.out, c.grad and c.extra (the function's numeric arguments) and returns the list
@@ -232,6 +233,9 @@ M.composites = {
   sort = function(c)
     return { c.extra.unsort(c.grad, c.inputs[2], c.extra.axis) }
   end,
+  -- a function that brings its own vector-Jacobian product in extra.vjp(c) (tcl.api.linalg:
+  -- closed forms where the graph is an elimination, whose derivative would be another one)
+  vjp = function(c) return c.extra.vjp(c) end,
 }
 
 return M

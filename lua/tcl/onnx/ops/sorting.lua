@@ -1,43 +1,13 @@
 -- tcl.onnx.ops.sorting — ONNX handlers for sorting and linear-algebra ops: Unique, Einsum, Det,
 -- NonMaxSuppression (TopK and CumSum live in ops/scan_ops.lua). ONNX's 0-based axes and indices
--- are converted to tcl's 1-based API here; indices come back 0-based int64. Unique, Det and NonMaxSuppression read
--- their inputs on the host (data-dependent output sizes; small matrices).
+-- are converted to tcl's 1-based API here; indices come back 0-based int64. Unique and
+-- NonMaxSuppression read their inputs on the host (data-dependent output sizes).
 local Tensor = require "tcl.api.tensor"
 
 local M = {}
 
--- an ONNX axis (0-based, negative from the end) as a 1-based tcl dim
-
--- The determinant of an n x n matrix given as a flat row-major list, by Gaussian elimination
--- with partial pivoting (in Lua doubles).
-local function determinant(a, n, base)
-  local m = {}
-  for i = 1, n * n do m[i] = a[base + i] end
-  local det = 1
-  for c = 0, n - 1 do
-    local pivot = c
-    for r = c + 1, n - 1 do
-      if math.abs(m[r * n + c + 1]) > math.abs(m[pivot * n + c + 1]) then pivot = r end
-    end
-    if m[pivot * n + c + 1] == 0 then return 0 end
-    if pivot ~= c then
-      for j = 0, n - 1 do
-        m[c * n + j + 1], m[pivot * n + j + 1] = m[pivot * n + j + 1], m[c * n + j + 1]
-      end
-      det = -det
-    end
-    local p = m[c * n + c + 1]
-    det = det * p
-    for r = c + 1, n - 1 do
-      local f = m[r * n + c + 1] / p
-      for j = c, n - 1 do m[r * n + j + 1] = m[r * n + j + 1] - f * m[c * n + j + 1] end
-    end
-  end
-  return det
-end
-
--- Determinants of the trailing n x n matrices of x; computed on the host (the matrices of a
--- model's Det are small).
+-- Determinants of the trailing n x n matrices of x (Tensor.det: elimination in the graph; the
+-- narrow floats go through float32).
 function M.Det(ctx, node)
   local x = node.inputs[1]
   local shape = x.shape
@@ -45,13 +15,9 @@ function M.Det(ctx, node)
   if rank < 2 or shape[rank] ~= shape[rank - 1] then
     ctx:fail("needs square matrices in the last two dims, got shape (%s)", table.concat(shape, ", "))
   end
-  local n = shape[rank]
-  local values = ctx:numbers(x)
-  local batch, out_shape = 1, {}
-  for i = 1, rank - 2 do batch = batch * shape[i]; out_shape[i] = shape[i] end
-  local dets = {}
-  for b = 0, batch - 1 do dets[b + 1] = determinant(values, n, b * n * n) end
-  return Tensor(dets, { dtype = tostring(x.dtype) }):reshape(out_shape)
+  local dtype = tostring(x.dtype)
+  if dtype == "float32" or dtype == "float64" then return x:det() end
+  return x:cast("float32"):det():cast(dtype)
 end
 
 -- Unique along an axis (or over the flattened tensor): the distinct slices, in sorted order or
