@@ -657,19 +657,26 @@ describe("the default heuristic's register tile", function()
   local AVX512 = { vector_bytes = 64, vector_registers = 32, threads = 1 }
   local AVX2 = { vector_bytes = 32, vector_registers = 16, threads = 1 }
 
-  it("has 16 rows of one vector where 32 registers hold them, its small reduction not unrolled (conv2d, "
-    .. "8 columns); 8 rows with 16 registers, unrolled",
-    function()
-      local function conv(device)
-        local x = Tensor.rand(1, 4, 8, 8, { device = device }):realize()
-        local w = Tensor.rand(32, 4, 3, 3, { device = device }):realize()
-        return x:conv2d(w, nil, { padding = 1 }):realize()
-      end
-      local wide = default_opts(AVX512, conv)
-      assert.are.equal("UPCAST(3,8) UPCAST(1,16)", wide.r_32_8_8_4_3_3)
-      local narrow = default_opts(AVX2, conv)
-      assert.are.equal("UPCAST(3,8) UPCAST(1,8) UNROLL(3,0)", narrow.r_32_8_8_4_3_3)
+  it("has 16 rows of one vector where 32 registers hold them, its small reduction not unrolled (conv2d "
+    .. "32 -> 32, 8 columns); 8 rows with 16 registers, unrolled", function()
+    local function conv(device)
+      local x = Tensor.rand(1, 32, 8, 8, { device = device }):realize()
+      local w = Tensor.rand(32, 32, 3, 3, { device = device }):realize()
+      return x:conv2d(w, nil, { padding = 1 }):realize()
+    end
+    local wide = default_opts(AVX512, conv)
+    assert.are.equal("UPCAST(3,8) UPCAST(1,16)", wide.r_32_8_8_32_3_3)
+    local narrow = default_opts(AVX2, conv)
+    assert.are.equal("UPCAST(3,8) UPCAST(1,8) UNROLL(3,0)", narrow.r_32_8_8_32_3_3)
+  end)
+
+  it("has 32 rows of one vector for a short reduction (a first conv layer: 3 x 7 x 7 steps)", function()
+    local seen = default_opts(AVX512, function(device)
+      local x = Tensor.rand(1, 3, 8, 16, { device = device }):realize()
+      return x:conv2d(Tensor.rand(32, 3, 7, 7, { device = device }):realize(), nil, { padding = 3 }):realize()
     end)
+    assert.are.equal("UPCAST(3,16) UPCAST(1,16) UPCAST(1,2)", seen.r_32_8_16_3_7_7)
+  end)
 
   it("puts its column axis outermost for a long reduction (matmul, K = 256), not for a short one (3 x 3 x 3)",
     function()
