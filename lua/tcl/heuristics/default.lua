@@ -9,7 +9,9 @@
 --     two vector widths (the renderer turns those lanes into vector registers), or whole when
 --     it is at most 16 long and no vector width divides it, and a reuse axis by as many rows as
 --     the remaining registers hold (8, or WIDE_TILE_ROWS = 16 of one vector each with 32
---     registers). Each value loaded inside the reduction then feeds
+--     registers, 32 of them for a reduction under SWAP_MIN_STEPS steps). A read that is not
+--     affine in the vector axis (a stride-2 conv's input gradient) gets rows alone, no lanes.
+--     Each value loaded inside the reduction then feeds
 --     a whole row or column of the tile instead of one output. No tile where a read steps
 --     more than TILE_MAX_READ_STRIDE elements along the vector axis (x W^T, a per-channel
 --     sum over (N, C, H, W)): its lanes would be gathered one by one, slower than the plain
@@ -44,7 +46,7 @@ M.KBLOCK_MIN_BLOCKS = 4
 --- A tile of one vector per row takes this many rows where the registers hold them (32 vector
 -- registers: AVX-512): each value a read loads inside the reduction (a conv's input, gathered
 -- with its padding's lane masks or every other element at stride 2) feeds twice the FMAs of
--- an 8-row tile (conv2d 3 -> 64 7x7 stride 2: 1.6x faster, 32 rows 2.3x).
+-- an 8-row tile (conv2d 8x32->64 3x3 56x56 without the unroll below: 1.5x at 1 thread, 1.7x at 2).
 M.WIDE_TILE_ROWS = 16
 --- A tile's column axis goes outermost (SWAP) only when its reduction has this many steps.
 M.SWAP_MIN_STEPS = 256
@@ -69,7 +71,8 @@ local function plan_tile(k)
   -- a read not affine in the vector axis (a stride-2 conv's input gradient reads dy at
   -- (w + 1 - kw) / 2, through divisions and remainders) would compute its index in vector lanes
   -- of 64-bit integers, whose divisions LLVM does lane by lane: a tile of rows alone then, the
-  -- index computed once per step for all of them (that gradient: 3.3x faster than 8 lanes)
+  -- index computed once per step for all of them (that gradient: 2.6x faster than 8 lanes x 8
+  -- rows, 10-15x faster than no tile)
   if not affine then
     for _, r in ipairs { 2 * M.WIDE_TILE_ROWS, M.WIDE_TILE_ROWS, 8, 6, 4, 3, 2 } do
       if reuse.size % r == 0 then return vec, 1, reuse, r end
@@ -90,7 +93,7 @@ local function plan_tile(k)
   local rows
   -- a short reduction (a first conv layer: 3 x 7 x 7 steps, its input gathered at stride 2)
   -- spends its time on the loads each step: twice the rows for each, past the registers (conv2d
-  -- 3 -> 64 7x7 stride 2, 8x224x224: 1.6x faster than 16 rows)
+  -- 3 -> 64 7x7 stride 2, 8x224x224: 1.6x faster than 16 rows, 2.3-2.8x than 8)
   local steps = 1
   for _, r in ipairs(reduce) do steps = steps * r.size end
   if vectors == 1 and rows_max >= M.WIDE_TILE_ROWS and steps < M.SWAP_MIN_STEPS
@@ -172,7 +175,7 @@ function M.optimize(k)
   local reduce = k:axes("reduce")
   local last = reduce[#reduce]
   -- (not under a tile of 16 rows: the unrolled copies of its loads cost more than the loop,
-  -- conv2d 8x32->64 3x3 56x56 with 16 rows: 1.6-1.8x slower unrolled)
+  -- conv2d 8x32->64 3x3 56x56 with 16 rows: 1.6-1.8x slower unrolled, in noisy runs)
   if last and last.size <= (tiled and 4 or 8) and not wide then
     k:try_apply("UNROLL", #reduce, 0) -- refused past the lane limit (a wide upcast already)
   end
