@@ -635,4 +635,91 @@ describe("the default heuristic's register tile", function()
     local sum_name = kernel_names(Tensor.randn(8, 16, 6, 6):realize():sum({ 1, 3, 4 }))
     assert.falsy(sum_name:find("%du"), "per-channel sum: no tile, got " .. sum_name)
   end)
+
+  -- The default heuristic's opts per kernel (name -> opts text) while building `make` on the
+  -- CPU (EMU without a renderer), with the renderer's capabilities changed by `caps` (an
+  -- AVX-512 or AVX2 CPU whatever this machine is); and the values computed.
+  local default = require "tcl.heuristics.default"
+  local function default_opts(caps, make)
+    local seen = {}
+    optimize.set_heuristic(function(k)
+      local changed = setmetatable({}, { __index = k.caps })
+      for key, value in pairs(caps) do changed[key] = value end
+      local view = setmetatable({ caps = changed }, { __index = k })
+      default(view)
+      seen[k.name] = H.opts_text(k:opts())
+    end)
+    local ok, values = pcall(make, HAVE_RENDERER and "CPU" or "EMU")
+    restore()
+    assert(ok, values)
+    return seen, values
+  end
+  local AVX512 = { vector_bytes = 64, vector_registers = 32, threads = 1 }
+  local AVX2 = { vector_bytes = 32, vector_registers = 16, threads = 1 }
+
+  it("has 16 rows of one vector where 32 registers hold them, its small reduction not unrolled (conv2d "
+    .. "32 -> 32, 8 columns); 8 rows with 16 registers, unrolled", function()
+    local function conv(device)
+      local x = Tensor.rand(1, 32, 8, 8, { device = device }):realize()
+      local w = Tensor.rand(32, 32, 3, 3, { device = device }):realize()
+      return x:conv2d(w, nil, { padding = 1 }):realize()
+    end
+    local wide = default_opts(AVX512, conv)
+    assert.are.equal("UPCAST(3,8) UPCAST(1,16)", wide.r_32_8_8_32_3_3)
+    local narrow = default_opts(AVX2, conv)
+    assert.are.equal("UPCAST(3,8) UPCAST(1,8) UNROLL(3,0)", narrow.r_32_8_8_32_3_3)
+  end)
+
+  it("has 32 rows of one vector for a short reduction (a first conv layer: 3 x 7 x 7 steps)", function()
+    local seen = default_opts(AVX512, function(device)
+      local x = Tensor.rand(1, 3, 8, 16, { device = device }):realize()
+      return x:conv2d(Tensor.rand(32, 3, 7, 7, { device = device }):realize(), nil, { padding = 3 }):realize()
+    end)
+    assert.are.equal("UPCAST(3,16) UPCAST(1,16) UPCAST(1,2)", seen.r_32_8_16_3_7_7)
+  end)
+
+  it("puts its column axis outermost for a long reduction (matmul, K = 256), not for a short one (3 x 3 x 3)",
+    function()
+      local device = HAVE_RENDERER and "CPU" or "EMU"
+      local seen = default_opts(AVX512, function()
+        Tensor.rand(16, 256, { device = device }):realize():matmul(Tensor.rand(256, 64, { device = device }):realize())
+          :realize()
+        local x = Tensor.rand(1, 3, 8, 64, { device = device }):realize()
+        x:conv2d(Tensor.rand(32, 3, 3, 3, { device = device }):realize(), nil, { padding = 1 }):realize()
+      end)
+      assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) SWAP(1,2)", seen.r_16_64_256)
+      assert.are.equal("UPCAST(3,16) UPCAST(3,2) UPCAST(1,8)", seen.r_32_8_64_3_3_3)
+    end)
+
+  it("is rows alone for the input gradient of a stride-2 conv (dy read at (h + 1 - kh) / 2), with its values",
+    function()
+      local device = HAVE_RENDERER and "CPU" or "EMU"
+      local x = Tensor.rand(1, 16, 16, 16, { device = device }):realize()
+      local w = Tensor.rand(8, 16, 3, 3, { device = device }):realize()
+      local r = Tensor.rand(1, 8, 8, 8, { device = device }):realize()
+      local function grads()
+        local g = tcl.grad(function(xx) return (xx:conv2d(w, nil, { padding = 1, stride = 2 }) * r):sum() end)
+        return g(x):realize():tolist()
+      end
+      local seen, got = default_opts(AVX512, grads)
+      -- a tile of 16 rows (input channels) alone: dy's index, with its divisions, computed once
+      -- per step for all of them, not in vector lanes
+      assert.are.equal("UPCAST(1,16)", seen.r_16_16_16_8_3_3)
+      -- the same gradient without opts
+      optimize.set_heuristic(function() end)
+      local ok, want = pcall(grads)
+      restore()
+      assert(ok, want)
+      assert.are.same(#want, #got)
+      local worst = 0
+      local function walk(a, b)
+        if type(a) == "table" then
+          for i = 1, #a do walk(a[i], b[i]) end
+        else
+          worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
+        end
+      end
+      walk(got, want)
+      assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
+    end)
 end)

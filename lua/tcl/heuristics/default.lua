@@ -8,14 +8,20 @@
 --     registers through the whole reduction: the unit-stride output axis is upcast by one or
 --     two vector widths (the renderer turns those lanes into vector registers), or whole when
 --     it is at most 16 long and no vector width divides it, and a reuse axis by as many rows as
---     the remaining registers hold. Each value loaded inside the reduction then feeds
+--     the remaining registers hold (8, or WIDE_TILE_ROWS = 16 of one vector each with 32
+--     registers, 32 of them for a reduction under SWAP_MIN_STEPS steps). A read that is not
+--     affine in the vector axis (a stride-2 conv's input gradient) gets rows alone, no lanes.
+--     Each value loaded inside the reduction then feeds
 --     a whole row or column of the tile instead of one output. No tile where a read steps
 --     more than TILE_MAX_READ_STRIDE elements along the vector axis (x W^T, a per-channel
 --     sum over (N, C, H, W)): its lanes would be gathered one by one, slower than the plain
 --     loop LLVM vectorizes (a CNN train step: 98 -> 70 ms).
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
---     tiles reads stays in the L2 cache while every row of tiles passes over it.
---  3. Small reductions are unrolled whole (up to 8 steps, 4 when a tile exists).
+--     tiles reads stays in the L2 cache while every row of tiles passes over it: done for
+--     reductions of SWAP_MIN_STEPS steps or more (a first conv layer's 27 steps write more
+--     than they read: its output rows are written in order instead).
+--  3. Small reductions are unrolled whole (up to 8 steps, 4 when a tile exists, none under a
+--     tile of WIDE_TILE_ROWS rows).
 --  3b. Cache blocking. A tiled reduction of at least KBLOCK_MIN_BLOCKS blocks of KBLOCK_STEPS
 --     steps runs in blocks (KBLOCK): each block's slices of A and B are reused from the cache
 --     by every tile before the next block is read (matmul 2048: 1.3-1.8x on this machine).
@@ -37,6 +43,13 @@ M.KBLOCK_STEPS = 512
 -- (a conv of stride 2 reads every other element: the same cache lines).
 M.TILE_MAX_READ_STRIDE = 4
 M.KBLOCK_MIN_BLOCKS = 4
+--- A tile of one vector per row takes this many rows where the registers hold them (32 vector
+-- registers: AVX-512): each value a read loads inside the reduction (a conv's input, gathered
+-- with its padding's lane masks or every other element at stride 2) feeds twice the FMAs of
+-- an 8-row tile (conv2d 8x32->64 3x3 56x56 without the unroll below: 1.5x at 1 thread, 1.7x at 2).
+M.WIDE_TILE_ROWS = 16
+--- A tile's column axis goes outermost (SWAP) only when its reduction has this many steps.
+M.SWAP_MIN_STEPS = 256
 
 -- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
 local function plan_tile(k)
@@ -49,9 +62,22 @@ local function plan_tile(k)
   local lanes = math.max(1, (caps.vector_bytes or 4) // math.max(1, store.itemsize))
   -- the vector axis's lanes would be gathered where a read steps far along it (x W^T reads W
   -- across rows, a per-channel sum over (N, C, H, W) reads channels H*W apart): no tile then
+  local affine = true
   for _, b in ipairs(k:buffers()) do
     local stride = b.strides[vec.axis]
     if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
+    if not b.store and stride == nil then affine = false end
+  end
+  -- a read not affine in the vector axis (a stride-2 conv's input gradient reads dy at
+  -- (w + 1 - kw) / 2, through divisions and remainders) would compute its index in vector lanes
+  -- of 64-bit integers, whose divisions LLVM does lane by lane: a tile of rows alone then, the
+  -- index computed once per step for all of them (that gradient: 2.6x faster than 8 lanes x 8
+  -- rows, 10-15x faster than no tile)
+  if not affine then
+    for _, r in ipairs { 2 * M.WIDE_TILE_ROWS, M.WIDE_TILE_ROWS, 8, 6, 4, 3, 2 } do
+      if reuse.size % r == 0 then return vec, 1, reuse, r end
+    end
+    return nil
   end
   local vec_amount
   for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
@@ -65,8 +91,18 @@ local function plan_tile(k)
   local vectors = math.max(1, vec_amount // lanes)
   local rows_max = math.max(1, (registers - 4) // vectors)
   local rows
-  for _, r in ipairs { 8, 6, 4, 3, 2 } do
-    if r <= rows_max and reuse.size % r == 0 then rows = r break end
+  -- a short reduction (a first conv layer: 3 x 7 x 7 steps, its input gathered at stride 2)
+  -- spends its time on the loads each step: twice the rows for each, past the registers (conv2d
+  -- 3 -> 64 7x7 stride 2, 8x224x224: 1.6x faster than 16 rows, 2.3-2.8x than 8)
+  local steps = 1
+  for _, r in ipairs(reduce) do steps = steps * r.size end
+  if vectors == 1 and rows_max >= M.WIDE_TILE_ROWS and steps < M.SWAP_MIN_STEPS
+    and reuse.size % (2 * M.WIDE_TILE_ROWS) == 0 then
+    rows = 2 * M.WIDE_TILE_ROWS
+  end
+  for _, r in ipairs { M.WIDE_TILE_ROWS, 8, 6, 4, 3, 2 } do
+    if rows then break end
+    if r <= rows_max and reuse.size % r == 0 then rows = r end
   end
   if not rows then return nil end
   return vec, vec_amount, reuse, rows
@@ -114,7 +150,7 @@ function M.optimize(k)
   -- renderers with workgroups (GPUs) have a heuristic of their own
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
   local vec, vec_amount, reuse, rows = plan_tile(k)
-  local tiled = false
+  local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
   if vec then
     -- positions among the output axes stay put while only upcasts are applied
     local outs = k:axes("global", "loop")
@@ -123,10 +159,14 @@ function M.optimize(k)
       if r.axis == vec.axis then vec_pos = i end
       if r.axis == reuse.axis then reuse_pos = i end
     end
-    upcast(k, vec.axis, vec_amount)
-    k:apply("UPCAST", axis_number(k, reuse_pos), rows)
-    -- the column axis outermost: the panel of the reused read stays in cache
-    if vec_pos > reuse_pos then
+    if vec_amount > 1 then upcast(k, vec.axis, vec_amount) end
+    upcast(k, axis_number(k, reuse_pos), rows)
+    -- the column axis outermost: the panel of the reused read stays in cache; not for a short
+    -- reduction, whose tiles write more than they read (a first conv layer, 3 x 3 x 3 steps:
+    -- its rows of output, written in order, are then cheaper than the reuse)
+    local steps = 1
+    for _, r in ipairs(k:axes("reduce")) do steps = steps * r.size end
+    if vec_pos > reuse_pos and steps >= M.SWAP_MIN_STEPS and vec_amount > 1 then
       local a, b = axis_number(k, reuse_pos), axis_number(k, vec_pos)
       if a and b then k:try_apply("SWAP", a, b) end
     end
@@ -134,7 +174,9 @@ function M.optimize(k)
   end
   local reduce = k:axes("reduce")
   local last = reduce[#reduce]
-  if last and last.size <= (tiled and 4 or 8) then
+  -- (not under a tile of 16 rows: the unrolled copies of its loads cost more than the loop,
+  -- conv2d 8x32->64 3x3 56x56 with 16 rows: 1.6-1.8x slower unrolled, in noisy runs)
+  if last and last.size <= (tiled and 4 or 8) and not wide then
     k:try_apply("UNROLL", #reduce, 0) -- refused past the lane limit (a wide upcast already)
   end
   if tiled and #reduce == 1 and last.size % M.KBLOCK_STEPS == 0

@@ -15,7 +15,8 @@
 --                        (the same table until the next opt is applied: read it, don't change it)
 --                        one entry per access (a buffer read twice appears twice); strides[axis]
 --                        is how many elements the address moves per step of that axis: 0 when
---                        the access does not use the axis, nil when it is not affine in it
+--                        the access does not use the axis (neither its index nor its gate, when
+--                        the index is not affine), nil when it is not affine in it
 --   kernel:tile_axes()   the axes of a register tile, or nil: the output range the (first) store
 --                        steps by 1 (vec), an output range the store uses that some read
 --                        does not while it uses vec (reuse: a matmul's rows, B not using them),
@@ -74,9 +75,22 @@ function Kernel:buffers()
     if buf.op ~= "PARAM" then return end
     local form = {} -- an INDEX without an index addresses element 0
     if #index.src >= 2 then form = affine.form(index:source(2), memo) end -- nil: not affine
+    -- not affine (a stride-2 conv's input gradient reads dy at (h + 1 - kh) / 2): the axes that
+    -- neither the index nor its gate mentions still move the address by 0
+    local used
+    if not form then
+      used = {}
+      for _, u in ipairs(index:toposort()) do
+        if u.op == "RANGE" then used[u] = true end
+      end
+    end
     local strides = {}
     for _, r in ipairs(ranges) do
-      if form then strides[r.axis] = form[r.range] or 0 end
+      if form then
+        strides[r.axis] = form[r.range] or 0
+      elseif not used[r.range] then
+        strides[r.axis] = 0
+      end
     end
     out[#out + 1] = { slot = buf.arg[1], dtype = index.dtype, itemsize = index.dtype.itemsize, store = store,
       strides = strides }
