@@ -40,6 +40,10 @@ M.KBLOCK_STEPS = 512
 -- (a conv of stride 2 reads every other element: the same cache lines).
 M.TILE_MAX_READ_STRIDE = 4
 M.KBLOCK_MIN_BLOCKS = 4
+--- Row sums and elementwise kernels get vector lanes (steps 5 and 6) from this many steps of
+-- the innermost body on: below, the kernel's cost is its call, not its loop, and the lanes
+-- would only cost compile time.
+M.LANES_MIN_WORK = 1 << 12
 
 -- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
 local function plan_tile(k)
@@ -151,7 +155,7 @@ end
 -- accumulator is a longer chain than LLVM's own vectorized loop (row max 0.92 -> 1.15 ms).
 function M.unroll_row_reduction(k)
   local reduce = k:axes("reduce")
-  if #reduce ~= 1 or #k:axes("unroll", "upcast") > 0 then return false end
+  if #reduce ~= 1 or #k:axes("unroll", "upcast") > 0 or k:work() < M.LANES_MIN_WORK then return false end
   for _, op in ipairs(k:reduce_ops()) do
     if op ~= "ADD" then return false end
   end
@@ -168,7 +172,7 @@ end
 function M.upcast_elementwise(k)
   local outs = k:axes("global", "loop")
   local last = outs[#outs]
-  if not last then return false end
+  if not last or k:work() < M.LANES_MIN_WORK then return false end
   local ok, widest = contiguous_along(k, last.axis, true)
   if not ok then return false end
   local amount = lanes_for(k, last.size, widest)
