@@ -40,7 +40,7 @@ M.KBLOCK_STEPS = 512
 -- (a conv of stride 2 reads every other element: the same cache lines).
 M.TILE_MAX_READ_STRIDE = 4
 M.KBLOCK_MIN_BLOCKS = 4
---- Row sums and elementwise kernels get vector lanes (steps 5 and 6) from this many steps of
+--- Row sums and elementwise kernels get vector lanes (step 3d) from this many steps of
 -- the innermost body on: below, the kernel's cost is its call, not its loop, and the lanes
 -- would only cost compile time.
 M.LANES_MIN_WORK = 1 << 12
@@ -118,9 +118,10 @@ upcast_random_bits = function(k)
   return true
 end
 
--- Two vectors of lanes of `itemsize` bytes (16 float32 for 256-bit registers; at most 16), or
--- one where two do not divide `size`; nil where the renderer has no vector registers (EMU:
--- lanes would only change the order of its sums) or neither divides.
+-- Two vectors of lanes of `itemsize` bytes, at most 16 lanes (float32: two 256-bit vectors,
+-- or one 512-bit vector with AVX-512), or one vector where two do not divide `size`; nil
+-- where the renderer has no vector registers (EMU: lanes would only change the order of its
+-- sums) or neither divides.
 local function lanes_for(k, size, itemsize)
   local bytes = k.caps.vector_bytes or 0
   if bytes < 16 then return nil end
@@ -144,15 +145,17 @@ local function contiguous_along(k, axis, store_unit)
   return true, widest
 end
 
---- 5. Row sums in vector lanes. A kernel with one reduce axis, a sum (after the steps above:
--- no tile, not unrolled whole), that every access steps by 1 or 0 (softmax's row sum of
--- exp(x - max), layernorm's mean and variance) is unrolled by two vectors of lanes:
+--- 3d (a). Row sums in vector lanes. A kernel with one reduce axis, a sum (after the steps
+-- above: no tile, not unrolled whole), that every access steps by 1 or 0 (softmax's row sum
+-- of exp(x - max), layernorm's mean and variance) is unrolled by two vectors of lanes:
 -- UNROLL(reduce, 16) for float32. The body runs as vector code with a vector accumulator, one
 -- partial sum per lane, added up at the end of the row (softmax's sum of exp: 1.45-1.56 ms
--- against 2.06-2.24 ms on one thread, where LLVM vectorized the loop itself). The CPU renderer
--- lets LLVM reorder a reduction's additions already, so the order of the sum was no contract;
--- EMU (no vector registers) is left alone. Not for MAX: llvm.maximum on a single vector
--- accumulator is a longer chain than LLVM's own vectorized loop (row max 0.92 -> 1.15 ms).
+-- against 2.06-2.24 ms on one thread, where LLVM vectorized the loop itself, in 256-bit
+-- vectors on this AVX-512 machine; explicit 16-lane vectors take 512-bit ones). The CPU
+-- renderer lets LLVM reorder a reduction's additions already, so the order of the sum was no
+-- contract; EMU (no vector registers) is left alone. Not for MAX: llvm.maximum on a single
+-- vector accumulator is a longer chain than LLVM's own vectorized loop (row max 0.92 -> 1.15
+-- ms).
 function M.unroll_row_reduction(k)
   local reduce = k:axes("reduce")
   if #reduce ~= 1 or #k:axes("unroll", "upcast") > 0 or k:work() < M.LANES_MIN_WORK then return false end
@@ -165,10 +168,11 @@ function M.unroll_row_reduction(k)
   return amount ~= nil and k:try_apply("UNROLL", 1, amount)
 end
 
---- 6. Elementwise kernels in vector lanes: the last output axis, when every access steps
--- along it by 1 (the store) or 0 (a broadcast row statistic), is upcast by two vectors of
--- lanes, so the body runs as vector code with two independent chains (softmax's
--- exp(x - max) / sum, GELU): no gathers, and no work left to LLVM's loop vectorizer.
+--- 3d (b). Elementwise kernels in vector lanes: the last output axis, when every access
+-- steps along it by 1 (the store) or 0 (a broadcast row statistic), is upcast by two vectors
+-- of lanes, so the body runs as vector code with two independent chains (softmax's
+-- exp(x - max) / sum, GELU: 21.2 against 26.8 ms on 16M, one thread, min of 25 runs on a
+-- busy machine): no gathers, and no work left to LLVM's loop vectorizer (256-bit vectors).
 function M.upcast_elementwise(k)
   local outs = k:axes("global", "loop")
   local last = outs[#outs]
