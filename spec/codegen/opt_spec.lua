@@ -723,3 +723,49 @@ describe("the default heuristic's register tile", function()
       assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
     end)
 end)
+
+describe("the default heuristic's vector lanes for kernels without a tile", function()
+  -- the kernel names of realizing t, in order (an upcast axis shows as "<n>u", an unrolled one as "<n>r")
+  local function kernel_names(t)
+    local report = tcl.profile(function() t:realize() end)
+    local names = {}
+    for i, k in ipairs(report.kernels) do names[i] = k.name end
+    return names
+  end
+
+  it("unroll a contiguous row sum and upcast a row-broadcast elementwise kernel on CPU, values kept", function()
+    if not HAVE_RENDERER then return end
+    local x = Tensor.randn(64, 256):realize()
+    -- softmax: row max (left to LLVM), row sum of exp (unrolled), exp(x - max) / sum (upcast)
+    local names = kernel_names(x:softmax(-1))
+    assert.equals(3, #names, table.concat(names, " "))
+    assert.falsy(names[1]:find("%dr"), names[1])
+    assert.truthy(names[2]:find("_16r"), names[2])
+    assert.truthy(names[3]:find("_16u"), names[3])
+    local got, want = x:softmax(-1):tolist(), x:to("EMU"):softmax(-1):tolist()
+    for r = 1, 64 do
+      for c = 1, 256 do assert.near(want[r][c], got[r][c], 1e-6 * math.max(1, math.abs(want[r][c]))) end
+    end
+    -- an elementwise kernel over a contiguous last axis: upcast
+    assert.truthy(kernel_names(x:gelu())[1]:find("_16u"))
+  end)
+
+  it("leave strided reads, row maxima and EMU alone", function()
+    if not HAVE_RENDERER then return end
+    local x = Tensor.randn(64, 256):realize()
+    -- a transposed read steps 64 elements along the output's contiguous axis
+    for _, name in ipairs(kernel_names((x:transpose(1, 2) + 1):contiguous())) do
+      assert.falsy(name:find("%du"), name)
+    end
+    -- a sum across rows reads 256 elements apart along its reduce axis
+    for _, name in ipairs(kernel_names(x:sum(1))) do assert.falsy(name:find("%dr"), name) end
+    assert.falsy(kernel_names(x:max(2))[1]:find("%dr"))
+    -- a small kernel (below LANES_MIN_WORK steps) is left to LLVM
+    local small = Tensor.randn(4, 256):realize()
+    for _, name in ipairs(kernel_names(small:softmax(-1))) do assert.falsy(name:find("%d[ru]"), name) end
+    -- EMU has no vector registers: the order of its sums stays as it was
+    for _, name in ipairs(kernel_names(x:to("EMU"):softmax(-1))) do
+      assert.falsy(name:find("%d[ru]"), name)
+    end
+  end)
+end)

@@ -14,17 +14,23 @@
 -- Every float32 op used here is correctly rounded, so the results are the same on every device
 -- that rounds plain float32 ops as IEEE says -- which the error-free transforms below also need:
 -- a renderer must not contract a*b+c into an fma (no fast-math on elementwise ops, as the LLVM
--- renderer does). No MULACC: alu.c's float32 MULACC is a fused op with its own rounding.
+-- renderer does). Where a fused multiply-add is wanted it is said: MULACC, a*b+c rounded once
+-- on every device (EMU's alu.c: the exact result rounded to odd in double, then to float32,
+-- which is the correctly rounded fma; the LLVM renderer: llvm.fma; CUDA and Metal: fmaf/fma).
+-- exp2 and exp are built on it (their polynomials in fma steps); a CPU without FMA units would
+-- run LLVM's fma as a call to libm's fmaf, slower but with the same values.
 --
 -- Accuracy (max error in float32 ulps against the correctly rounded result; M.ULP_BOUND is what
 -- spec/rewrite/transcendental_spec.lua asserts, the figures are the spec's sweeps plus 500k random inputs each):
---   exp2  1 ulp, every x (denormal results, overflow to inf); NaN, +-inf exact
+--   exp2  1 ulp, every x (denormal results, overflow to inf); NaN, +-inf exact (4.6% of 200k
+--         random x off by 1)
 --   log2  1 ulp (1 of 500k random x), every x > 0 (denormals); 0 -> -inf, x < 0 -> NaN, inf, NaN
 --   sin   1 ulp, every finite x (Payne-Hanek reduction beyond M.SIN_LIMIT = 2^22); sin(-0) = -0
 --   cos   1 ulp, every finite x (sin's code, the quadrant shifted by one); cos(+-0) = 1
 --   pow   1 ulp, every x, y; C99 pow's special cases exact
--- Cost in the linear program (one op, its load and store included): exp2 83, log2 192,
--- sin 309, cos 304 (sin's, less its two sign selects), pow 355 instructions. No float -> int
+-- Cost: ALU ops per element in the linear program (loads, stores and indexing left out): exp2
+-- 24 and EXP 25 (56 and 59 in the double-float form they had before MULACC), log2 157, sin 243,
+-- cos 238 (sin's, less its two sign selects); pow is log2's pair and exp2_pair. No float -> int
 -- CAST where an int is wanted from an integer-valued float (round_both): LLVM converts those
 -- one lane at a time on x86 (saturating fptosi), which made exp2 ~25% and sin ~15% slower.
 -- The building blocks are "double-float" pairs hi + lo of float32s (error-free transforms:
@@ -143,9 +149,47 @@ local function exp2_pair(zh, zl)
   return (p * pow2(half)) * pow2(ni - half)
 end
 
---- 2^x (EXP2). Measured max error 1 ulp (spec sweep; 1.6% of 200k random x off by 1).
+-- a * b + c rounded once (MULACC: a correctly rounded fma on every device; EMU computes the
+-- float32 one in double rounded to odd, then to float32, which is the same)
+local function fma(a, b, c)
+  if type(b) == "number" then b = f(b) end
+  if type(c) == "number" then c = f(c) end
+  return new("MULACC", F32, { a, b, c })
+end
+
+-- a polynomial c[1] + c[2] t + ... by Horner's rule in fused steps (one rounding each)
+local function horner_fma(t, c)
+  local acc = f(c[#c])
+  for k = #c - 1, 1, -1 do acc = fma(acc, t, c[k]) end
+  return acc
+end
+
+-- 2^f = 1 + f Q(f) on [-1/2, 1/2]: Q's coefficients (ln 2)^(j+1) / (j+1)!, j = 0..6 (the first
+-- Taylor term left out, (0.5 ln 2)^8 / 8!, is below 2^-27). 1 + f Q is one fma, so the only
+-- errors besides the last rounding are Q's (about 2^-24 relative, scaled by |f Q| <= 0.42).
+local EXP2_Q = {}
+do
+  local term = LN2
+  for j = 1, 7 do
+    EXP2_Q[j] = term
+    term = term * LN2 / (j + 1)
+  end
+end
+
+--- 2^x (EXP2): x = n + f with n = round(x) and |f| <= 1/2 (exact), 2^f = fma(f, Q(f), 1) with
+-- Q by Horner's rule in fma steps, scaled by 2^n in two normal factors so that the last product
+-- rounds once (exp2_pair's clamping, denormal results and overflow). A NaN goes through: MAX
+-- and MIN keep it (core/alu.h), and so does every step after (its n is garbage, its factors
+-- finite or not, NaN times either is NaN). Measured max error 1 ulp (spec sweep; 200k random
+-- x). 24 ops an element, against 56 in exp2_pair's double-float form (pow keeps that one: it
+-- needs the low part zl).
 function M.exp2(x)
-  return isnan(x):where(x, exp2_pair(x))
+  local clamped = x:max(-152.0):min(129.0) -- NaN stays NaN
+  local n, ni = round_both(clamped)
+  local frac = clamped - n -- exact
+  local p = fma(frac, horner_fma(frac, EXP2_Q), 1.0)
+  local half = ni >> 1
+  return (p * pow2(half)) * pow2(ni - half)
 end
 
 ---------------------------------------------------------------------------------------------
@@ -432,38 +476,51 @@ local function power_of_two(k, dt, p)
   return new("BITCAST", dt, { (k + p.bias) << p.mantissa })
 end
 
+-- e^r = 1 + r Q(r) on |r| <= ln 2 / 2: Q's coefficients 1 / (j+1)!, j = 0..6 (the first Taylor
+-- term left out, (ln 2 / 2)^8 / 8!, is below 2^-27)
+local EXP_Q = {}
+do
+  local term = 1.0
+  for j = 1, 7 do
+    EXP_Q[j] = term
+    term = term / (j + 1)
+  end
+end
+
 -- e^x of a float32 or float64 node as two factors, a normal value and a power of 2, whose
--- product is e^x rounded once: exp2(r log2 e) 2^(k >> 1) and 2^(k - (k >> 1)), with the
--- Cody-Waite r above, so the exponent's rounding error is that of r log2 e with |r log2 e|
--- <= 1/2 instead of growing with |x|. 2^k is built from bits; both of its factors are normal,
--- so results near overflow are finite, past it inf, and denormal results round once.
+-- product is e^x rounded once: e^r 2^(k >> 1) and 2^(k - (k >> 1)), with the Cody-Waite r
+-- above, so the exponent's rounding error is that of r with |r| <= ln 2 / 2 instead of growing
+-- with |x|. 2^k is built from bits; both of its factors are normal, so results near overflow
+-- are finite, past it inf, and denormal results round once.
+-- float32: fused steps (MULACC, a correctly rounded fma on every device): k from
+-- fma(x, log2 e, ROUNDER), r = fma(-k, LN2_LO, x - k LN2_HI), e^r = fma(r, Q(r), 1) with Q by
+-- Horner's rule in fma steps; float64 (and the weight of M.weight): r log2 e and EXP2, left to
+-- the renderer.
 local function exp_factors(x)
   local dt = x.dtype
   local p = EXP_REDUCTION[dt.name]
   local clamped = x:max(p.lo):min(p.hi) -- NaN stays NaN
-  local shifted = clamped * LOG2_E + p.rounder
-  local kf = shifted - p.rounder
-  local r = (clamped - kf * p.ln2_hi) - kf * p.ln2_lo
+  local shifted, kf, power
+  if dt == F32 and not counting_exp2 then
+    shifted = fma(clamped, LOG2_E, p.rounder)
+    kf = shifted - p.rounder
+    local r = fma(kf, f(-p.ln2_lo), fma(kf, f(-p.ln2_hi), clamped)) -- the inner one is exact
+    power = fma(r, horner_fma(r, EXP_Q), 1.0)
+  else
+    shifted = clamped * LOG2_E + p.rounder
+    kf = shifted - p.rounder
+    local r = (clamped - kf * p.ln2_hi) - kf * p.ln2_lo
+    power = (r * LOG2_E):exp2()
+  end
   local k = new("BITCAST", p.int, { shifted }) - p.rounder_bits
   local half = k >> 1
-  -- float32: 2^(r log2 e) by exp2's polynomial alone, |r log2 e| <= 1/2 needing no reduction of
-  -- its own (the same values as EXP2's decomposition, whose reduction leaves such an argument as
-  -- it is, for 13 instructions less); float64: EXP2, left to the renderer
-  local fraction = r * LOG2_E
-  local power
-  if dt == F32 and not counting_exp2 then
-    local one, low = exp2_fraction(fraction)
-    power = one + low
-  else
-    power = fraction:exp2()
-  end
   return power * power_of_two(half, dt, p), power_of_two(k - half, dt, p)
 end
 
 --- e^x (EXP), exp_factors' product. Max error 1 ulp over the float32 range (by the error terms,
 -- exp2's rounding, r's and r log2 e's, below 2); overflows to inf and underflows to 0 where C's
--- exp does; float64 measures 1 double ulp. On CPU 60 ops an element against EXP2's 57 (77
--- when 2^(r log2 e) was an EXP2 with a range reduction of its own).
+-- exp does; float64 measures 1 double ulp. 25 ALU ops an element in float32 (59 before the
+-- polynomial used MULACC).
 function M.exp(x)
   local normal, scale = exp_factors(x)
   return normal * scale
