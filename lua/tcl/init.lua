@@ -15,6 +15,7 @@ local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local index_checks = require "tcl.api.index_checks"
 local kernel_cache = require "tcl.codegen.driver.kernel_cache"
+local plan_cache = require "tcl.schedule.plan_cache"
 local lower = require "tcl.codegen.driver.lower"
 local check = require "tcl.api.check"
 
@@ -73,6 +74,8 @@ local tcl = {
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,
     clear = kernel_cache.clear }, "kernel_cache."),
+  -- the plans kept for graphs of the same structure (tcl.schedule.plan_cache): figures, emptying it
+  plan_cache = check.fix_arguments({ stats = plan_cache.stats, clear = plan_cache.clear }, "plan_cache."),
 }
 
 --- tcl.synchronize([device]) waits for the kernels a GPU has queued (CUDA and Metal launch

@@ -57,6 +57,9 @@ M.list = {
       .. "the field)" },
   { field = "THREADS", variable = "TCL_THREADS", old = "THREADS", kind = "integer", minimum = 1,
     meaning = "threads of the CPU device's pool (default: the cores)" },
+  { field = "PLAN_CACHE", variable = "TCL_PLAN_CACHE", kind = "flag", default = true,
+    meaning = "0 plans every realize anew (else a graph of the same structure over other buffers "
+      .. "reuses its plan: tcl.schedule.plan_cache)" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
     meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string

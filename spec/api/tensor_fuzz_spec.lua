@@ -2136,6 +2136,7 @@ end
 local function collect_all()
   for _ = 1, 2 do collectgarbage() end
   tcl.kernel_cache.clear()
+  tcl.plan_cache.clear() -- kept plans hold their kernels' ASTs
   for _ = 1, 2 do collectgarbage() end
 end
 

@@ -15,7 +15,7 @@ local q = helper.shell_quote
 local CLEAN_ENV = "env -u DEBUG -u BEAM -u NOOPT -u DEVICE -u EMU_GPU -u TCL_EMU_GPU -u THREADS"
   .. " -u TCL_THREADS -u CACHELEVEL -u IGNORE_BEAM_CACHE -u TCL_HEURISTICS -u REWRITE_STATS"
   .. " -u REWRITE_TRACE -u TCL_REWRITE_STATS -u TCL_REWRITE_TRACE -u TCLC_LUA_DIR"
-  .. " -u TCL_KERNEL_CACHE_MB -u TCL_MEMORY_LIMIT_MB -u TCL_RENDER_DUMP"
+  .. " -u TCL_KERNEL_CACHE_MB -u TCL_MEMORY_LIMIT_MB -u TCL_RENDER_DUMP -u TCL_PLAN_CACHE"
 
 local function docs_files()
   local files = { "README.md", "bench/README.md" }

@@ -25,6 +25,7 @@ local split_reduce = require "tcl.schedule.split_reduce"
 local assign = require "tcl.schedule.assign"
 local transfers = require "tcl.schedule.transfers"
 local memory_check = require "tcl.schedule.memory_check"
+local plan_cache = require "tcl.schedule.plan_cache"
 local lower = require "tcl.codegen.driver.lower"
 local pattern = require "tcl.pattern"
 
@@ -191,8 +192,9 @@ function M.summary(sched, timing)
   local line = string.format("schedule: %d kernel%s%s%s", #names, #names == 1 and "" or "s", #names > 0 and ": " or "",
     table.concat(names, ", "))
   if timing then
-    line = line .. string.format(" | scheduled in %.2f ms; %d compiled in %.2f ms, %d from disk, %d in memory",
-      timing.schedule_seconds * 1e3, timing.compiled, timing.compile_seconds * 1e3, timing.from_disk,
+    line = line .. string.format(" | %s in %.2f ms; %d compiled in %.2f ms, %d from disk, %d in memory",
+      sched.from_plan_cache and "plan reused" or "scheduled", timing.schedule_seconds * 1e3, timing.compiled,
+      timing.compile_seconds * 1e3, timing.from_disk,
       timing.in_memory)
   end
   return line
@@ -208,7 +210,7 @@ function M.run(outputs, opts)
   -- copies between devices first: each realizes its source on its own device
   outputs = transfers.resolve(outputs, M.run, M.recorder)
   local start = core.clock()
-  local sched = M.create(outputs, opts)
+  local sched = plan_cache.plan(outputs, opts, M.create)
   local scheduled = core.clock()
   if #sched.kernels == 0 then
     if env.DEBUG >= 1 then lower.log(M.summary(sched)) end
