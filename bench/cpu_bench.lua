@@ -70,6 +70,16 @@ with torch.no_grad():
     elif what == "ew":
         a = torch.rand(1 << 24); b = torch.rand(1 << 24); out = torch.empty(1 << 24)
         print("torch_ms", med(lambda: torch.add(torch.mul(a, b, out=out), 1, out=out)) * 1e3)
+    elif what == "conv_rgb":
+        x = torch.rand(8, 3, 224, 224); w = torch.rand(64, 3, 7, 7)
+        print("torch_ms", med(lambda: F.conv2d(x, w, stride=2, padding=3)) * 1e3)
+    elif what == "conv_s2":
+        x = torch.rand(8, 64, 56, 56); w = torch.rand(64, 64, 3, 3)
+        print("torch_ms", med(lambda: F.conv2d(x, w, stride=2, padding=1)) * 1e3)
+        x.requires_grad_(); w.requires_grad_()
+        with torch.enable_grad():
+            y = F.conv2d(x, w, stride=2, padding=1); gy = torch.rand(y.shape)
+            print("torch_ms", med(lambda: torch.autograd.grad(y, (x, w), gy, retain_graph=True)) * 1e3)
     elif what == "gpt2":
         layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
                                                  batch_first=True, norm_first=True).eval()
@@ -80,7 +90,7 @@ with torch.no_grad():
 
 -- torch's median ms (every one when it prints several), or nothing without torch.
 local function torch_ms(what, threads, extra)
-  local out = capture("/usr/bin/python3 -c " .. shell_quote(TORCH) .. " " .. what .. " " .. threads .. " " .. RUNS
+  local out = capture(support.python() .. " -c " .. shell_quote(TORCH) .. " " .. what .. " " .. threads .. " " .. RUNS
     .. " " .. (extra or ""))
   local all = {}
   for v in out:gmatch("torch_ms%s+([%d.e+-]+)") do all[#all + 1] = tonumber(v) end
@@ -168,6 +178,45 @@ function parts.gelu(tcl, threads)
   if libm_ms then figure("gelu_clibm_ms", libm_ms, "ms") end
   local t = torch_ms("gelu", threads)
   if t then figure("gelu_torch_ms", t, "ms") end
+end
+
+-- The first layer of an RGB network: 8 x 3 x 224 x 224, 64 filters 7 x 7, stride 2, padding 3.
+function parts.conv_rgb(tcl, threads)
+  local x, w = tcl.Tensor.rand(8, 3, 224, 224):realize(), tcl.Tensor.rand(64, 3, 7, 7):realize()
+  local flops = 2 * 8 * 64 * 112 * 112 * 3 * 7 * 7
+  local k, _, kernels = support.jitted_median(tcl, RUNS, function(a, b)
+    return a:conv2d(b, nil, { stride = 2, padding = 3 })
+  end, x, w)
+  figure("conv_rgb_tcl_gflops", flops / k * 1e-9, "GFLOPS")
+  slowest_kernel("conv_rgb", kernels)
+  local t = torch_ms("conv_rgb", threads)
+  if t then figure("conv_rgb_torch_gflops", flops / (t * 1e-3) * 1e-9, "GFLOPS") end
+end
+
+-- A stride-2 3x3 convolution (8 x 64 x 56 x 56, 64 filters, padding 1): the forward, and the
+-- backward (the input's and the weight's gradients of sum(y * g), 2 x the forward's flops)
+-- against torch's autograd.grad of the same (its forward done once, outside the timing).
+function parts.conv_s2(tcl, threads)
+  local Tensor = tcl.Tensor
+  local x, w = Tensor.rand(8, 64, 56, 56):realize(), Tensor.rand(64, 64, 3, 3):realize()
+  local gy = Tensor.rand(8, 64, 28, 28):realize()
+  local flops = 2 * 8 * 64 * 28 * 28 * 64 * 3 * 3
+  local opts = { stride = 2, padding = 1 }
+  local k = support.jitted_median(tcl, RUNS, function(a, b) return a:conv2d(b, nil, opts) end, x, w)
+  figure("conv_s2_fwd_tcl_gflops", flops / k * 1e-9, "GFLOPS")
+  x:requires_grad_()
+  w:requires_grad_()
+  local kb, _, kernels = support.jitted_median(tcl, RUNS, function(a, b, g)
+    a:conv2d(b, nil, opts):mul(g):sum():backward()
+    local ga, gb = a.grad, b.grad
+    a.grad, b.grad = nil, nil
+    return ga, gb
+  end, x, w, gy)
+  figure("conv_s2_bwd_tcl_gflops", 2 * flops / kb * 1e-9, "GFLOPS")
+  slowest_kernel("conv_s2_bwd", kernels)
+  local tf, tb = torch_ms("conv_s2", threads)
+  if tf then figure("conv_s2_fwd_torch_gflops", flops / (tf * 1e-3) * 1e-9, "GFLOPS") end
+  if tb then figure("conv_s2_bwd_torch_gflops", 2 * flops / (tb * 1e-3) * 1e-9, "GFLOPS") end
 end
 
 -- The first call of the MLP's forward in a fresh process: schedule, compile (nothing from
@@ -275,8 +324,8 @@ end
 ---------------------------------------------------------------------------------------------
 -- the parent: children per thread setting, a table each
 
-local ORDER = { "peak", "ew", "sum", "softmax", "layernorm", "gelu", "mlp_first", "gpt2_compile", "gpt2_forward",
-  "gpt2_eager", "gpt2_eager_nocache", "replay" }
+local ORDER = { "peak", "ew", "sum", "softmax", "layernorm", "gelu", "conv_rgb", "conv_s2", "mlp_first",
+  "gpt2_compile", "gpt2_forward", "gpt2_eager", "gpt2_eager_nocache", "replay" }
 
 -- The environment a part's child runs with, beyond CACHELEVEL=0 and THREADS.
 local PART_ENV = { gpt2_eager_nocache = "TCL_PLAN_CACHE=0 " }
@@ -296,6 +345,12 @@ local TARGETS = {
   gelu = { what = "gelu (tanh form), 16M float32", tcl = "gelu_tcl_ms", target = 1.0, unit = "ms",
     alternatives = { { "gelu_cfast_ms", "C fast-math" }, { "gelu_torch_ms", "torch" } },
     shown = { { "gelu_clibm_ms", "C libm tanhf" } }, bytes = 2 * 4 * (1 << 24) },
+  conv_rgb = { what = "conv2d 8x3->64 7x7/2 224x224", tcl = "conv_rgb_tcl_gflops", higher = true, target = 1.0,
+    unit = "GFLOPS", alternatives = { { "conv_rgb_torch_gflops", "torch" } } },
+  conv_s2 = { what = "conv2d 8x64->64 3x3/2 56x56 fwd", tcl = "conv_s2_fwd_tcl_gflops", higher = true,
+    unit = "GFLOPS", alternatives = { { "conv_s2_fwd_torch_gflops", "torch" } } },
+  conv_s2_bwd = { what = "  its backward (dx, dw)", tcl = "conv_s2_bwd_tcl_gflops", higher = true, target = 1.0,
+    unit = "GFLOPS", alternatives = { { "conv_s2_bwd_torch_gflops", "torch" } } },
   mlp_first = { what = "MLP forward, first call", tcl = "mlp_first_tcl_ms", limit = 100, unit = "ms",
     note = "tinygrad: about 1 s" },
   gpt2_compile = { what = "GPT-2 layer compile, cold", tcl = "gpt2_compile_tcl_ms", limit = 200, unit = "ms",
@@ -418,8 +473,19 @@ local function parent(which)
       for name, value in out:gmatch("figure (%S+) (%S+)") do figures[name] = tonumber(value) end
       for part, rest in out:gmatch("kernel (%S+) ([^\n]+)") do kernels[part] = rest end
       if next(figures) == nil then io.write(out) end
+      for line in out:gmatch("[^\n]+") do
+        if line:match("[Ww]arning") or line:match("failed") then print("    (child) " .. line) end
+      end
       if what == "peak" then peaks = figures end
       report(what, figures, kernels, peaks)
+      if what == "conv_s2" then
+        report("conv_s2_bwd", figures, kernels, peaks)
+        local fwd, bwd = figures.conv_s2_fwd_tcl_gflops, figures.conv_s2_bwd_tcl_gflops
+        if fwd and bwd then
+          print(string.format("  %-34s %.2f of the forward's GFLOPS (target > 0.50: %s)", "  backward / forward, tcl",
+            bwd / fwd, bwd / fwd > 0.5 and "PASS" or "MISS"))
+        end
+      end
     end
   end
 end

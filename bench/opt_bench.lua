@@ -90,7 +90,7 @@ local function gemm_baseline(args)
 end
 
 local function torch_baseline(threads, what)
-  pass_figures(capture(BASE_ENV .. "/usr/bin/python3 bench/torch_baselines.py --threads " .. threads
+  pass_figures(capture(BASE_ENV .. support.python() .. " bench/torch_baselines.py --threads " .. threads
     .. " --runs " .. RUNS .. " " .. what))
 end
 
