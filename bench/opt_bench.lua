@@ -24,7 +24,10 @@
 -- Zen 5; bench/README.md), and the baseline must be the strongest one.
 -- BENCH_BUILD (default build-rel) names the build whose bench/gemm_baselines runs; BENCH_RUNS
 -- (default 11) the runs per median; BENCH_BEAM_TIMEOUT (default 240) the seconds the BEAM child
--- may take per thread setting (the figures it printed by then are kept).
+-- may take per thread setting (the figures it printed by then are kept); BENCH_BEAM=0 skips the
+-- BEAM children. BENCH_OPENBLAS_CORETYPE and BENCH_BLAS_DIR: see bench/support.lua's python().
+-- Targets (issue 36, heuristic rows): matmul and conv2d at least 1.0 of the best alternative,
+-- the GPT-2 layer faster than torch.
 local support = require "bench.support"
 local shell_quote, capture, figure = support.shell_quote, support.capture, support.figure
 
@@ -63,8 +66,13 @@ local function top_kernels(prefix, kernels, n)
   end
 end
 
--- The baselines, without OPENBLAS_CORETYPE (see the header); their figure lines pass through.
+-- The baselines, without OPENBLAS_CORETYPE (see the header) unless BENCH_OPENBLAS_CORETYPE
+-- names the kernels (bench/support.lua's python(): OpenBLAS 0.3.21 takes a VM's AVX-512 Xeon
+-- for a Prescott); their figure lines pass through.
 local BASE_ENV = "env -u OPENBLAS_CORETYPE "
+if (os.getenv("BENCH_OPENBLAS_CORETYPE") or "") ~= "" then
+  BASE_ENV = "env OPENBLAS_CORETYPE=" .. shell_quote(os.getenv("BENCH_OPENBLAS_CORETYPE")) .. " "
+end
 
 local function pass_figures(out)
   local any = false
@@ -90,7 +98,7 @@ local function gemm_baseline(args)
 end
 
 local function torch_baseline(threads, what)
-  pass_figures(capture(BASE_ENV .. "/usr/bin/python3 bench/torch_baselines.py --threads " .. threads
+  pass_figures(capture(BASE_ENV .. support.python() .. " bench/torch_baselines.py --threads " .. threads
     .. " --runs " .. RUNS .. " " .. what))
 end
 
@@ -184,7 +192,7 @@ end
 
 -- "label  tcl X unit   alt1 Y   alt2 Z   ratio R of alt" (ratio = tcl / best when higher is
 -- better, best / tcl when lower is).
-local function row(label, mine, unit, alternatives, higher, extra)
+local function row(label, mine, unit, alternatives, higher, extra, target)
   if not mine then
     print(string.format("  %-22s no figure (the child failed)", label))
     return
@@ -200,7 +208,9 @@ local function row(label, mine, unit, alternatives, higher, extra)
     end
   end
   if best then
-    line = line .. string.format("   ratio %.2f of %s", higher and mine / best or best / mine, best_name)
+    local ratio = higher and mine / best or best / mine
+    line = line .. string.format("   ratio %.2f of %s", ratio, best_name)
+    if target then line = line .. string.format(" (target %.2f: %s)", target, ratio >= target and "PASS" or "MISS") end
   end
   print(line .. (extra or ""))
 end
@@ -219,6 +229,10 @@ local report = {}
 -- The BEAM=4 child of a part (IGNORE_BEAM_CACHE=1: its first call is the search): its figures
 -- and infos, or nil after saying why there are none.
 local function run_beam_child(what, threads_prefix)
+  if os.getenv("BENCH_BEAM") == "0" then
+    print("  beam: skipped (BENCH_BEAM=0)")
+    return nil
+  end
   local bf, binfos, status = run_child(what, threads_prefix .. "BEAM=4 IGNORE_BEAM_CACHE=1 ", BEAM_TIMEOUT)
   if binfos.beam_unavailable then
     print("  beam: not available (" .. binfos.beam_unavailable .. ")")
@@ -249,7 +263,7 @@ function report.matmul(threads_prefix)
     row("matmul " .. n .. " GFLOPS", mine, "", {
       { name = "openblas", value = f["sgemm_N" .. n .. "_gflops"] },
       { name = "torch", value = f["torch_mm_N" .. n .. "_gflops"] },
-    }, true, extra)
+    }, true, extra, 1.0)
     heuristic_kernels[n] = infos["matmul_N" .. n .. "_kernel"]
     if heuristic_kernels[n] then
       print(string.format("      %s, first call %.1f ms", heuristic_kernels[n], f["matmul_N" .. n .. "_first_ms"] or 0))
@@ -285,7 +299,7 @@ function report.conv2d(threads_prefix)
   row("conv2d ms", f.conv2d_tcl_ms, "ms", {
     { name = "torch", value = f.conv2d_torch_ms },
     { name = "im2col", value = f.conv2d_im2col_ms },
-  }, false, f.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS)", f.conv2d_tcl_gflops))
+  }, false, f.conv2d_tcl_gflops and string.format("   (tcl %.1f GFLOPS)", f.conv2d_tcl_gflops), 1.0)
   if f.conv2d_tcl_ms then print_kernels(infos, "conv2d", f.conv2d_tcl_ms) end
   local bf, binfos = run_beam_child("conv2d", threads_prefix)
   if not bf then return end
@@ -304,7 +318,7 @@ end
 function report.gpt2_layer(threads_prefix)
   local f, infos = run_child("gpt2_layer", threads_prefix)
   row("gpt2_layer ms", f.gpt2_layer_tcl_ms, "ms", { { name = "torch", value = f.gpt2_layer_torch_ms } }, false,
-    f.gpt2_layer_kernels_ms and string.format("   (kernels %.3f ms)", f.gpt2_layer_kernels_ms))
+    f.gpt2_layer_kernels_ms and string.format("   (kernels %.3f ms)", f.gpt2_layer_kernels_ms), 1.0)
   if f.gpt2_layer_kernels_ms then print_kernels(infos, "gpt2_layer", f.gpt2_layer_kernels_ms) end
 end
 

@@ -44,7 +44,8 @@ local function parent()
     local count = threads == "" and (tonumber(capture("nproc")) or 1) or 1
     print(threads == "" and "== default threads (the cores)" or "== THREADS=1")
     local out = capture((threads == "" and "" or "THREADS=1 ") .. "lua5.4 " .. shell_quote(self_path) .. " --child")
-      .. capture("/usr/bin/python3 bench/random_baselines.py --threads " .. math.tointeger(count) .. " --runs " .. RUNS)
+      .. capture(support.python() .. " bench/random_baselines.py --threads " .. math.tointeger(count) .. " --runs "
+        .. RUNS)
     local figures = {}
     for name, value in out:gmatch("figure (%S+) (%S+)") do figures[name] = tonumber(value) end
     for line in out:gmatch("[^\n]+") do

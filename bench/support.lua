@@ -21,6 +21,21 @@ function M.capture(command)
   return out
 end
 
+--- The command that runs Debian's python with torch (/usr/bin/python3). Debian's torch calls
+-- the system's libblas.so.3, which is netlib's reference BLAS (1-2 GFLOPS) unless OpenBLAS is
+-- installed: BENCH_BLAS_DIR names a folder holding OpenBLAS's libblas.so.3 (for instance
+-- libopenblas0-pthread unpacked with `apt-get download` and `dpkg-deb -x`) that goes first on
+-- LD_LIBRARY_PATH, and BENCH_OPENBLAS_CORETYPE sets OPENBLAS_CORETYPE (OpenBLAS 0.3.21 takes
+-- a VM's Xeon for a Prescott: SkylakeX gives it its AVX-512 kernels).
+function M.python()
+  local vars = {}
+  local dir, core = os.getenv("BENCH_BLAS_DIR"), os.getenv("BENCH_OPENBLAS_CORETYPE")
+  if dir and dir ~= "" then vars[#vars + 1] = "LD_LIBRARY_PATH=" .. M.shell_quote(dir) end
+  if core and core ~= "" then vars[#vars + 1] = "OPENBLAS_CORETYPE=" .. M.shell_quote(core) end
+  if #vars == 0 then return "/usr/bin/python3" end
+  return "env " .. table.concat(vars, " ") .. " /usr/bin/python3"
+end
+
 --- "figure <name> <value> <unit>": one figure for the parent process.
 function M.figure(name, value, unit)
   io.write(string.format("figure %s %.6g %s\n", name, value, unit))

@@ -10,6 +10,9 @@ Parts (default all):
   cnn_torch   one train step of examples/fashion_mnist.lua's CNN (conv 3x3 32, batchnorm, relu,
               maxpool 2, conv 3x3 64, batchnorm, relu, maxpool 2, linear 1600 -> 10) with
               torch.optim.Adam, batch 128
+  gpt_torch   one train step of nn.TransformerEncoderLayer(256, 4, 1024, dropout=0, GELU,
+              batch_first, norm_first) on (8, 128, 256) with a causal mask, loss mean(out^2),
+              torch.optim.AdamW (bench/train_bench.lua's gpt_step)
 
 Each figure is the median of R runs (default 21) after a warm-up, wall clock, printed as
 "figure <name> <value> <unit>". Run with Debian's python (/usr/bin/python3: python3-numpy and
@@ -21,7 +24,7 @@ import os
 import sys
 import time
 
-PARTS = ("mlp_numpy", "mlp_torch", "cnn_torch")
+PARTS = ("mlp_numpy", "mlp_torch", "cnn_torch", "gpt_torch")
 BATCH, LR = 128, 0.01
 
 
@@ -114,6 +117,26 @@ def cnn_torch(runs):
     y = torch.randint(0, 10, (BATCH,))
 
     figure("cnn_step_torch", median_seconds(torch_step(model, opt, x, y), runs) * 1e3, "ms")
+
+
+def gpt_torch(runs):
+    import torch
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True,
+                                             norm_first=True)
+    layer.train()
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    x = torch.randn(8, 128, 256)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(128)
+
+    def step():
+        opt.zero_grad()
+        loss = layer(x, src_mask=mask).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    figure("gpt_step_torch", median_seconds(step, runs) * 1e3, "ms")
 
 
 def main():
