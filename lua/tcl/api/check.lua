@@ -48,6 +48,17 @@ function M.shape_str(shape)
   return "(" .. table.concat(parts, ", ") .. ")"
 end
 
+--- The numpy broadcast of two shapes, or nil when they do not broadcast.
+function M.broadcast_shapes(a, b)
+  local n, out = math.max(#a, #b), {}
+  for i = 1, n do
+    local x, y = a[#a - n + i] or 1, b[#b - n + i] or 1
+    if x ~= y and x ~= 1 and y ~= 1 then return nil end
+    out[i] = x == 1 and y or x
+  end
+  return out
+end
+
 --- A short description of a Lua value for "expected X, got Y" messages.
 function M.type_name(v)
   local t = type(v)

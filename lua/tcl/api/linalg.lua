@@ -94,40 +94,19 @@ local function eliminate(m, n)
   return m, det
 end
 
--- The batch shape two stacks broadcast to (their dims before the last `tail_a` / `tail_b`,
--- aligned from the right), and both expanded to it.
-local function broadcast_batch(fn, a, b, tail_b)
+-- a (..., n, n) and b (..., n, k) with their batch dims broadcast to one shape.
+local function broadcast_batch(fn, a, b)
   local sa, sb = a._shape, b._shape
-  local ra, rb = #sa - 2, #sb - tail_b
-  local rank = math.max(ra, rb)
-  local batch = {}
-  for i = 1, rank do
-    local da, db = sa[i - rank + ra] or 1, sb[i - rank + rb] or 1
-    if i - rank + ra < 1 then da = 1 end
-    if i - rank + rb < 1 then db = 1 end
-    if da ~= db and da ~= 1 and db ~= 1 then
-      fail(fn, "the batch dims of A %s and B %s do not broadcast", check.shape_str(sa), check.shape_str(sb))
-    end
-    batch[i] = math.max(da, db)
+  local batch = check.broadcast_shapes(table.move(sa, 1, #sa - 2, 1, {}), table.move(sb, 1, #sb - 2, 1, {}))
+  if not batch then
+    fail(fn, "the batch dims of A %s and B %s do not broadcast", check.shape_str(sa), check.shape_str(sb))
   end
-  local function expanded(t, tail)
-    local target = table.move(batch, 1, #batch, 1, {})
-    local s = t._shape
-    for i = #s - tail + 1, #s do target[#target + 1] = s[i] end
+  local function expanded(t)
+    local s, target = t._shape, table.move(batch, 1, #batch, 1, {})
+    target[#target + 1], target[#target + 2] = s[#s - 1], s[#s]
     return t:expand(table.unpack(target))
   end
-  return expanded(a, 2), expanded(b, tail_b)
-end
-
--- g summed down to shape (the gradient of a tensor that was broadcast to g's shape).
-local function sum_to(g, shape)
-  local gs = g._shape
-  local extra = #gs - #shape
-  for _ = 1, extra do g = g:sum(1) end
-  for i = 1, #shape do
-    if shape[i] == 1 and g._shape[i] ~= 1 then g = g:sum(i, true) end
-  end
-  return g
+  return expanded(a), expanded(b)
 end
 
 local function identity_like(a, n)
@@ -201,7 +180,7 @@ function M.solve(a, b)
     fail(fn, "B must be (..., %d, k) or (..., %d) for A of shape %s, got shape %s", n, n, check.shape_str(sa),
       check.shape_str(sb))
   end
-  local ea, eb = broadcast_batch(fn, a, rhs, 2)
+  local ea, eb = broadcast_batch(fn, a, rhs)
   local k = sr[#sr]
   local x
   if n == 0 or k == 0 then
@@ -210,10 +189,10 @@ function M.solve(a, b)
     local m = eliminate(class.Tensor.cat({ ea, eb }, -1), n)
     x = m:narrow(-1, n + 1, k)
   end
-  x = gradients.mark(x, "vjp", { a, rhs }, { vjp = function(c)
+  -- marked on the broadcast operands: the engine's EXPAND rule sums the gradients back
+  x = gradients.mark(x, "vjp", { ea, eb }, { vjp = function(c)
     local gb = M.solve(mT(c.inputs[1]), c.grad)
-    local ga = gb:matmul(mT(c.out)):neg()
-    return { sum_to(ga, c.inputs[1].shape), sum_to(gb, c.inputs[2].shape) }
+    return { gb:matmul(mT(c.out)):neg(), gb }
   end })
   return vector and x:squeeze(-1) or x
 end

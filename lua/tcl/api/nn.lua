@@ -26,16 +26,7 @@ local function slice_of(list, first, last)
   return table.move(list, first, last, 1, {})
 end
 
--- The numpy broadcast of two shapes, or nil when they do not broadcast.
-local function try_broadcast(a, b)
-  local n, out = math.max(#a, #b), {}
-  for i = 1, n do
-    local x, y = a[#a - n + i] or 1, b[#b - n + i] or 1
-    if x ~= y and x ~= 1 and y ~= 1 then return nil end
-    out[i] = x == 1 and y or x
-  end
-  return out
-end
+local try_broadcast = check.broadcast_shapes
 
 -- ---------------------------------------------------------------------------------------
 -- linear algebra
