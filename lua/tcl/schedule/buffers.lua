@@ -152,6 +152,13 @@ function M.too_large(dtype, numel, device)
   return nil
 end
 
+--- The BUFFER node buf viewed in shape shp: RESHAPE(buf, shp), or buf itself when shp is
+-- {numel} (the inverse of viewed).
+function M.as_view(buf, shp)
+  if #shp == 1 and shp[1] == buf.arg[2] then return buf end
+  return core.uop("RESHAPE", buf.dtype, { buf }, shp)
+end
+
 --- The BUFFER node that node views (node itself, or RESHAPEs of it), or nil: a tensor whose
 -- node this is holds its values in memory.
 function M.viewed(node)

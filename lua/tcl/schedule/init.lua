@@ -61,11 +61,7 @@ local function stored_elsewhere(node, stored_in)
   return nil
 end
 
---- The node viewed as shape shp over the BUFFER node buf.
-local function as_view(buf, shp)
-  if #shp == 1 and shp[1] == buf.arg[2] then return buf end
-  return core.uop("RESHAPE", buf.dtype, { buf }, shp)
-end
+local as_view = buffers.as_view
 
 --- The device of the buffers the graph reads (`default`, else the default device, when it
 -- reads none); kernels run where their data is, so a graph over several devices is an error.

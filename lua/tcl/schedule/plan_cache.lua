@@ -103,10 +103,7 @@ local function template_of(sched, outputs, inputs, placeholder_graph)
   return { graph = placeholder_graph, kernels = kernels, news = news, results = results, device = sched.device }
 end
 
-local function as_view(buf, shp)
-  if #shp == 1 and shp[1] == buf.arg[2] then return buf end
-  return core.uop("RESHAPE", buf.dtype, { buf }, shp)
-end
+local as_view = buffers.as_view
 
 -- A plan over inputs from a template, in tcl.schedule.create's form.
 local function instantiate(template, outputs, inputs)
