@@ -32,6 +32,8 @@
 --     output axis, for the kernels without a tile (softmax, layernorm, GELU).
 --  4. Threads. The outermost output axis that splits evenly is split into parts for the
 --     CPU pool, when the kernel does enough work to pay for waking the threads.
+local linearize = require "tcl.codegen.driver.linearize"
+
 local M = {}
 local upcast_random_bits -- defined below
 
@@ -219,9 +221,81 @@ function M.upcast_elementwise(k)
   return amount ~= nil and k:try_apply("UPCAST", last.axis, amount)
 end
 
+--- Whether k is a row-fused kernel (tcl.schedule.realize_points, "Row fusion"): it has
+-- reductions, and either none of them uses its last output axis, which the store steps by 1
+-- (the reductions run once per row, then the elementwise pass over the row: softmax,
+-- layernorm), or one reduction's value holds another (a row's reductions in sequence with one
+-- result per row: logsumexp). Returns the map reduce range node -> the op of its REDUCE, or nil.
+local function row_fused(k)
+  local outs, op_of, reduces = {}, {}, {}
+  for _, r in ipairs(k._k:ranges()) do
+    if r.type == "global" or r.type == "loop" then outs[#outs + 1] = r end
+  end
+  for _, u in ipairs(k:graph():toposort()) do
+    if u.op == "REDUCE" then
+      reduces[#reduces + 1] = u
+      for i = 2, #u.src do op_of[u.src[i]] = type(u.arg) == "table" and u.arg[1] or u.arg end
+    end
+  end
+  if #reduces == 0 or #outs == 0 then return nil end
+  local last, per_row = outs[#outs], true
+  for _, u in ipairs(reduces) do
+    for _, r in ipairs(linearize.ranges_used(u)) do
+      if r == last.range then per_row = false end -- a reduction per output element
+    end
+  end
+  if per_row then
+    for _, b in ipairs(k:buffers()) do
+      if b.store then return b.strides[last.axis] == 1 and op_of or nil end
+    end
+    return nil
+  end
+  if #reduces < 2 then return nil end
+  for _, u in ipairs(reduces) do
+    for _, v in ipairs(u.src[1]:toposort()) do
+      if v.op == "REDUCE" then return op_of end -- nested: a reduction in sequence after another
+    end
+  end
+  return nil
+end
+
+--- 3e. A row-fused kernel (softmax, layernorm: the row's reductions, then its elementwise
+-- pass, over a row held in cache) in vector lanes: the last output axis, the row's store
+-- loop, upcast by two vectors of lanes (as 3d (b)), and each reduction over a contiguous row
+-- unrolled by them, one vector accumulator each, a MAX too: in a kernel of several loops
+-- LLVM's own vectorizer left the row max scalar (softmax 4096 x 1024, one thread: 27 ms
+-- against 5.7). The lanes of these loops never meet in one node, so they do not multiply
+-- (src/opt's lane limit counts the lanes one node uses). Threads split the rows (step 4).
+function M.vectorize_rows(k, op_of)
+  if k:work() < M.LANES_MIN_WORK then return end
+  local outs = k:axes("global", "loop")
+  local last = outs[#outs]
+  local ok, widest = contiguous_along(k, last.axis, true)
+  local amount = ok and lanes_for(k, last.size, widest)
+  if amount then k:try_apply("UPCAST", last.axis, amount) end
+  -- UNROLL counts the reduce ranges; an unrolled one keeps its position (its outer part)
+  local position = 0
+  for _, r in ipairs(k._k:ranges()) do
+    if r.type == "reduce" then
+      position = position + 1
+      ok, widest = contiguous_along(k, r.axis, false)
+      amount = ok and op_of[r.range] and lanes_for(k, r.size, widest)
+      if amount then k:try_apply("UNROLL", position, amount) end
+    end
+  end
+end
+
 function M.optimize(k)
   -- renderers with workgroups (GPUs) have a heuristic of their own
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
+  local op_of = row_fused(k)
+  if op_of then
+    M.vectorize_rows(k, op_of)
+    if k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
+      M.split_threads(k, k.caps.threads)
+    end
+    return
+  end
   local vec, vec_amount, reuse, rows = plan_tile(k)
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
   if vec then
