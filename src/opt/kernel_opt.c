@@ -554,20 +554,19 @@ static int64_t widest_lanes(const tcl_opt_kernel *k, const tcl_uop *r, int64_t a
             while (keys[h] && keys[h] != u->src[j]) h = (h + 1) & (cap - 1);
             if (keys[h]) m |= masks[h];
         }
-        for (size_t q = 0; q < k->nrngs; q++) {
-            const tcl_uop *rq = k->rngs[q].range;
-            if (rq == u) m |= 1ull << q;
-            if ((u->op == TCL_OP_END || u->op == TCL_OP_REDUCE) && m & (1ull << q))
-                for (uint32_t j = 1; j < u->nsrc; j++)
-                    if (u->src[j] == rq) m &= ~(1ull << q);
-        }
-        int64_t lanes = 1;
+        for (size_t q = 0; q < k->nrngs; q++)
+            if (k->rngs[q].range == u) m |= 1ull << q;
+        int64_t lanes = 1; /* an END or a REDUCE counts the lanes it closes (a REDUCE adds them up) */
         for (size_t q = 0; q < k->nrngs; q++) {
             if (!(m & (1ull << q))) continue;
             if (lane_types & (1u << k->rngs[q].type)) lanes *= k->rngs[q].size;
             if (k->rngs[q].range == r) lanes *= amount;
         }
         if (lanes > widest) widest = lanes;
+        if (u->op == TCL_OP_END || u->op == TCL_OP_REDUCE)
+            for (size_t q = 0; q < k->nrngs; q++)
+                for (uint32_t j = 1; j < u->nsrc; j++)
+                    if (u->src[j] == k->rngs[q].range) m &= ~(1ull << q);
         size_t h = (size_t)(((uintptr_t)u >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
         while (keys[h] && keys[h] != u) h = (h + 1) & (cap - 1);
         keys[h] = u;

@@ -35,7 +35,7 @@
 local linearize = require "tcl.codegen.driver.linearize"
 
 local M = {}
-local upcast_random_bits -- defined below
+local upcast_random_bits, row_steps -- defined below
 
 -- Below this many steps of the innermost body, a kernel runs on one thread: waking the pool
 -- costs about 100 µs on a quiet machine.
@@ -225,7 +225,8 @@ end
 -- reductions, and either none of them uses its last output axis, which the store steps by 1
 -- (the reductions run once per row, then the elementwise pass over the row: softmax,
 -- layernorm), or one reduction's value holds another (a row's reductions in sequence with one
--- result per row: logsumexp). Returns the map reduce range node -> the op of its REDUCE, or nil.
+-- result per row: logsumexp). Returns the map reduce range node -> the op of its REDUCE and
+-- whether the last output axis is the row's store loop; or nil.
 local function row_fused(k)
   local outs, op_of, reduces = {}, {}, {}
   for _, r in ipairs(k._k:ranges()) do
@@ -246,7 +247,10 @@ local function row_fused(k)
   end
   if per_row then
     for _, b in ipairs(k:buffers()) do
-      if b.store then return b.strides[last.axis] == 1 and op_of or nil end
+      if b.store then
+        if b.strides[last.axis] ~= 1 then return nil end
+        return op_of, true
+      end
     end
     return nil
   end
@@ -259,6 +263,16 @@ local function row_fused(k)
   return nil
 end
 
+--- The steps of one pass over every row of a row-fused kernel (its work counts the passes
+-- as if nested): the output's elements when the last output axis is the row's store loop,
+-- else (one element per row) the rows times the longest reduction.
+row_steps = function(k, store_loop)
+  if store_loop then return k:output_size() end
+  local longest = 1
+  for _, r in ipairs(k:axes("reduce")) do longest = math.max(longest, r.size) end
+  return k:output_size() * longest
+end
+
 --- 3e. A row-fused kernel (softmax, layernorm: the row's reductions, then its elementwise
 -- pass, over a row held in cache) in vector lanes: the last output axis, the row's store
 -- loop, upcast by two vectors of lanes (as 3d (b)), and each reduction over a contiguous row
@@ -266,13 +280,16 @@ end
 -- LLVM's own vectorizer left the row max scalar (softmax 4096 x 1024, one thread: 27 ms
 -- against 5.7). The lanes of these loops never meet in one node, so they do not multiply
 -- (src/opt's lane limit counts the lanes one node uses). Threads split the rows (step 4).
-function M.vectorize_rows(k, op_of)
-  if k:work() < M.LANES_MIN_WORK then return end
+function M.vectorize_rows(k, op_of, store_loop)
+  if row_steps(k, store_loop) < M.LANES_MIN_WORK then return end
   local outs = k:axes("global", "loop")
   local last = outs[#outs]
-  local ok, widest = contiguous_along(k, last.axis, true)
-  local amount = ok and lanes_for(k, last.size, widest)
-  if amount then k:try_apply("UPCAST", last.axis, amount) end
+  local ok, widest, amount
+  if store_loop then
+    ok, widest = contiguous_along(k, last.axis, true)
+    amount = ok and lanes_for(k, last.size, widest)
+    if amount then k:try_apply("UPCAST", last.axis, amount) end
+  end
   -- UNROLL counts the reduce ranges; an unrolled one keeps its position (its outer part)
   local position = 0
   for _, r in ipairs(k._k:ranges()) do
@@ -288,10 +305,11 @@ end
 function M.optimize(k)
   -- renderers with workgroups (GPUs) have a heuristic of their own
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
-  local op_of = row_fused(k)
+  local op_of, store_loop = row_fused(k)
   if op_of then
-    M.vectorize_rows(k, op_of)
-    if k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
+    local steps = row_steps(k, store_loop) * (#k:axes("reduce") + 1) -- before the opts split axes
+    M.vectorize_rows(k, op_of, store_loop)
+    if k.caps.has_threads and (k.caps.threads or 1) > 1 and steps >= M.THREAD_MIN_WORK then
       M.split_threads(k, k.caps.threads)
     end
     return

@@ -112,7 +112,7 @@ function M.create(outputs, opts)
   end
   local device = graph_device(order, opts and opts.device)
   local realize = realize_points.decide(order, sink, planned,
-    { row_fuse = realize_points.ROW_FUSE_DEVICES[device] == true })
+    { row_fuse = realize_points.row_fuse_on(device) })
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
   local function stored(node) return stored_in[node.id] end

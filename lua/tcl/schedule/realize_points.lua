@@ -79,6 +79,7 @@
 -- still provisional: a consumer fused later multiplies its sources' evaluations, which its
 -- own test covers (its ops include theirs).
 local core = require "tcl.core"
+local env = require "tcl.env"
 local shape = require "tcl.shape"
 local transcendental = require "tcl.patterns.transcendental"
 
@@ -134,8 +135,15 @@ local MANY = {} -- "reached from more than one kernel" (a root id otherwise)
 -- that uses the result; 0 turns row fusion off.
 M.ROW_FUSE_BYTES = 32768
 --- The devices whose kernels may be row-fused: one thread runs a whole row there. A GPU maps
--- every output element to a thread of its own, each of which would redo the row's reduction.
+-- every output element to a thread of its own, each of which would redo the row's reduction
+-- (EMU too while it emulates one: TCL_EMU_GPU, see M.row_fuse_on).
 M.ROW_FUSE_DEVICES = { CPU = true, EMU = true }
+
+--- Whether kernels for device may be row-fused (ROW_FUSE_DEVICES, and EMU not in GPU mode).
+function M.row_fuse_on(device)
+  if not M.ROW_FUSE_DEVICES[device] then return false end
+  return not (device == "EMU" and env.EMU_GPU)
+end
 --- At most this many fused nodes are walked from one candidate (beyond: it is stored).
 local ROW_WALK_LIMIT = 256
 
