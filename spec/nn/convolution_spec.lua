@@ -11,6 +11,7 @@ local SHAPES = {
   x2 = { { 2, 4, 7, 6 }, 0.23 }, w2 = { { 6, 2, 3, 2 }, 0.51 },
   x4 = { { 2, 3, 11, 10 }, 0.27 }, w4 = { { 5, 3, 3, 3 }, 0.53 }, w5 = { { 5, 3, 4, 5 }, 0.41 }, b5 = { { 5 }, 0.9 },
   x3 = { { 1, 4, 5, 6, 4 }, 0.19 }, w3 = { { 6, 2, 3, 2, 3 }, 0.43 },
+  t5 = { { 4, 5, 3, 3 }, 0.37 }, t6 = { { 4, 5, 4, 3 }, 0.67 },
   t1 = { { 4, 3, 3 }, 0.61 }, t2 = { { 4, 3, 3, 2 }, 0.29 }, t3 = { { 4, 3, 2, 3, 2 }, 0.47 },
 }
 local function input(name)
@@ -151,6 +152,20 @@ local CASES = {
       return grads(function(x, w, b) return x:conv2d(w, b, { stride = 4, padding = 1 }) end, "x4", "w4", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=1), x4, w4, b5)" },
+  { "conv_transpose2d by phases (groups 1, stride 2, padding, output_padding)",
+    function() return I.x2:conv_transpose2d(I.t5, I.b5, { stride = 2, padding = 1, output_padding = 1 }) end,
+    "F.conv_transpose2d(x2, t5, b5, stride=2, padding=1, output_padding=1)" },
+  { "conv_transpose2d by phases (stride (3, 2), dilation (1, 3), asymmetric kernel, output_padding past the stride)",
+    function()
+      return I.x2:conv_transpose2d(I.t6, nil, { stride = { 3, 2 }, dilation = { 1, 3 }, padding = { 2, 1 },
+        output_padding = { 1, 2 } })
+    end,
+    "F.conv_transpose2d(x2, t6, None, stride=(3, 2), dilation=(1, 3), padding=(2, 1), output_padding=(1, 2))" },
+  { "gradient of conv_transpose2d by phases",
+    function()
+      return grads(function(x, w, b) return x:conv_transpose2d(w, b, { stride = 2, padding = 2 }) end, "x2", "t5", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=2), x2, t5, b5)" },
   { "gradient of pad circular and replicate",
     function() return grads(function(x) return x:pad({ { 0, 0 }, { 0, 0 }, { 3, 1 }, { 2, 2 } }, "circular")
       :pad({ { 0, 0 }, { 0, 0 }, { 1, 2 }, { 0, 3 } }, "replicate") end, "x2") end,

@@ -187,11 +187,12 @@ local function gradient_phases(s, d, k, p, o, rows)
   return list
 end
 
--- conv2d's input gradient: g (n, cout, oh, ow) through the transposed convolution with w
--- (cout, cin, kh, kw) onto an input of spatial size in_size: per phase (gradient_phases) a
--- stride-1 convolution of g with the phase's flipped taps, channels swapped; with a stride,
--- the phases (each of ceil(size / stride) rows) interleaved and cut to the input.
-local function conv2d_input_grad(g, w, in_size, e)
+--- conv2d's input gradient: g (n, cout, oh, ow) through the transposed convolution with w
+-- (cout, cin, kh, kw) onto an input of spatial size in_size (e: the forward's stride,
+-- dilation and pads): per phase (gradient_phases) a stride-1 convolution of g with the
+-- phase's flipped taps, channels swapped; with a stride, the phases (each of
+-- ceil(size / stride) rows) interleaved and cut to the input. Also Tensor.conv_transpose2d's.
+function M.conv2d_input_grad(g, w, in_size, e)
   local n = g.shape[1]
   local _, cin, kh, kw = table.unpack(w.shape)
   local sh, sw = e.stride[1], e.stride[2]
@@ -231,7 +232,7 @@ local function conv2d_grads(c)
   local x, w, g, e = c.inputs[1], c.inputs[2], c.grad, c.extra
   local _, cin, h, wd = table.unpack(x.shape)
   local _, _, kh, kw = table.unpack(w.shape)
-  local dx = conv2d_input_grad(g, w, { h, wd }, e)
+  local dx = M.conv2d_input_grad(g, w, { h, wd }, e)
   local dw = x:permute(2, 1, 3, 4):conv2d(g:permute(2, 1, 3, 4), nil,
     { padding = e.pads, stride = e.dilation, dilation = e.stride })
   dw = dw:slice({}, {}, { 1, kh }, { 1, kw }):permute(2, 1, 3, 4)
