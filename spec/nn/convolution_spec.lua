@@ -127,29 +127,34 @@ local CASES = {
       end, "x2", "t2")
     end,
     "grads(lambda x, w: F.conv_transpose2d(x, w, None, stride=2, padding=1, output_padding=1, groups=2), x2, t2)" },
-  { "gradient of a strided conv2d (input and weight; phases of the transposed conv): stride 2, padding 1",
+  { "strided conv2d gradients by phases: stride 2, padding 1",
     function()
-      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, padding = 1 }) end, "x4", "w4", "b5")
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, padding = 1 }) end,
+        "x4", "w4", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), x4, w4, b5)" },
-  { "gradient of a strided conv2d (input and weight; phases of the transposed conv): stride 3, asymmetric padding, rows past the last window",
+  { "strided conv2d gradients by phases: stride 3, asymmetric padding, rows past the last window",
     function()
-      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 3, padding = { { 2, 0 }, { 1, 2 } } }) end, "x4", "w4", "b5")
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 3, padding = { { 2, 0 }, { 1, 2 } } }) end,
+        "x4", "w4", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(F.pad(x, (1, 2, 2, 0)), w, b, stride=3), x4, w4, b5)" },
-  { "gradient of a strided conv2d (input and weight; phases of the transposed conv): stride (2, 3), dilation 2",
+  { "strided conv2d gradients by phases: stride (2, 3), dilation 2",
     function()
-      return grads(function(x, w, b) return x:conv2d(w, b, { stride = { 2, 3 }, dilation = 2, padding = 2 }) end, "x4", "w4", "b5")
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = { 2, 3 }, dilation = 2, padding = 2 }) end,
+        "x4", "w4", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3), dilation=2, padding=2), x4, w4, b5)" },
-  { "gradient of a strided conv2d (input and weight; phases of the transposed conv): stride 2, dilation 3, a 4 x 5 kernel",
+  { "strided conv2d gradients by phases: stride 2, dilation 3, a 4 x 5 kernel",
     function()
-      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, dilation = { 3, 1 }, padding = { 3, 2 } }) end, "x4", "w5", "b5")
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, dilation = { 3, 1 }, padding = { 3, 2 } }) end,
+        "x4", "w5", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(x, w, b, stride=2, dilation=(3, 1), padding=(3, 2)), x4, w5, b5)" },
-  { "gradient of a strided conv2d (input and weight; phases of the transposed conv): stride 4 wider than the kernel",
+  { "strided conv2d gradients by phases: stride 4 wider than the kernel",
     function()
-      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 4, padding = 1 }) end, "x4", "w4", "b5")
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 4, padding = 1 }) end,
+        "x4", "w4", "b5")
     end,
     "grads(lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=1), x4, w4, b5)" },
   { "conv_transpose2d by phases (groups 1, stride 2, padding, output_padding)",
