@@ -60,6 +60,9 @@ M.list = {
   { field = "PLAN_CACHE", variable = "TCL_PLAN_CACHE", kind = "flag", default = true,
     meaning = "0 plans every realize anew (else a graph of the same structure over other buffers "
       .. "reuses its plan: tcl.schedule.plan_cache)" },
+  { field = "POISON_OUTPUTS", variable = "TCL_POISON_OUTPUTS", kind = "flag", default = false,
+    meaning = "1 fills each kernel's new host output with 0xFF bytes before it runs (NaN, -1), so an "
+      .. "element a kernel leaves unwritten shows (a check: new outputs are not cleared)" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
     meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string

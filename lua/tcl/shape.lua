@@ -42,10 +42,11 @@ function M.format(s)
   return "(" .. table.concat(parts, ", ") .. ")"
 end
 
---- nil when s is a shape tcl accepts (see MAX_NUMEL), else what is wrong with it, worded to
--- follow the shape ("has more than 2^53 elements ..."). Sizes are checked one by one before
--- they are multiplied, so nothing here can overflow.
-function M.problem(s)
+local math_type = math.type
+local FLOAT_MAX_NUMEL = MAX_NUMEL + 0.0
+
+-- The slow path of M.problem: finds what is wrong and words it.
+local function describe_problem(s)
   if #s > MAX_NDIM then return string.format("has %d dims, more than the %d a tensor may have", #s, MAX_NDIM) end
   local empty = false
   for i = 1, #s do
@@ -63,6 +64,25 @@ function M.problem(s)
     n = n * s[i]
   end
   return nil
+end
+
+--- nil when s is a shape tcl accepts (see MAX_NUMEL), else what is wrong with it, worded to
+-- follow the shape ("has more than 2^53 elements ..."). Sizes are checked one by one before
+-- they are multiplied, so nothing here can overflow.
+function M.problem(s)
+  -- the common case in one pass: integer sizes whose product, taken in floats, is below 2^53
+  -- (rounding is monotonic, so the exact product is below 2^53 too); anything else, an empty
+  -- shape with a product past 2^53 included, goes to the exact check
+  local n = #s
+  if n > MAX_NDIM then return describe_problem(s) end
+  local product = 1.0
+  for i = 1, n do
+    local d = s[i]
+    if math_type(d) ~= "integer" or d < 0 or d > MAX_NUMEL then return describe_problem(s) end
+    product = product * d
+  end
+  if product < FLOAT_MAX_NUMEL then return nil end
+  return describe_problem(s)
 end
 
 --- The number of elements of a shape (1 for a scalar). The shape must be one tcl accepts

@@ -697,36 +697,58 @@ describe("the default heuristic's register tile", function()
       assert.are.equal("UPCAST(3,16) UPCAST(3,2) UPCAST(1,8)", seen.r_32_8_64_3_3_3)
     end)
 
-  it("is rows alone for the input gradient of a stride-2 conv (dy read at (h + 1 - kh) / 2), with its values",
+  it("is rows alone for a stride-2 1-d transposed conv (x read at (l + 1 - k) / 2), with its values", function()
+    local device = HAVE_RENDERER and "CPU" or "EMU"
+    local x = Tensor.rand(2, 8, 16, { device = device }):realize()
+    local w = Tensor.rand(8, 16, 3, { device = device }):realize()
+    local function transposed() return x:conv_transpose1d(w, nil, { stride = 2, padding = 1 }):realize():tolist() end
+    local seen, got = default_opts(AVX512, transposed)
+    -- a tile of 16 rows (output channels) alone: x's index, with its divisions, computed once
+    -- per step for all of them, not in vector lanes
+    assert.are.equal("UPCAST(2,16)", seen.r_2_16_31_8_3)
+    -- the same without opts
+    optimize.set_heuristic(function() end)
+    local ok, want = pcall(transposed)
+    restore()
+    assert(ok, want)
+    assert.are.same(#want, #got)
+    local worst = 0
+    local function walk(a, b)
+      if type(a) == "table" then
+        for i = 1, #a do walk(a[i], b[i]) end
+      else
+        worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
+      end
+    end
+    walk(got, want)
+    assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
+  end)
+
+  it("tiles a stride-2 conv's input gradient as stride-1 convolutions, one per phase (no index divides)",
     function()
-      local device = HAVE_RENDERER and "CPU" or "EMU"
-      local x = Tensor.rand(1, 16, 16, 16, { device = device }):realize()
-      local w = Tensor.rand(8, 16, 3, 3, { device = device }):realize()
-      local r = Tensor.rand(1, 8, 8, 8, { device = device }):realize()
-      local function grads()
+      local x = Tensor.rand(1, 16, 16, 16):realize()
+      local w = Tensor.rand(8, 16, 3, 3):realize()
+      local r = Tensor.rand(1, 8, 8, 8):realize()
+      local seen = default_opts(AVX512, function()
         local g = tcl.grad(function(xx) return (xx:conv2d(w, nil, { padding = 1, stride = 2 }) * r):sum() end)
-        return g(x):realize():tolist()
+        return g(x):realize()
+      end)
+      -- phases of 1 x 1, 1 x 2, 2 x 1 and 2 x 2 taps (of the 3 x 3 kernel), each an 8 x 16 tile
+      for _, name in ipairs { "r_16_8_8_8", "r_16_8_8_8_2", "r_16_8_8_8_2_2" } do
+        assert.are.equal("UPCAST(3,8) UPCAST(1,16)", seen[name], name)
       end
-      local seen, got = default_opts(AVX512, grads)
-      -- a tile of 16 rows (input channels) alone: dy's index, with its divisions, computed once
-      -- per step for all of them, not in vector lanes
-      assert.are.equal("UPCAST(1,16)", seen.r_16_16_16_8_3_3)
-      -- the same gradient without opts
-      optimize.set_heuristic(function() end)
-      local ok, want = pcall(grads)
-      restore()
-      assert(ok, want)
-      assert.are.same(#want, #got)
-      local worst = 0
-      local function walk(a, b)
-        if type(a) == "table" then
-          for i = 1, #a do walk(a[i], b[i]) end
-        else
-          worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
-        end
-      end
-      walk(got, want)
-      assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
+    end)
+
+  it("pads a vector axis no vector divides to whole vectors when that adds at most a quarter (28 -> 32)",
+    function()
+      local seen = default_opts(AVX512, function(device)
+        local x = Tensor.rand(1, 32, 8, 28, { device = device }):realize()
+        x:conv2d(Tensor.rand(32, 32, 3, 3, { device = device }):realize(), nil, { padding = 1 }):realize()
+        local narrow = Tensor.rand(1, 32, 8, 20, { device = device }):realize() -- 20 -> 32: 37.5 % more
+        narrow:conv2d(Tensor.rand(32, 32, 3, 3, { device = device }):realize(), nil, { padding = 1 }):realize()
+      end)
+      assert.are.equal("PADTO(3,16) UPCAST(3,16) UPCAST(1,16) SWAP(1,3)", seen.r_32_8_28_32_3_3)
+      assert.are.equal("UPCAST(3,4) UPCAST(1,16) SWAP(1,3)", seen.r_32_8_20_32_3_3)
     end)
 end)
 

@@ -128,8 +128,8 @@ tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *c) {
     return s;
 }
 
-/* A cached block of this capacity, zero-filled, or NULL. */
-static unsigned char *cache_take(tcl_buffer_cache *c, size_t capacity, void **allocation) {
+/* A cached block of this capacity, filled as asked, or NULL. */
+static unsigned char *cache_take(tcl_buffer_cache *c, size_t capacity, tcl_buffer_fill fill, void **allocation) {
     for (size_class *k = c->buckets[bucket_of(capacity)]; k; k = k->next) {
         if (k->capacity != capacity) continue;
         free_block *b = k->blocks;
@@ -139,7 +139,15 @@ static unsigned char *cache_take(tcl_buffer_cache *c, size_t capacity, void **al
         c->held_blocks--;
         c->reused++;
         *allocation = b->allocation;
-        memset(b, 0, capacity); /* buffers start zero-filled, reused or not */
+        /* a kernel's new output is written whole before anything reads it: clearing a reused
+         * block there is host time spent on every eager call for nothing */
+        if (fill == TCL_FILL_ZERO) {
+            memset(b, 0, capacity);
+        } else if (fill == TCL_FILL_POISON) {
+            memset(b, 0xFF, capacity);
+        } else {
+            memset(b, 0, sizeof *b); /* no stale free-list link left in the data */
+        }
         return (unsigned char *)b;
     }
     return NULL;
@@ -170,22 +178,25 @@ static bool cache_give(tcl_buffer_cache *c, unsigned char *data, void *allocatio
 
 /* ---- buffers ---- */
 
-/* Zero-filled CPU storage of the given capacity (a multiple of TCL_CPU_BUFFER_ALIGN),
- * aligned to TCL_CPU_BUFFER_ALIGN; NULL when out of memory. */
-static unsigned char *cpu_storage(tcl_buffer_cache *cache, size_t capacity, void **allocation) {
+/* CPU storage of the given capacity (a multiple of TCL_CPU_BUFFER_ALIGN), filled as asked,
+ * aligned to TCL_CPU_BUFFER_ALIGN; NULL when out of memory. Fresh storage is calloc'd whatever
+ * the fill (see the top of the file: that costs nothing for a large block). */
+static unsigned char *cpu_storage(tcl_buffer_cache *cache, size_t capacity, tcl_buffer_fill fill, void **allocation) {
     if (cache) {
-        unsigned char *data = cache_take(cache, capacity, allocation);
+        unsigned char *data = cache_take(cache, capacity, fill, allocation);
         if (data) return data;
     }
     unsigned char *raw = calloc(1, capacity + TCL_CPU_BUFFER_ALIGN);
     if (!raw) return NULL;
     *allocation = raw;
     uintptr_t aligned = ((uintptr_t)raw + TCL_CPU_BUFFER_ALIGN - 1) & ~(uintptr_t)(TCL_CPU_BUFFER_ALIGN - 1);
-    return raw + (aligned - (uintptr_t)raw);
+    unsigned char *data = raw + (aligned - (uintptr_t)raw);
+    if (fill == TCL_FILL_POISON) memset(data, 0xFF, capacity);
+    return data;
 }
 
 tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err) {
-    return tcl_buffer_new_cached(NULL, device, dtype, numel, err);
+    return tcl_buffer_new_cached(NULL, device, dtype, numel, TCL_FILL_ZERO, err);
 }
 
 size_t tcl_device_storage_align(const char *device, size_t itemsize) {
@@ -230,7 +241,7 @@ static tcl_buffer *buffer_header(const char *device, int dtype, size_t numel, tc
 }
 
 tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
-                                  tcl_error *err) {
+                                  tcl_buffer_fill fill, tcl_error *err) {
     tcl_buffer *b = buffer_header(device, dtype, numel, err);
     if (!b) return NULL;
     bool cpu = strcmp(device, "CPU") == 0;
@@ -238,10 +249,11 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
         if (cpu) {
             /* nbytes <= 2^47, so rounding up cannot overflow */
             b->capacity = (b->nbytes + TCL_CPU_BUFFER_ALIGN - 1) / TCL_CPU_BUFFER_ALIGN * TCL_CPU_BUFFER_ALIGN;
-            b->data = cpu_storage(cache, b->capacity, &b->allocation);
+            b->data = cpu_storage(cache, b->capacity, fill, &b->allocation);
         } else {
             b->capacity = b->nbytes;
             b->data = b->allocation = calloc(numel, b->itemsize);
+            if (b->data && fill == TCL_FILL_POISON) memset(b->data, 0xFF, b->nbytes);
         }
         if (!b->data) {
             tcl_fail(err, TCL_ERR_MEMORY, "out of memory allocating %zu bytes for a buffer of %zu %s elements on %s",

@@ -62,10 +62,15 @@ typedef struct tcl_buffer {
 /* A new zero-filled buffer, or NULL with err set (unknown device, void dtype, size overflow,
  * out of memory). numel 0 is allowed. dtype is a raw id, checked here. */
 tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_error *err);
+/* What a new buffer's storage holds: zeros; unspecified bytes, for a buffer whose every element
+ * is written before it is read (a kernel's new output: a reused block is not cleared first);
+ * or 0xFF bytes (NaN, -1), which specs use to show that such a buffer is written whole. */
+typedef enum { TCL_FILL_ZERO, TCL_FILL_NONE, TCL_FILL_POISON } tcl_buffer_fill;
 /* The same, taking CPU storage from cache when it holds storage of the right capacity (cache
- * may be NULL; EMU buffers never use it). The buffer keeps a reference to the cache. */
+ * may be NULL; EMU buffers never use it), filled as asked. The buffer keeps a reference to the
+ * cache. */
 tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, int dtype, size_t numel,
-                                  tcl_error *err);
+                                  tcl_buffer_fill fill, tcl_error *err);
 /* A buffer over storage it does not own: the numel elements of dtype at data stay valid until
  * release(owner) is called, which tcl_buffer_free does. On failure (NULL, err set) release is
  * not called: the caller still owns what it meant to hand over. CPU storage must be TCL_CPU_BUFFER_ALIGN-aligned (kernels are compiled for

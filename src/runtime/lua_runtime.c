@@ -1,7 +1,9 @@
 /* lua_runtime.c — Lua binding of device buffers and EMU programs (module "tcl.runtime").
  * Layer: runtime.
  *
- *   runtime.buffer(dtype, numel [, device = "EMU"])  -> Buffer (zero-filled)
+ *   runtime.buffer(dtype, numel [, device = "EMU" [, fill = "zero"]])  -> Buffer; fill "none":
+ *                        unspecified contents, for a buffer written whole before it is read (a
+ *                        kernel's new output); "poison": 0xFF bytes (specs: NaN where unwritten)
  *     .numel .dtype .nbytes .itemsize .device
  *     :write(list)       list: numel numbers/booleans (1-based), converted with CAST's rules
  *     :read()            -> list: integers (int dtypes; uint64 past INT64_MAX as negative, like
@@ -93,11 +95,13 @@ static int l_buffer(lua_State *L) {
     lua_Integer numel = lua_tointeger(L, 2);
     if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
     const char *device = luaL_optstring(L, 3, "EMU");
+    static const char *const fills[] = {"zero", "none", "poison", NULL};
+    tcl_buffer_fill fill = (tcl_buffer_fill)luaL_checkoption(L, 4, "zero", fills);
     if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
     tcl_buffer_cache *cache = tcl_lua_buffer_cache(L); /* CPU storage is reused per state */
     tcl_buffer **slot = tcl_lua_push_buffer_slot(L);
     tcl_error err;
-    *slot = tcl_buffer_new_cached(cache, device, dtype, (size_t)numel, &err);
+    *slot = tcl_buffer_new_cached(cache, device, dtype, (size_t)numel, fill, &err);
     if (!*slot) return luaL_error(L, "runtime.buffer: %s", err.message);
     return 1;
 }

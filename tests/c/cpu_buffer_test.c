@@ -36,7 +36,7 @@ int main(void) {
     static const size_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 1000, 4096, 1 << 20};
     for (int pass = 0; pass < 2; pass++)
         for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-            tcl_buffer *b = tcl_buffer_new_cached(pass ? cache : NULL, "CPU", TCL_INT32, sizes[k], &err);
+            tcl_buffer *b = tcl_buffer_new_cached(pass ? cache : NULL, "CPU", TCL_INT32, sizes[k], TCL_FILL_ZERO, &err);
             CHECK(b != NULL, "CPU buffer of %zu int32", sizes[k]);
             if (!b) continue;
             CHECK((uintptr_t)b->data % TCL_CPU_BUFFER_ALIGN == 0, "%zu int32: data %p not 64-byte aligned",
@@ -46,28 +46,43 @@ int main(void) {
             tcl_buffer_free(b);
         }
     /* reuse: the same storage, zero-filled again; other sizes get other storage */
-    tcl_buffer *a = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT32, 100, &err);
+    tcl_buffer *a = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT32, 100, TCL_FILL_ZERO, &err);
     unsigned char *first = a->data;
     memset(a->data, 0xFF, a->nbytes);
     tcl_buffer_free(a);
     tcl_buffer_cache_stats s = tcl_buffer_cache_stats_of(cache);
     CHECK(s.held_blocks >= 1 && s.held_bytes >= 448, "held %zu blocks, %zu bytes", s.held_blocks, s.held_bytes);
-    tcl_buffer *b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, &err); /* 400 bytes: capacity 448 too */
+    tcl_buffer *b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, TCL_FILL_ZERO, &err); /* 400 bytes: capacity 448 too */
     CHECK(b->data == first, "storage of the same capacity is reused");
     CHECK(all_zero(b), "reused storage is zero-filled");
-    tcl_buffer *c = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 1000, &err);
+    /* a kernel's new output is not cleared (it is written whole); poison fills 0xFF */
+    memset(b->data, 0x5A, b->nbytes);
+    tcl_buffer_free(b);
+    b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, TCL_FILL_NONE, &err);
+    CHECK(b->data == first, "storage is reused without a fill");
+    CHECK(b->data[100] == 0x5A && b->data[399] == 0x5A, "reused storage without a fill is not cleared");
+    tcl_buffer_free(b);
+    b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, TCL_FILL_POISON, &err);
+    CHECK(b->data == first && b->data[0] == 0xFF && b->data[399] == 0xFF, "poisoned storage is 0xFF bytes");
+    tcl_buffer_free(b);
+    tcl_buffer *fresh = tcl_buffer_new_cached(NULL, "CPU", TCL_FLOAT32, 3, TCL_FILL_POISON, &err);
+    CHECK(fresh->data[0] == 0xFF && fresh->data[11] == 0xFF, "fresh poisoned storage is 0xFF bytes");
+    tcl_buffer_free(fresh);
+    b = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 400, TCL_FILL_ZERO, &err);
+    CHECK(b->data == first && all_zero(b), "reused storage is zero-filled again when asked");
+    tcl_buffer *c = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 1000, TCL_FILL_ZERO, &err);
     CHECK(c->data != first, "another capacity gets other storage");
     /* EMU ignores the cache */
-    tcl_buffer *e = tcl_buffer_new_cached(cache, "EMU", TCL_UINT8, 400, &err);
+    tcl_buffer *e = tcl_buffer_new_cached(cache, "EMU", TCL_UINT8, 400, TCL_FILL_ZERO, &err);
     CHECK(e->cache == NULL, "EMU buffers do not use the cache");
     tcl_buffer_free(e);
     /* the bound: a block larger than the room left is freed, not kept */
-    tcl_buffer *big = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 2 << 20, &err);
+    tcl_buffer *big = tcl_buffer_new_cached(cache, "CPU", TCL_UINT8, 2 << 20, TCL_FILL_ZERO, &err);
     size_t before = tcl_buffer_cache_stats_of(cache).held_bytes;
     tcl_buffer_free(big);
     CHECK(tcl_buffer_cache_stats_of(cache).held_bytes == before, "a block past the bound is not kept");
     /* zero-size CPU buffers have no storage */
-    tcl_buffer *z = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT64, 0, &err);
+    tcl_buffer *z = tcl_buffer_new_cached(cache, "CPU", TCL_FLOAT64, 0, TCL_FILL_ZERO, &err);
     CHECK(z && z->data == NULL && z->nbytes == 0, "zero-size buffer");
     tcl_buffer_free(z);
     /* the owner lets go first (a state's close finalizes in any order): live buffers keep the

@@ -12,6 +12,7 @@ local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
+local shape_equal = require("tcl.shape").equal
 local gradients = require "tcl.api.gradients"
 
 local is_tensor, fail = class.is_tensor, check.fail
@@ -27,6 +28,12 @@ local SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 --- The numpy broadcast of several shapes; fails naming fn and all the shapes.
 local function broadcast_shape(fn, shapes)
+  -- operands of one shape (the common case): that shape, a tensor's, so checked already
+  local first, alike = shapes[1], true
+  for k = 2, #shapes do
+    if not shape_equal(shapes[k], first) then alike = false break end
+  end
+  if first and alike then return table.move(first, 1, #first, 1, {}) end
   local ndim = 0
   for _, s in ipairs(shapes) do ndim = math.max(ndim, #s) end
   local out = {}
@@ -90,7 +97,7 @@ local function operands(fn, args, device)
     if is_tensor(v) then
       out[i] = nodes.broadcast_to(nodes.cast(v, dtype), shape)
     else
-      out[i] = nodes.const(v, dtype, shape, device)
+      out[i] = nodes.const(v, dtype, shape, device, true)
     end
   end
   return out, dtype
@@ -100,7 +107,7 @@ local tensor_arg = check.tensor
 
 -- A scalar of x's shape and dtype (for formulas).
 local function like(x, value)
-  return nodes.const(value, x.uop.dtype, x._shape, x.device)
+  return nodes.const(value, x.uop.dtype, x._shape, x.device, true)
 end
 
 local function no_bool(fn, dtype)

@@ -18,13 +18,16 @@ local M = {}
 
 -- Every node the API builds goes through here: the result's shape is checked first (at most
 -- 2^53 elements, see tcl.shape), so no size arithmetic on a tensor's shape can overflow later.
--- The error names the user-facing function that is running.
+-- The error names the user-facing function that is running. `checked`: the shape is one
+-- already checked (a source's, or no larger in any dim), so the check is skipped.
 -- Autograd: the result needs gradients when an input does (t._needs_grad), unless gradients
 -- are off (tcl.no_grad): then such an input enters the graph as DETACH(node), so no gradient
 -- can reach it through this node, whichever graph later uses it.
-local function node(op, dtype, inputs, arg, shape, device)
-  local problem = shapes.problem(shape)
-  if problem then check.fail(check.api_function(), "shape %s %s", check.shape_str(shape), problem) end
+local function node(op, dtype, inputs, arg, shape, device, checked)
+  if not checked then
+    local problem = shapes.problem(shape)
+    if problem then check.fail(check.api_function(), "shape %s %s", check.shape_str(shape), problem) end
+  end
   local sources, needs = {}, nil
   local watched = class.watch ~= nil
   for i, t in ipairs(inputs) do
@@ -48,21 +51,21 @@ local function ones_list(n)
 end
 
 --- A tensor of the given shape filled with one value: a scalar CONST broadcast by
---  RESHAPE {1, ...} + EXPAND.
-function M.const(value, dtype, shape, device)
+--  RESHAPE {1, ...} + EXPAND (`checked`: the shape is known to be one tcl accepts).
+function M.const(value, dtype, shape, device, checked)
   local scalar = wrap(uop_helpers.const(dtype, value), {}, device)
   if #shape == 0 then return scalar end
-  return M.expand(M.reshape(scalar, ones_list(#shape)), shape)
+  return M.expand(M.reshape(scalar, ones_list(#shape), checked), shape, checked)
 end
 
-function M.reshape(t, shape)
+function M.reshape(t, shape, checked)
   if same(t._shape, shape) then return t end
   -- a reshape of a reshape is one reshape, unless gradients are taken: the inner reshape may
   -- be a leaf (a parameter is RESHAPE(BUFFER)) that the gradient must reach
   -- (node() reads only the input's node and its autograd flag)
   local device = t.device
   if t.uop.op == "RESHAPE" and not rawget(t, "_needs_grad") then t = { uop = t.uop.src[1] } end
-  return node("RESHAPE", t.uop.dtype, { t }, shape, shape, device)
+  return node("RESHAPE", t.uop.dtype, { t }, shape, shape, device, checked)
 end
 
 --- out[i] = in[order[i]] (0-based axes).
@@ -73,13 +76,14 @@ function M.permute(t, order)
     if order[i] ~= i - 1 then identity = false end
   end
   if identity then return t end
-  return node("PERMUTE", t.uop.dtype, { t }, order, shape, t.device)
+  return node("PERMUTE", t.uop.dtype, { t }, order, shape, t.device, true)
 end
 
---- Grows size-1 dims to the sizes of `shape` (same number of dims).
-function M.expand(t, shape)
+--- Grows size-1 dims to the sizes of `shape` (same number of dims; `checked`: a shape that
+-- is known to be one tcl accepts).
+function M.expand(t, shape, checked)
   if same(t._shape, shape) then return t end
-  return node("EXPAND", t.uop.dtype, { t }, shape, shape, t.device)
+  return node("EXPAND", t.uop.dtype, { t }, shape, shape, t.device, checked)
 end
 
 --- Pads with zeros; `amounts` is the flat {before0, after0, before1, after1, ...}, all >= 0.
@@ -103,7 +107,7 @@ function M.shrink(t, window)
     if s ~= 0 or e ~= t._shape[i] then identity = false end
   end
   if identity then return t end
-  return node("SHRINK", t.uop.dtype, { t }, window, shape, t.device)
+  return node("SHRINK", t.uop.dtype, { t }, window, shape, t.device, true)
 end
 
 --- Reverses the dims whose flag is 1.
@@ -111,7 +115,7 @@ function M.flip(t, flags)
   local any = false
   for i = 1, #flags do if flags[i] ~= 0 then any = true end end
   if not any then return t end
-  return node("FLIP", t.uop.dtype, { t }, flags, M.copy_shape(t), t.device)
+  return node("FLIP", t.uop.dtype, { t }, flags, M.copy_shape(t), t.device, true)
 end
 
 --- Reduces the 0-based axes with "ADD", "MUL" or "MAX"; the reduced dims become 1.
@@ -119,32 +123,32 @@ function M.reduce(t, op_name, axes)
   if #axes == 0 then return t end
   local shape = M.copy_shape(t)
   for _, a in ipairs(axes) do shape[a + 1] = 1 end
-  return node("REDUCE_AXIS", t.uop.dtype, { t }, { op_name, axes }, shape, t.device)
+  return node("REDUCE_AXIS", t.uop.dtype, { t }, { op_name, axes }, shape, t.device, true)
 end
 
 --- An elementwise ALU node over same-shape tensors; dtype is the result's.
 function M.alu(op, dtype, sources)
-  return node(op, dtype, sources, nil, M.copy_shape(sources[1]), sources[1].device)
+  return node(op, dtype, sources, nil, M.copy_shape(sources[1]), sources[1].device, true)
 end
 
 function M.cast(t, dtype)
   if rawequal(t.uop.dtype, dtype) then return t end
-  return node("CAST", dtype, { t }, nil, M.copy_shape(t), t.device)
+  return node("CAST", dtype, { t }, nil, M.copy_shape(t), t.device, true)
 end
 
 function M.contiguous(t)
-  return node("CONTIGUOUS", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device)
+  return node("CONTIGUOUS", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device, true)
 end
 
 function M.clone(t)
-  return node("COPY", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device)
+  return node("COPY", t.uop.dtype, { t }, nil, M.copy_shape(t), t.device, true)
 end
 
 --- t's values on another device: a COPY whose arg names the device (tcl.schedule.transfers
 -- runs it when the result is realized).
 function M.to_device(t, device)
   transfers.copies_made = true
-  return node("COPY", t.uop.dtype, { t }, device, M.copy_shape(t), device)
+  return node("COPY", t.uop.dtype, { t }, device, M.copy_shape(t), device, true)
 end
 
 --- Broadcasts to `shape` (numpy rules, already checked): leading 1s by RESHAPE, then EXPAND.
@@ -154,9 +158,9 @@ function M.broadcast_to(t, shape)
   if #have < #shape then
     local padded = ones_list(#shape - #have)
     for i = 1, #have do padded[#padded + 1] = have[i] end
-    t = M.reshape(t, padded)
+    t = M.reshape(t, padded, true)
   end
-  return M.expand(t, shape)
+  return M.expand(t, shape, true)
 end
 
 function M.copy_shape(t)

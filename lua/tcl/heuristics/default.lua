@@ -53,6 +53,9 @@ M.KBLOCK_MIN_BLOCKS = 4
 -- with its padding's lane masks or every other element at stride 2) feeds twice the FMAs of
 -- an 8-row tile (conv2d 8x32->64 3x3 56x56 without the unroll below: 1.5x at 1 thread, 1.7x at 2).
 M.WIDE_TILE_ROWS = 16
+--- A register tile's vector axis that no vector divides is padded to whole vectors when the
+-- padding is at most this fraction of the padded work (conv2d's 28 columns: 32, 12.5 %).
+M.MAX_PAD_WASTE = 0.25
 --- A tile's column axis goes outermost (SWAP) only when its reduction has this many steps.
 M.SWAP_MIN_STEPS = 256
 --- Row sums and elementwise kernels get vector lanes (step 3d) from this many steps of
@@ -60,8 +63,9 @@ M.SWAP_MIN_STEPS = 256
 -- would only cost compile time.
 M.LANES_MIN_WORK = 1 << 12
 
--- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
-local function plan_tile(k)
+-- The register tile: (vector axis, its upcast), (reuse axis, its upcast), and whether the
+-- vector axis is first padded to a multiple of its upcast (PADTO), or nil. no_pad: without.
+local function plan_tile(k, no_pad)
   local caps = k.caps
   local reduce = k:axes("reduce")
   if #reduce == 0 then return nil end
@@ -88,9 +92,19 @@ local function plan_tile(k)
     end
     return nil
   end
-  local vec_amount
-  for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
+  local vec_amount, padded
+  for _, v in ipairs { 2 * lanes, lanes } do
     if v <= 32 and vec.size % v == 0 then vec_amount = v break end -- 32: two UPCASTs of 16
+  end
+  -- a width no vector divides (a conv's 28 or 56 columns) is padded to whole vectors when that
+  -- adds at most MAX_PAD_WASTE of the work (the padding's lanes are gated off): partial
+  -- vectors would run every FMA at a fraction of the lanes (28 columns: 4 of 16)
+  if not vec_amount and not no_pad and lanes > 1 and vec.size > 16 then
+    local whole = (vec.size + lanes - 1) // lanes * lanes
+    if whole - vec.size <= M.MAX_PAD_WASTE * whole then vec_amount, padded = lanes, true end
+  end
+  for _, v in ipairs { 8, 4 } do
+    if not vec_amount and vec.size % v == 0 then vec_amount = v end
   end
   -- a narrow output (a classifier's 10 columns) is one vector whole: left to LLVM's loop
   -- vectorizer, its short loop costs more to compile than to run
@@ -114,7 +128,7 @@ local function plan_tile(k)
     if r <= rows_max and reuse.size % r == 0 then rows = r end
   end
   if not rows then return nil end
-  return vec, vec_amount, reuse, rows
+  return vec, vec_amount, reuse, rows, padded
 end
 
 local function upcast(k, axis, amount)
@@ -314,7 +328,10 @@ function M.optimize(k)
     end
     return
   end
-  local vec, vec_amount, reuse, rows = plan_tile(k)
+  local vec, vec_amount, reuse, rows, padded = plan_tile(k)
+  if padded and not k:try_apply("PADTO", vec.axis, vec_amount) then
+    vec, vec_amount, reuse, rows = plan_tile(k, true)
+  end
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
   if vec then
     -- positions among the output axes stay put while only upcasts are applied

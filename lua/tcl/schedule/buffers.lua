@@ -34,6 +34,11 @@ M.device = env.DEVICE and env.DEVICE:upper() or "CPU"
 -- used again while an older BUFFER node with it lives (this module loaded a second time, as
 -- busted's insulate does per spec file) would be that node.
 local registry = {}
+-- Lookups that skip reading a node's arg (a new Lua table per read): the entry of a BUFFER
+-- node's userdata, and the userdata of a buffer id while one is reachable. A reachable
+-- userdata holds its node alive, so its entry cannot have been collected.
+local entry_by_node = setmetatable({}, { __mode = "k" })
+local node_by_id = setmetatable({}, { __mode = "v" })
 local runtime -- loaded on first allocation, so building schedules never needs it
 
 local function load_runtime()
@@ -72,13 +77,15 @@ function M.in_device_memory(device)
   return DEVICE_MEMORY[device] ~= nil
 end
 
---- New zero-filled storage of numel elements of dtype on device: the device module's buffer for
--- "CUDA" and "METAL" (its first use opens the GPU, or fails saying what is missing), else a
--- runtime Buffer.
-function M.allocate(dtype, numel, device)
+--- New storage of numel elements of dtype on device: the device module's buffer for "CUDA" and
+-- "METAL" (its first use opens the GPU, or fails saying what is missing; zero-filled), else a
+-- runtime Buffer, zero-filled unless fill says otherwise: "none" (unspecified contents, for
+-- storage written whole before it is read) or "poison" (0xFF bytes; see TCL_POISON_OUTPUTS).
+function M.allocate(dtype, numel, device, fill)
   local make = DEVICE_MEMORY[device] and load_device_module(device).buffer or load_runtime().buffer
+  if DEVICE_MEMORY[device] then fill = nil end
   -- called through pcall, so the message is the C function's alone (no position of this file)
-  local ok, storage = pcall(make, dtype, numel, device)
+  local ok, storage = pcall(make, dtype, numel, device, fill)
   if not ok then error(storage, 0) end
   return storage
 end
@@ -127,8 +134,11 @@ function M.new(dtype, numel, device)
   device = device or M.device
   if type(device) ~= "string" then error("buffers.new: device must be a string, got " .. type(device), 2) end
   local id = core.fresh_id()
-  registry[id] = { dtype = dt, numel = numel, device = device }
-  return core.uop("BUFFER", dt, nil, { id, numel, device })
+  local entry = { dtype = dt, numel = numel, device = device }
+  registry[id] = entry
+  local node = core.uop("BUFFER", dt, nil, { id, numel, device })
+  entry_by_node[node], node_by_id[id] = entry, node
+  return node
 end
 
 --- A new BUFFER node for an existing runtime Buffer (a view of a mapped file, bytes already
@@ -139,8 +149,11 @@ function M.from_storage(storage)
     error("buffers.from_storage: expected a runtime Buffer or a device buffer, got " .. type(storage), 2)
   end
   local id = core.fresh_id()
-  registry[id] = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
-  return core.uop("BUFFER", storage.dtype, nil, { id, storage.numel, storage.device })
+  local entry = { dtype = storage.dtype, numel = storage.numel, device = storage.device, storage = storage }
+  registry[id] = entry
+  local node = core.uop("BUFFER", storage.dtype, nil, { id, storage.numel, storage.device })
+  entry_by_node[node], node_by_id[id] = entry, node
+  return node
 end
 
 --- nil when a buffer of numel elements of dtype fits on device (or the runtime does not know
@@ -169,12 +182,15 @@ end
 
 --- Whether node is a BUFFER node this module made (and has not freed).
 function M.is_buffer(node)
+  if entry_by_node[node] then return true end
   if node.op ~= "BUFFER" then return false end
   local arg = node.arg
   return type(arg) == "table" and registry[arg[1]] ~= nil
 end
 
 local function entry_of(node, fn)
+  local known = entry_by_node[node]
+  if known then return known end
   if type(node) ~= "userdata" or node.op ~= "BUFFER" then
     error(string.format("buffers.%s: expected a BUFFER node, got %s", fn,
       type(node) == "userdata" and node.op or type(node)), 3)
@@ -185,6 +201,7 @@ local function entry_of(node, fn)
     error(string.format("buffers.%s: buffer %s is not registered (not made by buffers.new, or freed)", fn,
       tostring(type(arg) == "table" and arg[1] or arg)), 3)
   end
+  entry_by_node[node] = entry
   return entry
 end
 
@@ -193,11 +210,12 @@ function M.allocated(node)
   return entry_of(node, "allocated").storage ~= nil
 end
 
---- The runtime Buffer behind a BUFFER node (allocated now if it was not yet).
-function M.get(node)
+--- The runtime Buffer behind a BUFFER node (allocated now if it was not yet, filled as
+-- M.allocate's fill says: zeros when nil).
+function M.get(node, fill)
   local entry = entry_of(node, "get")
   if not entry.storage then
-    local ok, storage = pcall(M.allocate, entry.dtype, entry.numel, entry.device)
+    local ok, storage = pcall(M.allocate, entry.dtype, entry.numel, entry.device, fill)
     -- "out of memory ...", "CUDA: cannot load the NVIDIA driver library ...", "Metal: only available on macOS"
     if not ok then
       error((tostring(storage):gsub("^runtime%.buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")),
@@ -233,7 +251,7 @@ function M.collect()
   local freed = 0
   local find = core.find
   for id, entry in pairs(registry) do
-    if not find("BUFFER", entry.dtype, nil, { id, entry.numel, entry.device }) then
+    if node_by_id[id] == nil and not find("BUFFER", entry.dtype, nil, { id, entry.numel, entry.device }) then
       registry[id] = nil -- the runtime Buffer's finalizer frees the memory
       freed = freed + 1
     end

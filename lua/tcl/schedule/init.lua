@@ -220,10 +220,13 @@ function M.run(outputs, opts)
     for n, k in ipairs(sched.kernels) do items[n] = { ast = k.ast, name = k.name } end
     local before = lower.stats()
     local programs = lower.compile_many(items, sched.device, { noopt = opts and opts.noopt, beam = opts and opts.beam })
+    -- a kernel writes all of its output (slot 1), unless it assigns into a view of it: a new
+    -- output's memory is not cleared first
+    local output_fill = env.POISON_OUTPUTS and "poison" or "none"
     for n, k in ipairs(sched.kernels) do
       local list = {}
       for i, b in ipairs(k.buffers) do
-        local ok, storage = pcall(buffers.get, b)
+        local ok, storage = pcall(buffers.get, b, i == 1 and not k.assigns and output_fill or nil)
         if not ok then error("realize: " .. tostring(storage), 0) end
         list[i] = storage
       end

@@ -146,7 +146,7 @@ tcl_buffer *tcl_file_map_buffer(tcl_file_map *map, uint64_t offset, const char *
         return b;
     }
     /* kernels are compiled for aligned storage (a CPU buffer's 64 bytes): copy */
-    tcl_buffer *b = tcl_buffer_new_cached(cache, device, dtype, numel, err);
+    tcl_buffer *b = tcl_buffer_new_cached(cache, device, dtype, numel, TCL_FILL_ZERO, err);
     if (b) memcpy(b->data, data, nbytes);
     return b;
 }
