@@ -739,6 +739,16 @@ describe("the default heuristic's register tile", function()
       end
     end)
 
+  it("goes over a packed weight's panels in groups of at most 512 KB, each group outermost (THREAD)", function()
+    local seen = default_opts(AVX512, function(device)
+      local a = Tensor.rand(1024, 1024, { device = device }):realize()
+      return a:matmul(Tensor.rand(1024, 1024, { device = device }):realize()):realize()
+    end)
+    if HAVE_RENDERER then -- packed on the CPU only: 32 panels of 32 x 1024 floats (128 KB), 4 a group
+      assert.are.equal("UPCAST(3,16) UPCAST(3,2) UPCAST(1,8) THREAD(2,8)", seen.r_1024_32_32_1024)
+    end
+  end)
+
   it("pads a vector axis no vector divides to whole vectors when that adds at most a quarter (28 -> 32)",
     function()
       local seen = default_opts(AVX512, function(device)

@@ -32,6 +32,40 @@ local try_broadcast = check.broadcast_shapes
 -- ---------------------------------------------------------------------------------------
 -- linear algebra
 
+--- Column panels of a packed weight (tcl.api.nn's CPU matmul): the width of the register
+-- tile's vector axis (two vectors of 16 float32 lanes).
+M.PACK_PANEL = 32
+--- A CPU matmul (..., m, k) @ (k, n) packs its weight when m (all rows) is at least
+-- PACK_MIN_ROWS and the weight has at least PACK_MIN_ELEMENTS (more than a core's L2 holds).
+M.PACK_MIN_ROWS = 256
+M.PACK_MIN_ELEMENTS = 1 << 20
+
+-- A large CPU matmul x (..., m, k) @ w (k, n) with its weight packed: w stored once as column
+-- panels (n / PACK_PANEL, k, PACK_PANEL), each contiguous, and the product computed panel by
+-- panel as (rows, n / P, P) summed over k. Reading w's columns directly, a tile steps down w
+-- by its row stride at every step of k: 4 KB for n = 1024, so every row lands in the same
+-- L1 cache set and the same page (matmul 1024, 1 thread: 58 GFLOPS unpacked, 92-97 packed,
+-- 159 with the panels in L2-sized groups, OpenBLAS 110-150). The packing is one pass over
+-- w, under 3 % of the product's time from PACK_MIN_ROWS rows on. nil where it does not apply.
+local function packed_product(x, w, k, _, n)
+  local P = M.PACK_PANEL
+  if x.device ~= "CPU" or w.device ~= "CPU" or #w._shape ~= 2 or not x.uop.dtype.is_float
+    or x.uop.dtype ~= w.uop.dtype or n % P ~= 0 or k * n < M.PACK_MIN_ELEMENTS then
+    return nil
+  end
+  local rows = 1
+  for i = 1, #x._shape - 1 do rows = rows * x._shape[i] end
+  if rows < M.PACK_MIN_ROWS then return nil end
+  local panels = w:reshape(k, n // P, P):permute(2, 1, 3):contiguous() -- (n / P, k, P)
+  local product = x:reshape(rows, 1, 1, k):mul(panels:permute(1, 3, 2):reshape(1, n // P, P, k))
+  local accumulator = rules.product_accumulator(product.uop.dtype)
+  local out_shape = slice_of(x._shape, 1, #x._shape - 1)
+  out_shape[#out_shape + 1] = n
+  -- stored as (rows, n / P, P): a view of it as (..., n) would put n's division by P in the
+  -- kernel's index of the panels
+  return reduce._sum_in(product, { 4 }, accumulator):contiguous():reshape(out_shape)
+end
+
 -- Matrix product with numpy's rules: 1-D . 1-D is a dot product, a 1-D operand acts as a
 -- row (left) or column (right) vector and loses its dim, leading dims broadcast. fn names
 -- the user's function in errors (matmul, dot or linear).
@@ -79,6 +113,8 @@ local function matmul_as(fn, x, w)
       fail(fn, "the products of %s and %s, of shape %s, cannot be made: that shape %s", shape_str(xs), shape_str(ws),
         shape_str(products), shape_problem(products))
     end
+    local packed = packed_product(x, w, k, xs[nx - 1], ws[nw])
+    if packed then return nodes.cast(packed, dtype) end
     -- (..., m, 1, k) * (..., 1, n, k), summed over k: the reduced dim is innermost for both
     local x_shape = slice_of(xs, 1, nx - 1)
     x_shape[#x_shape + 1], x_shape[#x_shape + 2] = 1, k
