@@ -16,6 +16,10 @@
 --     more than TILE_MAX_READ_STRIDE elements along the vector axis (x W^T, a per-channel
 --     sum over (N, C, H, W)): its lanes would be gathered one by one, slower than the plain
 --     loop LLVM vectorizes (a CNN train step: 98 -> 70 ms).
+--  1b. Dot tile (M.plan_dot_tile). Where step 1 finds no tile because a read steps far along
+--     the vector axis (x W^T, attention's q k^T) but every read is contiguous along the reduce
+--     axis: 4 x 4 outputs, each with a vector accumulator of reduce lanes (GPT block train step:
+--     those kernels 2-10x faster).
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it: done for
 --     reductions of SWAP_MIN_STEPS steps or more (a first conv layer's 27 steps write more
@@ -72,7 +76,7 @@ local function plan_tile(k)
   local affine = true
   for _, b in ipairs(k:buffers()) do
     local stride = b.strides[vec.axis]
-    if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
+    if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil, "strided" end
     if not b.store and stride == nil then affine = false end
   end
   -- a read not affine in the vector axis (a stride-2 conv's input gradient reads dy at
@@ -113,6 +117,46 @@ local function plan_tile(k)
   end
   if not rows then return nil end
   return vec, vec_amount, reuse, rows
+end
+
+--- 1b. Dot tile. A matmul whose second operand is read across its rows (x W^T: the output's
+-- unit-stride axis steps W by a whole row, so step 1 gives no tile) reads both operands
+-- contiguously along the reduce axis instead: rows x cols of outputs (upcast, DOT_TILE rows and
+-- columns) each keep a vector accumulator of reduce lanes (UNROLL the reduce axis by one vector),
+-- added up once after the reduction. Each step loads rows + cols vectors for rows x cols FMAs (4 x
+-- 4: 8 loads, 16 FMAs), where the plain loop loads two vectors for one. Axes: the column axis is
+-- the store's unit-stride one, the row axis one the second operand broadcasts over. Returns
+-- (cols axis, cols, rows axis, rows, reduce lanes) or nil.
+M.DOT_TILE = 4
+function M.plan_dot_tile(k)
+  local reduce = k:axes("reduce")
+  if #reduce ~= 1 then return nil end
+  local vec, reuse, store = k:tile_axes()
+  if not vec then return nil end
+  local widest = store.itemsize
+  for _, b in ipairs(k:buffers()) do
+    if not b.store then
+      local s = b.strides[reduce[1].axis]
+      if s ~= nil and s ~= 0 and s ~= 1 then return nil end
+      widest = math.max(widest, b.itemsize)
+    end
+  end
+  local bytes = k.caps.vector_bytes or 0
+  if bytes < 16 then return nil end
+  local lanes = math.max(4, bytes // widest)
+  if lanes > 16 or reduce[1].size % lanes ~= 0 then return nil end
+  local registers = k.caps.vector_registers or 16
+  local function fit(size, limit)
+    for _, n in ipairs { M.DOT_TILE, 3, 2 } do
+      if n <= limit and size % n == 0 then return n end
+    end
+    return 1
+  end
+  local cols = fit(vec.size, M.DOT_TILE)
+  -- accumulators, one vector of lanes each, plus one loaded vector per row and column
+  local rows = fit(reuse.size, math.max(1, (registers - cols) // (cols + 1)))
+  if rows * cols < 4 then return nil end
+  return vec, cols, reuse, rows, lanes
 end
 
 local function upcast(k, axis, amount)
@@ -224,6 +268,20 @@ function M.optimize(k)
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
   local vec, vec_amount, reuse, rows = plan_tile(k)
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
+  if vec == nil and reuse == nil and vec_amount == "strided" then
+    local dvec, cols, dreuse, drows, lanes = M.plan_dot_tile(k)
+    if dvec then
+      local outs = k:axes("global", "loop")
+      local reuse_pos
+      for i, r in ipairs(outs) do
+        if r.axis == dreuse.axis then reuse_pos = i end
+      end
+      if cols > 1 then k:apply("UPCAST", dvec.axis, cols) end
+      if drows > 1 then k:apply("UPCAST", axis_number(k, reuse_pos), drows) end
+      k:apply("UNROLL", 1, lanes)
+      tiled, vec = true, nil
+    end
+  end
   if vec then
     -- positions among the output axes stay put while only upcasts are applied
     local outs = k:axes("global", "loop")
