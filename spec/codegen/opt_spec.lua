@@ -698,21 +698,29 @@ describe("the default heuristic's register tile", function()
     end)
 
   it("is a dot tile for x @ W^T and for the merged heads of attention times W^T (rows x columns of outputs, "
-    .. "reduce lanes); a weight gradient x^T @ dy keeps the tile of output lanes", function()
+    .. "reduce lanes); a weight gradient x^T @ dy keeps the tile of output lanes, in blocks of tokens", function()
     local function products(device)
       Tensor.manual_seed(3)
       local x = Tensor.rand(16, 64, { device = device }):realize()
       local w = Tensor.rand(32, 64, { device = device }):realize()
       local o = Tensor.rand(2, 4, 8, 16, { device = device }):realize()
       local dy = Tensor.rand(16, 32, { device = device }):realize()
+      -- weight gradients over 512 tokens (one reduce axis, and (batch, tokens))
+      local xt = Tensor.rand(2, 256, 16, { device = device }):realize()
+      local dyt = Tensor.rand(2, 256, 32, { device = device }):realize()
       return { x:matmul(w:transpose(1, 2)):realize():tolist(),
         o:transpose(2, 3):reshape(2, 8, 64):matmul(w:transpose(1, 2)):realize():tolist(),
-        x:transpose(1, 2):matmul(dy):realize():tolist() }
+        x:transpose(1, 2):matmul(dy):realize():tolist(),
+        xt:reshape(512, 16):transpose(1, 2):matmul(dyt:reshape(512, 32)):realize():tolist(),
+        (xt:unsqueeze(4) * dyt:unsqueeze(3)):sum({ 1, 2 }):realize():tolist() }
     end
     local seen, got = default_opts(AVX512, products)
     assert.are.equal("UPCAST(2,4) UPCAST(1,4) UNROLL(1,16)", seen.r_16_32_64)
     assert.are.equal("UPCAST(3,4) UPCAST(2,4) UNROLL(1,16)", seen.r_2_8_32_64)
     assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8)", seen.r_64_32_16)
+    -- a long sum over tokens, rows of both operands: in blocks of 256 steps
+    assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) KBLOCK(1,256)", seen.r_16_32_512)
+    assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) KBLOCK(1,1)", seen.r_16_32_2_256)
     -- 16 registers: 2 rows of 4 columns (8 accumulators and 6 loaded vectors)
     local narrow = default_opts(AVX2, function(device)
       Tensor.rand(16, 64, { device = device }):realize():matmul(Tensor.rand(32, 64, { device = device }):realize()

@@ -263,9 +263,35 @@ function M.upcast_elementwise(k)
   return amount ~= nil and k:try_apply("UPCAST", last.axis, amount)
 end
 
+--- 3b (2). A tiled reduction along the operands' outer axis (a weight gradient x^T @ dy sums
+-- over tokens, rows of both reads) runs in blocks of about STRIDED_KBLOCK_STEPS steps: each step
+-- reads a new row of both operands, so without blocks every column of tiles reads the whole of
+-- them from memory again (GPT block's d x 4d weight gradients, 1 thread: 39 -> 61-64 GFLOPS).
+-- Returns the KBLOCK amount for the outermost reduce axis, or nil; decided before any opt
+-- (kernel:buffers()' strides are those of the kernel's first axes).
+M.STRIDED_KBLOCK_STEPS = 256
+function M.plan_strided_kblock(k)
+  local reduce = k:axes("reduce")
+  if #reduce == 0 or #reduce > 2 then return nil end
+  local inner, outer = reduce[#reduce], reduce[1]
+  local far = false
+  for _, b in ipairs(k:buffers()) do
+    if not b.store then
+      local s = b.strides[inner.axis]
+      if s == nil or s == 1 or s == -1 then return nil end
+      far = far or s ~= 0
+    end
+  end
+  if not far then return nil end
+  local per = #reduce == 1 and M.STRIDED_KBLOCK_STEPS or math.max(1, M.STRIDED_KBLOCK_STEPS // inner.size)
+  if outer.size % per ~= 0 or outer.size // per < 2 then return nil end
+  return per
+end
+
 function M.optimize(k)
   -- renderers with workgroups (GPUs) have a heuristic of their own
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
+  local strided_kblock = M.plan_strided_kblock(k)
   local vec, vec_amount, reuse, rows = plan_tile(k)
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
   if vec == nil and reuse == nil and vec_amount == "strided" then
@@ -313,6 +339,8 @@ function M.optimize(k)
   if tiled and #reduce == 1 and last.size % M.KBLOCK_STEPS == 0
     and last.size >= M.KBLOCK_MIN_BLOCKS * M.KBLOCK_STEPS then
     k:try_apply("KBLOCK", 1, M.KBLOCK_STEPS) -- refused where the output cannot hold partial sums
+  elseif tiled and strided_kblock then
+    k:try_apply("KBLOCK", 1, strided_kblock)
   end
   if not tiled and #reduce == 0 then
     if not upcast_random_bits(k) then M.upcast_elementwise(k) end
