@@ -18,8 +18,9 @@
 --     loop LLVM vectorizes (a CNN train step: 98 -> 70 ms).
 --  1b. Dot tile (M.plan_dot_tile). Where step 1 finds no tile because a read steps far along
 --     the vector axis (x W^T, attention's q k^T) but every read is contiguous along the reduce
---     axis: 4 x 4 outputs, each with a vector accumulator of reduce lanes (GPT block train step:
---     those kernels 2-10x faster).
+--     axis, of DOT_TILE_MIN_STEPS steps or more: 4 x 4 outputs, each with a vector accumulator
+--     of reduce lanes (GPT block train step: those kernels 2-10x faster). A shorter one gets no
+--     lanes at all (LLVM's loop is faster than both the tile and UNROLL there).
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it: done for
 --     reductions of SWAP_MIN_STEPS steps or more (a first conv layer's 27 steps write more
@@ -128,6 +129,7 @@ end
 -- the store's unit-stride one, the row axis one the second operand broadcasts over. Returns
 -- (cols axis, cols, rows axis, rows, reduce lanes) or nil.
 M.DOT_TILE = 4
+M.DOT_TILE_MIN_STEPS = 256
 function M.plan_dot_tile(k)
   local reduce = k:axes("reduce")
   if #reduce ~= 1 then return nil end
@@ -145,6 +147,11 @@ function M.plan_dot_tile(k)
   if bytes < 16 then return nil end
   local lanes = math.max(4, bytes // widest)
   if lanes > 16 or reduce[1].size % lanes ~= 0 then return nil end
+  -- a short reduction (attention's q k^T over 64 head dims) spends the tile's time on the
+  -- horizontal sums of its accumulators: LLVM's own loop is faster there (1 thread, 32 x 128 x 128
+  -- x 64: 40-55 GFLOPS against 23-26 tiled, 23 with UNROLL(1,16); at 128 steps both ~43; at 256
+  -- the tile 69 against 27-43)
+  if reduce[1].size < M.DOT_TILE_MIN_STEPS then return nil, "short" end
   local registers = k.caps.vector_registers or 16
   local function fit(size, limit)
     for _, n in ipairs { M.DOT_TILE, 3, 2 } do
@@ -294,8 +301,10 @@ function M.optimize(k)
   local strided_kblock = M.plan_strided_kblock(k)
   local vec, vec_amount, reuse, rows = plan_tile(k)
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
+  local plain = false -- left to LLVM's loop vectorizer (a short dot product)
   if vec == nil and reuse == nil and vec_amount == "strided" then
     local dvec, cols, dreuse, drows, lanes = M.plan_dot_tile(k)
+    plain = cols == "short"
     if dvec then
       local outs = k:axes("global", "loop")
       local reuse_pos
@@ -344,7 +353,7 @@ function M.optimize(k)
   end
   if not tiled and #reduce == 0 then
     if not upcast_random_bits(k) then M.upcast_elementwise(k) end
-  elseif not tiled then
+  elseif not tiled and not plain then
     M.unroll_row_reduction(k)
   end
   if k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
