@@ -9,7 +9,9 @@ local cases_lib = require "spec.support.torch_cases"
 local SHAPES = {
   x1 = { { 2, 4, 9 }, 0.37 }, w1 = { { 6, 2, 3 }, 0.71 }, b6 = { { 6 }, 1.3 },
   x2 = { { 2, 4, 7, 6 }, 0.23 }, w2 = { { 6, 2, 3, 2 }, 0.51 },
+  x4 = { { 2, 3, 11, 10 }, 0.27 }, w4 = { { 5, 3, 3, 3 }, 0.53 }, w5 = { { 5, 3, 4, 5 }, 0.41 }, b5 = { { 5 }, 0.9 },
   x3 = { { 1, 4, 5, 6, 4 }, 0.19 }, w3 = { { 6, 2, 3, 2, 3 }, 0.43 },
+  t5 = { { 4, 5, 3, 3 }, 0.37 }, t6 = { { 4, 5, 4, 3 }, 0.67 },
   t1 = { { 4, 3, 3 }, 0.61 }, t2 = { { 4, 3, 3, 2 }, 0.29 }, t3 = { { 4, 3, 2, 3, 2 }, 0.47 },
 }
 local function input(name)
@@ -125,6 +127,50 @@ local CASES = {
       end, "x2", "t2")
     end,
     "grads(lambda x, w: F.conv_transpose2d(x, w, None, stride=2, padding=1, output_padding=1, groups=2), x2, t2)" },
+  { "strided conv2d gradients by phases: stride 2, padding 1",
+    function()
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, padding = 1 }) end,
+        "x4", "w4", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), x4, w4, b5)" },
+  { "strided conv2d gradients by phases: stride 3, asymmetric padding, rows past the last window",
+    function()
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 3, padding = { { 2, 0 }, { 1, 2 } } }) end,
+        "x4", "w4", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv2d(F.pad(x, (1, 2, 2, 0)), w, b, stride=3), x4, w4, b5)" },
+  { "strided conv2d gradients by phases: stride (2, 3), dilation 2",
+    function()
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = { 2, 3 }, dilation = 2, padding = 2 }) end,
+        "x4", "w4", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3), dilation=2, padding=2), x4, w4, b5)" },
+  { "strided conv2d gradients by phases: stride 2, dilation 3, a 4 x 5 kernel",
+    function()
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 2, dilation = { 3, 1 }, padding = { 3, 2 } }) end,
+        "x4", "w5", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv2d(x, w, b, stride=2, dilation=(3, 1), padding=(3, 2)), x4, w5, b5)" },
+  { "strided conv2d gradients by phases: stride 4 wider than the kernel",
+    function()
+      return grads(function(x, w, b) return x:conv2d(w, b, { stride = 4, padding = 1 }) end,
+        "x4", "w4", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=1), x4, w4, b5)" },
+  { "conv_transpose2d by phases (groups 1, stride 2, padding, output_padding)",
+    function() return I.x2:conv_transpose2d(I.t5, I.b5, { stride = 2, padding = 1, output_padding = 1 }) end,
+    "F.conv_transpose2d(x2, t5, b5, stride=2, padding=1, output_padding=1)" },
+  { "conv_transpose2d by phases (stride (3, 2), dilation (1, 3), asymmetric kernel, output_padding past the stride)",
+    function()
+      return I.x2:conv_transpose2d(I.t6, nil, { stride = { 3, 2 }, dilation = { 1, 3 }, padding = { 2, 1 },
+        output_padding = { 1, 2 } })
+    end,
+    "F.conv_transpose2d(x2, t6, None, stride=(3, 2), dilation=(1, 3), padding=(2, 1), output_padding=(1, 2))" },
+  { "gradient of conv_transpose2d by phases",
+    function()
+      return grads(function(x, w, b) return x:conv_transpose2d(w, b, { stride = 2, padding = 2 }) end, "x2", "t5", "b5")
+    end,
+    "grads(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=2), x2, t5, b5)" },
   { "gradient of pad circular and replicate",
     function() return grads(function(x) return x:pad({ { 0, 0 }, { 0, 0 }, { 3, 1 }, { 2, 2 } }, "circular")
       :pad({ { 0, 0 }, { 0, 0 }, { 1, 2 }, { 0, 3 } }, "replicate") end, "x2") end,

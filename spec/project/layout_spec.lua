@@ -22,6 +22,7 @@ local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, 
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
   ["tcl.cuda"] = true, ["tcl.metal"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
+  ["tcl.conv_phases"] = true,
   ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true }
 
 local function stage_of(module)

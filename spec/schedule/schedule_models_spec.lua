@@ -136,9 +136,12 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
   end
 
   -- tinygrad's 14, and attention's softmax weights stored: recomputing their exponential
-  -- (TRANSCENDENTAL_OPS) once per head dim inside weights @ values is over the budget.
-  it("is at most 15 kernels: tinygrad's 14 and the stored softmax weights", function()
+  -- (TRANSCENDENTAL_OPS) once per head dim inside weights @ values is over the budget. Row
+  -- fusion (realize_points, "Row fusion") makes the two layernorms and the softmax one kernel
+  -- each: 9.
+  it("is at most 15 kernels: tinygrad's 14 and the stored softmax weights (9 row-fused)", function()
     assert.is_true(#sched.kernels <= 15, string.format("%d kernels: %s", #sched.kernels, names(sched)))
+    assert.are.equal(9, #sched.kernels, names(sched))
   end)
 
   -- 1.1 leaves room for recomputing within RECOMPUTE_BUDGET ops per element (softmax's
@@ -162,12 +165,14 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
     end
   end)
 
-  -- (head size 16: recomputing the softmax weights is within the budget, one kernel fewer)
-  it("computes the layer's values (at d_model 64, 4 heads, seq 8, batch 2: 14 kernels)", function()
+  -- (the same kernels at head size 16: the row-fused softmax stores the weights at both sizes;
+  -- without row fusion the small layer recomputes them inside weights @ values, one kernel fewer)
+  it("computes the layer's values (at d_model 64, 4 heads, seq 8, batch 2: 9 kernels)", function()
     local sizes = { batch = 2, seq = 8, d_model = 64, heads = 4, hidden = 256 }
     local small, p = models.gpt2_layer(Tensor, sizes)
     local small_sched = schedule.create({ small.uop })
-    assert.are.equal(#sched.kernels - 1, #small_sched.kernels, names(small_sched))
+    assert.are.equal(#sched.kernels, #small_sched.kernels, names(small_sched))
+    assert.are.equal(9, #small_sched.kernels, names(small_sched))
     local expected = ref_gpt2(p, sizes)
     R.check(small, expected, "GPT-2 layer", { tol = TOL, check_dtype = false })
   end)
@@ -211,6 +216,16 @@ local function check(t, count, expected, what)
   return sched, graph
 end
 
+--- fn() without row fusion (realize_points.ROW_FUSE_BYTES = 0), where a row statistic is
+-- stored by a kernel of its own and the rules below decide about its elementwise users.
+local function unfused(fn)
+  local saved = realize_points.ROW_FUSE_BYTES
+  realize_points.ROW_FUSE_BYTES = 0
+  local ok, err = pcall(fn)
+  realize_points.ROW_FUSE_BYTES = saved
+  assert(ok, err)
+end
+
 describe("fusion policy", function()
   it("keeps an elementwise chain with one consumer and no broadcast in that consumer's kernel", function()
     local x, w, b = rand(6, 20), rand(20, 600), rand(600)
@@ -243,12 +258,17 @@ describe("fusion policy", function()
   it("recomputes a value while ops x (evaluations - 1) stays within the budget (cheap rule 2)", function()
     -- layernorm's output is 2 ops ((x - mean) * (1/std), the mean and 1/std stored by the
     -- reductions' kernels): inside x @ w it is evaluated once per output column;
-    -- 2 x 256 = 512 fits RECOMPUTE_BUDGET, 2 x 257 does not
+    -- 2 x 256 = 512 fits RECOMPUTE_BUDGET, 2 x 257 does not (without row fusion: with it, the
+    -- row-fused layernorm kernel stores its output, which holds the reductions, whatever its use)
     assert.are.equal(512, realize_points.RECOMPUTE_BUDGET)
     local x = rand(3, 16)
     local narrow, wide = rand(16, 257), rand(16, 258)
-    check(x:layernorm():matmul(narrow), 3, R.matmul(R.layernorm(ref_of(x)), ref_of(narrow)), "layernorm(x) @ w (257)")
-    check(x:layernorm():matmul(wide), 4, R.matmul(R.layernorm(ref_of(x)), ref_of(wide)), "layernorm(x) @ w (258)")
+    unfused(function()
+      check(x:layernorm():matmul(narrow), 3, R.matmul(R.layernorm(ref_of(x)), ref_of(narrow)),
+        "layernorm(x) @ w (257)")
+      check(x:layernorm():matmul(wide), 4, R.matmul(R.layernorm(ref_of(x)), ref_of(wide)), "layernorm(x) @ w (258)")
+    end)
+    check(x:layernorm():matmul(wide), 2, R.matmul(R.layernorm(ref_of(x)), ref_of(wide)), "row-fused layernorm(x) @ w")
   end)
 
   it("computes a value several kernels need once, unless it is cheap", function()
@@ -282,14 +302,19 @@ describe("fusion policy", function()
   end)
 
   -- their exponential counts TRANSCENDENTAL_OPS (16): about 20 ops, times head size - 1 <= 512
+  -- (without row fusion; with it, one row-fused kernel stores the weights at every head size:
+  -- the scores, the softmax, weights @ values)
   it("keeps attention's softmax weights in weights @ values up to the budget (head size 24), not beyond", function()
     local function sdpa_kernels(head)
       local q, k, v = Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head)
       return #schedule.create({ q:scaled_dot_product_attention(k, v).uop }).kernels
     end
-    assert.are.equal(4, sdpa_kernels(16))
-    assert.are.equal(4, sdpa_kernels(24))
-    assert.are.equal(5, sdpa_kernels(28))
-    assert.are.equal(5, sdpa_kernels(64))
+    unfused(function()
+      assert.are.equal(4, sdpa_kernels(16))
+      assert.are.equal(4, sdpa_kernels(24))
+      assert.are.equal(5, sdpa_kernels(28))
+      assert.are.equal(5, sdpa_kernels(64))
+    end)
+    for _, head in ipairs { 16, 24, 28, 64 } do assert.are.equal(3, sdpa_kernels(head)) end
   end)
 end)

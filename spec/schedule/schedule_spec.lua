@@ -14,6 +14,7 @@ local alu = require "tcl.alu"
 local shape = require "tcl.shape"
 local buffers = require "tcl.schedule.buffers"
 local schedule = require "tcl.schedule"
+local realize_points = require "tcl.schedule.realize_points"
 
 local F32, INDEX, BOOL = tcl.dtype "float32", tcl.dtype "index", tcl.dtype "bool"
 
@@ -326,6 +327,16 @@ local function check(outputs, count, expected, opts)
   return sched
 end
 
+--- fn() without row fusion (tcl.schedule.realize_points.ROW_FUSE_BYTES = 0): the kernel
+-- counts tinygrad makes on the same shapes.
+local function unfused(fn)
+  local saved = realize_points.ROW_FUSE_BYTES
+  realize_points.ROW_FUSE_BYTES = 0
+  local ok, err = pcall(fn)
+  realize_points.ROW_FUSE_BYTES = saved
+  assert(ok, err)
+end
+
 ---------------------------------------------------------------------------------------------
 -- naive references on flat row-major lists
 
@@ -466,7 +477,7 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
     check({ add(left, right) }, 1, { expected })
   end)
 
-  it("x + x:sum(-1, true) is two kernels", function()
+  it("x + x:sum(-1, true) is one row-fused kernel (two unfused)", function()
     local x, xv = input({ 4, 8 })
     local expected = {}
     for r = 0, 3 do
@@ -474,10 +485,11 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
       for c = 1, 8 do s = s + xv[r * 8 + c] end
       for c = 1, 8 do expected[#expected + 1] = xv[r * 8 + c] + s end
     end
-    check({ add(x, bcast(sum(x), { 4, 8 })) }, 2, { expected })
+    check({ add(x, bcast(sum(x), { 4, 8 })) }, 1, { expected })
+    unfused(function() check({ add(x, bcast(sum(x), { 4, 8 })) }, 2, { expected }) end)
   end)
 
-  it("(x + x:sum(-1, true)):sum(-1) is two kernels", function()
+  it("(x + x:sum(-1, true)):sum(-1) is one row-fused kernel (two unfused)", function()
     local x, xv = input({ 4, 8 })
     local expected = {}
     for r = 0, 3 do
@@ -485,17 +497,22 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
       for c = 1, 8 do s = s + xv[r * 8 + c] end
       expected[r + 1] = s + 8 * s
     end
-    check({ sum(add(x, bcast(sum(x), { 4, 8 }))) }, 2, { expected }, { tol = 1e-4 })
+    check({ sum(add(x, bcast(sum(x), { 4, 8 }))) }, 1, { expected }, { tol = 1e-4 })
+    unfused(function() check({ sum(add(x, bcast(sum(x), { 4, 8 }))) }, 2, { expected }, { tol = 1e-4 }) end)
   end)
 
-  it("x:softmax(-1) is at most three kernels (three)", function()
+  it("x:softmax(-1) is one row-fused kernel (three unfused)", function()
     local x, xv = input({ 4, 8 })
-    local sched = check({ softmax(x) }, 3, { ref_rows(xv, 4, 8, ref_softmax_row) })
-    assert.are.same({ "r_4_8", "r_4_8", "E_4_8" }, { sched.kernels[1].name, sched.kernels[2].name,
-      sched.kernels[3].name })
+    local sched = check({ softmax(x) }, 1, { ref_rows(xv, 4, 8, ref_softmax_row) })
+    assert.are.equal("r_4_8_8_8", sched.kernels[1].name) -- the max, the sum, the division
+    unfused(function()
+      sched = check({ softmax(x) }, 3, { ref_rows(xv, 4, 8, ref_softmax_row) })
+      assert.are.same({ "r_4_8", "r_4_8", "E_4_8" }, { sched.kernels[1].name, sched.kernels[2].name,
+        sched.kernels[3].name })
+    end)
   end)
 
-  it("x:layernorm(-1) is at most three kernels (three)", function()
+  it("x:layernorm(-1) is one row-fused kernel (three unfused)", function()
     local x, xv = input({ 3, 16 })
     local expected = ref_rows(xv, 3, 16, function(row)
       local mean, var = 0, 0
@@ -505,7 +522,8 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
       for i, v in ipairs(row) do out[i] = (v - mean) / math.sqrt(var + 1e-5) end
       return out
     end)
-    check({ layernorm(x) }, 3, { expected }, { tol = 1e-4 })
+    check({ layernorm(x) }, 1, { expected }, { tol = 1e-4 })
+    unfused(function() check({ layernorm(x) }, 3, { expected }, { tol = 1e-4 }) end)
   end)
 
   it("relu(x:matmul(w) + b) is one kernel", function()
@@ -555,7 +573,7 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
     check({ y }, 1, { ref_conv(xv, wv, 2, 2, 5, 5, 3, 3, 3, 1) }, { tol = 1e-4 })
   end)
 
-  it("scaled dot-product attention is at most four kernels (four)", function()
+  it("scaled dot-product attention is three kernels row-fused (four unfused)", function()
     local B, H, T, D = 1, 2, 4, 8
     local q, qv = input({ B, H, T, D })
     local k, kv = input({ B, H, T, D })
@@ -578,7 +596,8 @@ describe("schedule: kernel counts (tinygrad's on the same shapes)", function()
         end
       end
     end
-    check({ sdpa(q, k, v) }, 4, { expected }, { tol = 1e-4 })
+    check({ sdpa(q, k, v) }, 3, { expected }, { tol = 1e-4 })
+    unfused(function() check({ sdpa(q, k, v) }, 4, { expected }, { tol = 1e-4 }) end)
   end)
 
   it("two outputs on one input are two kernels; one stored twice is one", function()
@@ -806,7 +825,7 @@ describe("schedule: kernels", function()
   it("print a summary, at DEBUG >= 1", function()
     local x = input({ 2, 3 })
     local sched = schedule.create({ softmax(x) })
-    assert.are.equal("schedule: 3 kernels: r_2_3, r_2_3, E_2_3", schedule.summary(sched))
+    assert.are.equal("schedule: 1 kernel: r_2_3_3_3", schedule.summary(sched))
     if not has_lower then return end
     local lower = require "tcl.codegen.driver.lower"
     local lines, log = {}, lower.log
@@ -889,7 +908,8 @@ describe("buffers", function()
     collectgarbage()
     buffers.collect()
     local before = buffers.stats().registered
-    local sched = schedule.create({ softmax(x) })
+    local sched
+    unfused(function() sched = schedule.create({ softmax(x) }) end) -- intermediates: the max, the sum
     assert.are.equal(before + 3, buffers.stats().registered)
     local result = sched.outputs[1]
     sched = nil -- luacheck: ignore 311 (drops the reference for the collector)

@@ -524,6 +524,59 @@ static int64_t product_of(const tcl_opt_kernel *k, uint32_t type_mask) {
 
 #define BIT(t) (1u << TCL_AXIS_##t)
 
+/* The most upcast and unroll lanes one node of the kernel would have with `amount` more on
+ * range r (r NULL: none more): per node, the product of the upcast and unroll ranges it uses
+ * (through its sources, less those an END or a REDUCE closes on the way), and r's amount when it
+ * uses r; the widest node's. Lanes of ranges no node uses together are separate code (a
+ * row-fused kernel's reductions in sequence, then its store loop), so they do not multiply.
+ * -1 when out of memory; a kernel of more than 64 ranges counts every lane range together. */
+static int64_t widest_lanes(const tcl_opt_kernel *k, const tcl_uop *r, int64_t amount) {
+    uint32_t lane_types = BIT(UPCAST) | BIT(UNROLL);
+    if (k->nrngs > 64) return product_of(k, lane_types) * amount;
+    size_t count;
+    tcl_uop *const *topo = tcl_uop_toposort(k->sink, &count);
+    if (!topo) return -1;
+    size_t cap = 16;
+    while (cap < 2 * count) cap *= 2;
+    const tcl_uop **keys = calloc(cap, sizeof *keys);
+    uint64_t *masks = malloc(cap * sizeof *masks);
+    if (!keys || !masks) {
+        free(keys);
+        free(masks);
+        return -1;
+    }
+    int64_t widest = 1;
+    for (size_t i = 0; i < count; i++) {
+        const tcl_uop *u = topo[i];
+        uint64_t m = 0;
+        for (uint32_t j = 0; j < u->nsrc; j++) {
+            size_t h = (size_t)(((uintptr_t)u->src[j] >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (keys[h] && keys[h] != u->src[j]) h = (h + 1) & (cap - 1);
+            if (keys[h]) m |= masks[h];
+        }
+        for (size_t q = 0; q < k->nrngs; q++)
+            if (k->rngs[q].range == u) m |= 1ull << q;
+        int64_t lanes = 1; /* an END or a REDUCE counts the lanes it closes (a REDUCE adds them up) */
+        for (size_t q = 0; q < k->nrngs; q++) {
+            if (!(m & (1ull << q))) continue;
+            if (lane_types & (1u << k->rngs[q].type)) lanes *= k->rngs[q].size;
+            if (k->rngs[q].range == r) lanes *= amount;
+        }
+        if (lanes > widest) widest = lanes;
+        if (u->op == TCL_OP_END || u->op == TCL_OP_REDUCE)
+            for (size_t q = 0; q < k->nrngs; q++)
+                for (uint32_t j = 1; j < u->nsrc; j++)
+                    if (u->src[j] == k->rngs[q].range) m &= ~(1ull << q);
+        size_t h = (size_t)(((uintptr_t)u >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+        while (keys[h] && keys[h] != u) h = (h + 1) & (cap - 1);
+        keys[h] = u;
+        masks[h] = m;
+    }
+    free(keys);
+    free(masks);
+    return widest;
+}
+
 /* The i-th range among those whose type is in mask, or NULL. */
 static const tcl_opt_range *nth_of(const tcl_opt_kernel *k, uint32_t mask, int32_t i) {
     if (i < 0) return NULL;
@@ -842,7 +895,8 @@ tcl_status tcl_opt_apply(tcl_opt_kernel *k, tcl_opt opt) {
                            threads, caps->threads_max);
     }
     if (type == TCL_AXIS_UPCAST || type == TCL_AXIS_UNROLL) {
-        int64_t lanes = product_of(k, BIT(UPCAST) | BIT(UNROLL)) * amount;
+        int64_t lanes = widest_lanes(k, r->range, amount);
+        if (lanes < 0) return tcl_fail(tcl_ctx_last_error(k->ctx), TCL_ERR_MEMORY, "kernel opts: out of memory");
         if (lanes > TCL_OPT_LANES_MAX)
             return invalid(k, opt, r, "the kernel would have %" PRId64 " upcast and unroll lanes, more than %d", lanes,
                            TCL_OPT_LANES_MAX);

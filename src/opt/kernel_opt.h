@@ -77,7 +77,7 @@ typedef enum tcl_optop {
 /* Limits of the validity checks (tinygrad's where it has one). */
 #define TCL_OPT_UPCAST_MAX 16      /* one UPCAST */
 #define TCL_OPT_UNROLL_MAX 32      /* one UNROLL */
-#define TCL_OPT_LANES_MAX 512      /* product of all upcast and unroll axes: expanded code grows with it */
+#define TCL_OPT_LANES_MAX 512      /* product of the upcast and unroll axes one node uses: expanded code grows with it */
 #define TCL_OPT_THREAD_MAX 256     /* parts of a THREAD axis */
 #define TCL_OPT_PAD_GROWTH 4       /* PADTO may not make an axis this many times larger */
 

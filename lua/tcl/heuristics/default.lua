@@ -37,8 +37,10 @@
 --     output axis, for the kernels without a tile (softmax, layernorm, GELU).
 --  4. Threads. The outermost output axis that splits evenly is split into parts for the
 --     CPU pool, when the kernel does enough work to pay for waking the threads.
+local linearize = require "tcl.codegen.driver.linearize"
+
 local M = {}
-local upcast_random_bits -- defined below
+local upcast_random_bits, row_steps -- defined below
 
 -- Below this many steps of the innermost body, a kernel runs on one thread: waking the pool
 -- costs about 100 µs on a quiet machine.
@@ -56,6 +58,9 @@ M.KBLOCK_MIN_BLOCKS = 4
 -- with its padding's lane masks or every other element at stride 2) feeds twice the FMAs of
 -- an 8-row tile (conv2d 8x32->64 3x3 56x56 without the unroll below: 1.5x at 1 thread, 1.7x at 2).
 M.WIDE_TILE_ROWS = 16
+--- A register tile's vector axis that no vector divides is padded to whole vectors when the
+-- padding is at most this fraction of the padded work (conv2d's 28 columns: 32, 12.5 %).
+M.MAX_PAD_WASTE = 0.25
 --- A tile's column axis goes outermost (SWAP) only when its reduction has this many steps.
 M.SWAP_MIN_STEPS = 256
 --- Row sums and elementwise kernels get vector lanes (step 3d) from this many steps of
@@ -63,8 +68,9 @@ M.SWAP_MIN_STEPS = 256
 -- would only cost compile time.
 M.LANES_MIN_WORK = 1 << 12
 
--- The register tile: (vector axis, its upcast), (reuse axis, its upcast), or nil.
-local function plan_tile(k)
+-- The register tile: (vector axis, its upcast), (reuse axis, its upcast), and whether the
+-- vector axis is first padded to a multiple of its upcast (PADTO), or nil. no_pad: without.
+local function plan_tile(k, no_pad)
   local caps = k.caps
   local reduce = k:axes("reduce")
   if #reduce == 0 then return nil end
@@ -91,9 +97,19 @@ local function plan_tile(k)
     end
     return nil
   end
-  local vec_amount
-  for _, v in ipairs { 2 * lanes, lanes, 8, 4 } do
+  local vec_amount, padded
+  for _, v in ipairs { 2 * lanes, lanes } do
     if v <= 32 and vec.size % v == 0 then vec_amount = v break end -- 32: two UPCASTs of 16
+  end
+  -- a width no vector divides (a conv's 28 or 56 columns) is padded to whole vectors when that
+  -- adds at most MAX_PAD_WASTE of the work (the padding's lanes are gated off): partial
+  -- vectors would run every FMA at a fraction of the lanes (28 columns: 4 of 16)
+  if not vec_amount and not no_pad and lanes > 1 and vec.size > 16 then
+    local whole = (vec.size + lanes - 1) // lanes * lanes
+    if whole - vec.size <= M.MAX_PAD_WASTE * whole then vec_amount, padded = lanes, true end
+  end
+  for _, v in ipairs { 8, 4 } do
+    if not vec_amount and vec.size % v == 0 then vec_amount = v end
   end
   -- a narrow output (a classifier's 10 columns) is one vector whole: left to LLVM's loop
   -- vectorizer, its short loop costs more to compile than to run
@@ -117,7 +133,7 @@ local function plan_tile(k)
     if r <= rows_max and reuse.size % r == 0 then rows = r end
   end
   if not rows then return nil end
-  return vec, vec_amount, reuse, rows
+  return vec, vec_amount, reuse, rows, padded
 end
 
 --- 1b. Dot tile. A matmul whose second operand is read across its rows (x W^T: the output's
@@ -295,11 +311,104 @@ function M.plan_strided_kblock(k)
   return per
 end
 
+--- Whether k is a row-fused kernel (tcl.schedule.realize_points, "Row fusion"): it has
+-- reductions, and either none of them uses its last output axis, which the store steps by 1
+-- (the reductions run once per row, then the elementwise pass over the row: softmax,
+-- layernorm), or one reduction's value holds another (a row's reductions in sequence with one
+-- result per row: logsumexp). Returns the map reduce range node -> the op of its REDUCE and
+-- whether the last output axis is the row's store loop; or nil.
+local function row_fused(k)
+  local outs, op_of, reduces = {}, {}, {}
+  for _, r in ipairs(k._k:ranges()) do
+    if r.type == "global" or r.type == "loop" then outs[#outs + 1] = r end
+  end
+  for _, u in ipairs(k:graph():toposort()) do
+    if u.op == "REDUCE" then
+      reduces[#reduces + 1] = u
+      for i = 2, #u.src do op_of[u.src[i]] = type(u.arg) == "table" and u.arg[1] or u.arg end
+    end
+  end
+  if #reduces == 0 or #outs == 0 then return nil end
+  local last, per_row = outs[#outs], true
+  for _, u in ipairs(reduces) do
+    for _, r in ipairs(linearize.ranges_used(u)) do
+      if r == last.range then per_row = false end -- a reduction per output element
+    end
+  end
+  if per_row then
+    for _, b in ipairs(k:buffers()) do
+      if b.store then
+        if b.strides[last.axis] ~= 1 then return nil end
+        return op_of, true
+      end
+    end
+    return nil
+  end
+  if #reduces < 2 then return nil end
+  for _, u in ipairs(reduces) do
+    for _, v in ipairs(u.src[1]:toposort()) do
+      if v.op == "REDUCE" then return op_of end -- nested: a reduction in sequence after another
+    end
+  end
+  return nil
+end
+
+--- The steps of one pass over every row of a row-fused kernel (its work counts the passes
+-- as if nested): the output's elements when the last output axis is the row's store loop,
+-- else (one element per row) the rows times the longest reduction.
+row_steps = function(k, store_loop)
+  if store_loop then return k:output_size() end
+  local longest = 1
+  for _, r in ipairs(k:axes("reduce")) do longest = math.max(longest, r.size) end
+  return k:output_size() * longest
+end
+
+--- 3e. A row-fused kernel (softmax, layernorm: the row's reductions, then its elementwise
+-- pass, over a row held in cache) in vector lanes: the last output axis, the row's store
+-- loop, upcast by two vectors of lanes (as 3d (b)), and each reduction over a contiguous row
+-- unrolled by them, one vector accumulator each, a MAX too: in a kernel of several loops
+-- LLVM's own vectorizer left the row max scalar (softmax 4096 x 1024, one thread: 27 ms
+-- against 5.7). The lanes of these loops never meet in one node, so they do not multiply
+-- (src/opt's lane limit counts the lanes one node uses). Threads split the rows (step 4).
+function M.vectorize_rows(k, op_of, store_loop)
+  if row_steps(k, store_loop) < M.LANES_MIN_WORK then return end
+  local outs = k:axes("global", "loop")
+  local last = outs[#outs]
+  local ok, widest, amount
+  if store_loop then
+    ok, widest = contiguous_along(k, last.axis, true)
+    amount = ok and lanes_for(k, last.size, widest)
+    if amount then k:try_apply("UPCAST", last.axis, amount) end
+  end
+  -- UNROLL counts the reduce ranges; an unrolled one keeps its position (its outer part)
+  local position = 0
+  for _, r in ipairs(k._k:ranges()) do
+    if r.type == "reduce" then
+      position = position + 1
+      ok, widest = contiguous_along(k, r.axis, false)
+      amount = ok and op_of[r.range] and lanes_for(k, r.size, widest)
+      if amount then k:try_apply("UNROLL", position, amount) end
+    end
+  end
+end
+
 function M.optimize(k)
   -- renderers with workgroups (GPUs) have a heuristic of their own
   if k.caps.has_local then return require("tcl.heuristics.gpu")(k) end
+  local op_of, store_loop = row_fused(k)
+  if op_of then
+    local steps = row_steps(k, store_loop) * (#k:axes("reduce") + 1) -- before the opts split axes
+    M.vectorize_rows(k, op_of, store_loop)
+    if k.caps.has_threads and (k.caps.threads or 1) > 1 and steps >= M.THREAD_MIN_WORK then
+      M.split_threads(k, k.caps.threads)
+    end
+    return
+  end
   local strided_kblock = M.plan_strided_kblock(k)
-  local vec, vec_amount, reuse, rows = plan_tile(k)
+  local vec, vec_amount, reuse, rows, padded = plan_tile(k)
+  if padded and not k:try_apply("PADTO", vec.axis, vec_amount) then
+    vec, vec_amount, reuse, rows = plan_tile(k, true)
+  end
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
   local plain = false -- left to LLVM's loop vectorizer (a short dot product)
   if vec == nil and reuse == nil and vec_amount == "strided" then

@@ -29,6 +29,7 @@
 -- of input gradients.
 local P = require "tcl.pattern"
 local shape = require "tcl.shape"
+local conv_phases = require "tcl.conv_phases"
 
 local LN_2 = math.log(2)
 
@@ -167,34 +168,71 @@ M.rules = P.rules {
   end },
 }
 
+-- The phases of conv2d's input gradient along one dim (tcl.conv_phases; stride s, dilation d,
+-- kernel size k, leading padding p, o outputs of the forward): input row i = j * s + r is
+-- padded row i + p, of residue (r + p) mod s, so it is reached by that residue's taps, from
+-- the output rows j + (r + p) div s - m. Returns per phase r = 0..s-1 (rows j = 0..rows-1) nil
+-- (no tap reaches it) or its taps with pad = {before, after} of g (negative crops) for a
+-- stride-1 correlation with the flipped taps.
+local function gradient_phases(s, d, k, p, o, rows)
+  local list = {}
+  for r = 0, s - 1 do
+    local phase = conv_phases.taps(s, d, k, (r + p) % s)
+    if phase then
+      local shift = (r + p) // s
+      phase.pad = { phase.offset + (phase.taps - 1) * phase.dilation - shift, rows - o - phase.offset + shift }
+      list[r + 1] = phase
+    end
+  end
+  return list
+end
+
+--- conv2d's input gradient: g (n, cout, oh, ow) through the transposed convolution with w
+-- (cout, cin, kh, kw) onto an input of spatial size in_size (e: the forward's stride,
+-- dilation and pads): per phase (gradient_phases) a stride-1 convolution of g with the
+-- phase's flipped taps, channels swapped; with a stride, the phases (each of
+-- ceil(size / stride) rows) interleaved and cut to the input. Also Tensor.conv_transpose2d's.
+function M.conv2d_input_grad(g, w, in_size, e)
+  local n = g.shape[1]
+  local _, cin, kh, kw = table.unpack(w.shape)
+  local sh, sw = e.stride[1], e.stride[2]
+  local rows_h, rows_w = (in_size[1] + sh - 1) // sh, (in_size[2] + sw - 1) // sw
+  local ph = gradient_phases(sh, e.dilation[1], kh, e.pads[1][1], g.shape[3], rows_h)
+  local pw = gradient_phases(sw, e.dilation[2], kw, e.pads[2][1], g.shape[4], rows_w)
+  local interleaved
+  for rh = 1, sh do
+    for rw = 1, sw do
+      local a, b = ph[rh], pw[rw]
+      local phase
+      if a and b then
+        local taps = w:slice({}, {}, conv_phases.kernel_slice(a), conv_phases.kernel_slice(b))
+        phase = g:pad({ {}, {}, a.pad, b.pad })
+          :conv2d(taps:flip({ 3, 4 }):permute(2, 1, 3, 4), nil, { dilation = { a.dilation, b.dilation } })
+      end
+      if phase and sh == 1 and sw == 1 then return phase end
+      if phase then
+        -- stored: left to fusion, the interleaving kernel would compute every phase's
+        -- reduction at every element and keep one. Placed at every sh-th row and sw-th
+        -- column by a pad of two size-1 dims; the phases are summed.
+        local placed = phase:contiguous():reshape(n, cin, rows_h, 1, rows_w, 1)
+          :pad({ {}, {}, {}, { rh - 1, sh - rh }, {}, { rw - 1, sw - rw } })
+        interleaved = interleaved and interleaved:add(placed) or placed
+      end
+    end
+  end
+  return interleaved:reshape(n, cin, rows_h * sh, rows_w * sw):slice({}, {}, { 1, in_size[1] }, { 1, in_size[2] })
+end
+
 -- conv2d (groups 1; extra: stride, dilation, pads = {{before, after}, ...}). The input's
--- gradient is the transposed convolution: g spread out by the stride, padded by
--- dilation * (k - 1) less the forward padding (negative pads crop; rows the forward windows
--- never reached get zeros), convolved with the flipped weight whose in and out channels are
--- swapped. The weight's gradient correlates x with g: a convolution of x's channels (as the
--- batch) with g (as the filters), the forward's dilation as its stride and the forward's
--- stride as its dilation, cut to the kernel's size.
+-- gradient is the transposed convolution (conv2d_input_grad). The weight's gradient correlates
+-- x with g: a convolution of x's channels (as the batch) with g (as the filters), the
+-- forward's dilation as its stride and the forward's stride as its dilation, cut to the
+-- kernel's size.
 local function conv2d_grads(c)
   local x, w, g, e = c.inputs[1], c.inputs[2], c.grad, c.extra
-  local n, cin, h, wd = table.unpack(x.shape)
-  local cout, _, kh, kw = table.unpack(w.shape)
-  local oh, ow = g.shape[3], g.shape[4]
-  local sh, sw = e.stride[1], e.stride[2]
-  local spread = g
-  if sh > 1 or sw > 1 then
-    spread = g:reshape(n, cout, oh, 1, ow, 1):pad({ {}, {}, {}, { 0, sh - 1 }, {}, { 0, sw - 1 } })
-      :reshape(n, cout, oh * sh, ow * sw):slice({}, {}, { 1, (oh - 1) * sh + 1 }, { 1, (ow - 1) * sw + 1 })
-  end
-  local pads = {}
-  for i, spec in ipairs({ { h, kh, oh }, { wd, kw, ow } }) do
-    local size, k, o = spec[1], spec[2], spec[3]
-    local d, s, p = e.dilation[i], e.stride[i], e.pads[i]
-    local reach = d * (k - 1)
-    local unused = size + p[1] + p[2] - ((o - 1) * s + reach + 1) -- padded rows past the last window
-    pads[i] = { reach - p[1], reach - p[2] + unused }
-  end
-  local dx = spread:pad({ {}, {}, pads[1], pads[2] })
-    :conv2d(w:flip({ 3, 4 }):permute(2, 1, 3, 4), nil, { dilation = e.dilation })
+  local _, cin, h, wd = table.unpack(x.shape)
+  local _, _, kh, kw = table.unpack(w.shape)
+  local dx = M.conv2d_input_grad(g, w, { h, wd }, e)
   local dw = x:permute(2, 1, 3, 4):conv2d(g:permute(2, 1, 3, 4), nil,
     { padding = e.pads, stride = e.dilation, dilation = e.stride })
   dw = dw:slice({}, {}, { 1, kh }, { 1, kw }):permute(2, 1, 3, 4)

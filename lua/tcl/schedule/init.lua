@@ -110,8 +110,9 @@ function M.create(outputs, opts)
     sink = core.uop("SINK", nil, planned)
     order = sink:toposort()
   end
-  local realize = realize_points.decide(order, sink, planned)
   local device = graph_device(order, opts and opts.device)
+  local realize = realize_points.decide(order, sink, planned,
+    { row_fuse = realize_points.row_fuse_on(device) })
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
   local function stored(node) return stored_in[node.id] end

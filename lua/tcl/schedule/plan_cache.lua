@@ -17,6 +17,7 @@ local env = require "tcl.env"
 local pattern = require "tcl.pattern"
 local shape = require "tcl.shape"
 local buffers = require "tcl.schedule.buffers"
+local realize_points = require "tcl.schedule.realize_points"
 
 local M = {}
 
@@ -65,8 +66,9 @@ local function key_of(outputs, opts)
     end
   end
   local placeholder_graph = pattern.substitute(sink, map)
-  local key = string.format("%d|%s|%s|%s", placeholder_graph.id, tostring(opts and opts.device),
-    tostring(opts and opts.noopt), tostring(opts and opts.beam))
+  -- row fusion's settings change the kernels (EMU_GPU: EMU emulating a GPU is not row-fused)
+  local key = string.format("%d|%s|%s|%s|%d|%s", placeholder_graph.id, tostring(opts and opts.device),
+    tostring(opts and opts.noopt), tostring(opts and opts.beam), realize_points.ROW_FUSE_BYTES, tostring(env.EMU_GPU))
   return inputs, key, placeholder_graph
 end
 

@@ -16,6 +16,26 @@
 -- Everything else (elementwise chains that one kernel uses without broadcast, and every
 -- movement op) is fused.
 --
+-- Row fusion. On devices where one thread runs a kernel's whole innermost loops (the CPU, EMU:
+-- ROW_FUSE_DEVICES), a broadcast REDUCE_AXIS, or a broadcast elementwise node of a
+-- reduction's output shape, is fused after all when it is a per-row statistic of the one
+-- kernel that uses it: it reduces trailing axes (a row: the reduced elements of one output
+-- element), a row holds at most ROW_FUSE_BYTES (32 KB: it stays in the L1 or L2 cache between
+-- the passes over it), and every path from it up to that kernel's root goes only through
+-- elementwise ops of the input or output shape, EXPANDs from the output shape back to the
+-- input shape, REDUCE_AXIS over the same rows (a second reduction in sequence: layernorm's
+-- variance over the centered row) and, at the root, a RESHAPE that only drops size-1 axes.
+-- The kernel then loops over the rows; in each row the linearizer runs every reduction's loop
+-- (its value uses only the row's ranges, so it is hoisted out of the inner loops), then the
+-- elementwise pass over the row, which reads the input again from cache: softmax, log_softmax
+-- and layernorm are one kernel each (tinygrad: three), logsumexp one (two), and each reads
+-- its input from memory once. Not fused: a reduction over leading axes (the rows would be the
+-- inner loop, each row redoing it), one that another kernel needs too, one under a reduction
+-- over other axes (a matmul's), rows beyond the budget. A row-fused elementwise node is
+-- computed once per pass over the row (about twice); one of more than RECOMPUTE_BUDGET / 2 ops
+-- is stored instead. GPUs map every output element to a thread of its own, each of which would
+-- redo the row's reductions: they keep the split (a row per workgroup would be their form).
+--
 -- Cheap. For an elementwise node, let ops be the ALU/CAST/BITCAST nodes of its fused cone
 -- (what a kernel evaluates to compute one element, down to stored values, buffers and
 -- constants), loads the elements that cone reads, and evaluations how many times each
@@ -59,6 +79,7 @@
 -- still provisional: a consumer fused later multiplies its sources' evaluations, which its
 -- own test covers (its ops include theirs).
 local core = require "tcl.core"
+local env = require "tcl.env"
 local shape = require "tcl.shape"
 local transcendental = require "tcl.patterns.transcendental"
 
@@ -108,6 +129,99 @@ local function repeated(src, j)
 end
 
 local MANY = {} -- "reached from more than one kernel" (a root id otherwise)
+
+--- Row fusion (see the header): a row of at most this many bytes (the reduced elements of one
+-- output element of the reduction, in the reduction's input dtype) is reduced inside the kernel
+-- that uses the result; 0 turns row fusion off.
+M.ROW_FUSE_BYTES = 32768
+--- The devices whose kernels may be row-fused: one thread runs a whole row there. A GPU maps
+-- every output element to a thread of its own, each of which would redo the row's reduction
+-- (EMU too while it emulates one: TCL_EMU_GPU, see M.row_fuse_on).
+M.ROW_FUSE_DEVICES = { CPU = true, EMU = true }
+
+--- Whether kernels for device may be row-fused (ROW_FUSE_DEVICES, and EMU not in GPU mode).
+function M.row_fuse_on(device)
+  if not M.ROW_FUSE_DEVICES[device] then return false end
+  return not (device == "EMU" and env.EMU_GPU)
+end
+--- At most this many fused nodes are walked from one candidate (beyond: it is stored).
+local ROW_WALK_LIMIT = 256
+
+--- Whether shapes a and b are equal.
+local function same(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+--- shp without its size-1 axes.
+local function squeezed(shp)
+  local out = {}
+  for _, n in ipairs(shp) do if n ~= 1 then out[#out + 1] = n end end
+  return out
+end
+
+--- The row signature of a reduction from in_shape to out_shape (its size-1 axes), or nil when
+-- its reduced axes are not the trailing ones or its rows exceed ROW_FUSE_BYTES.
+local function row_signature(in_shape, out_shape, itemsize)
+  if #in_shape ~= #out_shape then return nil end
+  local row, reducing = 1, false
+  for i = 1, #in_shape do
+    if in_shape[i] ~= out_shape[i] then
+      if out_shape[i] ~= 1 then return nil end
+      reducing = true
+      row = row * in_shape[i]
+    elseif reducing and in_shape[i] ~= 1 then
+      return nil -- a kept axis inside the reduced ones: the row is not contiguous
+    end
+  end
+  if not reducing or row * itemsize > M.ROW_FUSE_BYTES then return nil end
+  return { input = in_shape, output = out_shape }
+end
+
+--- Whether node (a REDUCE_AXIS, or an elementwise node of a reduction's output shape) can be
+-- computed per row inside the one kernel that uses it (see the header, "Row fusion"): every
+-- path up to that kernel's root keeps to the rows of one signature: elementwise ops on the
+-- input or output shape, an EXPAND from the output shape back to the input shape, or a
+-- REDUCE_AXIS from the input shape to the output shape. consumers, realize: decide's.
+local function row_fusable(node, consumers, realize, sink)
+  local sig
+  if node.op == "REDUCE_AXIS" then
+    sig = row_signature(shape.shared(node.src[1]), shape.shared(node), node.src[1].dtype.itemsize)
+    if not sig then return false end
+  end
+  local seen, count, stack = { [node.id] = true }, 0, { node }
+  while #stack > 0 do
+    local n = table.remove(stack)
+    local n_shape = shape.shared(n)
+    for _, c in ipairs(consumers[n.id] or {}) do
+      if c == sink then return false end
+      local c_op, c_shape = c.op, shape.shared(c)
+      if c_op == "EXPAND" or c_op == "REDUCE_AXIS" then
+        local in_shape, out_shape = c_shape, n_shape
+        if c_op == "REDUCE_AXIS" then in_shape, out_shape = n_shape, c_shape end
+        if sig then
+          if not (same(sig.input, in_shape) and same(sig.output, out_shape)) then return false end
+        else
+          sig = row_signature(in_shape, out_shape, node.dtype.itemsize)
+          if not sig then return false end
+        end
+      elseif c_op == "RESHAPE" and realize[c.id] then
+        -- the stored result in another shape (logsumexp without keepdim): the kernel's loops
+        -- index it alike when only size-1 axes differ
+        if not same(squeezed(c_shape), squeezed(n_shape)) then return false end
+      elseif not ((elementwise(c_op) or c_op == "DETACH") and same(c_shape, n_shape)) then
+        return false
+      end
+      if not realize[c.id] and not seen[c.id] then
+        seen[c.id], count = true, count + 1
+        if count > ROW_WALK_LIMIT then return false end
+        stack[#stack + 1] = c
+      end
+    end
+  end
+  return sig ~= nil
+end
 
 -- Load sites, for MAX_FUSED_LOADS: the distinct loads a kernel computing a node would make,
 -- as a set of keys (a stored source read by an elementwise node: its id; seen through a
@@ -163,7 +277,8 @@ end
 
 --- The set of the realize points' node ids, for the graph of `outputs` in topological
 -- `order` (which ends with their SINK, `sink`).
-function M.decide(order, sink, outputs)
+function M.decide(order, sink, outputs, opts)
+  local row_fuse = M.ROW_FUSE_BYTES > 0 and (opts == nil or opts.row_fuse ~= false)
   local realize = {}
   for _, out in ipairs(outputs) do realize[out.id] = true end
   for _, node in ipairs(order) do
@@ -188,6 +303,7 @@ function M.decide(order, sink, outputs)
   -- and how many times its elements are evaluated if it is fused (evaluations).
   local root_of, expanded, in_reduce, evaluations, none = {}, {}, {}, {}, {}
   local provisional = {} -- elementwise nodes stored unless pass 2 finds them cheap
+  local row_fused = {} -- broadcast elementwise nodes fused per row (stored in pass 2 if costly)
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
@@ -225,9 +341,15 @@ function M.decide(order, sink, outputs)
       if not realize[id] then
         local op = node.op
         if op == "REDUCE_AXIS" and (exp or red or root == MANY) then
-          realize[id] = true
+          if root == MANY or not (row_fuse and row_fusable(node, consumers, realize, sink)) then
+            realize[id] = true
+          end
         elseif (exp or root == MANY) and elementwise(op) then
-          realize[id], provisional[id] = true, true
+          if root == MANY or not (row_fuse and exp and row_fusable(node, consumers, realize, sink)) then
+            realize[id], provisional[id] = true, true
+          else
+            row_fused[id] = true
+          end
         end
       end
       root_of[id], expanded[id], in_reduce[id], evaluations[id] = root, exp, red, evals
@@ -267,6 +389,9 @@ function M.decide(order, sink, outputs)
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
           or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
         if cheap then realize[id] = nil end
+      end
+      if row_fused[id] and n_ops > M.RECOMPUTE_BUDGET // 2 then
+        realize[id] = true -- evaluated once per pass over the row: about twice
       end
       local n_sites = load_sites(node, src, realize, sites)
       if not realize[id] and (n_depth > M.MAX_FUSED_DEPTH and (elementwise(op) or MOVEMENT[op])
