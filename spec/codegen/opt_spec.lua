@@ -631,12 +631,18 @@ describe("the default heuristic's register tile", function()
   end
 
   it("is planned where the vector lanes' reads are near, not where they would be gathered", function()
-    local x = Tensor.randn(64, 128):realize()
-    local nn_name = kernel_names(x:matmul(Tensor.randn(128, 32):realize()))
+    local x = Tensor.randn(64, 256):realize()
+    local nn_name = kernel_names(x:matmul(Tensor.randn(256, 32):realize()))
     assert.truthy(nn_name:find("%du"), "x @ W (W row-major along the output): tiled, got " .. nn_name)
-    -- x @ W^T reads W 128 elements apart along the output's contiguous axis
-    local nt_name = kernel_names(x:matmul(Tensor.randn(32, 128):realize():transpose(1, 2)))
-    assert.falsy(nt_name:find("%du"), "x @ W^T: no tile, got " .. nt_name)
+    -- x @ W^T reads W 256 elements apart along the output's contiguous axis: no tile of vector
+    -- lanes there, a dot tile instead (4 x 4 outputs, 16 lanes of the reduce axis); EMU has no
+    -- vector lanes for it
+    local nt_name = kernel_names(x:matmul(Tensor.randn(32, 256):realize():transpose(1, 2)))
+    if HAVE_RENDERER then
+      assert.truthy(nt_name:find("_4u_4u_16_16r"), "x @ W^T: a dot tile, got " .. nt_name)
+    else
+      assert.falsy(nt_name:find("%du"), "x @ W^T: no tile, got " .. nt_name)
+    end
     -- a per-channel sum of (N, C, H, W) reads channels H*W apart
     local sum_name = kernel_names(Tensor.randn(8, 16, 6, 6):realize():sum({ 1, 3, 4 }))
     assert.falsy(sum_name:find("%du"), "per-channel sum: no tile, got " .. sum_name)
@@ -696,6 +702,58 @@ describe("the default heuristic's register tile", function()
       assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) SWAP(1,2)", seen.r_16_64_256)
       assert.are.equal("UPCAST(3,16) UPCAST(3,2) UPCAST(1,8)", seen.r_32_8_64_3_3_3)
     end)
+
+  it("is a dot tile for x @ W^T and for the merged heads of attention times W^T (rows x columns of outputs, "
+    .. "reduce lanes); a weight gradient x^T @ dy keeps the tile of output lanes, in blocks of tokens", function()
+    local function products(device)
+      Tensor.manual_seed(3)
+      local x = Tensor.rand(16, 256, { device = device }):realize()
+      local w = Tensor.rand(32, 256, { device = device }):realize()
+      local o = Tensor.rand(2, 4, 8, 64, { device = device }):realize()
+      local dy = Tensor.rand(16, 32, { device = device }):realize()
+      local q = Tensor.rand(16, 64, { device = device }):realize()
+      local kk = Tensor.rand(32, 64, { device = device }):realize()
+      -- weight gradients over 512 tokens (one reduce axis, and (batch, tokens))
+      local xt = Tensor.rand(2, 256, 16, { device = device }):realize()
+      local dyt = Tensor.rand(2, 256, 32, { device = device }):realize()
+      return { x:matmul(w:transpose(1, 2)):realize():tolist(),
+        o:transpose(2, 3):reshape(2, 8, 256):matmul(w:transpose(1, 2)):realize():tolist(),
+        x:transpose(1, 2):matmul(dy):realize():tolist(),
+        q:matmul(kk:transpose(1, 2)):realize():tolist(),
+        xt:reshape(512, 16):transpose(1, 2):matmul(dyt:reshape(512, 32)):realize():tolist(),
+        (xt:unsqueeze(4) * dyt:unsqueeze(3)):sum({ 1, 2 }):realize():tolist() }
+    end
+    local seen, got = default_opts(AVX512, products)
+    assert.are.equal("UPCAST(2,4) UPCAST(1,4) UNROLL(1,16)", seen.r_16_32_256)
+    assert.are.equal("UPCAST(3,4) UPCAST(2,4) UNROLL(1,16)", seen.r_2_8_32_256)
+    assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8)", seen.r_256_32_16)
+    -- a short dot product (64 steps, attention's q k^T) is left to LLVM's loop: no opts
+    assert.are.equal("", seen.r_16_32_64)
+    -- a long sum over tokens, rows of both operands: in blocks of 256 steps
+    assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) KBLOCK(1,256)", seen.r_16_32_512)
+    assert.are.equal("UPCAST(2,16) UPCAST(2,2) UPCAST(1,8) KBLOCK(1,1)", seen.r_16_32_2_256)
+    -- 16 registers: 2 rows of 4 columns (8 accumulators and 6 loaded vectors)
+    local narrow = default_opts(AVX2, function(device)
+      Tensor.rand(16, 256, { device = device }):realize():matmul(Tensor.rand(32, 256, { device = device }):realize()
+        :transpose(1, 2)):realize()
+    end)
+    assert.are.equal("UPCAST(2,4) UPCAST(1,2) UNROLL(1,8)", narrow.r_16_32_256)
+    -- the same products without opts
+    optimize.set_heuristic(function() end)
+    local ok, want = pcall(products, HAVE_RENDERER and "CPU" or "EMU")
+    restore()
+    assert(ok, want)
+    local worst = 0
+    local function walk(a, b)
+      if type(a) == "table" then
+        for i = 1, #a do walk(a[i], b[i]) end
+      else
+        worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
+      end
+    end
+    walk(got, want)
+    assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
+  end)
 
   it("is rows alone for a stride-2 1-d transposed conv (x read at (l + 1 - k) / 2), with its values", function()
     local device = HAVE_RENDERER and "CPU" or "EMU"

@@ -164,6 +164,33 @@ describe("vector lanes on the CPU", function()
     assert.is_falsy(ir:find("<16 x float>", 1, true), "a strided reduction became vectors:\n" .. ir)
   end)
 
+  -- A dot tile (x W^T, tcl.heuristics.default's plan_dot_tile): UPCAST the last two output axes
+  -- by 4 and UNROLL the reduce axis by 16.
+  local function dot_tile(k)
+    local o, red = outs(k), k:axes("reduce")
+    k:apply("UPCAST", o[#o].axis, 4)
+    k:apply("UPCAST", o[#o - 1].axis, 4)
+    k:apply("UNROLL", #red, 16)
+  end
+
+  it("a dot tile (x W^T): rows and columns are copies, each with a vector accumulator of reduce lanes",
+    function()
+      for _, case in ipairs {
+        { name = "vector: x @ W^T 8x64 @ (12x64)^T", inputs = { f { 8, 64 }, f { 12, 64 } },
+          fn = function(x, w) return x:matmul(w:transpose(1, 2)) end },
+        -- attention heads merged back ((N, H, T, D) -> (N, T, H * D)): index (k // 16) * 64 + k % 16,
+        -- contiguous in the reduce lanes once simplified
+        { name = "vector: heads merged @ W^T", inputs = { f { 2, 2, 8, 16 }, f { 8, 32 } },
+          fn = function(o, w) return o:transpose(2, 3):reshape(2, 8, 32):matmul(w:transpose(1, 2)) end },
+      } do
+        local got, ir = run_with_ir(case, dot_tile)
+        check_values(case, got)
+        assert.are.equal(16, count(ir, "alloca %[1 x <16 x float>%]"),
+          case.name .. ": 4 x 4 vector accumulators:\n" .. ir)
+        assert.is_falsy(ir:find("x ptr>", 1, true), case.name .. ": W gathered lane by lane:\n" .. ir)
+      end
+    end)
+
   it("EMU copies the lanes instead (its renderer takes no vectors)", function()
     local case = H.case("matmul 17x7 @ 7x3")
     local want = H.reference(case, "EMU")

@@ -16,6 +16,11 @@
 --     more than TILE_MAX_READ_STRIDE elements along the vector axis (x W^T, a per-channel
 --     sum over (N, C, H, W)): its lanes would be gathered one by one, slower than the plain
 --     loop LLVM vectorizes (a CNN train step: 98 -> 70 ms).
+--  1b. Dot tile (M.plan_dot_tile). Where step 1 finds no tile because a read steps far along
+--     the vector axis (x W^T, attention's q k^T) but every read is contiguous along the reduce
+--     axis, of DOT_TILE_MIN_STEPS steps or more: 4 x 4 outputs, each with a vector accumulator
+--     of reduce lanes (GPT block train step: those kernels 2-10x faster). A shorter one gets no
+--     lanes at all (LLVM's loop is faster than both the tile and UNROLL there).
 --  2. Loop order. When the tile's column axis is outermost, the panel of B that one column of
 --     tiles reads stays in the L2 cache while every row of tiles passes over it: done for
 --     reductions of SWAP_MIN_STEPS steps or more (a first conv layer's 27 steps write more
@@ -81,7 +86,7 @@ local function plan_tile(k, no_pad)
   local affine = true
   for _, b in ipairs(k:buffers()) do
     local stride = b.strides[vec.axis]
-    if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil end
+    if not b.store and stride and math.abs(stride) > M.TILE_MAX_READ_STRIDE then return nil, "strided" end
     if not b.store and stride == nil then affine = false end
   end
   -- a read not affine in the vector axis (a stride-2 conv's input gradient reads dy at
@@ -132,6 +137,52 @@ local function plan_tile(k, no_pad)
   end
   if not rows then return nil end
   return vec, vec_amount, reuse, rows, padded
+end
+
+--- 1b. Dot tile. A matmul whose second operand is read across its rows (x W^T: the output's
+-- unit-stride axis steps W by a whole row, so step 1 gives no tile) reads both operands
+-- contiguously along the reduce axis instead: rows x cols of outputs (upcast, DOT_TILE rows and
+-- columns) each keep a vector accumulator of reduce lanes (UNROLL the reduce axis by one vector),
+-- added up once after the reduction. Each step loads rows + cols vectors for rows x cols FMAs (4 x
+-- 4: 8 loads, 16 FMAs), where the plain loop loads two vectors for one. Axes: the column axis is
+-- the store's unit-stride one, the row axis one the second operand broadcasts over. Returns
+-- (cols axis, cols, rows axis, rows, reduce lanes) or nil.
+M.DOT_TILE = 4
+M.DOT_TILE_MIN_STEPS = 256
+function M.plan_dot_tile(k)
+  local reduce = k:axes("reduce")
+  if #reduce ~= 1 then return nil end
+  local vec, reuse, store = k:tile_axes()
+  if not vec then return nil end
+  local widest = store.itemsize
+  for _, b in ipairs(k:buffers()) do
+    if not b.store then
+      local s = b.strides[reduce[1].axis]
+      if s ~= nil and s ~= 0 and s ~= 1 then return nil end
+      widest = math.max(widest, b.itemsize)
+    end
+  end
+  local bytes = k.caps.vector_bytes or 0
+  if bytes < 16 then return nil end
+  local lanes = math.max(4, bytes // widest)
+  if lanes > 16 or reduce[1].size % lanes ~= 0 then return nil end
+  -- a short reduction (attention's q k^T over 64 head dims) spends the tile's time on the
+  -- horizontal sums of its accumulators: LLVM's own loop is faster there (1 thread, 32 x 128 x 128
+  -- x 64: 40-55 GFLOPS against 23-26 tiled, 23 with UNROLL(1,16); at 128 steps both ~43; at 256
+  -- the tile 69 against 27-43)
+  if reduce[1].size < M.DOT_TILE_MIN_STEPS then return nil, "short" end
+  local registers = k.caps.vector_registers or 16
+  local function fit(size, limit)
+    for _, n in ipairs { M.DOT_TILE, 3, 2 } do
+      if n <= limit and size % n == 0 then return n end
+    end
+    return 1
+  end
+  local cols = fit(vec.size, M.DOT_TILE)
+  -- accumulators, one vector of lanes each, plus one loaded vector per row and column
+  local rows = fit(reuse.size, math.max(1, (registers - cols) // (cols + 1)))
+  if rows * cols < 4 then return nil end
+  return vec, cols, reuse, rows, lanes
 end
 
 local function upcast(k, axis, amount)
@@ -238,6 +289,31 @@ function M.upcast_elementwise(k)
   return amount ~= nil and k:try_apply("UPCAST", last.axis, amount)
 end
 
+--- 3b (2). A tiled reduction along the operands' outer axis (a weight gradient x^T @ dy sums
+-- over tokens, rows of both reads) runs in blocks of about STRIDED_KBLOCK_STEPS steps: each step
+-- reads a new row of both operands, so without blocks every column of tiles reads the whole of
+-- them from memory again (GPT block's d x 4d weight gradients, 1 thread: 39 -> 61-64 GFLOPS).
+-- Returns the KBLOCK amount for the outermost reduce axis, or nil; decided before any opt
+-- (kernel:buffers()' strides are those of the kernel's first axes).
+M.STRIDED_KBLOCK_STEPS = 256
+function M.plan_strided_kblock(k)
+  local reduce = k:axes("reduce")
+  if #reduce == 0 or #reduce > 2 then return nil end
+  local inner, outer = reduce[#reduce], reduce[1]
+  local far = false
+  for _, b in ipairs(k:buffers()) do
+    if not b.store then
+      local s = b.strides[inner.axis]
+      if s == nil or s == 1 or s == -1 then return nil end
+      far = far or s ~= 0
+    end
+  end
+  if not far then return nil end
+  local per = #reduce == 1 and M.STRIDED_KBLOCK_STEPS or math.max(1, M.STRIDED_KBLOCK_STEPS // inner.size)
+  if outer.size % per ~= 0 or outer.size // per < 2 then return nil end
+  return per
+end
+
 --- Whether k is a row-fused kernel (tcl.schedule.realize_points, "Row fusion"): it has
 -- reductions, and either none of them uses its last output axis, which the store steps by 1
 -- (the reductions run once per row, then the elementwise pass over the row: softmax,
@@ -332,11 +408,28 @@ function M.optimize(k)
     return
   end
   local grouped = false
+  local strided_kblock = M.plan_strided_kblock(k)
   local vec, vec_amount, reuse, rows, padded = plan_tile(k)
   if padded and not k:try_apply("PADTO", vec.axis, vec_amount) then
     vec, vec_amount, reuse, rows = plan_tile(k, true)
   end
   local tiled, wide = false, rows and rows >= M.WIDE_TILE_ROWS
+  local plain = false -- left to LLVM's loop vectorizer (a short dot product)
+  if vec == nil and reuse == nil and vec_amount == "strided" then
+    local dvec, cols, dreuse, drows, lanes = M.plan_dot_tile(k)
+    plain = cols == "short"
+    if dvec then
+      local outs = k:axes("global", "loop")
+      local reuse_pos
+      for i, r in ipairs(outs) do
+        if r.axis == dreuse.axis then reuse_pos = i end
+      end
+      if cols > 1 then k:apply("UPCAST", dvec.axis, cols) end
+      if drows > 1 then k:apply("UPCAST", axis_number(k, reuse_pos), drows) end
+      k:apply("UNROLL", 1, lanes)
+      tiled, vec = true, nil
+    end
+  end
   if vec then
     -- positions among the output axes stay put while only upcasts are applied
     local outs = k:axes("global", "loop")
@@ -369,10 +462,12 @@ function M.optimize(k)
   if tiled and #reduce == 1 and last.size % M.KBLOCK_STEPS == 0
     and last.size >= M.KBLOCK_MIN_BLOCKS * M.KBLOCK_STEPS then
     k:try_apply("KBLOCK", 1, M.KBLOCK_STEPS) -- refused where the output cannot hold partial sums
+  elseif tiled and strided_kblock then
+    k:try_apply("KBLOCK", 1, strided_kblock)
   end
   if not tiled and #reduce == 0 then
     if not upcast_random_bits(k) then M.upcast_elementwise(k) end
-  elseif not tiled then
+  elseif not tiled and not plain then
     M.unroll_row_reduction(k)
   end
   if not grouped and k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then

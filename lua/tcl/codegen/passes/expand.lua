@@ -120,12 +120,21 @@ local unroll_rules = P.rules {
 
 -- The unroll range of a REDUCE's value to keep as vector lanes: one of 2 to max_lanes lanes
 -- (the largest such) that every load using it reads at consecutive elements (coefficient 1),
--- when the value uses no upcast axis (whose lanes may become the store's vector); or nil.
+-- when the value uses no upcast axis (whose lanes may become the store's vector) or only
+-- upcast axes that no load steps along by one element (a dot tile, x W^T: its rows and columns
+-- are copies, each with a vector accumulator of reduce lanes); or nil.
 function unroll_lane_range(value, unrolled, max_lanes)
-  local indices = {}
+  local indices, upcasts = {}, {}
   for _, u in ipairs(value:toposort()) do
-    if u.op == "RANGE" and u:axis_type() == "upcast" then return nil end
+    if u.op == "RANGE" and u:axis_type() == "upcast" then upcasts[#upcasts + 1] = u end
     if u.op == "INDEX" then indices[#indices + 1] = u:source(2) end
+  end
+  for _, r in ipairs(upcasts) do
+    local memo = {}
+    for _, e in ipairs(indices) do
+      local c = affine.coefficient(e, r, memo)
+      if c == nil or c == 1 or c == -1 then return nil end
+    end
   end
   local best
   for _, r in ipairs(unrolled) do
@@ -134,6 +143,9 @@ function unroll_lane_range(value, unrolled, max_lanes)
       local memo, reads, ok = {}, 0, true
       for _, e in ipairs(indices) do
         local c = affine.coefficient(e, r, memo)
+        -- not affine as written (a permuted read, (k0 * 16 + u) // 64): maybe once simplified
+        -- with the range's bounds (k0 // 4)
+        if c == nil then c = affine.coefficient(symbolic.simplify(e), r, {}) end
         if c == 1 then reads = reads + 1 elseif c ~= 0 then ok = false break end
       end
       if ok and reads > 0 then best = r end
@@ -244,6 +256,25 @@ local function tail_loop(body, copied, assignments, reduces, ids)
   return new("END", VOID, { P.substitute(body, map), loop })
 end
 
+-- Whether a REDUCE in body keeps vector lanes (unroll_lane_range) while its value uses one of
+-- the upcast ranges: those are then copied, not made the store's vector (no vector of vectors).
+local function reduces_in_lanes(body, upcast)
+  local is_upcast = {}
+  for _, r in ipairs(upcast) do is_upcast[r] = true end
+  for _, u in ipairs(body:toposort()) do
+    if u.op == "REDUCE" then
+      local kept = false
+      for i = 2, #u.src do kept = kept or u.src[i]:axis_type() == "vector" end
+      if kept then
+        for _, x in ipairs(u:source(1):toposort()) do
+          if is_upcast[x] then return true end
+        end
+      end
+    end
+  end
+  return false
+end
+
 -- One source of the SINK: its END chain with the upcast ranges expanded into lanes (one kept
 -- as a vector range when max_lanes is given).
 local function upcast_chain(top, max_lanes, ids)
@@ -259,7 +290,7 @@ local function upcast_chain(top, max_lanes, ids)
   if #upcast == 0 then return top end
   local vector
   local chosen, count = nil, nil
-  if max_lanes then chosen, count = vector_ranges(body, upcast, max_lanes) end
+  if max_lanes and not reduces_in_lanes(body, upcast) then chosen, count = vector_ranges(body, upcast, max_lanes) end
   if chosen then
     -- one range of all the chosen lanes: the innermost is v mod n1, the next (v // n1) mod n2, ...
     vector = new("RANGE", INDEX, { const(INDEX, count) }, { chosen[1].arg[1], "vector" })
