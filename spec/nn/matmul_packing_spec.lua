@@ -14,11 +14,13 @@ local function ramp(dtype, ...)
   return Tensor.arange(n):float():mul(0.37):sin():reshape(...):cast(dtype):realize()
 end
 
+local packing = nn._packing
+
 local function unpacked(fn)
-  local saved = nn.PACK_MIN_ELEMENTS
-  nn.PACK_MIN_ELEMENTS = math.huge
+  local saved = packing.min_elements
+  packing.min_elements = math.huge
   local results = table.pack(pcall(fn))
-  nn.PACK_MIN_ELEMENTS = saved
+  packing.min_elements = saved
   assert(results[1], results[2])
   return table.unpack(results, 2, results.n)
 end
@@ -49,7 +51,7 @@ local function assert_close(expected, actual, tolerance, what)
 end
 
 describe("a large CPU matmul with its weight packed in panels", function()
-  it("packs from PACK_MIN_ROWS rows and PACK_MIN_ELEMENTS weight elements, on the CPU, for float weights",
+  it("packs from 256 rows and 2^20 weight elements (tcl.api.nn._packing), on the CPU, for float weights",
     function()
       local w = ramp("float32", 512, 2048) -- 2^20 elements
       local packed_names = kernel_names(ramp("float32", 256, 512):matmul(w))
@@ -68,10 +70,10 @@ describe("a large CPU matmul with its weight packed in panels", function()
   -- the values below run on small products with the thresholds lowered (so the spec stays fast);
   -- a K of 1024 over 8 panels makes the heuristic group them (2 groups of 4 panels)
   local function small_thresholds(fn)
-    local rows, elements = nn.PACK_MIN_ROWS, nn.PACK_MIN_ELEMENTS
-    nn.PACK_MIN_ROWS, nn.PACK_MIN_ELEMENTS = 8, 1024
+    local rows, elements = packing.min_rows, packing.min_elements
+    packing.min_rows, packing.min_elements = 8, 1024
     local results = table.pack(pcall(fn))
-    nn.PACK_MIN_ROWS, nn.PACK_MIN_ELEMENTS = rows, elements
+    packing.min_rows, packing.min_elements = rows, elements
     assert(results[1], results[2])
     return table.unpack(results, 2, results.n)
   end

@@ -32,30 +32,29 @@ local try_broadcast = check.broadcast_shapes
 -- ---------------------------------------------------------------------------------------
 -- linear algebra
 
---- Column panels of a packed weight (tcl.api.nn's CPU matmul): the width of the register
--- tile's vector axis (two vectors of 16 float32 lanes).
-M.PACK_PANEL = 32
---- A CPU matmul (..., m, k) @ (k, n) packs its weight when m (all rows) is at least
--- PACK_MIN_ROWS and the weight has at least PACK_MIN_ELEMENTS (more than a core's L2 holds).
-M.PACK_MIN_ROWS = 256
-M.PACK_MIN_ELEMENTS = 1 << 20
+-- When a CPU matmul (..., m, k) @ (k, n) packs its weight (specs change these; "_": not part of
+-- the Tensor class): into panels of `panel` columns (the register tile's vector axis, two
+-- vectors of 16 float32 lanes), when m (all rows) is at least min_rows and the weight has at
+-- least min_elements (more than a core's L2 holds).
+M._packing = { panel = 32, min_rows = 256, min_elements = 1 << 20 }
 
 -- A large CPU matmul x (..., m, k) @ w (k, n) with its weight packed: w stored once as column
--- panels (n / PACK_PANEL, k, PACK_PANEL), each contiguous, and the product computed panel by
+-- panels (n / panel, k, panel), each contiguous, and the product computed panel by
 -- panel as (rows, n / P, P) summed over k. Reading w's columns directly, a tile steps down w
 -- by its row stride at every step of k: 4 KB for n = 1024, so every row lands in the same
 -- L1 cache set and the same page (matmul 1024, 1 thread: 58 GFLOPS unpacked, 92-97 packed,
 -- 159 with the panels in L2-sized groups, OpenBLAS 110-150). The packing is one pass over
--- w, under 3 % of the product's time from PACK_MIN_ROWS rows on. nil where it does not apply.
+-- w, under 3 % of the product's time from min_rows rows on. nil where it does not apply.
 local function packed_product(x, w, k, _, n)
-  local P = M.PACK_PANEL
+  local packing = M._packing
+  local P = packing.panel
   if x.device ~= "CPU" or w.device ~= "CPU" or #w._shape ~= 2 or not x.uop.dtype.is_float
-    or x.uop.dtype ~= w.uop.dtype or n % P ~= 0 or k * n < M.PACK_MIN_ELEMENTS then
+    or x.uop.dtype ~= w.uop.dtype or n % P ~= 0 or k * n < packing.min_elements then
     return nil
   end
   local rows = 1
   for i = 1, #x._shape - 1 do rows = rows * x._shape[i] end
-  if rows < M.PACK_MIN_ROWS then return nil end
+  if rows < packing.min_rows then return nil end
   local panels = w:reshape(k, n // P, P):permute(2, 1, 3):contiguous() -- (n / P, k, P)
   local product = x:reshape(rows, 1, 1, k):mul(panels:permute(1, 3, 2):reshape(1, n // P, P, k))
   local accumulator = rules.product_accumulator(product.uop.dtype)
