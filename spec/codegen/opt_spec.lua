@@ -807,6 +807,21 @@ describe("the default heuristic's register tile", function()
     end
   end)
 
+  it("groups panels whose rows were upcast whole (3 x 3 x 3 over 16 axes of 2: a tile of all nine)", function()
+    local twos = {}
+    for i = 1, 16 do twos[i] = 2 end
+    local seen = default_opts(AVX512, function(device)
+      local a = Tensor.rand(3, 1 << 16, { device = device }):realize()
+      local b = Tensor.rand(1 << 16, 3, 3, { device = device }):realize()
+      local product = a:reshape(3, 1, 1, 1 << 16) * b:permute(2, 3, 1):reshape(1, 3, 3, 1 << 16)
+      local dims = {}
+      for i = 1, 16 do dims[i] = 3 + i end
+      return product:reshape(3, 3, 3, table.unpack(twos)):sum(dims):realize()
+    end)
+    -- (the three panels of 2^16 x 3 floats: 768 KB each, a group each)
+    assert.are.equal("UPCAST(3,3) UPCAST(1,3) THREAD(1,3) UNROLL(16,0)", seen["r_3_3_3_" .. table.concat(twos, "_")])
+  end)
+
   it("pads a vector axis no vector divides to whole vectors when that adds at most a quarter (28 -> 32)",
     function()
       local seen = default_opts(AVX512, function(device)

@@ -445,7 +445,7 @@ function M.optimize(k)
     -- its rows of output, written in order, are then cheaper than the reuse)
     local steps = 1
     for _, r in ipairs(k:axes("reduce")) do steps = steps * r.size end
-    grouped = M.group_panels(k, outs, vec_pos, reuse_pos, vec.size, steps)
+    grouped = M.group_panels(k, outs, vec_pos, reuse_pos, vec.size, rows, steps)
     if not grouped and vec_pos > reuse_pos and steps >= M.SWAP_MIN_STEPS and vec_amount > 1 then
       local a, b = axis_number(k, reuse_pos), axis_number(k, vec_pos)
       if a and b then k:try_apply("SWAP", a, b) end
@@ -481,7 +481,7 @@ end
 -- axis: its parts run in order on one thread, or on the pool's threads), so a group stays in the
 -- L2 cache while every row of tiles passes over it (matmul 1024, 1 thread: 94 -> 159 GFLOPS).
 -- Returns whether it applied.
-function M.group_panels(k, outs, vec_pos, reuse_pos, width, steps)
+function M.group_panels(k, outs, vec_pos, reuse_pos, width, rows, steps)
   if #outs ~= 3 or steps < M.SWAP_MIN_STEPS or not k.caps.has_threads then return false end
   local panel_pos = 6 - vec_pos - reuse_pos
   if panel_pos ~= 2 or reuse_pos ~= 1 then return false end
@@ -494,7 +494,9 @@ function M.group_panels(k, outs, vec_pos, reuse_pos, width, steps)
   end
   local parts = panels // per_group
   if parts < 2 then return false end
-  return k:try_apply("THREAD", axis_number(k, panel_pos), parts)
+  -- the panel axis among the output axes the upcasts left: first when the rows were upcast whole
+  local axis = axis_number(k, outs[reuse_pos].size > rows and panel_pos or panel_pos - 1)
+  return axis ~= nil and k:try_apply("THREAD", axis, parts)
 end
 
 --- THREAD on the outermost output axis that a part count (4, 2 or 1 per thread) divides; when
