@@ -19,7 +19,8 @@ local M = {}
 -- Every node the API builds goes through here: the result's shape is checked first (at most
 -- 2^53 elements, see tcl.shape), so no size arithmetic on a tensor's shape can overflow later.
 -- The error names the user-facing function that is running. `checked`: the shape is one
--- already checked (a source's, or no larger in any dim), so the check is skipped.
+-- already checked (a source's, or no larger in any dim), so the check is skipped. (Not for a
+-- reduction: over an empty axis it turns 0 elements into the product of the other sizes.)
 -- Autograd: the result needs gradients when an input does (t._needs_grad), unless gradients
 -- are off (tcl.no_grad): then such an input enters the graph as DETACH(node), so no gradient
 -- can reach it through this node, whichever graph later uses it.
@@ -123,7 +124,7 @@ function M.reduce(t, op_name, axes)
   if #axes == 0 then return t end
   local shape = M.copy_shape(t)
   for _, a in ipairs(axes) do shape[a + 1] = 1 end
-  return node("REDUCE_AXIS", t.uop.dtype, { t }, { op_name, axes }, shape, t.device, true)
+  return node("REDUCE_AXIS", t.uop.dtype, { t }, { op_name, axes }, shape, t.device)
 end
 
 --- An elementwise ALU node over same-shape tensors; dtype is the result's.

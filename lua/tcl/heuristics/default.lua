@@ -37,7 +37,6 @@
 --     output axis, for the kernels without a tile (softmax, layernorm, GELU).
 --  4. Threads. The outermost output axis that splits evenly is split into parts for the
 --     CPU pool, when the kernel does enough work to pay for waking the threads.
-local linearize = require "tcl.codegen.driver.linearize"
 
 local M = {}
 local upcast_random_bits, row_steps -- defined below
@@ -334,8 +333,9 @@ local function row_fused(k)
   if #reduces == 0 or #outs == 0 then return nil end
   local last, per_row = outs[#outs], true
   for _, u in ipairs(reduces) do
-    for _, r in ipairs(linearize.ranges_used(u)) do
-      if r == last.range then per_row = false end -- a reduction per output element
+    -- the last output range in a reduction's cone (an output range is never one a REDUCE closes)
+    for _, v in ipairs(u:toposort()) do
+      if v == last.range then per_row = false end -- a reduction per output element
     end
   end
   if per_row then
