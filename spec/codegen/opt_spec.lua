@@ -209,6 +209,20 @@ local function describe_kernels(compiled)
   return table.concat(t, "; ")
 end
 
+-- The largest |a - b| / max(1, |b|) over two nested lists of numbers of the same shape.
+local function largest_relative_difference(got, want)
+  local worst = 0
+  local function walk(a, b)
+    if type(a) == "table" then
+      for i = 1, #a do walk(a[i], b[i]) end
+    else
+      worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
+    end
+  end
+  walk(got, want)
+  return worst
+end
+
 local function restore()
   optimize.set_heuristic(nil)
   require("tcl.env").NOOPT = false
@@ -743,15 +757,7 @@ describe("the default heuristic's register tile", function()
     local ok, want = pcall(products, HAVE_RENDERER and "CPU" or "EMU")
     restore()
     assert(ok, want)
-    local worst = 0
-    local function walk(a, b)
-      if type(a) == "table" then
-        for i = 1, #a do walk(a[i], b[i]) end
-      else
-        worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
-      end
-    end
-    walk(got, want)
+    local worst = largest_relative_difference(got, want)
     assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
   end)
 
@@ -770,15 +776,7 @@ describe("the default heuristic's register tile", function()
     restore()
     assert(ok, want)
     assert.are.same(#want, #got)
-    local worst = 0
-    local function walk(a, b)
-      if type(a) == "table" then
-        for i = 1, #a do walk(a[i], b[i]) end
-      else
-        worst = math.max(worst, math.abs(a - b) / math.max(1, math.abs(b)))
-      end
-    end
-    walk(got, want)
+    local worst = largest_relative_difference(got, want)
     assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
   end)
 

@@ -216,15 +216,8 @@ local function check(t, count, expected, what)
   return sched, graph
 end
 
---- fn() without row fusion (realize_points.ROW_FUSE_BYTES = 0), where a row statistic is
--- stored by a kernel of its own and the rules below decide about its elementwise users.
-local function unfused(fn)
-  local saved = realize_points.ROW_FUSE_BYTES
-  realize_points.ROW_FUSE_BYTES = 0
-  local ok, err = pcall(fn)
-  realize_points.ROW_FUSE_BYTES = saved
-  assert(ok, err)
-end
+-- fn() without row fusion: the kernel counts tinygrad makes on the same shapes.
+local unfused = require("spec.support.helper").without_row_fusion
 
 describe("fusion policy", function()
   it("keeps an elementwise chain with one consumer and no broadcast in that consumer's kernel", function()

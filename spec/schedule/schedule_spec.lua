@@ -14,7 +14,6 @@ local alu = require "tcl.alu"
 local shape = require "tcl.shape"
 local buffers = require "tcl.schedule.buffers"
 local schedule = require "tcl.schedule"
-local realize_points = require "tcl.schedule.realize_points"
 
 local F32, INDEX, BOOL = tcl.dtype "float32", tcl.dtype "index", tcl.dtype "bool"
 
@@ -327,15 +326,8 @@ local function check(outputs, count, expected, opts)
   return sched
 end
 
---- fn() without row fusion (tcl.schedule.realize_points.ROW_FUSE_BYTES = 0): the kernel
--- counts tinygrad makes on the same shapes.
-local function unfused(fn)
-  local saved = realize_points.ROW_FUSE_BYTES
-  realize_points.ROW_FUSE_BYTES = 0
-  local ok, err = pcall(fn)
-  realize_points.ROW_FUSE_BYTES = saved
-  assert(ok, err)
-end
+-- fn() without row fusion: the kernel counts tinygrad makes on the same shapes.
+local unfused = require("spec.support.helper").without_row_fusion
 
 ---------------------------------------------------------------------------------------------
 -- naive references on flat row-major lists

@@ -176,6 +176,17 @@ function M.fresh_dir_path()
 end
 
 --- The keys of t, sorted (a state dict's names).
+--- fn() with row fusion off (tcl.schedule.realize_points.ROW_FUSE_BYTES = 0, put back after,
+-- also when fn fails): a row statistic is stored by a kernel of its own, as tinygrad does.
+function M.without_row_fusion(fn)
+  local realize_points = require "tcl.schedule.realize_points"
+  local saved = realize_points.ROW_FUSE_BYTES
+  realize_points.ROW_FUSE_BYTES = 0
+  local ok, err = pcall(fn)
+  realize_points.ROW_FUSE_BYTES = saved
+  assert(ok, err)
+end
+
 function M.sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
