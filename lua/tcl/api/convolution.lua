@@ -157,6 +157,9 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
   local dilation = nn._per_dim(fn, "dilation", opts.dilation, n, 1, 1)
   local pads = nn._padding_pairs(fn, opts.padding, n)
   local extra = nn._per_dim(fn, "output_padding", opts.output_padding, n, 0, 0)
+  -- a strided 2-d one without groups by phases, as conv2d's input gradient
+  -- (tcl.patterns.gradient): no multiplies by the spread's zeros, no index divisions
+  local by_phases = n == 2 and groups == 1 and (stride[1] > 1 or stride[2] > 1) and x.uop.dtype == w.uop.dtype
   local spread, amounts, out_sizes = x, { { 0, 0 }, { 0, 0 } }, {}
   for i = 1, n do
     local k, s, d = ws[2 + i], stride[i], dilation[i]
@@ -171,7 +174,7 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
       fail(fn, "input %s and weight %s (stride %s, padding %d and %d on dim %d) give an empty output", shape_str(xs),
         shape_str(ws), shape_str(stride), pads[i][1], pads[i][2], 2 + i)
     end
-    if s > 1 then
+    if s > 1 and not by_phases then
       -- (…, L, …) -> (…, L, 1, …) padded to (…, L, s, …) -> (…, L*s, …), cut to (L-1)*s+1
       local axis = 2 + i
       local shape = spread._shape
@@ -192,9 +195,7 @@ local function conv_transpose_nd(fn, n, x, w, b, opts)
     local reach = d * (k - 1)
     amounts[2 + i] = { reach - pads[i][1], reach - pads[i][2] + extra[i] }
   end
-  if n == 2 and groups == 1 and (stride[1] > 1 or stride[2] > 1) and x.uop.dtype == w.uop.dtype then
-    -- by phases, as conv2d's input gradient (tcl.patterns.gradient): no multiplies by the
-    -- spread's zeros, no index divisions (the spread above stays unused)
+  if by_phases then
     local y = gradient.conv2d_input_grad(x, w, out_sizes, { stride = stride, dilation = dilation, pads = pads })
     return with_bias(y, b, n)
   end

@@ -45,7 +45,7 @@ M._packing = { panel = 32, min_rows = 256, min_elements = 1 << 20 }
 -- L1 cache set and the same page (matmul 1024, 1 thread: 58 GFLOPS unpacked, 92-97 packed,
 -- 159 with the panels in L2-sized groups, OpenBLAS 110-150). The packing is one pass over
 -- w, under 3 % of the product's time from min_rows rows on. nil where it does not apply.
-local function packed_product(x, w, k, _, n)
+local function packed_product(x, w, k, n)
   local packing = M._packing
   local P = packing.panel
   if x.device ~= "CPU" or w.device ~= "CPU" or #w._shape ~= 2 or not x.uop.dtype.is_float
@@ -112,7 +112,7 @@ local function matmul_as(fn, x, w)
       fail(fn, "the products of %s and %s, of shape %s, cannot be made: that shape %s", shape_str(xs), shape_str(ws),
         shape_str(products), shape_problem(products))
     end
-    local packed = packed_product(x, w, k, xs[nx - 1], ws[nw])
+    local packed = packed_product(x, w, k, ws[nw])
     if packed then return nodes.cast(packed, dtype) end
     -- (..., m, 1, k) * (..., 1, n, k), summed over k: the reduced dim is innermost for both
     local x_shape = slice_of(xs, 1, nx - 1)

@@ -124,8 +124,8 @@ local function as_dtype(dtype, fn)
   return dt
 end
 
---- A new BUFFER node of numel elements of dtype on device (default M.device); the memory
--- is allocated on first use.
+--- A new BUFFER node of numel elements of dtype on device (default M.device), and its buffer
+-- id (the node's arg[1]); the memory is allocated on first use.
 function M.new(dtype, numel, device)
   local dt = as_dtype(dtype, "new")
   if math.type(numel) ~= "integer" or numel < 0 then
@@ -138,7 +138,7 @@ function M.new(dtype, numel, device)
   registry[id] = entry
   local node = core.uop("BUFFER", dt, nil, { id, numel, device })
   entry_by_node[node], node_by_id[id] = entry, node
-  return node
+  return node, id
 end
 
 --- A new BUFFER node for an existing runtime Buffer (a view of a mapped file, bytes already

@@ -111,9 +111,9 @@ local as_view = buffers.as_view
 local function instantiate(template, outputs, inputs)
   local made, buffer_shapes = {}, {}
   for m, spec in ipairs(template.news) do
-    local b = buffers.new(spec.dtype, spec.numel, spec.device)
+    local b, id = buffers.new(spec.dtype, spec.numel, spec.device)
     made[m] = b
-    buffer_shapes[b.arg[1]] = spec.shape
+    buffer_shapes[id] = spec.shape
   end
   local function buffer(slot)
     if slot > 0 then return inputs[slot] end

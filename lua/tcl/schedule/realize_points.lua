@@ -147,12 +147,7 @@ end
 --- At most this many fused nodes are walked from one candidate (beyond: it is stored).
 local ROW_WALK_LIMIT = 256
 
---- Whether shapes a and b are equal.
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same = shape.equal
 
 --- shp without its size-1 axes.
 local function squeezed(shp)
