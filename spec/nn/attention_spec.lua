@@ -38,6 +38,10 @@ local CASES = {
   { name = "causal", make = function() return nn.MultiheadAttention(4, 2, { batch_first = true }) end,
     torch = "torch.nn.MultiheadAttention(4, 2, batch_first=True)", q = { 2, 3, 4 }, k = { 2, 3, 4 }, v = { 2, 3, 4 },
     opts = { is_causal = true }, kwargs = "attn_mask=" .. L(CAUSAL) },
+  -- one tensor as query, key and value: projected by one matmul with the whole in_proj_weight
+  { name = "shared", make = function() return nn.MultiheadAttention(8, 2, { batch_first = true }) end,
+    torch = "torch.nn.MultiheadAttention(8, 2, batch_first=True)", q = { 2, 3, 8 }, shared = true,
+    opts = { is_causal = true }, kwargs = "attn_mask=" .. L(CAUSAL) },
 }
 
 local PYTHON = [==[
@@ -63,10 +67,13 @@ describe("tcl.nn.MultiheadAttention", function()
     local lines, ours = { PYTHON }, {}
     for c, case in ipairs(CASES) do
       local layer = case.make()
-      local q, k, v = values(case.q, c), values(case.k, c + 10), values(case.v, c + 20)
+      local q = values(case.q, c)
+      local k, v = q, q
+      if not case.shared then k, v = values(case.k, c + 10), values(case.v, c + 20) end
       local sd = nn.state.get_state_dict(layer)
-      lines[#lines + 1] = string.format("run_case(%q, %s, %s, %s, %s, %s%s)", case.name, case.torch,
-        torch_ref.state_dict_literal(sd), L(q), L(k), L(v), case.kwargs and ", " .. case.kwargs or "")
+      local qkv = case.shared and "*([" .. L(q) .. "] * 3)" or L(q) .. ", " .. L(k) .. ", " .. L(v)
+      lines[#lines + 1] = string.format("run_case(%q, %s, %s, %s%s)", case.name, case.torch,
+        torch_ref.state_dict_literal(sd), qkv, case.kwargs and ", " .. case.kwargs or "")
       for _, t in ipairs({ q, k, v }) do t:requires_grad_(true) end
       local o, w = layer(q, k, v, case.opts)
       ours[case.name .. ".out"], ours[case.name .. ".weights"] = o, w
@@ -87,7 +94,7 @@ describe("tcl.nn.MultiheadAttention", function()
       assert(ours[name] ~= nil, "no tcl value for torch's " .. name)
       count = count + 1
     end
-    assert.is_true(count >= 45)
+    assert.is_true(count >= 54)
     torch_ref.assert_close(ours, ref, 1e-4)
   end)
 

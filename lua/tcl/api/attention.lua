@@ -49,6 +49,8 @@ return function(M, helpers)
   --  training mode only. Parameters as PyTorch's: in_proj_weight (3E, E) and in_proj_bias (3E),
   --  or q_proj_weight, k_proj_weight, v_proj_weight when kdim or vdim differ from E;
   --  out_proj.weight (E, E), out_proj.bias (E); bias_k, bias_v (1, 1, E) with add_bias_kv.
+  --  Self-attention (one tensor passed as query, key and value) projects with one product of the
+  --  whole in_proj_weight and splits it, as PyTorch does.
   M.MultiheadAttention = layer_class("MultiheadAttention", function(fn, embed_dim, num_heads, opts)
     embed_dim = positive_integer(fn, "embed_dim", embed_dim)
     num_heads = positive_integer(fn, "num_heads", num_heads)
@@ -116,6 +118,9 @@ return function(M, helpers)
         E, self.kdim, self.vdim, shape_str(qs), shape_str(ks), shape_str(vs))
     end
     local unbatched = rank == 2
+    -- self-attention projects once with the whole in_proj_weight and splits the result, so the
+    -- weight's gradient is one reduction over the tokens instead of three gated ones
+    local self_attention = query == key and key == value and self.in_proj_weight ~= nil
     -- (L, N, E) from here on
     if unbatched then
       query, key, value = query:unsqueeze(2), key:unsqueeze(2), value:unsqueeze(2)
@@ -123,21 +128,27 @@ return function(M, helpers)
       query, key, value = query:transpose(1, 2), key:transpose(1, 2), value:transpose(1, 2)
     end
     local L, N, S = query._shape[1], query._shape[2], key._shape[1]
-    local w_q, w_k, w_v
-    if self.in_proj_weight then
-      local w = self.in_proj_weight:chunk(3, 1)
-      w_q, w_k, w_v = w[1], w[2], w[3]
+    local q, k, v
+    if self_attention then
+      local qkv = query:linear(self.in_proj_weight:transpose(1, 2), self.in_proj_bias):chunk(3, -1)
+      q, k, v = qkv[1], qkv[2], qkv[3]
     else
-      w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+      local w_q, w_k, w_v
+      if self.in_proj_weight then
+        local w = self.in_proj_weight:chunk(3, 1)
+        w_q, w_k, w_v = w[1], w[2], w[3]
+      else
+        w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+      end
+      local b_q, b_k, b_v
+      if self.in_proj_bias then
+        local b = self.in_proj_bias:chunk(3, 1)
+        b_q, b_k, b_v = b[1], b[2], b[3]
+      end
+      q = query:linear(w_q:transpose(1, 2), b_q)
+      k = key:linear(w_k:transpose(1, 2), b_k)
+      v = value:linear(w_v:transpose(1, 2), b_v)
     end
-    local b_q, b_k, b_v
-    if self.in_proj_bias then
-      local b = self.in_proj_bias:chunk(3, 1)
-      b_q, b_k, b_v = b[1], b[2], b[3]
-    end
-    local q = query:linear(w_q:transpose(1, 2), b_q)
-    local k = key:linear(w_k:transpose(1, 2), b_k)
-    local v = value:linear(w_v:transpose(1, 2), b_v)
 
     -- masks, checked against the key length before bias_k adds a key
     local mask

@@ -7,7 +7,9 @@
 --     every ASSIGN (stored into its target's buffer, see tcl.schedule);
 --   * a REDUCE_AXIS whose result is broadcast (reached from a growing EXPAND through fused
 --     nodes), sits inside another reduction (reached from a REDUCE_AXIS's source), or is
---     needed by several kernels: reductions are never recomputed;
+--     needed by several kernels: reductions are never recomputed; and a REDUCE_AXIS that its
+--     kernel pads into a larger output, when the loop iterations spent on the padding reach
+--     PADDED_REDUCE_WASTE per element (below);
 --   * an elementwise node (ALU, CAST, BITCAST) that is broadcast or needed by several
 --     kernels, unless recomputing it is cheap (below). If its fused cone holds a reduction
 --     it is stored however cheap: storing it instead of the reduction costs no kernel (the
@@ -97,6 +99,16 @@ M.TRANSCENDENTAL_OPS = transcendental.COST
 -- counts as: dropout's mask, broadcast into the next matmul's weight gradient, was recomputed
 -- for every output column (11 ms of a 107 ms CNN train step) when it counted 1.
 M.THREEFRY_OPS = 64
+
+--- A reduction whose kernel pads its result to at least PADDED_REDUCE_GROWTH times its size
+-- (the pieces of a Tensor.cat, the gradient of a chunk or slice of a product: the packed qkv
+-- projection's) is stored when the loop iterations spent on the padding, its reduced length
+-- times (growth - 1) per element, reach PADDED_REDUCE_WASTE. Fused, its loop runs for every
+-- element of the padded output, the padding included, with gated loads that keep it from being
+-- tiled like a matmul: the three gated reductions of an attention layer's q, k and v gradients
+-- took 190 of a 254 ms GPT block train step; stored, each is a plain matmul and the join a copy.
+M.PADDED_REDUCE_GROWTH = 1.5
+M.PADDED_REDUCE_WASTE = 16
 
 --- Kernel size caps. An elementwise or movement node whose fused cone is deeper than
 -- MAX_FUSED_DEPTH ops (the longest chain of ALU and movement ops down to loads, a movement op
@@ -339,6 +351,9 @@ function M.decide(order, sink, outputs, opts)
           if root == MANY or not (row_fuse and row_fusable(node, consumers, realize, sink)) then
             realize[id] = true
           end
+        elseif op == "REDUCE_AXIS" and evals >= M.PADDED_REDUCE_GROWTH
+            and (numel[node.src[1].id] / math.max(numel[id], 1)) * (evals - 1) >= M.PADDED_REDUCE_WASTE then
+          realize[id] = true -- padded into a larger output (see PADDED_REDUCE_GROWTH)
         elseif (exp or root == MANY) and elementwise(op) then
           if root == MANY or not (row_fuse and exp and row_fusable(node, consumers, realize, sink)) then
             realize[id], provisional[id] = true, true
