@@ -858,6 +858,20 @@ describe("the default heuristic's vector lanes for kernels without a tile", func
     assert.truthy(kernel_names(x:gelu())[1]:find("_16u"))
   end)
 
+  it("upcast the contiguous output columns of a sum over leading axes (a bias gradient), values kept", function()
+    if not HAVE_RENDERER then return end
+    local x = Tensor.randn(8, 128, 256):realize()
+    local names = kernel_names(x:sum({ 1, 2 }))
+    assert.equals(1, #names, table.concat(names, " "))
+    assert.truthy(names[1]:find("16u"), names[1])
+    local got, data = x:sum({ 1, 2 }):tolist(), x:tolist()
+    for c = 1, 256 do
+      local want = 0
+      for a = 1, 8 do for b = 1, 128 do want = want + data[a][b][c] end end
+      assert.near(want, got[c], 1e-4 * math.max(1, math.abs(want)))
+    end
+  end)
+
   it("leave strided reads, row maxima and EMU alone", function()
     if not HAVE_RENDERER then return end
     local x = Tensor.randn(64, 256):realize()
@@ -865,7 +879,8 @@ describe("the default heuristic's vector lanes for kernels without a tile", func
     for _, name in ipairs(kernel_names((x:transpose(1, 2) + 1):contiguous())) do
       assert.falsy(name:find("%du"), name)
     end
-    -- a sum across rows reads 256 elements apart along its reduce axis
+    -- a sum across rows reads 256 elements apart along its reduce axis: not unrolled (its
+    -- columns are upcast instead, above)
     for _, name in ipairs(kernel_names(x:sum(1))) do assert.falsy(name:find("%dr"), name) end
     assert.falsy(kernel_names(x:max(2))[1]:find("%dr"))
     -- a small kernel (below LANES_MIN_WORK steps) is left to LLVM

@@ -278,6 +278,9 @@ end
 -- of lanes, so the body runs as vector code with two independent chains (softmax's
 -- exp(x - max) / sum, GELU: 21.2 against 26.8 ms on 16M, one thread, min of 25 runs on a
 -- busy machine): no gathers, and no work left to LLVM's loop vectorizer (256-bit vectors).
+-- The same for a reduction over leading axes whose rows are not contiguous but whose output
+-- columns are (a bias or layernorm weight gradient, the sum of dy over the tokens): each lane
+-- sums one column (GPT block step, 1 thread: its bias and layernorm gradients 11.6 -> 1.9 ms).
 function M.upcast_elementwise(k)
   local outs = k:axes("global", "loop")
   local last = outs[#outs]
@@ -468,7 +471,7 @@ function M.optimize(k)
   if not tiled and #reduce == 0 then
     if not upcast_random_bits(k) then M.upcast_elementwise(k) end
   elseif not tiled and not plain then
-    M.unroll_row_reduction(k)
+    if not M.unroll_row_reduction(k) then M.upcast_elementwise(k) end
   end
   if not grouped and k.caps.has_threads and (k.caps.threads or 1) > 1 and k:work() >= M.THREAD_MIN_WORK then
     M.split_threads(k, k.caps.threads)
