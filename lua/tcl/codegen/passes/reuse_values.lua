@@ -41,6 +41,9 @@ local VOID = core.dtype "void"
 
 --- The largest scratch array, in bytes (tcl.schedule.realize_points.ROW_FUSE_BYTES).
 M.MAX_BYTES = 32768
+--- The most assignments of other ranges to a reduction's ranges that are tried (each builds
+-- the value once): a reduction over many ranges, each with many of the same size, is left.
+M.MAX_TRIES = 256
 
 -- ops that cost more than a store and a load, before the transcendental pass
 local COSTLY = { EXP2 = true, LOG2 = true, SIN = true, COS = true, POW = true, SQRT = true, FDIV = true,
@@ -132,7 +135,7 @@ local function reuse_one(sink, red, nodes, ranges, ctx, slot)
   for _, r in ipairs(rr) do own[r] = true end
   if not costly(v, dependent(v, own), ctx and ctx.renderer and ctx.renderer.lacks) then return nil end
 
-  local cands = {}
+  local cands, tries = {}, 1
   for i, r in ipairs(rr) do
     local list, is_vector = {}, r:axis_type() == "vector"
     for _, s in ipairs(ranges) do
@@ -143,7 +146,9 @@ local function reuse_one(sink, red, nodes, ranges, ctx, slot)
     end
     if #list == 0 then return nil end
     cands[i] = list
+    tries = tries * #list
   end
+  if tries > M.MAX_TRIES then return nil end
   local inside = {}
   for _, u in ipairs(red:toposort()) do inside[u] = true end
   local found = {}
