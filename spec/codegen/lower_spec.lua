@@ -45,7 +45,8 @@ describe("the pass pipeline", function()
       assert.equals(1, kinds, pass.name .. ": one of rules, fn or pass")
       names[i] = pass.name
     end
-    assert.same({ "add loads", "initial symbolic", "optimize", "tensor cores", "kblock", "expand", "transcendental",
+    assert.same({ "add loads", "initial symbolic", "optimize", "tensor cores", "kblock", "expand", "reuse values",
+      "transcendental",
       "group reduces", "lower reduces", "stage transposes", "gpu dims", "merge ends" }, names)
   end)
 

@@ -174,7 +174,8 @@ describe("row fusion", function()
       for _, n in ipairs(order) do if realize[n.id] then ops[#ops + 1] = n.op end end
       return ops
     end
-    assert.are.same({ "FDIV" }, stored(true))
-    assert.are.same({ "REDUCE_AXIS", "REDUCE_AXIS", "FDIV" }, stored(false)) -- the max and the sum
+    assert.are.same({ "MUL" }, stored(true))
+    -- the max and the sum's reciprocal (softmax multiplies by it)
+    assert.are.same({ "REDUCE_AXIS", "RECIPROCAL", "MUL" }, stored(false))
   end)
 end)

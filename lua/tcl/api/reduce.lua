@@ -215,13 +215,16 @@ end
 -- float32, which exp multiplies by |x - max|: a relative error of about (4 + |x - max|) 2^-23.
 -- Within that, the exponential is exp2((x - max) log2 e) (elementwise._exp_base2): three ops,
 -- so that the weights stay cheap to recompute and attention's softmax fuses into weights @
--- values (tcl.schedule.realize_points), as in tinygrad.
+-- values (tcl.schedule.realize_points), as in tinygrad. The division is e * (1 / sum): one
+-- reciprocal per row (the linearizer places it outside the row's store loop) and a multiply
+-- per element, instead of a division per element (on x86 a vector division costs about as
+-- much as the whole exp polynomial). That rounds twice: at most 1 ulp more than e / sum.
 function M.softmax(x, dim)
   tensor_arg("softmax", x)
   local axes = #x._shape == 0 and {} or check.dims("softmax", dim or -1, x._shape)
   x = nodes.cast(x, rules.float_of(x.uop.dtype))
   local e = elementwise._exp_base2(x:sub(nodes.reduce(x, "MAX", axes)))
-  return e:div(nodes.reduce(e, "ADD", axes))
+  return e:mul(nodes.reduce(e, "ADD", axes):reciprocal())
 end
 
 --- x - max - log(sum(exp(x - max))) along dim (default -1): an absolute error of about

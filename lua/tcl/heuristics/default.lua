@@ -376,6 +376,10 @@ end
 -- LLVM's own vectorizer left the row max scalar (softmax 4096 x 1024, one thread: 27 ms
 -- against 5.7). The lanes of these loops never meet in one node, so they do not multiply
 -- (src/opt's lane limit counts the lanes one node uses). Threads split the rows (step 4).
+--- The vectors of lanes a row-fused MAX or MIN reduction is unrolled by (step 3e), up to 64
+-- lanes (the most the CPU's renderer keeps as one vector range: LLVM splits it into registers).
+M.MAX_CHAINS = 2
+
 function M.vectorize_rows(k, op_of, store_loop)
   if row_steps(k, store_loop) < M.LANES_MIN_WORK then return end
   local outs = k:axes("global", "loop")
@@ -393,6 +397,12 @@ function M.vectorize_rows(k, op_of, store_loop)
       position = position + 1
       ok, widest = contiguous_along(k, r.axis, false)
       amount = ok and op_of[r.range] and lanes_for(k, r.size, widest)
+      -- a MAX (MIN) accumulates in a chain of several instructions (NaN-propagating maximum: six
+      -- on x86), latency-bound with one vector: MAX_CHAINS vectors make independent chains
+      if amount and (op_of[r.range] == "MAX" or op_of[r.range] == "MIN")
+        and amount * M.MAX_CHAINS <= 32 and r.size % (amount * M.MAX_CHAINS) == 0 then
+        amount = amount * M.MAX_CHAINS
+      end
       if amount then k:try_apply("UNROLL", position, amount) end
     end
   end

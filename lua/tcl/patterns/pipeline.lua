@@ -64,6 +64,10 @@ M.passes = {
   { name = "kblock", rules = "tcl.codegen.passes.kblock" },
   -- Then: upcast and unroll axes become one copy of the code per lane.
   { name = "expand", pass = "tcl.codegen.passes.expand" },
+  -- After expand (the final ranges, lanes included), while reductions are REDUCE nodes and a
+  -- transcendental is one op: a reduction's costly per-element value computed again over other
+  -- ranges (a row-fused softmax's exp) is kept in a scratch array instead (CPU only).
+  { name = "reuse values", pass = "tcl.codegen.passes.reuse_values" },
   -- After the optimizer (it sees one op per transcendental, and each upcast lane gets its own
   -- expansion); only the ops the renderer lacks (every renderer lacks the graph functions EXP
   -- ... ELU; LLVM, CUDA and Metal lack EXP2/LOG2/SIN/COS/POW, EMU decomposes them too so that
