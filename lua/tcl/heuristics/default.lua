@@ -407,7 +407,7 @@ function M.optimize(k)
     end
     return
   end
-  local grouped = false
+  local grouped, blocked = false, false
   local strided_kblock = M.plan_strided_kblock(k)
   local vec, vec_amount, reuse, rows, padded = plan_tile(k)
   if padded and not k:try_apply("PADTO", vec.axis, vec_amount) then
@@ -445,7 +445,11 @@ function M.optimize(k)
     -- its rows of output, written in order, are then cheaper than the reuse)
     local steps = 1
     for _, r in ipairs(k:axes("reduce")) do steps = steps * r.size end
-    grouped = M.group_panels(k, outs, vec_pos, reuse_pos, vec.size, rows, steps, M.kblock_steps(k, steps))
+    -- the cache blocks (3b) first where they apply: a packed weight's panel groups hold one
+    -- block of each panel then
+    local block = M.kblock_steps(k, steps)
+    blocked = block ~= nil and k:try_apply("KBLOCK", 1, block) -- refused where the output cannot hold partial sums
+    grouped = M.group_panels(k, outs, vec_pos, reuse_pos, vec.size, rows, steps, blocked and block or nil)
     if not grouped and vec_pos > reuse_pos and steps >= M.SWAP_MIN_STEPS and vec_amount > 1 then
       local a, b = axis_number(k, reuse_pos), axis_number(k, vec_pos)
       if a and b then k:try_apply("SWAP", a, b) end
@@ -459,9 +463,9 @@ function M.optimize(k)
   if last and last.size <= (tiled and 4 or 8) and not wide then
     k:try_apply("UNROLL", #reduce, 0) -- refused past the lane limit (a wide upcast already)
   end
-  if tiled and M.kblock_steps(k, last and last.size or 0) then
+  if tiled and not blocked and M.kblock_steps(k, last and last.size or 0) then
     k:try_apply("KBLOCK", 1, M.KBLOCK_STEPS) -- refused where the output cannot hold partial sums
-  elseif tiled and strided_kblock then
+  elseif tiled and not blocked and strided_kblock then
     k:try_apply("KBLOCK", 1, strided_kblock)
   end
   if not tiled and #reduce == 0 then
