@@ -805,6 +805,26 @@ describe("the default heuristic's register tile", function()
     end
   end)
 
+  it("counts one cache block of each panel in a group when the reduction runs in blocks (KBLOCK), with the "
+    .. "product's values", function()
+    local device = HAVE_RENDERER and "CPU" or "EMU"
+    local a = Tensor.rand(256, 2048, { device = device }):realize()
+    local b = Tensor.rand(2048, 512, { device = device }):realize()
+    local function product() return a:matmul(b):realize():tolist() end
+    local seen, got = default_opts(AVX512, product)
+    if HAVE_RENDERER then
+      -- 16 panels of 32 x 2048 floats (256 KB), in blocks of 512 steps (64 KB of each panel):
+      -- 8 panels a group, not 2 (THREAD counts the kblock axis: the panels are axis 3)
+      assert.are.equal("UPCAST(3,16) UPCAST(3,2) UPCAST(1,8) KBLOCK(1,512) THREAD(3,2)", seen.r_256_16_32_2048)
+    end
+    optimize.set_heuristic(function() end)
+    local ok, want = pcall(product)
+    restore()
+    assert(ok, want)
+    local worst = largest_relative_difference(got, want)
+    assert.is_true(worst < 1e-5, "largest relative difference " .. worst)
+  end)
+
   it("groups panels whose rows were upcast whole (3 x 3 x 3 over 16 axes of 2: a tile of all nine)", function()
     local twos = {}
     for i = 1, 16 do twos[i] = 2 end
