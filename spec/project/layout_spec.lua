@@ -107,6 +107,7 @@ describe("the Lua tree", function()
     -- driver (tcl.codegen.driver.lower) loads them, so the rule files depend on the core only
     local names = requires_of(read("tcl/patterns/pipeline.lua"), PASS_REFERENCE)
     assert.are.same({ "tcl.codegen.passes.tensor_cores", "tcl.codegen.passes.kblock", "tcl.codegen.passes.expand",
+      "tcl.codegen.passes.reuse_values",
       "tcl.codegen.passes.group_reduce", "tcl.codegen.passes.accumulators", "tcl.codegen.passes.stage_transposes",
       "tcl.codegen.passes.gpu_dims", "tcl.codegen.passes.merge_ends" }, names)
     for _, name in ipairs(names) do
