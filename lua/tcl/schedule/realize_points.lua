@@ -46,7 +46,8 @@
 --   1. ops <= CHEAP_OPS (2) and loads <= 1: a cast, a negation, x * 2 + 1 of one element the
 --      kernel would load anyway if the value were stored. That adds no memory traffic and
 --      about the work of the load's own address arithmetic, at any number of evaluations;
---   2. ops * (evaluations - 1) <= RECOMPUTE_BUDGET (512): the extra work per element is at
+--   2. ops * (evaluations - 1) <= RECOMPUTE_BUDGET (512), and it is no product's operand of
+--      more than OPERAND_OPS ops (below, "Operands"): the extra work per element is at
 --      most what storing the element costs instead. A stored element is written and read
 --      back, 8 bytes for float32: the time of 160-240 ALU ops at the compute-to-bandwidth
 --      ratio of the machines tcl targets (an H100: 67 TFLOP/s over 3.35 TB/s; a 16-core
@@ -58,14 +59,26 @@
 --   A transcendental (EXP2, LOG2, SIN, COS, POW) counts TRANSCENDENTAL_OPS (16), what a
 --   CPU spends on its polynomial; a graph function (EXP, SIGMOID, TANH, SILU, SOFTPLUS, ELU)
 --   the ops of its decomposition (tcl.patterns.transcendental.weight). Within the budget: a
---   value that two or three kernels use (softmax's exponentials, layernorm's centered input)
---   and attention's softmax weights inside weights @ values up to head size 24 (about 20 ops,
---   evaluated once per head dim).
+--   value that two or three kernels use (softmax's exponentials, layernorm's centered input).
 --   Over it: the softmax weights at GPT-2's head size 64 (stored: an elementwise kernel
 --   evaluates each exponential once, in vector registers, and weights @ values becomes a
 --   plain matmul: on the CPU 0.35 ms for the two instead of 4.2 ms recomputing them as
 --   scalars inside its tile), GPT-2's layernorm outputs inside its qkv and fc linears (4 ops,
 --   evaluated 2304 and 3072 times), GELU of a loaded tensor inside a matmul.
+-- Operands. A value broadcast into a reduction of the same kernel (an EXPAND that grows it,
+-- then a REDUCE_AXIS: a matmul's or convolution's operand) is evaluated inside the product's
+-- innermost loop, where the kernel's own work per evaluation is one multiply-add that the
+-- register tile runs in vector lanes (tcl.heuristics.default step 1); a fused cone there runs
+-- its ops and its loads as scalar code for each evaluation. Ops are not ALU work beside an
+-- element's memory round trip then, but multiples of the product's own work. Such an operand
+-- of more than OPERAND_OPS (8) ops evaluated more than once per element is stored, whatever
+-- the budget says: a CNN's first convolution's output gradient, computed through batch norm,
+-- ReLU and the 2 x 2 max pool's windows (21 ops on 18 loads, evaluated 9 times, once per 3 x 3
+-- tap: 189 ops, within the budget), made its weight gradient 38 ms of a 143 ms train step at
+-- 1 thread; stored, the two kernels take 2.4 + 2.7 ms. Attention's softmax weights (about 20
+-- ops) are stored before weights @ values at every head size (without row fusion). Still
+-- fused: a few ops per operand (layernorm's output, 2 ops: (x - mean) * rstd; a bias and
+-- ReLU), whose loads along the reduction are the operand's own.
 -- Counting uses rather than distinct nodes, a node shared inside a cone counts at each use:
 -- the counts err toward storing. tinygrad decides the same question by structure: a stage is
 -- kept if it reads more than 3 buffers or holds a reduction that reads one, so it recomputes
@@ -90,6 +103,10 @@ local M = {}
 M.RECOMPUTE_BUDGET = 512
 --- Recomputing at most this many ops on at most one loaded element is always cheap.
 M.CHEAP_OPS = 2
+--- A product's operand (broadcast into a reduction in its kernel: a matmul's or convolution's
+-- input) of more than this many ops is stored when fusing would evaluate it more than once
+-- per element (the header, "Operands").
+M.OPERAND_OPS = 8
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
@@ -297,13 +314,14 @@ function M.decide(order, sink, outputs, opts)
   -- it is broadcast in that kernel (expanded), whether it is inside a reduction (in_reduce),
   -- and how many times its elements are evaluated if it is fused (evaluations).
   local root_of, expanded, in_reduce, evaluations, none = {}, {}, {}, {}, {}
+  local operand = {} -- broadcast into a reduction in its kernel: a contraction's operand
   local provisional = {} -- elementwise nodes stored unless pass 2 finds them cheap
   local row_fused = {} -- broadcast elementwise nodes fused per row (stored in pass 2 if costly)
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
       local id = node.id
-      local root, exp, red, evals, per_kernel = nil, false, false, 0, nil
+      local root, exp, red, evals, per_kernel, opnd = nil, false, false, 0, nil, false
       local uses = consumers[id] or none
       for _, c in ipairs(uses) do
         if c ~= sink then
@@ -314,7 +332,12 @@ function M.decide(order, sink, outputs, opts)
           else
             c_root, c_exp, c_red, c_evals = root_of[cid], expanded[cid], in_reduce[cid], evaluations[cid]
           end
-          if op == "EXPAND" and grows(c, shape.shared(node)) then c_exp = true end
+          if op == "EXPAND" and grows(c, shape.shared(node)) then
+            c_exp = true
+            -- expanded, then reduced in the same kernel: a product's operand (matmul, conv)
+            if not realize[cid] and in_reduce[cid] then opnd = true end
+          end
+          if not realize[cid] and operand[cid] then opnd = true end
           if op == "REDUCE_AXIS" then c_red = true end
           if root == nil then root = c_root elseif root ~= c_root then root = MANY end
           exp, red = exp or c_exp, red or c_red
@@ -348,6 +371,7 @@ function M.decide(order, sink, outputs, opts)
         end
       end
       root_of[id], expanded[id], in_reduce[id], evaluations[id] = root, exp, red, evals
+      operand[id] = opnd
     end
   end
 
@@ -383,6 +407,7 @@ function M.decide(order, sink, outputs, opts)
       if provisional[id] and not reduce then
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
           or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
+            and not (operand[id] and evaluations[id] > 1 and n_ops > M.OPERAND_OPS)
         if cheap then realize[id] = nil end
       end
       if row_fused[id] and n_ops > M.RECOMPUTE_BUDGET // 2 then
