@@ -264,10 +264,11 @@ describe("fusion policy", function()
     check(x:layernorm():matmul(wide), 2, R.matmul(R.layernorm(ref_of(x)), ref_of(wide)), "row-fused layernorm(x) @ w")
   end)
 
-  it("stores a product's operand of more than OPERAND_OPS ops that the product evaluates more than once", function()
+  it("stores a product's operand of more than OPERAND_OPS ops and extra loads that it evaluates more than once",
+    function()
     assert.are.equal(8, realize_points.OPERAND_OPS)
     local a, b, w = rand(4, 8), rand(4, 8), rand(8, 3)
-    -- ops on two loaded elements: a * b, then + 1, * 3 ... (n ops in all)
+    -- ops on two loaded elements: a * b, then + 1, * 3 ... (n ops in all, and one load more)
     local function chain(n)
       local t, ref = a:mul(b), R.binary("mul", ref_of(a), ref_of(b))
       for i = 2, n do
@@ -279,17 +280,39 @@ describe("fusion policy", function()
       end
       return t, ref
     end
-    -- 8 ops x (3 - 1) evaluations is far within the budget: fused into the matmul
+    -- 7 ops and a load more: 8, fused into the matmul (7 x (3 - 1) evaluations is far within
+    -- the budget)
+    local t7, r7 = chain(7)
+    check(t7:matmul(w), 1, R.matmul(r7, ref_of(w)), "7 ops @ w")
+    -- 8 ops and a load: 9, over OPERAND_OPS, stored (the matmul's tile then reads it as one
+    -- load); before the rule, 8 x 2 <= 512 fused it
     local t8, r8 = chain(8)
-    check(t8:matmul(w), 1, R.matmul(r8, ref_of(w)), "8 ops @ w")
-    -- 9 ops: over OPERAND_OPS, stored (the matmul's tile then reads it as one load); before
-    -- the rule, 9 x 2 <= 512 fused it
-    local t9, r9 = chain(9)
-    check(t9:matmul(w), 2, R.matmul(r9, ref_of(w)), "9 ops @ w")
-    -- the same 9 ops broadcast into an elementwise kernel, not reduced: still fused
-    check(t9:reshape(4, 8, 1):expand(4, 8, 3):add(1), 1,
-      R.binary("add", R.expand(R.reshape(r9, { 4, 8, 1 }), { 4, 8, 3 }), 1), "9 ops broadcast")
+    check(t8:matmul(w), 2, R.matmul(r8, ref_of(w)), "8 ops @ w")
+    -- the same 8 ops broadcast into an elementwise kernel, not reduced: still fused
+    check(t8:reshape(4, 8, 1):expand(4, 8, 3):add(1), 1,
+      R.binary("add", R.expand(R.reshape(r8, { 4, 8, 1 }), { 4, 8, 3 }), 1), "8 ops broadcast")
   end)
+
+  it("stores a value several kernels evaluate whose indices divide (the merged axes of a broadcast window)",
+    function()
+      local a, b = rand(2, 2, 2), rand(2, 4, 4)
+      -- a nearest 2x upsample: a's elements over 2 x 2 windows, the windows' axes merged into 4 x 4,
+      -- so each kernel would index a at (h // 2, w // 2); times b: one op on two loads, within the
+      -- budget, but stored once instead of being divided in both kernels
+      local up = a:reshape(2, 2, 1, 2, 1):expand(2, 2, 2, 2, 2):reshape(2, 4, 4)
+      local v = up:mul(b)
+      local sched = schedule.create({ v:sum(2).uop, v:sum(3).uop })
+      assert.are.equal(3, #sched.kernels, names(sched))
+      -- the same product on a plain reshape of a stored tensor (no division): recomputed by both
+      local c = rand(2, 16)
+      local plain = c:reshape(2, 4, 4):mul(b)
+      sched = schedule.create({ plain:sum(2).uop, plain:sum(3).uop })
+      assert.are.equal(2, #sched.kernels, names(sched))
+      -- and its values
+      local want = R.sum(R.binary("mul", R.reshape(R.expand(R.reshape(ref_of(a), { 2, 2, 1, 2, 1 }), { 2, 2, 2, 2, 2 }),
+        { 2, 4, 4 }), ref_of(b)), 2)
+      R.check(up:mul(b):sum(2), want, "upsample(a) * b summed", { tol = TOL, check_dtype = false })
+    end)
 
   it("stores a conv's output gradient through batch norm and a max pool before its weight gradient", function()
     -- conv -> batch norm -> relu -> max pool: the gradient at the conv's output (about 20 ops on
