@@ -74,13 +74,12 @@
 -- element's memory round trip then, but multiples of the product's own work. Such an operand
 -- whose ops and loads beyond one number more than OPERAND_OPS (8), evaluated more than once
 -- per element, is stored, whatever the budget says: a CNN's first convolution's output
--- gradient, computed through batch norm,
--- ReLU and the 2 x 2 max pool's windows (21 ops on 18 loads, evaluated 9 times, once per 3 x 3
--- tap: 189 ops, within the budget), made its weight gradient 38 ms of a 143 ms train step at
--- 1 thread; stored, the two kernels take 2.4 + 2.7 ms. Attention's softmax weights (about 20
--- ops) are stored before weights @ values at every head size (without row fusion). Still
--- fused: a few ops per operand (layernorm's output, 2 ops on 3 loads: (x - mean) * rstd; a
--- bias and ReLU).
+-- gradient, computed through batch norm, ReLU and the 2 x 2 max pool's windows (21 ops on 18
+-- loads, evaluated 9 times, once per 3 x 3 tap: 189 ops, within the budget), made its weight
+-- gradient 38 ms of a 143 ms train step at 1 thread; stored, the two kernels take 2.4 + 2.7
+-- ms. Attention's softmax weights (about 20 ops) are stored before weights @ values at every
+-- head size (without row fusion). Still fused: a few ops per operand (layernorm's output, 2
+-- ops on 3 loads: (x - mean) * rstd; a bias and ReLU).
 -- Divisions. A RESHAPE that merges axes of a view whose elements are out of order (permuted,
 -- broadcast, padded, cut, flipped: a max pool's windows put back in place, a nearest upsample)
 -- indexes everything below it through divisions and remainders (h -> h // 2, h % 2). A value
@@ -116,8 +115,8 @@ M.RECOMPUTE_BUDGET = 512
 --- Recomputing at most this many ops on at most one loaded element is always cheap.
 M.CHEAP_OPS = 2
 --- A product's operand (broadcast into a reduction in its kernel: a matmul's or convolution's
--- input) of more than this many ops is stored when fusing would evaluate it more than once
--- per element (the header, "Operands").
+-- input) of more than this many ops and loads beyond one is stored when fusing would evaluate
+-- it more than once per element (the header, "Operands").
 M.OPERAND_OPS = 8
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
