@@ -795,6 +795,26 @@ describe("the default heuristic's register tile", function()
       end
     end)
 
+  it("tiles a conv's weight gradient channels-last: 32 lanes of output channels, 8 rows of input channels",
+    function()
+      -- (tcl.patterns.gradient's conv2d: cin x kh x kw = 144 >= WEIGHT_GRAD_ROWS, so g is copied to
+      -- (n, oh, ow, cout) and the gradient stored as (kh, kw, cin, cout): a matmul over n oh ow)
+      local gradient = require "tcl.patterns.gradient"
+      local x = Tensor.rand(4, 16, 6, 6):realize()
+      local r = Tensor.rand(4, 32, 4, 4):realize()
+      local w = Tensor.rand(32, 16, 3, 3):realize()
+      local function dw() return tcl.grad(function(ww) return (x:conv2d(ww) * r):sum() end)(w):realize():tolist() end
+      local seen, got = default_opts(AVX512, dw)
+      assert.are.equal("UPCAST(4,16) UPCAST(4,2) UPCAST(3,8)", seen.r_3_3_16_32_4_4_4)
+      -- the same values as the direct form (cout, cin, kh, kw), whose lanes were kw's 3
+      local rows = gradient.WEIGHT_GRAD_ROWS
+      gradient.WEIGHT_GRAD_ROWS = math.huge
+      local ok, want = pcall(dw)
+      gradient.WEIGHT_GRAD_ROWS = rows
+      assert(ok, want)
+      assert.is_true(largest_relative_difference(got, want) < 1e-5)
+    end)
+
   it("goes over a packed weight's panels in groups of at most 512 KB, each group outermost (THREAD)", function()
     local seen = default_opts(AVX512, function(device)
       local a = Tensor.rand(1024, 1024, { device = device }):realize()

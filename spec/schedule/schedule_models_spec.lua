@@ -264,6 +264,75 @@ describe("fusion policy", function()
     check(x:layernorm():matmul(wide), 2, R.matmul(R.layernorm(ref_of(x)), ref_of(wide)), "row-fused layernorm(x) @ w")
   end)
 
+  it("stores a product's operand of more than OPERAND_OPS ops and extra loads that it evaluates more than once",
+    function()
+    assert.are.equal(8, realize_points.OPERAND_OPS)
+    local a, b, w = rand(4, 8), rand(4, 8), rand(8, 3)
+    -- ops on two loaded elements: a * b, then + 1, * 3 ... (n ops in all, and one load more)
+    local function chain(n)
+      local t, ref = a:mul(b), R.binary("mul", ref_of(a), ref_of(b))
+      for i = 2, n do
+        if i % 2 == 0 then
+          t, ref = t:add(1), R.binary("add", ref, 1)
+        else
+          t, ref = t:mul(3), R.binary("mul", ref, 3)
+        end
+      end
+      return t, ref
+    end
+    -- 7 ops and a load more: 8, fused into the matmul (7 x (3 - 1) evaluations is far within
+    -- the budget)
+    local t7, r7 = chain(7)
+    check(t7:matmul(w), 1, R.matmul(r7, ref_of(w)), "7 ops @ w")
+    -- 8 ops and a load: 9, over OPERAND_OPS, stored (the matmul's tile then reads it as one
+    -- load); before the rule, 8 x 2 <= 512 fused it
+    local t8, r8 = chain(8)
+    check(t8:matmul(w), 2, R.matmul(r8, ref_of(w)), "8 ops @ w")
+    -- the same 8 ops broadcast into an elementwise kernel, not reduced: still fused
+    check(t8:reshape(4, 8, 1):expand(4, 8, 3):add(1), 1,
+      R.binary("add", R.expand(R.reshape(r8, { 4, 8, 1 }), { 4, 8, 3 }), 1), "8 ops broadcast")
+  end)
+
+  it("stores a value several kernels evaluate whose indices divide (the merged axes of a broadcast window)",
+    function()
+      local a, b = rand(2, 2, 2), rand(2, 4, 4)
+      -- a nearest 2x upsample: a's elements over 2 x 2 windows, the windows' axes merged into 4 x 4,
+      -- so each kernel would index a at (h // 2, w // 2); times b: one op on two loads, within the
+      -- budget, but stored once instead of being divided in both kernels
+      local up = a:reshape(2, 2, 1, 2, 1):expand(2, 2, 2, 2, 2):reshape(2, 4, 4)
+      local v = up:mul(b)
+      local sched = schedule.create({ v:sum(2).uop, v:sum(3).uop })
+      assert.are.equal(3, #sched.kernels, names(sched))
+      -- the same product on a plain reshape of a stored tensor (no division): recomputed by both
+      local c = rand(2, 16)
+      local plain = c:reshape(2, 4, 4):mul(b)
+      sched = schedule.create({ plain:sum(2).uop, plain:sum(3).uop })
+      assert.are.equal(2, #sched.kernels, names(sched))
+      -- and its values
+      local want = R.sum(R.binary("mul", R.reshape(R.expand(R.reshape(ref_of(a), { 2, 2, 1, 2, 1 }), { 2, 2, 2, 2, 2 }),
+        { 2, 4, 4 }), ref_of(b)), 2)
+      R.check(up:mul(b):sum(2), want, "upsample(a) * b summed", { tol = TOL, check_dtype = false })
+    end)
+
+  it("stores a conv's output gradient through batch norm and a max pool before its weight gradient", function()
+    -- conv -> batch norm -> relu -> max pool: the gradient at the conv's output (about 20 ops on
+    -- 18 loads, through the pool's windows) is stored once instead of being recomputed for each
+    -- of the 3 x 3 kernel taps inside the weight gradient (a CNN train step's first conv: 38 ->
+    -- 2.4 ms plus 2.7 ms to store it, 1 thread)
+    Tensor.manual_seed(1)
+    local x = rand(2, 1, 8, 8)
+    local conv, bn = tcl.nn.Conv2d(1, 4, 3), tcl.nn.BatchNorm(4)
+    local loss = tcl.nn.train(function() return bn(conv(x)):relu():max_pool2d(2):sum() end)
+    local w = conv.weight
+    loss:backward()
+    local sched = schedule.create({ w.grad.uop })
+    local stored
+    for _, k in ipairs(sched.kernels) do
+      if k.name:match("^E_2_4_6_6") then stored = true end
+    end
+    assert.is_true(stored, names(sched))
+  end)
+
   it("computes a value several kernels need once, unless it is cheap", function()
     local x, w, b = rand(4, 8), rand(8, 8), rand(8)
     -- a residual sum over a matmul, used by two outputs: stored in the matmul's kernel
@@ -294,17 +363,20 @@ describe("fusion policy", function()
       ref_of(wide)), "gelu(a) broadcast over 64")
   end)
 
-  -- their exponential counts TRANSCENDENTAL_OPS (16): about 20 ops, times head size - 1 <= 512
-  -- (without row fusion; with it, one row-fused kernel stores the weights at every head size:
-  -- the scores, the softmax, weights @ values)
-  it("keeps attention's softmax weights in weights @ values up to the budget (head size 24), not beyond", function()
+  -- their exponential counts TRANSCENDENTAL_OPS (16): about 20 ops, more than OPERAND_OPS, in
+  -- weights @ values evaluated once per head dim: stored at every head size (without row
+  -- fusion; with it, one row-fused kernel stores the weights at every head size: the scores,
+  -- the softmax, weights @ values). Before the operand rule they were recomputed while 20 x
+  -- (head size - 1) <= 512 (head size 24).
+  it("stores attention's softmax weights before weights @ values at every head size", function()
     local function sdpa_kernels(head)
       local q, k, v = Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head), Tensor.empty(1, 2, 8, head)
       return #schedule.create({ q:scaled_dot_product_attention(k, v).uop }).kernels
     end
     unfused(function()
-      assert.are.equal(4, sdpa_kernels(16))
-      assert.are.equal(4, sdpa_kernels(24))
+      assert.are.equal(5, sdpa_kernels(2))
+      assert.are.equal(5, sdpa_kernels(16))
+      assert.are.equal(5, sdpa_kernels(24))
       assert.are.equal(5, sdpa_kernels(28))
       assert.are.equal(5, sdpa_kernels(64))
     end)

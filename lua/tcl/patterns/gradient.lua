@@ -228,14 +228,35 @@ end
 -- x with g: a convolution of x's channels (as the batch) with g (as the filters), the
 -- forward's dilation as its stride and the forward's stride as its dilation, cut to the
 -- kernel's size.
+--
+-- On the CPU (and EMU, which schedules alike), a weight gradient with at least
+-- WEIGHT_GRAD_ROWS values per output channel (cin x kh x kw) is computed channels-last: g
+-- copied to (n, oh, ow, cout) and the result stored as (kh, kw, cin, cout), then viewed as
+-- (cout, cin, kh, kw). The output channel is then the unit-stride axis of both the store and
+-- g, which the register tile (tcl.heuristics.default step 1) takes as its vector lanes, with
+-- rows over cin: a matmul (M = cout, N = cin kh kw, K = n oh ow) at a matmul's rate. In
+-- (cout, cin, kh, kw) the tile's lanes were kw (3 of 16) and its rows read g's channels oh ow
+-- apart, one scalar each (the CNN's second conv, 32 -> 64 3x3 on 13x13, batch 128: 89 -> 34
+-- ms at 1 thread, the copy of g 0.75 ms of it). A narrow one (the first conv, cin 1: 9 values
+-- per channel) keeps the direct form: the copy would cost more than the tile gains.
+M.WEIGHT_GRAD_ROWS = 64
+local CHANNELS_LAST_DEVICES = { CPU = true, EMU = true }
+
 local function conv2d_grads(c)
   local x, w, g, e = c.inputs[1], c.inputs[2], c.grad, c.extra
   local _, cin, h, wd = table.unpack(x.shape)
   local _, _, kh, kw = table.unpack(w.shape)
   local dx = M.conv2d_input_grad(g, w, { h, wd }, e)
-  local dw = x:permute(2, 1, 3, 4):conv2d(g:permute(2, 1, 3, 4), nil,
-    { padding = e.pads, stride = e.dilation, dilation = e.stride })
-  dw = dw:slice({}, {}, { 1, kh }, { 1, kw }):permute(2, 1, 3, 4)
+  local opts = { padding = e.pads, stride = e.dilation, dilation = e.stride }
+  local dw
+  if cin * kh * kw >= M.WEIGHT_GRAD_ROWS and CHANNELS_LAST_DEVICES[g.device] then
+    local g_last = g:permute(1, 3, 4, 2):contiguous():permute(4, 1, 2, 3) -- (cout, n, oh, ow), cout unit-stride
+    dw = x:permute(2, 1, 3, 4):conv2d(g_last, nil, opts):slice({}, {}, { 1, kh }, { 1, kw })
+    dw = dw:permute(3, 4, 1, 2):contiguous():permute(4, 3, 1, 2)
+  else
+    dw = x:permute(2, 1, 3, 4):conv2d(g:permute(2, 1, 3, 4), nil, opts)
+    dw = dw:slice({}, {}, { 1, kh }, { 1, kw }):permute(2, 1, 3, 4)
+  end
   assert(dx.shape[2] == cin and dx.shape[3] == h and dx.shape[4] == wd, "conv2d gradient: input shape")
   return { dx, dw }
 end

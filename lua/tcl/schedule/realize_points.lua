@@ -48,7 +48,9 @@
 --   1. ops <= CHEAP_OPS (2) and loads <= 1: a cast, a negation, x * 2 + 1 of one element the
 --      kernel would load anyway if the value were stored. That adds no memory traffic and
 --      about the work of the load's own address arithmetic, at any number of evaluations;
---   2. ops * (evaluations - 1) <= RECOMPUTE_BUDGET (512): the extra work per element is at
+--   2. ops * (evaluations - 1) <= RECOMPUTE_BUDGET (512), it is no product's operand of more
+--      than OPERAND_OPS ops and loads (below, "Operands") and its indices do not divide
+--      (below, "Divisions"): the extra work per element is at
 --      most what storing the element costs instead. A stored element is written and read
 --      back, 8 bytes for float32: the time of 160-240 ALU ops at the compute-to-bandwidth
 --      ratio of the machines tcl targets (an H100: 67 TFLOP/s over 3.35 TB/s; a 16-core
@@ -60,14 +62,36 @@
 --   A transcendental (EXP2, LOG2, SIN, COS, POW) counts TRANSCENDENTAL_OPS (16), what a
 --   CPU spends on its polynomial; a graph function (EXP, SIGMOID, TANH, SILU, SOFTPLUS, ELU)
 --   the ops of its decomposition (tcl.patterns.transcendental.weight). Within the budget: a
---   value that two or three kernels use (softmax's exponentials, layernorm's centered input)
---   and attention's softmax weights inside weights @ values up to head size 24 (about 20 ops,
---   evaluated once per head dim).
+--   value that two or three kernels use (softmax's exponentials, layernorm's centered input).
 --   Over it: the softmax weights at GPT-2's head size 64 (stored: an elementwise kernel
 --   evaluates each exponential once, in vector registers, and weights @ values becomes a
 --   plain matmul: on the CPU 0.35 ms for the two instead of 4.2 ms recomputing them as
 --   scalars inside its tile), GPT-2's layernorm outputs inside its qkv and fc linears (4 ops,
 --   evaluated 2304 and 3072 times), GELU of a loaded tensor inside a matmul.
+-- Operands. A value broadcast into a reduction of the same kernel (an EXPAND that grows it,
+-- then a REDUCE_AXIS: a matmul's or convolution's operand) is evaluated inside the product's
+-- innermost loop, where the kernel's own work per evaluation is one multiply-add that the
+-- register tile runs in vector lanes (tcl.heuristics.default step 1); a fused cone there runs
+-- its ops and its loads as scalar code for each evaluation. Ops are not ALU work beside an
+-- element's memory round trip then, but multiples of the product's own work. Such an operand
+-- whose ops and loads beyond one number more than OPERAND_OPS (8), evaluated more than once
+-- per element, is stored, whatever the budget says: a CNN's first convolution's output
+-- gradient, computed through batch norm, ReLU and the 2 x 2 max pool's windows (21 ops on 18
+-- loads, evaluated 9 times, once per 3 x 3 tap: 189 ops, within the budget), made its weight
+-- gradient 38 ms of a 143 ms train step at 1 thread; stored, the two kernels take 2.4 + 2.7
+-- ms. Attention's softmax weights (about 20 ops) are stored before weights @ values at every
+-- head size (without row fusion). Still fused: a few ops per operand (layernorm's output, 2
+-- ops on 3 loads: (x - mean) * rstd; a bias and ReLU).
+-- Divisions. A RESHAPE that merges axes of a view whose elements are out of order (permuted,
+-- broadcast, padded, cut, flipped: a max pool's windows put back in place, a nearest upsample)
+-- indexes everything below it through divisions and remainders (h -> h // 2, h % 2). A value
+-- with such a cone that more than one evaluation needs is stored however few its ops (cheap
+-- rule 1 aside): each kernel recomputing it would run it as scalar code (the divided loads
+-- cannot be vector lanes) with its divisions, where stored it is read at affine indices. The
+-- CNN's second layer: its max pool's gradient through ReLU (14 ops on 12 loads, three
+-- kernels: batch norm's two gradient sums and its input gradient) took 6-7 ms in each of
+-- them at 1 thread (about 1 GB/s); stored, 6 ms once and 1-2 ms for each reader (the train
+-- step's kernels 97 -> 72 ms).
 -- Counting uses rather than distinct nodes, a node shared inside a cone counts at each use:
 -- the counts err toward storing. tinygrad decides the same question by structure: a stage is
 -- kept if it reads more than 3 buffers or holds a reduction that reads one, so it recomputes
@@ -92,6 +116,10 @@ local M = {}
 M.RECOMPUTE_BUDGET = 512
 --- Recomputing at most this many ops on at most one loaded element is always cheap.
 M.CHEAP_OPS = 2
+--- A product's operand (broadcast into a reduction in its kernel: a matmul's or convolution's
+-- input) of more than this many ops and loads beyond one is stored when fusing would evaluate
+-- it more than once per element (the header, "Operands").
+M.OPERAND_OPS = 8
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
@@ -131,6 +159,27 @@ local function elementwise(op) return ALU[op] or op == "CAST" or op == "BITCAST"
 local function grows(expand, in_shape)
   local new = expand.arg
   for i = 1, #new do if new[i] ~= in_shape[i] then return true end end
+  return false
+end
+
+--- Whether a reshape from in_shape to out_shape merges axes (an output axis spans several input
+-- axes, size-1 axes aside): over a view whose elements are not in order, its index is divided
+-- back into theirs (h -> h // 2, h % 2).
+local function merges(in_shape, out_shape)
+  local a, b = {}, {}
+  for _, n in ipairs(in_shape) do if n ~= 1 then a[#a + 1] = n end end
+  for _, n in ipairs(out_shape) do if n ~= 1 then b[#b + 1] = n end end
+  local i, j = 1, 1
+  while i <= #a and j <= #b do
+    local pb = b[j]
+    while a[i] ~= pb do
+      if a[i] < pb then return true end -- b[j] spans a[i] and more
+      j = j + 1 -- a[i] splits into b[j], b[j + 1], ...
+      if j > #b then return false end
+      pb = pb * b[j]
+    end
+    i, j = i + 1, j + 1
+  end
   return false
 end
 
@@ -309,13 +358,14 @@ function M.decide(order, sink, outputs, opts)
   -- it is broadcast in that kernel (expanded), whether it is inside a reduction (in_reduce),
   -- and how many times its elements are evaluated if it is fused (evaluations).
   local root_of, expanded, in_reduce, evaluations, none = {}, {}, {}, {}, {}
+  local operand = {} -- broadcast into a reduction in its kernel: a contraction's operand
   local provisional = {} -- elementwise nodes stored unless pass 2 finds them cheap
   local row_fused = {} -- broadcast elementwise nodes fused per row (stored in pass 2 if costly)
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
       local id = node.id
-      local root, exp, red, evals, per_kernel = nil, false, false, 0, nil
+      local root, exp, red, evals, per_kernel, opnd = nil, false, false, 0, nil, false
       local uses = consumers[id] or none
       for _, c in ipairs(uses) do
         if c ~= sink then
@@ -326,7 +376,12 @@ function M.decide(order, sink, outputs, opts)
           else
             c_root, c_exp, c_red, c_evals = root_of[cid], expanded[cid], in_reduce[cid], evaluations[cid]
           end
-          if op == "EXPAND" and grows(c, shape.shared(node)) then c_exp = true end
+          if op == "EXPAND" and grows(c, shape.shared(node)) then
+            c_exp = true
+            -- expanded, then reduced in the same kernel: a product's operand (matmul, conv)
+            if not realize[cid] and in_reduce[cid] then opnd = true end
+          end
+          if not realize[cid] and operand[cid] then opnd = true end
           if op == "REDUCE_AXIS" then c_red = true end
           if root == nil then root = c_root elseif root ~= c_root then root = MANY end
           exp, red = exp or c_exp, red or c_red
@@ -363,12 +418,14 @@ function M.decide(order, sink, outputs, opts)
         end
       end
       root_of[id], expanded[id], in_reduce[id], evaluations[id] = root, exp, red, evals
+      operand[id] = opnd
     end
   end
 
   -- Pass 2, topological order: each node's fused cone (ops, loads, whether it holds a fused
   -- reduction) with its sources' final decisions; the cheap provisional nodes are fused.
   local ops, loads, has_reduce, depth, sites = {}, {}, {}, {}, {}
+  local plain, divides = {}, {} -- (Divisions) elements in their source's order; index divisions
   for i, node in ipairs(order) do
     if node ~= sink then
       local id, op, src = node.id, node.op, sources[i]
@@ -377,6 +434,7 @@ function M.decide(order, sink, outputs, opts)
       local own_depth = weight and weight.depth or own
       local n_ops, n_depth = own, 0
       local n_loads, reduce = op == "BUFFER" and 1 or 0, false
+      local n_plain, n_div = true, 0
       if op == "REDUCE_AXIS" then
         reduce = true -- matters only if it is fused: its consumers then hold a reduction
         if not realize[src[1].id] then n_depth = depth[src[1].id] end
@@ -388,6 +446,7 @@ function M.decide(order, sink, outputs, opts)
               n_loads = n_loads + 1
             else
               n_ops, n_loads = n_ops + ops[sid], n_loads + loads[sid]
+              n_plain, n_div = n_plain and plain[sid], n_div + divides[sid]
               reduce = reduce or has_reduce[sid]
               if depth[sid] > n_depth then n_depth = depth[sid] end
             end
@@ -395,9 +454,19 @@ function M.decide(order, sink, outputs, opts)
         end
       end
       n_depth = n_depth + (MOVEMENT[op] and 1 or own_depth) -- a movement op: index arithmetic
+      if op == "RESHAPE" then
+        if not n_plain and merges(shape.shared(src[1]), shape.shared(node)) then n_div = n_div + 1 end
+      elseif op == "PAD" or op == "SHRINK" or op == "FLIP" or op == "PERMUTE"
+          or op == "EXPAND" and grows(node, shape.shared(src[1])) then
+        n_plain = false
+      end
+      n_div = math.min(n_div, COUNT_CAP)
       if provisional[id] and not reduce then
+        local evals = evaluations[id]
         local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
-          or n_ops * (evaluations[id] - 1) <= M.RECOMPUTE_BUDGET
+          or n_ops * (evals - 1) <= M.RECOMPUTE_BUDGET
+            and not (operand[id] and evals > 1 and n_ops + n_loads - 1 > M.OPERAND_OPS)
+            and not (n_div > 0 and evals > 1)
         if cheap then realize[id] = nil end
       end
       if row_fused[id] and n_ops > M.RECOMPUTE_BUDGET // 2 then
@@ -410,6 +479,7 @@ function M.decide(order, sink, outputs, opts)
       end
       ops[id], loads[id], has_reduce[id] = math.min(n_ops, COUNT_CAP), math.min(n_loads, COUNT_CAP), reduce
       depth[id], sites[id] = n_depth, n_sites
+      plain[id], divides[id] = n_plain, n_div
     end
   end
   return realize
