@@ -8,6 +8,7 @@ local schedule = require "tcl.schedule"
 local lower = require "tcl.codegen.driver.lower"
 local linearize = require "tcl.codegen.driver.linearize"
 local reuse_values = require "tcl.codegen.passes.reuse_values"
+local ref_softmax = require("spec.support.helper").naive_softmax
 local Tensor = tcl.Tensor
 
 local HAVE_RENDERER = pcall(require, "tcl.llvm")
@@ -57,14 +58,6 @@ local function op_counts(list)
   return all, store_loop
 end
 
-local function ref_softmax(row)
-  local m = -math.huge
-  for _, v in ipairs(row) do m = math.max(m, v) end
-  local out, s = {}, 0
-  for i, v in ipairs(row) do out[i] = math.exp(v - m); s = s + out[i] end
-  for i = 1, #out do out[i] = out[i] / s end
-  return out
-end
 
 describe("reuse reduced values", function()
   it("runs for the CPU's LLVM renderer only", function()

@@ -368,19 +368,7 @@ describe("onnx handlers: ONNX's type rules", function()
 end)
 
 describe("onnx handlers: MatMul and Gemm", function()
-  -- the product of nested Lua matrices
-  local function matmul(a, b)
-    local out = {}
-    for i = 1, #a do
-      out[i] = {}
-      for j = 1, #b[1] do
-        local s = 0
-        for k = 1, #b do s = s + a[i][k] * b[k][j] end
-        out[i][j] = s
-      end
-    end
-    return out
-  end
+  local matmul = require("spec.support.helper").naive_matmul
   local function transpose(a)
     local out = {}
     for j = 1, #a[1] do

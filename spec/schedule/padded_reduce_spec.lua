@@ -7,12 +7,9 @@ local tcl = require "tcl"
 local schedule = require "tcl.schedule"
 local realize_points = require "tcl.schedule.realize_points"
 local Tensor = tcl.Tensor
+local helper = require "spec.support.helper"
+local kernel_names, naive_matmul = helper.scheduled_kernel_names, helper.naive_matmul
 
-local function kernel_names(t)
-  local names = {}
-  for i, k in ipairs(schedule.create({ t.uop }).kernels) do names[i] = k.name end
-  return names
-end
 
 local function count_reduce_kernels(names)
   local n = 0
@@ -30,18 +27,6 @@ local function values(rows, cols, seed)
   return out
 end
 
-local function naive_matmul(a, b)
-  local out = {}
-  for i = 1, #a do
-    out[i] = {}
-    for j = 1, #b[1] do
-      local s = 0
-      for k = 1, #b do s = s + a[i][k] * b[k][j] end
-      out[i][j] = s
-    end
-  end
-  return out
-end
 
 describe("padded reductions (realize_points.PADDED_REDUCE_*)", function()
   it("stores each product that Tensor.cat joins, and the join is one elementwise kernel", function()

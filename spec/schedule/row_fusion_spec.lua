@@ -5,18 +5,12 @@
 -- need too, and devices with workgroups keep the reductions in kernels of their own. Values
 -- are checked against naive Lua references on EMU (the reference device) and the default one.
 local tcl = require "tcl"
-local schedule = require "tcl.schedule"
 local realize_points = require "tcl.schedule.realize_points"
 local plan_cache = require "tcl.schedule.plan_cache"
 local Tensor = tcl.Tensor
+local helper = require "spec.support.helper"
+local kernel_names, ref_softmax = helper.scheduled_kernel_names, helper.naive_softmax
 
-local function kernel_names(...)
-  local uops = {}
-  for i, t in ipairs { ... } do uops[i] = t.uop end
-  local names = {}
-  for i, k in ipairs(schedule.create(uops).kernels) do names[i] = k.name end
-  return names
-end
 
 --- fn() with ROW_FUSE_BYTES set to bytes (restored after, also on error).
 local function with_row_bytes(bytes, fn)
@@ -28,14 +22,6 @@ local function with_row_bytes(bytes, fn)
 end
 
 -- naive references over rows (lists of numbers)
-local function ref_softmax(row)
-  local m = -math.huge
-  for _, v in ipairs(row) do m = math.max(m, v) end
-  local out, s = {}, 0
-  for i, v in ipairs(row) do out[i] = math.exp(v - m); s = s + out[i] end
-  for i = 1, #out do out[i] = out[i] / s end
-  return out
-end
 
 local function ref_layernorm(row)
   local mean, var = 0, 0

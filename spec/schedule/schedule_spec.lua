@@ -14,6 +14,7 @@ local alu = require "tcl.alu"
 local shape = require "tcl.shape"
 local buffers = require "tcl.schedule.buffers"
 local schedule = require "tcl.schedule"
+local ref_softmax_row = require("spec.support.helper").naive_softmax
 
 local F32, INDEX, BOOL = tcl.dtype "float32", tcl.dtype "index", tcl.dtype "bool"
 
@@ -365,14 +366,6 @@ local function ref_rows(values, rows, cols, f) -- f(row list) -> row list
   return out
 end
 
-local function ref_softmax_row(row)
-  local m = -math.huge
-  for _, v in ipairs(row) do m = math.max(m, v) end
-  local e, s = {}, 0
-  for i, v in ipairs(row) do e[i] = math.exp(v - m); s = s + e[i] end
-  for i = 1, #e do e[i] = e[i] / s end
-  return e
-end
 
 local function ref_matmul(a, b, M, K, N, batch)
   local out = {}

@@ -3,15 +3,10 @@
 -- split; smaller ones, and axes without a divisor in [8, 256], stay one kernel. Values are
 -- exact for integers and max, within rounding for float sums.
 local tcl = require "tcl"
-local schedule = require "tcl.schedule"
 local split_reduce = require "tcl.schedule.split_reduce"
 local Tensor = tcl.Tensor
+local kernel_names = require("spec.support.helper").scheduled_kernel_names
 
-local function kernel_names(t)
-  local names = {}
-  for i, k in ipairs(schedule.create({ t.uop }).kernels) do names[i] = k.name end
-  return names
-end
 
 describe("split reductions", function()
   it("split a sum of 2^20 elements into 256 parallel partial sums and their sum", function()

@@ -175,7 +175,6 @@ function M.fresh_dir_path()
   return path .. ".cache"
 end
 
---- The keys of t, sorted (a state dict's names).
 --- fn() with row fusion off (tcl.schedule.realize_points.ROW_FUSE_BYTES = 0, put back after,
 -- also when fn fails): a row statistic is stored by a kernel of its own, as tinygrad does.
 function M.without_row_fusion(fn)
@@ -187,6 +186,41 @@ function M.without_row_fusion(fn)
   assert(ok, err)
 end
 
+--- The names of the kernels tcl.schedule plans to realize the given tensors, in order (runs
+-- nothing).
+function M.scheduled_kernel_names(...)
+  local uops = {}
+  for i, t in ipairs { ... } do uops[i] = t.uop end
+  local names = {}
+  for i, k in ipairs(require("tcl.schedule").create(uops).kernels) do names[i] = k.name end
+  return names
+end
+
+--- The product of two matrices given as nested Lua lists (rows of numbers), in doubles.
+function M.naive_matmul(a, b)
+  local out = {}
+  for i = 1, #a do
+    out[i] = {}
+    for j = 1, #b[1] do
+      local s = 0
+      for k = 1, #b do s = s + a[i][k] * b[k][j] end
+      out[i][j] = s
+    end
+  end
+  return out
+end
+
+--- softmax of one row (a list of numbers), in doubles.
+function M.naive_softmax(row)
+  local m = -math.huge
+  for _, v in ipairs(row) do m = math.max(m, v) end
+  local out, s = {}, 0
+  for i, v in ipairs(row) do out[i] = math.exp(v - m); s = s + out[i] end
+  for i = 1, #out do out[i] = out[i] / s end
+  return out
+end
+
+--- The keys of t, sorted (a state dict's names).
 function M.sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
