@@ -138,10 +138,17 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
   -- tinygrad's 14, and attention's softmax weights stored: recomputing their exponential
   -- (TRANSCENDENTAL_OPS) once per head dim inside weights @ values is over the budget. Row
   -- fusion (realize_points, "Row fusion") makes the two layernorms and the softmax one kernel
-  -- each: 9.
-  it("is at most 15 kernels: tinygrad's 14 and the stored softmax weights (9 row-fused)", function()
+  -- each: 9. On the CPU the qkv, fc1 and fc2 weights (128 rows, over 2^20 elements) are packed
+  -- in panels (tcl.api.nn._packing): 3 packing kernels, and the bias + GELU and the residual
+  -- tails of the packed products stored by kernels of their own: 14.
+  it("is at most 15 kernels: tinygrad's 14 and the stored softmax weights (9 row-fused, 14 packed)", function()
     assert.is_true(#sched.kernels <= 15, string.format("%d kernels: %s", #sched.kernels, names(sched)))
-    assert.are.equal(9, #sched.kernels, names(sched))
+    local packs = 0
+    for _, k in ipairs(sched.kernels) do
+      if k.name:match("^E_%d+_768_32$") or k.name:match("^E_%d+_3072_32$") then packs = packs + 1 end
+    end
+    assert.are.equal(3, packs, names(sched))
+    assert.are.equal(14, #sched.kernels, names(sched))
   end)
 
   -- 1.1 leaves room for recomputing within RECOMPUTE_BUDGET ops per element (softmax's
@@ -171,8 +178,7 @@ describe("schedule: a GPT-2 small layer (d_model 768, 12 heads, seq 128)", funct
     local sizes = { batch = 2, seq = 8, d_model = 64, heads = 4, hidden = 256 }
     local small, p = models.gpt2_layer(Tensor, sizes)
     local small_sched = schedule.create({ small.uop })
-    assert.are.equal(#sched.kernels, #small_sched.kernels, names(small_sched))
-    assert.are.equal(9, #small_sched.kernels, names(small_sched))
+    assert.are.equal(9, #small_sched.kernels, names(small_sched)) -- weights too small to pack
     local expected = ref_gpt2(p, sizes)
     R.check(small, expected, "GPT-2 layer", { tol = TOL, check_dtype = false })
   end)
