@@ -419,5 +419,8 @@ function M.safe_load(path, opts)
   return sd, metadata
 end
 
+--- GGUF checkpoints: tensors, metadata and tensor infos of a GGUF file (tcl.api.gguf's load).
+function M.gguf_load(path, opts) return require("tcl.api.gguf").load(path, opts) end
+
 -- a stray argument (safe_save(sd, path, metadata, extra)) is an error (check.fixed_arguments)
 return check.fix_arguments(M, "")
