@@ -183,7 +183,7 @@ describe("gguf_load: quantized tensors", function()
     local blocks, weight = {}, {}
     for r = 1, n do
       weight[r] = {}
-      for b = 1, k // 32 do
+      for _ = 1, k // 32 do
         local d, q = random_scale(rng), random_values(rng, 0, 15)
         blocks[#blocks + 1] = W.q4_0_block(d, q)
         for j = 1, 32 do weight[r][#weight[r] + 1] = W.half(d) * (q[j] - 8) end
@@ -220,8 +220,10 @@ describe("gguf_load: quantized tensors", function()
 
   it("refuses K-quants and other unsupported types, naming the tensor, the type and the supported ones", function()
     for _, case in ipairs { { "Q4_K", 144 }, { "Q5_K", 176 }, { "Q6_K", 210 } } do
-      helper.fails_with("tensor 'blk.0.w' has type " .. case[1] .. ", which is not supported (supported: F32, F16, BF16",
-        load, W.file { tensors = { { name = "blk.0.w", dims = { 256 }, type = case[1], data = string.rep("\0", case[2]) } } })
+      local file = W.file { tensors = { { name = "blk.0.w", dims = { 256 }, type = case[1],
+        data = string.rep("\0", case[2]) } } }
+      helper.fails_with("tensor 'blk.0.w' has type " .. case[1] .. ", which is not supported (supported: F32, F16",
+        load, file)
     end
     helper.fails_with("tensor 'x' has type 99 (unknown), which is not supported", load,
       W.file { tensors = { { name = "x", dims = { 1 }, type = 99, data = "\0\0\0\0" } } })
@@ -245,7 +247,8 @@ describe("gguf_load: malformed files", function()
   end)
 
   it("refuses counts past the end of the file", function()
-    helper.fails_with("at byte 16: the metadata count 1000000 is more than the file", load, header(3, 0, 1000000) .. pad)
+    helper.fails_with("at byte 16: the metadata count 1000000 is more than the file", load,
+      header(3, 0, 1000000) .. pad)
     helper.fails_with("at byte 8: the tensor count 1000000 is more than the file", load, header(3, 1000000, 0) .. pad)
     helper.fails_with("the tensor count is 2^63 or more", load, header(3, -1, 0) .. pad)
     helper.fails_with("declares 4294967296 items, more than the rest of the file", load, header(3, 0, 1) ..
@@ -276,7 +279,8 @@ describe("gguf_load: malformed files", function()
     helper.fails_with("metadata key 'k' appears twice", load,
       W.file { metadata = { W.entry("k", "uint8", 1), W.entry("k", "uint8", 2) } } .. pad)
     helper.fails_with("tensor name 'a' appears twice", load, W.file { tensors = {
-      { name = "a", dims = { 1 }, type = "F32", data = "\0\0\0\0" }, { name = "a", dims = { 1 }, type = "F32", data = "\0\0\0\0" } } })
+      { name = "a", dims = { 1 }, type = "F32", data = "\0\0\0\0" },
+      { name = "a", dims = { 1 }, type = "F32", data = "\0\0\0\0" } } })
   end)
 
   it("refuses tensors past the end of the data, misaligned, or whose dims overflow", function()

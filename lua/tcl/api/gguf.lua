@@ -117,7 +117,9 @@ local DEQUANTIZE = {
 --  block bytes}) of GGUF type type_name ("Q8_0", "Q4_0", "Q4_1") hold.
 function M.dequantize(raw, type_name, shape)
   local f = DEQUANTIZE[type_name]
-  if not f then fail("gguf.dequantize", "unsupported block type '%s' (supported: Q8_0, Q4_0, Q4_1)", tostring(type_name)) end
+  if not f then
+    fail("gguf.dequantize", "unsupported block type '%s' (supported: Q8_0, Q4_0, Q4_1)", tostring(type_name))
+  end
   if not class.is_tensor(raw) or raw.dtype ~= dtypes.uint8 or #raw._shape ~= 2 then
     fail("gguf.dequantize", "expected the raw blocks as a uint8 tensor {blocks, bytes}")
   end
@@ -217,7 +219,9 @@ local function read_tensor_info(c, index, names)
   for i = 1, ndims do
     local dim_at = c.pos
     local n = c.number("<i8", 8, "tensor '" .. name .. "''s dims")
-    if n < 0 or n > LIMIT then bad(dim_at, "has size %s in GGUF dim %d, more than 2^53", n < 0 and "2^63 or more" or n, i) end
+    if n < 0 or n > LIMIT then
+      bad(dim_at, "has size %s in GGUF dim %d, more than 2^53", n < 0 and "2^63 or more" or n, i)
+    end
     if n > 0 and numel > LIMIT // n then bad(dim_at, "has dims whose product is more than 2^53") end
     dims[i], numel = n, numel * n
   end

@@ -419,7 +419,13 @@ function M.safe_load(path, opts)
   return sd, metadata
 end
 
---- GGUF checkpoints: tensors, metadata and tensor infos of a GGUF file (tcl.api.gguf's load).
+--- Reads the GGUF file (versions 2 and 3) at path: returns tensors ({ [name] = tensor }),
+--  metadata ({ [key] = value }) and infos ({ [name] = { shape, dims, type, offset, nbytes,
+--  blocks } }, with version, alignment and data_start). opts: device. Shapes are outermost
+--  first (GGUF lists dims innermost first). F32, F16, BF16, F64 and I8..I64 tensors load in
+--  their dtypes; Q8_0, Q4_0 and Q4_1 as a lazy float32 dequantization of their raw blocks
+--  (infos[name].blocks), which a matmul fuses into its kernel. Other types (the K-quants) and
+--  malformed files are errors naming the file, the byte offset and the problem (tcl.api.gguf).
 function M.gguf_load(path, opts) return require("tcl.api.gguf").load(path, opts) end
 
 -- a stray argument (safe_save(sd, path, metadata, extra)) is an error (check.fixed_arguments)
