@@ -129,6 +129,28 @@ local function random_values(rng, lo, hi)
   return q
 end
 
+describe("gguf_load: empty and scalar tensors", function()
+  it("reads a tensor with a zero dim and one with no dims", function()
+    local t = load(W.file { tensors = { { name = "e", dims = { 0, 3 }, type = "F32", data = "" },
+      { name = "z", dims = { 0 }, type = "Q4_0", data = "" }, { name = "s", dims = {}, type = "F32",
+        data = string.pack("<f", 5) } } })
+    assert.are.same({ 3, 0 }, t.e.shape)
+    assert.are.same({ 0 }, t.z.shape)
+    assert.are.same({}, t.s.shape)
+    assert.are.equal(5, t.s:item())
+  end)
+
+  it("refuses arrays nested deeper than MAX_ARRAY_DEPTH", function()
+    local value = { item = "uint8", 1 }
+    for _ = 1, gguf.MAX_ARRAY_DEPTH do value = { item = "array", value } end
+    helper.fails_with("nests arrays more than 16 deep", load, W.file { metadata = { W.entry("deep", "array", value) } })
+    local _, md = load(W.file { metadata = { W.entry("deep", "array", value[1]) } })
+    local depth, v = 0, md.deep
+    while type(v) == "table" do depth, v = depth + 1, v[1] end
+    assert.are.equal(gguf.MAX_ARRAY_DEPTH, depth)
+  end)
+end)
+
 describe("gguf_load: quantized tensors", function()
   local rng = splitmix.new(3701)
 
