@@ -138,9 +138,11 @@ local function cursor(map, path)
   function c.bad(at, fmt, ...)
     fail(FN, "'%s': at byte %d: " .. fmt, path, at, ...)
   end
-  function c.bytes(n, what)
+  -- `what` names the value in messages, and `suffix` (optional) is appended to it: the two are
+  -- joined only for a message, not for each of the many values of a large vocabulary
+  function c.bytes(n, what, suffix)
     if n > c.size - c.pos then
-      c.bad(c.pos, "%s needs %d bytes, past the end of the file (%d bytes)", what, n, c.size)
+      c.bad(c.pos, "%s%s needs %d bytes, past the end of the file (%d bytes)", what, suffix or "", n, c.size)
     end
     local from = c.pos - c.window_at
     if from < 0 or from + n > #c.window then
@@ -151,15 +153,15 @@ local function cursor(map, path)
     c.pos = c.pos + n
     return c.window:sub(from + 1, from + n)
   end
-  function c.number(fmt, n, what) return (string.unpack(fmt, c.bytes(n, what))) end
-  function c.count(what) -- a uint64 count, refused when it has the top bit set
+  function c.number(fmt, n, what, suffix) return (string.unpack(fmt, c.bytes(n, what, suffix))) end
+  function c.count(what, suffix) -- a uint64 count, refused when it has the top bit set
     local at = c.pos
-    local n = c.number("<i8", 8, what)
-    if n < 0 then c.bad(at, "%s is 2^63 or more", what) end
+    local n = c.number("<i8", 8, what, suffix)
+    if n < 0 then c.bad(at, "%s%s is 2^63 or more", what, suffix or "") end
     return n, at
   end
   function c.string(what)
-    local n, at = c.count(what .. "'s length")
+    local n, at = c.count(what, "'s length")
     if n > c.size - c.pos then
       c.bad(at, "%s of %d bytes runs past the end of the file (%d bytes)", what, n, c.size)
     end
@@ -178,18 +180,19 @@ local function read_value(c, code, what, depth)
     if depth >= M.MAX_ARRAY_DEPTH then
       c.bad(c.pos, "%s nests arrays more than %d deep", what, M.MAX_ARRAY_DEPTH)
     end
-    local item = c.number("<I4", 4, what .. "'s item type")
+    local item = c.number("<I4", 4, what, "'s item type")
     if not VALUE_TYPES[item] then
       c.bad(c.pos - 4, "%s has unknown item type %d (0..12 are defined)", what, item)
     end
-    local n, at = c.count(what .. "'s length")
+    local n, at = c.count(what, "'s length")
     -- each item takes at least one byte (a string eight, an array twelve): refuse the count at once
     local least = VALUE_TYPES[item][3] or (item == 8 and 8 or 12)
     if n > (c.size - c.pos) // least then
       c.bad(at, "%s declares %d items, more than the rest of the file (%d bytes) holds", what, n, c.size - c.pos)
     end
     local list = {}
-    for i = 1, n do list[i] = read_value(c, item, what .. "[" .. i .. "]", depth + 1) end
+    -- an item's messages name the array (and the index, for the rare nested arrays)
+    for i = 1, n do list[i] = read_value(c, item, item == 9 and what .. "[" .. i .. "]" or what, depth + 1) end
     return list
   end
   local at = c.pos
