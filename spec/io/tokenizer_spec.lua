@@ -1,0 +1,309 @@
+-- spec/io/tokenizer_spec.lua — tcl.api.tokenizer, the tokenizer built from a GGUF file's
+-- tokenizer.ggml.* metadata. Small vocabularies are written here by hand and every expected
+-- token list is worked out in the comments from the algorithms' definitions: GPT-2's byte to
+-- character mapping and pre-tokenization pattern, merges by rank (gpt2), merges by the score of
+-- the merged piece with byte fallback (llama); then round trips and every error message.
+local helper = require "spec.support.helper"
+local tokenizer = require "tcl.api.tokenizer"
+
+local fails_with = helper.fails_with
+
+local function md(t) -- short keys -> GGUF keys
+  local out = {}
+  for k, v in pairs(t) do out["tokenizer.ggml." .. k] = v end
+  return out
+end
+
+-- A gpt2 vocabulary: the 256 byte characters as ids 0..255 (id = byte value), then `extra`
+-- tokens from id 256 on.
+local function gpt2_tokens(extra)
+  local tokens = {}
+  for b = 0, 255 do tokens[b + 1] = tokenizer.byte_to_char[b] end
+  for _, t in ipairs(extra or {}) do tokens[#tokens + 1] = t end
+  return tokens
+end
+
+describe("gpt2 byte-level mapping", function()
+  it("keeps printable bytes and moves the others to U+0100 onwards in byte order", function()
+    local map = tokenizer.byte_to_char
+    assert.are.equal("!", map[0x21])
+    assert.are.equal("~", map[0x7E])
+    assert.are.equal("\u{A1}", map[0xA1])
+    assert.are.equal("\u{FF}", map[0xFF])
+    -- bytes 0x00..0x20 are the first 33 non-printables: U+0100..U+0120
+    assert.are.equal("\u{100}", map[0x00])
+    assert.are.equal("\u{10A}", map[0x0A]) -- newline: 'Ċ'
+    assert.are.equal("\u{120}", map[0x20]) -- space: 'Ġ'
+    -- then 0x7F (U+0121), 0x80..0x9F (U+0122..U+0141), 0xA0 (U+0142), 0xAD (U+0143)
+    assert.are.equal("\u{121}", map[0x7F])
+    assert.are.equal("\u{122}", map[0x80])
+    assert.are.equal("\u{141}", map[0x9F])
+    assert.are.equal("\u{142}", map[0xA0])
+    assert.are.equal("\u{143}", map[0xAD])
+    local seen = {}
+    for b = 0, 255 do
+      assert.is_nil(seen[map[b]], "two bytes share a character")
+      seen[map[b]] = true
+    end
+  end)
+end)
+
+describe("gpt2 pre-tokenization", function()
+  local split = tokenizer.pre_tokenize
+  it("splits contractions, letters, numbers and other characters, each with one leading space", function()
+    assert.are.same({ "I", "'m", " here" }, split("I'm here"))
+    assert.are.same({ "we", "'ll", " go", "'s", "'d", "'ve", "'re", "'t" }, split("we'll go's'd've're't"))
+    -- the contractions are lower case: "'RE" is "'" (other) then "RE" (letters)
+    assert.are.same({ "they", "'", "RE" }, split("they'RE"))
+    -- " '" is a space before other characters, not a contraction
+    assert.are.same({ "x", " '", "s" }, split("x 's"))
+    assert.are.same({ "3", ".", "14", " apples", "!!?" }, split("3.14 apples!!?"))
+    assert.are.same({ "abc", "123", "def" }, split("abc123def"))
+  end)
+
+  it("leaves the last space of a run to the word after it, and keeps trailing space whole", function()
+    -- "a  b": the run "  " before "b" gives its last space to " b"
+    assert.are.same({ "a", " ", " b" }, split("a  b"))
+    -- " \n " before "b": `\s+(?!\S)` backs off one character
+    assert.are.same({ "a", " \n", " b" }, split("a \n b"))
+    assert.are.same({ "x", "   " }, split("x   "))
+    -- a tab is white space but not the optional space: "\t\tx" is "\t", "\t", "x"
+    assert.are.same({ "\t", "\t", "x" }, split("\t\tx"))
+    assert.are.same({ "hi", "\n\n" }, split("hi\n\n"))
+    assert.are.same({ "a", "\n", "\n", "b" }, split("a\n\nb"))
+  end)
+
+  it("classes UTF-8 code points: accented letters, Latin-1 numbers, emoji and CJK", function()
+    assert.are.same({ "héllo", " wörld" }, split("héllo wörld"))
+    assert.are.same({ "Ünïcode", "123" }, split("Ünïcode123"))
+    assert.are.same({ "½", " ²" }, split("½ ²")) -- \p{N} (No) in Latin-1
+    assert.are.same({ "go", " 😀!", " 日本語" }, split("go 😀! 日本語")) -- emoji and "!" are one run
+    assert.are.same({ "Привет", ",", " мир" }, split("Привет, мир"))
+    -- U+00A0 (no-break space) is white space, U+00D7 (×) a symbol
+    assert.are.same({ "2", "\u{A0}", "×", "3" }, split("2\u{A0}×3"))
+  end)
+
+  it("keeps every byte, invalid UTF-8 included", function()
+    local text = "ok\xff\xfe bad \xe2\x82 end\xc3"
+    assert.are.equal(text, table.concat(split(text)))
+    assert.are.same({ "ok", "\xff\xfe", " bad", " \xe2\x82", " end", "\xc3" }, split(text))
+  end)
+end)
+
+describe("gpt2 BPE", function()
+  -- ids: bytes 0..255, then bc = 256, ab = 257, abc = 258, "Ã©" (the bytes of é) = 259
+  local tokens = gpt2_tokens { "bc", "ab", "abc", "\u{C3}\u{A9}", "<|endoftext|>" }
+  local types = {}
+  for i = 1, #tokens do types[i] = 1 end
+  types[261] = 3 -- <|endoftext|>, id 260, a control token
+  local tok = tokenizer.from_metadata(md {
+    model = "gpt2", tokens = tokens, token_type = types, merges = { "b c", "a b", "a bc", "\u{C3} \u{A9}" },
+    bos_token_id = 260, eos_token_id = 260,
+  })
+
+  it("merges the pair of lowest rank first, every occurrence of it", function()
+    -- "abc": (a,b) rank 2, (b,c) rank 1 -> a|bc; (a,bc) rank 3 -> abc. Left to right would
+    -- give ab|c and stop (no merge "ab c").
+    assert.are.same({ 258 }, tok:encode("abc"))
+    -- "abab": (a,b) rank 2 twice, both merged in one step -> ab|ab, no merge "ab ab"
+    assert.are.same({ 257, 257 }, tok:encode("abab"))
+    -- "abcb": b c first -> a|bc|b; then a bc -> abc|b ("b" is byte 98)
+    assert.are.same({ 258, 98 }, tok:encode("abcb"))
+    -- " ab": Ġ|a|b -> (a,b) -> Ġ|ab; no merge with Ġ (byte 32)
+    assert.are.same({ 32, 257 }, tok:encode(" ab"))
+    -- "cab" is one piece: c|a|b -> c|ab
+    assert.are.same({ 99, 257 }, tok:encode("cab"))
+  end)
+
+  it("works on bytes: a multibyte character merges only when a merge names its bytes", function()
+    -- é is C3 A9, shown as "Ã" "©"; the merge "Ã ©" makes token 259
+    assert.are.same({ 259 }, tok:encode("é"))
+    -- è is C3 A8: no merge, its two bytes
+    assert.are.same({ 0xC3, 0xA8 }, tok:encode("è"))
+    -- "😀" is F0 9F 98 80: four byte tokens
+    assert.are.same({ 0xF0, 0x9F, 0x98, 0x80 }, tok:encode("😀"))
+  end)
+
+  it("adds bos and eos on request, and decode leaves control tokens out", function()
+    assert.are.same({ 260, 258, 260 }, tok:encode("abc", { bos = true, eos = true }))
+    assert.are.same({ 258 }, tok:encode("abc")) -- gpt2 adds nothing by default
+    assert.are.equal("abc", tok:decode({ 260, 258, 260 }))
+    assert.are.same({}, tok:encode(""))
+  end)
+
+  it("decodes to the original text: emoji, newlines, tabs, CJK, invalid bytes", function()
+    local texts = {
+      "Hello, world! It's 2026.\n\nNew paragraph\twith tabs   and  spaces   ",
+      "emoji 😀🎉👍🏽 and family 👨‍👩‍👧 (zero-width joiners)", "日本語のテキスト、中文。", "é è ê ë ½ × ÷",
+      "\0\1\2 control bytes \127", "bad utf-8 \xff\xfe\xc3", "abcabcab", " ", "\n", "",
+    }
+    for _, text in ipairs(texts) do
+      assert.are.equal(text, tok:decode(tok:encode(text)))
+    end
+    local all = {}
+    for b = 0, 255 do all[#all + 1] = string.char(b) end
+    all = table.concat(all)
+    assert.are.equal(all, tok:decode(tok:encode(all)))
+  end)
+
+  it("uses the unknown token for a piece without a token, when there is one", function()
+    local partial = { "a", "b", "<unk>" } -- no "c"
+    local t = tokenizer.from_metadata(md { model = "gpt2", tokens = partial, merges = {}, unknown_token_id = 2 })
+    assert.are.same({ 0, 2, 1 }, t:encode("acb"))
+  end)
+
+  it("encodes 10 KB of text well under a second", function()
+    local words = {}
+    for i = 1, 2000 do words[i] = string.format("w%dx%s", i, ("abc"):rep(i % 4)) end
+    local text = table.concat(words, " "):sub(1, 10240)
+    local start = os.clock()
+    local ids = tok:encode(text)
+    assert.is_true(os.clock() - start < 0.5, "took " .. (os.clock() - start) .. " s")
+    assert.are.equal(text, tok:decode(ids))
+  end)
+end)
+
+describe("llama SentencePiece-style BPE", function()
+  -- id  token     type     score
+  local vocab = {
+    { "<unk>", 2, 0 }, -- 0
+    { "<s>", 3, 0 }, -- 1
+    { "</s>", 3, 0 }, -- 2
+    { "<0xC3>", 6, 0 }, -- 3
+    { "<0xA9>", 6, 0 }, -- 4
+    { "<0x0A>", 6, 0 }, -- 5
+    { "▁", 1, -1 }, -- 6
+    { "a", 1, -2 }, -- 7
+    { "b", 1, -2 }, -- 8
+    { "c", 1, -2 }, -- 9
+    { "ab", 1, -3 }, -- 10
+    { "bc", 1, -1 }, -- 11
+    { "▁a", 1, -4 }, -- 12
+    { "abc", 1, -0.5 }, -- 13
+    { "▁abc", 1, -5 }, -- 14
+    { "aa", 1, -1 }, -- 15
+  }
+  local function metadata(extra)
+    local t = { model = "llama", tokens = {}, token_type = {}, scores = {}, bos_token_id = 1, eos_token_id = 2,
+      unknown_token_id = 0 }
+    for i, v in ipairs(vocab) do t.tokens[i], t.token_type[i], t.scores[i] = v[1], v[2], v[3] end
+    for k, v in pairs(extra or {}) do t[k] = v end
+    return md(t)
+  end
+  local tok = tokenizer.from_metadata(metadata())
+
+  it("merges the pair whose merged piece scores highest", function()
+    -- "abc" -> "▁abc" = ▁|a|b|c. Pairs: ▁a -4, ab -3, bc -1: bc -> ▁|a|bc.
+    -- Pairs: ▁a -4, abc -0.5: abc -> ▁|abc. Pair ▁abc -5 -> ▁abc (14). bos first by default.
+    assert.are.same({ 1, 14 }, tok:encode("abc"))
+    -- "a b" -> ▁|a|▁|b: only ▁a is a token -> ▁a|▁|b
+    assert.are.same({ 12, 6, 8 }, tok:encode("a b", { bos = false }))
+  end)
+
+  it("breaks ties between equal scores by the leftmost pair", function()
+    -- "aaa" -> ▁|a|a|a: pairs ▁a -4, aa -1, aa -1: the left aa -> ▁|aa|a; neither "▁aa" nor
+    -- "aaa" is a token. (The right one first would give ▁|a|aa, then ▁a|aa.)
+    assert.are.same({ 6, 15, 7 }, tok:encode("aaa", { bos = false }))
+  end)
+
+  it("falls back to byte tokens, then to the unknown token", function()
+    -- "é" -> ▁|é: "é" is no token; its bytes C3 A9 are <0xC3> <0xA9>
+    assert.are.same({ 6, 3, 4 }, tok:encode("é", { bos = false }))
+    -- "a\nb" -> ▁|a|\n|b: ▁a -> ▁a|\n|b; the newline is <0x0A>
+    assert.are.same({ 12, 5, 8 }, tok:encode("a\nb", { bos = false }))
+    -- "z" has no token and no <0x7A>: the unknown token, once
+    assert.are.same({ 6, 0 }, tok:encode("z", { bos = false }))
+  end)
+
+  it("adds the leading space only when add_space_prefix allows, and eos on request", function()
+    local plain = tokenizer.from_metadata(metadata { add_space_prefix = false, add_bos_token = false })
+    -- a|b|c -> a|bc -> abc
+    assert.are.same({ 13 }, plain:encode("abc"))
+    assert.are.same({ 13, 2 }, plain:encode("abc", { eos = true }))
+    assert.are.same({}, tok:encode("", { bos = false }))
+  end)
+
+  it("decodes spaces, byte tokens and control tokens, without the added leading space", function()
+    assert.are.equal("abc é", tok:decode({ 1, 14, 6, 3, 4, 2 }))
+    for _, text in ipairs { "abc aa\naab", "é abc", "  ab  c", "ab\n" } do
+      assert.are.equal(text, tok:decode(tok:encode(text)))
+    end
+  end)
+
+  it("encodes 10 KB of text well under a second", function()
+    local text = ("abc aab ba cab\n"):rep(700):sub(1, 10240)
+    local start = os.clock()
+    local ids = tok:encode(text)
+    assert.is_true(os.clock() - start < 0.5, "took " .. (os.clock() - start) .. " s")
+    assert.are.equal(text, tok:decode(ids))
+  end)
+end)
+
+describe("tokenizer errors", function()
+  local good = { model = "gpt2", tokens = { "a", "b", "ab" }, merges = { "a b" } }
+  local function with(changes)
+    local t = {}
+    for k, v in pairs(good) do t[k] = v end
+    for k, v in pairs(changes) do t[k] = v end
+    return md(t)
+  end
+  local from = tokenizer.from_metadata
+
+  it("names a missing key, a wrong type or model, and mismatched lengths", function()
+    fails_with("tokenizer.from_metadata: expected a table of GGUF metadata, got string", from, "x")
+    fails_with("missing key 'tokenizer.ggml.model'", from, {})
+    fails_with("'tokenizer.ggml.model' is \"bert\"; supported: \"gpt2\"", from, with { model = "bert" })
+    fails_with("missing key 'tokenizer.ggml.tokens'", from, md { model = "gpt2" })
+    fails_with("'tokenizer.ggml.tokens' must be an array, got string", from, with { tokens = "ab" })
+    fails_with("'tokenizer.ggml.tokens'[2] must be a string, got number", from, with { tokens = { "a", 7 } })
+    fails_with("'tokenizer.ggml.tokens' is empty", from, with { tokens = {} })
+    fails_with("missing key 'tokenizer.ggml.merges'", from, md { model = "gpt2", tokens = { "a" } })
+    fails_with("'tokenizer.ggml.token_type' has 2 entries but 'tokenizer.ggml.tokens' has 3", from,
+      with { token_type = { 1, 1 } })
+    fails_with("'tokenizer.ggml.token_type'[1] must be an integer, got number", from,
+      with { token_type = { 1.5, 1, 1 } })
+    fails_with("missing key 'tokenizer.ggml.scores'", from, with { model = "llama" })
+    fails_with("'tokenizer.ggml.scores' has 1 entries but 'tokenizer.ggml.tokens' has 3", from,
+      with { model = "llama", scores = { 0 } })
+    fails_with("'tokenizer.ggml.bos_token_id' is 3, outside the vocabulary's ids 0..2", from,
+      with { bos_token_id = 3 })
+    fails_with("'tokenizer.ggml.eos_token_id' must be an integer token id, got string", from,
+      with { eos_token_id = "2" })
+    fails_with("'tokenizer.ggml.add_bos_token' must be a boolean, got number", from, with { add_bos_token = 1 })
+  end)
+
+  it("names a malformed merge and a merge naming an unknown token", function()
+    fails_with("'tokenizer.ggml.merges'[1] is \"ab\", not two tokens separated by one space", from,
+      with { merges = { "ab" } })
+    fails_with("'tokenizer.ggml.merges'[2] 'a c' names 'c', which is not a token of the vocabulary", from,
+      with { merges = { "a b", "a c" } })
+    -- the merged piece must be a token too
+    fails_with("'tokenizer.ggml.merges'[1] 'b a' names 'ba', which is not a token", from, with { merges = { "b a" } })
+  end)
+
+  it("names bad arguments of encode and decode, and ids out of range", function()
+    local tok = from(with {})
+    fails_with("Tokenizer:encode: text must be a string, got number", tok.encode, tok, 5)
+    fails_with("Tokenizer:encode: options must be a table, got boolean", tok.encode, tok, "a", true)
+    fails_with("Tokenizer:encode: option 'bos' must be a boolean, got number", tok.encode, tok, "a", { bos = 1 })
+    fails_with("Tokenizer:encode: bos = true but the vocabulary has no 'tokenizer.ggml.bos_token_id'",
+      tok.encode, tok, "a", { bos = true })
+    fails_with("call it as tok:encode(text), with a colon", tok.encode, "a")
+    fails_with("Tokenizer:decode: ids[2] = 3 is outside the vocabulary's ids 0..2", tok.decode, tok, { 0, 3 })
+    fails_with("Tokenizer:decode: ids[1] = -1 is outside", tok.decode, tok, { -1 })
+    fails_with("Tokenizer:decode: ids[1] must be an integer token id, got float", tok.decode, tok, { 1.5 })
+    fails_with("Tokenizer:decode: expected an array of token ids, got string", tok.decode, tok, "0")
+  end)
+
+  it("names text that has no token when there is no unknown token", function()
+    local tok = from(with {})
+    fails_with("Tokenizer:encode: piece \"c\" of the text has no token and the vocabulary has no unknown_token_id",
+      tok.encode, tok, "c")
+    local llama = from(md { model = "llama", tokens = { "▁", "a" }, scores = { 0, 0 } })
+    fails_with("Tokenizer:encode: byte 0x7A of the text has no token <0x7A> and the vocabulary has no unknown_token_id",
+      llama.encode, llama, "az")
+    -- a gpt2 token holding a raw space (U+0020, which the mapping writes as U+0120) decodes to no byte
+    local raw = from(md { model = "gpt2", tokens = { "a b" }, merges = {} })
+    fails_with("Tokenizer:decode: token 0 \"a b\" holds U+0020, which stands for no byte", raw.decode, raw, { 0 })
+  end)
+end)
