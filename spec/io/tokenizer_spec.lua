@@ -90,6 +90,66 @@ describe("gpt2 pre-tokenization", function()
   end)
 end)
 
+describe("gpt2 pre-tokenization against Python's regex module", function()
+  -- GPT-2's pattern run by the engine it is written for, on varied and on random text; the
+  -- pieces come back as hex, one text per line
+  local has_regex = helper.run("python3 -c 'import regex'") == 0
+  local PATTERN = [[r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""]]
+  local function reference(texts)
+    local input = os.tmpname()
+    local f = assert(io.open(input, "wb"))
+    f:write(table.concat(texts, "\0"))
+    f:close()
+    local script = "import regex, sys\npat = regex.compile(" .. PATTERN .. ")\n" ..
+      "for t in open(sys.argv[1], 'rb').read().decode('utf-8').split('\\0'):\n" ..
+      "    print(' '.join(m.encode('utf-8').hex() for m in pat.findall(t)))\n"
+    local status, out, err = helper.run("python3 -c " .. helper.shell_quote(script) .. " " .. helper.shell_quote(input))
+    os.remove(input)
+    assert.are.equal(0, status, err)
+    local lines = {}
+    for line in out:gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+    return lines
+  end
+  local function hex_pieces(text)
+    local out = {}
+    for i, piece in ipairs(tokenizer.pre_tokenize(text)) do
+      out[i] = piece:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+    end
+    return table.concat(out, " ")
+  end
+
+  it("splits as the reference does", function()
+    if not has_regex then
+      pending("python3 with the regex module is not installed (apt-get install python3-regex)")
+      return
+    end
+    local texts = {
+      "Hello, world! It's 2026.\n\nNew paragraph\twith tabs   and  spaces   ", "I'm we'll they'RE x 's",
+      "emoji 😀🎉👍🏽 and family 👨‍👩‍👧", "日本語のテキスト、中文。한국어 텍스트", "नमस्ते दुनिया १२३", "مرحبا بالعالم ١٢٣",
+      "Ελληνικά ½ ² ③ Ⅻ ＡＢＣ１２３", "math: ∑ x² ≤ 10⁶ → ∞", "  \u{A0}\u{2003}x\u{3000}y \u{85}z",
+      "combining: e\u{301}e\u{301} a\u{308}", "ﬁne ligature, ǅ titlecase, ʰ modifier",
+    }
+    -- random text: code points drawn from ASCII, Latin-1 and a sample of the planes
+    local rng = 12345
+    local function random(n) rng = (rng * 1103515245 + 12345) % 2147483648; return rng % n end
+    local pools = { { 0x20, 0x7E }, { 0x09, 0x0D }, { 0xA0, 0xFF }, { 0x100, 0x2FFF }, { 0x3000, 0xD7FF },
+      { 0xE000, 0xFFFD }, { 0x10000, 0x1FFFF }, { 0x20, 0x20 } }
+    for _ = 1, 200 do
+      local cps = {}
+      for k = 1, 1 + random(40) do
+        local pool = pools[1 + random(#pools)]
+        cps[k] = utf8.char(pool[1] + random(pool[2] - pool[1] + 1))
+      end
+      texts[#texts + 1] = table.concat(cps)
+    end
+    local expected = reference(texts)
+    assert.are.equal(#texts, #expected)
+    for i, text in ipairs(texts) do
+      assert.are.equal(expected[i], hex_pieces(text), "text " .. i .. ": " .. string.format("%q", text))
+    end
+  end)
+end)
+
 describe("gpt2 BPE", function()
   -- ids: bytes 0..255, then bc = 256, ab = 257, abc = 258, "Ã©" (the bytes of é) = 259
   local tokens = gpt2_tokens { "bc", "ab", "abc", "\u{C3}\u{A9}", "<|endoftext|>" }

@@ -9,12 +9,11 @@
 -- token with id i is tokens[i + 1] of the metadata); tcl.nn.Embedding's indices are 1-based, so
 -- a model looks a token up at id + 1.
 --
--- What it leaves out: special tokens written in the text are encoded as plain text (no parsing
--- of "<|endoftext|>" or "<s>"), and GPT-2's Unicode classes (\p{L}, \p{N}, \s) are exact for
--- ASCII and Latin-1 and follow the Unicode blocks beyond (letters for scripts; punctuation,
--- symbols, emoji and combining marks as "other"; the common decimal digits, circled and Roman
--- numerals as numbers): a rare code point may be split differently from GPT-2's regex, never
--- lost (decode(encode(text)) == text for any UTF-8 text and for invalid bytes too).
+-- GPT-2's Unicode classes (\p{L}, \p{N}, \s) come from a generated table
+-- (tcl.api.unicode_classes), exact for the Unicode version it was made from. Every
+-- byte of the text lands in exactly one piece, so decode(encode(text)) == text for any text,
+-- invalid UTF-8 included. Left out: special tokens written in the text are encoded as plain
+-- text (no parsing of "<|endoftext|>" or "<s>").
 local check = require "tcl.api.check"
 local quote = require "tcl.quote"
 
@@ -119,27 +118,9 @@ LATIN1[0x85], LATIN1[0xA0] = "S", "S"
 for _, cp in ipairs { 0xAA, 0xB5, 0xBA } do LATIN1[cp] = "L" end
 for _, cp in ipairs { 0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE } do LATIN1[cp] = "N" end
 
--- Ranges past Latin-1 that are not letters, sorted: { first, last, class }.
-local RANGES = {
-  { 0x0300, 0x036F, "O" }, { 0x037E, 0x037E, "O" }, { 0x0384, 0x0385, "O" }, { 0x0387, 0x0387, "O" },
-  { 0x0482, 0x0489, "O" }, { 0x055A, 0x055F, "O" }, { 0x0589, 0x058A, "O" }, { 0x0591, 0x05C7, "O" },
-  { 0x05F3, 0x05F4, "O" }, { 0x0600, 0x061F, "O" }, { 0x064B, 0x065F, "O" }, { 0x0660, 0x0669, "N" },
-  { 0x066A, 0x066D, "O" }, { 0x06D4, 0x06D4, "O" }, { 0x06F0, 0x06F9, "N" }, { 0x0900, 0x0903, "O" },
-  { 0x093A, 0x094F, "O" }, { 0x0964, 0x0965, "O" }, { 0x0966, 0x096F, "N" }, { 0x09E6, 0x09EF, "N" },
-  { 0x0E31, 0x0E31, "O" }, { 0x0E34, 0x0E3F, "O" }, { 0x0E47, 0x0E4F, "O" }, { 0x0E50, 0x0E59, "N" },
-  { 0x1680, 0x1680, "S" }, { 0x2000, 0x200A, "S" }, { 0x200B, 0x2027, "O" }, { 0x2028, 0x2029, "S" },
-  { 0x202A, 0x202E, "O" }, { 0x202F, 0x202F, "S" }, { 0x2030, 0x205E, "O" }, { 0x205F, 0x205F, "S" },
-  { 0x2060, 0x206F, "O" }, { 0x2070, 0x2070, "N" }, { 0x2072, 0x2073, "O" }, { 0x2074, 0x2079, "N" },
-  { 0x207A, 0x207E, "O" }, { 0x2080, 0x2089, "N" }, { 0x208A, 0x208F, "O" }, { 0x20A0, 0x214F, "O" },
-  { 0x2150, 0x2182, "N" }, { 0x2185, 0x2189, "N" }, { 0x218A, 0x245F, "O" }, { 0x2460, 0x249B, "N" },
-  { 0x249C, 0x24E9, "O" }, { 0x24EA, 0x24FF, "N" }, { 0x2500, 0x2775, "O" }, { 0x2776, 0x2793, "N" },
-  { 0x2794, 0x2BFF, "O" }, { 0x2E00, 0x2E7F, "O" }, { 0x3000, 0x3000, "S" }, { 0x3001, 0x3004, "O" },
-  { 0x3007, 0x3007, "N" }, { 0x3008, 0x3020, "O" }, { 0x3021, 0x3029, "N" }, { 0x302A, 0x3030, "O" },
-  { 0x3036, 0x3037, "O" }, { 0x3038, 0x303A, "N" }, { 0x303D, 0x303F, "O" }, { 0x3099, 0x309C, "O" },
-  { 0xD800, 0xF8FF, "O" }, { 0xFE00, 0xFE6F, "O" }, { 0xFEFF, 0xFEFF, "O" }, { 0xFF01, 0xFF0F, "O" },
-  { 0xFF10, 0xFF19, "N" }, { 0xFF1A, 0xFF20, "O" }, { 0xFF3B, 0xFF40, "O" }, { 0xFF5B, 0xFF65, "O" },
-  { 0xFFF0, 0xFFFF, "O" }, { 0x1F000, 0x1FAFF, "O" }, { 0xE0000, 0xE01EF, "O" }, { 0xF0000, 0x10FFFF, "O" },
-}
+-- Past Latin-1: the ranges of letters, numbers and white space (all else is other), generated from the classes of the regex
+-- engine GPT-2's pattern is written for (scripts/gen_unicode_classes.py).
+local RANGES = require "tcl.api.unicode_classes"
 
 local function class_of(cp)
   if cp < 0 then return "O" end -- a byte of invalid UTF-8
@@ -157,7 +138,7 @@ local function class_of(cp)
   end
   local r = RANGES[lo]
   if r[1] <= cp and cp <= r[2] then return r[3] end
-  return "L"
+  return "O"
 end
 M.class_of = class_of -- for the spec
 
