@@ -118,8 +118,9 @@ LATIN1[0x85], LATIN1[0xA0] = "S", "S"
 for _, cp in ipairs { 0xAA, 0xB5, 0xBA } do LATIN1[cp] = "L" end
 for _, cp in ipairs { 0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE } do LATIN1[cp] = "N" end
 
--- Past Latin-1: the ranges of letters, numbers and white space (all else is other), generated from the classes of the regex
--- engine GPT-2's pattern is written for (scripts/gen_unicode_classes.py).
+-- Past Latin-1: the ranges of letters, numbers and white space (all else is other), generated
+-- from the classes of the regex engine GPT-2's pattern is written for
+-- (scripts/gen_unicode_classes.py).
 local RANGES = require "tcl.api.unicode_classes"
 
 local function class_of(cp)
