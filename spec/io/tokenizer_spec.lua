@@ -220,6 +220,12 @@ describe("gpt2 BPE", function()
     local ids = tok:encode(text)
     assert.is_true(os.clock() - start < 0.5, "took " .. (os.clock() - start) .. " s")
     assert.are.equal(text, tok:decode(ids))
+    -- one 10 KB piece: b c everywhere, then a bc everywhere -> 3400 tokens "abc" (258)
+    start = os.clock()
+    ids = tok:encode(("abc"):rep(3400))
+    assert.is_true(os.clock() - start < 0.5, "took " .. (os.clock() - start) .. " s")
+    assert.are.equal(3400, #ids)
+    for i = 1, #ids do assert.are.equal(258, ids[i]) end
   end)
 end)
 

@@ -329,7 +329,8 @@ local function gpt2_piece(self, fn, piece)
     end
     ids[i] = id
   end
-  self.cache[piece] = ids
+  -- words repeat, long runs (a base64 blob, a line of "=") rarely do: cache only the short ones
+  if #piece <= 64 then self.cache[piece] = ids end
   return ids
 end
 
