@@ -373,3 +373,62 @@ describe("tokenizer errors", function()
     fails_with("Tokenizer:decode: token 0 \"a b\" holds U+0020, which stands for no byte", raw.decode, raw, { 0 })
   end)
 end)
+
+describe("tokenizer metadata fuzz", function()
+  -- every key of a good gpt2 and a good llama vocabulary replaced by values of the wrong kind, or
+  -- its arrays spoiled; from_metadata either fails with its own message or builds a tokenizer
+  -- whose encode and decode fail only with theirs (never "attempt to index a nil value")
+  local function base(model)
+    local tokens = gpt2_tokens { "ab", "\u{2581}", "\u{2581}a", "<0x41>" }
+    local t = { model = model, tokens = tokens, merges = { "a b" }, scores = {}, token_type = {},
+      bos_token_id = 1, eos_token_id = 2, unknown_token_id = 3 }
+    for i = 1, #tokens do t.scores[i], t.token_type[i] = -i / 7, 1 end
+    t.token_type[#tokens] = 6
+    return t
+  end
+  local function spoiled_arrays(v, rng)
+    local a = {}
+    for i = 1, #v do a[i] = v[i] end
+    local which = rng(6)
+    if which == 1 then a[rng(#a)] = nil
+    elseif which == 2 then a[rng(#a)] = ({ 1.5, "x", true, {}, -7, 2 ^ 63 })[rng(6)]
+    elseif which == 3 then a[#a] = nil
+    elseif which == 4 then a[#a + 1] = a[1]
+    elseif which == 5 then a = { a[1] }
+    else a[rng(#a)] = ({ "", "a  b", " a", "\xff\xfe", "<0xZZ>", "a b c" })[rng(6)] end
+    return a
+  end
+  local BAD = { false, 0, -1, 2 ^ 40, 1.5, "", "gpt2", "llama", {}, { 1, 2 }, function() end }
+
+  it("never fails without a message of its own", function()
+    local state = 99
+    local function rng(n) state = (state * 1103515245 + 12345) % 2147483648; return 1 + state % n end
+    local keys = { "model", "tokens", "merges", "scores", "token_type", "bos_token_id", "eos_token_id",
+      "unknown_token_id", "add_bos_token", "add_space_prefix" }
+    local built = 0
+    for _ = 1, 3000 do
+      local t = base(rng(2) == 1 and "gpt2" or "llama")
+      for _ = 1, rng(2) do
+        local key = keys[rng(#keys)]
+        local v = t[key]
+        if type(v) == "table" and #v > 0 and rng(2) == 1 then t[key] = spoiled_arrays(v, rng)
+        else t[key] = BAD[rng(#BAD + 1)] end -- one past the end: nil, a missing key
+      end
+      local ok, tok = pcall(tokenizer.from_metadata, md(t))
+      if not ok then
+        assert.is_truthy(tostring(tok):find("tokenizer.from_metadata: ", 1, true), tostring(tok))
+      else
+        built = built + 1
+        local ok_encode, ids = pcall(tok.encode, tok, "ab ab aab a\n\xffA😀 z", { bos = false })
+        if not ok_encode then
+          assert.is_truthy(tostring(ids):find("Tokenizer:encode: ", 1, true), tostring(ids))
+          ids = { 0, 1 }
+        end
+        ids[#ids + 1] = rng(tok.vocab_size) - 1
+        local ok_decode, err = pcall(tok.decode, tok, ids)
+        if not ok_decode then assert.is_truthy(tostring(err):find("Tokenizer:decode: ", 1, true), tostring(err)) end
+      end
+    end
+    assert.is_true(built > 100, "only " .. built .. " tokenizers were built")
+  end)
+end)
