@@ -151,11 +151,12 @@ describe("gpt2 pre-tokenization against Python's regex module", function()
 end)
 
 describe("gpt2 BPE", function()
-  -- ids: bytes 0..255, then bc = 256, ab = 257, abc = 258, "Ã©" (the bytes of é) = 259
-  local tokens = gpt2_tokens { "bc", "ab", "abc", "\u{C3}\u{A9}", "<|endoftext|>" }
+  -- ids: bytes 0..255, then bc = 256, ab = 257, abc = 258, "Ã©" (the bytes of é) = 259,
+  -- <|endoftext|> = 260 (control), <|end = 261 (user-defined)
+  local tokens = gpt2_tokens { "bc", "ab", "abc", "\u{C3}\u{A9}", "<|endoftext|>", "<|end" }
   local types = {}
   for i = 1, #tokens do types[i] = 1 end
-  types[261] = 3 -- <|endoftext|>, id 260, a control token
+  types[261], types[262] = 3, 4
   local tok = tokenizer.from_metadata(md {
     model = "gpt2", tokens = tokens, token_type = types, merges = { "b c", "a b", "a bc", "\u{C3} \u{A9}" },
     bos_token_id = 260, eos_token_id = 260,
@@ -189,6 +190,20 @@ describe("gpt2 BPE", function()
     assert.are.same({ 258 }, tok:encode("abc")) -- gpt2 adds nothing by default
     assert.are.equal("abc", tok:decode({ 260, 258, 260 }))
     assert.are.same({}, tok:encode(""))
+  end)
+
+  it("finds special tokens in the text only when asked to, the longest where two start together", function()
+    -- "ab" | <|endoftext|> | "abc"
+    assert.are.same({ 257, 260, 258 }, tok:encode("ab<|endoftext|>abc", { special = true }))
+    -- <|end, the shorter, where the longer does not follow; "x" is byte 120
+    assert.are.same({ 261, 120, 261 }, tok:encode("<|endx<|end", { special = true }))
+    -- as plain text: "ab", "<|", "endoftext", "|>", "abc"; no merge touches the middle bytes
+    assert.are.same({ 257, 60, 124, 101, 110, 100, 111, 102, 116, 101, 120, 116, 124, 62, 258 },
+      tok:encode("ab<|endoftext|>abc"))
+    assert.are.equal("ababc", tok:decode({ 257, 260, 258 }))
+    assert.are.equal("ab<|endoftext|>abc", tok:decode({ 257, 260, 258 }, { special = true }))
+    local text = "a<|end<|endoftext|>😀<|endoftext|"
+    assert.are.equal(text, tok:decode(tok:encode(text, { special = true }), { special = true }))
   end)
 
   it("decodes to the original text: emoji, newlines, tabs, CJK, invalid bytes", function()
@@ -289,6 +304,15 @@ describe("llama SentencePiece-style BPE", function()
     assert.are.same({}, tok:encode("", { bos = false }))
   end)
 
+  it("puts the leading space before the text only, not after a special token", function()
+    -- "ab" at the start -> ▁|a|b: ab -3 beats ▁a -4 -> ▁|ab ("▁ab" is no token); then </s>;
+    -- then "abc" without a space: a|b|c -> a|bc -> abc
+    local ids = tok:encode("ab</s>abc", { special = true, bos = false })
+    assert.are.same({ 6, 10, 2, 13 }, ids)
+    assert.are.equal("ab</s>abc", tok:decode(ids, { special = true }))
+    assert.are.equal("<s>ab", tok:decode({ 1, 6, 10 }, { special = true }))
+  end)
+
   it("decodes spaces, byte tokens and control tokens, without the added leading space", function()
     assert.are.equal("abc é", tok:decode({ 1, 14, 6, 3, 4, 2 }))
     for _, text in ipairs { "abc aa\naab", "é abc", "  ab  c", "ab\n" } do
@@ -355,6 +379,11 @@ describe("tokenizer errors", function()
     fails_with("Tokenizer:encode: bos = true but the vocabulary has no 'tokenizer.ggml.bos_token_id'",
       tok.encode, tok, "a", { bos = true })
     fails_with("call it as tok:encode(text), with a colon", tok.encode, "a")
+    fails_with("Tokenizer:encode: option 'special' must be a boolean, got string",
+      tok.encode, tok, "a", { special = "y" })
+    fails_with("Tokenizer:decode: option 'special' must be a boolean, got number",
+      tok.decode, tok, { 0 }, { special = 1 })
+    fails_with("Tokenizer:decode: options must be a table, got boolean", tok.decode, tok, { 0 }, true)
     fails_with("Tokenizer:decode: ids[2] = 3 is outside the vocabulary's ids 0..2", tok.decode, tok, { 0, 3 })
     fails_with("Tokenizer:decode: ids[1] = -1 is outside", tok.decode, tok, { -1 })
     fails_with("Tokenizer:decode: ids[1] must be an integer token id, got float", tok.decode, tok, { 1.5 })

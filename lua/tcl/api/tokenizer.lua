@@ -12,8 +12,8 @@
 -- GPT-2's Unicode classes (\p{L}, \p{N}, \s) come from a generated table
 -- (tcl.api.unicode_classes), exact for the Unicode version it was made from. Every
 -- byte of the text lands in exactly one piece, so decode(encode(text)) == text for any text,
--- invalid UTF-8 included. Left out: special tokens written in the text are encoded as plain
--- text (no parsing of "<|endoftext|>" or "<s>").
+-- invalid UTF-8 included. Special tokens written in the text are encoded as plain text
+-- unless encode is given {special = true}.
 local check = require "tcl.api.check"
 local quote = require "tcl.quote"
 
@@ -271,6 +271,18 @@ function M.from_metadata(metadata)
     ids = text_ids(tokens, types),
     cache = {}, decoded = {},
   }, Tokenizer)
+  -- the tokens encode({special = true}) finds in the text: control and user-defined ones,
+  -- longest first so that the longer wins where two start at the same place
+  self.specials = {}
+  for i, t in ipairs(tokens) do
+    if types and (types[i] == TYPE_CONTROL or types[i] == TYPE_USER) and t ~= "" then
+      self.specials[#self.specials + 1] = { text = t, id = i - 1 }
+    end
+  end
+  table.sort(self.specials, function(x, y)
+    if #x.text ~= #y.text then return #x.text > #y.text end
+    return x.id < y.id
+  end)
   if model == "gpt2" then
     self.ranks = gpt2_merges(fn, array_of(fn, metadata, "merges", "string", true), tokens)
   else
@@ -371,9 +383,9 @@ end
 -- llama: the text with spaces as U+2581 (and one before it), as code points, merged pair by
 -- pair: always the adjacent pair whose concatenation is a token of the highest score (ties: the
 -- leftmost). A final piece that is no token is spelled with the byte tokens <0xNN>.
-local function llama_encode(self, fn, text, ids)
+local function llama_encode(self, fn, text, ids, at_start)
   if text == "" then return end
-  text = (self.add_space_prefix and SPACE_MARK or "") .. text:gsub(" ", SPACE_MARK)
+  text = (self.add_space_prefix and at_start and SPACE_MARK or "") .. text:gsub(" ", SPACE_MARK)
   local _, starts, n = decode_utf8(text)
   -- symbol i covers bytes first[i]..last[i]; prev/next link the live ones
   local first, last, prev, nxt = {}, {}, {}, {}
@@ -422,7 +434,7 @@ local function llama_encode(self, fn, text, ids)
   end
 end
 
-local function special(self, fn, which, opts)
+local function bos_eos(self, fn, which, opts)
   local v = opts[which]
   if v == nil then return which == "bos" and self.add_bos or self.add_eos end
   if type(v) ~= "boolean" then fail(fn, "option '%s' must be a boolean, got %s", which, check.type_name(v)) end
@@ -435,21 +447,50 @@ end
 --- tok:encode(text, opts) -> the token ids of `text` (a Lua array of the file's 0-based ids).
 --  opts.bos / opts.eos (booleans) put the bos / eos token first / last; by default as the
 --  metadata's add_bos_token / add_eos_token say (llama: bos, gpt2: neither, when absent).
+--  opts.special = true finds the texts of control and user-defined tokens ("<|endoftext|>",
+--  "<s>") in the text and gives their ids (by default they are plain text); llama's leading
+--  space goes before the text only, not after each special token.
 function Tokenizer:encode(text, opts)
   local fn = "Tokenizer:encode"
   if getmetatable(self) ~= Tokenizer then fail(fn, "call it as tok:encode(text), with a colon") end
   if type(text) ~= "string" then fail(fn, "text must be a string, got %s", check.type_name(text)) end
   if opts ~= nil and type(opts) ~= "table" then fail(fn, "options must be a table, got %s", check.type_name(opts)) end
   opts = opts or {}
-  local bos, eos = special(self, fn, "bos", opts), special(self, fn, "eos", opts)
+  local bos, eos = bos_eos(self, fn, "bos", opts), bos_eos(self, fn, "eos", opts)
+  local parse_special = opts.special
+  if parse_special ~= nil and type(parse_special) ~= "boolean" then
+    fail(fn, "option 'special' must be a boolean, got %s", check.type_name(parse_special))
+  end
   local ids = {}
   if bos then ids[1] = self.bos_token_id end
-  if self.model == "gpt2" then
-    pre_tokenize(text, function(a, b)
-      for _, id in ipairs(gpt2_piece(self, fn, text:sub(a, b))) do ids[#ids + 1] = id end
-    end)
+  local function plain(segment, at_start)
+    if self.model == "gpt2" then
+      pre_tokenize(segment, function(a, b)
+        for _, id in ipairs(gpt2_piece(self, fn, segment:sub(a, b))) do ids[#ids + 1] = id end
+      end)
+    else
+      llama_encode(self, fn, segment, ids, at_start)
+    end
+  end
+  if parse_special and #self.specials > 0 then
+    -- the earliest special token's text in what is left (the longest where several start there);
+    -- each one's next occurrence is looked up again only once the scan has passed it
+    local specials, next_at, pos = self.specials, {}, 1
+    for k, sp in ipairs(specials) do next_at[k] = text:find(sp.text, 1, true) or false end
+    while true do
+      local best, best_at
+      for k, sp in ipairs(specials) do
+        local at = next_at[k]
+        if at and at < pos then at = text:find(sp.text, pos, true) or false; next_at[k] = at end
+        if at and (best_at == nil or at < best_at) then best, best_at = k, at end
+      end
+      if not best then plain(text:sub(pos), pos == 1) break end
+      plain(text:sub(pos, best_at - 1), pos == 1)
+      ids[#ids + 1] = specials[best].id
+      pos = best_at + #specials[best].text
+    end
   else
-    llama_encode(self, fn, text, ids)
+    plain(text, true)
   end
   if eos then ids[#ids + 1] = self.eos_token_id end
   return ids
@@ -485,13 +526,21 @@ local function piece_bytes(self, fn, id)
   return out
 end
 
---- tok:decode(ids) -> the text of a Lua array of token ids (the file's 0-based ids); control
---  tokens (bos, eos) add nothing, so decode(encode(text, {bos = true})) == text. For llama the
---  space encode put before the text is taken off again.
-function Tokenizer:decode(ids)
+--- tok:decode(ids, opts) -> the text of a Lua array of token ids (the file's 0-based ids);
+--  control tokens (bos, eos) add nothing, so decode(encode(text, {bos = true})) == text, unless
+--  opts.special = true, which writes their text (decode(encode(t, {special = true}), {special =
+--  true}) == t). For llama the space encode put before the text is taken off again.
+function Tokenizer:decode(ids, opts)
   local fn = "Tokenizer:decode"
   if getmetatable(self) ~= Tokenizer then fail(fn, "call it as tok:decode(ids), with a colon") end
   if type(ids) ~= "table" then fail(fn, "expected an array of token ids, got %s", check.type_name(ids)) end
+  if opts ~= nil and type(opts) ~= "table" then fail(fn, "options must be a table, got %s", check.type_name(opts)) end
+  local with_special = opts and opts.special
+  if with_special ~= nil and type(with_special) ~= "boolean" then
+    fail(fn, "option 'special' must be a boolean, got %s", check.type_name(with_special))
+  end
+  -- llama: the space encode added is the first character of the first piece of text
+  local strip = self.model == "llama" and self.add_space_prefix
   local parts = {}
   for i = 1, #ids do
     local id = ids[i]
@@ -501,11 +550,18 @@ function Tokenizer:decode(ids)
     if id < 0 or id >= self.vocab_size then
       fail(fn, "ids[%d] = %d is outside the vocabulary's ids 0..%d", i, id, self.vocab_size - 1)
     end
-    parts[i] = piece_bytes(self, fn, id)
+    local t = self.types and self.types[id + 1]
+    if with_special and t == TYPE_CONTROL then parts[i] = self.tokens[id + 1]
+    else
+      local piece = piece_bytes(self, fn, id)
+      if strip and piece ~= "" then
+        if piece:sub(1, 1) == " " and (t == nil or t == TYPE_NORMAL) then piece = piece:sub(2) end
+        strip = false
+      end
+      parts[i] = piece
+    end
   end
-  local text = table.concat(parts)
-  if self.model == "llama" and self.add_space_prefix and text:sub(1, 1) == " " then text = text:sub(2) end
-  return text
+  return table.concat(parts)
 end
 
 return M
