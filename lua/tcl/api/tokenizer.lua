@@ -26,8 +26,8 @@ local TYPE_NORMAL, TYPE_CONTROL, TYPE_USER, TYPE_UNUSED, TYPE_BYTE = 1, 3, 4, 5,
 local SPACE_MARK = "\u{2581}" -- SentencePiece's visible space
 
 -- ---------------------------------------------------------------------------------------------
--- Metadata checks: each names the key and, for an element, its position (1-based, as the Lua
--- array is) and the token id it stands for.
+-- Metadata checks: each names the key and, for an element, its position in the Lua array
+-- (1-based: the element for token id i is at [i + 1]).
 
 local function get(md, name) return md[KEY .. name] end
 
@@ -244,8 +244,10 @@ end
 --  GGUF metadata by key ("tokenizer.ggml.model", "tokenizer.ggml.tokens", ...; other keys are
 --  ignored). Models: "gpt2" (byte-level BPE: tokens and merges) and "llama" (SentencePiece-style
 --  BPE: tokens and scores). token_type, bos/eos/unknown_token_id, add_bos_token, add_eos_token
---  and add_space_prefix (llama) are optional. Its methods: encode(text, {bos =, eos =}) -> ids
---  and decode(ids) -> text; fields model, vocab_size, bos_token_id, eos_token_id.
+--  and add_space_prefix (llama) are optional. Its methods: encode(text, {bos =, eos =, special =})
+--  -> ids and decode(ids, {special =}) -> text; fields model, vocab_size, bos_token_id,
+--  eos_token_id, unknown_token_id. Arrays are Lua arrays (1-based); token ids are the file's
+--  (0-based): the token with id i is tokens[i + 1].
 function M.from_metadata(metadata)
   local fn = "tokenizer.from_metadata"
   if type(metadata) ~= "table" then
