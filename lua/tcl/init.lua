@@ -68,6 +68,9 @@ local tcl = {
   data = require "tcl.api.data",
   -- optimizers: SGD, Adam, AdamW, LAMB (lua/tcl/api/optim.lua)
   optim = require "tcl.api.optim",
+  -- tokenizers from a GGUF vocabulary: tcl.tokenizer.from_metadata (lua/tcl/api/tokenizer.lua;
+  -- loaded on first use, with its Unicode tables)
+  tokenizer = setmetatable({}, { __index = function(_, k) return require("tcl.api.tokenizer")[k] end }),
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (docs/guide/optimization.md)
   set_heuristic = fixed("set_heuristic", require("tcl.codegen.driver.optimize").set_heuristic),

@@ -396,3 +396,20 @@ describe("gguf_load: fuzzed files", function()
     assert.is_nil(gguf.type_name(1000))
   end)
 end)
+
+describe("gguf_load: a vocabulary's metadata builds its tokenizer", function()
+  it("gives tcl.tokenizer.from_metadata the arrays it reads, and the tokens encode and decode", function()
+    -- a byte-level BPE vocabulary: the 256 byte symbols of GPT-2 for a, b, space, then merges
+    local tokens = { item = "string", "a", "b", "\u{120}", "ab", "\u{120}ab" }
+    local merges = { item = "string", "a b", "\u{120} ab" }
+    local _, md = load(W.file { version = 3, metadata = {
+      W.entry("tokenizer.ggml.model", "string", "gpt2"),
+      W.entry("tokenizer.ggml.tokens", "array", tokens),
+      W.entry("tokenizer.ggml.merges", "array", merges),
+    } })
+    local tok = tcl.tokenizer.from_metadata(md)
+    -- "ab ab": the words "ab" and " ab"; a+b -> ab (id 3), then the space symbol + ab -> id 4
+    assert.are.same({ 3, 4 }, tok:encode("ab ab"))
+    assert.are.equal("ab ab", tok:decode({ 3, 4 }))
+  end)
+end)
