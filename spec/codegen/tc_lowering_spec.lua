@@ -45,18 +45,7 @@ local function operands(m, k, n, dtype, seed)
 end
 
 -- The product of A (m x k) and B (k x n), nested lists, in Lua's doubles.
-local function naive_lists(A, B)
-  local out = {}
-  for i = 1, #A do
-    out[i] = {}
-    for j = 1, #B[1] do
-      local s = 0
-      for k = 1, #B do s = s + A[i][k] * B[k][j] end
-      out[i][j] = s
-    end
-  end
-  return out
-end
+local naive_lists = require("spec.support.helper").naive_matmul
 
 local function naive(a, b) return naive_lists(a:float():tolist(), b:float():tolist()) end
 

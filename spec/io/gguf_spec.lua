@@ -17,16 +17,8 @@ local CPU = { device = "CPU" }
 -- the seeded cases move with TCL_FUZZ_SEED (default 0: the CI run; spec/support/helper.lua)
 local FUZZ = helper.fuzz { name = "gguf fuzz", seed = 0 }
 
-local paths = {}
-local function file_with(contents)
-  local path = os.tmpname()
-  paths[#paths + 1] = path
-  helper.write(path, contents)
-  return path
-end
-teardown(function()
-  for _, path in ipairs(paths) do os.remove(path) end
-end)
+local file_with, remove_files = helper.temp_files()
+teardown(remove_files)
 
 local function load(contents) return gguf_load(file_with(contents), CPU) end
 

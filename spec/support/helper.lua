@@ -220,6 +220,22 @@ function M.naive_softmax(row)
   return out
 end
 
+--- Temporary files for one spec file: write(contents[, suffix]) writes a new one and returns its
+-- path; remove_all() (give it to teardown) deletes them all.
+function M.temp_files()
+  local paths = {}
+  local function write(contents, suffix)
+    local path = os.tmpname() .. (suffix or "")
+    paths[#paths + 1] = path
+    M.write(path, contents)
+    return path
+  end
+  local function remove_all()
+    for _, path in ipairs(paths) do os.remove(path) end
+  end
+  return write, remove_all
+end
+
 --- The keys of t, sorted (a state dict's names).
 function M.sorted_keys(t)
   local keys = {}
