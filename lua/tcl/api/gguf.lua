@@ -34,8 +34,8 @@
 -- naming the file, the byte offset and the problem.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
+local state = require "tcl.api.state"
 local nodes = require "tcl.api.nodes"
-local buffers = require "tcl.schedule.buffers"
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
 local shapes = require "tcl.shape"
@@ -255,30 +255,6 @@ local function read_tensor_info(c, index, names)
     block = tt.block, offset = offset, nbytes = nbytes, at = at }
 end
 
-local function checked_device(device)
-  if device == nil then return class.default_device(FN) end
-  if type(device) ~= "string" then fail(FN, "device must be a string, got %s", check.type_name(device)) end
-  local ok, checked = pcall(class.checked_device, FN, device)
-  if not ok then fail(FN, "%s", (checked:gsub("^[^:]*: ", ""))) end
-  return checked
-end
-
--- A tensor of `numel` items of dtype at byte `offset` of the file, copied into memory of its
--- own on device (as safe_load, for the same reasons).
-local function copied(map, path, name, dtype, numel, offset, device)
-  local view_device = buffers.in_device_memory(device) and "CPU" or device
-  local made, storage = pcall(map.buffer, map, dtype, numel, offset, view_device)
-  if made then
-    local view = storage
-    made, storage = pcall(function() return buffers.copy(buffers.allocate(view.dtype, view.numel, device), view) end)
-  end
-  if not made then
-    fail(FN, "'%s': tensor '%s': %s", path, name,
-      (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")))
-  end
-  return class.wrap(buffers.from_storage(storage), { numel }, device)
-end
-
 local LOAD_OPTIONS = { device = true }
 
 --- Reads the GGUF file at path. opts: device (default: the default device). Returns
@@ -291,7 +267,7 @@ local LOAD_OPTIONS = { device = true }
 function M.load(path, opts)
   if type(path) ~= "string" then fail(FN, "path must be a string, got %s", check.type_name(path)) end
   opts = check.options(FN, opts, LOAD_OPTIONS)
-  local device = checked_device(opts.device)
+  local device = state._load_device(FN, opts.device)
   local ok, map = pcall(runtime.map_file, path)
   if not ok then fail(FN, "%s", (tostring(map):gsub("^runtime%.map_file: ", ""))) end
   local c = cursor(map, path)
@@ -349,11 +325,11 @@ function M.load(path, opts)
     local at = data_start + info.offset
     if info.block then
       local nblocks = info.nbytes // info.block[2]
-      local flat = copied(map, path, info.name, dtypes.uint8, info.nbytes, at, device)
+      local flat = state._copied_tensor(FN, map, path, info.name, dtypes.uint8, info.nbytes, at, device)
       info.blocks = nodes.reshape(flat, { nblocks, info.block[2] })
       tensors[info.name] = M.dequantize(info.blocks, info.type, info.shape)
     else
-      local flat = copied(map, path, info.name, info.dtype, info.numel, at, device)
+      local flat = state._copied_tensor(FN, map, path, info.name, info.dtype, info.numel, at, device)
       tensors[info.name] = nodes.reshape(flat, check.copy(info.shape))
     end
     info.at = nil

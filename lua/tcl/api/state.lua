@@ -318,6 +318,35 @@ end
 
 local SAFE_LOAD_OPTIONS = { device = true }
 
+--- The device a file's tensors are loaded to (opts.device of safe_load, gguf_load): the
+-- default device when nil, else a checked device name; errors name fn.
+function M._load_device(fn, device)
+  if device == nil then return class.default_device(fn) end
+  if type(device) ~= "string" then fail(fn, "device must be a string, got %s", check.type_name(device)) end
+  local ok, checked = pcall(class.checked_device, fn, device)
+  if not ok then fail(fn, "%s", (checked:gsub("^[^:]*: ", ""))) end
+  return checked
+end
+
+--- A flat tensor of numel items of dtype at byte `offset` of the mapped file `map` (path, the
+-- tensor's name for errors), copied into memory of its own on device. A view of the file
+-- would change when another process rewrites the file, and a truncated file kills a reader of
+-- the view with SIGBUS (MAP_PRIVATE does not protect against either). A GPU's memory cannot
+-- view the file anyway: its tensors are copied there from a view on the CPU.
+function M._copied_tensor(fn, map, path, name, dtype, numel, offset, device)
+  local view_device = buffers.in_device_memory(device) and "CPU" or device
+  local made, storage = pcall(map.buffer, map, dtype, numel, offset, view_device)
+  if made then
+    local view = storage
+    made, storage = pcall(function() return buffers.copy(buffers.allocate(view.dtype, view.numel, device), view) end)
+  end
+  if not made then
+    fail(fn, "'%s': tensor '%s': %s", path, name,
+      (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")))
+  end
+  return class.wrap(buffers.from_storage(storage), { numel }, device)
+end
+
 --- The state dict in the safetensors file at path, and its "__metadata__" (nil when absent).
 --  opts: device (default: the default device). The tensors are copies, independent of the
 --  file (see the header); every malformed header or layout is an error naming the file.
@@ -325,15 +354,7 @@ function M.safe_load(path, opts)
   local fn = "safe_load"
   if type(path) ~= "string" then fail(fn, "path must be a string, got %s", check.type_name(path)) end
   opts = check.options(fn, opts, SAFE_LOAD_OPTIONS)
-  local device = opts.device
-  if device == nil then
-    device = class.default_device(fn)
-  else
-    if type(device) ~= "string" then fail(fn, "device must be a string, got %s", check.type_name(device)) end
-    local ok, checked = pcall(class.checked_device, fn, device)
-    if not ok then fail(fn, "%s", (checked:gsub("^[^:]*: ", ""))) end
-    device = checked
-  end
+  local device = M._load_device(fn, opts.device)
 
   local ok, map = pcall(runtime.map_file, path)
   if not ok then fail(fn, "%s", (tostring(map):gsub("^runtime%.map_file: ", ""))) end
@@ -398,23 +419,9 @@ function M.safe_load(path, opts)
   end
 
   local sd = {}
-  -- Every tensor is copied out of the mapping into memory of its own: a view of the file would
-  -- change when another process rewrites the file, and a truncated file kills a reader of the
-  -- view with SIGBUS (MAP_PRIVATE does not protect against either). A GPU's memory cannot view
-  -- the file anyway: its tensors are copied there from a view on the CPU.
-  local view_device = buffers.in_device_memory(device) and "CPU" or device
   for _, info in ipairs(infos) do
-    local made, storage = pcall(map.buffer, map, info.dtype, info.numel, data_start + info.begin, view_device)
-    if made then
-      local view = storage
-      made, storage = pcall(function() return buffers.copy(buffers.allocate(view.dtype, view.numel, device), view) end)
-    end
-    if not made then
-      fail(fn, "'%s': tensor '%s': %s", path, info.name,
-        (tostring(storage):gsub("^FileMap:buffer: ", ""):gsub("^cuda%.buffer: ", ""):gsub("^metal%.buffer: ", "")))
-    end
-    local node = buffers.from_storage(storage)
-    sd[info.name] = nodes.reshape(class.wrap(node, { info.numel }, device), check.copy(info.shape))
+    local flat = M._copied_tensor(fn, map, path, info.name, info.dtype, info.numel, data_start + info.begin, device)
+    sd[info.name] = nodes.reshape(flat, check.copy(info.shape))
   end
   return sd, metadata
 end

@@ -436,10 +436,20 @@ local function llama_encode(self, fn, text, ids, at_start)
   end
 end
 
+local ENCODE_OPTIONS, DECODE_OPTIONS = { bos = true, eos = true, special = true }, { special = true }
+
+-- opts[name]: nil or a boolean
+local function boolean_option(fn, opts, name)
+  local v = opts[name]
+  if v ~= nil and type(v) ~= "boolean" then
+    fail(fn, "option '%s' must be a boolean, got %s", name, check.type_name(v))
+  end
+  return v
+end
+
 local function bos_eos(self, fn, which, opts)
-  local v = opts[which]
+  local v = boolean_option(fn, opts, which)
   if v == nil then return which == "bos" and self.add_bos or self.add_eos end
-  if type(v) ~= "boolean" then fail(fn, "option '%s' must be a boolean, got %s", which, check.type_name(v)) end
   if v and self[which .. "_token_id"] == nil then
     fail(fn, "%s = true but the vocabulary has no '%s%s_token_id'", which, KEY, which)
   end
@@ -456,13 +466,9 @@ function Tokenizer:encode(text, opts)
   local fn = "Tokenizer:encode"
   if getmetatable(self) ~= Tokenizer then fail(fn, "call it as tok:encode(text), with a colon") end
   if type(text) ~= "string" then fail(fn, "text must be a string, got %s", check.type_name(text)) end
-  if opts ~= nil and type(opts) ~= "table" then fail(fn, "options must be a table, got %s", check.type_name(opts)) end
-  opts = opts or {}
+  opts = check.options(fn, opts, ENCODE_OPTIONS)
   local bos, eos = bos_eos(self, fn, "bos", opts), bos_eos(self, fn, "eos", opts)
-  local parse_special = opts.special
-  if parse_special ~= nil and type(parse_special) ~= "boolean" then
-    fail(fn, "option 'special' must be a boolean, got %s", check.type_name(parse_special))
-  end
+  local parse_special = boolean_option(fn, opts, "special")
   local ids = {}
   if bos then ids[1] = self.bos_token_id end
   local function plain(segment, at_start)
@@ -536,11 +542,7 @@ function Tokenizer:decode(ids, opts)
   local fn = "Tokenizer:decode"
   if getmetatable(self) ~= Tokenizer then fail(fn, "call it as tok:decode(ids), with a colon") end
   if type(ids) ~= "table" then fail(fn, "expected an array of token ids, got %s", check.type_name(ids)) end
-  if opts ~= nil and type(opts) ~= "table" then fail(fn, "options must be a table, got %s", check.type_name(opts)) end
-  local with_special = opts and opts.special
-  if with_special ~= nil and type(with_special) ~= "boolean" then
-    fail(fn, "option 'special' must be a boolean, got %s", check.type_name(with_special))
-  end
+  local with_special = boolean_option(fn, check.options(fn, opts, DECODE_OPTIONS), "special")
   -- llama: the space encode added is the first character of the first piece of text
   local strip = self.model == "llama" and self.add_space_prefix
   local parts = {}

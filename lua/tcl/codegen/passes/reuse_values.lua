@@ -113,7 +113,7 @@ local function position(rr, map)
 end
 
 -- One REDUCE's rewrite (the kernel, and the new REDUCE), or nil when it has nothing to reuse.
-local function reuse_one(sink, red, nodes, ranges, ctx, slot)
+local function reuse_one(sink, red, nodes, ranges, ctx)
   local v = red.src[1]
   if v.dtype.itemsize == nil or v.dtype.itemsize <= 0 then return nil end
   local rr, vector, numel = {}, nil, 1
@@ -158,7 +158,7 @@ local function reuse_one(sink, red, nodes, ranges, ctx, slot)
   end
   if #found == 0 then return nil end
 
-  local scratch = new("DEFINE_REG", v.dtype, nil, { slot, numel })
+  local scratch = new("DEFINE_REG", v.dtype, nil, { sink:free_slot("DEFINE_REG"), numel })
   local at = new("INDEX", v.dtype, { scratch, position(rr) })
   local stored = new("STORE", VOID, { at, v })
   local kept = new("LOAD", v.dtype,
@@ -188,7 +188,7 @@ function M.run(sink, ctx)
     end
     local changed = false
     for _, red in ipairs(reduces) do
-      local out, red2 = reuse_one(sink, red, nodes, ranges, ctx, sink:free_slot("DEFINE_REG"))
+      local out, red2 = reuse_one(sink, red, nodes, ranges, ctx)
       if out then
         sink, changed, done[red2] = out, true, true
         break
