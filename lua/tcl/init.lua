@@ -46,6 +46,8 @@ local tcl = {
   realize = Tensor.realize_all,
   -- tcl.manual_seed(n): restarts the random streams of every device (docs/guide/tensors.md, "Random numbers")
   manual_seed = Tensor.manual_seed,
+  -- variable sizes: T = tcl.var("T", 1, 1024); x:reshape(4, T:bind(17)) (docs/guide/language-models.md)
+  var = require("tcl.variables").new,
   -- execution plans: tcl.jit(fn) captures the kernels fn runs and replays them on new inputs
   jit = require("tcl.api.jit").jit,
   -- ahead-of-time export: tcl.export(fn, inputs, { dir =, name =, weights = }) writes C sources and

@@ -19,6 +19,7 @@
 -- Only the core is needed (not the "tcl" module, which loads lua/tcl/api): so the Tensor API
 -- can share these helpers.
 local core = require "tcl.core"
+local variables = require "tcl.variables"
 
 local M = {}
 
@@ -35,10 +36,12 @@ local memo = {}                                  -- node id -> shape list (never
 local userdata_of = setmetatable({}, { __mode = "v" }) -- node id -> the node's userdata
 local memo_count, prune_at = 0, 4096
 
---- "(2, 3)" for {2, 3}, "()" for a scalar.
+local is_symbolic, size_format = variables.is_symbolic, variables.format
+
+--- "(2, 3)" for {2, 3}, "()" for a scalar; a variable size as "T=17" (bound) or "T".
 function M.format(s)
   local parts = {}
-  for i = 1, #s do parts[i] = tostring(s[i]) end
+  for i = 1, #s do parts[i] = size_format(s[i]) end
   return "(" .. table.concat(parts, ", ") .. ")"
 end
 
@@ -69,6 +72,25 @@ end
 --- nil when s is a shape tcl accepts (see MAX_NUMEL), else what is wrong with it, worded to
 -- follow the shape ("has more than 2^53 elements ..."). Sizes are checked one by one before
 -- they are multiplied, so nothing here can overflow.
+-- A shape with symbolic sizes is checked at its variables' extremes: no size may be negative
+-- for any value, and the largest shape must be one tcl accepts.
+local function symbolic_problem(s)
+  local largest = {}
+  for i = 1, #s do
+    local d = s[i]
+    if is_symbolic(d) then
+      if d.dtype ~= core.dtype "index" then return string.format("has a %s node as size in dim %d", tostring(d.dtype), i) end
+      if variables.min(d) < 0 then
+        return string.format("has size %s in dim %d, negative for some values of its variables", size_format(d), i)
+      end
+      largest[i] = variables.max(d)
+    else
+      largest[i] = d
+    end
+  end
+  return describe_problem(largest)
+end
+
 function M.problem(s)
   -- the common case in one pass: integer sizes whose product, taken in floats, is below 2^53
   -- (rounding is monotonic, so the exact product is below 2^53 too); anything else, an empty
@@ -78,7 +100,11 @@ function M.problem(s)
   local product = 1.0
   for i = 1, n do
     local d = s[i]
-    if math_type(d) ~= "integer" or d < 0 or d > MAX_NUMEL then return describe_problem(s) end
+    if math_type(d) ~= "integer" then
+      if is_symbolic(d) then return symbolic_problem(s) end
+      return describe_problem(s)
+    end
+    if d < 0 or d > MAX_NUMEL then return describe_problem(s) end
     product = product * d
   end
   if product < FLOAT_MAX_NUMEL then return nil end
@@ -87,9 +113,27 @@ end
 
 --- The number of elements of a shape (1 for a scalar). The shape must be one tcl accepts
 -- (M.problem); then the product cannot overflow.
+-- (A symbolic size makes the count a symbolic size too.)
+local size_mul, size_equal = variables.mul, variables.equal
 function M.numel(s)
   local n = 1
-  for i = 1, #s do n = n * s[i] end
+  for i = 1, #s do
+    local d = s[i]
+    if math_type(d) == "integer" and math_type(n) == "integer" then n = n * d else n = size_mul(n, d) end
+  end
+  return n
+end
+
+--- Whether a shape has a symbolic size.
+function M.is_symbolic(s)
+  for i = 1, #s do if is_symbolic(s[i]) then return true end end
+  return false
+end
+
+--- The largest number of elements a shape can have (its numel when it has no variable).
+function M.max_numel(s)
+  local n = 1
+  for i = 1, #s do n = n * variables.max(s[i]) end
   return n
 end
 
@@ -98,14 +142,20 @@ function M.strides(s)
   local st, acc = {}, 1
   for i = #s, 1, -1 do
     st[i] = acc
-    acc = acc * s[i]
+    local d = s[i]
+    if math_type(d) == "integer" and math_type(acc) == "integer" then acc = acc * d else acc = size_mul(acc, d) end
   end
   return st
 end
 
 function M.equal(a, b)
   if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    if x ~= y and (math_type(x) == "integer" and math_type(y) == "integer" or not size_equal(x, y)) then
+      return false
+    end
+  end
   return true
 end
 
@@ -122,6 +172,17 @@ local function int_list(node, arg, what)
   if type(arg) ~= "table" then fail(node, "%s must be a list of integers, got %s", what, type(arg)) end
   for i = 1, #arg do
     if math.type(arg[i]) ~= "integer" then
+      fail(node, "%s must be a list of integers (item %d is %s)", what, i, tostring(arg[i]))
+    end
+  end
+  return arg
+end
+
+-- Sizes (integers or symbolic sizes) from a node's arg.
+local function sizes_list(node, arg, what)
+  if type(arg) ~= "table" then fail(node, "%s must be a list of sizes, got %s", what, type(arg)) end
+  for i = 1, #arg do
+    if not variables.is_size(arg[i]) then
       fail(node, "%s must be a list of integers (item %d is %s)", what, i, tostring(arg[i]))
     end
   end
@@ -160,9 +221,9 @@ end
 
 -- Sizes and amounts from a node's arg, checked before any arithmetic on them.
 local function size_list(node, arg, what)
-  int_list(node, arg, what)
+  sizes_list(node, arg, what)
   for i = 1, #arg do
-    if arg[i] < 0 or arg[i] > MAX_NUMEL then
+    if variables.min(arg[i]) < 0 or variables.max(arg[i]) > MAX_NUMEL then
       fail(node, "%s %s has an entry outside 0..2^53", what, M.format(arg))
     end
   end
@@ -173,20 +234,33 @@ function rules.CONST() return {} end
 
 function rules.ARANGE(node)
   local n = node.arg
-  if math.type(n) ~= "integer" or n < 0 or n > MAX_NUMEL then fail(node, "arg must be a size in 0..2^53") end
+  if not variables.is_size(n) or variables.min(n) < 0 or variables.max(n) > MAX_NUMEL then
+    fail(node, "arg must be a size in 0..2^53")
+  end
   return { n }
 end
 
-function rules.RESHAPE(node, srcs)
-  local new = int_list(node, node.arg, "the new shape")
+function rules.RESHAPE(node, srcs, src_nodes)
+  local new = sizes_list(node, node.arg, "the new shape")
   for i = 1, #new do
-    if new[i] < 0 then fail(node, "negative size in the new shape %s", M.format(new)) end
+    if variables.min(new[i]) < 0 then fail(node, "negative size in the new shape %s", M.format(new)) end
   end
   local problem = M.problem(new)
   if problem then fail(node, "the new shape %s %s", M.format(new), problem) end
-  if M.numel(new) ~= M.numel(srcs[1]) then
-    fail(node, "cannot reshape %s (%d elements) to %s (%d elements)", M.format(srcs[1]), M.numel(srcs[1]),
-      M.format(new), M.numel(new))
+  local numel, in_numel = M.numel(new), M.numel(srcs[1])
+  -- a buffer holds a symbolic shape's elements in a buffer of its largest size
+  local in_buffer = src_nodes[1].op == "BUFFER" and is_symbolic(numel) and variables.max(numel) <= in_numel
+  -- binding: a tensor of a known size viewed in a shape of variables bound to fit it (the
+  -- Tensor API checks the values; unbound for planning, the size is one the variables can take)
+  local binds = false
+  if is_symbolic(numel) and math_type(in_numel) == "integer" then
+    local v = variables.try_value(numel)
+    if v then binds = v == in_numel
+    else binds = variables.min(numel) <= in_numel and in_numel <= variables.max(numel) end
+  end
+  if not in_buffer and not binds and not size_equal(numel, in_numel) then
+    fail(node, "cannot reshape %s (%s elements) to %s (%s elements)", M.format(srcs[1]), size_format(in_numel),
+      M.format(new), size_format(numel))
   end
   return M.copy(new)
 end
@@ -209,7 +283,7 @@ function rules.EXPAND(node, srcs)
   local new, in_shape = size_list(node, node.arg, "the new shape"), srcs[1]
   check_rank(node, in_shape, #new, 1, "the new shape")
   for i = 1, #new do
-    if new[i] ~= in_shape[i] and in_shape[i] ~= 1 then
+    if in_shape[i] ~= 1 and not size_equal(new[i], in_shape[i]) then
       fail(node, "cannot expand %s to %s: only size-1 axes grow", M.format(in_shape), M.format(new))
     end
   end
@@ -221,21 +295,24 @@ function rules.PAD(node, srcs)
   check_rank(node, in_shape, #pads, 2, "the padding")
   local out = {}
   for i = 1, #in_shape do
-    out[i] = in_shape[i] + pads[2 * i - 1] + pads[2 * i]
+    out[i] = variables.add(variables.add(in_shape[i], pads[2 * i - 1]), pads[2 * i])
   end
   return out
 end
 
 function rules.SHRINK(node, srcs)
-  local win, in_shape = int_list(node, node.arg, "the window"), srcs[1]
+  local win, in_shape = sizes_list(node, node.arg, "the window"), srcs[1]
   check_rank(node, in_shape, #win, 2, "the window")
   local out = {}
   for i = 1, #in_shape do
     local s, e = win[2 * i - 1], win[2 * i]
-    if s < 0 or e < s or e > in_shape[i] then
-      fail(node, "window %s does not fit in %s (axis %d: [%d, %d))", M.format(win), M.format(in_shape), i - 1, s, e)
+    local size = variables.sub(e, s)
+    -- for every value of the variables (a symbolic window is checked at its extremes)
+    if variables.min(s) < 0 or variables.min(size) < 0 or variables.min(variables.sub(in_shape[i], e)) < 0 then
+      fail(node, "window %s does not fit in %s (axis %d: [%s, %s))", M.format(win), M.format(in_shape), i - 1,
+        size_format(s), size_format(e))
     end
-    out[i] = e - s
+    out[i] = size
   end
   return out
 end
@@ -321,6 +398,9 @@ local function compute(node)
   end
   local problem = M.problem(result)
   if problem then fail(node, "its shape %s %s", M.format(result), problem) end
+  for i = 1, #result do
+    if is_symbolic(result[i]) then result[i] = variables.normal(result[i]) end
+  end
   return result
 end
 

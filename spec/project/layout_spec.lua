@@ -22,7 +22,7 @@ local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, 
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
   ["tcl.cuda"] = true, ["tcl.metal"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
-  ["tcl.conv_phases"] = true,
+  ["tcl.conv_phases"] = true, ["tcl.variables"] = true,
   ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true }
 
 local function stage_of(module)
@@ -109,7 +109,7 @@ describe("the Lua tree", function()
     assert.are.same({ "tcl.codegen.passes.tensor_cores", "tcl.codegen.passes.kblock", "tcl.codegen.passes.expand",
       "tcl.codegen.passes.reuse_values",
       "tcl.codegen.passes.group_reduce", "tcl.codegen.passes.accumulators", "tcl.codegen.passes.stage_transposes",
-      "tcl.codegen.passes.gpu_dims", "tcl.codegen.passes.merge_ends" }, names)
+      "tcl.codegen.passes.gpu_dims", "tcl.codegen.passes.bind_variables", "tcl.codegen.passes.merge_ends" }, names)
     for _, name in ipairs(names) do
       local f = io.open(helper.root .. "/lua/" .. name:gsub("%.", "/") .. ".lua", "rb")
       assert.is_not_nil(f, name .. " does not exist")

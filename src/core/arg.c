@@ -1,6 +1,7 @@
 /* arg.c — hashing, equality and ownership of tagged arg values. Layer: core. */
 #include "arg.h"
 #include "dtype.h"
+#include "uop.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ uint64_t tcl_arg_hash(const tcl_arg *a, uint64_t seed) {
     case TCL_ARG_TUPLE:
         for (uint32_t i = 0; i < a->len; i++) h = tcl_arg_hash(&a->v.items[i], h);
         return h;
+    case TCL_ARG_UOP: return mix2(h, a->v.uop->content_hash); /* by content: stable across processes */
     }
     return h;
 }
@@ -46,6 +48,7 @@ bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b) {
         for (uint32_t i = 0; i < a->len; i++)
             if (!tcl_arg_equal(&a->v.items[i], &b->v.items[i])) return false;
         return true;
+    case TCL_ARG_UOP: return a->v.uop == b->v.uop; /* nodes are interned */
     }
     return false;
 }
@@ -84,6 +87,7 @@ bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src) {
         dst->v.items = items;
         return true;
     }
+    case TCL_ARG_UOP: tcl_uop_ref(src->v.uop); return true;
     default: return true;
     }
     /* out of memory: dst must not keep src's borrowed storage, which tcl_arg_free would free */
@@ -99,6 +103,7 @@ void tcl_arg_free(tcl_arg *a) {
         for (uint32_t i = 0; i < a->len; i++) tcl_arg_free((tcl_arg *)&a->v.items[i]);
         free((tcl_arg *)a->v.items);
         break;
+    case TCL_ARG_UOP: tcl_uop_unref(a->v.uop); break;
     default: break;
     }
     *a = tcl_arg_none();

@@ -23,7 +23,10 @@ typedef enum tcl_arg_kind {
     TCL_ARG_INTS,  /* list of integers */
     TCL_ARG_DTYPE,
     TCL_ARG_TUPLE, /* structured value: an ordered list of args (kernel info, opts, ...) */
+    TCL_ARG_UOP,   /* a node of the same context (a symbolic size in a shape); the arg holds a reference */
 } tcl_arg_kind;
+
+struct tcl_uop;
 
 typedef struct tcl_arg {
     tcl_arg_kind kind;
@@ -36,6 +39,7 @@ typedef struct tcl_arg {
         const char *s;
         const int64_t *ints;
         const struct tcl_arg *items;
+        struct tcl_uop *uop;
     } v;
 } tcl_arg;
 
@@ -55,7 +59,7 @@ bool tcl_arg_equal(const tcl_arg *a, const tcl_arg *b);
 /* Deep copy into freshly allocated storage owned by dst; false when out of memory (then dst
  * is none, so freeing it is harmless). */
 bool tcl_arg_copy(tcl_arg *dst, const tcl_arg *src);
-/* Frees storage made by tcl_arg_copy. */
+/* Frees storage made by tcl_arg_copy (and drops the references to nodes it holds). */
 void tcl_arg_free(tcl_arg *a);
 /* The i-th integer of an int list or of a tuple whose i-th item is an integer (a {slot, numel}
  * arg, say); false otherwise. */

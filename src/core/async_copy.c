@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "ops.h"
+#include "uop.h"
 
 /* The buffer an INDEX reads, seen through AFTERs. */
 static const tcl_uop *buffer_of(const tcl_uop *index) {
@@ -69,6 +70,7 @@ static void describe_arg(const tcl_arg *a, char *out, size_t cap) {
     case TCL_ARG_DTYPE: snprintf(out, cap, "the dtype %s", tcl_dtype_get(a->v.dtype)->name); break;
     case TCL_ARG_INTS: snprintf(out, cap, "a list of %u integer%s", a->len, a->len == 1 ? "" : "s"); break;
     case TCL_ARG_TUPLE: snprintf(out, cap, "a tuple of %u item%s", a->len, a->len == 1 ? "" : "s"); break;
+    case TCL_ARG_UOP: snprintf(out, cap, "a %s node", tcl_op_get((tcl_op)a->v.uop->op)->name); break;
     }
 }
 

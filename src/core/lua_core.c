@@ -167,6 +167,12 @@ static int to_arg(lua_State *L, int idx, tcl_arg *out, const char *what, int dep
     case LUA_TUSERDATA: {
         dtype_box *d = luaL_testudata(L, idx, DTYPE_MT);
         if (d) { *out = tcl_arg_dtype(d->id); return 0; }
+        uop_box *b = luaL_testudata(L, idx, UOP_MT);
+        if (b && b->u) { /* borrowed: the userdata at idx keeps it alive; tcl_uop_new takes a reference */
+            out->kind = TCL_ARG_UOP;
+            out->v.uop = b->u;
+            return 0;
+        }
         break;
     }
     case LUA_TTABLE: {
@@ -204,7 +210,7 @@ static int to_arg(lua_State *L, int idx, tcl_arg *out, const char *what, int dep
     }
     default: break;
     }
-    return luaL_error(L, "%s: unsupported value of type %s (use nil, boolean, number, string, dtype or table)", what,
+    return luaL_error(L, "%s: unsupported value of type %s (use nil, boolean, number, string, dtype, UOp or table)", what,
                       luaL_typename(L, idx));
 }
 
@@ -225,6 +231,7 @@ void tcl_lua_push_arg(lua_State *L, const tcl_arg *a) {
         lua_createtable(L, (int)a->len, 0);
         for (uint32_t i = 0; i < a->len; i++) { tcl_lua_push_arg(L, &a->v.items[i]); lua_rawseti(L, -2, i + 1); }
         break;
+    case TCL_ARG_UOP: tcl_lua_push_uop(L, a->v.uop); break;
     }
 }
 

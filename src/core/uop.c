@@ -90,8 +90,18 @@ static void node_destroy(tcl_uop *u) {
     node_release(u->ctx, u, u->nsrc);
 }
 
+/* Turns the node references an arg holds (symbolic sizes) into none without dropping them:
+ * for a context freeing all its nodes at once, where the referenced node may be gone already. */
+static void forget_arg_nodes(tcl_arg *a) {
+    if (a->kind == TCL_ARG_UOP) *a = tcl_arg_none();
+    else if (a->kind == TCL_ARG_TUPLE)
+        for (uint32_t i = 0; i < a->len; i++) forget_arg_nodes((tcl_arg *)&a->v.items[i]);
+}
+
 void tcl_ctx_free(tcl_ctx *ctx) {
     if (!ctx) return;
+    for (size_t i = 0; i < ctx->cap; i++)
+        if (ctx->slots[i].node) forget_arg_nodes(&ctx->slots[i].node->arg);
     for (size_t i = 0; i < ctx->cap; i++)
         if (ctx->slots[i].node) node_destroy(ctx->slots[i].node);
     free(ctx->slots);
@@ -243,6 +253,15 @@ static tcl_uop *table_lookup(const tcl_ctx *ctx, uint64_t h, tcl_op op, tcl_dtyp
     return NULL;
 }
 
+/* Whether every node an arg holds (symbolic sizes) belongs to ctx. */
+static bool arg_nodes_in(const tcl_arg *a, const tcl_ctx *ctx) {
+    if (a->kind == TCL_ARG_UOP) return a->v.uop->ctx == ctx;
+    if (a->kind == TCL_ARG_TUPLE)
+        for (uint32_t i = 0; i < a->len; i++)
+            if (!arg_nodes_in(&a->v.items[i], ctx)) return false;
+    return true;
+}
+
 static uint64_t arg_hash(const tcl_arg *arg) { return tcl_arg_hash(arg, 0x9e3779b97f4a7c15ull); }
 static uint64_t tag_hash(const tcl_arg *tag) { return tcl_arg_hash(tag, 0xc2b2ae3d27d4eb4full); }
 
@@ -274,6 +293,10 @@ tcl_uop *tcl_uop_new(tcl_ctx *ctx, int op, int dtype, tcl_uop *const *src, size_
             tcl_fail(e, TCL_ERR_INVALID, "%s: source %zu belongs to another tcl state", info->name, i + 1);
             return NULL;
         }
+    }
+    if (!arg_nodes_in(arg, ctx)) {
+        tcl_fail(e, TCL_ERR_INVALID, "%s: its arg holds a node of another tcl state", info->name);
+        return NULL;
     }
     uint64_t arg_h = arg_hash(arg), tag_h = tag_hash(tag);
     uint64_t h = identity_hash(op, dtype, src, nsrc, arg_h, tag_h);
@@ -309,6 +332,32 @@ oom:
     return NULL;
 }
 
+/* Drops one reference to s, a source (or arg node) of a node being freed; when it was the
+ * last, s joins the worklist of dead nodes. */
+static void drop_reference(tcl_ctx *ctx, tcl_uop *s, size_t *top) {
+    if (--s->refcount > 0) return;
+    if (*top == ctx->free_cap) {
+        size_t ncap = ctx->free_cap ? ctx->free_cap * 2 : 64;
+        tcl_uop **grown = realloc(ctx->free_stack, ncap * sizeof *grown);
+        if (!grown) { s->refcount = 1; return; } /* out of memory: leak s rather than crash */
+        ctx->free_stack = grown;
+        ctx->free_cap = ncap;
+    }
+    ctx->free_stack[(*top)++] = s;
+}
+
+/* The node references an arg holds, dropped through the worklist (not by tcl_arg_free, which
+ * would start a second worklist on the same stack); the entries become none. */
+static void drop_arg_nodes(tcl_ctx *ctx, tcl_arg *a, size_t *top) {
+    if (a->kind == TCL_ARG_UOP) {
+        tcl_uop *s = a->v.uop;
+        *a = tcl_arg_none();
+        drop_reference(ctx, s, top);
+    } else if (a->kind == TCL_ARG_TUPLE) {
+        for (uint32_t i = 0; i < a->len; i++) drop_arg_nodes(ctx, (tcl_arg *)&a->v.items[i], top);
+    }
+}
+
 void tcl_uop_unref(tcl_uop *u) {
     if (!u || --u->refcount > 0) return;
     tcl_ctx *ctx = u->ctx;
@@ -317,18 +366,8 @@ void tcl_uop_unref(tcl_uop *u) {
     /* Free the dead node and every source it kept alive, with an explicit worklist. */
     for (;;) {
         table_remove(ctx, pending);
-        for (uint32_t k = 0; k < pending->nsrc; k++) {
-            tcl_uop *s = pending->src[k];
-            if (--s->refcount > 0) continue;
-            if (top == ctx->free_cap) {
-                size_t ncap = ctx->free_cap ? ctx->free_cap * 2 : 64;
-                tcl_uop **grown = realloc(ctx->free_stack, ncap * sizeof *grown);
-                if (!grown) { s->refcount = 1; continue; } /* out of memory: leak s rather than crash */
-                ctx->free_stack = grown;
-                ctx->free_cap = ncap;
-            }
-            ctx->free_stack[top++] = s;
-        }
+        for (uint32_t k = 0; k < pending->nsrc; k++) drop_reference(ctx, pending->src[k], &top);
+        drop_arg_nodes(ctx, &pending->arg, &top);
         node_destroy(pending);
         if (top == 0) break;
         pending = ctx->free_stack[--top];

@@ -4,6 +4,7 @@
 -- function ("reshape: ...") and names the shapes involved. Errors are raised at the user's
 -- line: the first stack frame outside lua/tcl/api, so a message points at the script, not at us.
 -- All checks run before any node is built, so a failed call leaves nothing half-done.
+local variables = require "tcl.variables"
 local class = require "tcl.api.class"
 local shape_of = require "tcl.shape"
 local quote = require "tcl.quote"
@@ -42,7 +43,7 @@ function M.shape_str(shape)
   local parts = {}
   for i = 1, #shape do
     local v = shape[i]
-    parts[i] = type(v) == "number" and tostring(v) or M.type_name(v)
+    parts[i] = type(v) == "number" and tostring(v) or variables.is_size(v) and variables.format(v) or M.type_name(v)
   end
   if #parts == 1 then return "(" .. parts[1] .. ",)" end
   return "(" .. table.concat(parts, ", ") .. ")"
@@ -92,6 +93,17 @@ function M.integer(fn, what, v)
   local i = M.any_integer(fn, what, v)
   if i > MAX_NUMEL or i < -MAX_NUMEL then fail(fn, "%s %d is out of range (at most 2^53 in magnitude)", what, i) end
   return i
+end
+
+--- A symbolic size (tcl.var's bind, or arithmetic on one), in its normal form; an index node
+--  of another kind is an error naming fn.
+function M.size(fn, what, v)
+  if not variables.is_size(v) then
+    fail(fn, "%s must be an integer or a variable size (T:bind(n)), got %s", what, M.type_name(v))
+  end
+  local ok, normal = pcall(variables.normal, v)
+  if not ok then fail(fn, "%s: %s", what, normal) end
+  return normal
 end
 
 --- shape, when tcl accepts it (at most 2^53 elements, see tcl.shape); fails naming fn otherwise.

@@ -36,6 +36,8 @@ local buffers = require "tcl.schedule.buffers"
 local pending_assigns = require "tcl.api.pending_assigns"
 local views = require "tcl.api.views"
 local index_checks = require "tcl.api.index_checks"
+local variables = require "tcl.variables"
+local shapes = require "tcl.shape"
 
 local M = {}
 
@@ -61,7 +63,13 @@ local function signature(args)
       for j = 1, i - 1 do
         if is_tensor(args[j]) and args[j] == a then same = "=" .. j break end
       end
-      key[#key + 1] = table.concat(a._shape, "x") .. same
+      -- a variable size keys by its variable: one plan for every value
+      local sizes = {}
+      for k, d in ipairs(a._shape) do sizes[k] = variables.format(d, true) end
+      key[#key + 1] = table.concat(sizes, "x") .. same
+    elseif variables.is_symbolic(a) then -- a bound variable (T:bind(n)): its value changes per call
+      fixed[i] = { size = variables.format(a, true) }
+      key[#key + 1] = "size " .. fixed[i].size
     else
       fixed[i] = { value = a }
       key[#key + 1] = "-"
@@ -83,9 +91,13 @@ local function misuse(first, now)
     elseif a.tensor and a.dtype ~= b.dtype then
       return message("argument %d is %s, but the plans were captured with %s (a new dtype needs a new tcl.jit)",
         i, b.dtype.name, a.dtype.name)
+    elseif a.size ~= b.size then
+      return message("argument %d is %s, but it was %s when first called", i,
+        b.size and "the variable size " .. b.size or "not a variable size",
+        a.size and "the variable size " .. a.size or "not a variable size")
     elseif a.tensor and a.device ~= b.device then
       return message("argument %d is on %s, but the plans were captured on %s", i, b.device, a.device)
-    elseif not a.tensor and a.value ~= b.value and not (a.value ~= a.value and b.value ~= b.value) then
+    elseif not a.tensor and not a.size and a.value ~= b.value and not (a.value ~= a.value and b.value ~= b.value) then
       return message("argument %d is %s, but it was %s when first called: values that are not tensors are "
         .. "compiled into the kernels (pass a changing value as Tensor.scalar(v))", i, describe(b.value),
         describe(a.value))
@@ -184,9 +196,9 @@ function M.record(fn, args, opts)
   if opts and opts.unchecked then index_checks.disabled = true end
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
-  schedule.recorder = function(kernel, nodes, storages)
+  schedule.recorder = function(kernel, nodes, storages, values)
     recorded[#recorded + 1] = { kernel = kernel, nodes = nodes, storages = storages }
-    if outer_recorder then outer_recorder(kernel, nodes, storages) end
+    if outer_recorder then outer_recorder(kernel, nodes, storages, values) end
   end
   buffers.read_hook = function()
     error(who .. ": the function read tensor values to the host (tolist, item, print, data) while its plan was "
@@ -227,8 +239,10 @@ local function capture(fn, args)
       local i = input_at[storage]
       if i then slots[#slots + 1] = { k, i } else list[k] = storage end
     end
-    -- nodes: keep the plan's BUFFER nodes alive, so tcl.schedule.buffers never frees their memory
-    plan.steps[#plan.steps + 1] = { kernel = r.kernel, buffers = list, inputs = slots, nodes = r.nodes }
+    -- nodes: keep the plan's BUFFER nodes alive, so tcl.schedule.buffers never frees their memory;
+    -- variables: a kernel made for variable sizes takes their values last (rewritten per replay)
+    plan.steps[#plan.steps + 1] = { kernel = r.kernel, buffers = list, inputs = slots, nodes = r.nodes,
+      variables = r.kernel.variables }
     -- slot 0 is what the kernel writes; an argument written in place (cache[i] = v of an
     -- argument) stays the argument's buffer
     if not input_at[r.storages[1]] then plan.made[r.storages[1]] = true end
@@ -238,7 +252,8 @@ local function capture(fn, args)
     local storage = buffers.get(buffers.viewed(t.uop))
     -- a result that is an argument (returned as it came) is that call's argument on replay
     local input = not plan.made[storage] and input_at[storage] or nil
-    plan.outputs[i] = { uop = t.uop, shape = t.shape, device = t.device, input = input }
+    plan.outputs[i] = { uop = t.uop, shape = t.shape, device = t.device, input = input,
+      symbolic = shapes.is_symbolic(t._shape) }
   end
   return plan, out
 end
@@ -246,8 +261,23 @@ end
 ---------------------------------------------------------------------------------------------
 -- replaying
 
+-- The values of the variables in a call's arguments: bound sizes, and the sizes of tensors.
+local function call_values(args)
+  local values = {}
+  for i = 1, args.n do
+    local a = args[i]
+    if is_tensor(a) then
+      for _, d in ipairs(a._shape) do variables.values_in(d, values) end
+    elseif variables.is_symbolic(a) then
+      variables.values_in(a, values)
+    end
+  end
+  return values
+end
+
 local function replay(plan, args)
   realize_inputs(args)
+  local values = call_values(args)
   local storages = {}
   for i = 1, args.n do
     local a = args[i]
@@ -269,13 +299,30 @@ local function replay(plan, args)
   for _, step in ipairs(plan.steps) do
     local list = step.buffers
     for _, slot in ipairs(step.inputs) do list[slot[1]] = storages[slot[2]] end
+    if step.variables then
+      local data = {}
+      for k, name in ipairs(step.variables) do
+        data[k] = values[name]
+        if data[k] == nil then error(message("the plan's kernel %s reads variable %s, which no argument binds",
+          step.kernel.name, name), 0) end
+      end
+      list[#list]:write(data)
+    end
     step.kernel:run(list)
     if recorder then recorder(step.kernel, step.nodes, table.move(list, 1, #list, 1, {})) end
   end
   for _, device in ipairs(plan.checked) do index_checks.arm(device) end
   local results = {}
   for i, o in ipairs(plan.outputs) do
-    results[i] = o.input and args[o.input] or class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
+    if o.input then
+      results[i] = args[o.input]
+    elseif o.symbolic then -- a result of variable size: this call's values
+      local shape = {}
+      for k, d in ipairs(o.shape) do shape[k] = variables.rebind_size(d, values) end
+      results[i] = class.wrap(variables.rebind(o.uop, values), shape, o.device)
+    else
+      results[i] = class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
+    end
   end
   return table.unpack(results, 1, #plan.outputs)
 end

@@ -16,6 +16,8 @@ local M = {}
 local tensor_arg = check.tensor
 local shapes = require "tcl.shape"
 local MAX_NUMEL, MAX_NDIM, shape_problem = shapes.MAX_NUMEL, shapes.MAX_NDIM, shapes.problem
+local variables = require "tcl.variables"
+local is_symbolic = variables.is_symbolic
 
 --- Integers from varargs or from one table (sizes may be negative: -1 has meanings here).
 local function int_list(fn, what, ...)
@@ -30,7 +32,10 @@ local function int_list(fn, what, ...)
     end
   end
   local out = {}
-  for i = 1, #list do out[i] = check.integer(fn, what, list[i]) end
+  for i = 1, #list do
+    local v = list[i]
+    out[i] = is_symbolic(v) and check.size(fn, what, v) or check.integer(fn, what, v)
+  end
   return out
 end
 
@@ -38,9 +43,44 @@ end
 -- reshape family
 
 -- reshape under the name fn ("reshape" or "view"), for the error messages.
+-- reshape with a symbolic size, or of a tensor with one: the sizes' product must equal the
+-- element count as an expression (for every value of the variables); a -1 is inferred from
+-- this call's values and checked the same way.
+local function symbolic_reshape(fn, x, sizes)
+  local numel = nodes.numel(x._shape)
+  local infer_at, known = nil, 1
+  for i, s in ipairs(sizes) do
+    if s == -1 then
+      if infer_at then fail(fn, "only one size can be -1, got %s", shape_str(sizes)) end
+      infer_at = i
+    else
+      if not is_symbolic(s) and s < 0 then fail(fn, "sizes must be >= 0 or -1, got %s", shape_str(sizes)) end
+      known = variables.mul(known, s)
+    end
+  end
+  if infer_at then
+    local total, part = variables.value(numel), variables.value(known)
+    local inferred = part ~= 0 and total % part == 0 and total // part or nil
+    if not inferred or not variables.equal(variables.mul(known, inferred), numel) then
+      fail(fn, "cannot reshape %s to %s: the -1 is not the same for every value of the variables (give every size)",
+        shape_str(x._shape), shape_str(sizes))
+    end
+    sizes[infer_at] = inferred
+  end
+  local product = nodes.numel(sizes)
+  -- binding a tensor of known size to a shape of variables: their values must fit it
+  local binds = not is_symbolic(numel) and is_symbolic(product) and variables.try_value(product) == numel
+  if not binds and not variables.equal(product, numel) then
+    fail(fn, "cannot reshape %s (%s elements) to %s (%s elements)", shape_str(x._shape), variables.format(numel),
+      shape_str(sizes), variables.format(product))
+  end
+  return nodes.reshape(x, check.shape_fits(fn, sizes))
+end
+
 local function reshape_as(fn, x, ...)
   tensor_arg(fn, x)
   local sizes = int_list(fn, "size", ...)
+  if shapes.is_symbolic(sizes) or shapes.is_symbolic(x._shape) then return symbolic_reshape(fn, x, sizes) end
   local numel = nodes.numel(x._shape)
   local infer_at, known = nil, 1
   -- a target with a 0 has no elements, however large its other sizes (each at most 2^53)
@@ -260,6 +300,18 @@ local function position(fn, what, i, d, shape)
   return p
 end
 
+-- The 0-based position of a symbolic 1-based index i (positive: a variable index never counts
+-- from the end) in dim d, checked to lie in the dim for every value of its variables.
+local function symbolic_position(fn, what, i, d, shape)
+  i = check.size(fn, what, i)
+  local p = variables.sub(i, 1)
+  if variables.min(p) < 0 or variables.min(variables.sub(variables.sub(shape[d], 1), p)) < 0 then
+    fail(fn, "%s %s may fall outside dim %d of size %s in %s (it takes %d..%d)", what, variables.format(i), d,
+      variables.format(shape[d]), shape_str(shape), variables.min(i), variables.max(i))
+  end
+  return p
+end
+
 --- The `length` elements of dim d from `start` (1-based, negative from the end).
 function M.narrow(x, d, start, length)
   tensor_arg("narrow", x)
@@ -330,6 +382,26 @@ function M.slice(x, ...)
     if math.type(spec) == "integer" or (type(spec) == "number" and math.tointeger(spec)) then
       lo = position("slice", "index", spec, d, x._shape)
       hi, kept = lo + 1, false
+    elseif is_symbolic(spec) then
+      lo = symbolic_position("slice", "index", spec, d, x._shape)
+      hi, kept = variables.add(lo, 1), false
+    elseif type(spec) == "table" and not is_tensor(spec) and (is_symbolic(spec[1]) or is_symbolic(spec[2])) then
+      -- a window with a variable start or stop (step 1): cache[{1, T}], cache[{pos, pos}]
+      if spec[3] ~= nil and spec[3] ~= 1 then
+        fail("slice", "dim %d: a window with a variable start or stop takes step 1, got %s", d, tostring(spec[3]))
+      end
+      local function bound(v, what, default)
+        if v == nil then return default end
+        if is_symbolic(v) then return symbolic_position("slice", what, v, d, x._shape) end
+        local p = position("slice", what, v, d, x._shape)
+        return p
+      end
+      lo = bound(spec[1], "start", 0)
+      hi = variables.add(bound(spec[2], "stop", variables.sub(size, 1)), 1)
+      if variables.min(variables.sub(hi, lo)) < 0 then
+        fail("slice", "dim %d: the window %s..%s may end before it starts (for some values of its variables)", d,
+          variables.format(variables.add(lo, 1)), variables.format(hi))
+      end
     elseif spec ~= nil then
       if type(spec) ~= "table" or is_tensor(spec) then
         fail("slice", "dim %d: expected {start, stop, step} or an index, got %s", d, check.type_name(spec))

@@ -10,6 +10,7 @@ local uop_helpers = require "tcl.uop"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local shapes = require "tcl.shape"
+local variables = require "tcl.variables"
 local transfers = require "tcl.schedule.transfers"
 
 local wrap = class.wrap
@@ -92,7 +93,7 @@ function M.pad(t, amounts)
   local shape, any = {}, false
   for i = 1, #t._shape do
     local before, after = amounts[2 * i - 1], amounts[2 * i]
-    shape[i] = t._shape[i] + before + after
+    shape[i] = variables.add(variables.add(t._shape[i], before), after)
     if before ~= 0 or after ~= 0 then any = true end
   end
   if not any then return t end
@@ -104,7 +105,7 @@ function M.shrink(t, window)
   local shape, identity = {}, true
   for i = 1, #t._shape do
     local s, e = window[2 * i - 1], window[2 * i]
-    shape[i] = e - s
+    shape[i] = variables.sub(e, s)
     if s ~= 0 or e ~= t._shape[i] then identity = false end
   end
   if identity then return t end

@@ -19,6 +19,8 @@ local gradients = require "tcl.api.gradients"
 local pending_assigns = require "tcl.api.pending_assigns"
 local views = require "tcl.api.views"
 local index_checks = require "tcl.api.index_checks"
+local shapes = require "tcl.shape"
+local variables = require "tcl.variables"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
@@ -184,34 +186,51 @@ function M.assign(t, value)
   return t
 end
 
+-- The shape of t for this call: a variable size (tcl.variables) as its bound value.
+local function host_shape(t)
+  local s = t._shape
+  if not shapes.is_symbolic(s) then return s end
+  local out = {}
+  for i, d in ipairs(s) do out[i] = variables.value(d) end
+  return out
+end
+
 --- The values as a flat row-major Lua list (floats, integers or booleans by dtype).
 function M.data(t)
   tensor_arg("data", t)
-  check.host_values("data", check.numel(t._shape))
+  local shape = host_shape(t)
+  local numel = check.numel(shape)
+  check.host_values("data", numel)
   M.realize_all(t)
   index_checks.report(t.device) -- every read to the host reports the failed index checks
   local buffer = buffers.viewed(t.uop)
   if buffer == nil then
     fail("data", "realize gave a %s node, not a buffer, for a tensor of shape %s", t.uop.op, check.shape_str(t._shape))
   end
-  return buffers.read(buffer)
+  local list = buffers.read(buffer)
+  -- a variable-size value is stored at the front of a buffer of its largest size
+  if #list > numel and shape ~= t._shape then
+    for i = #list, numel + 1, -1 do list[i] = nil end
+  end
+  return list
 end
 
 --- The values as nested Lua tables following the shape; a 0-d tensor gives its value.
 function M.tolist(t)
   tensor_arg("tolist", t)
-  check.host_values("tolist", check.numel(t._shape))
+  local shape = host_shape(t)
+  check.host_values("tolist", check.numel(shape))
   -- and the lists: one per entry of every dim but the last, down to the first 0 (an empty
   -- tensor of shape (2^53, 0) would be 2^53 empty lists); counted in floats, which do not
   -- overflow (at worst they reach inf, which is refused too)
   local lists, above = 1.0, 1.0
-  for d = 1, #t._shape - 1 do
-    above = above * t._shape[d]
+  for d = 1, #shape - 1 do
+    above = above * shape[d]
     if above == 0 then break end
     lists = lists + above
   end
   check.host_values("tolist", lists, "lists")
-  local flat, shape = M.data(t), t._shape
+  local flat = M.data(t)
   if #shape == 0 then return flat[1] end
   local position = 0
   local function nest(depth)
@@ -230,7 +249,7 @@ end
 --- The value of a one-element tensor.
 function M.item(t)
   tensor_arg("item", t)
-  if check.numel(t._shape) ~= 1 then
+  if check.numel(host_shape(t)) ~= 1 then
     fail("item", "needs a tensor with one element, got shape %s", check.shape_str(t._shape))
   end
   return M.data(t)[1]

@@ -87,6 +87,9 @@ M.passes = {
   -- GPU renderers: the output loops become the launch (workgroup and thread indices); after
   -- lowering reduces, which places accumulators by the loops they live in.
   { name = "gpu dims", rules = "tcl.codegen.passes.gpu_dims", when = on_gpu },
+  -- After every pass that reads loop sizes or bounds (they see each variable with its range):
+  -- a kernel made for a variable size reads the variables' values from one more argument.
+  { name = "bind variables", rules = "tcl.codegen.passes.bind_variables" },
   -- Last: the linearizer needs exactly one END per RANGE, and lowering reduces adds ENDs.
   { name = "merge ends", pass = "tcl.codegen.passes.merge_ends" },
 }

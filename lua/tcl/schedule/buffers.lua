@@ -234,6 +234,14 @@ function M.from_list(dtype, list, device)
   return node
 end
 
+--- Storage (not a BUFFER node) of int32 values from a Lua list, on device: the values of the
+-- variables a kernel reads, passed as its last argument (tcl.schedule.run).
+function M.host_ints(list, device)
+  local storage = M.allocate(core.dtype "int32", #list, device, "none")
+  storage:write(list)
+  return storage
+end
+
 --- While set, called as read_hook(node) before a buffer's contents go to the host (tcl.jit
 -- refuses host reads while it captures a plan).
 M.read_hook = nil

@@ -18,6 +18,7 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local shape = require "tcl.shape"
+local variables = require "tcl.variables"
 local buffers = require "tcl.schedule.buffers"
 local rangeify = require "tcl.schedule.rangeify"
 local realize_points = require "tcl.schedule.realize_points"
@@ -30,6 +31,21 @@ local lower = require "tcl.codegen.driver.lower"
 local pattern = require "tcl.pattern"
 
 local M = {}
+
+--- A kernel's arguments with the values of the variables it reads appended: one int32 buffer,
+-- the values in the order of the kernel's `variables` (names; see the pass "bind variables").
+local function variable_args(list, names, values, device)
+  local data = {}
+  for i, name in ipairs(names) do
+    local v = values[name]
+    if v == nil then error(string.format("realize: a kernel reads variable %s, which has no value", name), 0) end
+    data[i] = v
+  end
+  local out = table.move(list, 1, #list, 1, {})
+  out[#out + 1] = buffers.host_ints(data, device)
+  return out
+end
+M.variable_args = variable_args
 
 --- While set, called as recorder(kernel, buffer_nodes, storages) for every kernel that run
 -- executes, in order (tcl.jit captures execution plans with it): the compiled kernel
@@ -149,7 +165,9 @@ function M.create(outputs, opts)
     elseif realize[node.id] then
       local buf = stored_elsewhere(node, stored_in)
       if not buf then
-        local numel = shape.numel(shape.shared(node))
+        -- a value of variable size is stored in a buffer of its largest size, laid out as its
+        -- shape for this call's values (rangeify's flat index); reads view it the same way
+        local numel = shape.max_numel(shape.shared(node))
         local limit = buffers.too_large(node.dtype, numel, device)
         if limit then
           error(string.format("realize: a %s tensor of shape %s needs %.0f bytes, more than %s can hold (%d bytes)",
@@ -207,6 +225,15 @@ function M.run(outputs, opts)
   -- copies between devices first: each realizes its source on its own device
   outputs = transfers.resolve(outputs, M.run, M.recorder)
   local start = core.clock()
+  -- plans and kernels are made for the variables, never their values (tcl.variables): the
+  -- graph is planned unbound, and the values go to the kernels that read a variable
+  local values = {}
+  if variables.in_use then
+    local sink = core.uop("SINK", nil, outputs)
+    local unbound
+    unbound, values = variables.unbind(sink)
+    if unbound ~= sink then outputs = unbound.src end
+  end
   local sched = plan_cache.plan(outputs, opts, M.create)
   local scheduled = core.clock()
   if #sched.kernels == 0 then
@@ -240,12 +267,20 @@ function M.run(outputs, opts)
     end
     local recorder = M.recorder
     for n, program in ipairs(programs) do
-      program:run(args[n])
-      if recorder then recorder(program, sched.kernels[n].buffers, args[n]) end
+      local kernel_args = args[n]
+      local names = program.variables
+      if names then kernel_args = variable_args(kernel_args, names, values, sched.device) end
+      program:run(kernel_args)
+      if recorder then recorder(program, sched.kernels[n].buffers, kernel_args, values) end
     end
     for _, k in ipairs(sched.kernels) do
       if k.assigns then assign.remember(k.root, k.assigned_view or as_view(k.assigns, shape.shared(k.root))) end
     end
+  end
+  if next(values) then
+    local outs = {}
+    for i, node in ipairs(sched.outputs) do outs[i] = variables.rebind(node, values) end
+    return outs, sched
   end
   return sched.outputs, sched
 end

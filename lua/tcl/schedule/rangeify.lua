@@ -34,10 +34,11 @@ local core = require "tcl.core"
 local pattern = require "tcl.pattern"
 local shape = require "tcl.shape"
 local symbolic = require "tcl.patterns.symbolic"
+local variables = require "tcl.variables"
 
 local M = {}
 
-local new, const = UOp.new, UOp.const
+local new, const, is_uop = UOp.new, UOp.const, UOp.is_uop
 local INDEX = core.dtype "index"
 
 -- Index arithmetic is built with the node operators (tcl.uop); the symbolic rules fold it.
@@ -119,8 +120,11 @@ function movement.PAD(node, idx, in_shape)
   for i = 1, #idx do
     local before, after = pads[2 * i - 1], pads[2 * i]
     out[i] = before == 0 and idx[i] or idx[i] + -before
-    if before > 0 then valid = both(valid, const(INDEX, before - 1):lt(idx[i])) end
-    if after > 0 then valid = both(valid, idx[i]:lt(before + in_shape[i])) end
+    if is_uop(before) or before > 0 then
+      local last_pad = before - 1
+      valid = both(valid, (is_uop(last_pad) and last_pad or const(INDEX, last_pad)):lt(idx[i]))
+    end
+    if is_uop(after) or after > 0 then valid = both(valid, idx[i]:lt(before + in_shape[i])) end
   end
   return out, valid
 end
@@ -156,7 +160,8 @@ function Builder:load(buffer, flat, valid)
 end
 
 function Builder:new_range(size, kind)
-  local r = new("RANGE", INDEX, { const(INDEX, size) }, { self.next_axis, kind })
+  -- a variable size (tcl.variables) is its own expression: the loop runs to the value at launch
+  local r = new("RANGE", INDEX, { is_uop(size) and size or const(INDEX, size) }, { self.next_axis, kind })
   self.next_axis = self.next_axis + 1
   return r
 end
@@ -307,8 +312,8 @@ end
 
 local function kernel_name(loop_sizes, reduce_sizes)
   local parts = { #reduce_sizes > 0 and "r" or "E" }
-  for _, s in ipairs(loop_sizes) do parts[#parts + 1] = tostring(s) end
-  for _, s in ipairs(reduce_sizes) do parts[#parts + 1] = tostring(s) end
+  for _, s in ipairs(loop_sizes) do parts[#parts + 1] = variables.format(s) end
+  for _, s in ipairs(reduce_sizes) do parts[#parts + 1] = variables.format(s) end
   return table.concat(parts, "_")
 end
 

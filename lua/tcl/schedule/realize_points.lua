@@ -107,6 +107,8 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local shape = require "tcl.shape"
+local variables = require "tcl.variables"
+local is_symbolic = variables.is_symbolic
 local transcendental = require "tcl.patterns.transcendental"
 
 local M = {}
@@ -173,6 +175,7 @@ local function merges(in_shape, out_shape)
   while i <= #a and j <= #b do
     local pb = b[j]
     while a[i] ~= pb do
+      if is_symbolic(a[i]) or is_symbolic(pb) then return true end -- sizes unknown: assume so
       if a[i] < pb then return true end -- b[j] spans a[i] and more
       j = j + 1 -- a[i] splits into b[j], b[j + 1], ...
       if j > #b then return false end
@@ -226,12 +229,13 @@ local function row_signature(in_shape, out_shape, itemsize)
     if in_shape[i] ~= out_shape[i] then
       if out_shape[i] ~= 1 then return nil end
       reducing = true
-      row = row * in_shape[i]
+      row = variables.mul(row, in_shape[i])
     elseif reducing and in_shape[i] ~= 1 then
       return nil -- a kept axis inside the reduced ones: the row is not contiguous
     end
   end
-  if not reducing or row * itemsize > M.ROW_FUSE_BYTES then return nil end
+  -- (a row of variable length at its largest)
+  if not reducing or variables.max(row) * itemsize > M.ROW_FUSE_BYTES then return nil end
   return { input = in_shape, output = out_shape }
 end
 
@@ -344,7 +348,8 @@ function M.decide(order, sink, outputs, opts)
   -- Lists grow in node order, so a repeated source of node already ends with node.
   local consumers, numel, sources = {}, {}, {} -- sources[i]: order[i]'s (a table made once)
   for i, node in ipairs(order) do
-    if node ~= sink then numel[node.id] = shape.numel(shape.shared(node)) end
+    -- (the costs of a value of variable size are counted at its largest)
+    if node ~= sink then numel[node.id] = shape.max_numel(shape.shared(node)) end
     local src = node.src
     sources[i] = src
     for _, s in ipairs(src) do

@@ -30,6 +30,8 @@ end
 -- The split form of a REDUCE_AXIS node over its (new) source x, or nil when it stays whole.
 local function split(node, x)
   local in_shape, out_shape = shape.shared(x), shape.shared(node)
+  -- a reduction over a variable size stays whole (its split would depend on the value)
+  if shape.is_symbolic(in_shape) then return nil end
   local in_numel, out_numel = shape.numel(in_shape), shape.numel(out_shape)
   if out_numel == 0 or in_numel // out_numel < M.SPLIT_RATIO then return nil end
   local op, axes = node.arg[1], node.arg[2]

@@ -65,6 +65,7 @@ static void sb_arg(strbuf *sb, const tcl_arg *a) {
         }
         sb_printf(sb, ")");
         break;
+    case TCL_ARG_UOP: sb_printf(sb, "<%s node>", tcl_op_get((tcl_op)a->v.uop->op)->name); break;
     }
 }
 

@@ -294,7 +294,7 @@ function M.compile_many(items, device, options)
       if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
       if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
       local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
-        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes }
+        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes, variables = ctx.variables }
       jobs[#jobs + 1] = job
       job_of[key] = job
     end
@@ -307,8 +307,9 @@ function M.compile_many(items, device, options)
       local program = programs[j]
       if debug >= 4 then M.log(program:dump()) end
       if debug >= 7 and program.assembly then M.log(program:assembly()) end
+      -- variables: the names of the variables whose values the kernel takes as its last argument
       local k = setmetatable({ name = job.name, device = device, ast = job.ast, program = program,
-        ops = job.estimate.value_ops, bytes = job.estimate.bytes }, Kernel)
+        ops = job.estimate.value_ops, bytes = job.estimate.bytes, variables = job.variables }, Kernel)
       kernel_cache.put(job.key, k)
       kernels[job.index] = k
       for _, i in ipairs(job.also) do kernels[i] = k end
