@@ -79,7 +79,9 @@ local function symbolic_problem(s)
   for i = 1, #s do
     local d = s[i]
     if is_symbolic(d) then
-      if d.dtype ~= core.dtype "index" then return string.format("has a %s node as size in dim %d", tostring(d.dtype), i) end
+      if d.dtype ~= core.dtype "index" then
+        return string.format("has a %s node as size in dim %d", tostring(d.dtype), i)
+      end
       if variables.min(d) < 0 then
         return string.format("has size %s in dim %d, negative for some values of its variables", size_format(d), i)
       end

@@ -338,7 +338,8 @@ function M.unbind(sink)
           if leaf.op == "BIND" then
             local v = leaf.src[2].arg
             if values[name] and values[name] ~= v then
-              error(string.format("realize: variable %s is bound to %d and to %d in one graph", name, values[name], v), 0)
+              error(string.format("realize: variable %s is bound to %d and to %d in one graph", name, values[name], v),
+                0)
             end
             values[name] = v
             map[leaf] = var
