@@ -303,16 +303,20 @@ function M.shape_args(fn, ...)
     list, next_index = {}, 1
     for i = 1, n do
       local v = select(i, ...)
-      if type(v) ~= "number" then break end
+      if type(v) ~= "number" and not variables.is_symbolic(v) then break end
       list[i] = v
       next_index = i + 1
     end
   end
   local shape = {}
   for i = 1, #list do
-    local size = M.integer(fn, "size", list[i])
-    if size < 0 then fail(fn, "sizes must be >= 0, got %s", M.shape_str(list)) end
-    shape[i] = size
+    if variables.is_symbolic(list[i]) then
+      shape[i] = M.size(fn, "size", list[i]) -- a variable size (never negative: checked with the shape)
+    else
+      local size = M.integer(fn, "size", list[i])
+      if size < 0 then fail(fn, "sizes must be >= 0, got %s", M.shape_str(list)) end
+      shape[i] = size
+    end
   end
   for k in pairs(list) do
     if math.type(k) ~= "integer" or k < 1 or k > #list then

@@ -4,6 +4,7 @@
 -- Lua data goes to the device through tcl.schedule.buffers (a BUFFER node of its values, reshaped);
 -- constant fills are a CONST broadcast to the shape, so they cost no memory until used;
 -- eye is a lazy band mask built from movement ops.
+local variables = require "tcl.variables"
 local core = require "tcl.core"
 local alu = require "tcl.alu"
 local class = require "tcl.api.class"
@@ -195,7 +196,7 @@ end
 --  the scheduler turns into the loop index, so it costs no memory or host work. int32 up to
 --  2^31 elements, int64 beyond (int32 would wrap).
 local function indices(count, device)
-  local dtype = count <= 2 ^ 31 and dtypes.int32 or dtypes.int64
+  local dtype = variables.max(count) <= 2 ^ 31 and dtypes.int32 or dtypes.int64
   return nodes.node("ARANGE", dtype, {}, count, { count }, device)
 end
 M._indices = indices
@@ -210,9 +211,34 @@ end
 --  trailing options table. Integer values that do not fit the dtype asked for are an error.
 --  Lazy: start + i * step over an index node, in int32 when every value fits, else in int64
 --  (then cast, wrapping like alu.cast), and in float64 for floats (rounded once to the dtype).
+-- arange(n) or arange(start, n) with a variable stop n (tcl.var): step 1, int32 unless a dtype
+-- is given.
+local function symbolic_arange(fn, args)
+  local opts = type(args[args.n]) == "table" and args[args.n] or nil
+  local count = opts and args.n - 1 or args.n
+  if count > 2 or (count == 2 and math.type(args[1]) ~= "integer") then
+    fail(fn, "with a variable size takes arange(n) or arange(start, n) with an integer start, step 1")
+  end
+  local start, stop = 0, args[1]
+  if count == 2 then start, stop = args[1], args[2] end
+  stop = check.size(fn, "stop", stop)
+  local n = variables.sub(stop, start)
+  if variables.min(n) < 0 then
+    fail(fn, "stop %s may be below start %d (it takes %d..%d)", variables.format(stop), start, variables.min(stop),
+      variables.max(stop))
+  end
+  local dtype, device = options(fn, opts, dtypes.int32)
+  local values = nodes.cast(indices(n, device), dtype.is_int and dtypes.int64 or dtypes.float64)
+  if start ~= 0 then values = values + nodes.const(start, values.uop.dtype, { n }, device) end
+  return nodes.cast(values, dtype)
+end
+
 function M.arange(...)
   local fn = "arange"
   local args = table.pack(...)
+  for i = 1, args.n do
+    if variables.is_symbolic(args[i]) then return symbolic_arange(fn, args) end
+  end
   local numbers, opts = {}, nil
   for i = 1, args.n do
     local v = args[i]
@@ -285,10 +311,12 @@ end
 local function band(fn, x, k, lower)
   check.tensor(fn, x)
   if #x._shape < 2 then fail(fn, "needs at least 2 dims, got %s", check.shape_str(x._shape)) end
-  k = k == nil and 0 or check.integer(fn, "diagonal", k)
+  if variables.is_symbolic(k) then k = check.size(fn, "diagonal", k) -- the KV cache's offset
+  else k = k == nil and 0 or check.integer(fn, "diagonal", k) end
   local rows, cols = x._shape[#x._shape - 1], x._shape[#x._shape]
   if not nodes.band_mask_fits(rows, cols) then
-    fail(fn, "the %d x %d mask of %s needs more than 2^53 elements", rows, cols, check.shape_str(x._shape))
+    fail(fn, "the %s x %s mask of %s needs more than 2^53 elements", variables.format(rows), variables.format(cols),
+      check.shape_str(x._shape))
   end
   local lo, hi = k, math.huge
   if lower then lo, hi = -math.huge, k end

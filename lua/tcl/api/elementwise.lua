@@ -7,6 +7,7 @@
 -- every op is decomposed into the ALU ops of docs/design/encodings.md: log = LOG2(x) * ln 2,
 -- tan = SIN(x) / COS(x), and so on; exp, sigmoid, tanh, silu, softplus and elu are one node each
 -- (EXP ... ELU), which tcl.patterns.transcendental decomposes for the renderers that lack them.
+local variables = require "tcl.variables"
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -68,6 +69,13 @@ end
 local function operands(fn, args, device)
   local tensor_dtype, shapes = nil, {}
   local count = args.n or #args -- n counts nil operands too, so they are reported
+  for i = 1, count do -- a variable size (T:bind(n)) is its value for this call, as a tensor
+    if variables.is_symbolic(args[i]) then
+      local at = device
+      for j = 1, count do if is_tensor(args[j]) then at = args[j].device break end end
+      args[i] = nodes.size_value(check.size(fn, "operand", args[i]), at)
+    end
+  end
   for i = 1, count do
     local v = args[i]
     if is_tensor(v) then

@@ -455,7 +455,7 @@ function cat_as(fn, list, d)
   for i, t in ipairs(list) do
     local ok = #t._shape == ndim
     for k = 1, ndim do
-      if k ~= axis + 1 and t._shape[k] ~= first._shape[k] then ok = false end
+      if k ~= axis + 1 and not variables.equal(t._shape[k], first._shape[k]) then ok = false end
     end
     if not ok then
       fail(fn, "shapes %s and %s do not match outside dim %d", shape_str(first._shape), shape_str(t._shape), axis + 1)
@@ -464,8 +464,8 @@ function cat_as(fn, list, d)
       fail(fn, "tensors are on different devices, %s and %s (move one with t:to(device))", first.device, t.device)
     end
     if i > 1 then dtype = rules.promote(fn, dtype, t.uop.dtype) end
-    total = total + t._shape[axis + 1]
-    if total > MAX_NUMEL then fail(fn, "the joined dim %d would be longer than 2^53", axis + 1) end
+    total = variables.add(total, t._shape[axis + 1]) -- (a variable size makes a variable total)
+    if variables.max(total) > MAX_NUMEL then fail(fn, "the joined dim %d would be longer than 2^53", axis + 1) end
   end
   local joined = nodes.copy_shape(first)
   joined[axis + 1] = total
@@ -479,8 +479,8 @@ function cat_as(fn, list, d)
       local n = t._shape[axis + 1]
       local grow = {}
       for g = 1, ndim do grow[2 * g - 1], grow[2 * g] = 0, 0 end
-      grow[2 * axis + 1], grow[2 * axis + 2] = offset, length - offset - n
-      offset = offset + n
+      grow[2 * axis + 1], grow[2 * axis + 2] = offset, variables.sub(variables.sub(length, offset), n)
+      offset = variables.add(offset, n)
       local part = nodes.pad(nodes.cast(t, dtype), grow)
       result = result == nil and part or nodes.alu(join_op, dtype, { result, part })
     end
@@ -494,7 +494,7 @@ function cat_as(fn, list, d)
   local chunks = {}
   for i = 1, #list, CAT_CHUNK do
     local j, length = math.min(i + CAT_CHUNK - 1, #list), 0
-    for k = i, j do length = length + list[k]._shape[axis + 1] end
+    for k = i, j do length = variables.add(length, list[k]._shape[axis + 1]) end
     chunks[#chunks + 1] = nodes.contiguous(flat(i, j, length))
   end
   return cat_as(fn, chunks, d)

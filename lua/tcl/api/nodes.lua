@@ -177,8 +177,44 @@ end
 --  A tall mask (rows > cols) is built as the transpose of the wide one with the band
 --  mirrored, so the intermediate row vector repeated min(rows, cols) times holds at most about
 --  twice the mask's elements (see band_mask_fits).
+--- A variable size's value as a 0-d int32 tensor (the last element of ARANGE(n + 1)): x / n
+-- with n = T:bind(17) divides by 17 in this call and by the bound value in the next.
+function M.size_value(n, device)
+  local int = core.dtypes.int32
+  local next_n = variables.add(n, 1)
+  local last = M.shrink(M.node("ARANGE", int, {}, next_n, { next_n }, device), { n, next_n })
+  return M.reshape(last, {})
+end
+
+-- The band mask for variable sizes or bounds (tcl.variables): col - row compared with lo and hi,
+-- from two aranges (the strided trick above needs known sizes).
+local function symbolic_band_mask(rows, cols, lo, hi, device)
+  local int = core.dtypes.int32
+  local r = M.expand(M.reshape(M.node("ARANGE", int, {}, rows, { rows }, device), { rows, 1 }), { rows, cols })
+  local c = M.expand(M.reshape(M.node("ARANGE", int, {}, cols, { cols }, device), { 1, cols }), { rows, cols })
+  local diff = M.alu("SUB", int, { c, r })
+  local function bound(v) -- a variable bound: its value as a tensor (ARANGE(v + 1)'s last element)
+    if not variables.is_symbolic(v) then return M.const(v, int, { rows, cols }, device) end
+    local offset = math.max(0, -variables.min(v)) -- a diagonal may be negative: shifted to count from 0
+    local value = M.size_value(variables.add(v, offset), device)
+    if offset > 0 then value = M.alu("SUB", int, { value, M.const(offset, int, {}, device) }) end
+    return M.expand(M.reshape(value, { 1, 1 }), { rows, cols })
+  end
+  local mask
+  if lo ~= -math.huge then mask = M.alu("CMPLT", core.dtypes.bool, { diff, bound(lo) }):logical_not() end
+  if hi ~= math.huge then
+    local upper = M.alu("CMPLT", core.dtypes.bool, { bound(hi), diff }):logical_not()
+    mask = mask and mask:logical_and(upper) or upper
+  end
+  return mask or M.const(true, core.dtypes.bool, { rows, cols }, device)
+end
+
 function M.band_mask(rows, cols, lo, hi, device)
   local bool = core.dtypes.bool
+  if variables.is_symbolic(rows) or variables.is_symbolic(cols) or variables.is_symbolic(lo)
+      or variables.is_symbolic(hi) then
+    return symbolic_band_mask(rows, cols, lo, hi, device)
+  end
   if rows == 0 or cols == 0 then return M.const(false, bool, { rows, cols }, device) end
   if rows > cols then
     -- (r, c) is in the band when -hi <= r - c <= -lo: element (c, r) of the wide mask
@@ -198,6 +234,9 @@ end
 --- Whether band_mask(rows, cols) fits: its intermediate of min * (rows + cols + 1) elements
 --  is at most 2^53 (no product past 2^53 is formed).
 function M.band_mask_fits(rows, cols)
+  if variables.is_symbolic(rows) or variables.is_symbolic(cols) then -- built from two aranges
+    return shapes.problem({ variables.max(rows), variables.max(cols) }) == nil
+  end
   local short = math.min(rows, cols)
   return short == 0 or rows + cols + 1 <= shapes.MAX_NUMEL // short
 end

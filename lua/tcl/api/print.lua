@@ -9,6 +9,8 @@
 -- their first and last 3 entries around a "...".
 -- Printing realizes the entries it shows.
 local check = require "tcl.api.check"
+local shapes = require "tcl.shape"
+local variables = require "tcl.variables"
 
 local M = {}
 
@@ -81,9 +83,9 @@ end
 --- The printed form of flat row-major `values` of a tensor of `shape` and dtype name
 --  `dtype_name`. `values` holds every element, or (when `edges_only` is true and the tensor
 --  is elided) only the shown ones: each elided dim cut to its first and last EDGE_ITEMS.
-function M._render(values, shape, dtype_name, edges_only)
+function M._render(values, shape, dtype_name, edges_only, named_shape)
   local ndim = #shape
-  local suffix = ", shape=" .. check.shape_str(shape) .. ", dtype=" .. dtype_name .. ")"
+  local suffix = ", shape=" .. check.shape_str(named_shape or shape) .. ", dtype=" .. dtype_name .. ")"
   local elide = is_elided(shape)
   local cut = {} -- per dim: whether values holds only its edges
   for d = 1, ndim do cut[d] = edges_only and elide and shape[d] > 2 * EDGE_ITEMS end
@@ -142,6 +144,13 @@ end
 --  is realized, so printing computes and reads those only, however large the tensor is.
 function M.to_string(t)
   local shape, shown = t._shape, t
+  if shapes.is_symbolic(shape) then
+    -- a variable size: the values for this call, the shape with its variables ("T=5")
+    local concrete = {}
+    for d, size in ipairs(shape) do concrete[d] = variables.value(size) end
+    local values = check.numel(concrete) == 0 and {} or t:data()
+    return M._render(values, concrete, t.uop.dtype.name, false, shape)
+  end
   local elide = is_elided(shape)
   if elide then
     for d = 1, #shape do

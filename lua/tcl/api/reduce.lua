@@ -6,6 +6,7 @@
 -- "ADD", "MUL" or "MAX" over 0-based axes (it keeps the reduced dims as 1), followed by a
 -- RESHAPE that drops them unless keepdim. min is max of an order-reversing map, argmax a
 -- max over a mask of reversed positions.
+local variables = require "tcl.variables"
 local core = require "tcl.core"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -166,9 +167,17 @@ function arg_reduce(fn, x, dim, keepdim, values)
   local shape = {}
   for i = 1, #x._shape do shape[i] = 1 end
   shape[axis + 1] = n
-  local scores = class.Tensor.arange(n, 0, -1, { device = x.device }):reshape(shape)
+  local scores, top
+  if variables.is_symbolic(n) then -- a variable size: its value as a tensor
+    scores = nodes.size_value(n, x.device):sub(class.Tensor.arange(n, { device = x.device })):reshape(shape)
+    top = nodes.size_value(variables.add(n, 1), x.device)
+  else
+    scores = class.Tensor.arange(n, 0, -1, { device = x.device }):reshape(shape)
+    top = n + 1
+  end
   local best = nodes.reduce(is_max:where(scores, 0), "MAX", { axis })
-  return finish(nodes.const(n + 1, dtypes.int32, best._shape, x.device):sub(best), { axis }, keep)
+  if not variables.is_symbolic(n) then top = nodes.const(top, dtypes.int32, best._shape, x.device) end
+  return finish(top:sub(best), { axis }, keep)
 end
 
 --- The 1-based int32 index of the first maximum along dim (nil: of the flattened tensor, a
