@@ -124,6 +124,17 @@ describe("variable sizes", function()
     assert.are.equal(13, plan_cache.stats().hits - hits)
   end)
 
+  it("are searched by BEAM at their largest values, and the kernel it picks serves every value", function()
+    local B = tcl.var("rows", 1, 40)
+    local w = x[{ { 1, 6 } }]
+    for _, n in ipairs { 40, 9 } do
+      local got = tcl.context { BEAM = 1 }(function()
+        return x[{ { 1, B:bind(n) } }]:matmul(w):softmax(-1):sum(1):tolist()
+      end)
+      close(got, x[{ { 1, n } }]:matmul(w):softmax(-1):sum(1):tolist(), 1e-4)
+    end
+  end)
+
   it("make creation functions, aranges, band masks and joins of variable size", function()
     local t = T:bind(5)
     assert.are.same({ 0, 1, 2, 3, 4 }, Tensor.arange(t):tolist())
@@ -219,5 +230,54 @@ describe("tcl.jit with variable sizes", function()
       if round % 50 == 0 then collectgarbage() end
     end
     assert.are.equal(1, total:stats().plans)
+  end)
+end)
+
+describe("variable sizes in GPU-shaped kernels", function()
+  local env = require "tcl.env"
+  local emu = require "tcl.codegen.devices.emu"
+  local targets = require "tcl.codegen.devices.gpu_targets"
+  local schedule = require "tcl.schedule"
+
+  -- EMU emulating CUDA's launch (as spec/codegen/tc_lowering_spec.lua does)
+  local function on_cuda(fn)
+    local saved_renderer, saved_options, saved_env = emu.renderer, emu.options, env.EMU_GPU
+    local target = targets.get("CUDA")
+    emu.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
+    emu.options = "emu-gpu-" .. target.id
+    local ok, err = pcall(fn)
+    emu.renderer, emu.options, env.EMU_GPU = saved_renderer, saved_options, saved_env
+    assert(ok, err)
+  end
+
+  it("keep a variable range as a loop in each thread, with the values of fixed sizes", function()
+    local T = tcl.var("gpu_rows", 1, 64)
+    local x = Tensor.rand(64, 24, { device = "EMU" }):realize()
+    on_cuda(function()
+      for _, n in ipairs { 64, 5 } do
+        local head = x[{ { 1, T:bind(n) } }]
+        close((head * 3):exp():tolist(), (x[{ { 1, n } }] * 3):exp():tolist())
+        close(head:softmax(1):tolist(), x[{ { 1, n } }]:softmax(1):tolist())
+      end
+    end)
+  end)
+
+  it("render to CUDA C that NVRTC compiles", function()
+    local nvrtc = require "tcl.nvrtc"
+    if not nvrtc.available() then return pending("NVRTC is not available") end
+    local gpu = require "tcl.gpu"
+    local linearize = require "tcl.codegen.driver.linearize"
+    local T = tcl.var("cuda_rows", 1, 64)
+    local x = Tensor.rand(64, 24, { device = "EMU" }):realize()
+    on_cuda(function()
+      local unbound = variables.unbind(tcl.uop("SINK", nil, { x[{ { 1, T:bind(9) } }]:softmax(1).uop }))
+      local sched = schedule.create(unbound.src, { device = "EMU" })
+      for _, k in ipairs(sched.kernels) do
+        local ctx = { name = "k", device = "EMU", renderer = emu.renderer }
+        local source = gpu.render(linearize.linearize(lower.run_passes(k.ast, ctx)), { dialect = "cuda", name = "k" })
+        assert.are.same({ "cuda_rows" }, ctx.variables)
+        assert.is_truthy(nvrtc.compile_ptx(source, { arch = "sm_80", name = "k" }):find(".entry", 1, true))
+      end
+    end)
   end)
 end)

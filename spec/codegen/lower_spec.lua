@@ -47,7 +47,7 @@ describe("the pass pipeline", function()
     end
     assert.same({ "add loads", "initial symbolic", "optimize", "tensor cores", "kblock", "expand", "reuse values",
       "transcendental",
-      "group reduces", "lower reduces", "stage transposes", "gpu dims", "merge ends" }, names)
+      "group reduces", "lower reduces", "stage transposes", "gpu dims", "bind variables", "merge ends" }, names)
   end)
 
   it("runs its passes in the table's order", function()

@@ -388,7 +388,9 @@ function M.match(sink, gpu)
   local ks, k_size = {}, 1
   for i = 2, #red.src do
     ks[#ks + 1] = red.src[i]
-    k_size = k_size * red.src[i]:range_size()
+    local size = red.src[i]:range_size()
+    if not size then return nil, "a reduction of variable size" end
+    k_size = k_size * size
   end
   local mul = red.src[1]
   -- a product of narrow floats widened afterwards (a matmul of float16 tensors multiplies in

@@ -165,6 +165,20 @@ function M.search(k, sink, ctx, width, info)
 
   local params = buffers_of(sink)
   local buffers, outputs = search_buffers(params, backend, ctx.device, M.seed)
+  -- a kernel made for variable sizes is timed at their largest values (the work its buffers are
+  -- sized for): the values buffer it takes last (the pass "bind variables": names in order)
+  local vars = {}
+  for _, u in ipairs(sink:toposort()) do
+    if u.op == "DEFINE_VAR" and u.dtype == core.dtype "index" then vars[#vars + 1] = u end
+  end
+  if #vars > 0 then
+    table.sort(vars, function(a, b) return a.arg[1] < b.arg[1] end)
+    local values = {}
+    for i, v in ipairs(vars) do values[i] = v.arg[3] end
+    local storage = allocate(backend, core.dtype "int32", #values, ctx.device)
+    storage:write(values)
+    buffers[#buffers + 1] = storage
+  end
   local reference = {}
   local base = lower.compile(sink, { device = ctx.device, noopt = true, name = ctx.name })
   base.program:run(buffers)

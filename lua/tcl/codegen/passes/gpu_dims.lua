@@ -14,6 +14,9 @@
 -- recovered by // and %. A launch the target cannot run (more threads per workgroup than it
 -- has, a grid beyond its limits) is an error naming the kernel's sizes.
 --
+-- A range of variable size (tcl.variables) stays a loop inside each thread: a launch's sizes are
+-- fixed when the program is built.
+--
 -- Which index each range gets depends on all of the kernel's ranges and its memory accesses
 -- (M.context, once per kernel); the rules then replace each RANGE by its index and drop the
 -- END of each range that is gone.
@@ -79,7 +82,7 @@ function M.context(sink, ctx)
   local gpu = ctx.renderer.gpu
   local grid, threads, shuffled, wmma = {}, {}, false, false
   for _, u in ipairs(sink:toposort()) do
-    if u.op == "RANGE" then
+    if u.op == "RANGE" and u:range_size() then -- a range of variable size stays a loop in each thread
       local t = u:axis_type()
       if GRID_TYPES[t] then grid[#grid + 1] = u elseif LOCAL_TYPES[t] then threads[#threads + 1] = u end
     elseif u.op == "SHUFFLE" then
