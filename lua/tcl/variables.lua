@@ -314,12 +314,13 @@ function Variable.bind(self, value)
 end
 
 --- The graph of sink with every bound size unbound (BIND -> its DEFINE_VAR), and the values:
--- { [variable name] = value }, { [variable name] = DEFINE_VAR node }. Two values for one
--- variable in one graph are an error. Returns sink itself (and empty tables) when the graph
--- holds no symbolic size.
+-- { [variable name] = value }, { [variable name] = DEFINE_VAR node }, and the buffers read
+-- in a shape of variables larger than they are: { [BUFFER node] = the largest numel } (the
+-- caller stages each in a buffer of that size). Two values for one variable in one graph are
+-- an error. Returns sink itself (and empty tables) when the graph holds no symbolic size.
 function M.unbind(sink)
-  local values, vars = {}, {}
-  if not M.in_use then return sink, values, vars end
+  local values, vars, widen = {}, {}, {}
+  if not M.in_use then return sink, values, vars, widen end
   local replaced, any = {}, false
   local order = sink:toposort()
   for _, node in ipairs(order) do
@@ -349,7 +350,7 @@ function M.unbind(sink)
       end
     end
   end
-  if not any then return sink, values, vars end
+  if not any then return sink, values, vars, widen end
   local rebuilt = {}
   for _, node in ipairs(order) do
     local srcs, changed = {}, replaced[node] ~= nil
@@ -357,24 +358,21 @@ function M.unbind(sink)
       srcs[i] = rebuilt[s] or s
       if srcs[i] ~= s then changed = true end
     end
-    -- a buffer bound to a shape of variables (x:reshape(4, T:bind(17)) of 68 elements) is
-    -- planned at the shape's largest size, so that plans and kernels do not depend on the size
-    -- of this call's input; the kernels read only the elements the values say
+    -- a buffer bound to a shape of variables (x:reshape(4, T:bind(17)) of 68 elements) must be
+    -- read as a buffer of the shape's largest size, so that plans and kernels do not depend on
+    -- the size of this call's input: the caller stages it in one (widen)
     local shape_arg = replaced[node]
     if node.op == "RESHAPE" and shape_arg and node.src[1].op == "BUFFER" then
       local count = 1
       for _, d in ipairs(shape_arg) do count = M.mul(count, d) end
-      local buffer_arg = node.src[1].arg
-      if is_uop(count) and count:vmax() > buffer_arg[2] then
-        srcs[1] = new("BUFFER", node.src[1].dtype, nil, { buffer_arg[1], count:vmax(), buffer_arg[3] })
-        changed = true
-      end
+      local buffer = node.src[1]
+      if is_uop(count) and count:vmax() > buffer.arg[2] then widen[buffer] = count:vmax() end
     end
     if changed then
       rebuilt[node] = new(node.op, node.dtype, srcs, replaced[node] or node.arg, node.tag)
     end
   end
-  return rebuilt[sink] or sink, values, vars
+  return rebuilt[sink] or sink, values, vars, widen
 end
 
 --- The values of the variables bound in a size (a Lua integer has none), added to values

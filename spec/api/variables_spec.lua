@@ -202,6 +202,22 @@ describe("tcl.jit with variable sizes", function()
     assert.are.equal(0.0, cache_k[{ { 13, MAX } }]:abs():sum():item())
   end)
 
+  it("takes arguments of variable shape over buffers of this call's size", function()
+    local T = tcl.var("pairs", 1, 64)
+    local double_sums = tcl.jit(function(x) return (x * 2):sum(1) end)
+    for n = 1, 7 do
+      local data = {}
+      for i = 1, 2 * n do data[i] = i end
+      -- a realized tensor of 2n elements bound to the shape (T, 2): staged in a buffer of 128
+      local x = Tensor(data):realize():reshape(T:bind(n), 2)
+      local odd, even = 0, 0
+      for i = 1, n do odd, even = odd + 2 * (2 * i - 1), even + 4 * i end
+      assert.are.same({ odd, even }, double_sums(x):tolist())
+    end
+    assert.are.equal(1, double_sums:stats().plans)
+    assert.are.equal(7, Tensor({ { 1, 2 }, { 3, 4 } }):reshape(T:bind(2), 2):sum(2):tolist()[2])
+  end)
+
   it("gives results of variable size with this call's values", function()
     local T = tcl.var("T", 1, 16)
     local base = Tensor.arange(16):float():realize()

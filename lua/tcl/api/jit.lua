@@ -196,9 +196,9 @@ function M.record(fn, args, opts)
   if opts and opts.unchecked then index_checks.disabled = true end
   -- a capture inside another's (a jitted function calling one) records for both
   local outer_recorder, outer_read_hook = schedule.recorder, buffers.read_hook
-  schedule.recorder = function(kernel, nodes, storages, values)
-    recorded[#recorded + 1] = { kernel = kernel, nodes = nodes, storages = storages }
-    if outer_recorder then outer_recorder(kernel, nodes, storages, values) end
+  schedule.recorder = function(kernel, nodes, storages, values, staged)
+    recorded[#recorded + 1] = { kernel = kernel, nodes = nodes, storages = storages, staged = staged }
+    if outer_recorder then outer_recorder(kernel, nodes, storages, values, staged) end
   end
   buffers.read_hook = function()
     error(who .. ": the function read tensor values to the host (tolist, item, print, data) while its plan was "
@@ -237,7 +237,17 @@ local function capture(fn, args)
     local slots, list = {}, {}
     for k, storage in ipairs(r.storages) do
       local i = input_at[storage]
-      if i then slots[#slots + 1] = { k, i } else list[k] = storage end
+      -- an argument bound to a larger shape of variables is read through a staged copy of the
+      -- largest size (tcl.schedule.run): a replay copies that call's argument into it again
+      local source = r.staged and r.staged[storage]
+      if source and input_at[source] then
+        list[k] = storage
+        slots[#slots + 1] = { k, input_at[source], staged = storage }
+      elseif i then
+        slots[#slots + 1] = { k, i }
+      else
+        list[k] = storage
+      end
     end
     -- nodes: keep the plan's BUFFER nodes alive, so tcl.schedule.buffers never frees their memory;
     -- variables: a kernel made for variable sizes takes their values last (rewritten per replay)
@@ -298,7 +308,13 @@ local function replay(plan, args)
   local recorder = schedule.recorder -- set when this replay runs inside another plan's capture
   for _, step in ipairs(plan.steps) do
     local list = step.buffers
-    for _, slot in ipairs(step.inputs) do list[slot[1]] = storages[slot[2]] end
+    for _, slot in ipairs(step.inputs) do
+      if slot.staged then
+        slot.staged:write_bytes(buffers.padded_bytes(storages[slot[2]], slot.staged))
+      else
+        list[slot[1]] = storages[slot[2]]
+      end
+    end
     if step.variables then
       local data = {}
       for k, name in ipairs(step.variables) do

@@ -242,6 +242,12 @@ function M.host_ints(list, device)
   return storage
 end
 
+--- The bytes of storage `source` followed by zeros up to the size of storage `into` (larger).
+function M.padded_bytes(source, into)
+  local bytes = source:read_bytes()
+  return bytes .. string.rep("\0", into.nbytes - #bytes)
+end
+
 --- While set, called as read_hook(node) before a buffer's contents go to the host (tcl.jit
 -- refuses host reads while it captures a plan).
 M.read_hook = nil

@@ -31,6 +31,7 @@ local lower = require "tcl.codegen.driver.lower"
 local pattern = require "tcl.pattern"
 
 local M = {}
+local stage_widened
 
 --- A kernel's arguments with the values of the variables it reads appended: one int32 buffer,
 -- the values in the order of the kernel's `variables` (names; see the pass "bind variables").
@@ -46,6 +47,23 @@ local function variable_args(list, names, values, device)
   return out
 end
 M.variable_args = variable_args
+
+--- A buffer read in a shape of variables larger than it is (x:reshape(4, T:bind(17)) of a
+-- realized x) is copied into a new buffer of the shape's largest size, zero-filled past its
+-- elements, and the graph reads that instead: the kernels then see a buffer of one size for
+-- every value (the runtime checks buffer sizes). Returns the graph and { [staged storage] =
+-- the source's storage } (tcl.jit copies a replay's argument into the staged storage again).
+function stage_widened(sink, widen)
+  local map, staged = {}, {}
+  for buffer, numel in pairs(widen) do
+    local source = buffers.get(buffer)
+    local copy = buffers.new(buffer.dtype, numel, buffer.arg[3])
+    local storage = buffers.get(copy, "none")
+    storage:write_bytes(buffers.padded_bytes(source, storage))
+    map[buffer], staged[storage] = copy, source
+  end
+  return pattern.substitute(sink, map), staged
+end
 
 --- While set, called as recorder(kernel, buffer_nodes, storages) for every kernel that run
 -- executes, in order (tcl.jit captures execution plans with it): the compiled kernel
@@ -227,11 +245,12 @@ function M.run(outputs, opts)
   local start = core.clock()
   -- plans and kernels are made for the variables, never their values (tcl.variables): the
   -- graph is planned unbound, and the values go to the kernels that read a variable
-  local values = {}
+  local values, staged = {}, nil
   if variables.in_use then
     local sink = core.uop("SINK", nil, outputs)
-    local unbound
-    unbound, values = variables.unbind(sink)
+    local unbound, _, widen
+    unbound, values, _, widen = variables.unbind(sink)
+    if next(widen) then unbound, staged = stage_widened(unbound, widen) end
     if unbound ~= sink then outputs = unbound.src end
   end
   local sched = plan_cache.plan(outputs, opts, M.create)
@@ -271,7 +290,7 @@ function M.run(outputs, opts)
       local names = program.variables
       if names then kernel_args = variable_args(kernel_args, names, values, sched.device) end
       program:run(kernel_args)
-      if recorder then recorder(program, sched.kernels[n].buffers, kernel_args, values) end
+      if recorder then recorder(program, sched.kernels[n].buffers, kernel_args, values, staged) end
     end
     for _, k in ipairs(sched.kernels) do
       if k.assigns then assign.remember(k.root, k.assigned_view or as_view(k.assigns, shape.shared(k.root))) end
