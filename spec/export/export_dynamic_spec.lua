@@ -134,7 +134,7 @@ local function bytes_of(list)
   return table.concat(parts)
 end
 
--- The model: attention of a (T, 64) sequence over itself through a small MLP's queries, a
+-- The model: causal attention of a (T, 64) sequence over itself through a small MLP's queries, a
 -- (64, 64) product of its column sums (a fixed-size output: a step over T, then a product
 -- split on the worker pool; kernels over T have no thread axis), and the sequence joined to itself doubled and to its
 -- first row (2T + 1 rows: a dim with a coefficient and a constant).
@@ -143,8 +143,11 @@ local w1 = Tensor.randn({ D, 32 }, CPU):realize()
 local w2 = Tensor.randn({ 32, D }, CPU):mul(0.1):realize()
 local w3 = Tensor.randn({ D, D }, CPU):mul(0.1):realize()
 local function forward(x)
+  local t = x.shape[1]
   local queries = x:matmul(w1):relu():matmul(w2)
-  local attention = (queries:matmul(x:transpose(1, 2)) / 8):softmax(-1):matmul(x)
+  -- causal: row i attends to rows 1..i (a (T, T) mask made from nothing but T)
+  local mask = Tensor.ones({ t, t }, CPU):tril()
+  local attention = (queries:matmul(x:transpose(1, 2)) / 8 + (1 - mask) * -1e9):softmax(-1):matmul(x)
   return attention, (x:sum(1):reshape(D, 1) * w3):matmul(w3), Tensor.cat({ x, x * 2, x[{ { 1, 1 } }] }, 1)
 end
 
