@@ -405,6 +405,13 @@ return { name = "seq", forward = function(x) return x:matmul(w):softmax(-1), x:s
       assert.matches(piece, out, 1, true)
     end
     assert.matches("#define SEQ_NUM_VARIABLES 1", helper.read(dir .. "/out/seq.h"), 1, true)
+    -- the script's `dynamic` is the default of the flag
+    helper.write(dir .. "/seq_dynamic.lua", (helper.read(dir .. "/seq.lua"):gsub("\nreturn {",
+      '\nreturn { dynamic = { { name = "T", min = 2, max = 32 } },')))
+    status, out, err = tcl_export(q(dir .. "/seq_dynamic.lua") .. " -o " .. q(dir .. "/out2"))
+    assert.are.equal(0, status, err)
+    assert.matches("variable sizes T=2..32", out, 1, true)
+    assert.matches("seq_variable_min[SEQ_NUM_VARIABLES] = {2};", helper.read(dir .. "/out2/seq.c"), 1, true)
   end)
 
   it("refuses --dynamic with --batch-sizes, a malformed range, and a script that uses no variable", function()
