@@ -351,6 +351,11 @@ describe("tcl.export with dynamic sizes", function()
     fails("the kernels read variable U, which is not among the dynamic variables (T)", function(x)
       return Tensor.ones({ U:bind(3), D }, CPU) + x:sum(1)
     end, make, { dynamic = DYNAMIC })
+    -- the inputs' own variable of another range than the export's
+    local narrow = tcl.var("T", 1, 32)
+    fails("input0 dim 1 has size T of a variable T in 1..32, but the export's T is in 1..64", double,
+      function() return { rows(MAX, nil)[{ { 1, 32 } }]:contiguous():reshape(narrow:bind(32), D) } end,
+      { dynamic = DYNAMIC })
     -- a variable size without dynamic
     fails("input0 dim 1 has size T, but T is not a dynamic variable of this export", double,
       function() return { rows(MAX, nil):reshape(T:bind(MAX), D) } end, {})

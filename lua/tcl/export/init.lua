@@ -269,7 +269,8 @@ local function linear_form(d)
   local op = d.op
   if op == "CONST" then return { constant = d.arg, coefficient = 0 } end
   if op == "BIND" or op == "DEFINE_VAR" then
-    return { constant = 0, coefficient = 1, variable = (op == "BIND" and d.src[1] or d).arg[1] }
+    local arg = (op == "BIND" and d.src[1] or d).arg
+    return { constant = 0, coefficient = 1, variable = arg[1], min = arg[2], max = arg[3] }
   end
   if op == "ADD" or op == "SUB" or op == "MUL" then
     local a, b = linear_form(d.src[1]), linear_form(d.src[2])
@@ -277,12 +278,14 @@ local function linear_form(d)
     if op == "MUL" then
       if a.variable and b.variable then return nil end
       local k, f = a.variable and b or a, a.variable and a or b -- k: the constant factor
-      return { constant = f.constant * k.constant, coefficient = f.coefficient * k.constant, variable = f.variable }
+      return { constant = f.constant * k.constant, coefficient = f.coefficient * k.constant, variable = f.variable,
+        min = f.min, max = f.max }
     end
     if a.variable and b.variable and a.variable ~= b.variable then return nil end
     local sign = op == "SUB" and -1 or 1
+    local v = a.variable and a or b
     return { constant = a.constant + sign * b.constant, coefficient = a.coefficient + sign * b.coefficient,
-      variable = a.variable or b.variable }
+      variable = v.variable, min = v.min, max = v.max }
   end
   return nil
 end
@@ -307,6 +310,12 @@ local function io_info(list, prefix, dynamic)
       if form.variable and not index_of[form.variable] then
         fail("%s dim %d has size %s, but %s is not a dynamic variable of this export", name, k,
           variables.format(d, true), form.variable)
+      end
+      local given = form.variable and dynamic[index_of[form.variable] + 1]
+      if given and (given.min ~= form.min or given.max ~= form.max) then
+        -- the buffers are planned for the tensor's range, the program checks the export's
+        fail("%s dim %d has size %s of a variable %s in %d..%d, but the export's %s is in %d..%d", name, k,
+          variables.format(d, true), form.variable, form.min, form.max, given.name, given.min, given.max)
       end
       local variable = form.variable and form.coefficient ~= 0 and index_of[form.variable] or -1
       dims[k] = { constant = form.constant, coefficient = variable >= 0 and form.coefficient or 0, variable = variable }
