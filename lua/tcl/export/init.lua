@@ -40,14 +40,16 @@
 --                    tcl.export.runtime_files), the files NAME.c includes, copied unchanged;
 --   NAME_weights.c   the weights (weights = "embed"), or NAME.safetensors (weights = "safetensors");
 --   NAME_kernels.o   every kernel's object code, combined by `ld -r` (without ld: NAME_kernel_<i>.o).
--- The kernels are compiled for this machine's CPU and for the inputs' shapes: one export per
--- shape. Returns a summary: { dir, name, files = {...}, kernels, steps (kernel runs of all
--- plans), folded (steps folded into weights), arena_bytes, unshared_bytes (the arena without
--- sharing), weight_bytes, weights, runtime (the runtime's files among files), build (a cc
--- command), inputs, outputs ({name, dtype, shape, numel, bytes}), results (fn's results of the
--- captured call, tensors), plans = { {batch, steps, folded, arena_bytes, unshared_bytes,
--- inputs, outputs, results} } }; the top-level
--- figures are the first plan's, the arena's the largest plan's.
+-- The kernels are compiled for this machine's CPU and for the inputs' shapes (their variable
+-- sizes with dynamic): one export per shape. Returns a summary: { dir, name, files = {...},
+-- kernels, steps (kernel runs of all plans), folded (steps folded into weights), arena_bytes,
+-- unshared_bytes (the arena without sharing), weight_bytes, weights, runtime (the runtime's
+-- files among files), build (a cc command), inputs, outputs ({name, dtype, shape, numel, bytes};
+-- with dynamic: shape -1 for a variable dim, numel and bytes at the largest sizes, dims = {
+-- {constant, coefficient, variable (0-based in dynamic, -1: none)} }, text = the dims as text),
+-- results (fn's results of the captured call, tensors), plans = { {batch, steps, folded,
+-- arena_bytes, unshared_bytes, inputs, outputs, results} }, dynamic }; the top-level figures
+-- are the first plan's, the arena's the largest plan's.
 local plan = require "tcl.export.plan"
 local arena = require "tcl.export.arena"
 local objects = require "tcl.export.objects"
