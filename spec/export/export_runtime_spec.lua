@@ -29,23 +29,27 @@ describe("the exported runtime's C files", function()
   it("are found in the source tree, and refuse to be compiled without a model's tables", function()
     local function real(dir) return (select(2, helper.run("cd " .. q(dir) .. " && pwd -P"))) end
     assert.are.equal(real(RUNTIME_DIR), real(runtime_files.dir()))
-    for _, name in ipairs { "tcl_runtime.c", "tcl_batches.c", "tcl_weights_embedded.c", "tcl_safetensors.c" } do
+    for _, name in ipairs { "tcl_runtime.c", "tcl_batches.c", "tcl_variables.c", "tcl_weights_embedded.c",
+      "tcl_safetensors.c" } do
       local status, _, err = helper.run("cc -std=c11 -fsyntax-only " .. q(RUNTIME_DIR .. "/" .. name))
       assert.are_not.equal(0, status)
       assert.matches(name .. " is included by an exported model's NAME.c", err, 1, true)
     end
   end)
 
-  it("are copied by an export as its weights and batch sizes need, and every file is one of them", function()
+  it("are copied by an export as its weights, batch sizes and variables need, and every file is one of them", function()
     assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" },
       runtime_files.names { weights_file = "embed" })
     assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_weights_embedded.c" }, runtime_files.names {})
     assert.are.same({ "tcl_runtime.c", "tcl_spin.h", "tcl_safetensors.c", "tcl_json.c", "tcl_batches.c" },
       runtime_files.names { weights_file = "safetensors", batch_sizes = { 1, 2 } })
     assert.are.same({ "tcl_runtime.c", "tcl_safetensors.c" }, runtime_files.includes { weights_file = "safetensors" })
+    assert.are.same({ "tcl_runtime.c", "tcl_weights_embedded.c", "tcl_variables.c" },
+      runtime_files.includes { weights_file = "embed", variables = { { name = "T", min = 1, max = 8 } } })
     local _, listing = helper.run("ls " .. q(RUNTIME_DIR))
     local copied = {}
-    for _, m in ipairs { { weights_file = "embed", batch_sizes = { 1 } }, { weights_file = "safetensors" } } do
+    for _, m in ipairs { { weights_file = "embed", batch_sizes = { 1 } }, { weights_file = "safetensors" },
+      { variables = { { name = "T", min = 1, max = 8 } } } } do
       for _, name in ipairs(runtime_files.names(m)) do copied[name] = true end
     end
     for name in listing:gmatch("[^\n]+") do assert.is_true(copied[name], name .. " is never copied") end

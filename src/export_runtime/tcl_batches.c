@@ -18,7 +18,7 @@ int API(run_batch)(MODEL *m, int64_t batch, const void *const *inputs, void *con
     if (!plan)
         return fail(m, STATUS(ERR_ARGUMENT), MODEL_NAME "_run_batch: batch size %lld was not exported (see "
                     MODEL_NAME "_batch_sizes)", (long long)batch);
-    return run_plan(m, MODEL_NAME "_run_batch", plan, inputs, outputs);
+    return run_plan(m, MODEL_NAME "_run_batch", plan, NULL, inputs, outputs);
 }
 
 const API(tensor_info) *API(batch_inputs)(int64_t batch) {

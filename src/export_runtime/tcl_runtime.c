@@ -7,6 +7,7 @@
  * includes them under the build's warnings (errors here) to test them without an export.
  *   tcl_runtime.c           errors, the worker pool, NAME_open, NAME_run, NAME_threads, NAME_close
  *   tcl_batches.c           NAME_run_batch and its companions (an export of several batch sizes)
+ *   tcl_variables.c         NAME_run_sizes and NAME_tensor_bytes (an export of variable sizes)
  *   tcl_weights_embedded.c  load_weights for weights compiled into the program (or none)
  *   tcl_safetensors.c       load_weights reading a safetensors file, over tcl_json.c
  *   tcl_json.c              a reader of exactly JSON's grammar, for the safetensors header
@@ -37,7 +38,9 @@
  * NAME_OK); NUM_STEPS, NUM_SLOTS, NUM_INPUTS/NUM_OUTPUTS, ARENA_BYTES, WEIGHT_BYTES, MAX_PARTS;
  * the tables STEPS, SLOTS, RUN_SLOTS, COPIES (all plans' rows, one after another) and PLANS (one
  * per exported batch size: its rows of those tables, its staging offsets, its inputs' and
- * outputs' descriptions); missing_cpu_feature() and the declaration of
+ * outputs' descriptions); NUM_VARIABLES (0 for a model of fixed sizes), NUM_VALUE_FILLS and
+ * VALUE_FILLS (by step: the int32 values of the variables each step reads, written into the
+ * arena from the run's sizes before the step); missing_cpu_feature() and the declaration of
  * `static int load_weights(MODEL *m, const char *path)`, which tcl_weights_embedded.c or
  * tcl_safetensors.c defines.
  *
@@ -322,22 +325,38 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
     return an > 0 && bn > 0 && x < y + bn && y < x + an;
 }
 
-/* who: the function the caller called, for messages. */
-static int check_run_arguments(MODEL *m, const char *who, const plan_info *plan, const void *const *inputs,
-                               void *const *outputs) {
+/* The bytes of an input or output at `sizes` (the variables' values; NULL in a model of fixed
+ * sizes, or for a tensor of fixed shape: its bytes). Each dim is constant + coefficient *
+ * sizes[variable]; the sizes were checked against their ranges, in which no dim exceeds the
+ * one that info->bytes was computed for. */
+static size_t tensor_bytes_at(const API(tensor_info) *info, const int64_t *sizes) {
+    if (!sizes || !info->dims || info->numel == 0) return info->bytes;
+    size_t bytes = info->bytes / info->numel; /* the element's size */
+    for (int k = 0; k < info->rank; k++) {
+        const API(dim) *d = &info->dims[k];
+        int64_t n = d->variable < 0 ? d->constant : d->constant + d->coefficient * sizes[d->variable];
+        bytes *= (size_t)(n > 0 ? n : 0);
+    }
+    return bytes;
+}
+
+/* who: the function the caller called, for messages; sizes: as run_plan's. */
+static int check_run_arguments(MODEL *m, const char *who, const plan_info *plan, const int64_t *sizes,
+                               const void *const *inputs, void *const *outputs) {
     if (!inputs) return fail(m, STATUS(ERR_ARGUMENT), "%s: inputs is NULL", who);
     if (!outputs) return fail(m, STATUS(ERR_ARGUMENT), "%s: outputs is NULL", who);
     for (int i = 0; i < NUM_INPUTS; i++)
         if (!inputs[i]) return fail(m, STATUS(ERR_ARGUMENT), "%s: input %d (%s) is NULL", who, i, plan->inputs[i].name);
     for (int o = 0; o < NUM_OUTPUTS; o++) {
         const API(tensor_info) *info = &plan->outputs[o];
+        size_t bytes = tensor_bytes_at(info, sizes);
         if (!outputs[o]) return fail(m, STATUS(ERR_ARGUMENT), "%s: output %d (%s) is NULL", who, o, info->name);
         for (int i = 0; i < NUM_INPUTS; i++)
-            if (overlap(outputs[o], info->bytes, inputs[i], plan->inputs[i].bytes))
+            if (overlap(outputs[o], bytes, inputs[i], tensor_bytes_at(&plan->inputs[i], sizes)))
                 return fail(m, STATUS(ERR_ARGUMENT), "%s: output %d (%s) overlaps input %d (%s)", who, o, info->name, i,
                             plan->inputs[i].name);
         for (int k = 0; k < o; k++)
-            if (overlap(outputs[o], info->bytes, outputs[k], plan->outputs[k].bytes))
+            if (overlap(outputs[o], bytes, outputs[k], tensor_bytes_at(&plan->outputs[k], sizes)))
                 return fail(m, STATUS(ERR_ARGUMENT),
                             "%s: output %d (%s) overlaps output %d (%s)", who, o, info->name, k,
                             plan->outputs[k].name);
@@ -347,10 +366,11 @@ static int check_run_arguments(MODEL *m, const char *who, const plan_info *plan,
 
 static int aligned64(const void *p) { return ((uintptr_t)p & 63u) == 0; }
 
-/* Runs one of the plans (one per exported batch size). */
-static int run_plan(MODEL *m, const char *who, const plan_info *plan, const void *const *inputs,
+/* Runs one of the plans (one per exported batch size); sizes: the variables' values, checked
+ * (NULL in a model of fixed sizes). */
+static int run_plan(MODEL *m, const char *who, const plan_info *plan, const int64_t *sizes, const void *const *inputs,
                     void *const *outputs) {
-    int status = check_run_arguments(m, who, plan, inputs, outputs);
+    int status = check_run_arguments(m, who, plan, sizes, inputs, outputs);
     if (status != STATUS(OK)) return status;
     if (atomic_flag_test_and_set(&m->busy))
         return fail(m, STATUS(ERR_ARGUMENT), "%s: the instance is running on another thread (one run at a time per "
@@ -361,7 +381,7 @@ static int run_plan(MODEL *m, const char *who, const plan_info *plan, const void
             m->input_at[i] = (void *)inputs[i];
         } else {
             m->input_at[i] = m->arena + plan->input_staging[i];
-            memcpy(m->input_at[i], inputs[i], plan->inputs[i].bytes);
+            memcpy(m->input_at[i], inputs[i], tensor_bytes_at(&plan->inputs[i], sizes));
         }
     }
     for (int o = 0; o < NUM_OUTPUTS; o++)
@@ -370,19 +390,27 @@ static int run_plan(MODEL *m, const char *who, const plan_info *plan, const void
         const slot_source *s = &SLOTS[RUN_SLOTS[r]];
         m->slots[RUN_SLOTS[r]] = s->kind == IN_INPUT ? m->input_at[s->index] : m->output_at[s->index];
     }
+    int fill = 0; /* the next row of VALUE_FILLS (by step) */
     for (int k = plan->first_step; k < plan->first_step + plan->num_steps; k++) {
         const step_info *s = &STEPS[k];
+        /* the step's own values buffer: its arena block may hold another buffer between steps */
+        for (; sizes && fill < NUM_VALUE_FILLS && VALUE_FILLS[fill].step <= k; fill++) {
+            if (VALUE_FILLS[fill].step < k) continue;
+            int32_t value = (int32_t)sizes[VALUE_FILLS[fill].variable];
+            memcpy(m->arena + VALUE_FILLS[fill].offset, &value, sizeof value);
+        }
         if (s->parts > 1 && m->pool.nworkers > 0) run_on_pool(m, (uint32_t)k);
         else s->call(m->slots + s->first_slot, 0, s->parallel_size);
     }
     for (int o = 0; o < NUM_OUTPUTS; o++)
-        if (m->output_at[o] != outputs[o]) memcpy(outputs[o], m->output_at[o], plan->outputs[o].bytes);
+        if (m->output_at[o] != outputs[o])
+            memcpy(outputs[o], m->output_at[o], tensor_bytes_at(&plan->outputs[o], sizes));
     for (int c = plan->first_copy; c < plan->first_copy + plan->num_copies; c++) {
         const output_copy *copy = &COPIES[c];
         const void *from = copy->kind == IN_INPUT    ? inputs[copy->index]
                            : copy->kind == IN_OUTPUT ? (const void *)outputs[copy->index]
                                                      : (const void *)(m->weights + copy->offset);
-        memcpy(outputs[copy->output], from, plan->outputs[copy->output].bytes);
+        memcpy(outputs[copy->output], from, tensor_bytes_at(&plan->outputs[copy->output], sizes));
     }
     atomic_flag_clear(&m->busy);
     return STATUS(OK);
@@ -390,7 +418,10 @@ static int run_plan(MODEL *m, const char *who, const plan_info *plan, const void
 
 int API(run)(MODEL *m, const void *const *inputs, void *const *outputs) {
     if (!m) return fail(NULL, STATUS(ERR_ARGUMENT), MODEL_NAME "_run: the instance is NULL");
-    return run_plan(m, MODEL_NAME "_run", &PLANS[0], inputs, outputs);
+    if (NUM_VARIABLES > 0)
+        return fail(m, STATUS(ERR_ARGUMENT), MODEL_NAME "_run: the model has variable sizes; call " MODEL_NAME
+                    "_run_sizes with their values");
+    return run_plan(m, MODEL_NAME "_run", &PLANS[0], NULL, inputs, outputs);
 }
 
 int API(close)(MODEL *m) {

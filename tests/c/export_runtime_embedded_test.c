@@ -18,6 +18,11 @@
 #define EMBEDDED_NUM_INPUTS 1
 #define EMBEDDED_NUM_OUTPUTS 2
 
+typedef struct embedded_dim {
+    int64_t constant;
+    int64_t coefficient;
+    int variable;
+} embedded_dim;
 typedef struct embedded_tensor_info {
     const char *name;
     const char *dtype;
@@ -25,6 +30,7 @@ typedef struct embedded_tensor_info {
     const int64_t *shape;
     size_t numel;
     size_t bytes;
+    const embedded_dim *dims;
 } embedded_tensor_info;
 extern const embedded_tensor_info embedded_inputs[EMBEDDED_NUM_INPUTS];
 extern const embedded_tensor_info embedded_outputs[EMBEDDED_NUM_OUTPUTS];
@@ -55,6 +61,8 @@ void embedded_model_tests(int *passed, int *failed);
 #define NUM_STEPS 1
 #define NUM_SLOTS 3
 #define NUM_RUN_SLOTS 2
+#define NUM_VARIABLES 0
+#define NUM_VALUE_FILLS 0
 #define NUM_COPIES 1
 #define MAX_PARTS 3
 #define ARENA_BYTES ((size_t)128)
@@ -91,12 +99,19 @@ typedef struct output_copy {
     size_t offset;
 } output_copy;
 /* the model's second output is its input (a copy) */
+typedef struct value_fill {
+    int step;
+    size_t offset;
+    int variable;
+} value_fill;
+static const value_fill VALUE_FILLS[NUM_VALUE_FILLS + 1] = {{-1, 0, 0}};
+
 static const output_copy COPIES[NUM_COPIES + 1] = {{1, IN_INPUT, 0, 0}};
 
 const embedded_tensor_info embedded_inputs[EMBEDDED_NUM_INPUTS] = {
-    {"x", "float32", 1, (const int64_t[]){N}, N, 4 * N}};
-const embedded_tensor_info embedded_outputs[EMBEDDED_NUM_OUTPUTS] = {{"y", "float32", 1, (const int64_t[]){N}, N, 4 * N},
-                                                  {"x_again", "float32", 1, (const int64_t[]){N}, N, 4 * N}};
+    {"x", "float32", 1, (const int64_t[]){N}, N, 4 * N, NULL}};
+const embedded_tensor_info embedded_outputs[EMBEDDED_NUM_OUTPUTS] = {{"y", "float32", 1, (const int64_t[]){N}, N, 4 * N, NULL},
+                                                  {"x_again", "float32", 1, (const int64_t[]){N}, N, 4 * N, NULL}};
 static const size_t INPUT_STAGING_0[NUM_INPUTS] = {0};
 static const size_t OUTPUT_STAGING_0[NUM_OUTPUTS] = {64, 64};
 

@@ -30,6 +30,11 @@
 #define UNIT_NUM_INPUTS 1
 #define UNIT_NUM_OUTPUTS 1
 
+typedef struct unit_dim {
+    int64_t constant;
+    int64_t coefficient;
+    int variable;
+} unit_dim;
 typedef struct unit_tensor_info {
     const char *name;
     const char *dtype;
@@ -37,6 +42,7 @@ typedef struct unit_tensor_info {
     const int64_t *shape;
     size_t numel;
     size_t bytes;
+    const unit_dim *dims;
 } unit_tensor_info;
 extern const unit_tensor_info unit_inputs[UNIT_NUM_INPUTS];
 extern const unit_tensor_info unit_outputs[UNIT_NUM_OUTPUTS];
@@ -75,6 +81,8 @@ void embedded_model_tests(int *passed, int *failed);
 #define NUM_STEPS 4
 #define NUM_SLOTS 12
 #define NUM_RUN_SLOTS 4
+#define NUM_VARIABLES 0
+#define NUM_VALUE_FILLS 0
 #define NUM_COPIES 0
 #define NUM_WEIGHTS 2
 #define NUM_CONSTANTS 1
@@ -146,18 +154,25 @@ typedef struct output_copy {
     int index;
     size_t offset;
 } output_copy;
+typedef struct value_fill {
+    int step;
+    size_t offset;
+    int variable;
+} value_fill;
+static const value_fill VALUE_FILLS[NUM_VALUE_FILLS + 1] = {{-1, 0, 0}};
+
 static const output_copy COPIES[NUM_COPIES + 1] = {
     {0, IN_INPUT, 0, 0}, /* none */
 };
 
-const unit_tensor_info unit_inputs[UNIT_NUM_INPUTS] = {{"x", "float32", 1, (const int64_t[]){BIG}, BIG, 4 * BIG}};
-const unit_tensor_info unit_outputs[UNIT_NUM_OUTPUTS] = {{"y", "float32", 1, (const int64_t[]){BIG}, BIG, 4 * BIG}};
+const unit_tensor_info unit_inputs[UNIT_NUM_INPUTS] = {{"x", "float32", 1, (const int64_t[]){BIG}, BIG, 4 * BIG, NULL}};
+const unit_tensor_info unit_outputs[UNIT_NUM_OUTPUTS] = {{"y", "float32", 1, (const int64_t[]){BIG}, BIG, 4 * BIG, NULL}};
 static const size_t INPUT_STAGING_0[NUM_INPUTS] = {4096};
 static const size_t OUTPUT_STAGING_0[NUM_OUTPUTS] = {8192};
 static const unit_tensor_info PLAN1_inputs[UNIT_NUM_INPUTS] = {
-    {"x", "float32", 1, (const int64_t[]){SMALL}, SMALL, 4 * SMALL}};
+    {"x", "float32", 1, (const int64_t[]){SMALL}, SMALL, 4 * SMALL, NULL}};
 static const unit_tensor_info PLAN1_outputs[UNIT_NUM_OUTPUTS] = {
-    {"y", "float32", 1, (const int64_t[]){SMALL}, SMALL, 4 * SMALL}};
+    {"y", "float32", 1, (const int64_t[]){SMALL}, SMALL, 4 * SMALL, NULL}};
 static const size_t INPUT_STAGING_1[NUM_INPUTS] = {4096};
 static const size_t OUTPUT_STAGING_1[NUM_OUTPUTS] = {8192};
 

@@ -14,6 +14,7 @@ local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
 local buffers = require "tcl.schedule.buffers"
+local variables = require "tcl.variables"
 local index_checks = require "tcl.api.index_checks"
 
 local fail, wrap = check.fail, class.wrap
@@ -69,12 +70,16 @@ function M.to_bytes(t)
   if buffers.read_hook then buffers.read_hook(node) end
   index_checks.report(t.device) -- every read to the host reports the failed index checks
   local storage = buffers.get(node)
-  local expected = check.numel(t._shape) * t.uop.dtype.itemsize
-  if storage.nbytes ~= expected then
+  local numel = check.numel(t._shape)
+  -- a tensor of variable size (tcl.var) is stored at its largest size, its elements first
+  local symbolic = variables.is_symbolic(numel)
+  local expected = (symbolic and variables.value(numel) or numel) * t.uop.dtype.itemsize
+  if storage.nbytes ~= expected and not (symbolic and storage.nbytes > expected) then
     fail("to_bytes", "the buffer holds %d bytes, the tensor of shape %s %d", storage.nbytes,
       check.shape_str(t._shape), expected)
   end
-  return storage:read_bytes()
+  local data = storage:read_bytes()
+  return #data == expected and data or data:sub(1, expected)
 end
 
 return M

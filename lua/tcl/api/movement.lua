@@ -293,6 +293,16 @@ end
 local function position(fn, what, i, d, shape)
   i = check.integer(fn, what, i)
   local size = shape[d]
+  if is_symbolic(size) then
+    -- a dim of variable size: the index must lie in it for every value (x[{{1, 1}}] of a (T, 64)
+    -- tensor); one counted from the end is a variable position
+    local p = i > 0 and i - 1 or variables.add(size, i)
+    if i == 0 or variables.min(p) < 0 or variables.min(variables.sub(variables.sub(size, 1), p)) < 0 then
+      fail(fn, "%s %d may fall outside dim %d of size %s in %s (it takes %d..%d)", what, i, d, variables.format(size),
+        shape_str(shape), variables.min(size), variables.max(size))
+    end
+    return p
+  end
   local p = i > 0 and i - 1 or size + i
   if i == 0 or p < 0 or p >= size then
     fail(fn, "%s %d out of range for dim %d of size %d in %s", what, i, d, size, shape_str(shape))
@@ -381,12 +391,14 @@ function M.slice(x, ...)
     local lo, hi, flip, step, kept = 0, size, 0, 1, true
     if math.type(spec) == "integer" or (type(spec) == "number" and math.tointeger(spec)) then
       lo = position("slice", "index", spec, d, x._shape)
-      hi, kept = lo + 1, false
+      hi, kept = variables.add(lo, 1), false
     elseif is_symbolic(spec) then
       lo = symbolic_position("slice", "index", spec, d, x._shape)
       hi, kept = variables.add(lo, 1), false
-    elseif type(spec) == "table" and not is_tensor(spec) and (is_symbolic(spec[1]) or is_symbolic(spec[2])) then
-      -- a window with a variable start or stop (step 1): cache[{1, T}], cache[{pos, pos}]
+    elseif type(spec) == "table" and not is_tensor(spec) and (is_symbolic(spec[1]) or is_symbolic(spec[2])
+        or (is_symbolic(size) and (spec[3] == nil or spec[3] == 1))) then
+      -- a window with a variable start or stop (step 1): cache[{1, T}], cache[{pos, pos}]; or
+      -- a window of a dim of variable size (x[{{1, 1}}] of a (T, 64) tensor)
       if spec[3] ~= nil and spec[3] ~= 1 then
         fail("slice", "dim %d: a window with a variable start or stop takes step 1, got %s", d, tostring(spec[3]))
       end

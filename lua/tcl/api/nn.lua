@@ -52,13 +52,15 @@ M._packing = { panel = 32, min_rows = 128, min_elements = 1 << 20 }
 local function packed_product(x, w, k, n)
   local packing = M._packing
   local P = packing.panel
+  -- a variable size (tcl.var) is a node, not a number: such products take the plain path
+  if math.type(k) ~= "integer" or math.type(n) ~= "integer" then return nil end
   if x.device ~= "CPU" or w.device ~= "CPU" or #w._shape ~= 2 or not x.uop.dtype.is_float
     or x.uop.dtype ~= w.uop.dtype or n % P ~= 0 or k * n < packing.min_elements then
     return nil
   end
   local rows = 1
   for i = 1, #x._shape - 1 do rows = rows * x._shape[i] end
-  if rows < packing.min_rows then return nil end
+  if math.type(rows) ~= "integer" or rows < packing.min_rows then return nil end
   local panels = w:reshape(k, n // P, P):permute(2, 1, 3):contiguous() -- (n / P, k, P)
   local product = x:reshape(rows, 1, 1, k):mul(panels:permute(1, 3, 2):reshape(1, n // P, P, k))
   local accumulator = rules.product_accumulator(product.uop.dtype)

@@ -44,11 +44,24 @@ local function c_string(s)
     .. '"'
 end
 
-local function tensor_rows(list)
+-- A tensor's dims as NAME_dim rows ({constant, coefficient, variable}), or NULL when they
+-- are all constant (its shape says them).
+local function dims_literal(t, name)
+  local fixed = true
+  for _, d in ipairs(t.dims or {}) do
+    if d.variable >= 0 then fixed = false end
+  end
+  if fixed then return "NULL" end
+  local rows = {}
+  for k, d in ipairs(t.dims) do rows[k] = string.format("{%d, %d, %d}", d.constant, d.coefficient, d.variable) end
+  return string.format("(const %s_dim[]){%s}", name, table.concat(rows, ", "))
+end
+
+local function tensor_rows(list, name)
   local rows = {}
   for i, t in ipairs(list) do
-    rows[i] = string.format("    {%s, %s, %d, %s, %d, %d},", c_string(t.name), c_string(t.dtype), #t.shape,
-      shape_literal(t.shape), t.numel, t.bytes)
+    rows[i] = string.format("    {%s, %s, %d, %s, %d, %d, %s},", c_string(t.name), c_string(t.dtype), #t.shape,
+      shape_literal(t.shape), t.numel, t.bytes, dims_literal(t, name))
   end
   return table.concat(rows, "\n")
 end
@@ -56,8 +69,9 @@ end
 local function io_lines(list, what)
   local lines = {}
   for i, t in ipairs(list) do
-    lines[i] = string.format(" *   %s %-2d %-8s %-8s %-18s %d bytes", what, i - 1, t.name, t.dtype, shape_text(t.shape),
-      t.bytes)
+    local dynamic = t.dims and shape_text(t.text) ~= shape_text(t.shape)
+    lines[i] = string.format(" *   %s %-2d %-8s %-8s %-18s %d bytes%s", what, i - 1, t.name, t.dtype,
+      shape_text(dynamic and t.text or t.shape), t.bytes, dynamic and " at the largest sizes" or "")
   end
   return table.concat(lines, "\n")
 end
@@ -75,6 +89,18 @@ local function shapes_text(m)
   local NAME = m.name:upper()
   local first = m.plans[1]
   local lines = { io_lines(first.inputs, "input "), io_lines(first.outputs, "output") }
+  if m.variables then
+    local ranges = {}
+    for k, v in ipairs(m.variables) do ranges[k] = string.format("%s in %d..%d", v.name, v.min, v.max) end
+    lines[#lines + 1] = string.format(" * Variable sizes (%s): the kernels were compiled once for them and take",
+      table.concat(ranges, ", "))
+    lines[#lines + 1] = " * their values at run time: call @name@_run_sizes with sizes[v] the value of"
+    lines[#lines + 1] = " * @name@_variables[v]. A dim given as -1 in a shape is, in its tensor info's dims,"
+    lines[#lines + 1] = " * constant + coefficient * sizes[variable]; @name@_tensor_bytes(info, sizes) is a tensor's"
+    lines[#lines + 1] = " * bytes at those sizes (bytes and numel in the info, and the _BYTES defines, are at the"
+    lines[#lines + 1] = " * largest sizes). Pass inputs and outputs of this run's shapes, contiguous."
+    return table.concat(lines, "\n")
+  end
   if not m.batch_sizes then
     lines[#lines + 1] = " * The shapes are fixed: the kernels were compiled for these sizes. Another batch size needs"
     lines[#lines + 1] = " * another export."
@@ -92,6 +118,35 @@ local function shapes_text(m)
   lines[#lines + 1] = " * Each batch size has a plan of its own, with kernels compiled for its sizes"
   lines[#lines + 1] = string.format(" * (%s_NUM_BATCH_SIZES in all); another batch size needs another export.", NAME)
   return table.concat(lines, "\n")
+end
+
+-- The usage example's sizes and their names: "17", "T".
+local function variable_examples(m)
+  local values, names = {}, {}
+  for k, v in ipairs(m.variables) do values[k], names[k] = tostring(math.max(v.min, math.min(v.max, 17))), v.name end
+  return table.concat(values, ", "), table.concat(names, ", ")
+end
+
+-- The header's declarations of the variable sizes, when the model has some.
+local function variable_declarations(m)
+  if not m.variables then return "" end
+  local names = {}
+  for k, v in ipairs(m.variables) do names[k] = string.format("%s %d..%d", v.name, v.min, v.max) end
+  return string.format([==[
+
+/* The variable sizes (%s): their names, smallest and largest values. */
+#define @NAME@_NUM_VARIABLES %d
+extern const char *const @name@_variables[@NAME@_NUM_VARIABLES];
+extern const int64_t @name@_variable_min[@NAME@_NUM_VARIABLES];
+extern const int64_t @name@_variable_max[@NAME@_NUM_VARIABLES];
+/* Runs the model for the sizes sizes[v] of @name@_variables[v] (each in its range, else
+ * @NAME@_ERR_ARGUMENT naming it): inputs[i] and outputs[o] hold their tensors at these sizes,
+ * @name@_tensor_bytes(&@name@_inputs[i], sizes) bytes. @name@_run fails on this model. */
+int @name@_run_sizes(@name@ *m, const int64_t *sizes, const void *const *inputs, void *const *outputs);
+/* The bytes of an input or output (@name@_inputs[i], @name@_outputs[o]) at these sizes; 0
+ * when info or sizes is NULL or a size is out of its range. */
+size_t @name@_tensor_bytes(const @name@_tensor_info *info, const int64_t *sizes);]==], table.concat(names, ", "),
+    #m.variables)
 end
 
 -- The header's declarations of the batch-size functions, when there are several plans.
@@ -157,7 +212,7 @@ function M.header(m)
  *     if (@name@_open(&m, NULL, 0) != @NAME@_OK) { fprintf(stderr, "%%s\n", @name@_error(NULL)); exit(1); }
  *     const void *in[@NAME@_NUM_INPUTS] = {x};
  *     void *out[@NAME@_NUM_OUTPUTS] = {y};
- *     if (@name@_run(m, in, out) != @NAME@_OK) fprintf(stderr, "%%s\n", @name@_error(m));
+ *     %s
  *     @name@_close(m);
  *
  * Threads: each instance owns its arena, its weights (when read from a file) and a pool of
@@ -196,7 +251,17 @@ extern "C" {
 #define @NAME@_ARENA_BYTES %d
 #define @NAME@_WEIGHT_BYTES %d
 
-/* An input or output: its name, dtype ("float32", ...), rank, sizes, elements and bytes. */
+/* A dim of variable size: constant + coefficient * the value of variable `variable` (an index
+ * in @name@_variables; -1: the dim is `constant`). */
+typedef struct @name@_dim {
+    int64_t constant;
+    int64_t coefficient;
+    int variable;
+} @name@_dim;
+
+/* An input or output: its name, dtype ("float32", ...), rank, sizes (-1: a variable size),
+ * elements and bytes (at the largest sizes), and its dims as @name@_dim rows (NULL when
+ * every dim is constant). */
 typedef struct @name@_tensor_info {
     const char *name;
     const char *dtype;
@@ -204,6 +269,7 @@ typedef struct @name@_tensor_info {
     const int64_t *shape;
     size_t numel;
     size_t bytes;
+    const @name@_dim *dims;
 } @name@_tensor_info;
 
 extern const @name@_tensor_info @name@_inputs[@NAME@_NUM_INPUTS];
@@ -224,7 +290,7 @@ int @name@_threads(const @name@ *m);
 /* Stops the instance's threads and frees it; NULL is allowed (@NAME@_OK). While a run is under
  * way on another thread it frees nothing and returns @NAME@_ERR_ARGUMENT with the message in
  * @name@_error(NULL): close again after the run returns. */
-int @name@_close(@name@ *m);%s
+int @name@_close(@name@ *m);%s%s
 
 #ifdef __cplusplus
 }
@@ -232,8 +298,12 @@ int @name@_close(@name@ *m);%s
 
 #endif
 ]==], m.tcl_version, runs, #m.kernels, m.target.cpu, m.target.triple, M.build_line(m, "."), shapes_text(m),
-    m.arena_bytes, m.unshared_bytes, m.weight_bytes, weights, #first.inputs, #first.outputs,
-    table.concat(defines, "\n"), m.arena_bytes, m.weight_bytes, batch_declarations(m)), name)
+    m.arena_bytes, m.unshared_bytes, m.weight_bytes, weights, m.variables and string.format(
+      "int64_t sizes[@NAME@_NUM_VARIABLES] = {%s}; // %s\n *     if (@name@_run_sizes(m, sizes, in, out) != "
+      .. "@NAME@_OK) fprintf(stderr, \"%%s\\n\", @name@_error(m));", variable_examples(m)) or
+      "if (@name@_run(m, in, out) != @NAME@_OK) fprintf(stderr, \"%s\\n\", @name@_error(m));", #first.inputs,
+    #first.outputs,
+    table.concat(defines, "\n"), m.arena_bytes, m.weight_bytes, batch_declarations(m), variable_declarations(m)), name)
 end
 
 local KIND = { arena = "IN_ARENA", weights = "IN_WEIGHTS", input = "IN_INPUT", output = "IN_OUTPUT" }
@@ -264,7 +334,7 @@ end
 -- All plans' steps, slots, run slots and copies in one table each (plan after plan), with
 -- each plan's first row and count in those tables.
 local function concatenated(m)
-  local all = { steps = {}, slots = {}, run_slots = {}, copies = {}, ranges = {} }
+  local all = { steps = {}, slots = {}, run_slots = {}, copies = {}, ranges = {}, fills = {} }
   for p, plan in ipairs(m.plans) do
     local slot_base = #all.slots
     all.ranges[p] = { first_step = #all.steps, num_steps = #plan.steps, first_run_slot = #all.run_slots,
@@ -280,6 +350,9 @@ local function concatenated(m)
     end
     for _, r in ipairs(plan.run_slots) do all.run_slots[#all.run_slots + 1] = slot_base + r end
     for _, c in ipairs(plan.copies) do all.copies[#all.copies + 1] = c end
+    for _, f in ipairs(plan.fills or {}) do
+      all.fills[#all.fills + 1] = { step = step_base + f.step - 1, offset = f.offset, variable = f.variable }
+    end
   end
   return all
 end
@@ -337,12 +410,14 @@ function M.source(m)
 #define NUM_COPIES %d
 #define NUM_WEIGHTS %d /* tensors read from the weights file */
 #define NUM_CONSTANTS %d /* the model's own constants, held below */
+#define NUM_VARIABLES %d /* variable sizes, given to each run (tcl_variables.c) */
+#define NUM_VALUE_FILLS %d /* variables' values written into the arena before their steps */
 #define MAX_PARTS %d /* the most parts of one step */
 #define ARENA_BYTES ((size_t)%d)
 #define WEIGHT_BYTES ((uint64_t)%d)
 ]], name, m.tcl_version, name, #all.steps, #m.kernels, table.concat(m.objects, ", "), m.arena_bytes, m.weight_bytes,
     name, name:upper(), name:upper(), #m.plans, #all.steps, #all.slots, #all.run_slots, #all.copies, #m.weights,
-    #(m.constants or {}), m.max_parts, m.arena_bytes, m.weight_bytes))
+    #(m.constants or {}), #(m.variables or {}), #all.fills, m.max_parts, m.arena_bytes, m.weight_bytes))
 
   add("/* The kernels: void entry(void *buffer..., int64_t start, int64_t end), [start, end) the")
   add(" * iterations of the thread axis to run (all when the kernel has none). */")
@@ -419,15 +494,37 @@ typedef struct output_copy {
   end
   if #all.copies == 0 then add("    {0, IN_INPUT, 0, 0}, /* none */") end
   add("};")
+  add([[
+
+/* A kernel made for variable sizes reads their values from an int32 buffer, its last one:
+ * before step `step` runs, the value of variable `variable` goes at `offset` in the arena. */
+typedef struct value_fill {
+    int step;
+    size_t offset;
+    int variable;
+} value_fill;]])
+  add("static const value_fill VALUE_FILLS[NUM_VALUE_FILLS + 1] = {")
+  for _, f in ipairs(all.fills) do
+    add(string.format("    {%d, %d, %d}, /* %s */", f.step, f.offset, f.variable, m.variables[f.variable + 1].name))
+  end
+  add("    {-1, 0, 0}};")
+  if m.variables then
+    local names, mins, maxes = {}, {}, {}
+    for k, v in ipairs(m.variables) do names[k], mins[k], maxes[k] = c_string(v.name), v.min, v.max end
+    add(string.format("const char *const %s_variables[%s_NUM_VARIABLES] = {%s};", name, name:upper(),
+      table.concat(names, ", ")))
+    add(string.format("const int64_t %s_variable_min[%s_NUM_VARIABLES] = {%s};", name, name:upper(), numbers(mins)))
+    add(string.format("const int64_t %s_variable_max[%s_NUM_VARIABLES] = {%s};", name, name:upper(), numbers(maxes)))
+  end
   add("")
   for p, plan in ipairs(m.plans) do
     local prefix = p == 1 and "const " .. name .. "_tensor_info " .. name or "static const " .. name
       .. "_tensor_info PLAN" .. (p - 1)
     add(string.format("%s_inputs[%s_NUM_INPUTS] = {", prefix, name:upper()))
-    add(tensor_rows(plan.inputs))
+    add(tensor_rows(plan.inputs, name))
     add("};")
     add(string.format("%s_outputs[%s_NUM_OUTPUTS] = {", prefix, name:upper()))
-    add(tensor_rows(plan.outputs))
+    add(tensor_rows(plan.outputs, name))
     add("};")
     add("/* where inputs and outputs not aligned to 64 bytes are staged in the arena */")
     add(string.format("static const size_t INPUT_STAGING_%d[NUM_INPUTS] = {%s};", p - 1, numbers(plan.input_staging)))

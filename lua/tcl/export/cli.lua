@@ -2,12 +2,14 @@
 -- tcl.export. Layer: export (called by src/cli/tcl_main.c with the arguments after "export").
 --
 --   tcl export model.lua -o DIR [--name NAME] [--weights embed|safetensors] [--threads N]
---                               [--batch-sizes B1,B2,...]
+--                               [--batch-sizes B1,B2,... | --dynamic T=1..1024[,B=1..8]]
 --
 -- The script returns a table: { forward = function(inputs...) -> tensors, inputs = { example
 -- tensors } or a function returning that list (a function(batch) with batch sizes), model =
 -- (optional) the module whose state dict names the weights, name = (optional) the default of
--- --name, batch_sizes = (optional) the default of --batch-sizes }. It runs with the globals
+-- --name, batch_sizes = (optional) the default of --batch-sizes, dynamic = (optional) the
+-- default of --dynamic: { {name =, min =, max =}, ... } }. With --dynamic, `inputs` is a
+-- function(sizes) returning example tensors whose shapes use sizes.T (tcl.export's dynamic). It runs with the globals
 -- `tcl` and `Tensor`, as `tcl script.lua` does. --threads sets THREADS while the kernels are
 -- compiled: how many parts a kernel's thread axis is split into (default: this machine's
 -- cores); the exported program picks its thread count at open. Exit status: 0 done, 1 the
@@ -15,7 +17,7 @@
 local M = {}
 
 M.USAGE = "usage: tcl export model.lua -o DIR [--name NAME] [--weights embed|safetensors] [--threads N] "
-  .. "[--batch-sizes B1,B2,...]"
+  .. "[--batch-sizes B1,B2,... | --dynamic T=1..1024[,B=1..8]]"
 
 M.HELP = M.USAGE .. [[
 
@@ -35,6 +37,11 @@ export per shape, or one plan per batch size with --batch-sizes.
                    one plan per batch size in the same files (default: the script's
                    `batch_sizes`); `inputs` is then a function(batch); NAME_run runs the
                    first, NAME_run_batch any of them
+  --dynamic T=MIN..MAX[,B=MIN..MAX...]
+                   variable sizes (default: the script's `dynamic`): one plan whose kernels
+                   take the sizes at run time, NAME_run_sizes(m, sizes, ...); `inputs` is
+                   then a function(sizes) whose tensors' shapes use sizes.T; not with
+                   --batch-sizes
   -h, --help       print this help
 ]]
 
@@ -48,6 +55,25 @@ end
 local function failed(message)
   io.stderr:write("tcl export: ", tostring(message), "\n")
   return EXIT_FAILED
+end
+
+--- The variables of --dynamic's argument ("T=1..1024,B=1..8"): a list of { name, min, max },
+-- or nil and what is wrong.
+function M.parse_dynamic(text)
+  local list, seen = {}, {}
+  for piece in (text .. ","):gmatch("([^,]*),") do
+    local name, min, max = piece:match("^([%a_][%w_]*)=(%d+)%.%.(%d+)$")
+    min, max = math.tointeger(tonumber(min)), math.tointeger(tonumber(max))
+    if not name or not min or not max then
+      return nil, string.format("--dynamic takes NAME=MIN..MAX[,NAME=MIN..MAX...] like T=1..1024, not '%s' (in '%s')",
+        piece, text)
+    end
+    if max < min then return nil, string.format("--dynamic %s: max %d is below min %d", name, max, min) end
+    if seen[name] then return nil, string.format("--dynamic names %s twice", name) end
+    seen[name] = true
+    list[#list + 1] = { name = name, min = min, max = max }
+  end
+  return list
 end
 
 -- The options from the argument list, or nil and the reason.
@@ -93,6 +119,10 @@ local function parse(args)
           o.batch_sizes[#o.batch_sizes + 1] = n
         end
       end
+    elseif a == "--dynamic" then
+      local v
+      v, err = value(a)
+      if v then o.dynamic, err = M.parse_dynamic(v) end
     elseif a:sub(1, 1) == "-" and a ~= "-" then
       err = string.format("unrecognized option '%s'", a)
     elseif o.script then
@@ -103,6 +133,9 @@ local function parse(args)
     if err then return nil, err end
     i = i + 1
   end
+  if o.dynamic and o.batch_sizes then
+    return nil, "--dynamic and --batch-sizes exclude each other (a variable size serves every size in its range)"
+  end
   return o
 end
 
@@ -112,7 +145,9 @@ local function human(n)
   return string.format("%d bytes", n)
 end
 
-local function shape_text(shape)
+-- t: an input's or output's description (tcl.export's summary); variable dims by name
+local function shape_text(t)
+  local shape = t.dims and t.text or t.shape
   if #shape == 0 then return "scalar" end
   return "[" .. table.concat(shape, ", ") .. "]"
 end
@@ -129,7 +164,8 @@ local function report(script, s)
     local what
     if f == s.name .. ".h" then
       what = string.format("the API: %s_open, %s_run, %s%s_error, %s_threads, %s_close", s.name, s.name,
-        #s.plans > 1 and s.name .. "_run_batch, " or "", s.name, s.name, s.name)
+        #s.plans > 1 and s.name .. "_run_batch, " or s.dynamic and s.name .. "_run_sizes, " or "", s.name, s.name,
+        s.name)
     elseif f == s.name .. ".c" then
       what = string.format("the plan (%d kernel runs) and its runtime (arena, thread pool)", s.steps)
     elseif runtime[f] then
@@ -146,8 +182,13 @@ local function report(script, s)
     if plan.batch then
       line("  batch size %d%s:", plan.batch, plan == s.plans[1] and " (" .. s.name .. "_run)" or "")
     end
-    for i, t in ipairs(plan.inputs) do line("  input %-3d %-8s %s", i - 1, t.dtype, shape_text(t.shape)) end
-    for i, t in ipairs(plan.outputs) do line("  output %-2d %-8s %s", i - 1, t.dtype, shape_text(t.shape)) end
+    for i, t in ipairs(plan.inputs) do line("  input %-3d %-8s %s", i - 1, t.dtype, shape_text(t)) end
+    for i, t in ipairs(plan.outputs) do line("  output %-2d %-8s %s", i - 1, t.dtype, shape_text(t)) end
+  end
+  if s.dynamic then
+    local ranges = {}
+    for k, v in ipairs(s.dynamic) do ranges[k] = string.format("%s=%d..%d", v.name, v.min, v.max) end
+    line("  variable sizes %s: one plan, the sizes given to %s_run_sizes", table.concat(ranges, ", "), s.name)
   end
   line("  arena %s (%s without sharing), weights %s", human(s.arena_bytes), human(s.unshared_bytes),
     human(s.weight_bytes))
@@ -199,8 +240,11 @@ function M.main(args)
   local spec, message, status = load_model(o.script)
   if not spec then return status == EXIT_USAGE and usage_error(message) or failed(message) end
   local name = o.name or spec.name or "model"
+  local batch_sizes, dynamic = o.batch_sizes or spec.batch_sizes, o.dynamic or spec.dynamic
+  -- a flag replaces the script's default of the other kind (--batch-sizes over its `dynamic`)
+  if o.batch_sizes then dynamic = nil elseif o.dynamic then batch_sizes = nil end
   local ok, summary = pcall(export.export, spec.forward, spec.inputs, { dir = o.dir, name = name,
-    weights = o.weights, model = spec.model, batch_sizes = o.batch_sizes or spec.batch_sizes })
+    weights = o.weights, model = spec.model, batch_sizes = batch_sizes, dynamic = dynamic })
   if not ok then return failed((tostring(summary):gsub("^export: ", ""))) end
   io.stdout:write(report(o.script, summary))
   return EXIT_OK

@@ -21,6 +21,13 @@
 -- the first, NAME_run_batch(m, batch, ...) any of them. Kernels are compiled for fixed shapes,
 -- so a batch size that was not exported needs another export. Without batch_sizes, inputs is
 -- the list of example tensors (or a function of no argument returning it).
+-- dynamic (optional: a list of { name =, min =, max = }, variable sizes as tcl.var makes them;
+-- not with batch_sizes): one plan whose kernels take the sizes at run time, inputs being a
+-- function(sizes) (sizes: { [name] = the variable bound to its max }, as T:bind(1024)) that
+-- returns example tensors whose shapes use them (Tensor.randn(1024, 64):reshape(sizes.T, 64)).
+-- NAME_run_sizes(m, sizes, inputs, outputs) runs it for any sizes in the ranges. Every variable
+-- must size an input, and every dim of an input or output must be constant + coefficient *
+-- variable (the C API describes dims so); sizes inside the model may be any expression.
 --
 -- How (tcl.export.plan): fn is called on the inputs twice, a warm-up and a capture (as tcl.jit
 -- does), and every buffer the captured kernels touch is classified: inputs, outputs, weights
@@ -33,14 +40,16 @@
 --                    tcl.export.runtime_files), the files NAME.c includes, copied unchanged;
 --   NAME_weights.c   the weights (weights = "embed"), or NAME.safetensors (weights = "safetensors");
 --   NAME_kernels.o   every kernel's object code, combined by `ld -r` (without ld: NAME_kernel_<i>.o).
--- The kernels are compiled for this machine's CPU and for the inputs' shapes: one export per
--- shape. Returns a summary: { dir, name, files = {...}, kernels, steps (kernel runs of all
--- plans), folded (steps folded into weights), arena_bytes, unshared_bytes (the arena without
--- sharing), weight_bytes, weights, runtime (the runtime's files among files), build (a cc
--- command), inputs, outputs ({name, dtype, shape, numel, bytes}), results (fn's results of the
--- captured call, tensors), plans = { {batch, steps, folded, arena_bytes, unshared_bytes,
--- inputs, outputs, results} } }; the top-level
--- figures are the first plan's, the arena's the largest plan's.
+-- The kernels are compiled for this machine's CPU and for the inputs' shapes (their variable
+-- sizes with dynamic): one export per shape. Returns a summary: { dir, name, files = {...},
+-- kernels, steps (kernel runs of all plans), folded (steps folded into weights), arena_bytes,
+-- unshared_bytes (the arena without sharing), weight_bytes, weights, runtime (the runtime's
+-- files among files), build (a cc command), inputs, outputs ({name, dtype, shape, numel, bytes};
+-- with dynamic: shape -1 for a variable dim, numel and bytes at the largest sizes, dims = {
+-- {constant, coefficient, variable (0-based in dynamic, -1: none)} }, text = the dims as text),
+-- results (fn's results of the captured call, tensors), plans = { {batch, steps, folded,
+-- arena_bytes, unshared_bytes, inputs, outputs, results} }, dynamic }; the top-level figures
+-- are the first plan's, the arena's the largest plan's.
 local plan = require "tcl.export.plan"
 local arena = require "tcl.export.arena"
 local objects = require "tcl.export.objects"
@@ -51,6 +60,7 @@ local bytes = require "tcl.api.bytes"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
 local runtime = require "tcl.runtime"
+local variables = require "tcl.variables"
 
 local M = {}
 
@@ -68,7 +78,8 @@ for word in ([[auto break case char const continue default do double else enum e
   C_KEYWORDS[word] = true
 end
 
-local OPTIONS = { dir = true, name = true, weights = true, model = true, fold = true, batch_sizes = true }
+local OPTIONS = { dir = true, name = true, weights = true, model = true, fold = true, batch_sizes = true,
+  dynamic = true }
 
 --- Checks a model name: a C identifier, the prefix of the exported symbols and files.
 function M.check_name(name)
@@ -85,6 +96,37 @@ function M.check_name(name)
   return name
 end
 
+--- Checks the dynamic option: a non-empty list of { name =, min =, max = } (a variable's
+-- name, an identifier, once each; integers 0 <= min <= max <= tcl.variables.MAX_VALUE).
+function M.check_dynamic(list)
+  if type(list) ~= "table" or class.is_tensor(list) or #list == 0 then
+    fail("dynamic must be a non-empty list of { name =, min =, max = }, got %s", type(list))
+  end
+  local seen = {}
+  for i, v in ipairs(list) do
+    if type(v) ~= "table" then fail("dynamic[%d] is %s, not a table { name =, min =, max = }", i, type(v)) end
+    for k in pairs(v) do
+      if k ~= "name" and k ~= "min" and k ~= "max" then
+        fail("dynamic[%d] has an unknown field '%s' (known: name, min, max)", i, tostring(k))
+      end
+    end
+    if type(v.name) ~= "string" or not v.name:match("^[%a_][%w_]*$") then
+      fail("dynamic[%d]: the name must be an identifier (letters, digits, _), got %s", i, tostring(v.name))
+    end
+    if seen[v.name] then fail("dynamic names variable %s twice", v.name) end
+    seen[v.name] = true
+    if math.type(v.min) ~= "integer" or math.type(v.max) ~= "integer" or v.min < 0 or v.max < v.min
+        or v.max > variables.MAX_VALUE then
+      fail("dynamic variable %s: needs integers 0 <= min <= max <= %d, got min %s and max %s", v.name,
+        variables.MAX_VALUE, tostring(v.min), tostring(v.max))
+    end
+  end
+  for k in pairs(list) do
+    if math.type(k) ~= "integer" or k < 1 or k > #list then fail("dynamic must be a list (keys 1..n)") end
+  end
+  return list
+end
+
 local function check_options(fn, opts)
   if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
     fail("expected a function to export, got %s", type(fn))
@@ -92,7 +134,7 @@ local function check_options(fn, opts)
   if type(opts) ~= "table" then fail("options must be a table with at least dir, got %s", type(opts)) end
   for k in pairs(opts) do
     if not OPTIONS[k] then
-      fail("unknown option '%s' (known: dir, name, weights, model, fold, batch_sizes)", tostring(k))
+      fail("unknown option '%s' (known: dir, name, weights, model, fold, batch_sizes, dynamic)", tostring(k))
     end
   end
   if type(opts.dir) ~= "string" or opts.dir == "" then fail("option dir (the output directory) is required") end
@@ -116,6 +158,12 @@ local function check_options(fn, opts)
       if seen[b] then fail("batch_sizes lists %d twice", b) end
       seen[b] = true
     end
+  end
+  if opts.dynamic ~= nil then
+    if sizes ~= nil then
+      fail("dynamic and batch_sizes exclude each other: a variable batch size serves every batch size in its range")
+    end
+    M.check_dynamic(opts.dynamic)
   end
   return name, weights, fold
 end
@@ -215,29 +263,90 @@ local function collect_weights(plans, model)
   return list, offset
 end
 
-local function io_info(list, prefix)
+-- A size as constant + coefficient * variable: { constant, coefficient, variable (a name, or
+-- nil for a constant size) }, or nil when it is not of that form (two variables, a product of
+-- variables, a division).
+local function linear_form(d)
+  if math.type(d) == "integer" then return { constant = d, coefficient = 0 } end
+  local op = d.op
+  if op == "CONST" then return { constant = d.arg, coefficient = 0 } end
+  if op == "BIND" or op == "DEFINE_VAR" then
+    local arg = (op == "BIND" and d.src[1] or d).arg
+    return { constant = 0, coefficient = 1, variable = arg[1], min = arg[2], max = arg[3] }
+  end
+  if op == "ADD" or op == "SUB" or op == "MUL" then
+    local a, b = linear_form(d.src[1]), linear_form(d.src[2])
+    if not a or not b then return nil end
+    if op == "MUL" then
+      if a.variable and b.variable then return nil end
+      local k, f = a.variable and b or a, a.variable and a or b -- k: the constant factor
+      return { constant = f.constant * k.constant, coefficient = f.coefficient * k.constant, variable = f.variable,
+        min = f.min, max = f.max }
+    end
+    if a.variable and b.variable and a.variable ~= b.variable then return nil end
+    local sign = op == "SUB" and -1 or 1
+    local v = a.variable and a or b
+    return { constant = a.constant + sign * b.constant, coefficient = a.coefficient + sign * b.coefficient,
+      variable = v.variable, min = v.min, max = v.max }
+  end
+  return nil
+end
+
+-- The inputs' or outputs' descriptions: { name, dtype, shape (-1 for a variable dim), dims
+-- ({ constant, coefficient, variable (0-based in the dynamic list, -1: none) } per dim, with
+-- dynamic sizes), numel and bytes (at the variables' max), text (the shape with variables) }.
+local function io_info(list, prefix, dynamic)
   local out = {}
+  local index_of = {}
+  for k, v in ipairs(dynamic or {}) do index_of[v.name] = k - 1 end
   for i, t in ipairs(list) do
-    local numel = numel_of(t.shape)
-    out[i] = { name = prefix .. (i - 1), dtype = t.dtype.name, shape = t.shape, numel = numel,
-      bytes = numel * t.dtype.itemsize }
+    local name = prefix .. (i - 1)
+    local shape, dims, texts, numel = {}, {}, {}, 1
+    for k, size in ipairs(t.shape) do
+      local d = variables.normal(size)
+      local form = linear_form(d)
+      if not form then
+        fail("%s dim %d has size %s, which is not constant + coefficient * variable: the C API cannot describe it",
+          name, k, variables.format(d, true))
+      end
+      if form.variable and not index_of[form.variable] then
+        fail("%s dim %d has size %s, but %s is not a dynamic variable of this export", name, k,
+          variables.format(d, true), form.variable)
+      end
+      local given = form.variable and dynamic[index_of[form.variable] + 1]
+      if given and (given.min ~= form.min or given.max ~= form.max) then
+        -- the buffers are planned for the tensor's range, the program checks the export's
+        fail("%s dim %d has size %s of a variable %s in %d..%d, but the export's %s is in %d..%d", name, k,
+          variables.format(d, true), form.variable, form.min, form.max, given.name, given.min, given.max)
+      end
+      local variable = form.variable and form.coefficient ~= 0 and index_of[form.variable] or -1
+      dims[k] = { constant = form.constant, coefficient = variable >= 0 and form.coefficient or 0, variable = variable }
+      shape[k] = variable >= 0 and -1 or form.constant
+      texts[k] = variable >= 0 and variables.format(d, true) or tostring(form.constant)
+      numel = numel * variables.max(d)
+    end
+    out[i] = { name = name, dtype = t.dtype.name, shape = shape, numel = numel, bytes = numel * t.dtype.itemsize,
+      dims = dynamic and dims or nil, text = texts }
   end
   return out
 end
 
 -- The buffer plan: arena offsets of intermediates and of the staging of inputs and outputs.
 -- Steps count from 1; inputs are staged before step 1 (0), outputs copied out after the last.
-local function plan_arena(p)
+-- inputs: their descriptions (io_info; an input of variable size is staged at its largest).
+-- A buffer of the variables' values lives for its step (filled just before it).
+local function plan_arena(p, inputs)
   local blocks, staging_in = {}, {}
   for _, b in ipairs(p.buffers) do
     -- an output written by a kernel is staged in its own block when the caller's memory is
     -- not aligned (its lifetime runs to the copy after the last step)
-    if b.role == "intermediate" or b.role == "output" then
+    if b.role == "intermediate" or b.role == "output" or b.role == "variables" then
       blocks[#blocks + 1] = { bytes = b.bytes, first = b.first, last = b.last, buffer = b }
     end
   end
   for i, input in ipairs(p.inputs) do
-    staging_in[i] = { bytes = input.buffer.bytes, first = 0, last = input.buffer.last or 0 }
+    staging_in[i] = { bytes = math.max(input.buffer.bytes, inputs[i].bytes), first = 0,
+      last = input.buffer.last or 0 }
     blocks[#blocks + 1] = staging_in[i]
   end
   local size, unshared = arena.plan(blocks)
@@ -263,9 +372,13 @@ local function split(parallel_size)
 end
 
 -- The model's steps as the C tables want them (tcl.export.c_writer): each step's kernel, first
--- slot and split, every slot's source, the slots set per run, and the most parts of a step.
-local function lay_out_steps(p)
-  local steps, slots, run_slots, max_parts = {}, {}, {}, 1
+-- slot and split, every slot's source, the slots set per run, the most parts of a step, and
+-- the values to write before a step ({ step, offset (in the arena), variable (0-based in
+-- dynamic) }, by step).
+local function lay_out_steps(p, dynamic)
+  local steps, slots, run_slots, max_parts, fills = {}, {}, {}, 1, {}
+  local index_of = {}
+  for k, v in ipairs(dynamic or {}) do index_of[v.name] = k - 1 end
   for s, step in ipairs(p.steps) do
     local parts, chunk = split(step.parallel_size)
     max_parts = math.max(max_parts, parts)
@@ -282,11 +395,21 @@ local function lay_out_steps(p)
       else
         slot.kind, slot.offset = "arena", b.offset
       end
+      if b.role == "variables" then
+        for k, name in ipairs(b.names) do
+          local variable = index_of[name]
+          if not variable then
+            fail("kernel %d (%s) reads variable %s, which is not a dynamic variable of this export", s, step.name,
+              name)
+          end
+          fills[#fills + 1] = { step = s, offset = b.offset + (k - 1) * 4, variable = variable }
+        end
+      end
       slots[#slots + 1] = slot
       if slot.kind == "input" or slot.kind == "output" then run_slots[#run_slots + 1] = #slots - 1 end
     end
   end
-  return steps, slots, run_slots, max_parts
+  return steps, slots, run_slots, max_parts, fills
 end
 
 -- The outputs that are copies of an input, a weight or another output, as C table rows.
@@ -341,7 +464,16 @@ local function write_weights(dir, m, weights)
 end
 
 -- The example inputs of each plan: { { batch =, inputs = } }; batch is nil without batch_sizes.
-local function inputs_per_plan(inputs, batch_sizes)
+-- With dynamic sizes, one plan, its inputs made by inputs(sizes) with each variable at its max.
+local function inputs_per_plan(inputs, batch_sizes, dynamic)
+  if dynamic then
+    if type(inputs) ~= "function" then
+      fail("with dynamic, inputs must be a function(sizes) returning the example tensors, got %s", type(inputs))
+    end
+    local sizes = {}
+    for _, v in ipairs(dynamic) do sizes[v.name] = variables.new(v.name, v.min, v.max):bind(v.max) end
+    return { { inputs = inputs(sizes) } }
+  end
   if not batch_sizes then
     if type(inputs) == "function" then inputs = inputs() end
     return { { inputs = inputs } }
@@ -352,6 +484,35 @@ local function inputs_per_plan(inputs, batch_sizes)
   local list = {}
   for i, batch in ipairs(batch_sizes) do list[i] = { batch = batch, inputs = inputs(batch) } end
   return list
+end
+
+--- Checks a dynamic plan's variables (dynamic: checked by M.check_dynamic): each sizes an
+-- input (the only way the program learns its value), and the kernels read no other.
+function M.check_variables(p, dynamic)
+  local in_inputs, known, names = {}, {}, {}
+  for _, input in ipairs(p.inputs) do
+    for _, d in ipairs(input.shape) do
+      for _, leaf in ipairs(variables.arg_leaves(d, {})) do
+        in_inputs[(leaf.op == "BIND" and leaf.src[1] or leaf).arg[1]] = true
+      end
+    end
+  end
+  for k, v in ipairs(dynamic) do
+    known[v.name], names[k] = true, v.name
+    if not in_inputs[v.name] then
+      fail("dynamic variable %s sizes no input (bind it in the shape of an input: x:reshape(sizes.%s, ...))", v.name,
+        v.name)
+    end
+  end
+  local read = {}
+  for name in pairs(p.variables) do read[#read + 1] = name end
+  table.sort(read)
+  for _, name in ipairs(read) do
+    if not known[name] then
+      fail("the kernels read variable %s, which is not among the dynamic variables (%s)", name,
+        table.concat(names, ", "))
+    end
+  end
 end
 
 -- Every plan takes and gives tensors of the same number, dtypes and ranks as the first.
@@ -380,13 +541,15 @@ function M.export(fn, inputs, opts)
   local have_llvm, llvm = pcall(require, "tcl.llvm")
   if not have_llvm then fail("this build has no CPU backend (LLVM), which export needs") end
   local plans, total_steps = {}, 0
-  for i, given in ipairs(inputs_per_plan(inputs, opts.batch_sizes)) do
+  local dynamic = opts.dynamic
+  for i, given in ipairs(inputs_per_plan(inputs, opts.batch_sizes, dynamic)) do
     local p = plan.capture(fn, given.inputs)
     p.batch, p.folded = given.batch, fold and plan.fold(p) or 0
     plans[i] = p
     total_steps = total_steps + #p.steps
   end
   check_alike(plans)
+  if dynamic then M.check_variables(plans[1], dynamic) end
   if total_steps > MAX_STEPS then
     fail("the function runs %d kernels, more than the %d an export holds", total_steps, MAX_STEPS)
   end
@@ -425,11 +588,15 @@ function M.export(fn, inputs, opts)
   end
   local layouts, arena_bytes, unshared_bytes, max_parts = {}, 0, 0, 1
   for i, p in ipairs(plans) do
-    local size, unshared, input_staging, output_staging = plan_arena(p)
-    local steps, slots, run_slots, parts = lay_out_steps(p)
+    local inputs_info, outputs_info = io_info(p.inputs, "input", dynamic), io_info(p.outputs, "output", dynamic)
+    for o, output in ipairs(p.outputs) do
+      if output.buffer then output.buffer.bytes = math.max(output.buffer.bytes, outputs_info[o].bytes) end
+    end
+    local size, unshared, input_staging, output_staging = plan_arena(p, inputs_info)
+    local steps, slots, run_slots, parts, fills = lay_out_steps(p, dynamic)
     layouts[i] = { batch = p.batch, steps = steps, slots = slots, run_slots = run_slots, copies = output_copies(p),
-      input_staging = input_staging, output_staging = output_staging, inputs = io_info(p.inputs, "input"),
-      outputs = io_info(p.outputs, "output"), arena_bytes = size, unshared_bytes = unshared }
+      input_staging = input_staging, output_staging = output_staging, inputs = inputs_info,
+      outputs = outputs_info, arena_bytes = size, unshared_bytes = unshared, fills = fills }
     arena_bytes, unshared_bytes = math.max(arena_bytes, size), math.max(unshared_bytes, unshared)
     max_parts = math.max(max_parts, parts)
   end
@@ -437,7 +604,8 @@ function M.export(fn, inputs, opts)
   make_dir(dir)
   local m = {
     name = name, tcl_version = core.version, target = llvm.target, kernels = kernels, plans = layouts,
-    batch_sizes = opts.batch_sizes, max_parts = max_parts, arena_bytes = arena_bytes, unshared_bytes = unshared_bytes,
+    batch_sizes = opts.batch_sizes, variables = dynamic, max_parts = max_parts, arena_bytes = arena_bytes,
+    unshared_bytes = unshared_bytes,
     weight_bytes = weight_bytes, weights_file = #weights > 0 and weights_mode or nil, weights = {}, constants = {},
   }
   local files = { name .. ".h", name .. ".c" }
@@ -482,7 +650,7 @@ function M.export(fn, inputs, opts)
     arena_bytes = arena_bytes, unshared_bytes = unshared_bytes, weight_bytes = weight_bytes,
     weights = m.weights_file or "none", runtime = runtime_files.names(m), build = c_writer.build_line(m, dir),
     inputs = first.inputs,
-    outputs = first.outputs, results = first.results, plans = summary_plans, renamed = renaming,
+    outputs = first.outputs, results = first.results, plans = summary_plans, renamed = renaming, dynamic = dynamic,
   }
 end
 

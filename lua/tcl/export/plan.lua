@@ -7,12 +7,15 @@
 --   p.kernels    { { name =, entry =, object =, nparams = } } the distinct kernels, by first use
 --   p.buffers    every buffer once: { storage =, dtype =, numel =, bytes =, role =, first =, last = }
 --                role: "input" (p.inputs[b.input]), "output" (written by a kernel into
---                p.outputs[b.output]), "constant" (read, never written: weights), "intermediate"
+--                p.outputs[b.output]), "constant" (read, never written: weights), "intermediate",
+--                "variables" (the int32 values of the variables a kernel made for variable sizes
+--                reads, its last argument: b.names lists them; filled per run, never a weight)
 --   p.inputs     { { buffer =, shape =, dtype = } }
 --   p.outputs    { { buffer =, shape =, dtype =, copy_of = (a buffer: the output is a copy of
 --                an input, a constant or another output, made after the steps) } }
 --   p.constants  the constant buffers the plan reads, by first use
 --   p.results    fn's results of the captured call (tensors)
+--   p.variables  { [name] = true } the variables the kernels read (tcl.variables)
 --   plan.fold(p) (optional) drops the steps that compute constants from constants (see M.fold)
 --
 -- The function is called twice: a warm-up (it compiles, and realizes lazy state once, such as
@@ -26,6 +29,8 @@ local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local jit = require "tcl.api.jit"
 local buffers = require "tcl.schedule.buffers"
+local shapes = require "tcl.shape"
+local variables = require "tcl.variables"
 
 local M = {}
 
@@ -41,12 +46,20 @@ local function numel_of(shape)
   return n
 end
 
--- The runtime buffer that holds tensor t's elements in order, or nil.
+-- The runtime buffer that holds tensor t's elements in order, or nil. A shape of variable
+-- sizes is stored at its largest size, or at this call's (a buffer reshaped to bound sizes):
+-- either way its elements come first, in order.
 local function storage_of(t)
   local node = buffers.viewed(t.uop)
   if not node then return nil end
   local storage = buffers.get(node)
-  if storage.numel ~= numel_of(t._shape) then return nil end
+  if shapes.is_symbolic(t._shape) then
+    local now = 1
+    for _, d in ipairs(t._shape) do now = now * variables.value(d) end
+    if storage.numel ~= now and storage.numel ~= shapes.max_numel(t._shape) then return nil end
+  elseif storage.numel ~= numel_of(t._shape) then
+    return nil
+  end
   return storage, node
 end
 
@@ -106,7 +119,8 @@ function M.capture(fn, inputs)
     fail("the function runs no kernel on these inputs (it returns inputs or constants as they are); nothing to export")
   end
 
-  local p = { steps = {}, kernels = {}, buffers = {}, inputs = {}, outputs = {}, constants = {}, results = results }
+  local p = { steps = {}, kernels = {}, buffers = {}, inputs = {}, outputs = {}, constants = {}, results = results,
+    variables = {} }
   local by_storage, kernel_of = {}, {}
   local function buffer_of(storage, pre_existing)
     local b = by_storage[storage]
@@ -138,21 +152,31 @@ function M.capture(fn, inputs)
       p.kernels[#p.kernels + 1] = k
     end
     local step = { kernel = k, buffers = {}, parallel_size = program.parallel_size, name = kernel.name }
+    local values_slot = kernel.variables and #r.storages or nil
     for slot, storage in ipairs(r.storages) do
-      local node = r.nodes[slot]
-      local b = buffer_of(storage, node.arg[1] < first_id)
-      if slot == 1 then
-        if b.role == "input" then
-          fail("%s writes input %d in place; %s", describe_kernel(s, kernel), b.input, PURE)
-        elseif b.pre_existing then
-          fail("%s writes a tensor that existed before the call (state updated in place, such as assign or "
-            .. "BatchNorm's running statistics while training); %s", describe_kernel(s, kernel), PURE)
+      local node, b = r.nodes[slot]
+      if slot == values_slot and not node then
+        -- the values of the variables the kernel reads (tcl.schedule's variable_args): written
+        -- by the exported program from the run's sizes before the step, so neither an input
+        -- nor a weight (a step reading it is never folded)
+        b = buffer_of(storage, false)
+        b.role, b.names = "variables", kernel.variables
+        for _, name in ipairs(kernel.variables) do p.variables[name] = true end
+      else
+        b = buffer_of(storage, node.arg[1] < first_id)
+        if slot == 1 then
+          if b.role == "input" then
+            fail("%s writes input %d in place; %s", describe_kernel(s, kernel), b.input, PURE)
+          elseif b.pre_existing then
+            fail("%s writes a tensor that existed before the call (state updated in place, such as assign or "
+              .. "BatchNorm's running statistics while training); %s", describe_kernel(s, kernel), PURE)
+          end
+          b.role, b.writes = "intermediate", (b.writes or 0) + 1
+          seen_write[storage] = true
+        elseif written[storage] and not seen_write[storage] then
+          fail("%s reads a buffer before a later kernel writes it (state carried between calls); %s",
+            describe_kernel(s, kernel), PURE)
         end
-        b.role, b.writes = "intermediate", (b.writes or 0) + 1
-        seen_write[storage] = true
-      elseif written[storage] and not seen_write[storage] then
-        fail("%s reads a buffer before a later kernel writes it (state carried between calls); %s",
-          describe_kernel(s, kernel), PURE)
       end
       step.buffers[slot] = b
     end
@@ -194,7 +218,7 @@ function M.lifetimes(p)
   end
   for s, step in ipairs(p.steps) do
     for slot, b in ipairs(step.buffers) do
-      if slot == 1 then b.first = b.first or s end
+      if slot == 1 or b.role == "variables" then b.first = b.first or s end
       b.last = math.max(b.last or s, s)
       use(b)
     end

@@ -11,7 +11,8 @@ local M = {}
 local NESTED = { ["tcl_runtime.c"] = { "tcl_spin.h" }, ["tcl_safetensors.c"] = { "tcl_json.c" } }
 
 --- Every file of the runtime: a model may not be named so that its NAME.c would be one of them.
-M.ALL = { "tcl_runtime.c", "tcl_spin.h", "tcl_batches.c", "tcl_weights_embedded.c", "tcl_safetensors.c", "tcl_json.c" }
+M.ALL = { "tcl_runtime.c", "tcl_spin.h", "tcl_batches.c", "tcl_variables.c", "tcl_weights_embedded.c",
+  "tcl_safetensors.c", "tcl_json.c" }
 
 local function fail(fmt, ...) error("export: " .. string.format(fmt, ...), 0) end
 
@@ -46,10 +47,11 @@ end
 
 --- The files NAME.c includes, in order, for the model description m (tcl.export.c_writer):
 -- the runtime, the weights' loader of m.weights_file, the batch-size functions when m has
--- several plans.
+-- several plans, NAME_run_sizes when m has variable sizes (m.variables).
 function M.includes(m)
   local list = { "tcl_runtime.c", m.weights_file == "safetensors" and "tcl_safetensors.c" or "tcl_weights_embedded.c" }
   if m.batch_sizes then list[#list + 1] = "tcl_batches.c" end
+  if m.variables then list[#list + 1] = "tcl_variables.c" end
   return list
 end
 
