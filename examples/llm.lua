@@ -56,7 +56,7 @@ if n_new < 1 then usage_error("--n must be at least 1, got %d", n_new) end
 local sample_opts = { temperature = number_arg("temperature") or 0, top_k = number_arg("top_k", true),
   top_p = number_arg("top_p") }
 local ok, why = pcall(sampling.options, sample_opts)
-if not ok then usage_error("%s", why) end
+if not ok then usage_error("%s", (tostring(why):gsub("^.-sampling%.sample: ", ""))) end
 tcl.manual_seed(number_arg("seed", true) or 0)
 
 -- the model

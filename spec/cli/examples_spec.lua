@@ -33,3 +33,32 @@ describe("examples/fashion_mnist.lua", function()
     assert.are.same({ 1e-3, 1e-3, 1e-4 }, rates(3))
   end)
 end)
+
+-- examples/llm.lua: a small random LLaMA, its prompt, three tokens and the speed lines; the same
+-- seed gives the same tokens; a bad option is a usage error (status 2).
+describe("examples/llm.lua", function()
+  local function llm(args)
+    local script = q(helper.root .. "/examples/llm.lua")
+    return helper.run("timeout 300 " .. q(helper.tcl_bin) .. " " .. script .. " " .. args)
+  end
+
+  it("generates with the KV cache and prints the tokens per second of the prompt and of the decoding", function()
+    local status, out, err = llm("--arch llama --n 3 --tokens 1,2,3 --temperature 0.7 --seed 5")
+    assert.are.equal(0, status, err)
+    local generated = out:match("generated: ([%d,]+)")
+    assert.is_truthy(generated and select(2, generated:gsub(",", "")) == 2, out)
+    assert.is_truthy(out:find("prompt: 3 tokens in [%d.]+ s, [%d.]+ tokens/s"), out)
+    assert.is_truthy(out:find("decode: 2 tokens in [%d.]+ s, [%d.]+ tokens/s"), out)
+    local again = select(2, llm("--arch llama --n 3 --tokens 1,2,3 --temperature 0.7 --seed 5"))
+    assert.are.equal(generated, again:match("generated: ([%d,]+)"))
+  end)
+
+  it("refuses a bad option with a usage line", function()
+    local status, _, err = llm("--top-p 2")
+    assert.are.equal(2, status)
+    assert.is_truthy(err:find("llm.lua: top_p must be a number in (0, 1], got 2", 1, true), err)
+    status, _, err = llm("--prompt hello")
+    assert.are.equal(2, status)
+    assert.is_truthy(err:find("--prompt needs a GGUF checkpoint with a tokenizer", 1, true), err)
+  end)
+end)

@@ -138,7 +138,9 @@ local function write_gguf(sd, c, opts)
     if name:find("q_proj") then values = llama_cpp_rows(values, c.n_heads) end
     if name:find("k_proj") then values = llama_cpp_rows(values, c.n_kv_heads) end
     local flat = {}
-    local function add(v) if type(v) == "table" then for _, x in ipairs(v) do add(x) end else flat[#flat + 1] = v end end
+    local function add(v)
+      if type(v) == "table" then for _, x in ipairs(v) do add(x) end else flat[#flat + 1] = v end
+    end
     add(values)
     local dims = {}
     for i = #t.shape, 1, -1 do dims[#dims + 1] = t.shape[i] end
@@ -148,7 +150,9 @@ local function write_gguf(sd, c, opts)
       tensors[#tensors + 1] = { name = gguf_name(name), dims = dims, type = "F32", data = table.concat(bytes) }
     end
   end
-  if opts.extra then tensors[#tensors + 1] = { name = opts.extra, dims = { 4 }, type = "F32", data = ("\0"):rep(16) } end
+  if opts.extra then
+    tensors[#tensors + 1] = { name = opts.extra, dims = { 4 }, type = "F32", data = ("\0"):rep(16) }
+  end
   local metadata = {
     gguf.entry("general.architecture", "string", opts.arch or "llama"),
     gguf.entry("llama.embedding_length", "uint32", c.dim),
@@ -346,9 +350,8 @@ describe("tcl.models.kv_cache", function()
   it("writes chunks and single positions in place, and masks the keys after each query", function()
     local k = Tensor.arange(1, 13):float():reshape(1, 2, 2, 3)
     cache:write(2, k, -k, 2)
-    local keys, values = cache:read(2, 3)
     cache:write(2, Tensor.full({ 1, 2, 1, 3 }, 9.0), Tensor.full({ 1, 2, 1, 3 }, -9.0), 4)
-    keys, values = cache:read(2, 4)
+    local keys, values = cache:read(2, 4)
     assert.are.same({ { { { 0, 0, 0 }, { 1, 2, 3 }, { 4, 5, 6 }, { 9, 9, 9 } },
       { { 0, 0, 0 }, { 7, 8, 9 }, { 10, 11, 12 }, { 9, 9, 9 } } } }, keys:tolist())
     assert.are.equal(-9, values:tolist()[1][1][4][1])
