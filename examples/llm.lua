@@ -110,10 +110,12 @@ local t0 = tcl.clock()
 local token = next_token(model:forward(Tensor({ prompt }, { dtype = "int32" }), 1)):item()
 local prompt_seconds = tcl.clock() - t0
 local generated = { token }
--- then one token at a time
+-- then one token at a time, through one execution plan for every position (tcl.jit: the first
+-- two steps run and capture it, the others replay it)
+local step = model:decoder()
 t0 = tcl.clock()
 for i = 2, n_new do
-  token = next_token(model:forward(Tensor({ { token } }, { dtype = "int32" }), #prompt + i - 1)):item()
+  token = next_token(step(Tensor({ { token } }, { dtype = "int32" }), #prompt + i - 1)):item()
   generated[i] = token
 end
 local decode_seconds = tcl.clock() - t0

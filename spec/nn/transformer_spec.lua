@@ -233,6 +233,23 @@ describe("tcl.models.transformer", function()
     assert.is_true(max_difference(all, Tensor.cat(steps, 2)) < 1e-5)
   end)
 
+  it("decodes through one execution plan for every position (model:decoder())", function()
+    local model = transformer.from_safetensors(llama_path, LLAMA, { batch = 2 })
+    local direct = generate_logits(model):realize()
+    model:reset()
+    local step = model:decoder()
+    local parts = { model:forward(Tensor(PROMPT, { dtype = "int32" }), 1):realize() }
+    for i = 1, 3 do
+      local logits = step(Tensor({ { DECODED[1][i] }, { DECODED[2][i] } }, { dtype = "int32" }), 5 + i)
+      parts[#parts + 1] = logits:clone():realize() -- the plan's buffer is overwritten by the next step
+    end
+    assert.is_true(max_difference(direct, Tensor.cat(parts, 2)) < 1e-5)
+    assert.error_matches(function() step(Tensor({ { 1 } }, { dtype = "int32" }), 9) end,
+      "transformer:decoder step: tokens must be an integer tensor of shape (2, 1), got int32 (1, 1)", 1, true)
+    assert.error_matches(function() step(Tensor({ { 1 }, { 2 } }, { dtype = "int32" }), 17) end,
+      "transformer:decoder step: start_pos must be an integer in 1..16, got 17", 1, true)
+  end)
+
   it("lists HF's parameters and builds random models of any configuration", function()
     local names = {}
     for _, p in ipairs(transformer.parameters(LLAMA)) do names[#names + 1] = p.name end
@@ -356,6 +373,11 @@ describe("tcl.models.kv_cache", function()
       { { 0, 0, 0 }, { 7, 8, 9 }, { 10, 11, 12 }, { 9, 9, 9 } } } }, keys:tolist())
     assert.are.equal(-9, values:tolist()[1][1][4][1])
     assert.are.same({ { { { 0, 0, -math.huge, -math.huge }, { 0, 0, 0, -math.huge } } } }, cache:mask(2, 2):tolist())
+    -- a position on the device (decoding: one kernel for every position)
+    local at = Tensor({ 3 }, { dtype = "int32" })
+    cache:write(1, Tensor.full({ 1, 2, 1, 3 }, 5.0), Tensor.full({ 1, 2, 1, 3 }, 6.0), at)
+    assert.are.same({ 0, 0, 5, 0 }, cache:read(1, 4):narrow(2, 1, 1):narrow(4, 1, 1):reshape(4):tolist())
+    assert.are.same(cache:mask(3, 1):tolist(), cache:mask(at, 1):tolist())
     cache:reset()
     assert.are.equal(0, cache:read(2, 4):abs():sum():item())
   end)
@@ -373,7 +395,10 @@ describe("tcl.models.kv_cache", function()
       "kv_cache:write: v must have shape (1, 2, T, 3) with T = 1, got (1, 2, 2, 3)")
     refuses(function() cache:write(1, k, "v", 1) end, "kv_cache:write: v must be a tensor, got string")
     refuses(function() cache:write(1, k, k, 5) end, "kv_cache:write: positions 5..5 are past max_context 4")
-    refuses(function() cache:write(1, k, k, 0) end, "kv_cache:write: start_pos must be a positive integer, got 0")
+    refuses(function() cache:write(1, k, k, 0) end, "kv_cache:write: start must be a positive integer, got 0")
+    refuses(function() cache:write(1, Tensor.zeros(1, 2, 2, 3), Tensor.zeros(1, 2, 2, 3), Tensor({ 1 })) end,
+      "kv_cache:write: start must be a number, or for one position a one-element integer tensor, got a tensor "
+      .. "of dtype int32 and shape (1,) for 2 positions")
     refuses(function() cache:read(1, 5) end, "kv_cache:read: positions 1..5 are past max_context 4")
     refuses(function() cache:mask(1, 0) end, "kv_cache:mask: T must be a positive integer, got 0")
   end)

@@ -4,17 +4,21 @@
 --
 --   local cache = kv_cache.new({ n_layers = 12, batch = 1, kv_heads = 12, max_context = 1024,
 --                                head_dim = 64 })
---   cache:write(layer, k, v, start_pos)     -- k, v (batch, kv_heads, T, head_dim) at start_pos..
+--   cache:write(layer, k, v, start)         -- k, v (batch, kv_heads, T, head_dim) at start..
 --   local keys, values = cache:read(layer, length)
---   scores = scores + cache:mask(start_pos, T, length)  -- additive, (1, 1, T, keys:size(3))
+--   scores = scores + cache:mask(start, T)  -- additive, (1, 1, T, keys:size(3))
+--
+-- start, the 1-based position of the chunk's first entry, is a number, or for a chunk of one
+-- position (decoding) also a one-element int32 tensor holding it: the same kernels then serve
+-- every position, and a plan (tcl.jit) captured with it replays for any position.
 --
 -- Every access to the cache goes through this module, so that a variable-offset slice assign
 -- (issue 37's `cache[{pos, pos}] = kv`) replaces it without touching the model. Until then:
---   * a write of one position (decoding) is `cache:assign(where(position == p, k, cache))`,
---     with p a one-element int32 tensor made from the host's number: the kernel is the same
---     for every position (no compile after the first token), but it reads and writes the whole
---     buffer of every layer, 2 * n_layers * batch * kv_heads * max_context * head_dim floats
---     per token in each direction;
+--   * a write of one position (decoding) is `cache:assign(where(position == start, k, cache))`,
+--     with start on the device (a number becomes a one-element tensor made from host memory):
+--     one kernel for every position (no compile after the first token), but it reads and
+--     writes the whole buffer of every layer, 2 * n_layers * batch * kv_heads * max_context *
+--     head_dim values per token in each direction;
 --   * a write of several positions (a prompt) pads the chunk to the buffer's length at its
 --     offset (a kernel per offset and length: a prompt is processed once);
 --   * read returns the whole buffer, and mask hides the keys after each query's position
@@ -67,10 +71,11 @@ local function layer_arg(self, fn, layer)
   return layer
 end
 
--- A one-element int32 tensor holding n, made from host memory: a kernel reading it is the same
--- kernel whatever n is.
-local function host_scalar(self, n)
-  return Tensor({ n }, { dtype = "int32", device = self.device })
+-- start as a one-element int32 tensor (1, 1, 1, 1): a number becomes one made from host memory
+-- (a kernel reading it is the same kernel whatever the number is).
+local function device_start(self, start)
+  if class.is_tensor(start) then return start:cast("int32"):reshape(1, 1, 1, 1) end
+  return Tensor({ start }, { dtype = "int32", device = self.device }):reshape(1, 1, 1, 1)
 end
 
 local function chunk_arg(self, fn, what, t, length)
@@ -84,34 +89,41 @@ local function chunk_arg(self, fn, what, t, length)
   return t
 end
 
-local function range_arg(self, fn, start_pos, count)
-  if math.type(start_pos) ~= "integer" or start_pos < 1 then
-    fail(fn, "start_pos must be a positive integer, got %s",
-      math.type(start_pos) and tostring(start_pos) or check.type_name(start_pos))
+-- Checks start (a number, or with count 1 a one-element integer tensor) and the positions.
+local function range_arg(self, fn, start, count)
+  if class.is_tensor(start) then
+    if count ~= 1 or not start.dtype.is_int or start:numel() ~= 1 then
+      fail(fn, "start must be a number, or for one position a one-element integer tensor, got a tensor of "
+        .. "dtype %s and shape %s for %d positions", start.dtype.name, check.shape_str(start.shape), count)
+    end
+    return
   end
-  if start_pos + count - 1 > self.max_context then
-    fail(fn, "positions %d..%d are past max_context %d", start_pos, start_pos + count - 1, self.max_context)
+  if math.type(start) ~= "integer" or start < 1 then
+    fail(fn, "start must be a positive integer, got %s", math.type(start) and tostring(start) or check.type_name(start))
+  end
+  if start + count - 1 > self.max_context then
+    fail(fn, "positions %d..%d are past max_context %d", start, start + count - 1, self.max_context)
   end
 end
 
---- Stores k and v (batch, kv_heads, T, head_dim) at positions start_pos .. start_pos + T - 1
---  of layer's buffers (lazily: the next realize writes them, before anything reading them).
-function M:write(layer, k, v, start_pos)
+--- Stores k and v (batch, kv_heads, T, head_dim) at positions start .. start + T - 1 of
+--  layer's buffers (lazily: the next realize writes them, before anything reading them).
+function M:write(layer, k, v, start)
   local fn = FN .. ":write"
   layer_arg(self, fn, layer)
   chunk_arg(self, fn, "k", k)
   local count = k.shape[3]
   chunk_arg(self, fn, "v", v, count)
-  range_arg(self, fn, start_pos, count)
+  range_arg(self, fn, start, count)
   local keys, values = self.keys[layer], self.values[layer]
   if count == 1 then
-    local here = self.positions:eq(host_scalar(self, start_pos):reshape(1, 1, 1, 1))
+    local here = self.positions:eq(device_start(self, start))
     keys:assign(here:where(k:cast(self.dtype), keys))
     values:assign(here:where(v:cast(self.dtype), values))
   else
-    local before, after = start_pos - 1, self.max_context - (start_pos - 1 + count)
+    local before, after = start - 1, self.max_context - (start - 1 + count)
     local padding = { { 0, 0 }, { 0, 0 }, { before, after }, { 0, 0 } }
-    local inside = self.positions:ge(start_pos):logical_and(self.positions:lt(start_pos + count))
+    local inside = self.positions:ge(start):logical_and(self.positions:lt(start + count))
     keys:assign(inside:where(k:cast(self.dtype):pad(padding), keys))
     values:assign(inside:where(v:cast(self.dtype):pad(padding), values))
   end
@@ -126,14 +138,14 @@ function M:read(layer, length)
   return self.keys[layer], self.values[layer]
 end
 
---- The additive mask (1, 1, T, S) for queries at start_pos .. start_pos + T - 1 against the S
---  keys read returns: 0 where the key's position is at most the query's, -inf elsewhere.
-function M:mask(start_pos, count)
+--- The additive mask (1, 1, T, S) for queries at start .. start + T - 1 against the S keys
+--  read returns: 0 where the key's position is at most the query's, -inf elsewhere.
+function M:mask(start, count)
   local fn = FN .. ":mask"
-  range_arg(self, fn, start_pos, positive_integer(fn, "T", count))
-  -- the queries' positions from a host scalar, so that a decoding step's kernel is one for all
+  range_arg(self, fn, start, positive_integer(fn, "T", count))
+  -- the queries' positions from start on the device, so that a decoding step's kernel is one
   local queries = Tensor.arange(0, count, { dtype = "int32", device = self.device }):reshape(1, 1, count, 1)
-    :add(host_scalar(self, start_pos):reshape(1, 1, 1, 1))
+    :add(device_start(self, start))
   local keys = self.positions:reshape(1, 1, 1, self.max_context)
   return keys:le(queries):where(0.0, -math.huge)
 end

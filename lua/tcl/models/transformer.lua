@@ -38,6 +38,7 @@ local check = require "tcl.api.check"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local state = require "tcl.api.state"
+local jit = require "tcl.api.jit"
 local kv_cache = require "tcl.models.kv_cache"
 
 local fail, shape_str = check.fail, check.shape_str
@@ -432,6 +433,7 @@ end
 function Model:reset()
   local c = self.config
   local embed = self.weights[c.arch == "gpt2" and "wte.weight" or "model.embed_tokens.weight"]
+  self._device = embed.device
   self._cache = kv_cache.new({ n_layers = c.n_layers, batch = self.batch, kv_heads = c.n_kv_heads,
     max_context = c.max_context, head_dim = c.head_dim, device = embed.device })
 end
@@ -444,34 +446,41 @@ local function linear(x, w) return x:matmul(w:transpose(1, 2)) end
 local function layer_norm(x, w, b, eps) return x:layernorm(-1, eps) * w + b end
 local function rms_norm(x, w, eps) return x * x:square():mean(-1, true):add(eps):rsqrt() * w end
 
--- The rows of weight (V, D) for the 0-based ids (a list of host numbers) or the ids tensor:
--- (n, D). One id is a one-hot product on the device (the same kernel for every id: a decoding
--- step); several are views of rows (no scan of the whole table per id: a prompt).
-local function embedding_rows(weight, ids_tensor, ids)
-  if #ids == 1 then return weight:index_select(1, ids_tensor:reshape(1):cast("int32") + 1) end
+-- The token embeddings (B, T, D) of tokens (B, T). One position (decoding): a one-hot product
+-- on the device, the same kernel for every id (it scans the whole table: vocab * dim per
+-- token); several (a prompt): ids, the tokens read to the host, as views of rows (no scan per
+-- id, but kernels that depend on the ids).
+local function token_rows(weight, tokens, ids)
+  local B, T, D = tokens.shape[1], tokens.shape[2], weight.shape[2]
+  if T == 1 then return weight:index_select(1, tokens:reshape(B):cast("int32") + 1):reshape(B, 1, D) end
   local rows = {}
   for i, id in ipairs(ids) do rows[i] = weight:narrow(1, id + 1, 1) end
-  return Tensor.cat(rows, 1)
+  return Tensor.cat(rows, 1):reshape(B, T, D)
 end
 
--- cos and sin (T, head_dim) of HF's rotary embedding for positions start_pos - 1 .. (0-based),
--- computed on the host (made from host memory: the same kernels for every position).
-local function rotary_tables(c, start_pos, count, device)
-  local half = c.head_dim // 2
-  local cos, sin = {}, {}
-  for t = 1, count do
-    local position = start_pos - 2 + t
-    local crow, srow = {}, {}
+-- cos and sin (T, head_dim) of HF's rotary embedding at 0-based positions start - 1 .. start +
+-- T - 2, in float32 as HF computes them: inv_freq = rope_theta^(-2i / head_dim) rounded to
+-- float32, angle = position * inv_freq, the angles of dims i and i + head_dim/2 the same. start
+-- is a number or (T = 1) a one-element int32 tensor.
+local function rotary_tables(self, start, count)
+  local c = self.config
+  if self._inv_freq == nil then
+    local half, list = c.head_dim // 2, {}
     for i = 1, half do
-      -- float32 rounding as HF's float32 computation of inv_freq and of the angle
-      local inv_freq = string.unpack("<f", string.pack("<f", 1.0 / c.rope_theta ^ ((2 * (i - 1)) / c.head_dim)))
-      local angle = string.unpack("<f", string.pack("<f", position * inv_freq))
-      crow[i], crow[i + half] = math.cos(angle), math.cos(angle)
-      srow[i], srow[i + half] = math.sin(angle), math.sin(angle)
+      list[i] = string.unpack("<f", string.pack("<f", 1.0 / c.rope_theta ^ ((2 * (i - 1)) / c.head_dim)))
     end
-    cos[t], sin[t] = crow, srow
+    self._inv_freq = Tensor({ list }, { dtype = "float32", device = self._device }):realize()
   end
-  return Tensor(cos, { dtype = "float32", device = device }), Tensor(sin, { dtype = "float32", device = device })
+  local positions
+  if class.is_tensor(start) then
+    positions = start:reshape(1, 1):cast("float32") - 1
+  else
+    positions = Tensor.arange(start - 1, start - 1 + count, { dtype = "float32", device = self._device })
+      :reshape(count, 1)
+  end
+  local angles = positions * self._inv_freq
+  angles = Tensor.cat({ angles, angles }, 2)
+  return angles:cos(), angles:sin()
 end
 
 -- x (B, heads, T, head_dim) rotated: x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1).
@@ -483,13 +492,14 @@ end
 
 local function heads_first(x, B, T, heads, hd) return x:reshape(B, T, heads, hd):permute(1, 3, 2, 4) end
 
--- Attention of layer (1-based) for q (B, H, T, hd), k and v (B, KV, T, hd) at start_pos:
--- (B, T, H * hd).
-local function attention(self, layer, q, k, v, start_pos)
+-- Attention of layer (1-based) for q (B, H, T, hd), k and v (B, KV, T, hd) from position start
+-- (a number, or a one-element int32 tensor when T = 1): (B, T, H * hd).
+local function attention(self, layer, q, k, v, start)
   local c, cache = self.config, self._cache
   local B, T = q.shape[1], q.shape[3]
-  cache:write(layer, k, v, start_pos)
-  local keys, values = cache:read(layer, start_pos + T - 1)
+  cache:write(layer, k, v, start)
+  -- the positions seen: up to the last query's (any, when the position is on the device)
+  local keys, values = cache:read(layer, class.is_tensor(start) and c.max_context or start + T - 1)
   local S = keys.shape[3]
   local group = c.n_heads // c.n_kv_heads
   if group > 1 then -- each key/value head serves `group` query heads (a view, no copy)
@@ -498,12 +508,12 @@ local function attention(self, layer, q, k, v, start_pos)
     values = values:reshape(B, c.n_kv_heads, 1, S, c.head_dim):expand(B, c.n_kv_heads, group, S, c.head_dim)
       :reshape(B, c.n_heads, S, c.head_dim)
   end
-  local scores = q:matmul(keys:transpose(3, 4)) * (1 / math.sqrt(c.head_dim)) + cache:mask(start_pos, T)
+  local scores = q:matmul(keys:transpose(3, 4)) * (1 / math.sqrt(c.head_dim)) + cache:mask(start, T)
   local out = scores:softmax(-1):matmul(values)
   return out:permute(1, 3, 2, 4):reshape(B, T, c.n_heads * c.head_dim)
 end
 
-local function gpt2_forward(self, x, start_pos)
+local function gpt2_forward(self, x, start)
   local c, w = self.config, self.weights
   local B, T, D = x.shape[1], x.shape[2], c.dim
   for n = 0, c.n_layers - 1 do
@@ -513,7 +523,7 @@ local function gpt2_forward(self, x, start_pos)
     local q = heads_first(qkv:narrow(3, 1, D), B, T, c.n_heads, c.head_dim)
     local k = heads_first(qkv:narrow(3, D + 1, D), B, T, c.n_heads, c.head_dim)
     local v = heads_first(qkv:narrow(3, 2 * D + 1, D), B, T, c.n_heads, c.head_dim)
-    local a = attention(self, n + 1, q, k, v, start_pos)
+    local a = attention(self, n + 1, q, k, v, start)
     x = x + conv1d(a, w[p .. "attn.c_proj.weight"], w[p .. "attn.c_proj.bias"])
     h = layer_norm(x, w[p .. "ln_2.weight"], w[p .. "ln_2.bias"], c.norm_eps)
     h = conv1d(h, w[p .. "mlp.c_fc.weight"], w[p .. "mlp.c_fc.bias"]):gelu()
@@ -523,10 +533,10 @@ local function gpt2_forward(self, x, start_pos)
   return linear(x, w["wte.weight"])
 end
 
-local function llama_forward(self, x, start_pos)
+local function llama_forward(self, x, start)
   local c, w = self.config, self.weights
   local B, T = x.shape[1], x.shape[2]
-  local cos, sin = rotary_tables(c, start_pos, T, x.device)
+  local cos, sin = rotary_tables(self, start, T)
   for n = 0, c.n_layers - 1 do
     local p = "model.layers." .. n .. "."
     local h = rms_norm(x, w[p .. "input_layernorm.weight"], c.norm_eps)
@@ -534,7 +544,7 @@ local function llama_forward(self, x, start_pos)
     local k = heads_first(linear(h, w[p .. "self_attn.k_proj.weight"]), B, T, c.n_kv_heads, c.head_dim)
     local v = heads_first(linear(h, w[p .. "self_attn.v_proj.weight"]), B, T, c.n_kv_heads, c.head_dim)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-    local a = attention(self, n + 1, q, k, v, start_pos)
+    local a = attention(self, n + 1, q, k, v, start)
     x = x + linear(a, w[p .. "self_attn.o_proj.weight"])
     h = rms_norm(x, w[p .. "post_attention_layernorm.weight"], c.norm_eps)
     local gated = linear(h, w[p .. "mlp.gate_proj.weight"]):silu() * linear(h, w[p .. "mlp.up_proj.weight"])
@@ -560,35 +570,62 @@ function Model:forward(tokens, start_pos)
   if math.type(start_pos) ~= "integer" or start_pos < 1 then
     fail(fn, "start_pos must be a positive integer (1-based), got %s", value_str(start_pos))
   end
-  local B, T = s[1], s[2]
+  local T = s[2]
   if start_pos + T - 1 > c.max_context then
     fail(fn, "positions %d..%d are past max_context %d", start_pos, start_pos + T - 1, c.max_context)
   end
+  if T == 1 then -- the position on the device: the same kernels for every position
+    return self:_logits(tokens, Tensor({ start_pos }, { dtype = "int32", device = self._device }))
+  end
   local ids = {}
-  if B * T > 1 then
-    for _, row in ipairs(tokens:tolist()) do
-      for _, id in ipairs(row) do ids[#ids + 1] = id end
-    end
-    for i, id in ipairs(ids) do
-      if id < 0 or id >= c.vocab_size then
-        fail(fn, "token %d (entry %d) is outside 0..%d", id, i, c.vocab_size - 1)
-      end
-    end
-  else
-    ids[1] = false -- one id stays on the device (index_select checks its range at the next read)
+  for _, row in ipairs(tokens:tolist()) do
+    for _, id in ipairs(row) do ids[#ids + 1] = id end
   end
-  local w = self.weights
-  local x
+  for i, id in ipairs(ids) do
+    if id < 0 or id >= c.vocab_size then
+      fail(fn, "token %d (entry %d) is outside 0..%d", id, i, c.vocab_size - 1)
+    end
+  end
+  return self:_logits(tokens, start_pos, ids)
+end
+
+-- The logits of tokens (B, T) from position start: a number (with ids, the tokens as a host
+-- list), or for T = 1 a one-element int32 tensor (ids unused: everything stays on the device).
+function Model:_logits(tokens, start, ids)
+  local c, w = self.config, self.weights
+  local T = tokens.shape[2]
   if c.arch == "gpt2" then
-    x = embedding_rows(w["wte.weight"], tokens, ids):reshape(B, T, c.dim)
-    local positions = {}
-    for t = 1, T do positions[t] = start_pos - 2 + t end
-    local at = Tensor(positions, { dtype = "int32", device = x.device })
-    x = x + embedding_rows(w["wpe.weight"], at, T == 1 and { false } or positions):reshape(1, T, c.dim)
-    return gpt2_forward(self, x, start_pos)
+    local x = token_rows(w["wte.weight"], tokens, ids)
+    local positions
+    if class.is_tensor(start) then
+      positions = w["wpe.weight"]:index_select(1, start:reshape(1):cast("int32"))
+    else
+      positions = w["wpe.weight"]:narrow(1, start, T)
+    end
+    return gpt2_forward(self, x + positions:reshape(1, T, c.dim), start)
   end
-  x = embedding_rows(w["model.embed_tokens.weight"], tokens, ids):reshape(B, T, c.dim)
-  return llama_forward(self, x, start_pos)
+  return llama_forward(self, token_rows(w["model.embed_tokens.weight"], tokens, ids), start)
+end
+
+--- A decoding step as an execution plan (tcl.jit): step(tokens, start_pos) with tokens
+--  (batch, 1) gives forward's logits (batch, 1, vocab_size), and from its third call on replays
+--  one captured plan for every position (no scheduling, no compile: the position reaches the
+--  kernels as a one-element tensor). The logits are the plan's own buffer, overwritten by the
+--  next step: sample from them (or clone them) before calling again.
+function Model:decoder()
+  local fn = "transformer:decoder step"
+  local plan = jit.jit(function(tokens, start) return self:_logits(tokens, start) end)
+  return function(tokens, start_pos)
+    if not class.is_tensor(tokens) or not tokens.dtype.is_int or #tokens.shape ~= 2 or tokens.shape[1] ~= self.batch
+        or tokens.shape[2] ~= 1 then
+      fail(fn, "tokens must be an integer tensor of shape (%d, 1), got %s", self.batch,
+        class.is_tensor(tokens) and tokens.dtype.name .. " " .. shape_str(tokens.shape) or check.type_name(tokens))
+    end
+    if math.type(start_pos) ~= "integer" or start_pos < 1 or start_pos > self.config.max_context then
+      fail(fn, "start_pos must be an integer in 1..%d, got %s", self.config.max_context, value_str(start_pos))
+    end
+    return plan(tokens:cast("int32"), Tensor({ start_pos }, { dtype = "int32", device = self._device }))
+  end
 end
 
 --- The model's parameters by HF name ({ [name] = tensor }, the tensors themselves).
