@@ -144,10 +144,20 @@ local function write_gguf(sd, c, opts)
     add(values)
     local dims = {}
     for i = #t.shape, 1, -1 do dims[#dims + 1] = t.shape[i] end
-    local bytes = {}
-    for i, v in ipairs(flat) do bytes[i] = string.pack("<f", v) end
+    local bytes, type_name = {}, "F32"
+    if opts.q8_0 and opts.q8_0[name] then
+      -- Q8_0 blocks of 32 values along the rows: scale 2^-6 (float16 bits 0x2400), q = value * 64
+      type_name = "Q8_0"
+      for b = 0, #flat // 32 - 1 do
+        local q = {}
+        for j = 1, 32 do q[j] = math.tointeger(flat[b * 32 + j] * 64) end
+        bytes[#bytes + 1] = gguf.q8_0_block(0x2400, q)
+      end
+    else
+      for i, v in ipairs(flat) do bytes[i] = string.pack("<f", v) end
+    end
     if not (opts.drop and opts.drop == name) then
-      tensors[#tensors + 1] = { name = gguf_name(name), dims = dims, type = "F32", data = table.concat(bytes) }
+      tensors[#tensors + 1] = { name = gguf_name(name), dims = dims, type = type_name, data = table.concat(bytes) }
     end
   end
   if opts.extra then
@@ -216,6 +226,28 @@ describe("tcl.models.transformer", function()
     -- and the module's two row orders undo each other
     local q = llama_sd["model.layers.0.self_attn.q_proj.weight"]
     assert.are.equal(0, max_difference(q, transformer.rotary_rows_from_gguf(transformer.rotary_rows_to_gguf(q, 4), 4)))
+  end)
+
+  it("reads Q8_0 weights of a GGUF file, dequantized lazily, as the float weights they hold", function()
+    -- weights that Q8_0 holds exactly: multiples of 2^-6 in [-127, 127] * 2^-6
+    tcl.manual_seed(13)
+    local exact, q8 = {}, {}
+    for name, t in pairs(llama_sd) do
+      if t.shape[2] == 32 and not name:find("norm") then
+        exact[name] = (Tensor.randint(-127, 128, t.shape):float() * 2.0 ^ -6):realize()
+        q8[name] = true
+      else
+        exact[name] = t
+      end
+    end
+    local path = temp_path(".safetensors")
+    tcl.nn.state.safe_save(exact, path)
+    local hf = transformer.from_safetensors(path, LLAMA, { batch = 2 })
+    local model, _, infos = transformer.from_gguf(write_gguf(exact, LLAMA, { q8_0 = q8 }), { batch = 2 })
+    assert.are.equal("Q8_0", infos["blk.1.attn_q.weight"].type)
+    assert.is_not_nil(infos["blk.1.attn_q.weight"].blocks)
+    local a, b = generate_logits(hf), generate_logits(model)
+    assert.is_true(max_difference(a, b) < 1e-4 * math.max(1, a:abs():max():item()))
   end)
 
   it("ties lm_head to the token embedding when a GGUF file has no output.weight", function()
