@@ -58,6 +58,10 @@ local sample_opts = { temperature = number_arg("temperature") or 0, top_k = numb
 local ok, why = pcall(sampling.options, sample_opts)
 if not ok then usage_error("%s", (tostring(why):gsub("^.-sampling%.sample: ", ""))) end
 tcl.manual_seed(number_arg("seed", true) or 0)
+if args.prompt and args.tokens then usage_error("give --prompt or --tokens, not both") end
+if args.prompt and not (args.checkpoint or ""):match("%.gguf$") then
+  usage_error("--prompt needs a GGUF checkpoint with a tokenizer; give --tokens")
+end
 
 -- the model
 local model, tokenizer
@@ -81,7 +85,6 @@ print(string.format("%s: %d layers, dim %d, %d heads (%d kv), vocab %d, %.1fM pa
 
 -- the prompt
 local prompt = {}
-if args.prompt and args.tokens then usage_error("give --prompt or --tokens, not both") end
 if args.prompt then
   if not tokenizer then usage_error("--prompt needs a GGUF checkpoint with a tokenizer; give --tokens") end
   prompt = tokenizer:encode(args.prompt)
