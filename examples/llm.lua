@@ -11,8 +11,8 @@
 -- GGUF checkpoint (llama) brings its configuration and its tokenizer, so --prompt takes text
 -- and the output is decoded. Prints the generated ids (and text) and the speed of the prompt
 -- and of the decoding separately. --temperature 0 (the default) is greedy.
-local transformer = require "tcl.models.transformer"
-local sampling = require "tcl.models.sampling"
+local transformer = tcl.models.transformer
+local sampling = tcl.models.sampling
 
 local USAGE = "usage: tcl examples/llm.lua [--arch gpt2|llama] [--checkpoint file.safetensors|file.gguf] "
   .. "[--prompt TEXT|--tokens 1,2,3] [--n N] [--temperature T] [--top-k K] [--top-p P] [--seed S]"
