@@ -276,6 +276,11 @@ describe("tcl.models.transformer", function()
       parts[#parts + 1] = logits:clone():realize() -- the plan's buffer is overwritten by the next step
     end
     assert.is_true(max_difference(direct, Tensor.cat(parts, 2)) < 1e-5)
+    -- later positions replay the plan: no kernel is compiled or even looked up
+    local before = tcl.kernel_cache.stats()
+    for position = 9, 11 do step(Tensor({ { 1 }, { 2 } }, { dtype = "int32" }), position):realize() end
+    local after = tcl.kernel_cache.stats()
+    assert.are.same({ before.hits, before.misses }, { after.hits, after.misses })
     assert.error_matches(function() step(Tensor({ { 1 } }, { dtype = "int32" }), 9) end,
       "transformer:decoder step: tokens must be an integer tensor of shape (2, 1), got int32 (1, 1)", 1, true)
     assert.error_matches(function() step(Tensor({ { 1 }, { 2 } }, { dtype = "int32" }), 17) end,
