@@ -287,6 +287,22 @@ describe("tcl.models.transformer", function()
       "transformer:decoder step: start_pos must be an integer in 1..16, got 17", 1, true)
   end)
 
+  it("sizes the KV cache by reset's context: the same logits, positions past it refused", function()
+    local model = transformer.from_safetensors(gpt2_path, GPT2, { batch = 2 })
+    local full = generate_logits(model):realize()
+    local step = model:decoder()
+    model:reset({ context = 8 })
+    assert.are.equal(8, model:context())
+    assert.is_true(max_difference(full, generate_logits(model)) < 1e-5)
+    assert.error_matches(function() model:forward(Tensor({ { 1 }, { 2 } }, { dtype = "int32" }), 9) end,
+      "transformer:forward: positions 9..9 are past the context of 8", 1, true)
+    assert.error_matches(function() step(Tensor({ { 1 }, { 2 } }, { dtype = "int32" }), 1) end,
+      "transformer:decoder step: the model was reset to another context since this decoder was made", 1, true)
+    assert.error_matches(function() model:reset({ context = 17 }) end,
+      "transformer:reset: context must be an integer in 1..16 (max_context), got 17", 1, true)
+    assert.error_matches(function() model:reset({ size = 1 }) end, "transformer:reset: unknown option 'size'", 1, true)
+  end)
+
   it("lists HF's parameters and builds random models of any configuration", function()
     local names = {}
     for _, p in ipairs(transformer.parameters(LLAMA)) do names[#names + 1] = p.name end
@@ -393,7 +409,8 @@ describe("tcl.models.transformer", function()
     refuses(Tensor({ { 1.5 } }), 1, "tokens must be an integer tensor, got float32")
     refuses(Tensor({ 1, 2 }, { dtype = "int32" }), 1, "tokens must have shape (1, T) (batch, positions), got (2,)")
     refuses(Tensor({ { 1 } }, { dtype = "int32" }), 0, "start_pos must be a positive integer (1-based), got 0")
-    refuses(Tensor({ { 1, 2 } }, { dtype = "int32" }), 16, "positions 16..17 are past max_context 16")
+    refuses(Tensor({ { 1, 2 } }, { dtype = "int32" }), 16,
+      "positions 16..17 are past the context of 16 (max_context, or reset's context)")
     refuses(Tensor({ { 1, 50 } }, { dtype = "int32" }), 1, "token 50 (entry 2) is outside 0..49")
   end)
 end)

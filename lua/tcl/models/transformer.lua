@@ -429,14 +429,31 @@ end
 -- ---------------------------------------------------------------------------------------
 -- the forward pass
 
---- Forgets the KV cache (a new sequence starts at position 1).
-function Model:reset()
+--- Forgets the KV cache: a new sequence starts at position 1. opts.context (default
+--  max_context) sizes the cache, the last position a sequence may reach: every decoding step
+--  reads and writes the whole cache (tcl.models.kv_cache), so a generation that needs fewer
+--  positions costs less with a smaller one. When the size stays, the cache is zeroed in place
+--  and decoders made before keep working; a new size makes new buffers (make a new decoder).
+function Model:reset(opts)
+  local fn = "transformer:reset"
   local c = self.config
+  opts = check.options(fn, opts, { context = true })
+  local context = opts.context == nil and c.max_context or opts.context
+  if math.type(context) ~= "integer" or context < 1 or context > c.max_context then
+    fail(fn, "context must be an integer in 1..%d (max_context), got %s", c.max_context, value_str(context))
+  end
+  if self._cache and self._cache.max_context == context then
+    self._cache:reset()
+    return
+  end
   local embed = self.weights[c.arch == "gpt2" and "wte.weight" or "model.embed_tokens.weight"]
   self._device = embed.device
   self._cache = kv_cache.new({ n_layers = c.n_layers, batch = self.batch, kv_heads = c.n_kv_heads,
-    max_context = c.max_context, head_dim = c.head_dim, device = embed.device })
+    max_context = context, head_dim = c.head_dim, device = embed.device })
 end
+
+--- The last position the KV cache holds (max_context, or reset's context).
+function Model:context() return self._cache.max_context end
 
 -- x (.., in) times a Conv1D weight (in, out) plus its bias.
 local function conv1d(x, w, b) return x:matmul(w) + b end
@@ -499,7 +516,7 @@ local function attention(self, layer, q, k, v, start)
   local B, T = q.shape[1], q.shape[3]
   cache:write(layer, k, v, start)
   -- the positions seen: up to the last query's (any, when the position is on the device)
-  local keys, values = cache:read(layer, class.is_tensor(start) and c.max_context or start + T - 1)
+  local keys, values = cache:read(layer, class.is_tensor(start) and cache.max_context or start + T - 1)
   local S = keys.shape[3]
   local group = c.n_heads // c.n_kv_heads
   if group > 1 then -- each key/value head serves `group` query heads (a view, no copy)
@@ -571,8 +588,9 @@ function Model:forward(tokens, start_pos)
     fail(fn, "start_pos must be a positive integer (1-based), got %s", value_str(start_pos))
   end
   local T = s[2]
-  if start_pos + T - 1 > c.max_context then
-    fail(fn, "positions %d..%d are past max_context %d", start_pos, start_pos + T - 1, c.max_context)
+  if start_pos + T - 1 > self:context() then
+    fail(fn, "positions %d..%d are past the context of %d (max_context, or reset's context)", start_pos,
+      start_pos + T - 1, self:context())
   end
   if T == 1 then -- the position on the device: the same kernels for every position
     return self:_logits(tokens, Tensor({ start_pos }, { dtype = "int32", device = self._device }))
@@ -615,14 +633,18 @@ end
 function Model:decoder()
   local fn = "transformer:decoder step"
   local plan = jit.jit(function(tokens, start) return self:_logits(tokens, start) end)
+  local cache = self._cache -- the buffers the plan writes and reads
   return function(tokens, start_pos)
+    if self._cache ~= cache then
+      fail(fn, "the model was reset to another context since this decoder was made: make a new one")
+    end
     if not class.is_tensor(tokens) or not tokens.dtype.is_int or #tokens.shape ~= 2 or tokens.shape[1] ~= self.batch
         or tokens.shape[2] ~= 1 then
       fail(fn, "tokens must be an integer tensor of shape (%d, 1), got %s", self.batch,
         class.is_tensor(tokens) and tokens.dtype.name .. " " .. shape_str(tokens.shape) or check.type_name(tokens))
     end
-    if math.type(start_pos) ~= "integer" or start_pos < 1 or start_pos > self.config.max_context then
-      fail(fn, "start_pos must be an integer in 1..%d, got %s", self.config.max_context, value_str(start_pos))
+    if math.type(start_pos) ~= "integer" or start_pos < 1 or start_pos > cache.max_context then
+      fail(fn, "start_pos must be an integer in 1..%d, got %s", cache.max_context, value_str(start_pos))
     end
     return plan(tokens:cast("int32"), Tensor({ start_pos }, { dtype = "int32", device = self._device }))
   end
