@@ -91,6 +91,11 @@ describe("tcl.models.sampling", function()
     assert_distribution(normalized({ 0, 0.5, 0.15, 0.3 }), frequencies({ top_p = 0.9 }))
     -- p below the largest probability: that token alone
     assert.are.same({ 0, 1, 0, 0 }, frequencies({ top_p = 0.2 }))
+    -- a mass that reaches p exactly is enough: probabilities 0.5, 0.25, 0.25 (exact in float32)
+    -- and p = 0.5 keep the first token alone
+    tcl.manual_seed(4)
+    local ids = sampling.sample(logits_rows({ 0.5, 0.25, 0.25 }, 500), { top_p = 0.5 }):tolist()
+    for _, id in ipairs(ids) do assert.are.equal(0, id) end
     -- after top_k: the mass among the kept tokens (0.5 and 0.3 renormalized: 0.625, 0.375)
     assert_distribution(normalized({ 0, 0.5, 0, 0 }), frequencies({ top_k = 2, top_p = 0.6 }))
     assert_distribution(normalized({ 0, 0.5, 0, 0.3 }), frequencies({ top_k = 2, top_p = 0.7 }))
