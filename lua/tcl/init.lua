@@ -73,6 +73,12 @@ local tcl = {
   -- tokenizers from a GGUF vocabulary: tcl.tokenizer.from_metadata (lua/tcl/api/tokenizer.lua;
   -- loaded on first use, with its Unicode tables)
   tokenizer = setmetatable({}, { __index = function(_, k) return require("tcl.api.tokenizer")[k] end }),
+  -- language models (lua/tcl/models, each loaded on first use): tcl.models.transformer (GPT-2 and
+  -- LLaMA, HF's parameter names, safetensors and GGUF checkpoints), tcl.models.sampling (greedy,
+  -- temperature, top-k, top-p), tcl.models.kv_cache
+  models = setmetatable({}, { __index = function(_, k)
+    if k == "transformer" or k == "sampling" or k == "kv_cache" then return require("tcl.models." .. k) end
+  end }),
   -- kernel opts: tcl.set_heuristic(fn | "file.lua" | nil) replaces the default heuristic for the
   -- kernels compiled from then on (docs/guide/optimization.md)
   set_heuristic = fixed("set_heuristic", require("tcl.codegen.driver.optimize").set_heuristic),
