@@ -108,7 +108,7 @@ local function next_token(logits)
   return sampling.sample(logits:narrow(2, logits.shape[2], 1):reshape(1, c.vocab_size), sample_opts)
 end
 
--- a KV cache for the positions this generation reaches (each decoding step touches all of it)
+-- a KV cache for the positions this generation reaches
 model:reset({ context = #prompt + n_new })
 -- the prompt in one batch
 local t0 = tcl.clock()

@@ -296,6 +296,8 @@ local function map_arg(arg, map)
   return arg
 end
 
+local function arg_of(node) return node.arg end
+
 -- Whether an arg holds a node (a symbolic size) anywhere.
 local function holds_node(arg)
   if is_uop(arg) then return true end
@@ -316,38 +318,50 @@ end
 --- The graph of sink with every bound size unbound (BIND -> its DEFINE_VAR), and the values:
 -- { [variable name] = value }, { [variable name] = DEFINE_VAR node }, and the buffers read
 -- in a shape of variables larger than they are: { [BUFFER node] = the largest numel } (the
--- caller stages each in a buffer of that size). Two values for one variable in one graph are
--- an error. Returns sink itself (and empty tables) when the graph holds no symbolic size.
+-- caller stages each in a buffer of that size). A variable bound to two values in one graph
+-- is replaced by its values there (constants: that graph's plan and kernels are its own).
+-- Returns sink itself (and empty tables) when the graph holds no symbolic size.
 function M.unbind(sink)
   local values, vars, widen = {}, {}, {}
   if not M.in_use then return sink, values, vars, widen end
-  local replaced, any = {}, false
   local order = sink:toposort()
+  -- first the bindings: a variable bound to two values in one graph (two decoding steps built
+  -- before either ran) is planned with its values as constants, that graph only
+  local holding, twice = {}, {}
   for _, node in ipairs(order) do
     local arg = node.arg
-    if type(arg) == "table" or is_uop(arg) then
-      if holds_node(arg) then
-        local map = {}
-        for _, leaf in ipairs(arg_leaves(arg, {})) do
-          local var = variable_of(leaf)
-          local name = var.arg[1]
-          local known = vars[name]
-          if known and known ~= var then
-            error(string.format("realize: two variables named %s with different ranges in one graph", name), 0)
-          end
-          vars[name] = var
-          if leaf.op == "BIND" then
-            local v = leaf.src[2].arg
-            if values[name] and values[name] ~= v then
-              error(string.format("realize: variable %s is bound to %d and to %d in one graph", name, values[name], v),
-                0)
-            end
-            values[name] = v
-            map[leaf] = var
-          end
+    if (type(arg) == "table" or is_uop(arg)) and holds_node(arg) then
+      local leaves = arg_leaves(arg, {})
+      holding[node] = leaves
+      for _, leaf in ipairs(leaves) do
+        local var = variable_of(leaf)
+        local name = var.arg[1]
+        local known = vars[name]
+        if known and known ~= var then
+          error(string.format("realize: two variables named %s with different ranges in one graph", name), 0)
         end
-        if next(map) then replaced[node] = map_arg(arg, map); any = true end
+        vars[name] = var
+        if leaf.op == "BIND" then
+          local v = leaf.src[2].arg
+          if values[name] and values[name] ~= v then twice[name] = true end
+          values[name] = v
+        end
       end
+    end
+  end
+  for name in pairs(twice) do values[name], vars[name] = nil, nil end
+  local replaced, any = {}, false
+  for _, node in ipairs(order) do
+    local leaves = holding[node]
+    if leaves then
+      local map = {}
+      for _, leaf in ipairs(leaves) do
+        if leaf.op == "BIND" then
+          local name = leaf.src[1].arg[1]
+          map[leaf] = twice[name] and leaf.src[2] or leaf.src[1]
+        end
+      end
+      if next(map) then replaced[node] = map_arg(arg_of(node), map); any = true end
     end
   end
   if not any then return sink, values, vars, widen end

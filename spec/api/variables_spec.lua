@@ -154,9 +154,9 @@ describe("variable sizes", function()
     helper.fails_with("may fall outside dim 1 of size 40", function() return x[{ { 1, 40 } }][{ { 1, t } }] end)
     helper.fails_with("cannot reshape (68,) (68 elements) to (4, n=5)",
       function() return Tensor.arange(68):reshape(4, t) end)
-    helper.fails_with("variable n is bound to 5 and to 6 in one graph", function()
-      return (x[{ { 1, t } }]:sum(1) + x[{ { 1, T:bind(6) } }]:sum(1)):tolist()
-    end)
+    -- one variable bound to two values in one graph: planned with the values (no plan reuse)
+    close((x[{ { 1, t } }]:sum(1) + x[{ { 1, T:bind(6) } }]:sum(1)):tolist(),
+      (x[{ { 1, 5 } }]:sum(1) + x[{ { 1, 6 } }]:sum(1)):tolist())
     helper.fails_with("a window with a variable start or stop takes step 1",
       function() return x[{ { 1, t, 2 } }] end)
     helper.fails_with("size must be an integer or a variable size",

@@ -287,6 +287,27 @@ describe("tcl.models.transformer", function()
       "transformer:decoder step: start_pos must be an integer in 1..16, got 17", 1, true)
   end)
 
+  it("decodes a batch of one on its token and position variables: one plan, the embedding row a slice", function()
+    local model = transformer.from_safetensors(gpt2_path, GPT2)
+    local prompt, decoded = { PROMPT[1] }, DECODED[1]
+    local parts = { model:forward(Tensor(prompt, { dtype = "int32" }), 1):realize() }
+    for i = 1, 3 do parts[#parts + 1] = model:forward(Tensor({ { decoded[i] } }, { dtype = "int32" }), 5 + i) end
+    local direct = Tensor.cat(parts, 2):realize()
+    model:reset()
+    local step = model:decoder()
+    parts = { model:forward(Tensor(prompt, { dtype = "int32" }), 1):realize() }
+    for i = 1, 3 do
+      parts[#parts + 1] = step(Tensor({ { decoded[i] } }, { dtype = "int32" }), 5 + i):clone():realize()
+    end
+    assert.is_true(max_difference(direct, Tensor.cat(parts, 2)) < 1e-5)
+    local before = tcl.kernel_cache.stats()
+    for position = 9, 12 do step(Tensor({ { position * 3 } }, { dtype = "int32" }), position):realize() end
+    local after = tcl.kernel_cache.stats()
+    assert.are.same({ before.hits, before.misses }, { after.hits, after.misses })
+    assert.error_matches(function() step(Tensor({ { 50 } }, { dtype = "int32" }), 13) end,
+      "transformer:decoder step: token 50 is outside 0..49", 1, true)
+  end)
+
   it("sizes the KV cache by reset's context: the same logits, positions past it refused", function()
     local model = transformer.from_safetensors(gpt2_path, GPT2, { batch = 2 })
     local full = generate_logits(model):realize()
@@ -426,12 +447,15 @@ describe("tcl.models.kv_cache", function()
     assert.are.same({ { { { 0, 0, 0 }, { 1, 2, 3 }, { 4, 5, 6 }, { 9, 9, 9 } },
       { { 0, 0, 0 }, { 7, 8, 9 }, { 10, 11, 12 }, { 9, 9, 9 } } } }, keys:tolist())
     assert.are.equal(-9, values:tolist()[1][1][4][1])
-    assert.are.same({ { { { 0, 0, -math.huge, -math.huge }, { 0, 0, 0, -math.huge } } } }, cache:mask(2, 2):tolist())
-    -- a position on the device (decoding: one kernel for every position)
-    local at = Tensor({ 3 }, { dtype = "int32" })
+    -- queries at 2 and 3 against the keys read for them, positions 1..3
+    assert.are.same({ { { { 0, 0, -math.huge }, { 0, 0, 0 } } } }, cache:mask(2, 2):tolist())
+    -- a position variable (decoding: one kernel for every position), read up to that position
+    local at = cache.position:bind(3)
     cache:write(1, Tensor.full({ 1, 2, 1, 3 }, 5.0), Tensor.full({ 1, 2, 1, 3 }, 6.0), at)
     assert.are.same({ 0, 0, 5, 0 }, cache:read(1, 4):narrow(2, 1, 1):narrow(4, 1, 1):reshape(4):tolist())
-    assert.are.same(cache:mask(3, 1):tolist(), cache:mask(at, 1):tolist())
+    local seen = cache:read(1, at)
+    assert.are.same({ 0, 0, 5 }, seen:narrow(2, 1, 1):narrow(4, 1, 1):reshape(at):tolist())
+    assert.is_nil(cache:mask(at, 1)) -- one query sees every key read
     cache:reset()
     assert.are.equal(0, cache:read(2, 4):abs():sum():item())
   end)
@@ -450,9 +474,12 @@ describe("tcl.models.kv_cache", function()
     refuses(function() cache:write(1, k, "v", 1) end, "kv_cache:write: v must be a tensor, got string")
     refuses(function() cache:write(1, k, k, 5) end, "kv_cache:write: positions 5..5 are past max_context 4")
     refuses(function() cache:write(1, k, k, 0) end, "kv_cache:write: start must be a positive integer, got 0")
-    refuses(function() cache:write(1, Tensor.zeros(1, 2, 2, 3), Tensor.zeros(1, 2, 2, 3), Tensor({ 1 })) end,
-      "kv_cache:write: start must be a number, or for one position a one-element integer tensor, got a tensor "
-      .. "of dtype int32 and shape (1,) for 2 positions")
+    refuses(function()
+      cache:write(1, Tensor.zeros(1, 2, 2, 3), Tensor.zeros(1, 2, 2, 3), cache.position:bind(1))
+    end, "kv_cache:write: start must be an integer, or for one position the cache's position variable bound to a "
+      .. "value, got the size position=1 for 2 positions")
+    refuses(function() cache:write(1, k, k, Tensor({ 1 })) end,
+      "kv_cache:write: start must be a positive integer, got Tensor")
     refuses(function() cache:read(1, 5) end, "kv_cache:read: positions 1..5 are past max_context 4")
     refuses(function() cache:mask(1, 0) end, "kv_cache:mask: T must be a positive integer, got 0")
   end)

@@ -123,7 +123,10 @@ function M.dequantize(raw, type_name, shape)
   if not class.is_tensor(raw) or raw.dtype ~= dtypes.uint8 or #raw._shape ~= 2 then
     fail("gguf.dequantize", "expected the raw blocks as a uint8 tensor {blocks, bytes}")
   end
-  return f(raw):reshape(check.copy(shape))
+  local weight = f(raw):reshape(check.copy(shape))
+  -- recomputed where it is used, never stored as floats by tcl.jit's warm-up (tcl.api.jit)
+  rawset(weight, "_recompute", true)
+  return weight
 end
 
 -- ---------------------------------------------------------------------------------------

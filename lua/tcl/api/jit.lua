@@ -148,8 +148,10 @@ local function warm_up(fn, ...)
   if not out[1] then error(out[2], 0) end
   local by_device = {}
   for t in pairs(watch.used) do
-    if not reads_a_buffer(t) then
-      local base = rawget(t, "_view_base")
+    -- a tensor marked to be recomputed where it is used (a weight dequantized inside the
+    -- matmuls that read its blocks, tcl.api.gguf), or a view of one, stays lazy
+    local base = rawget(t, "_view_base")
+    if not reads_a_buffer(t) and not rawget(t, "_recompute") and not (base and rawget(base, "_recompute")) then
       if base then
         views.settle(t, base, tensor.realize_all, buffers.viewed)
       else

@@ -217,11 +217,11 @@ function M.expand(x, ...)
     if s == -1 then
       if old == nil then ok = false end
       target[i] = old or -1
-    elseif s < 0 then
+    elseif not is_symbolic(s) and s < 0 then
       ok = false
       target[i] = s
     else
-      if old ~= nil and old ~= 1 and old ~= s then ok = false end
+      if old ~= nil and old ~= 1 and not variables.equal(old, s) then ok = false end
       target[i] = s
     end
   end

@@ -6,27 +6,18 @@
 --                                head_dim = 64 })
 --   cache:write(layer, k, v, start)         -- k, v (batch, kv_heads, T, head_dim) at start..
 --   local keys, values = cache:read(layer, length)
---   scores = scores + cache:mask(start, T)  -- additive, (1, 1, T, keys:size(3))
+--   local mask = cache:mask(start, T)       -- additive (1, 1, T, keys:size(3)); nil for T = 1
 --
--- start, the 1-based position of the chunk's first entry, is a number, or for a chunk of one
--- position (decoding) also a one-element int32 tensor holding it: the same kernels then serve
--- every position, and a plan (tcl.jit) captured with it replays for any position.
---
--- Every access to the cache goes through this module, so that a variable-offset slice assign
--- (issue 37's `cache[{pos, pos}] = kv`) replaces it without touching the model. Until then:
---   * a write of one position (decoding) is `cache:assign(where(position == start, k, cache))`,
---     with start on the device (a number becomes a one-element tensor made from host memory):
---     one kernel for every position (no compile after the first token), but it reads and
---     writes the whole buffer of every layer, 2 * n_layers * batch * kv_heads * max_context *
---     head_dim values per token in each direction;
---   * a write of several positions (a prompt) pads the chunk to the buffer's length at its
---     offset (a kernel per offset and length: a prompt is processed once);
---   * read returns the whole buffer, and mask hides the keys after each query's position
---     (unwritten ones included) with -inf, so the attention kernels too have one shape for
---     every position; length only bounds what the caller may see.
+-- start, the 1-based position of the chunk's first entry, is an integer, or a bound size of the
+-- cache's position variable (`cache.position:bind(n)`, tcl.var): a write is a slice assignment
+-- at that position and a read a slice of the positions 1 .. start + T - 1, views of the one
+-- buffer, so a decoding step touches only its own position and the positions it attends to,
+-- and with the variable its kernels (and a tcl.jit plan of the step) serve every position.
+-- Every access to the cache goes through this module.
 local check = require "tcl.api.check"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
+local variables = require "tcl.variables"
 
 local fail = check.fail
 local M = {}
@@ -57,9 +48,8 @@ function M.new(opts)
     self.keys[layer] = Tensor.zeros(shape, { dtype = self.dtype, device = self.device }):realize()
     self.values[layer] = Tensor.zeros(shape, { dtype = self.dtype, device = self.device }):realize()
   end
-  -- the buffer's positions, 1-based, shaped to broadcast against it
-  self.positions = Tensor.arange(1, self.max_context + 1, { dtype = "int32", device = self.device })
-    :reshape(1, 1, self.max_context, 1)
+  -- the position of a decoding step, bound per call (tcl.var): one plan for every position
+  self.position = variables.new("position", 1, self.max_context)
   return self
 end
 
@@ -69,13 +59,6 @@ local function layer_arg(self, fn, layer)
       math.type(layer) and tostring(layer) or check.type_name(layer))
   end
   return layer
-end
-
--- start as a one-element int32 tensor (1, 1, 1, 1): a number becomes one made from host memory
--- (a kernel reading it is the same kernel whatever the number is).
-local function device_start(self, start)
-  if class.is_tensor(start) then return start:cast("int32"):reshape(1, 1, 1, 1) end
-  return Tensor({ start }, { dtype = "int32", device = self.device }):reshape(1, 1, 1, 1)
 end
 
 local function chunk_arg(self, fn, what, t, length)
@@ -89,12 +72,12 @@ local function chunk_arg(self, fn, what, t, length)
   return t
 end
 
--- Checks start (a number, or with count 1 a one-element integer tensor) and the positions.
+-- Checks start (an integer, or for one position a bound size of self.position) and the positions.
 local function range_arg(self, fn, start, count)
-  if class.is_tensor(start) then
-    if count ~= 1 or not start.dtype.is_int or start:numel() ~= 1 then
-      fail(fn, "start must be a number, or for one position a one-element integer tensor, got a tensor of "
-        .. "dtype %s and shape %s for %d positions", start.dtype.name, check.shape_str(start.shape), count)
+  if variables.is_symbolic(start) then
+    if count ~= 1 or variables.max(start) > self.max_context or variables.min(start) < 1 then
+      fail(fn, "start must be an integer, or for one position the cache's position variable bound to a value, "
+        .. "got the size %s for %d positions", variables.format(start), count)
     end
     return
   end
@@ -107,7 +90,8 @@ local function range_arg(self, fn, start, count)
 end
 
 --- Stores k and v (batch, kv_heads, T, head_dim) at positions start .. start + T - 1 of
---  layer's buffers (lazily: the next realize writes them, before anything reading them).
+--  layer's buffers, in place (lazily: the next realize writes them, before anything that reads
+--  them).
 function M:write(layer, k, v, start)
   local fn = FN .. ":write"
   layer_arg(self, fn, layer)
@@ -115,39 +99,34 @@ function M:write(layer, k, v, start)
   local count = k.shape[3]
   chunk_arg(self, fn, "v", v, count)
   range_arg(self, fn, start, count)
-  local keys, values = self.keys[layer], self.values[layer]
-  if count == 1 then
-    local here = self.positions:eq(device_start(self, start))
-    keys:assign(here:where(k:cast(self.dtype), keys))
-    values:assign(here:where(v:cast(self.dtype), values))
-  else
-    local before, after = start - 1, self.max_context - (start - 1 + count)
-    local padding = { { 0, 0 }, { 0, 0 }, { before, after }, { 0, 0 } }
-    local inside = self.positions:ge(start):logical_and(self.positions:lt(start + count))
-    keys:assign(inside:where(k:cast(self.dtype):pad(padding), keys))
-    values:assign(inside:where(v:cast(self.dtype):pad(padding), values))
-  end
+  local window = { {}, {}, { start, variables.add(start, count - 1) } }
+  self.keys[layer][window] = k:cast(self.dtype)
+  self.values[layer][window] = v:cast(self.dtype)
 end
 
---- The keys and values of layer for positions 1 .. length (at least): today the whole buffers
---  (batch, kv_heads, max_context, head_dim); mask hides what lies past each query.
+--- The keys and values of layer for positions 1 .. length (an integer, or a size of the
+--  position variable): views (batch, kv_heads, length, head_dim) of the buffers.
 function M:read(layer, length)
   local fn = FN .. ":read"
   layer_arg(self, fn, layer)
-  range_arg(self, fn, 1, positive_integer(fn, "length", length))
-  return self.keys[layer], self.values[layer]
+  if not variables.is_symbolic(length) then
+    range_arg(self, fn, 1, positive_integer(fn, "length", length))
+  end
+  local window = { {}, {}, { 1, length } }
+  return self.keys[layer][window], self.values[layer][window]
 end
 
---- The additive mask (1, 1, T, S) for queries at start .. start + T - 1 against the S keys
---  read returns: 0 where the key's position is at most the query's, -inf elsewhere.
+--- The additive mask (1, 1, T, start + T - 1) for queries at start .. start + T - 1 against
+--  the keys read returns: 0 where the key's position is at most the query's, -inf elsewhere;
+--  nil for one query (it sees every key read).
 function M:mask(start, count)
   local fn = FN .. ":mask"
   range_arg(self, fn, start, positive_integer(fn, "T", count))
-  -- the queries' positions from start on the device, so that a decoding step's kernel is one
-  local queries = Tensor.arange(0, count, { dtype = "int32", device = self.device }):reshape(1, 1, count, 1)
-    :add(device_start(self, start))
-  local keys = self.positions:reshape(1, 1, 1, self.max_context)
-  return keys:le(queries):where(0.0, -math.huge)
+  if count == 1 then return nil end
+  local length = variables.add(start, count - 1)
+  -- row i (the query at start + i - 1) sees columns 1 .. start + i - 1: col - row <= start - 1
+  local seen = Tensor.ones(count, length, { dtype = "bool", device = self.device }):tril(variables.sub(start, 1))
+  return seen:where(0.0, -math.huge):reshape(1, 1, count, length)
 end
 
 --- Forgets every position (zeros the buffers).

@@ -33,13 +33,17 @@
 -- self_attn.rotary_emb.inv_freq, GPT-2's lm_head.weight, a copy of wte) are skipped.
 --
 -- The KV cache (tcl.models.kv_cache) is the only state a forward call changes; every access to
--- it is a call of that module, which a variable-offset slice assign will replace.
+-- it is a call of that module. A decoding step (one position) runs on variables (tcl.var): the
+-- cache's position variable, and for a batch of one the token's, which picks its embedding row
+-- as a slice (no scan of the table); its kernels, and the plan of model:decoder(), serve every
+-- position and token. A prompt (several positions) is planned for its positions and ids.
 local check = require "tcl.api.check"
 local class = require "tcl.api.class"
 local Tensor = require "tcl.api.tensor"
 local state = require "tcl.api.state"
 local jit = require "tcl.api.jit"
 local kv_cache = require "tcl.models.kv_cache"
+local variables = require "tcl.variables"
 
 local fail, shape_str = check.fail, check.shape_str
 local M = {}
@@ -262,7 +266,9 @@ function M.new(config, sd, opts)
   for _, w in ipairs(wrong) do problems[#problems + 1] = w end
   if #problems > 0 then fail(fn, "%s", table.concat(problems, "; ")) end
 
-  local model = setmetatable({ config = c, weights = weights, batch = batch }, Model)
+  -- the token of a decoding step of a batch of one, as the 1-based row of the embedding
+  local model = setmetatable({ config = c, weights = weights, batch = batch,
+    _token = variables.new("token", 1, c.vocab_size) }, Model)
   model:reset()
   return model
 end
@@ -430,10 +436,10 @@ end
 -- the forward pass
 
 --- Forgets the KV cache: a new sequence starts at position 1. opts.context (default
---  max_context) sizes the cache, the last position a sequence may reach: every decoding step
---  reads and writes the whole cache (tcl.models.kv_cache), so a generation that needs fewer
---  positions costs less with a smaller one. When the size stays, the cache is zeroed in place
---  and decoders made before keep working; a new size makes new buffers (make a new decoder).
+--  max_context) sizes the cache, the last position a sequence may reach (its memory:
+--  2 * n_layers * batch * n_kv_heads * context * head_dim values). When the size stays, the
+--  cache is zeroed in place and decoders made before keep working; a new size makes new
+--  buffers (make a new decoder).
 function Model:reset(opts)
   local fn = "transformer:reset"
   local c = self.config
@@ -463,12 +469,16 @@ local function linear(x, w) return x:matmul(w:transpose(1, 2)) end
 local function layer_norm(x, w, b, eps) return x:layernorm(-1, eps) * w + b end
 local function rms_norm(x, w, eps) return x * x:square():mean(-1, true):add(eps):rsqrt() * w end
 
--- The token embeddings (B, T, D) of tokens (B, T). One position (decoding): a one-hot product
--- on the device, the same kernel for every id (it scans the whole table: vocab * dim per
--- token); several (a prompt): ids, the tokens read to the host, as views of rows (no scan per
--- id, but kernels that depend on the ids).
+-- The token embeddings (B, T, D) of tokens (B, T), or of the token variable bound to id + 1
+-- (decoding, batch 1: a slice of one row). One position of a larger batch: a one-hot product on
+-- the device (it scans the whole table: vocab * dim per token); several (a prompt): ids, the
+-- tokens read to the host, as views of rows (no scan per id, but kernels that depend on the ids).
 local function token_rows(weight, tokens, ids)
-  local B, T, D = tokens.shape[1], tokens.shape[2], weight.shape[2]
+  local D = weight.shape[2]
+  if variables.is_symbolic(tokens) then -- the token variable, bound to the id + 1: its row
+    return weight[{ { tokens, tokens } }]:reshape(1, 1, D)
+  end
+  local B, T = tokens.shape[1], tokens.shape[2]
   if T == 1 then return weight:index_select(1, tokens:reshape(B):cast("int32") + 1):reshape(B, 1, D) end
   local rows = {}
   for i, id in ipairs(ids) do rows[i] = weight:narrow(1, id + 1, 1) end
@@ -478,7 +488,7 @@ end
 -- cos and sin (T, head_dim) of HF's rotary embedding at 0-based positions start - 1 .. start +
 -- T - 2, in float32 as HF computes them: inv_freq = rope_theta^(-2i / head_dim) rounded to
 -- float32, angle = position * inv_freq, the angles of dims i and i + head_dim/2 the same. start
--- is a number or (T = 1) a one-element int32 tensor.
+-- is an integer or (T = 1) the bound position variable.
 local function rotary_tables(self, start, count)
   local c = self.config
   if self._inv_freq == nil then
@@ -488,13 +498,8 @@ local function rotary_tables(self, start, count)
     end
     self._inv_freq = Tensor({ list }, { dtype = "float32", device = self._device }):realize()
   end
-  local positions
-  if class.is_tensor(start) then
-    positions = start:reshape(1, 1):cast("float32") - 1
-  else
-    positions = Tensor.arange(start - 1, start - 1 + count, { dtype = "float32", device = self._device })
-      :reshape(count, 1)
-  end
+  local positions = (Tensor.arange(count, { dtype = "float32", device = self._device }) + variables.sub(start, 1))
+    :reshape(count, 1)
   local angles = positions * self._inv_freq
   angles = Tensor.cat({ angles, angles }, 2)
   return angles:cos(), angles:sin()
@@ -510,13 +515,13 @@ end
 local function heads_first(x, B, T, heads, hd) return x:reshape(B, T, heads, hd):permute(1, 3, 2, 4) end
 
 -- Attention of layer (1-based) for q (B, H, T, hd), k and v (B, KV, T, hd) from position start
--- (a number, or a one-element int32 tensor when T = 1): (B, T, H * hd).
+-- (an integer, or the bound position variable when T = 1): (B, T, H * hd).
 local function attention(self, layer, q, k, v, start)
   local c, cache = self.config, self._cache
   local B, T = q.shape[1], q.shape[3]
   cache:write(layer, k, v, start)
-  -- the positions seen: up to the last query's (any, when the position is on the device)
-  local keys, values = cache:read(layer, class.is_tensor(start) and cache.max_context or start + T - 1)
+  -- the positions seen: up to the last query's
+  local keys, values = cache:read(layer, variables.add(start, T - 1))
   local S = keys.shape[3]
   local group = c.n_heads // c.n_kv_heads
   if group > 1 then -- each key/value head serves `group` query heads (a view, no copy)
@@ -525,18 +530,27 @@ local function attention(self, layer, q, k, v, start)
     values = values:reshape(B, c.n_kv_heads, 1, S, c.head_dim):expand(B, c.n_kv_heads, group, S, c.head_dim)
       :reshape(B, c.n_heads, S, c.head_dim)
   end
-  local scores = q:matmul(keys:transpose(3, 4)) * (1 / math.sqrt(c.head_dim)) + cache:mask(start, T)
+  local scores = q:matmul(keys:transpose(3, 4)) * (1 / math.sqrt(c.head_dim))
+  local mask = cache:mask(start, T)
+  if mask then scores = scores + mask end
   local out = scores:softmax(-1):matmul(values)
   return out:permute(1, 3, 2, 4):reshape(B, T, c.n_heads * c.head_dim)
 end
+
+-- A layer's input, stored: the layer's KV-cache writes are slice assignments, which run at once
+-- (tcl.api.tensor's assign into a view), each a schedule of its own; a lazy input would be
+-- computed again by each of them, the earlier layers included.
+local function layer_input(x) return x:realize() end
 
 local function gpt2_forward(self, x, start)
   local c, w = self.config, self.weights
   local B, T, D = x.shape[1], x.shape[2], c.dim
   for n = 0, c.n_layers - 1 do
     local p = "h." .. n .. "."
+    x = layer_input(x)
     local h = layer_norm(x, w[p .. "ln_1.weight"], w[p .. "ln_1.bias"], c.norm_eps)
-    local qkv = conv1d(h, w[p .. "attn.c_attn.weight"], w[p .. "attn.c_attn.bias"])
+    -- stored: the cache writes of k and v (each a schedule of its own) then read their columns
+    local qkv = conv1d(h, w[p .. "attn.c_attn.weight"], w[p .. "attn.c_attn.bias"]):realize()
     local q = heads_first(qkv:narrow(3, 1, D), B, T, c.n_heads, c.head_dim)
     local k = heads_first(qkv:narrow(3, D + 1, D), B, T, c.n_heads, c.head_dim)
     local v = heads_first(qkv:narrow(3, 2 * D + 1, D), B, T, c.n_heads, c.head_dim)
@@ -556,6 +570,7 @@ local function llama_forward(self, x, start)
   local cos, sin = rotary_tables(self, start, T)
   for n = 0, c.n_layers - 1 do
     local p = "model.layers." .. n .. "."
+    x = layer_input(x)
     local h = rms_norm(x, w[p .. "input_layernorm.weight"], c.norm_eps)
     local q = heads_first(linear(h, w[p .. "self_attn.q_proj.weight"]), B, T, c.n_heads, c.head_dim)
     local k = heads_first(linear(h, w[p .. "self_attn.k_proj.weight"]), B, T, c.n_kv_heads, c.head_dim)
@@ -592,9 +607,6 @@ function Model:forward(tokens, start_pos)
     fail(fn, "positions %d..%d are past the context of %d (max_context, or reset's context)", start_pos,
       start_pos + T - 1, self:context())
   end
-  if T == 1 then -- the position on the device: the same kernels for every position
-    return self:_logits(tokens, Tensor({ start_pos }, { dtype = "int32", device = self._device }))
-  end
   local ids = {}
   for _, row in ipairs(tokens:tolist()) do
     for _, id in ipairs(row) do ids[#ids + 1] = id end
@@ -604,22 +616,23 @@ function Model:forward(tokens, start_pos)
       fail(fn, "token %d (entry %d) is outside 0..%d", id, i, c.vocab_size - 1)
     end
   end
+  if T == 1 then -- on variables: the same kernels (and plan) for every position and token
+    local position = self._cache.position:bind(start_pos)
+    if self.batch == 1 then return self:_logits(self._token:bind(ids[1] + 1), position) end
+    return self:_logits(tokens, position)
+  end
   return self:_logits(tokens, start_pos, ids)
 end
 
--- The logits of tokens (B, T) from position start: a number (with ids, the tokens as a host
--- list), or for T = 1 a one-element int32 tensor (ids unused: everything stays on the device).
+-- The logits of tokens (B, T) from position start: an integer (with ids, the tokens as a host
+-- list), or for T = 1 the bound position variable, tokens then being (B, 1) on the device or,
+-- for a batch of one, the bound token variable.
 function Model:_logits(tokens, start, ids)
   local c, w = self.config, self.weights
-  local T = tokens.shape[2]
+  local T = variables.is_symbolic(tokens) and 1 or tokens.shape[2]
   if c.arch == "gpt2" then
     local x = token_rows(w["wte.weight"], tokens, ids)
-    local positions
-    if class.is_tensor(start) then
-      positions = w["wpe.weight"]:index_select(1, start:reshape(1):cast("int32"))
-    else
-      positions = w["wpe.weight"]:narrow(1, start, T)
-    end
+    local positions = w["wpe.weight"][{ { start, variables.add(start, T - 1) } }]
     return gpt2_forward(self, x + positions:reshape(1, T, c.dim), start)
   end
   return llama_forward(self, token_rows(w["model.embed_tokens.weight"], tokens, ids), start)
@@ -627,9 +640,10 @@ end
 
 --- A decoding step as an execution plan (tcl.jit): step(tokens, start_pos) with tokens
 --  (batch, 1) gives forward's logits (batch, 1, vocab_size), and from its third call on replays
---  one captured plan for every position (no scheduling, no compile: the position reaches the
---  kernels as a one-element tensor). The logits are the plan's own buffer, overwritten by the
---  next step: sample from them (or clone them) before calling again.
+--  one captured plan for every position and token (no scheduling, no compile: the position
+--  and, for a batch of one, the token are variables whose values reach the kernels at launch;
+--  a batch of one reads its token id to the host). The logits are the plan's own buffer,
+--  overwritten by the next step: sample from them (or clone them) before calling again.
 function Model:decoder()
   local fn = "transformer:decoder step"
   local plan = jit.jit(function(tokens, start) return self:_logits(tokens, start) end)
@@ -646,7 +660,15 @@ function Model:decoder()
     if math.type(start_pos) ~= "integer" or start_pos < 1 or start_pos > cache.max_context then
       fail(fn, "start_pos must be an integer in 1..%d, got %s", cache.max_context, value_str(start_pos))
     end
-    return plan(tokens:cast("int32"), Tensor({ start_pos }, { dtype = "int32", device = self._device }))
+    local position = cache.position:bind(start_pos)
+    if self.batch == 1 then
+      local id = tokens:item()
+      if id < 0 or id >= self.config.vocab_size then
+        fail(fn, "token %d is outside 0..%d", id, self.config.vocab_size - 1)
+      end
+      return plan(self._token:bind(id + 1), position)
+    end
+    return plan(tokens:cast("int32"), position)
   end
 end
 
