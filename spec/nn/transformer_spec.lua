@@ -248,6 +248,15 @@ describe("tcl.models.transformer", function()
     assert.is_not_nil(infos["blk.1.attn_q.weight"].blocks)
     local a, b = generate_logits(hf), generate_logits(model)
     assert.is_true(max_difference(a, b) < 1e-4 * math.max(1, a:abs():max():item()))
+    -- decoding through a plan keeps the weights as blocks: tcl.jit's warm-up stores no float copy
+    model:reset()
+    local step = model:decoder()
+    for position = 1, 4 do step(Tensor({ { 3 }, { 4 } }, { dtype = "int32" }), position):realize() end
+    for _, name in ipairs { "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.v_proj.weight" } do
+      for _, node in ipairs(model.weights[name].uop:toposort()) do
+        if node.op == "BUFFER" then assert.are.equal("uint8", node.dtype.name, name .. " reads a float copy") end
+      end
+    end
   end)
 
   it("ties lm_head to the token embedding when a GGUF file has no output.weight", function()
