@@ -112,7 +112,7 @@ end
 model:reset({ context = #prompt + n_new })
 -- the prompt in one batch
 local t0 = tcl.clock()
-local token = next_token(model:forward(Tensor({ prompt }, { dtype = "int32" }), 1)):item()
+local token = next_token(model:forward(Tensor({ prompt }, { dtype = "int32" }), 1, { last = true })):item()
 local prompt_seconds = tcl.clock() - t0
 local generated = { token }
 -- then one token at a time, through one execution plan for every position (tcl.jit: the first

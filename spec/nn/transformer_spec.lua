@@ -272,6 +272,14 @@ describe("tcl.models.transformer", function()
     local steps = {}
     for i, id in ipairs(all_tokens()[1]) do steps[i] = model:forward(Tensor({ { id } }, { dtype = "int32" }), i) end
     assert.is_true(max_difference(all, Tensor.cat(steps, 2)) < 1e-5)
+    -- last = true: the last position's logits only
+    model:reset()
+    local n = #all_tokens()[1]
+    local last = model:forward(Tensor({ all_tokens()[1] }, { dtype = "int32" }), 1, { last = true })
+    assert.are.same({ 1, 1, GPT2.vocab_size }, last.shape)
+    assert.is_true(max_difference(all:narrow(2, n, 1), last) < 1e-5)
+    assert.error_matches(function() model:forward(Tensor({ { 1 } }, { dtype = "int32" }), 1, { last = 1 }) end,
+      "transformer:forward: last must be a boolean, got 1", 1, true)
   end)
 
   it("decodes through one execution plan for every position (model:decoder())", function()

@@ -542,7 +542,7 @@ end
 -- computed again by each of them, the earlier layers included.
 local function layer_input(x) return x:realize() end
 
-local function gpt2_forward(self, x, start)
+local function gpt2_forward(self, x, start, last)
   local c, w = self.config, self.weights
   local B, T, D = x.shape[1], x.shape[2], c.dim
   for n = 0, c.n_layers - 1 do
@@ -560,11 +560,12 @@ local function gpt2_forward(self, x, start)
     h = conv1d(h, w[p .. "mlp.c_fc.weight"], w[p .. "mlp.c_fc.bias"]):gelu()
     x = x + conv1d(h, w[p .. "mlp.c_proj.weight"], w[p .. "mlp.c_proj.bias"])
   end
+  if last then x = x:narrow(2, T, 1) end -- the logits of the last position only
   x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], c.norm_eps)
   return linear(x, w["wte.weight"])
 end
 
-local function llama_forward(self, x, start)
+local function llama_forward(self, x, start, last)
   local c, w = self.config, self.weights
   local B, T = x.shape[1], x.shape[2]
   local cos, sin = rotary_tables(self, start, T)
@@ -582,17 +583,23 @@ local function llama_forward(self, x, start)
     local gated = linear(h, w[p .. "mlp.gate_proj.weight"]):silu() * linear(h, w[p .. "mlp.up_proj.weight"])
     x = x + linear(gated, w[p .. "mlp.down_proj.weight"])
   end
+  if last then x = x:narrow(2, T, 1) end -- the logits of the last position only
   x = rms_norm(x, w["model.norm.weight"], c.norm_eps)
   return linear(x, w[c.tie_embeddings and "model.embed_tokens.weight" or "lm_head.weight"])
 end
 
 --- The logits (batch, T, vocab_size) for tokens (an integer tensor (batch, T) of 0-based ids)
---  at positions start_pos .. start_pos + T - 1 (1-based): a lazy tensor. Writes the tokens'
---  keys and values into the KV cache (done by the realize of the logits), which the later
---  positions' calls read; positions before start_pos must have been given by earlier calls.
-function Model:forward(tokens, start_pos)
+--  at positions start_pos .. start_pos + T - 1 (1-based): a lazy tensor; opts.last = true: the
+--  last position's only (batch, 1, vocab_size), all a generation needs (the LM head over every
+--  position of a long prompt costs more than the rest of the model). Writes the tokens' keys
+--  and values into the KV cache now (layer by layer: each write is a slice assignment), which
+--  the later positions' calls read; positions before start_pos must have been given by earlier
+--  calls.
+function Model:forward(tokens, start_pos, opts)
   local fn = "transformer:forward"
   local c = self.config
+  local last = check.options(fn, opts, { last = true }).last
+  if last ~= nil and type(last) ~= "boolean" then fail(fn, "last must be a boolean, got %s", value_str(last)) end
   if not class.is_tensor(tokens) then fail(fn, "tokens must be a tensor, got %s", check.type_name(tokens)) end
   if not tokens.dtype.is_int then fail(fn, "tokens must be an integer tensor, got %s", tokens.dtype.name) end
   local s = tokens.shape
@@ -621,21 +628,21 @@ function Model:forward(tokens, start_pos)
     if self.batch == 1 then return self:_logits(self._token:bind(ids[1] + 1), position) end
     return self:_logits(tokens, position)
   end
-  return self:_logits(tokens, start_pos, ids)
+  return self:_logits(tokens, start_pos, ids, last)
 end
 
 -- The logits of tokens (B, T) from position start: an integer (with ids, the tokens as a host
 -- list), or for T = 1 the bound position variable, tokens then being (B, 1) on the device or,
 -- for a batch of one, the bound token variable.
-function Model:_logits(tokens, start, ids)
+function Model:_logits(tokens, start, ids, last)
   local c, w = self.config, self.weights
   local T = variables.is_symbolic(tokens) and 1 or tokens.shape[2]
   if c.arch == "gpt2" then
     local x = token_rows(w["wte.weight"], tokens, ids)
     local positions = w["wpe.weight"][{ { start, variables.add(start, T - 1) } }]
-    return gpt2_forward(self, x + positions:reshape(1, T, c.dim), start)
+    return gpt2_forward(self, x + positions:reshape(1, T, c.dim), start, last)
   end
-  return llama_forward(self, token_rows(w["model.embed_tokens.weight"], tokens, ids), start)
+  return llama_forward(self, token_rows(w["model.embed_tokens.weight"], tokens, ids), start, last)
 end
 
 --- A decoding step as an execution plan (tcl.jit): step(tokens, start_pos) with tokens
