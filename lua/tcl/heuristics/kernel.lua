@@ -16,14 +16,17 @@
 --                        one entry per access (a buffer read twice appears twice); strides[axis]
 --                        is how many elements the address moves per step of that axis: 0 when
 --                        the access does not use the axis (neither its index nor its gate, when
---                        the index is not affine), nil when it is not affine in it
+--                        the index is not affine), nil when it is not affine in it; a stride that
+--                        is a variable size counts at the variable's largest value
 --   kernel:tile_axes()   the axes of a register tile, or nil: the output range the (first) store
 --                        steps by 1 (vec), an output range the store uses that some read
 --                        does not while it uses vec (reuse: a matmul's rows, B not using them),
 --                        and that store's entry of buffers()
 --   kernel:reduce_ops()  { "ADD", "MAX", ... } of the kernel's reductions
 --   kernel:output_size() product of the sizes of the non-reduce axes
---   kernel:work()        product of all axis sizes (one step of the innermost body each)
+--   kernel:work()        product of all axis sizes (one step of the innermost body each); an
+--                        axis of variable size (not in ranges(): opts leave it alone) counts at
+--                        its largest value in both
 --   kernel:apply(op, axis, amount)      raises the opt's error when it is invalid (TC: also when
 --                                       the kernel is no matmul its tile configuration fits)
 --   kernel:try_apply(op, axis, amount)  true, or false and the error; the kernel is unchanged
@@ -34,6 +37,8 @@
 -- count every range, UNROLL the reduce and group_reduce ones, GROUP, GROUPTOP and KBLOCK the
 -- reduce ones. After an opt, ranges are renumbered: read kernel:ranges() again.
 local affine = require "tcl.affine"
+local pattern = require "tcl.pattern"
+local UOp = require "tcl.uop"
 
 local M = {}
 
@@ -64,6 +69,23 @@ function Kernel:axes(...)
   return out
 end
 
+-- An index expression with each variable (DEFINE_VAR) at its largest value, its ranges kept
+-- (the same nodes: strides are looked up by range).
+local function at_largest(index)
+  local map = nil
+  for _, u in ipairs(index:toposort()) do
+    if u.op == "DEFINE_VAR" then
+      map = map or {}
+      map[u] = UOp.index_const(u.arg[3])
+    end
+  end
+  if not map then return index end
+  for _, u in ipairs(index:toposort()) do
+    if u.op == "RANGE" then map[u] = u end
+  end
+  return pattern.substitute(index, map)
+end
+
 function Kernel:buffers()
   if self._buffers then return self._buffers end
   local ranges = self._k:ranges()
@@ -74,7 +96,11 @@ function Kernel:buffers()
     while buf.op == "AFTER" do buf = buf:source(1) end
     if buf.op ~= "PARAM" then return end
     local form = {} -- an INDEX without an index addresses element 0
-    if #index.src >= 2 then form = affine.form(index:source(2), memo) end -- nil: not affine
+    if #index.src >= 2 then
+      form = affine.form(index:source(2), memo) -- nil: not affine
+      -- a stride that is a variable size (a row of variable length): its largest value
+      if not form then form = affine.form(at_largest(index:source(2)), memo) end
+    end
     -- not affine (a stride-2 conv's input gradient reads dy at (h + 1 - kh) / 2): the axes that
     -- neither the index nor its gate mentions still move the address by 0
     local used
@@ -137,8 +163,23 @@ end
 
 local REDUCE_LIKE = { reduce = true, group_reduce = true, unroll = true }
 
+-- The ranges of variable size (tcl.variables): the optimizer leaves them alone and ranges()
+-- omits them, but their loops run, up to their largest values: { reduce =, other = } the
+-- products of those largest sizes.
+local function variable_ranges(self)
+  local reduce, other = 1, 1
+  for _, u in ipairs(self._k:graph():toposort()) do
+    if u.op == "RANGE" and not u:range_size() then
+      local size = u.src[1]:vmax()
+      if REDUCE_LIKE[u:axis_type()] then reduce = reduce * size else other = other * size end
+    end
+  end
+  return reduce, other
+end
+
+-- (Ranges of variable size count at their largest values.)
 function Kernel:output_size()
-  local n = 1
+  local _, n = variable_ranges(self)
   for _, r in ipairs(self:ranges()) do
     if not REDUCE_LIKE[r.type] then n = n * r.size end
   end
@@ -146,7 +187,8 @@ function Kernel:output_size()
 end
 
 function Kernel:work()
-  local n = 1
+  local reduce, other = variable_ranges(self)
+  local n = reduce * other
   for _, r in ipairs(self:ranges()) do n = n * r.size end
   return n
 end

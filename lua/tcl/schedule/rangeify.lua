@@ -71,8 +71,35 @@ M.flatten = flatten
 
 local movement = {}
 
+-- Whether two shapes have the same sizes once their size-1 dims are dropped.
+local function same_but_ones(a, b)
+  local i, j = 1, 1
+  while true do
+    while a[i] == 1 do i = i + 1 end
+    while b[j] == 1 do j = j + 1 end
+    if a[i] == nil or b[j] == nil then return a[i] == nil and b[j] == nil end
+    if not variables.equal(a[i], b[j]) then return false end
+    i, j = i + 1, j + 1
+  end
+end
+
 function movement.RESHAPE(_, idx, in_shape, out_shape)
   if shape.equal(in_shape, out_shape) then return idx end
+  -- dims of size 1 added or removed: each other dim keeps its index (no flat index to divide
+  -- back, which a variable size would leave as divisions the simplifier cannot fold)
+  if same_but_ones(in_shape, out_shape) then
+    local out, j = {}, 1
+    for i = 1, #in_shape do
+      if in_shape[i] == 1 then
+        out[i] = ZERO
+      else
+        while out_shape[j] == 1 do j = j + 1 end
+        out[i] = idx[j]
+        j = j + 1
+      end
+    end
+    return out
+  end
   local flat = flatten(idx, out_shape)
   local strides = shape.strides(in_shape)
   local out, outermost = {}, true
