@@ -4,13 +4,17 @@
 -- x @ W^T with 1 and 8 rows of x is one kernel that reads the raw blocks (Q4_K: and two small
 -- kernels of its sub-block scales and mins), no kernel stores a float buffer of the weight's
 -- size, and the values equal x times the weight dequantized by hand from the chosen blocks.
--- Past DEQUANT_ROWS rows, and with the rule off, the float copy is stored as before.
+-- Past DEQUANT_ROWS rows, and with the rule off, the float copy is stored as before. On the
+-- CPU the product unrolls its reduction by the block size (tcl.heuristics.default,
+-- BLOCK_LANES): the blocks are read as vectors of 32 bytes, not gathered.
 local helper = require "spec.support.helper"
 local splitmix = require "spec.support.splitmix"
 local W = require "spec.support.gguf_writer"
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
 local realize_points = require "tcl.schedule.realize_points"
+local lower = require "tcl.codegen.driver.lower"
+local gguf = require "tcl.api.gguf"
 local Tensor = tcl.Tensor
 
 local file_with, remove_files = helper.temp_files()
@@ -162,4 +166,43 @@ describe("a quantized weight's dequantization fused into its product", function(
     assert.are.equal(2, #plan.kernels) -- the operand rule (OPERAND_OPS) stores it
     assert.are.equal(1, weight_sized_buffers(plan))
   end)
+end)
+
+describe("the CPU heuristics over block-quantized reads", function()
+  -- the log of realizing fn's result with DEBUG = 4: kernel opts and LLVM IR
+  local function compiled_log(fn)
+    local lines, saved = {}, lower.log
+    lower.log = function(line) lines[#lines + 1] = line end
+    local ok, err = pcall(tcl.context { DEBUG = 4 }, function() fn():realize() end)
+    lower.log = saved
+    assert(ok, err)
+    return table.concat(lines, "\n")
+  end
+
+  for _, case in ipairs { { "Q8_0", 34, 32 }, { "Q4_0", 18, 32 }, { "Q4_K", 144, 256 } } do
+    local type_name, bytes, per = case[1], case[2], case[3]
+    for _, rows in ipairs { 1, 8 } do
+      it(string.format("%s, %d row%s: the reduction is unrolled by 32 and reads the blocks as vectors",
+        type_name, rows, rows > 1 and "s" or ""), function()
+        -- sizes no other case compiles (the kernel cache would skip the compile and its log)
+        local n, k = 24 + rows, 768
+        local blocks = {}
+        for i = 1, n * k // per * bytes do blocks[i] = rng:integer(0, 255) end
+        for b = 0, n * k // per - 1 do -- normal float16 scales (1/64)
+          blocks[b * bytes + 1], blocks[b * bytes + 2] = 0, 0x24
+          if type_name == "Q4_K" then blocks[b * bytes + 3], blocks[b * bytes + 4] = 0, 0x24 end
+        end
+        local raw = Tensor.from_bytes(string.char(table.unpack(blocks)), "uint8", { n * k // per, bytes },
+          { device = "CPU" }):realize()
+        local x = Tensor.randn({ rows, k }, { device = "CPU" }):realize()
+        local log = compiled_log(function()
+          return x:matmul(gguf.dequantize(raw, type_name, { n, k }):transpose(1, 2))
+        end)
+        local opts = log:match("kernel 'r_[^']*' opts: ([^\n]*)")
+        assert(opts and opts:find("UNROLL%(%d+,32%)"), "the product's opts: " .. tostring(opts))
+        assert.is_truthy(log:find("<32 x i8>", 1, true), "the blocks are not read as vectors")
+        assert.is_falsy(log:find("x ptr>", 1, true), "the blocks are gathered lane by lane")
+      end)
+    end
+  end
 end)
