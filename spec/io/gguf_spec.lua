@@ -523,9 +523,14 @@ describe("gguf_load: fuzzed files", function()
       W.entry("n", "uint32", 7) },
     tensors = { { name = "f", dims = { 8 }, type = "F32", data = string.pack("<ffffffff", 1, 2, 3, 4, 5, 6, 7, 8) },
       { name = "q", dims = { 32 }, type = "Q4_0", data = W.q4_0_block(d, q) },
-      { name = "k", dims = { 256 }, type = "Q4_K", data = W.q4_k_block(d, d, random_values(rng, 0, 63),
-        random_values(rng, 0, 63), { string.rep("\7", 256):byte(1, -1) }) } } }
-  local q_end = start + 32 + 32 + 144 -- the last byte any tensor needs
+      { name = "k4", dims = { 256 }, type = "Q4_K", data = W.q4_k_block(d, d, random_values(rng, 0, 63),
+        random_values(rng, 0, 63), { string.rep("\7", 256):byte(1, -1) }) },
+      { name = "k5", dims = { 256 }, type = "Q5_K", data = W.q5_k_block(d, d, random_values(rng, 0, 63),
+        random_values(rng, 0, 63), { string.rep("\23", 256):byte(1, -1) }) },
+      { name = "k6", dims = { 256 }, type = "Q6_K", data = W.q6_k_block({ string.rep("\45", 256):byte(1, -1) },
+        random_values(rng, -128, 127), d) } } }
+  -- the last byte any tensor needs: each tensor's data padded to 32 bytes, the last one not
+  local q_end = start + 32 + 32 + 160 + 192 + 210
 
   local function attempt(contents)
     local path = file_with(contents)
@@ -559,6 +564,11 @@ describe("gguf_load: fuzzed files", function()
         floats[9] = nil
         local got = t.f:tolist()
         for i = 1, 8 do assert.is_true(got[i] == floats[i] or (got[i] ~= got[i] and floats[i] ~= floats[i])) end
+        -- the K-quant blocks, damaged or not, dequantize as the plain dequantizers say
+        for name, k in pairs { k4 = { 64, K_QUANTS.Q4_K }, k5 = { 224, K_QUANTS.Q5_K }, k6 = { 416, K_QUANTS.Q6_K } } do
+          local block = damaged:sub(start + k[1] + 1, start + k[1] + k[2].bytes)
+          same_values(k[2].plain(block), t[name]:tolist(), name .. " after a flip of bit " .. bit)
+        end
       end
       if ok then loaded = loaded + 1 else refused = refused + 1 end
     end
