@@ -168,6 +168,30 @@ describe("a quantized weight's dequantization fused into its product", function(
   end)
 end)
 
+describe("a dequantization stored by itself", function()
+  for _, type_name in ipairs { "Q8_0", "Q4_0", "Q4_K" } do
+    it(type_name .. ": its elementwise kernel takes 32 lanes (two UPCASTs of 16), with the values by hand", function()
+      local w, _, weight = quantized_weight(type_name)
+      local lines, saved = {}, lower.log
+      lower.log = function(line) lines[#lines + 1] = line end
+      -- (w * 2: a kernel no other case compiles, so that its compile is logged)
+      local ok, got = pcall(tcl.context { DEBUG = 4 }, function() return (w * 2):contiguous():realize():tolist() end)
+      lower.log = saved
+      assert(ok, got)
+      local log = table.concat(lines, "\n")
+      local opts = log:match("kernel 'E_[^']*' opts: ([^\n]*)")
+      assert(opts and opts:find("UPCAST%(%d+,16%)") and opts:find("UPCAST%(%d+,2%)"), "the kernel's opts: "
+        .. tostring(opts))
+      for r = 1, N do
+        for i = 1, K do
+          local want = 2 * string.unpack("<f", string.pack("<f", weight[r][i]))
+          assert(got[r][i] == want, string.format("row %d, value %d: %.9g, expected %.9g", r, i, got[r][i], want))
+        end
+      end
+    end)
+  end
+end)
+
 describe("the CPU heuristics over block-quantized reads", function()
   -- the log of realizing fn's result with DEBUG = 4: kernel opts and LLVM IR
   local function compiled_log(fn)

@@ -83,9 +83,11 @@ M.BLOCK_ROWS = 2
 
 -- Whether the kernel's last reduce axis (a multiple of BLOCK_LANES) reads 1-byte data through
 -- divisions (its index not affine in the axis: block k // 32, byte k % 32).
-local function divided_block_reads(k)
-  local reduce = k:axes("reduce")
-  local last = reduce[#reduce]
+local function divided_block_reads(k, last)
+  if not last then
+    local reduce = k:axes("reduce")
+    last = reduce[#reduce]
+  end
   if not last or last.size % M.BLOCK_LANES ~= 0 then return false end
   for _, b in ipairs(k:buffers()) do
     if not b.store and b.itemsize == 1 and b.strides[last.axis] == nil then return true end
@@ -334,7 +336,17 @@ function M.upcast_elementwise(k)
   local last = outs[#outs]
   if not last or k:work() < M.LANES_MIN_WORK then return false end
   local ok, widest = contiguous_along(k, last.axis, true)
-  if not ok then return false end
+  if not ok then
+    -- a dequantization stored by itself (tcl.api.gguf's blocks: step 3d (c)): BLOCK_LANES
+    -- lanes make its divided reads affine, as in a product (UPCAST takes at most 16: two).
+    -- Q8_0 / Q4_0 / Q4_K, 1M values, 1 thread: 3.2 / 9.5 / 3.1 ms -> 0.31 / 0.29 / 0.25 ms.
+    if #k:axes("reduce") == 0 and divided_block_reads(k, last) and k:try_apply("UPCAST", last.axis, 16) then
+      local now = k:axes("global", "loop")
+      k:try_apply("UPCAST", now[#now].axis, M.BLOCK_LANES // 16)
+      return true
+    end
+    return false
+  end
   local amount = lanes_for(k, last.size, widest)
   return amount ~= nil and k:try_apply("UPCAST", last.axis, amount)
 end
