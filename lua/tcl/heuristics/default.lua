@@ -81,8 +81,9 @@ M.BLOCK_LANES = 32
 --- ... and a matrix-vector product over them computes this many outputs together (step 3d (c)).
 M.BLOCK_ROWS = 2
 
--- Whether the kernel's last reduce axis (a multiple of BLOCK_LANES) reads 1-byte data through
--- divisions (its index not affine in the axis: block k // 32, byte k % 32).
+-- Whether the kernel's last reduce axis, or output axis `last` (a multiple of BLOCK_LANES), reads
+-- 1-byte integers through divisions (its index not affine in the axis: block k // 32, byte
+-- k % 32).
 local function divided_block_reads(k, last)
   if not last then
     local reduce = k:axes("reduce")
@@ -90,7 +91,7 @@ local function divided_block_reads(k, last)
   end
   if not last or last.size % M.BLOCK_LANES ~= 0 then return false end
   for _, b in ipairs(k:buffers()) do
-    if not b.store and b.itemsize == 1 and b.strides[last.axis] == nil then return true end
+    if not b.store and b.itemsize == 1 and b.dtype.is_int and b.strides[last.axis] == nil then return true end
   end
   return false
 end
