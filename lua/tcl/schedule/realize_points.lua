@@ -99,15 +99,13 @@
 -- elements; a float16 scale (6 ops on 2 loads) is fused. The CPU heuristics unroll such a
 -- product's reduction by the block size (tcl.heuristics.default, BLOCK_LANES), which makes the
 -- divided reads affine. Measured, K = N = 1024, kernel ms fused / stored (bench/quant_bench.lua
--- fusion, median of 21, 1 thread; bench/README.md has the tables): Q8_0 M=1 0.131 / 0.130, M=8
--- 0.318 / 0.565, M=32 1.26 / 1.61, M=64 2.56 / 3.03, M=128 4.11 / 4.09, M=512 10.6 / 9.68;
--- Q4_0 M=8 0.375 / 0.508, M=64 2.74 / 2.92, M=128 5.29 / 5.34, M=512 11.6 / 10.6; Q4_K M=8
--- 0.380 / 0.545, M=64 2.53 / 2.91 (2 threads alike, noisier). Fused wins from 8 to 64 rows by
--- 6-44 %; at 128 the gain is gone and at 512 the stored copy wins by 9-10 %: its one
--- dequantization is spread over the rows and the float product is tiled as any matmul (8 x 4
--- with packed panels; over divided reads the tile takes at most 16 rows). A prompt of hundreds
--- of rows stores the copy. (Q4_K's stored copy is slow at every size, its elementwise kernel
--- taking 6-15 ms for 1M values: a matter for that kernel, not for this threshold.)
+-- fusion, median of 31, 1 thread; bench/README.md has the tables): Q8_0 M=8 0.378 / 0.650,
+-- M=32 1.27 / 1.73, M=64 2.63 / 3.19; Q4_0 M=8 0.394 / 0.595, M=64 2.91 / 3.12; Q4_K M=8
+-- 0.532 / 0.690, M=64 3.32 / 3.58; 2 threads: M=8 2-2.5x faster, M=64 a tie (Q8_0 1.87 /
+-- 1.86, Q4_0 2.27 / 2.04, Q4_K 1.39 / 1.99); at 128 and 512 rows the stored copy ties or wins
+-- for Q8_0 and Q4_0 (512, 2 threads: Q4_0 8.99 / 6.70): its one dequantization is spread over
+-- the rows and the float product is tiled as any matmul (8 x 4 with packed panels; over divided
+-- reads the tile takes at most 16 rows). A prompt of hundreds of rows stores the copy.
 -- Divisions. A RESHAPE that merges axes of a view whose elements are out of order (permuted,
 -- broadcast, padded, cut, flipped: a max pool's windows put back in place, a nearest upsample)
 -- indexes everything below it through divisions and remainders (h -> h // 2, h % 2). A value
@@ -149,8 +147,8 @@ M.OPERAND_OPS = 8
 --- A dequantization (see the header, "Dequantization"): an elementwise value whose cone only
 -- widens 1-byte integer data (quantized blocks) is fused into the product that uses it, however
 -- many its ops, while the product evaluates it at most this many times per element (the rows
--- of x in x @ dequant(W): fused wins up to 64 rows, ties at 128, loses at 512); beyond, it is
--- decided like any operand. 0 turns the rule off.
+-- of x in x @ dequant(W): fused wins up to 48 rows, ties at 64 to 128, loses at 512); beyond,
+-- it is decided like any operand. 0 turns the rule off.
 M.DEQUANT_ROWS = 64
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
