@@ -151,6 +151,25 @@ describe("a quantized weight's dequantization fused into its product", function(
     assert(ok, err)
   end)
 
+  it("Q4_K past DEQUANT_ROWS rows: its sub-block scales are stored first, then the float copy", function()
+    local w, _, weight = quantized_weight("Q4_K")
+    local rows = realize_points.DEQUANT_ROWS + 1
+    local x, xs = input(rows)
+    local y = x:matmul(w:transpose(1, 2))
+    local plan = schedule.create({ y.uop })
+    -- the scales' and the mins' kernels (K * N / 32 values each), the copy's, the product's
+    assert.are.equal(4, #plan.kernels)
+    assert.are.equal(1, weight_sized_buffers(plan))
+    local small = 0
+    for _, shp in pairs(plan.buffer_shapes) do
+      local numel = 1
+      for _, d in ipairs(shp) do numel = numel * d end
+      if numel == K * N // 32 then small = small + 1 end
+    end
+    assert.are.equal(2, small, "the sub-block scales and mins are not stored")
+    check_values(y, xs, weight, rows)
+  end)
+
   it("applies to cones of 1-byte integer loads only: the same ops on a float32 load are stored", function()
     local function cone(a, b)
       return ((a:float() * 0.5 + 1) * b:float() - a:float() * 0.25 + b:float() * 2) * 0.125 - 3

@@ -96,8 +96,10 @@
 -- nearest elementwise node above them. Inside it, a per-block value (fewer elements than the
 -- weight) of more than OPERAND_OPS ops and loads is stored still: Q4_K's 6-bit sub-block scales
 -- and mins (14 ops on 5 loads each, read by 32 values), a kernel of 1/32 of the weight's
--- elements; a float16 scale (6 ops on 2 loads) is fused. The CPU heuristics unroll such a
--- product's reduction by the block size (tcl.heuristics.default, BLOCK_LANES), which makes the
+-- elements; a float16 scale (6 ops on 2 loads) is fused. The same when the weight is stored
+-- (more rows): its kernel then reads the scales (Q4_K, K = N = 1024, 512 rows, 1 thread: x @ W
+-- 25.0 -> 9.97 ms, the copy's kernel 2.5 ms). The CPU heuristics unroll such a product's
+-- reduction by the block size (tcl.heuristics.default, BLOCK_LANES), which makes the
 -- divided reads affine. Measured, K = N = 1024, kernel ms fused / stored (bench/quant_bench.lua
 -- fusion, median of 31, 1 thread; bench/README.md has the tables): Q8_0 M=8 0.378 / 0.650,
 -- M=32 1.27 / 1.73, M=64 2.63 / 3.19; Q4_0 M=8 0.394 / 0.595, M=64 2.91 / 3.12; Q4_K M=8
@@ -530,10 +532,13 @@ function M.decide(order, sink, outputs, opts)
       if provisional[id] and not reduce then
         local evals = evaluations[id]
         local cheap
-        if widens[id] and (operand[id] or rows_above[id]) and dequant_rows[id] <= M.DEQUANT_ROWS then
-          -- in a dequantization fused into its product: stored only if a per-block value (fewer
-          -- elements than the weight: a sub-block's scale) that costs more than an operand may
-          cheap = numel[id] >= dequant_numel[id] or n_ops + n_loads - 1 <= M.OPERAND_OPS
+        local dequant = widens[id] and (operand[id] or rows_above[id])
+        if dequant and numel[id] < dequant_numel[id] and n_ops + n_loads - 1 > M.OPERAND_OPS then
+          -- a per-block value of a dequantization (fewer elements than the weight: a sub-block's
+          -- scale) that costs more than an operand may: stored, fused or not its weight
+          cheap = false
+        elseif dequant and dequant_rows[id] <= M.DEQUANT_ROWS then
+          cheap = true -- in a dequantization fused into its product
         else
           cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
             or n_ops * (evals - 1) <= M.RECOMPUTE_BUDGET
