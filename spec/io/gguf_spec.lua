@@ -232,8 +232,8 @@ describe("gguf_load: quantized tensors", function()
     end
   end)
 
-  it("refuses K-quants and other unsupported types, naming the tensor, the type and the supported ones", function()
-    for _, case in ipairs { { "Q4_K", 144 }, { "Q5_K", 176 }, { "Q6_K", 210 } } do
+  it("refuses the other quantized types, naming the tensor, the type and the supported ones", function()
+    for _, case in ipairs { { "Q2_K", 84 }, { "Q3_K", 110 }, { "Q5_0", 176 } } do
       local file = W.file { tensors = { { name = "blk.0.w", dims = { 256 }, type = case[1],
         data = string.rep("\0", case[2]) } } }
       helper.fails_with("tensor 'blk.0.w' has type " .. case[1] .. ", which is not supported (supported: F32, F16",
@@ -243,6 +243,199 @@ describe("gguf_load: quantized tensors", function()
       W.file { tensors = { { name = "x", dims = { 1 }, type = 99, data = "\0\0\0\0" } } })
     helper.fails_with("tensor 'q' is Q8_0 with rows of 40 values, not a multiple of the block size 32", load,
       W.file { tensors = { { name = "q", dims = { 40 }, type = "Q8_0", data = string.rep("\0", 68) } } })
+  end)
+end)
+
+-- K-quants dequantized in plain Lua from a block's bytes, straight from the formats' definitions
+-- (value i = 0..255 of a super-block; other code than the Tensor expressions of tcl.api.gguf)
+local function u16_at(block, at) return block:byte(at) | (block:byte(at + 1) << 8) end
+
+-- scale and min j (0..7) of the 12 packed bytes from byte `at` (Q4_K, Q5_K)
+local function k_scale_min(block, at, j)
+  local function byte(k) return block:byte(at + k) end
+  if j < 4 then return byte(j) & 63, byte(j + 4) & 63 end
+  return (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4), (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4)
+end
+
+-- the low 4 bits of value i of Q4_K/Q5_K: sub-block j = i // 32 is in the low (j even) or high
+-- (j odd) nibbles of the 32-byte run j // 2, value i % 32 at byte i % 32 of the run
+local function k_nibble(block, at, i)
+  local j = i // 32
+  local byte = block:byte(at + 32 * (j // 2) + i % 32)
+  return j % 2 == 0 and byte & 15 or byte >> 4
+end
+
+local function plain_q4_k(block)
+  local d, dmin, out = W.half(u16_at(block, 1)), W.half(u16_at(block, 3)), {}
+  for i = 0, 255 do
+    local sc, m = k_scale_min(block, 5, i // 32)
+    out[i + 1] = f32(d * sc * k_nibble(block, 17, i) - dmin * m)
+  end
+  return out
+end
+
+local function plain_q5_k(block)
+  local d, dmin, out = W.half(u16_at(block, 1)), W.half(u16_at(block, 3)), {}
+  for i = 0, 255 do
+    local sc, m = k_scale_min(block, 5, i // 32)
+    local fifth = (block:byte(17 + i % 32) >> (i // 32)) & 1
+    out[i + 1] = f32(d * sc * (k_nibble(block, 49, i) + 16 * fifth) - dmin * m)
+  end
+  return out
+end
+
+local function plain_q6_k(block)
+  local d, out = W.half(u16_at(block, 209)), {}
+  for i = 0, 255 do
+    local h, k, l = i // 128, (i % 128) // 32, i % 32
+    local low = block:byte(1 + 64 * h + 32 * (k % 2) + l)
+    low = k < 2 and low & 15 or low >> 4
+    local high = (block:byte(129 + 32 * h + l) >> (2 * k)) & 3
+    local scale = string.unpack("<i1", block, 193 + i // 16)
+    out[i + 1] = f32(d * scale * ((low | (high << 4)) - 32))
+  end
+  return out
+end
+
+local K_QUANTS = {
+  Q4_K = { bytes = 144, plain = plain_q4_k }, Q5_K = { bytes = 176, plain = plain_q5_k },
+  Q6_K = { bytes = 210, plain = plain_q6_k },
+}
+
+-- equal element by element, NaN equal to NaN
+local function same_values(expected, got, what)
+  assert.are.equal(#expected, #got, what)
+  for i = 1, #expected do
+    local e, g = expected[i], got[i]
+    if not (e == g or (e ~= e and g ~= g)) then
+      error(string.format("%s: value %d is %.9g, expected %.9g", what, i, g, e), 2)
+    end
+  end
+end
+
+describe("gguf_load: K-quant super-blocks", function()
+  local rng = splitmix.new(3703)
+  local function randoms(n, lo, hi)
+    local q = {}
+    for i = 1, n do q[i] = rng:integer(lo, hi) end
+    return q
+  end
+  -- the 6-bit scales and mins of every sub-block at its corners: 0, 63, and values whose top 2
+  -- bits (stored apart for sub-blocks 4-7) are each set alone
+  local CORNER_SCALES = { 63, 0, 16, 47, 63, 1, 32, 48 }
+  local CORNER_MINS = { 0, 63, 33, 15, 48, 63, 17, 0 }
+
+  local function load_blocks(type_name, blocks, dims)
+    local t, _, infos = load(W.file { tensors = { { name = "w", dims = dims, type = type_name,
+      data = table.concat(blocks) } } })
+    return t.w, infos.w
+  end
+
+  it("dequantizes Q4_K as d * scale * q - dmin * min per sub-block of 32", function()
+    local blocks, expected, chosen = {}, {}, {}
+    for b = 1, 4 do -- GGUF dims {512, 2}: 2 rows of two super-blocks
+      local scales, mins = randoms(8, 0, 63), randoms(8, 0, 63)
+      local q = randoms(256, 0, 15)
+      if b == 1 then
+        scales, mins = CORNER_SCALES, CORNER_MINS
+        for i = 1, 256 do q[i] = (i - 1) % 16 end -- every nibble value in every sub-block
+      end
+      -- b == 2: a negative dmin (the mins add); b == 3: a negative d
+      local d, dmin = random_scale(rng) | (b == 3 and 0x8000 or 0), random_scale(rng) | (b == 2 and 0x8000 or 0)
+      blocks[b] = W.q4_k_block(d, dmin, scales, mins, q)
+      assert.are.equal(144, #blocks[b])
+      local plain = plain_q4_k(blocks[b])
+      for i = 1, 256 do
+        local j = (i - 1) // 32 + 1
+        chosen[#chosen + 1] = f32(W.half(d) * scales[j] * q[i] - W.half(dmin) * mins[j])
+        expected[#expected + 1] = plain[i]
+      end
+    end
+    same_values(chosen, expected, "the plain dequantizer against the chosen values")
+    local w, info = load_blocks("Q4_K", blocks, { 512, 2 })
+    assert.are.same({ 2, 512 }, w.shape)
+    assert.are.same({ 4, 144 }, info.blocks.shape)
+    assert.are.equal("Q4_K", info.type)
+    same_values(expected, flat(w), "Q4_K")
+    -- by hand: sub-block 5 (0-based 4) of the first block takes scale 63 and min 48 from the
+    -- low nibble of byte 9 of the scales and the top bits of bytes 1 and 5
+    local sc_bytes = { blocks[1]:byte(5, 16) }
+    assert.are.equal(63, (sc_bytes[9] & 15) | ((sc_bytes[1] >> 6) << 4))
+    assert.are.equal(48, (sc_bytes[9] >> 4) | ((sc_bytes[5] >> 6) << 4))
+  end)
+
+  it("dequantizes Q5_K with the fifth bit of each value from its high-bit plane", function()
+    local blocks, expected, chosen = {}, {}, {}
+    for b = 1, 3 do
+      local scales, mins, q = randoms(8, 0, 63), randoms(8, 0, 63), randoms(256, 0, 31)
+      if b == 1 then
+        scales, mins = CORNER_SCALES, CORNER_MINS
+        -- every value 0..31 in every sub-block: each bit plane has both bits at every byte
+        for i = 1, 256 do q[i] = ((i - 1) + (i - 1) // 32) % 32 end
+      end
+      local d, dmin = random_scale(rng), random_scale(rng) | (b == 2 and 0x8000 or 0)
+      blocks[b] = W.q5_k_block(d, dmin, scales, mins, q)
+      assert.are.equal(176, #blocks[b])
+      local plain = plain_q5_k(blocks[b])
+      for i = 1, 256 do
+        local j = (i - 1) // 32 + 1
+        chosen[#chosen + 1] = f32(W.half(d) * scales[j] * q[i] - W.half(dmin) * mins[j])
+        expected[#expected + 1] = plain[i]
+      end
+    end
+    same_values(chosen, expected, "the plain dequantizer against the chosen values")
+    local w = load_blocks("Q5_K", blocks, { 256, 3 })
+    assert.are.same({ 3, 256 }, w.shape)
+    same_values(expected, flat(w), "Q5_K")
+  end)
+
+  it("dequantizes Q6_K as d * scale * (q - 32) with int8 scales per 16 values", function()
+    local blocks, expected, chosen = {}, {}, {}
+    for b = 1, 3 do
+      local q, scales = randoms(256, 0, 63), randoms(16, -128, 127)
+      if b == 1 then
+        for i = 1, 256 do q[i] = ((i - 1) * 5) % 64 end -- every 6-bit value, both halves, all k
+        scales = { -128, 127, -1, 0, 1, 64, -64, 100, -100, 3, -3, 127, -128, 17, -17, 42 }
+      end
+      local d = random_scale(rng) | (b == 3 and 0x8000 or 0)
+      blocks[b] = W.q6_k_block(q, scales, d)
+      assert.are.equal(210, #blocks[b])
+      local plain = plain_q6_k(blocks[b])
+      for i = 1, 256 do
+        chosen[#chosen + 1] = f32(W.half(d) * scales[(i - 1) // 16 + 1] * (q[i] - 32))
+        expected[#expected + 1] = plain[i]
+      end
+    end
+    same_values(chosen, expected, "the plain dequantizer against the chosen values")
+    local w = load_blocks("Q6_K", blocks, { 256, 3, 1 })
+    assert.are.same({ 1, 3, 256 }, w.shape)
+    same_values(expected, flat(w), "Q6_K")
+  end)
+
+  it("dequantizes seeded random bytes as the plain dequantizers do (every bit of every field)",
+    FUZZ:reporting(function()
+      local fuzz_rng = splitmix.new(3704 + FUZZ.seed)
+      for type_name, k in pairs(K_QUANTS) do
+        local blocks, expected = {}, {}
+        for b = 1, 3 do
+          local bytes = {}
+          for i = 1, k.bytes do bytes[i] = fuzz_rng:integer(0, 255) end
+          blocks[b] = string.char(table.unpack(bytes))
+          for _, v in ipairs(k.plain(blocks[b])) do expected[#expected + 1] = v end
+        end
+        local w = load_blocks(type_name, blocks, { 768 })
+        same_values(expected, flat(w), type_name)
+      end
+    end))
+
+  it("refuses a K-quant tensor whose rows are not whole super-blocks of 256, naming it", function()
+    for type_name, k in pairs(K_QUANTS) do
+      helper.fails_with("tensor 'blk.3.ffn_down.weight' is " .. type_name .. " with rows of 288 values, not a "
+        .. "multiple of the block size 256", load, W.file { tensors = { { name = "blk.3.ffn_down.weight",
+          dims = { 288, 2 }, type = type_name, data = string.rep("\0", 3 * k.bytes) } } })
+      helper.fails_with("expected the raw " .. type_name .. " blocks as a uint8 tensor {blocks, " .. k.bytes .. "}",
+        gguf.dequantize, Tensor.zeros({ 2, 34 }, { dtype = "uint8", device = "CPU" }), type_name, { 512 })
+    end
   end)
 end)
 
@@ -329,8 +522,15 @@ describe("gguf_load: fuzzed files", function()
       W.entry("tokenizer.ggml.tokens", "array", { item = "string", "a", "bc" }),
       W.entry("n", "uint32", 7) },
     tensors = { { name = "f", dims = { 8 }, type = "F32", data = string.pack("<ffffffff", 1, 2, 3, 4, 5, 6, 7, 8) },
-      { name = "q", dims = { 32 }, type = "Q4_0", data = W.q4_0_block(d, q) } } }
-  local q_end = start + 32 + 18 -- the last byte any tensor needs
+      { name = "q", dims = { 32 }, type = "Q4_0", data = W.q4_0_block(d, q) },
+      { name = "k4", dims = { 256 }, type = "Q4_K", data = W.q4_k_block(d, d, random_values(rng, 0, 63),
+        random_values(rng, 0, 63), { string.rep("\7", 256):byte(1, -1) }) },
+      { name = "k5", dims = { 256 }, type = "Q5_K", data = W.q5_k_block(d, d, random_values(rng, 0, 63),
+        random_values(rng, 0, 63), { string.rep("\23", 256):byte(1, -1) }) },
+      { name = "k6", dims = { 256 }, type = "Q6_K", data = W.q6_k_block({ string.rep("\45", 256):byte(1, -1) },
+        random_values(rng, -128, 127), d) } } }
+  -- the last byte any tensor needs: each tensor's data padded to 32 bytes, the last one not
+  local q_end = start + 32 + 32 + 160 + 192 + 210
 
   local function attempt(contents)
     local path = file_with(contents)
@@ -364,6 +564,11 @@ describe("gguf_load: fuzzed files", function()
         floats[9] = nil
         local got = t.f:tolist()
         for i = 1, 8 do assert.is_true(got[i] == floats[i] or (got[i] ~= got[i] and floats[i] ~= floats[i])) end
+        -- the K-quant blocks, damaged or not, dequantize as the plain dequantizers say
+        for name, k in pairs { k4 = { 64, K_QUANTS.Q4_K }, k5 = { 224, K_QUANTS.Q5_K }, k6 = { 416, K_QUANTS.Q6_K } } do
+          local block = damaged:sub(start + k[1] + 1, start + k[1] + k[2].bytes)
+          same_values(k[2].plain(block), t[name]:tolist(), name .. " after a flip of bit " .. bit)
+        end
       end
       if ok then loaded = loaded + 1 else refused = refused + 1 end
     end

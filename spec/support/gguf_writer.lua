@@ -13,7 +13,8 @@ local FORMAT = { uint8 = "<I1", int8 = "<i1", uint16 = "<I2", int16 = "<i2", uin
   float32 = "<f", uint64 = "<I8", int64 = "<i8", float64 = "<d" }
 
 -- tensor type codes (ggml's numbering)
-M.TYPE = { F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30 }
+M.TYPE = { F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13,
+  Q6_K = 14, BF16 = 30 }
 
 function M.string(s) return string.pack("<I8", #s) .. s end
 
@@ -87,6 +88,84 @@ end
 --- A Q4_1 block: float16 scale and minimum bits, then the nibbles as Q4_0.
 function M.q4_1_block(scale_bits, min_bits, q)
   return string.pack("<I2", scale_bits) .. M.q4_0_block(min_bits, q)
+end
+
+-- K-quants: super-blocks of 256 values. The writers pack chosen integers by the formats'
+-- definitions; values are 0-based in the comments (value v of sub-block j), tables 1-based.
+
+-- The 12 bytes of 8 six-bit scales and 8 six-bit mins (Q4_K, Q5_K): for j = 0..3, byte j holds
+-- scale j in its low 6 bits and byte j + 4 min j; for j = 4..7, byte j + 4 holds the low 4 bits
+-- of scale j (low nibble) and of min j (high nibble), and the top 2 bits of bytes j - 4 and j
+-- hold the top 2 bits of scale j and min j.
+function M.k_scales(scales, mins)
+  local b = {}
+  for j = 0, 3 do
+    b[j + 1] = scales[j + 1] & 63
+    b[j + 5] = mins[j + 1] & 63
+  end
+  for j = 4, 7 do
+    local sc, m = scales[j + 1], mins[j + 1]
+    b[j + 5] = (sc & 15) | ((m & 15) << 4)
+    b[j - 3] = b[j - 3] | ((sc >> 4) << 6)
+    b[j + 1] = b[j + 1] | ((m >> 4) << 6)
+  end
+  return string.char(table.unpack(b))
+end
+
+-- 256 4-bit values as 128 bytes: 32-byte run r (0..3) holds sub-block 2r's values in its low
+-- nibbles and sub-block 2r + 1's in its high nibbles, value v of a sub-block in byte v of the run.
+local function k_nibbles(q)
+  local b = {}
+  for r = 0, 3 do
+    for v = 0, 31 do b[32 * r + v + 1] = (q[64 * r + v + 1] & 15) | ((q[64 * r + 32 + v + 1] & 15) << 4) end
+  end
+  return string.char(table.unpack(b))
+end
+
+--- A Q4_K block: float16 bits of d and dmin, 8 scales and 8 mins (0..63), 256 values q (0..15);
+-- value i of sub-block j is d * scales[j] * q - dmin * mins[j].
+function M.q4_k_block(d_bits, dmin_bits, scales, mins, q)
+  return string.pack("<I2I2", d_bits, dmin_bits) .. M.k_scales(scales, mins) .. k_nibbles(q)
+end
+
+--- A Q5_K block: as Q4_K with q of 0..31; the fifth bit of value v of sub-block j (0-based) is
+-- bit j of high-bit byte v (32 bytes between the scales and the nibbles).
+function M.q5_k_block(d_bits, dmin_bits, scales, mins, q)
+  local qh = {}
+  for v = 0, 31 do
+    local byte = 0
+    for j = 0, 7 do byte = byte | (((q[32 * j + v + 1] >> 4) & 1) << j) end
+    qh[v + 1] = byte
+  end
+  return string.pack("<I2I2", d_bits, dmin_bits) .. M.k_scales(scales, mins) .. string.char(table.unpack(qh))
+    .. k_nibbles(q)
+end
+
+--- A Q6_K block: 256 values q (0..63, value d * scales[i // 16 + 1] * (q - 32)), 16 int8 scales,
+-- float16 bits of d. Bytes: 128 of low nibbles (ql), 64 of high 2-bit pairs (qh), the scales, d.
+-- Half h (0, 1) of 128 values uses ql bytes 64h..64h+63 and qh bytes 32h..32h+31: its value
+-- 32k + l (k = 0..3, l = 0..31) has its low 4 bits in ql byte 64h + l (k = 0: low nibble, k = 2:
+-- high nibble) or 64h + 32 + l (k = 1 low, k = 3 high), and its top 2 bits in bits 2k, 2k + 1
+-- of qh byte 32h + l.
+function M.q6_k_block(q, scales, d_bits)
+  local ql, qh = {}, {}
+  for i = 1, 128 do ql[i] = 0 end
+  for i = 1, 64 do qh[i] = 0 end
+  for h = 0, 1 do
+    for k = 0, 3 do
+      for l = 0, 31 do
+        local v = q[128 * h + 32 * k + l + 1]
+        local at = 64 * h + (k % 2) * 32 + l + 1
+        ql[at] = ql[at] | ((v & 15) << (k >= 2 and 4 or 0))
+        local hat = 32 * h + l + 1
+        qh[hat] = qh[hat] | ((v >> 4) << (2 * k))
+      end
+    end
+  end
+  local parts = { string.char(table.unpack(ql)), string.char(table.unpack(qh)) }
+  for i = 1, 16 do parts[#parts + 1] = string.pack("<i1", scales[i]) end
+  parts[#parts + 1] = string.pack("<I2", d_bits)
+  return table.concat(parts)
 end
 
 return M

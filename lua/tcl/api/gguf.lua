@@ -21,13 +21,17 @@
 -- dims {4096, 11008} give a tensor of shape {11008, 4096} (rows of 4096).
 --
 -- F32, F16, BF16 (and the integer types I8, I16, I32, I64 and F64) load as tensors of that
--- dtype. Q8_0, Q4_0 and Q4_1 load as their raw blocks (a uint8 tensor {blocks, block bytes}) and
--- a float32 tensor that dequantizes them with elementwise ops (bytes -> uint16 -> bitcast to
+-- dtype. Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K load as their raw blocks (a uint8 tensor
+-- {blocks, block bytes}) and a float32 tensor that dequantizes them with elementwise ops (bytes -> uint16 -> bitcast to
 -- float16 for the scales, masks and divisions for the nibbles): it stays lazy, so a matmul that
 -- uses the weight dequantizes the blocks inside its own kernel and no float copy is stored.
 -- Blocks of 32 values each: Q8_0 a float16 scale d and 32 int8 q (value d*q); Q4_0 a float16 d
 -- and 16 bytes whose low nibbles are values 1..16 and high nibbles 17..32 (value d*(q-8));
--- Q4_1 a float16 d, a float16 m and the nibbles as Q4_0 (value d*q + m).
+-- Q4_1 a float16 d, a float16 m and the nibbles as Q4_0 (value d*q + m). The K-quants hold
+-- super-blocks of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K: 6-bit scales and mins, value
+-- d*scale*q - dmin*min) or 16 of 16 (Q6_K: int8 scales, value d*scale*(q - 32)); their byte
+-- layouts are given where they are dequantized below. A quantized tensor's rows (its innermost
+-- GGUF dim) must be whole blocks.
 -- Like safe_load, the tensors are copied out of the mapping (a rewritten or truncated file
 -- must not change them or crash the reader). Metadata uint64 values of 2^63 or more are
 -- given as floats (Lua has no unsigned 64-bit integers). Every malformed file is an error
@@ -66,8 +70,9 @@ local TENSOR_TYPES = {
   [0] = { name = "F32", dtype = dtypes.float32 }, [1] = { name = "F16", dtype = dtypes.float16 },
   [2] = { name = "Q4_0", block = { 32, 18 } }, [3] = { name = "Q4_1", block = { 32, 20 } },
   [6] = { name = "Q5_0" }, [7] = { name = "Q5_1" }, [8] = { name = "Q8_0", block = { 32, 34 } },
-  [9] = { name = "Q8_1" }, [10] = { name = "Q2_K" }, [11] = { name = "Q3_K" }, [12] = { name = "Q4_K" },
-  [13] = { name = "Q5_K" }, [14] = { name = "Q6_K" }, [15] = { name = "Q8_K" }, [16] = { name = "IQ2_XXS" },
+  [9] = { name = "Q8_1" }, [10] = { name = "Q2_K" }, [11] = { name = "Q3_K" },
+  [12] = { name = "Q4_K", block = { 256, 144 } }, [13] = { name = "Q5_K", block = { 256, 176 } },
+  [14] = { name = "Q6_K", block = { 256, 210 } }, [15] = { name = "Q8_K" }, [16] = { name = "IQ2_XXS" },
   [17] = { name = "IQ2_XS" }, [18] = { name = "IQ3_XXS" }, [19] = { name = "IQ1_S" }, [20] = { name = "IQ4_NL" },
   [21] = { name = "IQ3_S" }, [22] = { name = "IQ2_S" }, [23] = { name = "IQ4_XS" },
   [24] = { name = "I8", dtype = dtypes.int8 }, [25] = { name = "I16", dtype = dtypes.int16 },
@@ -75,7 +80,7 @@ local TENSOR_TYPES = {
   [28] = { name = "F64", dtype = dtypes.float64 }, [29] = { name = "IQ1_M" },
   [30] = { name = "BF16", dtype = dtypes.bfloat16 },
 }
-local SUPPORTED = "F32, F16, BF16, F64, I8, I16, I32, I64, Q8_0, Q4_0, Q4_1"
+local SUPPORTED = "F32, F16, BF16, F64, I8, I16, I32, I64, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"
 M.SUPPORTED_TYPES = SUPPORTED
 
 --- The GGUF name of tensor type code ("Q4_0" for 2), or nil when unknown.
@@ -107,21 +112,97 @@ local function nibbles_at(raw, at)
   return class.Tensor.cat({ low, high }, 2):float()
 end
 
+-- x >> bits for unsigned bytes (the floor division by 2^bits: no shift op is needed)
+local function shift_right(x, bits) return bits == 0 and x or x:floordiv(1 << bits) end
+
+-- K-quant pieces: tensors of shape {blocks, ...} whose trailing axes are laid out as listed and
+-- stacked along a new axis `axis` (the pieces' own shapes with a 1 inserted there).
+local function stack(pieces, axis)
+  local parts = {}
+  for i, p in ipairs(pieces) do
+    local shape = check.copy(p._shape)
+    table.insert(shape, axis, 1)
+    parts[i] = p:reshape(shape)
+  end
+  return class.Tensor.cat(parts, axis)
+end
+
+-- Q4_K and Q5_K's 8 six-bit sub-block scales and 8 mins, packed in the 12 bytes from `at`:
+-- bytes 1-4 hold scales 1-4 in their low 6 bits, bytes 5-8 mins 1-4; bytes 9-12 hold scales
+-- 5-8 in their low nibbles and mins 5-8 in their high nibbles, whose top 2 bits are the top
+-- 2 bits of bytes 1-4 (scales) and 5-8 (mins). Returns scales and mins, float32 {blocks, 8}.
+local function k_scales_at(raw, at)
+  local first, second, third = raw:narrow(2, at, 4), raw:narrow(2, at + 4, 4), raw:narrow(2, at + 8, 4)
+  local scales = class.Tensor.cat({ first:bitwise_and(63),
+    third:bitwise_and(15) + shift_right(first, 6) * 16 }, 2)
+  local mins = class.Tensor.cat({ second:bitwise_and(63),
+    shift_right(third, 4) + shift_right(second, 6) * 16 }, 2)
+  return scales:float(), mins:float()
+end
+
+-- The 256 nibbles of Q4_K and Q5_K's 128 bytes from `at`, uint8 {blocks, 8, 32}: each run of
+-- 32 bytes holds sub-block 2i - 1 in its low nibbles and sub-block 2i in its high nibbles.
+local function k_nibbles_at(raw, at)
+  local runs = raw:narrow(2, at, 128):reshape(raw._shape[1], 4, 32)
+  return stack({ runs:bitwise_and(15), shift_right(runs, 4) }, 3):reshape(raw._shape[1], 8, 32)
+end
+
+-- d * scale * q - dmin * min per sub-block of 32 (Q4_K, Q5_K): q is {blocks, 8, 32}
+local function k_scaled(raw, q, scales_at)
+  local blocks = raw._shape[1]
+  local scales, mins = k_scales_at(raw, scales_at)
+  local d, dmin = half_at(raw, 1), half_at(raw, 3)
+  return (q:float() * (scales * d):reshape(blocks, 8, 1) - (mins * dmin):reshape(blocks, 8, 1))
+    :reshape(blocks, 256)
+end
+
+-- Q4_K (144 bytes): float16 d, float16 dmin, 12 bytes of scales and mins, 128 bytes of nibbles.
+local function q4_k(raw) return k_scaled(raw, k_nibbles_at(raw, 17), 5) end
+
+-- Q5_K (176 bytes): as Q4_K with 32 bytes of high bits after the scales: bit j - 1 of byte l
+-- is the fifth bit (16) of value l of sub-block j.
+local function q5_k(raw)
+  local blocks = raw._shape[1]
+  local qh = raw:narrow(2, 17, 32)
+  local planes = {}
+  for j = 1, 8 do planes[j] = shift_right(qh, j - 1):bitwise_and(1) end
+  return k_scaled(raw, k_nibbles_at(raw, 49) + stack(planes, 2):reshape(blocks, 8, 32) * 16, 5)
+end
+
+-- Q6_K (210 bytes): 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales (one
+-- per 16 values), float16 d; value d * scale * (q - 32). Each half of 128 values takes 64 bytes
+-- of ql and 32 of qh: its value 32k + l (k = 0..3) has the low nibble of ql byte l (k = 0) or
+-- l + 32 (k = 1), the high nibble of those (k = 2, 3), and bits 2k, 2k + 1 of qh byte l.
+local function q6_k(raw)
+  local blocks = raw._shape[1]
+  local ql = raw:narrow(2, 1, 128):reshape(blocks, 2, 2, 32) -- half, which 32 bytes, l
+  local low = stack({ ql:bitwise_and(15), shift_right(ql, 4) }, 3):reshape(blocks, 2, 4, 32)
+  local qh = raw:narrow(2, 129, 64):reshape(blocks, 2, 32)
+  local high = {}
+  for k = 1, 4 do high[k] = shift_right(qh, 2 * (k - 1)):bitwise_and(3) end
+  local q = (low + stack(high, 3) * 16):float() - 32
+  local scales = raw:narrow(2, 193, 16):bitcast("int8"):float() * half_at(raw, 209)
+  return (q:reshape(blocks, 16, 16) * scales:reshape(blocks, 16, 1)):reshape(blocks, 256)
+end
+
 local DEQUANTIZE = {
   Q8_0 = function(raw) return raw:narrow(2, 3, 32):bitcast("int8"):float() * half_at(raw, 1) end,
   Q4_0 = function(raw) return (nibbles_at(raw, 3) - 8) * half_at(raw, 1) end,
   Q4_1 = function(raw) return nibbles_at(raw, 5) * half_at(raw, 1) + half_at(raw, 3) end,
+  Q4_K = q4_k, Q5_K = q5_k, Q6_K = q6_k,
 }
 
 --- The lazy float32 tensor of shape `shape` that the raw blocks (a uint8 tensor {blocks,
---  block bytes}) of GGUF type type_name ("Q8_0", "Q4_0", "Q4_1") hold.
+--  block bytes}) of GGUF type type_name ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K") hold.
 function M.dequantize(raw, type_name, shape)
   local f = DEQUANTIZE[type_name]
   if not f then
-    fail("gguf.dequantize", "unsupported block type '%s' (supported: Q8_0, Q4_0, Q4_1)", tostring(type_name))
+    fail("gguf.dequantize", "unsupported block type '%s' (supported: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)",
+      tostring(type_name))
   end
-  if not class.is_tensor(raw) or raw.dtype ~= dtypes.uint8 or #raw._shape ~= 2 then
-    fail("gguf.dequantize", "expected the raw blocks as a uint8 tensor {blocks, bytes}")
+  local bytes = TENSOR_TYPES[M.type_code(type_name)].block[2]
+  if not class.is_tensor(raw) or raw.dtype ~= dtypes.uint8 or #raw._shape ~= 2 or raw._shape[2] ~= bytes then
+    fail("gguf.dequantize", "expected the raw %s blocks as a uint8 tensor {blocks, %d}", type_name, bytes)
   end
   local weight = f(raw):reshape(check.copy(shape))
   -- recomputed where it is used, never stored as floats by tcl.jit's warm-up (tcl.api.jit)

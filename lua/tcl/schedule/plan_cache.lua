@@ -66,9 +66,10 @@ local function key_of(outputs, opts)
     end
   end
   local placeholder_graph = pattern.substitute(sink, map)
-  -- row fusion's settings change the kernels (EMU_GPU: EMU emulating a GPU is not row-fused)
-  local key = string.format("%d|%s|%s|%s|%d|%s", placeholder_graph.id, tostring(opts and opts.device),
-    tostring(opts and opts.noopt), tostring(opts and opts.beam), realize_points.ROW_FUSE_BYTES, tostring(env.EMU_GPU))
+  -- row fusion's and dequantization's settings change the kernels (EMU_GPU: EMU emulating a GPU is not row-fused)
+  local key = string.format("%d|%s|%s|%s|%d|%d|%s", placeholder_graph.id, tostring(opts and opts.device),
+    tostring(opts and opts.noopt), tostring(opts and opts.beam), realize_points.ROW_FUSE_BYTES,
+    realize_points.DEQUANT_ROWS, tostring(env.EMU_GPU))
   return inputs, key, placeholder_graph
 end
 

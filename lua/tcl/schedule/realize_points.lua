@@ -82,6 +82,32 @@
 -- ms. Attention's softmax weights (about 20 ops) are stored before weights @ values at every
 -- head size (without row fusion). Still fused: a few ops per operand (layernorm's output, 2
 -- ops on 3 loads: (x - mean) * rstd; a bias and ReLU).
+-- Dequantization. A quantized weight (tcl.api.gguf: Q8_0, Q4_0, Q4_K... blocks of uint8 with
+-- float16 scales) is a float value computed from 1-byte integer loads by casts, masks, shifts
+-- (divisions by powers of two), sums and products with its blocks' scales: 12-40 ops on 4-12
+-- loads per element, read through divisions (value k of a row is byte k % 32 of block k // 32).
+-- Its product x @ dequant(W) evaluates it once per row of x. Stored, a kernel before the
+-- product writes a float32 copy of the weight (4 bytes per value, where a Q4_0 block holds
+-- 0.56) and the product reads it back; fused, the product reads only the blocks. A cone that
+-- reads only 1-byte integer data and constants, through movement ops and elementwise ops that
+-- are no transcendental, is fused into the product (past the operand, division and budget
+-- rules) while the product evaluates it at most DEQUANT_ROWS (64) times per element: its
+-- "rows", the evaluations of its topmost elementwise node, which its inner nodes take from the
+-- nearest elementwise node above them. Inside it, a per-block value (fewer elements than the
+-- weight) of more than OPERAND_OPS ops and loads is stored still: Q4_K's 6-bit sub-block scales
+-- and mins (14 ops on 5 loads each, read by 32 values), a kernel of 1/32 of the weight's
+-- elements; a float16 scale (6 ops on 2 loads) is fused. The same when the weight is stored
+-- (more rows): its kernel then reads the scales (Q4_K, K = N = 1024, 512 rows, 1 thread: x @ W
+-- 25.0 -> 9.97 ms, the copy's kernel 2.5 ms). The CPU heuristics unroll such a product's
+-- reduction by the block size (tcl.heuristics.default, BLOCK_LANES), which makes the
+-- divided reads affine. Measured, K = N = 1024, kernel ms fused / stored (bench/quant_bench.lua
+-- fusion, median of 31, 1 thread; bench/README.md has the tables): Q8_0 M=8 0.378 / 0.650,
+-- M=32 1.27 / 1.73, M=64 2.63 / 3.19; Q4_0 M=8 0.394 / 0.595, M=64 2.91 / 3.12; Q4_K M=8
+-- 0.532 / 0.690, M=64 3.32 / 3.58; 2 threads: M=8 2-2.5x faster, M=64 a tie (Q8_0 1.87 /
+-- 1.86, Q4_0 2.27 / 2.04, Q4_K 1.39 / 1.99); at 128 and 512 rows the stored copy ties or wins
+-- for Q8_0 and Q4_0 (512, 2 threads: Q4_0 8.99 / 6.70): its one dequantization is spread over
+-- the rows and the float product is tiled as any matmul (8 x 4 with packed panels; over divided
+-- reads the tile takes at most 16 rows). A prompt of hundreds of rows stores the copy.
 -- Divisions. A RESHAPE that merges axes of a view whose elements are out of order (permuted,
 -- broadcast, padded, cut, flipped: a max pool's windows put back in place, a nearest upsample)
 -- indexes everything below it through divisions and remainders (h -> h // 2, h % 2). A value
@@ -122,6 +148,12 @@ M.CHEAP_OPS = 2
 -- input) of more than this many ops and loads beyond one is stored when fusing would evaluate
 -- it more than once per element (the header, "Operands").
 M.OPERAND_OPS = 8
+--- A dequantization (see the header, "Dequantization"): an elementwise value whose cone only
+-- widens 1-byte integer data (quantized blocks) is fused into the product that uses it, however
+-- many its ops, while the product evaluates it at most this many times per element (the rows
+-- of x in x @ dequant(W): fused wins up to 48 rows, ties at 64 to 128, loses at 512); beyond,
+-- it is decided like any operand. 0 turns the rule off.
+M.DEQUANT_ROWS = 64
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
@@ -359,6 +391,26 @@ function M.decide(order, sink, outputs, opts)
     end
   end
 
+  -- Dequantization cones (the header, "Dequantization"): nodes computed from 1-byte integer
+  -- loads and constants only, through movement ops and plain elementwise ops
+  local widens = {}
+  for i, node in ipairs(order) do
+    if node ~= sink then
+      local op, id, ok = node.op, node.id, false
+      if op == "BUFFER" or realize[id] then
+        ok = node.dtype.is_int and node.dtype.itemsize == 1
+      elseif op == "CONST" then
+        ok = true
+      elseif MOVEMENT[op] or (elementwise(op) and not transcendental.weight(op)) then
+        ok = true
+        for _, s in ipairs(sources[i]) do
+          if not widens[s.id] then ok = false; break end
+        end
+      end
+      widens[id] = ok
+    end
+  end
+
   -- Pass 1, reverse topological order: per node, the kernel that computes it (root), whether
   -- it is broadcast in that kernel (expanded), whether it is inside a reduction (in_reduce),
   -- and how many times its elements are evaluated if it is fused (evaluations).
@@ -366,6 +418,10 @@ function M.decide(order, sink, outputs, opts)
   local operand = {} -- broadcast into a reduction in its kernel: a contraction's operand
   local provisional = {} -- elementwise nodes stored unless pass 2 finds them cheap
   local row_fused = {} -- broadcast elementwise nodes fused per row (stored in pass 2 if costly)
+  -- a dequantization cone's rows: its topmost elementwise node's evaluations (dequant_rows),
+  -- reached from its inner nodes through the cone (rows_above: those of the nearest
+  -- elementwise node above, nil when none is)
+  local dequant_rows, rows_above, dequant_numel = {}, {}, {} -- and the topmost node's numel
   for i = #order, 1, -1 do
     local node = order[i]
     if node ~= sink then
@@ -424,6 +480,18 @@ function M.decide(order, sink, outputs, opts)
       end
       root_of[id], expanded[id], in_reduce[id], evaluations[id] = root, exp, red, evals
       operand[id] = opnd
+      if widens[id] then
+        local above, top_numel
+        for _, c in ipairs(uses) do
+          local cid = c.id
+          if c ~= sink and widens[cid] and not (realize[cid] and not provisional[cid]) then
+            local r = elementwise(c.op) and dequant_rows[cid] or rows_above[cid]
+            if r and (above == nil or r > above) then above, top_numel = r, dequant_numel[cid] end
+          end
+        end
+        rows_above[id], dequant_rows[id] = above, above or evals
+        dequant_numel[id] = top_numel or numel[id]
+      end
     end
   end
 
@@ -468,10 +536,20 @@ function M.decide(order, sink, outputs, opts)
       n_div = math.min(n_div, COUNT_CAP)
       if provisional[id] and not reduce then
         local evals = evaluations[id]
-        local cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
-          or n_ops * (evals - 1) <= M.RECOMPUTE_BUDGET
-            and not (operand[id] and evals > 1 and n_ops + n_loads - 1 > M.OPERAND_OPS)
-            and not (n_div > 0 and evals > 1)
+        local cheap
+        local dequant = widens[id] and (operand[id] or rows_above[id])
+        if dequant and numel[id] < dequant_numel[id] and n_ops + n_loads - 1 > M.OPERAND_OPS then
+          -- a per-block value of a dequantization (fewer elements than the weight: a sub-block's
+          -- scale) that costs more than an operand may: stored, fused or not its weight
+          cheap = false
+        elseif dequant and dequant_rows[id] <= M.DEQUANT_ROWS then
+          cheap = true -- in a dequantization fused into its product
+        else
+          cheap = (n_ops <= M.CHEAP_OPS and n_loads <= 1)
+            or n_ops * (evals - 1) <= M.RECOMPUTE_BUDGET
+              and not (operand[id] and evals > 1 and n_ops + n_loads - 1 > M.OPERAND_OPS)
+              and not (n_div > 0 and evals > 1)
+        end
         if cheap then realize[id] = nil end
       end
       if row_fused[id] and n_ops > M.RECOMPUTE_BUDGET // 2 then
