@@ -11,8 +11,8 @@ Parts (default all):
 
 Decoding is reported in tokens per second (1 / the median step), the prompt in ms and tokens per
 second. Each figure is the median of R runs (default 21) after a warm-up, wall clock, printed as
-"figure <name> <value> <unit>". torch.set_num_threads(T) (default: the cores). Without torch
-every part prints "skip <part> <why>".
+"figure <name> <value> <unit>". torch.set_num_threads(T) (default: the cores), with
+OMP_WAIT_POLICY=PASSIVE unless it is set. Without torch every part prints "skip <part> <why>".
 """
 import argparse
 import math
@@ -124,6 +124,10 @@ def main():
     for part in args.parts:
         if part not in PARTS:
             sys.exit("llm_baselines.py: unknown part '%s' (known: %s)" % (part, ", ".join(PARTS)))
+    # torch's OpenMP threads spin while they wait by default; on this 2-core machine they then
+    # take the cores from OpenBLAS's own threads (2 threads ran slower than 1): passive waiting
+    # is what a user tuning torch here would set, so it is the stronger alternative
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
     except ImportError as e:

@@ -530,7 +530,11 @@ local function attention(self, layer, q, k, v, start)
     values = values:reshape(B, c.n_kv_heads, 1, S, c.head_dim):expand(B, c.n_kv_heads, group, S, c.head_dim)
       :reshape(B, c.n_heads, S, c.head_dim)
   end
-  local scores = q:matmul(keys:transpose(3, 4)) * (1 / math.sqrt(c.head_dim))
+  local keys_t = keys:transpose(3, 4)
+  -- a prompt's products over many queries: q and k^T stored contiguous first, so that the
+  -- products are tiled as matmuls of rows (as views their reads step across rows)
+  if T > 1 then q, keys_t = q:contiguous(), keys_t:contiguous() end
+  local scores = q:matmul(keys_t) * (1 / math.sqrt(c.head_dim))
   local mask = cache:mask(start, T)
   if mask then scores = scores + mask end
   local out = scores:softmax(-1):matmul(values)
