@@ -300,8 +300,10 @@ describe("tcl.export with dynamic sizes", function()
       close_floats(expected[k], bytes_of(table.pack(two(Tensor(prefix, CPU):reshape(b, t, 8)))), 1e-5)
     end
     sh(string.format("%s run 1 0 %s", q(two_app), table.concat(args, " ")))
+    -- (the expected values come from a slice of the buffer, a graph of its own whose kernels
+    -- may sum in another order than the exported ones: equal to float32 rounding)
     for k in ipairs(expected) do
-      assert.is_true(expected[k] == helper.read(string.format("%s/out_%d.bin", two_dir, k)), "run " .. k .. " differs")
+      close_floats(helper.read(string.format("%s/out_%d.bin", two_dir, k)), expected[k], 1e-5)
     end
   end)
 
