@@ -4,7 +4,8 @@
 -- x @ W^T with 1 and 8 rows of x is one kernel that reads the raw blocks (Q4_K: and two small
 -- kernels of its sub-block scales and mins), no kernel stores a float buffer of the weight's
 -- size, and the values equal x times the weight dequantized by hand from the chosen blocks.
--- Past DEQUANT_ROWS rows, and with the rule off, the float copy is stored as before. On the
+-- By default never a float copy; past DEQUANT_ROWS rows when it is set, and with the rule off,
+-- the float copy is stored as before. On the
 -- CPU the product unrolls its reduction by the block size (tcl.heuristics.default,
 -- BLOCK_LANES): the blocks are read as vectors of 32 bytes, not gathered.
 local helper = require "spec.support.helper"
@@ -129,15 +130,35 @@ describe("a quantized weight's dequantization fused into its product", function(
     end
   end
 
-  it("stores the float copy past DEQUANT_ROWS rows, and at 8 rows with the rule off", function()
+  -- the rows past which a float copy is stored, for the specs of that setting
+  local function with_dequant_rows(n, fn)
+    local saved = realize_points.DEQUANT_ROWS
+    realize_points.DEQUANT_ROWS = n
+    local ok, err = pcall(fn)
+    realize_points.DEQUANT_ROWS = saved
+    assert(ok, err)
+  end
+
+  it("never stores a float copy by default, a long prompt's 200 rows included", function()
     local w, _, weight = quantized_weight("Q4_0")
-    local rows = realize_points.DEQUANT_ROWS + 1
-    local x, xs = input(rows)
+    local x, xs = input(200)
     local y = x:matmul(w:transpose(1, 2))
     local plan = schedule.create({ y.uop })
-    assert.are.equal(2, #plan.kernels)
-    assert.are.equal(1, weight_sized_buffers(plan))
-    check_values(y, xs, weight, rows)
+    assert.are.equal(1, #plan.kernels)
+    assert.are.equal(0, weight_sized_buffers(plan))
+    check_values(y, xs, weight, 200)
+  end)
+
+  it("stores the float copy past DEQUANT_ROWS rows when set (64), and at 8 rows with the rule off", function()
+    local w, _, weight = quantized_weight("Q4_0")
+    with_dequant_rows(64, function()
+      local x, xs = input(65)
+      local y = x:matmul(w:transpose(1, 2))
+      local plan = schedule.create({ y.uop })
+      assert.are.equal(2, #plan.kernels)
+      assert.are.equal(1, weight_sized_buffers(plan))
+      check_values(y, xs, weight, 65)
+    end)
 
     local saved = realize_points.DEQUANT_ROWS
     realize_points.DEQUANT_ROWS = 0
@@ -151,12 +172,13 @@ describe("a quantized weight's dequantization fused into its product", function(
     assert(ok, err)
   end)
 
-  it("Q4_K past DEQUANT_ROWS rows: its sub-block scales are stored first, then the float copy", function()
+  it("Q4_K past DEQUANT_ROWS rows (set to 64): its sub-block scales are stored first, then the float copy", function()
     local w, _, weight = quantized_weight("Q4_K")
-    local rows = realize_points.DEQUANT_ROWS + 1
+    local rows = 65
     local x, xs = input(rows)
     local y = x:matmul(w:transpose(1, 2))
-    local plan = schedule.create({ y.uop })
+    local plan
+    with_dequant_rows(64, function() plan = schedule.create({ y.uop }) end)
     -- the scales' and the mins' kernels (K * N / 32 values each), the copy's, the product's
     assert.are.equal(4, #plan.kernels)
     assert.are.equal(1, weight_sized_buffers(plan))

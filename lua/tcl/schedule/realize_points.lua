@@ -91,7 +91,7 @@
 -- 0.56) and the product reads it back; fused, the product reads only the blocks. A cone that
 -- reads only 1-byte integer data and constants, through movement ops and elementwise ops that
 -- are no transcendental, is fused into the product (past the operand, division and budget
--- rules) while the product evaluates it at most DEQUANT_ROWS (64) times per element: its
+-- rules) while the product evaluates it at most DEQUANT_ROWS (no limit by default) times per element: its
 -- "rows", the evaluations of its topmost elementwise node, which its inner nodes take from the
 -- nearest elementwise node above them. Inside it, a per-block value (fewer elements than the
 -- weight) of more than OPERAND_OPS ops and loads is stored still: Q4_K's 6-bit sub-block scales
@@ -151,9 +151,12 @@ M.OPERAND_OPS = 8
 --- A dequantization (see the header, "Dequantization"): an elementwise value whose cone only
 -- widens 1-byte integer data (quantized blocks) is fused into the product that uses it, however
 -- many its ops, while the product evaluates it at most this many times per element (the rows
--- of x in x @ dequant(W): fused wins up to 48 rows, ties at 64 to 128, loses at 512); beyond,
--- it is decided like any operand. 0 turns the rule off.
-M.DEQUANT_ROWS = 64
+-- of x in x @ dequant(W)); beyond, it is decided like any operand. The default fuses every
+-- product, so a quantized weight is never stored as floats (issue 37's contract: less memory
+-- and traffic). Measured on this machine (2 threads, K = N = 1024): fused wins up to 48 rows,
+-- ties at 64 to 128 and loses by up to 25% at 512, so 64 is the setting for speed on long
+-- prompts at the cost of a float copy per product. 0 turns the rule off.
+M.DEQUANT_ROWS = math.maxinteger
 --- What a transcendental (EXP2, LOG2, SIN, COS, POW) counts as: tcl.patterns.transcendental's
 -- cost of its polynomial.
 M.TRANSCENDENTAL_OPS = transcendental.COST
