@@ -12,9 +12,9 @@
 --                            its logits' argmax read to the host: tokens per second
 --   prompt_512               the forward of a 512-token prompt in one batch (the last position's
 --                            logits, as a generation needs): ms and tokens per second
---   quantized                decode_128 with the layers' weights stored as Q8_0 and Q4_0 blocks
---                            (random blocks of the GGUF layouts, dequantized inside the matmuls;
---                            the tied embedding stays float32) against float32 in the same process
+--   quantized                decode_128 with the weights stored as Q8_0 and Q4_0 blocks (random
+--                            blocks of the GGUF layouts, the tied embedding too: dequantized inside
+--                            the products and the row read) against float32 in the same process
 -- Each part runs in a child process with the default threads (the cores) and with THREADS=1;
 -- torch runs at the same thread counts (torch.set_num_threads). Figures are medians of
 -- BENCH_RUNS (default 15) steps after a warm-up. A part below torch names its slowest kernels
@@ -41,15 +41,16 @@ local function random_blocks(tcl, type, rows, cols)
   return Tensor.cat({ scale, q }, 2):realize()
 end
 
--- The model with its layers' matmul weights stored as blocks of `type` (the tied embedding, the
--- LM head, stays float32: its quantized matvec over 50257 rows is not tiled yet).
+-- The model with its matmul weights and its tied embedding stored as blocks of `type`.
 local function quantized_model(tcl, transformer, type)
   local gguf = require "tcl.api.gguf"
   local config = transformer.gpt2_124m()
   local sd = transformer.random(config):state_dict()
   for name, w in pairs(sd) do
     local s = w.shape
-    if #s == 2 and name:match("weight$") and (name:match("attn") or name:match("mlp")) then
+    if name == "wte.weight" then -- (vocab, dim): blocks along dim, the LM head's sum
+      sd[name] = gguf.dequantize(random_blocks(tcl, type, s[1], s[2]), type, { s[1], s[2] })
+    elseif #s == 2 and name:match("weight$") and (name:match("attn") or name:match("mlp")) then
       -- Conv1D weights (in, out) are stored (out, in) in GGUF, blocks along the product's sum
       local rows, cols = s[2], s[1]
       sd[name] = gguf.dequantize(random_blocks(tcl, type, rows, cols), type, { rows, cols }):transpose(1, 2)
