@@ -33,6 +33,10 @@ local Variable = {}
 Variable.__index = Variable
 Variable.__name = "tcl.Variable"
 
+--- Set by the first bind in this Lua state (the module's own flag: each state loads it once):
+-- graphs are searched for variable sizes only from then on.
+M.in_use = false
+
 local function fail(fn, fmt, ...) error(string.format(fn .. ": " .. fmt, ...), 3) end
 
 --- A variable size: name (a Lua identifier), min and max (integers, 0 <= min <= max <= MAX_VALUE).
@@ -64,6 +68,7 @@ function Variable:bind(value)
   if value < self.min or value > self.max then
     fail("bind", "%s: value %d is outside %d..%d", self.name, value, self.min, self.max)
   end
+  M.in_use = true
   return new("BIND", INDEX, { self.node, const(INDEX, value) })
 end
 
@@ -296,8 +301,6 @@ local function map_arg(arg, map)
   return arg
 end
 
-local function arg_of(node) return node.arg end
-
 -- Whether an arg holds a node (a symbolic size) anywhere.
 local function holds_node(arg)
   if is_uop(arg) then return true end
@@ -307,13 +310,6 @@ local function holds_node(arg)
   return false
 end
 
---- Set once any size was bound in this state: graphs are searched for sizes only then.
-M.in_use = false
-local bind = Variable.bind
-function Variable.bind(self, value)
-  M.in_use = true
-  return bind(self, value)
-end
 
 --- The graph of sink with every bound size unbound (BIND -> its DEFINE_VAR), and the values:
 -- { [variable name] = value }, { [variable name] = DEFINE_VAR node }, and the buffers read
@@ -361,7 +357,7 @@ function M.unbind(sink)
           map[leaf] = twice[name] and leaf.src[2] or leaf.src[1]
         end
       end
-      if next(map) then replaced[node] = map_arg(arg_of(node), map); any = true end
+      if next(map) then replaced[node] = map_arg(node.arg, map); any = true end
     end
   end
   if not any then return sink, values, vars, widen end

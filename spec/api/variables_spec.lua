@@ -250,21 +250,11 @@ describe("tcl.jit with variable sizes", function()
 end)
 
 describe("variable sizes in GPU-shaped kernels", function()
-  local env = require "tcl.env"
   local emu = require "tcl.codegen.devices.emu"
-  local targets = require "tcl.codegen.devices.gpu_targets"
   local schedule = require "tcl.schedule"
 
-  -- EMU emulating CUDA's launch (as spec/codegen/tc_lowering_spec.lua does)
-  local function on_cuda(fn)
-    local saved_renderer, saved_options, saved_env = emu.renderer, emu.options, env.EMU_GPU
-    local target = targets.get("CUDA")
-    emu.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
-    emu.options = "emu-gpu-" .. target.id
-    local ok, err = pcall(fn)
-    emu.renderer, emu.options, env.EMU_GPU = saved_renderer, saved_options, saved_env
-    assert(ok, err)
-  end
+  -- EMU emulating CUDA's launch
+  local function on_cuda(fn) helper.on_gpu_target("CUDA", fn) end
 
   it("keep a variable range as a loop in each thread, with the values of fixed sizes", function()
     local T = tcl.var("gpu_rows", 1, 64)

@@ -5,7 +5,6 @@
 -- mode with CUDA's capabilities (float16 and bfloat16 inputs, m16n8k16) and Metal's (float32,
 -- m8n8k8): values against a naive double-precision product (operands are multiples of 1/8, so
 -- every sum is exact), the programs' WMMA and launch sizes, and the kernels the pass leaves alone.
-local env = require "tcl.env"
 local tcl = require "tcl"
 local schedule = require "tcl.schedule"
 local lower = require "tcl.codegen.driver.lower"
@@ -21,15 +20,7 @@ local splitmix = require "spec.support.splitmix"
 local Tensor = tcl.Tensor
 
 -- EMU's backend reads EMU_GPU when it loads; these specs switch its renderer per target.
-local function on_target(name, fn)
-  local saved_renderer, saved_options, saved_env = emu.renderer, emu.options, env.EMU_GPU
-  local target = targets.get(name)
-  emu.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
-  emu.options = "emu-gpu-" .. target.id
-  local ok, err = pcall(fn)
-  emu.renderer, emu.options, env.EMU_GPU = saved_renderer, saved_options, saved_env
-  assert(ok, err)
-end
+local on_target = require("spec.support.helper").on_gpu_target
 
 -- a (m x k) and b (k x n) of dtype, small multiples of 1/8 (exact in every input dtype).
 local function operands(m, k, n, dtype, seed)

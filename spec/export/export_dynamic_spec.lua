@@ -122,17 +122,9 @@ int main(int argc, char **argv) {
 
 local tmp
 
-local function sh(cmd)
-  local status, out, err = helper.run(cmd)
-  assert(status == 0, "failed: " .. cmd .. "\n" .. out .. err)
-  return out
-end
+local sh = helper.must_run
 
-local function bytes_of(list)
-  local parts = {}
-  for i = 1, list.n or #list do parts[i] = list[i]:to_bytes() end
-  return table.concat(parts)
-end
+local bytes_of = helper.tensors_bytes
 
 -- The model: causal attention of a (T, 64) sequence over itself through a small MLP's queries, a
 -- (64, 64) product of its column sums (a fixed-size output: a step over T, then a product

@@ -130,17 +130,9 @@ int main(int argc, char **argv) {
 
 local tmp
 
-local function sh(cmd)
-  local status, out, err = helper.run(cmd)
-  assert(status == 0, "failed: " .. cmd .. "\n" .. out .. err)
-  return out
-end
+local sh = helper.must_run
 
-local function bytes_of(list)
-  local parts = {}
-  for i, t in ipairs(list) do parts[i] = t:to_bytes() end
-  return table.concat(parts)
-end
+local bytes_of = helper.tensors_bytes
 
 -- Exports forward on inputs into a fresh directory, builds the test program with cc alone;
 -- returns the directory, the program, the summary and tcl's own outputs of forward as bytes.

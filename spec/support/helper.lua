@@ -270,4 +270,33 @@ function M.llc_path()
   return dir and dir .. "/llc"
 end
 
+--- Runs fn with EMU emulating the GPU target `name` ("CUDA", "METAL", ...: its launch limits
+-- and opt capabilities, tcl.codegen.devices.gpu_targets) and restores EMU after, also when fn
+-- fails (EMU's backend reads EMU_GPU when it loads, so specs switch its renderer instead).
+function M.on_gpu_target(name, fn)
+  local env = require "tcl.env"
+  local emu = require "tcl.codegen.devices.emu"
+  local saved_renderer, saved_options, saved_env = emu.renderer, emu.options, env.EMU_GPU
+  local target = require("tcl.codegen.devices.gpu_targets").get(name)
+  emu.renderer = { name = "emu-" .. target.name, lacks = {}, gpu = target.gpu, opt_caps = target.opt_caps }
+  emu.options = "emu-gpu-" .. target.id
+  local ok, err = pcall(fn)
+  emu.renderer, emu.options, env.EMU_GPU = saved_renderer, saved_options, saved_env
+  assert(ok, err)
+end
+
+--- The stdout of a shell command that must succeed (a failure names the command and its output).
+function M.must_run(cmd)
+  local status, out, err = M.run(cmd)
+  assert(status == 0, "failed: " .. cmd .. "\n" .. out .. err)
+  return out
+end
+
+--- The bytes of tensors (a list, or a table.pack with n), one after another, in storage order.
+function M.tensors_bytes(list)
+  local parts = {}
+  for i = 1, list.n or #list do parts[i] = list[i]:to_bytes() end
+  return table.concat(parts)
+end
+
 return M
