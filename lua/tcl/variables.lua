@@ -301,6 +301,10 @@ local function map_arg(arg, map)
   return arg
 end
 
+-- The tensor-graph ops whose arg may hold a size (docs/design/encodings.md): only their args
+-- are read (reading an arg makes a Lua table), so the walks cost little on large graphs.
+local SIZED = { RESHAPE = true, EXPAND = true, PAD = true, SHRINK = true, ARANGE = true }
+
 -- Whether an arg holds a node (a symbolic size) anywhere.
 local function holds_node(arg)
   if is_uop(arg) then return true end
@@ -325,8 +329,8 @@ function M.unbind(sink)
   -- before either ran) is planned with its values as constants, that graph only
   local holding, twice = {}, {}
   for _, node in ipairs(order) do
-    local arg = node.arg
-    if (type(arg) == "table" or is_uop(arg)) and holds_node(arg) then
+    local arg = SIZED[node.op] and node.arg
+    if arg and holds_node(arg) then
       local leaves = arg_leaves(arg, {})
       holding[node] = leaves
       for _, leaf in ipairs(leaves) do
@@ -419,8 +423,8 @@ function M.rebind(node, values)
   local order = node:toposort()
   local rebuilt = {}
   for _, u in ipairs(order) do
-    local arg, new_arg = u.arg, nil
-    if (type(arg) == "table" or is_uop(arg)) and holds_node(arg) then
+    local arg, new_arg = SIZED[u.op] and u.arg, nil
+    if arg and holds_node(arg) then
       local map = {}
       for _, leaf in ipairs(arg_leaves(arg, {})) do
         local var = variable_of(leaf)

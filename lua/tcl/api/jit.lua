@@ -289,7 +289,7 @@ end
 
 local function replay(plan, args)
   realize_inputs(args)
-  local values = call_values(args)
+  local values, data_of = call_values(args), {}
   local storages = {}
   for i = 1, args.n do
     local a = args[i]
@@ -318,11 +318,16 @@ local function replay(plan, args)
       end
     end
     if step.variables then
-      local data = {}
-      for k, name in ipairs(step.variables) do
-        data[k] = values[name]
-        if data[k] == nil then error(message("the plan's kernel %s reads variable %s, which no argument binds",
-          step.kernel.name, name), 0) end
+      -- the values in the kernel's order, made once per replay for each kernel's list of names
+      local data = data_of[step.variables]
+      if not data then
+        data = {}
+        for k, name in ipairs(step.variables) do
+          data[k] = values[name]
+          if data[k] == nil then error(message("the plan's kernel %s reads variable %s, which no argument binds",
+            step.kernel.name, name), 0) end
+        end
+        data_of[step.variables] = data
       end
       list[#list]:write(data)
     end

@@ -164,16 +164,21 @@ end
 local REDUCE_LIKE = { reduce = true, group_reduce = true, unroll = true }
 
 -- The ranges of variable size (tcl.variables): the optimizer leaves them alone and ranges()
--- omits them, but their loops run, up to their largest values: { reduce =, other = } the
--- products of those largest sizes.
+-- omits them, but their loops run, up to their largest values: the reduce and the other
+-- products of those largest sizes. Read once per state of the kernel's graph: heuristics ask
+-- for the work many times, and kernels without variables must not pay a walk each time.
 local function variable_ranges(self)
+  local graph = self._k:graph()
+  local known = self._variable_ranges
+  if known and known.graph == graph then return known.reduce, known.other end
   local reduce, other = 1, 1
-  for _, u in ipairs(self._k:graph():toposort()) do
+  for _, u in ipairs(graph:toposort()) do
     if u.op == "RANGE" and not u:range_size() then
       local size = u.src[1]:vmax()
       if REDUCE_LIKE[u:axis_type()] then reduce = reduce * size else other = other * size end
     end
   end
+  self._variable_ranges = { graph = graph, reduce = reduce, other = other }
   return reduce, other
 end
 

@@ -31,7 +31,6 @@ local lower = require "tcl.codegen.driver.lower"
 local pattern = require "tcl.pattern"
 
 local M = {}
-local stage_widened
 
 --- A kernel's arguments with the values of the variables it reads appended: one int32 buffer,
 -- the values in the order of the kernel's `variables` (names; see the pass "bind variables").
@@ -46,14 +45,13 @@ local function variable_args(list, names, values, device)
   out[#out + 1] = buffers.host_ints(data, device)
   return out
 end
-M.variable_args = variable_args
 
 --- A buffer read in a shape of variables larger than it is (x:reshape(4, T:bind(17)) of a
 -- realized x) is copied into a new buffer of the shape's largest size, zero-filled past its
 -- elements, and the graph reads that instead: the kernels then see a buffer of one size for
 -- every value (the runtime checks buffer sizes). Returns the graph and { [staged storage] =
 -- the source's storage } (tcl.jit copies a replay's argument into the staged storage again).
-function stage_widened(sink, widen)
+local function stage_widened(sink, widen)
   local map, staged = {}, {}
   for buffer, numel in pairs(widen) do
     local source = buffers.get(buffer)
@@ -65,9 +63,11 @@ function stage_widened(sink, widen)
   return pattern.substitute(sink, map), staged
 end
 
---- While set, called as recorder(kernel, buffer_nodes, storages) for every kernel that run
--- executes, in order (tcl.jit captures execution plans with it): the compiled kernel
--- (tcl.codegen.driver.lower), its BUFFER nodes and their runtime buffers, in PARAM slot order.
+--- While set, called as recorder(kernel, buffer_nodes, storages, values, staged) for every
+-- kernel that run executes, in order (tcl.jit captures execution plans with it): the compiled
+-- kernel (tcl.codegen.driver.lower), its BUFFER nodes and their runtime buffers, in PARAM slot
+-- order (a kernel with variables has one storage more, last: their values), the variables'
+-- values { [name] = value } and the staged copies { [storage] = source storage } (stage_widened).
 M.recorder = nil
 
 local function check_outputs(outputs, fn)
