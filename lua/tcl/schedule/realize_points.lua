@@ -107,7 +107,8 @@
 -- 1.86, Q4_0 2.27 / 2.04, Q4_K 1.39 / 1.99); at 128 and 512 rows the stored copy ties or wins
 -- for Q8_0 and Q4_0 (512, 2 threads: Q4_0 8.99 / 6.70): its one dequantization is spread over
 -- the rows and the float product is tiled as any matmul (8 x 4 with packed panels; over divided
--- reads the tile takes at most 16 rows). A prompt of hundreds of rows stores the copy.
+-- reads the tile takes at most 16 rows). So with DEQUANT_ROWS = 64 a prompt of hundreds of rows
+-- stores the copy; the default never does (see DEQUANT_ROWS).
 -- Divisions. A RESHAPE that merges axes of a view whose elements are out of order (permuted,
 -- broadcast, padded, cut, flipped: a max pool's windows put back in place, a nearest upsample)
 -- indexes everything below it through divisions and remainders (h -> h // 2, h % 2). A value
