@@ -1,7 +1,7 @@
 /* lua_core.c — Lua binding of dtypes, ops and UOps (module "tcl.core"). Layer: core.
  * Per Lua state: one tcl_ctx (freed by a finalizer), one userdata per live node (a
  * weak-valued cache keyed by node id), one userdata per dtype. All live in the registry. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, fileno */
 #include "lua_core.h"
 
 #include <inttypes.h>
@@ -464,6 +464,15 @@ static int l_graph_size(lua_State *L) {
     return 1;
 }
 
+/* core.is_terminal("stdout" | "stderr") -> whether that stream is a terminal (progress bars
+ * draw only on one: a log file or a pipe gets no carriage returns) */
+static int l_is_terminal(lua_State *L) {
+    static const char *const names[] = {"stdout", "stderr", NULL};
+    int which = luaL_checkoption(L, 1, NULL, names);
+    lua_pushboolean(L, isatty(fileno(which == 0 ? stdout : stderr)) != 0);
+    return 1;
+}
+
 /* core.clock() -> seconds of a monotonic wall clock (a float; only differences mean something) */
 static int l_clock(lua_State *L) {
     struct timespec ts;
@@ -592,7 +601,7 @@ int luaopen_tcl_core(lua_State *L) {
     static const luaL_Reg funcs[] = {
         {"find", l_find},             {"dtype", l_dtype},           {"promote", l_promote},
         {"op_in", l_op_in},     {"live_count", l_live_count}, {"live_ids", l_live_ids}, {"fresh_id", l_fresh_id}, {"toposort", l_toposort},
-        {"graph_size", l_graph_size}, {"clock", l_clock}, {"shuffles", l_shuffles},
+        {"graph_size", l_graph_size}, {"clock", l_clock}, {"is_terminal", l_is_terminal}, {"shuffles", l_shuffles},
         {NULL, NULL},
     };
     luaL_newlib(L, funcs);
