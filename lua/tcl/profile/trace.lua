@@ -83,10 +83,17 @@ function M.events(report)
     if a.start ~= b.start then return a.start < b.start end
     return a.seconds > b.seconds
   end)
+  local workers_free = {} -- pid -> when its compile workers' track is free again (microseconds)
   for _, e in ipairs(all) do
     local event = { name = e.name, cat = e.kind, ph = "X", pid = pid_of[e.device], tid = tid_of(e),
       ts = (e.start - report.start) * 1e6, dur = e.seconds * 1e6, args = args_of(e) }
-    if e.track == "compile workers" then event.args = { note = "worker time; worker and start not known" } end
+    if e.track == "compile workers" then
+      -- laid end to end already (their start is made up); a batch whose workers' time ran past
+      -- the next batch's build start would overlap it, which a viewer cannot draw on one track
+      event.ts = math.max(event.ts, workers_free[event.pid] or 0)
+      workers_free[event.pid] = event.ts + event.dur
+      event.args = { note = "time on a compile worker; which worker, and when, is not known" }
+    end
     out[#out + 1] = event
   end
   return out
