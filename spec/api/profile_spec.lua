@@ -212,7 +212,7 @@ describe("tcl.profile.save", function()
         assert.is_truthy(threads[e.pid .. "/" .. e.tid], "an event on an unnamed track: " .. e.name)
         assert.is_true(e.ts >= 0 and e.dur >= 0, e.name)
         -- inside the call; but the compile workers' times are laid end to end, and several ran at once
-        local laid_out = threads[e.pid .. "/" .. e.tid]:find("^compile workers")
+        local laid_out = threads[e.pid .. "/" .. e.tid]:find("^compile workers") ~= nil
         assert.is_true(laid_out or e.ts + e.dur <= report.wall * 1e6 + 1, e.name)
         by_cat[e.cat] = by_cat[e.cat] or {}
         table.insert(by_cat[e.cat], e)
