@@ -248,6 +248,8 @@ describe("tcl.profile.save", function()
     assert.are.equal("profile.save: expected a file path, got number", helper.message_of(tcl.profile.save, 3))
     assert.are.equal("profile.save: expected a report of tcl.profile, got table",
       helper.message_of(tcl.profile.save, "/tmp/x.json", {}))
+    assert.are.equal("profile.save: got 3 arguments, expected at most 2: profile.save(path, report)",
+      helper.message_of(tcl.profile.save, "/tmp/x.json", tcl.profile.last(), "extra"))
   end)
 
   it("says when there is no report yet", function()

@@ -15,6 +15,7 @@
 -- The events come from tcl.codegen.driver.events, which times nothing while nobody listens:
 -- outside tcl.profile a kernel run pays one table lookup. On a GPU that queues kernels (CUDA,
 -- Metal) a profiled call waits for each kernel, to time it.
+local check = require "tcl.api.check"
 local events = require "tcl.codegen.driver.events"
 local report_module = require "tcl.profile.report"
 local trace = require "tcl.profile.trace"
@@ -71,5 +72,8 @@ function M.print(report, file)
   end
   report:print(file)
 end
+
+-- an argument too many is an error naming the function (tcl's convention: tcl.api.check)
+check.fix_arguments(M, "profile.")
 
 return setmetatable(M, { __call = profile })
