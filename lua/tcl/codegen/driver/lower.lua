@@ -24,6 +24,8 @@
 -- >= 4 the program (LLVM IR, or EMU's listing), >= 5 the kernel AST, >= 6 the linear list,
 -- >= 7 the machine assembly (CPU); >= 3 once per compile. Lines go to lower.log (stderr
 -- unless replaced).
+-- Kernel runs and compiles are events (tcl.codegen.driver.events) while something listens
+-- (tcl.profile); lower.listen(fn) hears the kernel runs only.
 local core = require "tcl.core"
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
