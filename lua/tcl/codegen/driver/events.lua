@@ -7,7 +7,7 @@
 --   if events.on() then                      -- nothing is timed while nobody listens
 --     local start = events.clock()
 --     ...                                    -- the work
---     events.emit { kind = "copy", name = "write CPU", device = "CPU", start = start,
+--     events.emit { kind = "copy", name = "write from host", device = "CPU", start = start,
 --       seconds = events.clock() - start, bytes = n }
 --   end
 --   stop()
