@@ -12,6 +12,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
   -- language models written with the Tensor API (tcl.models.transformer, its KV cache, sampling)
   { prefix = "tcl.models", stage = 4.5, name = "models" },
+  -- profiles of calls: the report, its roofline's peaks (measured with the Tensor API), traces
+  { prefix = "tcl.profile", stage = 4.5, name = "profile" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
