@@ -105,7 +105,7 @@ local function check_postfix(fn, postfix)
 end
 
 local OPTIONS = { total = true, label = true, unit = true, stream = true, enabled = true, clock = true,
-  interval = true, width = true, initial = true }
+  interval = true, width = true, initial = true, status = true }
 
 -- whether a bar on stream draws (see the header)
 local function decide(enabled, stream)
@@ -122,7 +122,8 @@ local function checked(fn, opts)
   if type(opts) ~= "table" then fail(fn, "options must be a table, got %s", type(opts)) end
   for k in pairs(opts) do
     if not OPTIONS[k] then
-      fail(fn, "unknown option %s (options: clock, enabled, initial, interval, label, stream, total, unit, width)",
+      fail(fn, "unknown option %s (options: clock, enabled, initial, interval, label, status, stream, total, unit, "
+        .. "width)",
         shown(k))
     end
   end
@@ -156,7 +157,7 @@ local function checked(fn, opts)
     fail(fn, "interval must be a number of seconds >= 0, got %s", shown(interval))
   end
   return { total = total, n = initial, initial = initial, width = width, stream = stream, clock = clock,
-    interval = interval, label = text("label", nil), unit = text("unit", "it"),
+    interval = interval, label = text("label", nil), unit = text("unit", "it"), status = text("status", nil),
     enabled = decide(opts.enabled, stream), closed = false, drawn_chars = 0 }
 end
 
@@ -165,7 +166,7 @@ end
 -- (anything with write and flush; default progress.stream, io.stderr), enabled (true or false;
 -- nil: see the header), clock (a function returning seconds; default core.clock), interval
 -- (seconds between redraws, default 0.1), width (cells of the bar, default 20), initial (units
--- done already, default 0).
+-- done already, default 0), status (the first status: bar:set_status).
 function M.new(opts)
   return Bar._open("progress.new", opts)
 end
@@ -265,14 +266,18 @@ function Bar:set_postfix(postfix)
   self:_refresh()
 end
 
---- Sets the status: text drawn after the bar and a " | " (nested work's state; nil clears it);
--- redraws when the interval has passed.
-function Bar:set_status(text)
+--- Sets the status: text drawn after the bar and a " | " (nested work's state, or the step at
+-- hand; nil clears it), and counts k more units done (default 0: a step finished and the next
+-- named in one drawing); redraws when the interval has passed.
+function Bar:set_status(text, k)
   check_bar("bar:set_status", self)
   if text ~= nil and type(text) ~= "string" then
     fail("bar:set_status", "text must be a string or nil, got %s", type(text))
   end
+  if k == nil then k = 0 end
+  if math.type(k) ~= "integer" or k < 0 then fail("bar:set_status", "k must be an integer >= 0, got %s", shown(k)) end
   self.status = text
+  self.n = self.n + k
   self:_refresh()
 end
 
