@@ -18,7 +18,7 @@
 -- counts (bar.n) and checks its arguments; it writes nothing.
 -- Nested work (BEAM: the kernels of a batch, and the rounds of one kernel's search) stays on one
 -- line: the outer bar counts, and the inner work's state is the bar's status, drawn after " | "
--- (bar:set_status): `BEAM  33% |█████▋     | 1/3 kernel [...] | r_16_32: round 2/6, ...`.
+-- (bar:set_status): `BEAM  33% |█████▋     | 1/3 [...] | r_16_32: round 2/6, ...`.
 -- The ETA is the work left at the average rate since the bar started (its first `initial` units
 -- not counted: they were done before it).
 local core = require "tcl.core"

@@ -65,11 +65,11 @@ M.list = {
   { field = "POISON_OUTPUTS", variable = "TCL_POISON_OUTPUTS", kind = "flag", default = false,
     meaning = "1 fills each kernel's new host output with 0xFF bytes before it runs (NaN, -1), so an "
       .. "element a kernel leaves unwritten shows (a check: new outputs are not cleared)" },
-  { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
-    meaning = "0 turns the on-disk cache of compiled kernels off" },
   { field = "PROGRESS", variable = "TCL_PROGRESS", kind = "tristate",
     meaning = "progress bars (tcl.progress: BEAM, export, training loops): 1 always, 0 never; unset: "
       .. "only on a terminal" },
+  { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
+    meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string
   { field = "CACHE_DIR", variable = "TCL_CACHE", kind = "string",
     meaning = "the on-disk cache's directory (else $XDG_CACHE_HOME/tcl, else ~/.cache/tcl)" },

@@ -34,6 +34,7 @@ describe("settings", function()
       { "EMU_GPU=AMD", "EMU_GPU must be one of CUDA, CUDA_SM75, CUDA_SM90, METAL, got 'AMD'" },
       { "TCL_KERNEL_CACHE_MB=lots", "TCL_KERNEL_CACHE_MB must be a number of MiB >= 0, got 'lots'" },
       { "TCL_MEMORY_LIMIT_MB=-1", "TCL_MEMORY_LIMIT_MB must be a number of MiB >= 0, got '-1'" },
+      { "TCL_PROGRESS=yes", "TCL_PROGRESS must be 0 or 1, got 'yes'" },
     }
     for _, case in ipairs(cases) do
       local status, out, err = tcl_with(case[1], READ)
@@ -88,6 +89,14 @@ describe("settings", function()
         assert.are.equal(0, status, table.concat(settings, " ") .. ": " .. err)
         assert.are.equal(want, out, table.concat(settings, " "))
       end
+    end
+  end)
+
+  it("read TCL_PROGRESS as always (1), never (0) or unset: on a terminal only (nil)", function()
+    for _, case in ipairs({ { "TCL_PROGRESS=1", "true" }, { "TCL_PROGRESS=0", "false" }, { "TCL_PROGRESS=", "nil" } }) do
+      local status, out, err = read_with({ case[1] }, "env.PROGRESS")
+      assert.are.equal(0, status, case[1] .. ": " .. err)
+      assert.are.equal(case[2], out, case[1])
     end
   end)
 
