@@ -240,8 +240,12 @@ function Bar._open(fn, opts)
   return bar
 end
 
-local function check_bar(fn, self)
+local function check_is_bar(fn, self)
   if getmetatable(self) ~= Bar then fail(fn, "expected a progress bar (call it with ':'), got %s", type(self)) end
+end
+
+local function check_bar(fn, self)
+  check_is_bar(fn, self)
   if self.closed then fail(fn, "the bar is closed") end
 end
 
@@ -283,7 +287,7 @@ end
 
 --- Draws the final line and a newline (when enabled); later calls do nothing.
 function Bar:close()
-  if getmetatable(self) ~= Bar then fail("bar:close", "expected a progress bar (call it with ':'), got %s", type(self)) end
+  check_is_bar("bar:close", self)
   if self.closed then return end
   if self.enabled then
     self:_draw(self.clock())

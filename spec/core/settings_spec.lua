@@ -93,7 +93,8 @@ describe("settings", function()
   end)
 
   it("read TCL_PROGRESS as always (1), never (0) or unset: on a terminal only (nil)", function()
-    for _, case in ipairs({ { "TCL_PROGRESS=1", "true" }, { "TCL_PROGRESS=0", "false" }, { "TCL_PROGRESS=", "nil" } }) do
+    local cases = { { "TCL_PROGRESS=1", "true" }, { "TCL_PROGRESS=0", "false" }, { "TCL_PROGRESS=", "nil" } }
+    for _, case in ipairs(cases) do
       local status, out, err = read_with({ case[1] }, "env.PROGRESS")
       assert.are.equal(0, status, case[1] .. ": " .. err)
       assert.are.equal(case[2], out, case[1])

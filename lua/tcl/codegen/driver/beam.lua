@@ -209,7 +209,7 @@ function M.search(k, sink, ctx, width, info)
   local dir = disk_cache.dir()
   local key = cache_key(sink, ctx, width, backend)
   -- a search outside a batch of the lowering driver is a batch of one (closed however it ends)
-  local _alone <close> = current_batch == nil and M.batch(1) or nil
+  local _ <close> = current_batch == nil and M.batch(1) or nil
   if dir and not env.IGNORE_BEAM_CACHE then
     local text = runtime.cache_read(dir, key)
     if text then

@@ -283,7 +283,7 @@ function M.compile_many(items, device, options)
       jobs[#jobs + 1] = job_of[key]
     end
   end
-  local _beam_batch <close> = beam > 0 and not noopt and #jobs > 0 and
+  local _ <close> = beam > 0 and not noopt and #jobs > 0 and
     require("tcl.codegen.driver.beam").batch(#jobs) or nil
   for _, job in ipairs(jobs) do
     local sink = items[job.index].ast
