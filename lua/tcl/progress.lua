@@ -7,11 +7,13 @@
 --   local bar = progress.new { total = 100, label = "epoch 1", unit = "batch" }
 --   for i = 1, 100 do work(i); bar:update(1, { loss = 0.31 }) end
 --   bar:close()                                      -- the final line and a newline
---   -- epoch 1  42% |████████▍           | 42/100 [00:03<00:04, 12.3 batch/s] loss=0.31
+--   -- epoch 1  42% |████████▍           | 42/100 [00:03<00:05, 12.3 batch/s] loss=0.31
 --
---   local batches, bar = progress.wrap(loader:batches(), { total = #loader, label = "epoch 1" })
+--   local batches, bar <close> = progress.wrap(loader:batches(), { total = #loader, label = "epoch 1" })
 --   for x, y in batches do ... bar:set_postfix { loss = l } end  -- the values pass unchanged
 --
+-- A bar's fields, to read: n (units done), total, label, unit, enabled, closed; bar:line(now) is
+-- the line it would draw at clock time now.
 -- Whether a bar draws: opts.enabled when given (true or false); else TCL_PROGRESS (tcl.env
 -- PROGRESS: 1 always, 0 never); else only when the stream is io.stderr or io.stdout and that is
 -- a terminal (core.is_terminal), so logs and pipes get no carriage returns. A disabled bar still

@@ -26,9 +26,10 @@
 -- an ETA), whose status is the search at hand: its kernel, round, candidates timed, best time
 -- and an ETA of at most the rounds left at the time per round so far ("≤": a search stops early
 -- once a round gains under 1%). The line appears when a search starts: a batch whose kernels
--- all come from the BEAM cache shows nothing. M.quiet turns it off. M.hooks.mutate(sink, i) (specs only) may replace
--- candidate i's kernel before it is checked: how the specs make a candidate that would crash
--- or compute wrong values.
+-- all come from the BEAM cache shows nothing. M.quiet turns it off. (The C search's own line,
+-- src/opt/beam.c's show_progress, is not asked for: it draws even off a terminal.)
+-- M.hooks.mutate(sink, i) (specs only) may replace candidate i's kernel before it is checked:
+-- how the specs make a candidate that would crash or compute wrong values.
 local opt = require "tcl.opt"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
