@@ -168,6 +168,27 @@
     return { title: String(n.op), detail: truncate(detail, 34) };
   }
 
+  // every item has the same fields from the start (one object shape keeps the sweeps fast)
+  function newItem(id, layer, w, dummy, label) {
+    return { id, layer, w, dummy, label, up: [], down: [], x: 0, y: 0, pos: 0, bary: 0 };
+  }
+
+  function meanPos(nb, fallback) {
+    if (nb.length === 0) return fallback;
+    let sum = 0;
+    for (let i = 0; i < nb.length; i++) sum += nb[i].pos;
+    return sum / nb.length;
+  }
+  function meanX(a, b, fallback) {
+    const n = a.length + b.length;
+    if (n === 0) return fallback;
+    let sum = 0;
+    for (let i = 0; i < a.length; i++) sum += a[i].x;
+    for (let i = 0; i < b.length; i++) sum += b[i].x;
+    return sum / n;
+  }
+  const byBary = (a, b) => a.bary - b.bary || a.pos - b.pos;
+
   function layout(model) {
     const t0 = now();
     const ids = model.visible; // sources before users
@@ -188,7 +209,7 @@
       const hidden = model.hiddenBy.get(id);
       const extra = model.collapsible.has(id) ? 26 + (hidden ? 8 * String(hidden).length + 10 : 0) : 0;
       const w = Math.ceil(Math.max(lab.title.length * (CHAR_W + 0.6), lab.detail.length * CHAR_W) + 20 + extra);
-      const it = { id, layer: maxDepth - depth.get(id), w, up: [], down: [], x: 0, dummy: false, label: lab };
+      const it = newItem(id, maxDepth - depth.get(id), w, false, lab);
       itemOf.set(id, it);
       items.push(it);
     }
@@ -202,7 +223,8 @@
         const chain = [src];
         let prev = src;
         for (let l = src.layer + 1; l < user.layer; l++) {
-          const d = { id: null, layer: l, w: DUMMY_W, up: [prev], down: [], x: 0, dummy: true };
+          const d = newItem(null, l, DUMMY_W, true, null);
+          d.up.push(prev);
           prev.down.push(d);
           items.push(d);
           chain.push(d);
@@ -230,16 +252,13 @@
     const setPos = (layer) => { layer.forEach((it, i) => { it.pos = i; }); };
     layers.forEach(setPos);
     // barycenter sweeps: up from the root's layer (by the users below), then down (by sources)
+    const last = layers.length - 1;
     for (let sweep = 0; sweep < 8; sweep++) {
       const upward = sweep % 2 === 0;
-      const range = upward ? [...layers.keys()].reverse().slice(1) : [...layers.keys()].slice(1);
-      for (const l of range) {
-        const layer = layers[l];
-        for (const it of layer) {
-          const nb = upward ? it.down : it.up;
-          it.bary = nb.length ? nb.reduce((a, n) => a + n.pos, 0) / nb.length : it.pos;
-        }
-        layer.sort((a, b) => a.bary - b.bary || a.pos - b.pos);
+      for (let k = 1; k <= last; k++) {
+        const layer = layers[upward ? last - k : k];
+        for (const it of layer) it.bary = meanPos(upward ? it.down : it.up, it.pos);
+        layer.sort(byBary);
         setPos(layer);
       }
     }
@@ -248,16 +267,19 @@
       let x = 0;
       for (const it of layer) { it.x = x + it.w / 2; x += it.w + NODE_GAP; }
     }
+    const NONE = [];
     for (let pass = 0; pass < 8; pass++) {
       const down = pass % 2 === 0;
-      const range = down ? [...layers.keys()] : [...layers.keys()].reverse();
-      for (const l of range) {
-        const layer = layers[l];
-        const targets = layer.map((it) => {
-          const nb = pass >= 6 ? it.up.concat(it.down) : (down ? it.up : it.down);
-          return nb.length ? nb.reduce((a, n) => a + n.x, 0) / nb.length : it.x;
-        });
-        const weights = layer.map((it) => (it.dummy ? 2 : 1) * Math.max(1, it.up.length + it.down.length));
+      for (let k = 0; k <= last; k++) {
+        const layer = layers[down ? k : last - k];
+        const targets = new Float64Array(layer.length);
+        const weights = new Float64Array(layer.length);
+        for (let i = 0; i < layer.length; i++) {
+          const it = layer[i];
+          // the last two passes use both sides, so nodes settle between their sources and users
+          targets[i] = pass >= 6 ? meanX(it.up, it.down, it.x) : meanX(down ? it.up : it.down, NONE, it.x);
+          weights[i] = (it.dummy ? 2 : 1) * Math.max(1, it.up.length + it.down.length);
+        }
         placeInOrder(layer, targets, weights);
       }
     }
