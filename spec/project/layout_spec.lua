@@ -10,6 +10,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.export", stage = 4.5, name = "export" },
   -- ONNX import: models read into calls of the Tensor API (tcl.onnx and its op handlers)
   { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
+  -- the viewer: what a run compiled and ran, as one HTML page (tcl.viz.capture, tcl.viz.page)
+  { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   -- language models written with the Tensor API (tcl.models.transformer, its KV cache, sampling)
   { prefix = "tcl.models", stage = 4.5, name = "models" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
@@ -247,7 +249,8 @@ end)
 
 -- The spec tree mirrors the pipeline too: one folder per stage, each spec file in one.
 local SPEC_FOLDERS = { core = true, rewrite = true, schedule = true, codegen = true, runtime = true, devices = true,
-  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true }
+  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true,
+  viz = true }
 
 describe("the spec tree", function()
   it("holds every spec file in a folder of a pipeline stage, with its path in its header", function()
