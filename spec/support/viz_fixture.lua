@@ -1,5 +1,5 @@
 -- spec/support/viz_fixture.lua — a synthetic viewer data table (the schema tcl.viz.capture
--- produces: docs/design/viz_schema.md), for spec/viz/page_spec.lua and for timing the
+-- produces; its header describes the table), for spec/viz/page_spec.lua and for timing the
 -- viewer's layout on large graphs by hand. Deterministic: the same arguments give the same table.
 --
 --   local fixture = require "spec.support.viz_fixture"
@@ -125,20 +125,23 @@ function M.data(opts)
   decisions[#decisions + 1] = { node = roles.shared[1], stored = false, why = "elementwise: recomputed by each user" }
   local realizes = {
     { label = "realize 1", graph = graph1, plan_reused = false, decisions = decisions, kernels = {
-      { name = M.KERNEL_NAMES[1], kernel = 1, root = roles.reduces[1], computes = computes[1], reads = { "buffer 1", "buffer 2" },
+      { name = M.KERNEL_NAMES[1], kernel = 1, root = roles.reduces[1], computes = computes[1],
+        reads = { "buffer 1", "buffer 2" },
         writes = "buffer 20", why = "a reduction used by 2 kernels" },
       { name = M.KERNEL_NAMES[2], kernel = 2, root = roles.stores[1], computes = computes[2], reads = { "buffer 20" },
         writes = "buffer 21", why = "output" },
       { name = M.KERNEL_NAMES[3], kernel = 3, root = roles.stores[#roles.stores], computes = computes[3],
         reads = { "buffer 21" }, writes = "buffer 22", why = "output" } } },
     { label = "realize 2", graph = graph2, plan_reused = true, decisions = {}, kernels = {
-      { name = M.KERNEL_NAMES[2], kernel = 2, root = graph2, computes = {}, reads = { "buffer 21" }, writes = "buffer 23",
+      { name = M.KERNEL_NAMES[2], kernel = 2, root = graph2, computes = {}, reads = { "buffer 21" },
+        writes = "buffer 23",
         why = "output" } } },
   }
   local runs = {}
   for _, r in ipairs(M.RUNS) do
     for _ = 1, r[2] do
-      runs[#runs + 1] = { kernel = r[1], name = M.KERNEL_NAMES[r[1]], device = "CPU", seconds = r[3], ops = r[4], bytes = r[5] }
+      runs[#runs + 1] = { kernel = r[1], name = M.KERNEL_NAMES[r[1]], device = "CPU", seconds = r[3], ops = r[4],
+        bytes = r[5] }
     end
   end
   return {
