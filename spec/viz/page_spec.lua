@@ -122,6 +122,15 @@ end
 
 local function count_nodes(dom) return helper.count(dom, '<g class="node ') end
 
+-- the ids of the graph nodes whose class list holds cls (e.g. "match", "lit")
+local function nodes_with_class(dom, cls)
+  local ids = {}
+  for classes, id in dom:gmatch('<g class="node ([^"]*)" data%-id="(%d+)"') do
+    if (" " .. classes .. " "):find(" " .. cls .. " ", 1, true) then ids[#ids + 1] = tonumber(id) end
+  end
+  return ids
+end
+
 -- the drawn boxes of graph nodes: { x0, y0, x1, y1 } from each node's translate and rect width
 local function boxes(dom)
   local list = {}
@@ -168,8 +177,9 @@ describe("the viewer in headless Chromium", function()
   end)
   teardown(function() helper.run("rm -rf " .. helper.shell_quote(tmp)) end)
 
-  it("draws realize 1's tensor graph and schedule, and searches it from the hash", function()
-    local dom = browser.dump_dom(path, "realize=1&search=ADD")
+  it("draws realize 1's tensor graph and schedule, lights a kernel's nodes and searches", function()
+    -- lit=1 clicks the first kernel's name, next=2 presses Enter twice in the search box
+    local dom = browser.dump_dom(path, "realize=1&search=ADD&lit=1&next=2")
     local h = hooks(dom)
     assert.are.equal("ready", h["viz-status"])
     assert.are.equal("0", h["viz-errors"])
@@ -194,8 +204,21 @@ describe("the viewer in headless Chromium", function()
       if matches(data.nodes[id], "ADD") then expected = expected + 1 end
     end
     assert.is_true(expected > 16)
-    assert.are.equal(expected, helper.count(dom, " match\" data-id="))
-    assert.truthy(dom:find('<span class="match-info">' .. expected .. " matches</span>", 1, true))
+    local found = nodes_with_class(dom, "match")
+    assert.are.equal(expected, #found)
+    for _, id in ipairs(found) do assert.is_true(matches(data.nodes[id], "add"), "node " .. id) end
+    -- Enter twice: the second match is selected and its details shown
+    assert.truthy(dom:find('<span class="match-info">2 of ' .. expected .. "</span>", 1, true))
+    local selected = nodes_with_class(dom, "selected")
+    assert.are.equal(1, #selected)
+    assert.are.equal(found[2], selected[1])
+    assert.truthy(dom:find('<div class="node%-details"><h4>' .. data.nodes[selected[1]].op .. " #" .. selected[1] .. "</h4>"))
+    -- the first kernel's nodes lit, the rest dimmed
+    local lit = nodes_with_class(dom, "lit")
+    table.sort(lit)
+    assert.are.same(data.realizes[1].kernels[1].computes, lit)
+    assert.truthy(dom:find('<svg class="graph-svg dimmed">', 1, true))
+    assert.truthy(dom:find('<tr class="active"><td>1</td>', 1, true))
   end)
 
   it("collapses a shared subtree from the hash: fewer nodes, '+N' on the collapsed one", function()

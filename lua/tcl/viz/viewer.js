@@ -3,7 +3,8 @@
 // tensor graphs and kernel ASTs with its own layered layout, and shows the schedule, each
 // kernel's passes, opts, code and the profile. The URL hash picks the view:
 //   #realize=1   #kernel=2&pass=5   #profile   plus &search=ADD, &collapse=12,40 or
-//   &collapse=shared (collapse every shared subtree), &select=<node id>
+//   &collapse=shared (collapse every shared subtree), &select=<node id>, and two that act
+//   through the page's handlers: &lit=J (click the J-th kernel), &next=N (Enter N times in search)
 // Test hooks on document.body.dataset: vizStatus ("ready" once a view is drawn), vizErrors
 // (script errors, also listed in #viz-errors), vizLayoutMs (layout time of the view's
 // graphs), vizRenderMs (building their SVG), vizOverlaps (overlapping node boxes: 0).
@@ -825,8 +826,24 @@
       gv.initialView();
       if (gv.opts.select && gv.itemOfId(gv.opts.select)) gv.centreOn(gv.opts.select);
     }
+    replayActions(params);
     updateHooks();
     document.body.dataset.vizStatus = 'ready';
+  }
+
+  // Hash parameters that act as a user would, through the page's own event handlers (so a
+  // headless browser can check them): lit=J clicks the J-th kernel of a realize's list,
+  // next=N presses Enter N times in the first graph's search box.
+  function replayActions(params) {
+    const lit = intParam(params.lit);
+    const links = document.querySelectorAll('.kernel-link');
+    if (lit !== null && links[lit - 1]) links[lit - 1].click();
+    const next = intParam(params.next);
+    if (next !== null && graphViews.length) {
+      for (let i = 0; i < next; i++) {
+        graphViews[0].searchBox.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));
+      }
+    }
   }
 
   // the test hooks that describe the graphs on the page
