@@ -683,7 +683,8 @@
     const facts = [['device', kd.device], ['optimizer', kd.optimizer], ['opts', kd.opts || '(none)'],
       ['ops', fmtNumber(kd.ops)], ['bytes', fmtNumber(kd.bytes)]];
     const parts = [el('h2', { text: kd.name }),
-      el('dl', { class: 'facts' }, facts.map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b === undefined ? '-' : b })]))];
+      el('dl', { class: 'facts' }, facts.map(([a, b]) => el('div', null, el('dt', { text: a }),
+        el('dd', { text: b === undefined ? '-' : b }))))];
     let p = intParam(params.pass);
     if (p === null || !passes[p - 1]) {
       p = passes.findIndex((x) => x.ran && x.matches > 0) + 1 || (passes.length ? 1 : null);
