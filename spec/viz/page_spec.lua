@@ -112,6 +112,18 @@ describe("tcl.viz.page.write", function()
   end)
 end)
 
+describe("spec.support.browser", function()
+  it("says to run scripts/setup.sh when no browser is found", function()
+    local saved = browser.CANDIDATES
+    browser.CANDIDATES = { "tcl-no-such-browser" }
+    local ok, err = pcall(browser.find)
+    browser.CANDIDATES = saved
+    assert.is_false(ok)
+    assert.are.equal("no headless browser found (tried tcl-no-such-browser): run scripts/setup.sh, which installs "
+      .. "Debian's chromium", err)
+  end)
+end)
+
 -- the body's data-* attributes (the viewer's test hooks) of a dumped DOM
 local function hooks(dom)
   local body = assert(dom:match("<body([^>]*)>"), "no <body> in the DOM")
@@ -212,7 +224,8 @@ describe("the viewer in headless Chromium", function()
     local selected = nodes_with_class(dom, "selected")
     assert.are.equal(1, #selected)
     assert.are.equal(found[2], selected[1])
-    assert.truthy(dom:find('<div class="node%-details"><h4>' .. data.nodes[selected[1]].op .. " #" .. selected[1] .. "</h4>"))
+    local heading = '<div class="node-details"><h4>' .. data.nodes[selected[1]].op .. " #" .. selected[1] .. "</h4>"
+    assert.truthy(dom:find(heading, 1, true), heading)
     -- the first kernel's nodes lit, the rest dimmed
     local lit = nodes_with_class(dom, "lit")
     table.sort(lit)
