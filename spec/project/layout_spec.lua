@@ -10,10 +10,10 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.export", stage = 4.5, name = "export" },
   -- ONNX import: models read into calls of the Tensor API (tcl.onnx and its op handlers)
   { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
-  -- the viewer: what a run compiled and ran, as one HTML page (tcl.viz.capture, tcl.viz.page)
-  { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   -- language models written with the Tensor API (tcl.models.transformer, its KV cache, sampling)
   { prefix = "tcl.models", stage = 4.5, name = "models" },
+  -- the viewer: records what the scheduler and the lowering did, and renders it as a page
+  { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
