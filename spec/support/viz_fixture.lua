@@ -104,6 +104,7 @@ function M.data(opts)
       assembly = k ~= 3 and (name .. ":\n\tvmovups (%rsi), %ymm0\n\tret\n") or nil,
       ops = 4096 * k, bytes = 8192 * k }
   end
+  kernels[3].error = "lowered again, the kernel is named 'E_512', not 'E_512_4u'"
   -- realize 1: kernel 1 computes the reductions' cones, 2 the elementwise rest, 3 a copy
   local reach1 = M.reach({ nodes = nodes }, graph1)
   local computes = { {}, {}, {} }
@@ -124,7 +125,7 @@ function M.data(opts)
   end
   decisions[#decisions + 1] = { node = roles.shared[1], stored = false, why = "elementwise: recomputed by each user" }
   local realizes = {
-    { label = "realize 1", graph = graph1, plan_reused = false, decisions = decisions, kernels = {
+    { label = "realize 1", graph = graph1, plan_reused = false, repeats = 2, decisions = decisions, kernels = {
       { name = M.KERNEL_NAMES[1], kernel = 1, root = roles.reduces[1], computes = computes[1],
         reads = { "buffer 1", "buffer 2" },
         writes = "buffer 20", why = "a reduction used by 2 kernels" },
@@ -147,7 +148,8 @@ function M.data(opts)
   return {
     version = 1, title = "synthetic <model>.lua", created = "2026-11-29 13:40:00",
     nodes = nodes, realizes = realizes, kernels = kernels,
-    profile = { runs = runs, peaks = M.PEAKS, total_seconds = 0.01 },
+    profile = { runs = runs, peaks = M.PEAKS, total_seconds = 0.01, dropped_runs = 4 },
+    dropped_realizes = 5,
   }, roles
 end
 

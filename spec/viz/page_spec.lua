@@ -232,6 +232,9 @@ describe("the viewer in headless Chromium", function()
     assert.are.same(data.realizes[1].kernels[1].computes, lit)
     assert.truthy(dom:find('<svg class="graph-svg dimmed">', 1, true))
     assert.truthy(dom:find('<tr class="active"><td>1</td>', 1, true))
+    -- what the capture counted but did not record
+    assert.truthy(dom:find(">Ran 2 more times with the same kernels (not recorded again).<", 1, true))
+    assert.truthy(dom:find('<p class="dropped">5 more not recorded</p>', 1, true))
   end)
 
   it("collapses a shared subtree from the hash: fewer nodes, '+N' on the collapsed one", function()
@@ -296,14 +299,18 @@ describe("the viewer in headless Chromium", function()
     assert.truthy(row:find(string.format('<td class="roofline">%.1f%%</td>', gflops / attainable * 100), 1, true))
     assert.truthy(row:find('<td class="roofline">20.0%</td>', 1, true))
     assert.truthy(row:find('<a href="#kernel=2" class="profile%-kernel">E_16_32n1</a>'))
+    assert.truthy(dom:find("over 6 runs (4 more runs not recorded)", 1, true))
   end)
 
-  it("counts script errors in its test hooks", function()
+  it("shows a kernel's own error; counts script errors in its test hooks", function()
     local broken = tmp .. "/broken.html"
     helper.write(broken, (page.html(data):gsub("</body>", '<script>throw new Error("boom in a test")</script></body>')))
-    local dom = browser.dump_dom(broken, "profile")
+    local dom = browser.dump_dom(broken, "kernel=3")
     assert.are.equal("1", hooks(dom)["viz-errors"])
     assert.truthy(dom:find("boom in a test", 1, true))
+    local failed = "Lowering this kernel again failed: " .. data.kernels[3].error .. "<"
+    assert.truthy(dom:find(failed, 1, true), failed)
+    assert.truthy(dom:find("No assembly for this kernel.", 1, true))
   end)
 
   it("saves a screenshot", function()

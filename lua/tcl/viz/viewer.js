@@ -209,7 +209,8 @@
       const lab = labelOf(id);
       const hidden = model.hiddenBy.get(id);
       const extra = model.collapsible.has(id) ? 26 + (hidden ? 8 * String(hidden).length + 10 : 0) : 0;
-      const w = Math.ceil(Math.max(lab.title.length * (CHAR_W + 0.6), lab.detail.length * CHAR_W) + 20 + extra);
+      const ports = Math.min(60, new Set(sourcesOf(id)).size) * 10; // room for each source's edge
+      const w = Math.ceil(Math.max(lab.title.length * (CHAR_W + 0.6), lab.detail.length * CHAR_W, ports) + 20 + extra);
       const it = newItem(id, maxDepth - depth.get(id), w, false, lab);
       itemOf.set(id, it);
       items.push(it);
@@ -629,6 +630,10 @@
     const computedBy = new Map();
     ks.forEach((k, j) => { for (const id of list(k.computes)) if (!computedBy.has(id)) computedBy.set(id, j); });
     const parts = [el('h2', { text: rz.label || 'realize ' + r })];
+    if (rz.repeats > 0) {
+      parts.push(el('p', { class: 'note', text: 'Ran ' + rz.repeats + (rz.repeats === 1 ? ' more time' : ' more times') +
+        ' with the same kernels (not recorded again).' }));
+    }
     if (rz.plan_reused) {
       parts.push(el('p', { class: 'note', text: 'The plan came from the plan cache: no fusion decisions were recorded for this realize.' }));
     }
@@ -685,6 +690,7 @@
     const parts = [el('h2', { text: kd.name }),
       el('dl', { class: 'facts' }, facts.map(([a, b]) => el('div', null, el('dt', { text: a }),
         el('dd', { text: b === undefined ? '-' : b }))))];
+    if (kd.error) parts.push(el('p', { class: 'missing kernel-error', text: 'Lowering this kernel again failed: ' + kd.error }));
     let p = intParam(params.pass);
     if (p === null || !passes[p - 1]) {
       p = passes.findIndex((x) => x.ran && x.matches > 0) + 1 || (passes.length ? 1 : null);
@@ -783,6 +789,7 @@
     const peaks = profile.peaks && typeof profile.peaks === 'object' ? Object.keys(profile.peaks) : [];
     return el('div', { class: 'view profile-view' }, el('h2', { text: 'Profile' }),
       el('p', null, 'Kernel time ' + fmtSeconds(total) + ' over ' + list(profile.runs).length + ' runs' +
+        (profile.dropped_runs > 0 ? ' (' + profile.dropped_runs + ' more runs not recorded)' : '') +
         (typeof profile.total_seconds === 'number' ? '; the profiled run took ' + fmtSeconds(profile.total_seconds) : '') + '. ' +
         (peaks.length ? 'Peaks: ' + peaks.map((d) => d + ' ' + profile.peaks[d].gflops + ' GFLOPS, ' + profile.peaks[d].gbs + ' GB/s').join('; ') +
           '. Roofline: achieved GFLOPS over min(peak GFLOPS, ops/bytes × peak GB/s).' : 'No peaks known: no roofline.')),
@@ -800,6 +807,7 @@
       el('h4', { text: 'Realizes' }),
       el('ul', null, realizes.map((rz, i) => item('#realize=' + (i + 1), (rz.label || 'realize ' + (i + 1)) +
         (rz.plan_reused ? ' (cached plan)' : ''), params.realize === String(i + 1)))),
+      data.dropped_realizes > 0 ? el('p', { class: 'dropped', text: data.dropped_realizes + ' more not recorded' }) : null,
       el('h4', { text: 'Kernels' }),
       el('ul', null, kernels.map((kd, i) => item('#kernel=' + (i + 1), kd.name, params.kernel === String(i + 1), 'nav-kernel'))),
       data.profile ? el('h4', { text: 'Profile' }) : null,
