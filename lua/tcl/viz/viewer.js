@@ -289,14 +289,16 @@
     let maxX = -Infinity;
     for (const it of items) { minX = Math.min(minX, it.x - it.w / 2); maxX = Math.max(maxX, it.x + it.w / 2); }
     const MARGIN = 20;
+    // a wide graph's edges run far sideways: more room between layers keeps them apart
+    const gap = Math.round(LAYER_GAP + Math.min(96, (maxX - minX) / 60));
     for (const it of items) {
       it.x += MARGIN - minX;
-      it.y = MARGIN + it.layer * LAYER_GAP;
+      it.y = MARGIN + it.layer * gap;
     }
     return {
       items, itemOf, chains,
       width: maxX - minX + 2 * MARGIN,
-      height: 2 * MARGIN + maxDepth * LAYER_GAP + BOX_H,
+      height: 2 * MARGIN + maxDepth * gap + BOX_H,
       ms: now() - t0,
     };
   }
