@@ -237,18 +237,35 @@ describe("the viewer in headless Chromium", function()
     assert.truthy(dom:find('<p class="dropped">5 more not recorded</p>', 1, true))
   end)
 
-  it("collapses a shared subtree from the hash: fewer nodes, '+N' on the collapsed one", function()
-    local shared = roles.shared[8]
-    local dom = browser.dump_dom(path, "realize=1&collapse=" .. shared)
+  it("collapses shared subtrees, from the hash and by a click on a toggle: fewer nodes, '+N' on each", function()
+    local by_hash, by_click = roles.shared[8], roles.shared[4]
+    local dom = browser.dump_dom(path, "realize=1&collapse=" .. by_hash .. "&toggle=" .. by_click)
     local h = hooks(dom)
     assert.are.equal("ready", h["viz-status"])
     assert.are.equal("0", h["viz-errors"])
-    local _, expected = fixture.reach(data, data.realizes[1].graph, { [shared] = true })
+    local stop = { [by_hash] = true, [by_click] = true }
+    local visible, expected = fixture.reach(data, data.realizes[1].graph, stop)
     assert.is_true(expected < graph_count)
     assert.are.equal(expected, count_nodes(dom))
-    assert.truthy(dom:find('<g class="node fam%-alu collapsed" data%-id="' .. shared .. '"'))
-    assert.truthy(dom:find(">+" .. (graph_count - expected) .. "</text>", 1, true))
+    assert.are.equal(tostring(expected), h["viz-nodes"]) -- the hooks follow the re-layout
     assert.are.equal(0, overlapping_pairs(boxes(dom)))
+    for id in pairs(stop) do
+      -- +N: the hidden nodes reachable from it through hidden nodes
+      local hidden, todo = {}, { table.unpack(data.nodes[id].src) }
+      while #todo > 0 do
+        local s = table.remove(todo)
+        if not visible[s] and not hidden[s] then
+          hidden[s] = true
+          for _, t in ipairs(data.nodes[s].src) do todo[#todo + 1] = t end
+        end
+      end
+      local n = 0
+      for _ in pairs(hidden) do n = n + 1 end
+      assert.is_true(n > 5)
+      local g = dom:match('<g class="node fam%-alu collapsed" data%-id="' .. id .. '"(.-)</g></g>')
+      assert.is_truthy(g, "node " .. id .. " is not drawn collapsed")
+      assert.truthy(g:find(">+" .. n .. "</text>", 1, true), "+" .. n)
+    end
   end)
 
   it("says when a realize's plan came from the plan cache", function()

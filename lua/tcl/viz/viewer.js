@@ -4,7 +4,8 @@
 // kernel's passes, opts, code and the profile. The URL hash picks the view:
 //   #realize=1   #kernel=2&pass=5   #profile   plus &search=ADD, &collapse=12,40 or
 //   &collapse=shared (collapse every shared subtree), &select=<node id>, and two that act
-//   through the page's handlers: &lit=J (click the J-th kernel), &next=N (Enter N times in search)
+//   through the page's handlers: &lit=J (click the J-th kernel), &toggle=ID,... (click collapse
+//   toggles), &next=N (Enter N times in search)
 // Test hooks on document.body.dataset: vizStatus ("ready" once a view is drawn), vizErrors
 // (script errors, also listed in #viz-errors), vizLayoutMs (layout time of the view's
 // graphs), vizRenderMs (building their SVG), vizOverlaps (overlapping node boxes: 0).
@@ -864,11 +865,19 @@
 
   // Hash parameters that act as a user would, through the page's own event handlers (so a
   // headless browser can check them): lit=J clicks the J-th kernel of a realize's list,
-  // next=N presses Enter N times in the first graph's search box.
+  // toggle=ID,... clicks those nodes' collapse toggles, next=N presses Enter N times in the
+  // first graph's search box.
   function replayActions(params) {
     const lit = intParam(params.lit);
     const links = document.querySelectorAll('.kernel-link');
     if (lit !== null && links[lit - 1]) links[lit - 1].click();
+    for (const id of (params.toggle || '').split(',').map(intParam)) {
+      for (const gv of graphViews) {
+        const g = gv.nodeElements.get(id);
+        const toggle = g && g.querySelector('.toggle');
+        if (toggle) toggle.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+      }
+    }
     const next = intParam(params.next);
     if (next !== null && graphViews.length) {
       for (let i = 0; i < next; i++) {
