@@ -79,9 +79,16 @@
   const realizes = list(data.realizes);
   const kernels = list(data.kernels);
   function nodeOf(id) { return nodes[id - 1]; } // ids are 1-based
+  // a node's sources that exist (a dangling id is left out), computed once per node
+  const sourceCache = new Map();
   function sourcesOf(id) {
-    const n = nodeOf(id);
-    return n ? list(n.src).filter((s) => nodeOf(s) !== undefined) : [];
+    let srcs = sourceCache.get(id);
+    if (srcs === undefined) {
+      const n = nodeOf(id);
+      srcs = n ? list(n.src).filter((s) => nodeOf(s) !== undefined) : [];
+      sourceCache.set(id, srcs);
+    }
+    return srcs;
   }
 
   // op families, for node colours
