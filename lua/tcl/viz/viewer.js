@@ -369,6 +369,17 @@
   }
 
   // ---- the graph view: SVG, pan and zoom, search, collapse, selection ------------------------
+  // The one drag in progress (a graph view being panned): the window's listeners are installed
+  // once, so views that a new hash replaced leave nothing behind.
+  let drag = null;
+  window.addEventListener('mousemove', (e) => {
+    if (!drag) return;
+    drag.view.tx = drag.tx + e.clientX - drag.x;
+    drag.view.ty = drag.ty + e.clientY - drag.y;
+    drag.view.applyTransform();
+  });
+  window.addEventListener('mouseup', () => { drag = null; });
+
   // opts: colourOf(id) (a fill, else the op family's), kernelOf(id) (a label for the details),
   // collapsed (a Set), search (text), select (an id)
   class GraphView {
@@ -544,15 +555,9 @@
       this.applyTransform();
     }
     installPanZoom() {
-      let drag = null;
-      this.svg.addEventListener('mousedown', (e) => { drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty }; });
-      window.addEventListener('mousemove', (e) => {
-        if (!drag) return;
-        this.tx = drag.tx + e.clientX - drag.x;
-        this.ty = drag.ty + e.clientY - drag.y;
-        this.applyTransform();
+      this.svg.addEventListener('mousedown', (e) => {
+        drag = { view: this, x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty };
       });
-      window.addEventListener('mouseup', () => { drag = null; });
       this.svg.addEventListener('wheel', (e) => {
         e.preventDefault();
         const r = this.svg.getBoundingClientRect();
