@@ -5,6 +5,7 @@
 --   local page = require "tcl.viz.page"
 --   local html = page.html(data)          -- the page as a string
 --   page.write("/tmp/model.html", data)   -- written atomically (complete or absent)
+--   page.data_json(data)                  -- the data's JSON text, as the page holds it
 --
 -- The viewer (viewer.js, viewer.css beside this file, installed beside it too) is plain
 -- ES2017 with its own layered graph layout; it reads the data from
