@@ -216,9 +216,20 @@
   }
 
   // One layer's x pulled towards the mean x of its neighbours on side (UP, DOWN or BOTH).
+  // Scratch arrays for pullLayer and placeInOrder, grown to the widest layer and reused (a
+  // typed array per layer and pass kept the garbage collector busy on large graphs).
+  const scratch = { size: 0 };
+  function ensureScratch(n) {
+    if (scratch.size >= n) return;
+    scratch.size = Math.max(n, 2 * scratch.size, 64);
+    for (const name of ['targets', 'weights', 'offset', 'value', 'weight']) scratch[name] = new Float64Array(scratch.size);
+    scratch.count = new Int32Array(scratch.size);
+  }
+
   function pullLayer(layer, side) {
-    const targets = new Float64Array(layer.length);
-    const weights = new Float64Array(layer.length);
+    ensureScratch(layer.length);
+    const targets = scratch.targets;
+    const weights = scratch.weights;
     for (let i = 0; i < layer.length; i++) {
       const it = layer[i];
       targets[i] = side === BOTH ? meanX(it.up, it.down, it.x) : meanX(side === UP ? it.up : it.down, NONE, it.x);
@@ -290,7 +301,10 @@
     for (const layer of layers) layer.forEach((it, i) => { it.pos = i; });
     // barycenter sweeps: up from the root's layer (by the users below), then down (by sources)
     const last = layers.length - 1;
-    for (let sweep = 0; sweep < 8; sweep++) {
+    // fewer rounds for a graph with very many long edges (tens of thousands of dummies), which
+    // keeps its layout within about a second
+    const rounds = items.length > 12000 ? 4 : 8;
+    for (let sweep = 0; sweep < rounds; sweep++) {
       const upward = sweep % 2 === 0;
       for (let k = 1; k <= last; k++) orderLayer(layers[upward ? last - k : k], upward);
     }
@@ -299,10 +313,10 @@
       let x = 0;
       for (const it of layer) { it.x = x + it.w / 2; x += it.w + NODE_GAP; }
     }
-    for (let pass = 0; pass < 8; pass++) {
+    for (let pass = 0; pass < rounds; pass++) {
       const down = pass % 2 === 0;
       // the last two passes use both sides, so nodes settle between their sources and users
-      const side = pass >= 6 ? BOTH : (down ? UP : DOWN);
+      const side = pass >= rounds - 2 ? BOTH : (down ? UP : DOWN);
       for (let k = 0; k <= last; k++) pullLayer(layers[down ? k : last - k], side);
     }
     let minX = Infinity;
@@ -327,12 +341,11 @@
   // isotonic regression, solved by pooling adjacent violators.
   function placeInOrder(layer, targets, weights) {
     const n = layer.length;
-    const offset = new Float64Array(n);
+    ensureScratch(n);
+    const { offset, value, weight, count } = scratch;
+    offset[0] = 0;
     for (let i = 1; i < n; i++) offset[i] = offset[i - 1] + (layer[i - 1].w + layer[i].w) / 2 + NODE_GAP;
     // the blocks of pooled items, as parallel arrays: value, weight and item count
-    const value = new Float64Array(n);
-    const weight = new Float64Array(n);
-    const count = new Int32Array(n);
     let blocks = 0;
     for (let i = 0; i < n; i++) {
       let v = targets[i] - offset[i];
