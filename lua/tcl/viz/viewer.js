@@ -558,6 +558,23 @@
       this.ty = h - 24 - (root.y + BOX_H) * this.scale;
       this.applyTransform();
     }
+    // the smallest view that holds these nodes (those drawn), at most at scale 1
+    showNodes(ids) {
+      let x0 = Infinity; let y0 = Infinity; let x1 = -Infinity; let y1 = -Infinity;
+      for (const id of ids) {
+        const it = this.itemOfId(id);
+        if (!it) continue;
+        x0 = Math.min(x0, it.x - it.w / 2); x1 = Math.max(x1, it.x + it.w / 2);
+        y0 = Math.min(y0, it.y); y1 = Math.max(y1, it.y + BOX_H);
+      }
+      if (x0 === Infinity) return;
+      const { w, h } = this.size();
+      const pad = 40;
+      this.scale = Math.min(1, (w - pad) / (x1 - x0), (h - pad) / (y1 - y0));
+      this.tx = w / 2 - (x0 + x1) / 2 * this.scale;
+      this.ty = h / 2 - (y0 + y1) / 2 * this.scale;
+      this.applyTransform();
+    }
     centreOn(id) {
       const it = this.itemOfId(id);
       if (!it) return;
@@ -705,7 +722,10 @@
         const row = name.closest('tr');
         const wasOn = row.classList.contains('active');
         for (const other of row.parentNode.children) other.classList.remove('active');
-        if (gv) gv.setHighlight(wasOn ? null : new Set(list(k.computes)));
+        if (gv) {
+          gv.setHighlight(wasOn ? null : new Set(list(k.computes)));
+          if (!wasOn) gv.showNodes(list(k.computes));
+        }
         if (!wasOn) row.classList.add('active');
       });
       const swatch = el('span', { class: 'swatch', style: 'background:' + KERNEL_COLOURS[j % KERNEL_COLOURS.length] });
