@@ -4,7 +4,8 @@
 #   bin/tcl                          the program
 #   lib/libtclc.a, lib/libtclc.so*   the library (static; shared with its soname links)
 #   include/tclc.h                   the embedding API
-#   share/lua/5.4/...                the Lua files (the source tree's lua/), and in
+#   share/lua/5.4/...                the Lua files (the source tree's lua/, with the viewer's
+#                                    .js and .css files), and in
 #                                    tcl/export/runtime/ the exported runtime's C files
 #   lib/lua/5.4/tcl.so               the Lua C module, for `require "tcl"` from lua5.4
 #   lib/pkgconfig/tclc.pc            pkg-config name "tclc"
@@ -19,8 +20,10 @@
 # every require that works there works installed: lua/tcl/init.lua becomes
 # share/lua/5.4/tcl/init.lua. share/lua/5.4 is a namespace shared with other Lua libraries,
 # which is why tcl's own modules belong under lua/tcl/.
+# The viewer's script and style (lua/tcl/viz/viewer.js, viewer.css) go with them: tcl.viz.page
+# reads them from beside itself to inline them into the page.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/lua/ DESTINATION ${TCLC_LUA_INSTALL_DIR}
-        FILES_MATCHING PATTERN "*.lua")
+        FILES_MATCHING PATTERN "*.lua" PATTERN "*.js" PATTERN "*.css")
 
 # The exported runtime's C files (src/export_runtime/), which `tcl export` copies beside a
 # model's generated NAME.c: tcl.export.runtime_files looks for them beside itself, in

@@ -24,9 +24,10 @@ case "${1:-}" in
   --quick) quick=1 ;;
   *) echo "test: unknown argument '$1' (use: scripts/test.sh [--quick])" >&2; echo "0 passed, 1 failed"; exit 1 ;;
 esac
-# Left out of the quick tier: each takes 15 s or more in Debug here (measured 2026-11-28).
+# Left out of the quick tier: each takes 15 s or more in Debug here (measured 2026-11-28;
+# viz/page, seven headless Chromium launches, 17-40 s measured 2026-11-29).
 SLOW_SPECS=(runtime/threads codegen/gpu_render schedule/graph_scale rewrite/transcendental codegen/tc_lowering
-  codegen/opt api/tensor_values_elementwise api/tensor_fuzz api/tensor_values_sorting io/fault_injection)
+  codegen/opt api/tensor_values_elementwise api/tensor_fuzz api/tensor_values_sorting io/fault_injection viz/page)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

@@ -60,8 +60,9 @@ describe("cmake --install", function()
     assert.equal("libtclc.so.0", (out:gsub("%s+$", "")))
   end)
 
-  it("installs every Lua file of the source tree's lua/", function()
-    local status, out = helper.run("cd " .. q(helper.root .. "/lua") .. " && find . -name '*.lua'")
+  it("installs every Lua file of the source tree's lua/, and the viewer's script and style", function()
+    local status, out = helper.run("cd " .. q(helper.root .. "/lua")
+      .. " && find . -name '*.lua' -o -name '*.js' -o -name '*.css'")
     assert.equal(0, status)
     local count = 0
     for rel in out:gmatch("%./([^\n]+)") do

@@ -14,6 +14,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.models", stage = 4.5, name = "models" },
   -- profiles of calls: the report, its roofline's peaks (measured with the Tensor API), traces
   { prefix = "tcl.profile", stage = 4.5, name = "profile" },
+  -- the viewer: records what the scheduler and the lowering did, and renders it as a page
+  { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
@@ -251,7 +253,8 @@ end)
 
 -- The spec tree mirrors the pipeline too: one folder per stage, each spec file in one.
 local SPEC_FOLDERS = { core = true, rewrite = true, schedule = true, codegen = true, runtime = true, devices = true,
-  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true }
+  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true,
+  viz = true }
 
 describe("the spec tree", function()
   it("holds every spec file in a folder of a pipeline stage, with its path in its header", function()
