@@ -54,6 +54,9 @@ local tcl = {
   -- the kernels' object code that build into a program needing only libc and pthreads (tcl.export,
   -- loaded on first use)
   export = function(...) return require("tcl.export").export(...) end,
+  -- the viewer: tcl.viz(fn, ...) writes a page showing the graphs, schedules, every pass of each
+  -- kernel, its code and a profile (docs/guide/viewer.md; VIZ=1 records a whole run)
+  viz = require "tcl.viz",
   -- ONNX import: tcl.onnx.load(path) (docs/guide/onnx.md; lua/tcl/onnx, loaded on first use)
   onnx = setmetatable({}, { __index = function(_, k) return require("tcl.onnx")[k] end }),
   -- autograd (docs/guide/training.md, "Autograd"): scoped gradient switches and the functional transforms
@@ -118,6 +121,9 @@ function tcl.profile(fn, ...)
   if not results[1] then error(results[2], 0) end
   return report, table.unpack(results, 2, results.n)
 end
+
+-- VIZ=1: everything from here to the state's close is recorded for the viewer
+if tcl.env.VIZ then tcl.viz.record_until_close() end
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end

@@ -12,6 +12,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
   -- language models written with the Tensor API (tcl.models.transformer, its KV cache, sampling)
   { prefix = "tcl.models", stage = 4.5, name = "models" },
+  -- the viewer: records what the scheduler and the lowering did, and renders it as a page
+  { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
@@ -247,7 +249,8 @@ end)
 
 -- The spec tree mirrors the pipeline too: one folder per stage, each spec file in one.
 local SPEC_FOLDERS = { core = true, rewrite = true, schedule = true, codegen = true, runtime = true, devices = true,
-  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true }
+  api = true, nn = true, autograd = true, io = true, export = true, embed = true, cli = true, project = true,
+  viz = true }
 
 describe("the spec tree", function()
   it("holds every spec file in a folder of a pipeline stage, with its path in its header", function()

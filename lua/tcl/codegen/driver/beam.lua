@@ -21,6 +21,8 @@
 -- are checksummed by runtime.cache_write) under the kernel's content hash, the device, the
 -- backend's options (renderer, LLVM version, CPU) and the width; a later run replays them
 -- (an entry that no longer applies is searched again). IGNORE_BEAM_CACHE=1 searches anyway.
+-- ctx.search records what was tried: { width =, cached = (opts replayed from the cache),
+-- candidates = { {opts =, round = (0: the seeds), seconds = (false: failed or dropped)}, ... } }.
 -- M.quiet turns the progress line off. M.hooks.mutate(sink, i) (specs only) may replace
 -- candidate i's kernel before it is checked: how the specs make a candidate that would crash
 -- or compute wrong values.
@@ -157,7 +159,10 @@ function M.search(k, sink, ctx, width, info)
     local text = runtime.cache_read(dir, key)
     if text then
       local replayed = M.replay(k, text)
-      if replayed then return replayed end
+      if replayed then
+        ctx.search = { width = width, cached = true, candidates = {} }
+        return replayed
+      end
       warn(string.format("kernel '%s': the BEAM cache's opts (%s) no longer apply; searching again",
         tostring(ctx.name), text))
     end
@@ -201,8 +206,12 @@ function M.search(k, sink, ctx, width, info)
     return true
   end
 
-  local counter = 0
+  -- what the search tried, for the viewer (tcl.viz): each candidate's opts, round and time
+  local log = { width = width, cached = false, candidates = {} }
+  ctx.search = log
+  local counter, round = 0, -1
   local function measure(sinks, best)
+    round = round + 1
     local items, usable = {}, {}
     for i, s in ipairs(sinks) do
       counter = counter + 1
@@ -242,6 +251,7 @@ function M.search(k, sink, ctx, width, info)
     end
     for i = 1, #sinks do
       if times[i] == nil then times[i] = false end
+      log.candidates[#log.candidates + 1] = { opts = sinks[i].arg[2] or "", round = round, seconds = times[i] }
     end
     return times
   end

@@ -183,7 +183,7 @@ local totals = { kernels = 0, seconds = 0, ops = 0, bytes = 0 }
 local listeners = {} -- functions called with each run's record (tcl.profile)
 
 --- Calls fn(record) for every kernel run until the returned function is called. A record is
--- { name =, device =, seconds =, ops =, bytes = }.
+-- { name =, device =, seconds =, ops =, bytes =, kernel = (the kernel that ran) }.
 function M.listen(fn)
   listeners[fn] = true
   return function() listeners[fn] = nil end
@@ -210,7 +210,8 @@ function Kernel:run(buffers)
       #buffers, seconds * 1e6, rate(self.ops, seconds), rate(self.bytes, seconds)))
   end
   if next(listeners) then
-    local record = { name = self.name, device = self.device, seconds = seconds, ops = self.ops, bytes = self.bytes }
+    local record = { name = self.name, device = self.device, seconds = seconds, ops = self.ops, bytes = self.bytes,
+      kernel = self }
     for fn in pairs(listeners) do fn(record) end
   end
   return seconds
@@ -266,6 +267,10 @@ function M.compile_many(items, device, options)
   local hook_key = hook == optimize.apply and optimize.key() .. "|beam" .. beam or tostring(hook)
   local suffix = "|" .. device .. "|" .. backend.options .. (noopt and "|noopt" or (hook and "|" .. hook_key or ""))
   local debug = env.DEBUG
+  -- how these kernels are optimized, in words (kept on each kernel: tcl.viz shows it)
+  local optimizer = noopt and "none (NOOPT)" or hook == nil and "none" or hook ~= optimize.apply and
+    "an optimizer hook (" .. tostring(hook) .. ")" or beam > 0 and "BEAM " .. beam or
+    "heuristic " .. optimize.heuristic_name()
   local kernels, jobs, job_of = {}, {}, {}
   for i, item in ipairs(items) do
     check_sink(item.ast, 3)
@@ -294,7 +299,8 @@ function M.compile_many(items, device, options)
       if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
       if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
       local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
-        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes, variables = ctx.variables }
+        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes, variables = ctx.variables,
+        opts = ctx.opts, search = ctx.search }
       jobs[#jobs + 1] = job
       job_of[key] = job
     end
@@ -307,9 +313,12 @@ function M.compile_many(items, device, options)
       local program = programs[j]
       if debug >= 4 then M.log(program:dump()) end
       if debug >= 7 and program.assembly then M.log(program:assembly()) end
-      -- variables: the names of the variables whose values the kernel takes as its last argument
+      -- variables: the names of the variables whose values the kernel takes as its last argument;
+      -- opts: the opts applied (text), search: what BEAM tried (tcl.codegen.driver.beam),
+      -- optimizer: by what (tcl.viz shows how the kernel was optimized)
       local k = setmetatable({ name = job.name, device = device, ast = job.ast, program = program,
-        ops = job.estimate.value_ops, bytes = job.estimate.bytes, variables = job.variables }, Kernel)
+        ops = job.estimate.value_ops, bytes = job.estimate.bytes, variables = job.variables, opts = job.opts,
+        search = job.search, optimizer = optimizer }, Kernel)
       kernel_cache.put(job.key, k)
       kernels[job.index] = k
       for _, i in ipairs(job.also) do kernels[i] = k end
