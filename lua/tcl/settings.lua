@@ -4,7 +4,7 @@
 -- the length of one call. Layer: lua/tcl (the package's facts; only tcl.env calls os.getenv).
 --
 -- Names: the settings tcl shares with tinygrad keep tinygrad's names (DEBUG, BEAM, NOOPT,
--- DEVICE, CACHELEVEL, IGNORE_BEAM_CACHE); tcl's own are all under the TCL_ prefix. The names
+-- DEVICE, CACHELEVEL, IGNORE_BEAM_CACHE, VIZ); tcl's own are all under the TCL_ prefix. The names
 -- they had before (THREADS, EMU_GPU, ...) are accepted as aliases. When a variable and its old
 -- name are both set to different values tcl refuses to load, naming both: neither is dropped
 -- without a word.

@@ -180,6 +180,23 @@ describe("tcl.viz capture", function()
     assert.is_truthy(data.kernels[1].code:find("define void", 1, true))
   end)
 
+  it("shows a GPU kernel's source in the target's language (EMU in its GPU mode)", function()
+    helper.on_gpu_target("CUDA", function()
+      local x = Tensor.arange(256, { device = "EMU" }):float()
+      local data = tcl.viz.record(function() return (x * 2):sum():item() end)
+      local passes_ran = {}
+      for _, k in ipairs(data.kernels) do
+        assert.are.equal("EMU", k.device)
+        assert.are.equal("cuda", k.code_language)
+        assert.is_truthy(k.code:find("__global__", 1, true), k.code)
+        for _, pass in ipairs(k.passes) do
+          if pass.ran then passes_ran[pass.name] = true end
+        end
+      end
+      assert.is_true(passes_ran["gpu dims"])
+    end)
+  end)
+
   it("leaves rule tracing as it was", function()
     require("tcl.pattern").clear_traces()
     tcl.viz.record(function() return (Tensor.arange(6):float() + 2):tolist() end)

@@ -284,6 +284,11 @@ local function code_of(kernel, list, ctx, with_code)
     if ok then return ir, asm end
     return "(the LLVM listing failed: " .. tostring(ir) .. ")", nil
   end
+  if kernel.device == "EMU" then -- in GPU mode: the source the target would compile, else EMU's listing
+    local backend = lower.backend("EMU")
+    local ok, source, dialect = pcall(backend.gpu_source, list, kernel.name)
+    if ok and source then return source, nil, dialect end
+  end
   local program = kernel.program
   local code = program.dump and program:dump() or nil
   local asm = program.assembly and program:assembly() or nil
@@ -315,7 +320,9 @@ local function kernel_data(kernel, nodes, options)
   local linear_ok, list = pcall(linearize.linearize, sink)
   if linear_ok then
     out.linear = linearize.format(list)
-    out.code, out.assembly = code_of(kernel, list, ctx, options.code ~= false)
+    local language
+    out.code, out.assembly, language = code_of(kernel, list, ctx, options.code ~= false)
+    out.code_language = language or out.code_language
   else
     out.error = tostring(list)
   end
