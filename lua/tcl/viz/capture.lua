@@ -222,7 +222,9 @@ local function rules_fired(mark)
   local counts, total = {}, 0
   for i = first, #traces do
     for _, m in ipairs(traces[i].matches) do
-      counts[m.rule] = (counts[m.rule] or 0) + 1
+      -- tcl's own rule files by their path in the repository, wherever tcl is installed
+      local rule = m.rule:gsub("^.*/(lua/tcl/)", "%1")
+      counts[rule] = (counts[rule] or 0) + 1
       total = total + 1
     end
   end
