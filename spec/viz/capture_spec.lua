@@ -148,6 +148,26 @@ describe("tcl.viz capture", function()
     assert.are.equal(3, #data.profile.runs)
   end)
 
+  it("keeps no buffer alive: realizes are recorded as data when they run", function()
+    local buffers = require "tcl.schedule.buffers"
+    collectgarbage()
+    buffers.collect()
+    local before = buffers.stats().bytes
+    local c = capture.start()
+    for i = 1, 20 do -- twenty different graphs, each reading a buffer of 1 MB
+      local input = Tensor.full({ 1 << 18 }, i):realize()
+      local t = (input * i):sum()
+      t:realize()
+    end
+    c:stop()
+    collectgarbage()
+    collectgarbage()
+    buffers.collect()
+    assert.are.equal(40, #c.realizes) -- each fill and each sum
+    assert.is_true(buffers.stats().bytes - before < 4 << 20, "held: " .. buffers.stats().bytes - before)
+    assert.are.equal(40, #c:data({ code = false }).realizes)
+  end)
+
   it("records what BEAM tried", function()
     local x = Tensor.arange(64):reshape(8, 8):float()
     local data = tcl.context { BEAM = 2, IGNORE_BEAM_CACHE = true }(function()

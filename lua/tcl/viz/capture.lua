@@ -40,76 +40,6 @@ local CODE_LANGUAGE = { CPU = "llvm", CUDA = "cuda", METAL = "metal", EMU = "emu
 
 local active = nil -- the capture that is recording
 
-local Capture = {}
-Capture.__index = Capture
-
---- The capture that is recording, or nil.
-function M.active() return active end
-
---- Starts recording; returns the capture. Only one records at a time.
-function M.start()
-  if active then error("viz: a capture is already recording (captures do not nest)", 2) end
-  local c = setmetatable({ realizes = {}, by_signature = {}, kernels = {}, kernel_index = {}, runs = {},
-    dropped_runs = 0, dropped_realizes = 0, started = core.clock() }, Capture)
-  c.saved = { explain = schedule.explain, observer = schedule.observer }
-  schedule.explain = true
-  schedule.observer = function(sched, programs)
-    c:on_realize(sched, programs)
-    if c.saved.observer then c.saved.observer(sched, programs) end
-  end
-  c.stop_listening = lower.listen(function(record) c:on_run(record) end)
-  active = c
-  return c
-end
-
---- Stops recording (the record stays; calling it again does nothing).
-function Capture:stop()
-  if active ~= self then return end
-  schedule.explain, schedule.observer = self.saved.explain, self.saved.observer
-  self.stop_listening()
-  self.seconds = core.clock() - self.started
-  active = nil
-end
-
--- The index of kernel (a compiled kernel of tcl.codegen.driver.lower) in the record.
-function Capture:kernel_of(kernel)
-  local index = self.kernel_index[kernel]
-  if not index then
-    index = #self.kernels + 1
-    self.kernels[index] = kernel
-    self.kernel_index[kernel] = index
-  end
-  return index
-end
-
-function Capture:on_realize(sched, programs)
-  local indices = {}
-  for i, program in ipairs(programs) do indices[i] = self:kernel_of(program) end
-  local signature = table.concat(indices, ",")
-  local seen = self.by_signature[signature]
-  if seen then
-    seen.repeats = seen.repeats + 1
-    return
-  end
-  if #self.realizes >= M.MAX_REALIZES then
-    self.dropped_realizes = self.dropped_realizes + 1
-    return
-  end
-  local record = { sched = sched, kernels = indices, repeats = 0 }
-  self.realizes[#self.realizes + 1] = record
-  self.by_signature[signature] = record
-end
-
-function Capture:on_run(record)
-  if #self.runs >= M.MAX_RUNS then
-    self.dropped_runs = self.dropped_runs + 1
-    return
-  end
-  local index = record.kernel and self:kernel_of(record.kernel)
-  self.runs[#self.runs + 1] = { kernel = index, name = record.name, device = record.device, seconds = record.seconds,
-    ops = record.ops, bytes = record.bytes }
-end
-
 ---------------------------------------------------------------------------------------------
 -- the data: nodes
 
@@ -118,9 +48,10 @@ local function short(text)
   return text
 end
 
--- A node table: ids for UOps (each once), in an order where sources come first.
+-- A node table: ids for UOps (each once), in an order where sources come first. It holds
+-- the UOps weakly: a node that dies while its entry stays (a buffer's node) lets its memory go.
 local function node_table()
-  local list, id_of = {}, {}
+  local list, id_of = {}, setmetatable({}, { __mode = "k" })
   local t = { list = list }
   --- The id of every node of the graph under root (recorded when new); returns root's id.
   function t.add(root, with_shapes)
@@ -173,15 +104,15 @@ local function cone(root, realize, nodes)
   return out
 end
 
-local function realize_data(record, index, nodes, kernels)
-  local sched, explained = record.sched, record.sched.explained
+local function realize_data(sched, indices, index, nodes, kernels)
+  local explained = sched.explained
   local out = { label = string.format("realize %d", index), plan_reused = explained == nil, kernels = {},
-    decisions = {}, repeats = record.repeats }
+    decisions = {}, repeats = 0 }
   if explained then out.graph = nodes.add(explained.graph, true) end
   for j, k in ipairs(sched.kernels) do
     local reads = {}
     for i = 2, #k.buffers do reads[#reads + 1] = buffer_label(k.buffers[i]) end
-    local entry = { name = kernels[record.kernels[j]].name, kernel = record.kernels[j], reads = reads,
+    local entry = { name = kernels[indices[j]].name, kernel = indices[j], reads = reads,
       writes = k.buffers[1] and buffer_label(k.buffers[1]) or "" }
     if explained and k.root then
       entry.root = nodes.id(k.root)
@@ -200,6 +131,77 @@ local function realize_data(record, index, nodes, kernels)
     end
   end
   return out
+end
+
+local Capture = {}
+Capture.__index = Capture
+
+--- The capture that is recording, or nil.
+function M.active() return active end
+
+--- Starts recording; returns the capture. Only one records at a time.
+function M.start()
+  if active then error("viz: a capture is already recording (captures do not nest)", 2) end
+  local c = setmetatable({ realizes = {}, by_signature = {}, kernels = {}, kernel_index = {}, runs = {},
+    dropped_runs = 0, dropped_realizes = 0, started = core.clock(), nodes = node_table() }, Capture)
+  c.saved = { explain = schedule.explain, observer = schedule.observer }
+  schedule.explain = true
+  schedule.observer = function(sched, programs)
+    c:on_realize(sched, programs)
+    if c.saved.observer then c.saved.observer(sched, programs) end
+  end
+  c.stop_listening = lower.listen(function(record) c:on_run(record) end)
+  active = c
+  return c
+end
+
+--- Stops recording (the record stays; calling it again does nothing).
+function Capture:stop()
+  if active ~= self then return end
+  schedule.explain, schedule.observer = self.saved.explain, self.saved.observer
+  self.stop_listening()
+  self.seconds = core.clock() - self.started
+  active = nil
+end
+
+-- The index of kernel (a compiled kernel of tcl.codegen.driver.lower) in the record.
+function Capture:kernel_of(kernel)
+  local index = self.kernel_index[kernel]
+  if not index then
+    index = #self.kernels + 1
+    self.kernels[index] = kernel
+    self.kernel_index[kernel] = index
+  end
+  return index
+end
+
+function Capture:on_realize(sched, programs)
+  local indices = {}
+  for i, program in ipairs(programs) do indices[i] = self:kernel_of(program) end
+  local signature = table.concat(indices, ",")
+  local seen = self.by_signature[signature]
+  if seen then
+    seen.repeats = seen.repeats + 1
+    return
+  end
+  if #self.realizes >= M.MAX_REALIZES then
+    self.dropped_realizes = self.dropped_realizes + 1
+    return
+  end
+  -- made into data now: the record then holds no node, so no buffer stays alive for it
+  local record = realize_data(sched, indices, #self.realizes + 1, self.nodes, self.kernels)
+  self.realizes[#self.realizes + 1] = record
+  self.by_signature[signature] = record
+end
+
+function Capture:on_run(record)
+  if #self.runs >= M.MAX_RUNS then
+    self.dropped_runs = self.dropped_runs + 1
+    return
+  end
+  local index = record.kernel and self:kernel_of(record.kernel)
+  self.runs[#self.runs + 1] = { kernel = index, name = record.name, device = record.device, seconds = record.seconds,
+    ops = record.ops, bytes = record.bytes }
 end
 
 ---------------------------------------------------------------------------------------------
@@ -349,12 +351,9 @@ end
 -- code and assembly), progress (a function(done, total) called as kernels are lowered).
 function Capture:data(options)
   options = options or {}
-  local nodes = node_table()
+  local nodes = self.nodes
   local data = { version = 1, title = options.title or "tcl", created = os.date("%Y-%m-%d %H:%M:%S"),
-    realizes = {}, kernels = {}, nodes = nodes.list }
-  -- the kernels' names first: realizes refer to them
-  for i, k in ipairs(self.kernels) do data.kernels[i] = { name = k.name } end
-  for i, record in ipairs(self.realizes) do data.realizes[i] = realize_data(record, i, nodes, data.kernels) end
+    realizes = self.realizes, kernels = {}, nodes = nodes.list }
   for i, k in ipairs(self.kernels) do
     data.kernels[i] = kernel_data(k, nodes, options)
     if options.progress then options.progress(i, #self.kernels) end
