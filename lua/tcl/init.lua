@@ -102,25 +102,12 @@ end)
 --- tcl.clock() — seconds of a monotonic wall clock (only differences mean something).
 tcl.clock = core.clock
 
---- tcl.profile(fn, ...) — calls fn(...) and returns a report and then fn's results. The report
--- lists every kernel run during the call, in order: { kernels = { {name =, device =, seconds =,
--- ops =, bytes =}, ... }, seconds = (kernel time), wall = (the whole call, seconds) }.
-function tcl.profile(fn, ...)
-  if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
-    error("profile: expected a function, got " .. type(fn), 2)
-  end
-  local report = { kernels = {}, seconds = 0 }
-  local stop = lower.listen(function(record)
-    report.kernels[#report.kernels + 1] = record
-    report.seconds = report.seconds + record.seconds
-  end)
-  local start = core.clock()
-  local results = table.pack(pcall(fn, ...))
-  report.wall = core.clock() - start
-  stop()
-  if not results[1] then error(results[2], 0) end
-  return report, table.unpack(results, 2, results.n)
-end
+--- tcl.profile(fn, ...) — calls fn(...) and returns a report and then fn's results: every
+-- kernel run, copy and compile of the call, timed ({ kernels = { {name =, device =, start =,
+-- seconds =, ops =, bytes =}, ... }, copies =, compiles =, seconds = (kernel time), wall = });
+-- print(report) shows the kernels by time with their roofline, tcl.profile.save(path) writes
+-- the last report as a Chrome trace (lua/tcl/profile/init.lua).
+tcl.profile = require "tcl.profile"
 
 -- VIZ=1: everything from here to the state's close is recorded for the viewer
 if tcl.env.VIZ then tcl.viz.record_until_close() end

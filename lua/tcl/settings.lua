@@ -21,6 +21,7 @@ local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL
 --   flag      "0"/"1" (empty: off) -> false/true; in a context true, false, 0 or 1
 --   integer   an integer >= minimum; unset: the default
 --   mebibytes a number of MiB >= 0 (fractions allowed) -> bytes; in a context bytes, an integer >= 0
+--   positive  a finite number > 0 (fractions allowed); in a context the same
 --   string    any non-empty text; in a context a string, or false for unset
 --   emu_gpu   one of EMU_GPU_TARGETS, any case; in a context the same, or false for unset
 -- Settings whose default is nil accept false in a context, meaning unset.
@@ -68,6 +69,12 @@ M.list = {
   { field = "POISON_OUTPUTS", variable = "TCL_POISON_OUTPUTS", kind = "flag", default = false,
     meaning = "1 fills each kernel's new host output with 0xFF bytes before it runs (NaN, -1), so an "
       .. "element a kernel leaves unwritten shows (a check: new outputs are not cleared)" },
+  { field = "PEAK_GFLOPS", variable = "TCL_PEAK_GFLOPS", kind = "positive",
+    meaning = "the compute peak (GFLOPS) tcl.profile's roofline uses for every device, instead of "
+      .. "the one measured on the CPU" },
+  { field = "PEAK_GBS", variable = "TCL_PEAK_GBS", kind = "positive",
+    meaning = "the memory bandwidth peak (GB/s) tcl.profile's roofline uses for every device, "
+      .. "instead of the one measured on the CPU" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
     meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string
@@ -89,6 +96,7 @@ local function accepted(s, in_context)
   if s.kind == "flag" then return in_context and "true, false, 0 or 1" or "0 or 1" end
   if s.kind == "integer" then return s.minimum == 1 and "a positive integer" or "an integer >= " .. s.minimum end
   if s.kind == "mebibytes" then return "a number of MiB >= 0" end
+  if s.kind == "positive" then return "a number > 0" end
   if s.kind == "emu_gpu" then return "one of CUDA, CUDA_SM75, CUDA_SM90, METAL" end
   return "a non-empty string"
 end
@@ -111,6 +119,9 @@ function M.parse(s, name, text)
   elseif s.kind == "mebibytes" then
     local mb = tonumber(text)
     if mb ~= nil and mb >= 0 and mb == mb and mb ~= math.huge then return math.floor(mb * (1 << 20)) end
+  elseif s.kind == "positive" then
+    local n = tonumber(text)
+    if n ~= nil and n > 0 and n ~= math.huge then return n end
   elseif s.kind == "emu_gpu" then
     if EMU_GPU_TARGETS[text:upper()] then return text end
   else
@@ -154,6 +165,8 @@ function M.check(fn, s, value)
     if n ~= nil and n >= 0 then return n end
     local words = s.default == nil and " (or false: unset)" or ""
     error(string.format("%s%s must be a number of bytes >= 0%s, got '%s'", prefix, s.field, words, quote(value)), 0)
+  elseif s.kind == "positive" then
+    if math.type(value) and value > 0 and value ~= math.huge then return value end
   elseif s.kind == "emu_gpu" then
     if type(value) == "string" and EMU_GPU_TARGETS[value:upper()] then return value end
   elseif type(value) == "string" and value ~= "" then

@@ -34,6 +34,8 @@ describe("settings", function()
       { "EMU_GPU=AMD", "EMU_GPU must be one of CUDA, CUDA_SM75, CUDA_SM90, METAL, got 'AMD'" },
       { "TCL_KERNEL_CACHE_MB=lots", "TCL_KERNEL_CACHE_MB must be a number of MiB >= 0, got 'lots'" },
       { "TCL_MEMORY_LIMIT_MB=-1", "TCL_MEMORY_LIMIT_MB must be a number of MiB >= 0, got '-1'" },
+      { "TCL_PEAK_GFLOPS=0", "TCL_PEAK_GFLOPS must be a number > 0, got '0'" },
+      { "TCL_PEAK_GBS=inf", "TCL_PEAK_GBS must be a number > 0, got 'inf'" },
     }
     for _, case in ipairs(cases) do
       local status, out, err = tcl_with(case[1], READ)

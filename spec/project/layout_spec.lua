@@ -12,6 +12,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.onnx", stage = 4.5, name = "onnx" },
   -- language models written with the Tensor API (tcl.models.transformer, its KV cache, sampling)
   { prefix = "tcl.models", stage = 4.5, name = "models" },
+  -- profiles of calls: the report, its roofline's peaks (measured with the Tensor API), traces
+  { prefix = "tcl.profile", stage = 4.5, name = "profile" },
   -- the viewer: records what the scheduler and the lowering did, and renders it as a page
   { prefix = "tcl.viz", stage = 4.5, name = "viz" },
   { prefix = "tcl.api.", stage = 4, name = "api" },

@@ -14,6 +14,7 @@ local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
 local buffers = require "tcl.schedule.buffers"
+local events = require "tcl.codegen.driver.events"
 local variables = require "tcl.variables"
 local index_checks = require "tcl.api.index_checks"
 
@@ -52,8 +53,10 @@ function M.from_bytes(s, dtype, shape, opts)
   end
   local node = buffers.new(dt, numel, checked)
   local storage = buffers.get(node)
+  local start = events.on() and events.clock()
   local ok_write, err = pcall(storage.write_bytes, storage, s, offset or 0, opts.big_endian)
   if not ok_write then fail("from_bytes", "%s", (tostring(err):gsub("^Buffer:write_bytes: ", ""))) end
+  if start then buffers.copied("write from host", storage.device, start, nbytes) end
   return nodes.reshape(wrap(node, { numel }, checked), shape)
 end
 
@@ -78,7 +81,9 @@ function M.to_bytes(t)
     fail("to_bytes", "the buffer holds %d bytes, the tensor of shape %s %d", storage.nbytes,
       check.shape_str(t._shape), expected)
   end
+  local start = events.on() and events.clock()
   local data = storage:read_bytes()
+  if start then buffers.copied("read to host", storage.device, start, #data) end
   return #data == expected and data or data:sub(1, expected)
 end
 

@@ -22,6 +22,7 @@
 -- dropped by the next collect.
 local core = require "tcl.core"
 local env = require "tcl.env"
+local events = require "tcl.codegen.driver.events"
 
 local M = {}
 
@@ -93,6 +94,7 @@ end
 --- Copies storage src into dst (same dtype and numel) in any direction between host and
 -- device memory; returns dst.
 function M.copy(dst, src)
+  local start = events.on() and events.clock()
   local from, to = DEVICE_MEMORY[src.device], DEVICE_MEMORY[dst.device]
   if from and to and src.device ~= dst.device then
     -- between two devices' memories (CUDA -> METAL): through host memory
@@ -104,7 +106,16 @@ function M.copy(dst, src)
   else
     dst:copy_from(src)
   end
+  if start then M.copied("copy " .. src.device .. "->" .. dst.device, dst.device, start, dst.nbytes) end
   return dst
+end
+
+--- Tells tcl.profile (tcl.codegen.driver.events) that nbytes moved between host memory and
+-- device (or between two buffers), from `start` (events.clock) until now. Callers time the
+-- copy only when events.on().
+function M.copied(name, device, start, nbytes)
+  events.emit { kind = "copy", name = name, device = device, start = start, seconds = events.clock() - start,
+    bytes = nbytes }
 end
 
 --- Whether v is storage this module holds: a runtime Buffer or a device module's buffer.
@@ -230,7 +241,10 @@ end
 function M.from_list(dtype, list, device)
   if type(list) ~= "table" then error("buffers.from_list: expected a list of values, got " .. type(list), 2) end
   local node = M.new(dtype, #list, device)
-  M.get(node):write(list)
+  local storage = M.get(node)
+  local start = events.on() and events.clock()
+  storage:write(list)
+  if start then M.copied("write from host", storage.device, start, storage.nbytes) end
   return node
 end
 
@@ -256,7 +270,12 @@ M.read_hook = nil
 function M.read(node)
   entry_of(node, "read")
   if M.read_hook then M.read_hook(node) end
-  return M.get(node):read()
+  local storage = M.get(node)
+  if not events.on() then return storage:read() end
+  local start = events.clock()
+  local list = storage:read()
+  M.copied("read to host", storage.device, start, storage.nbytes)
+  return list
 end
 
 --- Frees the memory of every registered buffer whose BUFFER node is dead; returns how many.

@@ -208,11 +208,13 @@ function M.build_many(jobs)
   for i, job in ipairs(jobs) do
     local c = compiled[i]
     local cpu = load(c, job.name)
+    -- compile_seconds: this kernel's time on a compile worker (none for a disk-cache hit;
+    -- tcl.profile shows it)
     -- object, entry, params and parallel_size stay for tcl.export, which links the kernels'
     -- object code into a standalone program (the object is already a Lua string: no copy,
     -- but memory the kernel holds: bytes counts it)
     programs[i] = setmetatable({ name = job.name, cpu = cpu, bytes = cpu.bytes + #c.object, object = c.object,
-      entry = c.entry, params = c.params, parallel_size = c.parallel_size }, Program)
+      entry = c.entry, params = c.params, parallel_size = c.parallel_size, compile_seconds = c.seconds }, Program)
   end
   return programs
 end

@@ -24,6 +24,8 @@
 -- >= 4 the program (LLVM IR, or EMU's listing), >= 5 the kernel AST, >= 6 the linear list,
 -- >= 7 the machine assembly (CPU); >= 3 once per compile. Lines go to lower.log (stderr
 -- unless replaced).
+-- Kernel runs and compiles are events (tcl.codegen.driver.events) while something listens
+-- (tcl.profile); lower.listen(fn) hears the kernel runs only.
 local core = require "tcl.core"
 local env = require "tcl.env"
 local pipeline = require "tcl.patterns.pipeline"
@@ -33,6 +35,7 @@ local estimates = require "tcl.codegen.driver.estimates"
 local optimize = require "tcl.codegen.driver.optimize"
 local UOp = require "tcl.uop"
 local quote = require "tcl.quote"
+local events = require "tcl.codegen.driver.events"
 
 if pipeline.opts.apply == nil then pipeline.opts.apply = optimize.apply end
 
@@ -180,13 +183,14 @@ end
 
 -- Everything run since the state opened (DEBUG >= 2 prints it when the state closes).
 local totals = { kernels = 0, seconds = 0, ops = 0, bytes = 0 }
-local listeners = {} -- functions called with each run's record (tcl.profile)
 
 --- Calls fn(record) for every kernel run until the returned function is called. A record is
--- { name =, device =, seconds =, ops =, bytes =, kernel = (the kernel that ran) }.
+-- the run's event (tcl.codegen.driver.events): { kind = "kernel", name =, device =, start =,
+-- seconds =, ops =, bytes =, kernel = (the kernel that ran) }.
 function M.listen(fn)
-  listeners[fn] = true
-  return function() listeners[fn] = nil end
+  return events.listen(function(event)
+    if event.kind == "kernel" then fn(event) end
+  end)
 end
 
 local function rate(amount, seconds)
@@ -201,18 +205,18 @@ Kernel.__index = Kernel
 -- that queues kernels (CUDA, Metal) times one only at DEBUG >= 2 or while something listens
 -- (tcl.profile); otherwise the launch is queued, nothing waits for it, and its seconds are 0.
 function Kernel:run(buffers)
-  local timed = env.DEBUG >= 2 or next(listeners) ~= nil
-  local seconds = self.program:run(buffers, timed) or 0
+  local listened = events.on()
+  local start = listened and events.clock()
+  local seconds = self.program:run(buffers, env.DEBUG >= 2 or listened) or 0
   totals.kernels, totals.seconds = totals.kernels + 1, totals.seconds + seconds
   totals.ops, totals.bytes = totals.ops + self.ops, totals.bytes + self.bytes
   if env.DEBUG >= 2 then
     M.log(string.format("*** %-4s %-32s arg %3d  tm %10.2fus  %8.2f GFLOPS %8.2f GB/s", self.device, self.name,
       #buffers, seconds * 1e6, rate(self.ops, seconds), rate(self.bytes, seconds)))
   end
-  if next(listeners) then
-    local record = { name = self.name, device = self.device, seconds = seconds, ops = self.ops, bytes = self.bytes,
-      kernel = self }
-    for fn in pairs(listeners) do fn(record) end
+  if listened then
+    events.emit { kind = "kernel", name = self.name, device = self.device, start = start, seconds = seconds,
+      ops = self.ops, bytes = self.bytes, kernel = self }
   end
   return seconds
 end
@@ -253,6 +257,31 @@ local function check_sink(sink, level)
   end
 end
 
+-- The events of a batch's build, for tcl.profile: the batch (lowering and build), the
+-- backend's build, and each kernel's own compile time when the backend reports it (the CPU
+-- backend: program.compile_seconds, measured on its compile worker threads). Which worker
+-- compiled which kernel, and when, is not known, so those are laid end to end on one track
+-- from the build's start: their sum is the workers' time, more than the build's span when
+-- several ran at once.
+local function emit_builds(jobs, programs, device, batch_start, build_start, build_seconds)
+  local names = {}
+  for j, job in ipairs(jobs) do names[j] = job.name end
+  local batch_seconds = events.clock() - batch_start
+  events.emit { kind = "compile", track = "compile", name = string.format("compile %d kernel%s", #jobs,
+    #jobs == 1 and "" or "s"), device = device, start = batch_start, seconds = batch_seconds, kernels = names }
+  events.emit { kind = "compile", track = "build", name = "build", device = device, start = build_start,
+    seconds = build_seconds, kernels = names }
+  local at = build_start
+  for j, job in ipairs(jobs) do
+    local seconds = programs[j].compile_seconds
+    if seconds then
+      events.emit { kind = "compile", track = "compile workers", name = job.name, device = device, start = at,
+        seconds = seconds }
+      at = at + seconds
+    end
+  end
+end
+
 --- Compiles kernels for one device: items are { ast = SINK, name = string or nil }; options
 -- { noopt =, beam = } override NOOPT and BEAM for these kernels. The
 -- pipeline and the linearizer run here, one kernel after another; the backend builds the
@@ -271,6 +300,8 @@ function M.compile_many(items, device, options)
   local optimizer = noopt and "none (NOOPT)" or hook == nil and "none" or hook ~= optimize.apply and
     "an optimizer hook (" .. tostring(hook) .. ")" or beam > 0 and "BEAM " .. beam or
     "heuristic " .. optimize.heuristic_name()
+  local listened = events.on()
+  local batch_start = listened and events.clock()
   local kernels, jobs, job_of = {}, {}, {}
   for i, item in ipairs(items) do
     check_sink(item.ast, 3)
@@ -284,6 +315,7 @@ function M.compile_many(items, device, options)
       job_of[key].also[#job_of[key].also + 1] = i
     else
       local name = kernel_name(sink, item.name)
+      local lower_start = listened and events.clock()
       if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
       -- an AST optimized already (BEAM's candidates) carries its opts in its arg
       local carried = type(sink.arg) == "table" and type(sink.arg[2]) == "string" and sink.arg[2] or nil
@@ -303,12 +335,18 @@ function M.compile_many(items, device, options)
         opts = ctx.opts, search = ctx.search }
       jobs[#jobs + 1] = job
       job_of[key] = job
+      if listened then
+        events.emit { kind = "compile", track = "lower", name = "lower " .. name, device = device, start = lower_start,
+          seconds = events.clock() - lower_start }
+      end
     end
   end
   if #jobs > 0 then
     local start = core.clock()
     local programs = backend.build_many(jobs)
-    counts.built, counts.build_seconds = counts.built + #jobs, counts.build_seconds + (core.clock() - start)
+    local build_seconds = core.clock() - start
+    counts.built, counts.build_seconds = counts.built + #jobs, counts.build_seconds + build_seconds
+    if listened then emit_builds(jobs, programs, device, batch_start, start, build_seconds) end
     for j, job in ipairs(jobs) do
       local program = programs[j]
       if debug >= 4 then M.log(program:dump()) end
