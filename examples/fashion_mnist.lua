@@ -32,16 +32,6 @@ local function cnn()
   }
 end
 
--- A progress bar on one line: done/total, loss and accuracy so far, examples per second.
-local function progress(label, done, total, loss, correct, seen, seconds)
-  local width = 30
-  local filled = math.floor(width * done / total)
-  io.write(string.format("\r%s [%s%s] %5d/%d  loss %.4f  acc %.2f%%  %6.0f ex/s", label,
-    string.rep("=", filled), string.rep(" ", width - filled), done, total, loss, 100 * correct / seen,
-    seen / seconds))
-  io.flush()
-end
-
 local function accuracy(model, images, labels)
   local eval = tcl.jit(function(x, y)
     return tcl.no_grad(function()
@@ -75,20 +65,23 @@ local function train(name, model, epochs, data)
     -- of test accuracy (set between steps, the jitted step reads the new rate). Runs of 1 or 2
     -- epochs have no last third to spare: they stay at 1e-3.
     opt.lr = epochs >= 3 and epoch > epochs * 2 / 3 and 1e-4 or 1e-3
+    local label = string.format("%s epoch %d/%d lr %g", name, epoch, epochs, opt.lr)
     local epoch_start, loss_sum, correct, seen, done = tcl.clock(), 0, 0, 0, 0
-    for x, y in loader:batches() do
+    -- a progress bar per epoch on stderr (on a terminal only: tcl.progress), the loss and the
+    -- accuracy so far beside it; closed when the epoch's loop ends, also by the break
+    local batches, bar <close> = loader:batches { progress = { label = label, total = per_epoch } }
+    for x, y in batches do
       if done == per_epoch then break end
       local loss, hits = step(x, y)
       done = done + 1
       seen = seen + BATCH
       loss_sum = loss_sum + loss:item()
       correct = correct + hits:item()
-      if done % 10 == 0 or done == per_epoch then
-        progress(string.format("%s epoch %d/%d lr %g", name, epoch, epochs, opt.lr), done, per_epoch, loss_sum / done,
-          correct, seen, tcl.clock() - epoch_start)
-      end
+      bar:set_postfix { loss = loss_sum / done, acc = 100 * correct / seen }
     end
-    io.write("\n")
+    bar:close()
+    print(string.format("%s: loss %.4f, accuracy %.2f%%, %.0f examples/s", label, loss_sum / done,
+      100 * correct / seen, seen / (tcl.clock() - epoch_start)))
   end
   local seconds = tcl.clock() - start
   local acc = accuracy(model, test_x, test_y)

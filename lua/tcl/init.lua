@@ -71,6 +71,9 @@ local tcl = {
   nn = require "tcl.api.layers",
   -- data: IDX files, Fashion-MNIST, DataLoader, gzip (lua/tcl/api/data.lua)
   data = require "tcl.api.data",
+  -- progress bars: tcl.progress.new{ total =, label = }, tcl.progress.wrap(iterator, opts)
+  -- (lua/tcl/progress.lua; drawn only on a terminal unless TCL_PROGRESS says otherwise)
+  progress = require "tcl.progress",
   -- optimizers: SGD, Adam, AdamW, LAMB (lua/tcl/api/optim.lua)
   optim = require "tcl.api.optim",
   -- tokenizers from a GGUF vocabulary: tcl.tokenizer.from_metadata (lua/tcl/api/tokenizer.lua;

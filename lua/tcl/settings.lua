@@ -24,7 +24,9 @@ local EMU_GPU_TARGETS = { CUDA = true, CUDA_SM75 = true, CUDA_SM90 = true, METAL
 --   positive  a finite number > 0 (fractions allowed); in a context the same
 --   string    any non-empty text; in a context a string, or false for unset
 --   emu_gpu   one of EMU_GPU_TARGETS, any case; in a context the same, or false for unset
--- Settings whose default is nil accept false in a context, meaning unset.
+--   tristate  "0"/"1" -> false/true, unset: nil (the code decides); in a context true, false, 0
+--             or 1, and "auto" for unset (false is "no" here, not "unset")
+-- Settings whose default is nil accept false in a context, meaning unset (a tristate: "auto").
 
 --- The settings, in tcl.env's order. `variable` is the environment variable, `old` its
 -- previous name (accepted), `field` the name in tcl.env and tcl.context.
@@ -75,6 +77,9 @@ M.list = {
   { field = "PEAK_GBS", variable = "TCL_PEAK_GBS", kind = "positive",
     meaning = "the memory bandwidth peak (GB/s) tcl.profile's roofline uses for every device, "
       .. "instead of the one measured on the CPU" },
+  { field = "PROGRESS", variable = "TCL_PROGRESS", kind = "tristate",
+    meaning = "progress bars (tcl.progress: BEAM, export, training loops): 1 always, 0 never; unset: "
+      .. "only on a terminal" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
     meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string
@@ -94,6 +99,7 @@ end
 -- What the setting accepts, in words: in the environment, or (in_context) as a Lua value.
 local function accepted(s, in_context)
   if s.kind == "flag" then return in_context and "true, false, 0 or 1" or "0 or 1" end
+  if s.kind == "tristate" then return in_context and "true, false, 0, 1 or 'auto'" or "0 or 1" end
   if s.kind == "integer" then return s.minimum == 1 and "a positive integer" or "an integer >= " .. s.minimum end
   if s.kind == "mebibytes" then return "a number of MiB >= 0" end
   if s.kind == "positive" then return "a number > 0" end
@@ -103,14 +109,14 @@ end
 
 local function refuse(prefix, name, s, v)
   local words = accepted(s, prefix ~= "")
-  if prefix ~= "" and s.default == nil then words = words .. " (or false: unset)" end
+  if prefix ~= "" and s.default == nil and s.kind ~= "tristate" then words = words .. " (or false: unset)" end
   error(string.format("%s%s must be %s, got '%s'", prefix, name, words, quote(v)), 0)
 end
 
 --- A variable's text (not empty) as the setting's value; an error naming `name` when the
 -- text is not accepted.
 function M.parse(s, name, text)
-  if s.kind == "flag" then
+  if s.kind == "flag" or s.kind == "tristate" then
     if text == "0" then return false end
     if text == "1" then return true end
   elseif s.kind == "integer" then
@@ -153,6 +159,12 @@ end
 -- with `fn` when the setting does not accept it.
 function M.check(fn, s, value)
   local prefix = fn .. ": "
+  if s.kind == "tristate" then
+    if value == true or value == 1 then return true end
+    if value == false or value == 0 then return false end
+    if value == "auto" then return nil end
+    refuse(prefix, s.field, s, value)
+  end
   if value == false and s.default == nil then return nil end -- false unsets an optional setting
   if s.kind == "flag" then
     if value == true or value == 1 then return true end

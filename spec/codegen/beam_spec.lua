@@ -10,6 +10,8 @@ local schedule = require "tcl.schedule"
 local P = require "tcl.pattern"
 local UOp = require "tcl.uop"
 local opt = require "tcl.opt"
+local progress = require "tcl.progress"
+local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 
 local N = 48
 
@@ -117,20 +119,56 @@ describe("BEAM search", function()
         local b = Tensor.rand(40, 40):realize()
         io.write(string.format("%.6f\n", a:matmul(b):sum():item()))
       ]])
-      local cmd = string.format("TCL_CACHE=%s BEAM=2 DEBUG=3 %s %s", helper.shell_quote(dir),
+      -- TCL_PROGRESS=1: the progress line (its status names the kernel searched) on stderr, a file here
+      local cmd = string.format("TCL_CACHE=%s BEAM=2 DEBUG=3 TCL_PROGRESS=1 %s %s", helper.shell_quote(dir),
         helper.shell_quote(helper.tcl_bin), helper.shell_quote(script))
       local status1, out1, err1 = helper.run(cmd)
       local status2, out2, err2 = helper.run(cmd)
       os.remove(script)
       assert.are.equal(0, status1, err1)
       assert.are.equal(0, status2, err2)
-      assert.matches("BEAM r_40_40_40: round", err1, 1, true) -- the first process searched
-      assert.is_nil(err2:find("BEAM r_40_40_40: round", 1, true)) -- the second replayed
+      assert.matches("| r_40_40_40: round", err1, 1, true) -- the first process searched
+      assert.is_nil(err2:find("r_40_40_40: round", 1, true)) -- the second replayed
+      assert.is_nil(err2:find("BEAM ", 1, true)) -- and a batch all from the cache draws no line
       local opts1 = err1:match("kernel '[^']*' opts: ([^\n]*) %(was 'r_40_40_40'%)")
       local opts2 = err2:match("kernel '[^']*' opts: ([^\n]*) %(was 'r_40_40_40'%)")
       assert.is_string(opts1)
       assert.are.equal(opts1, opts2)
       assert.are.equal(out1, out2)
+    end)
+  end)
+
+  it("draws one progress line: the batch's kernels, with the search's kernel, round and candidates", function()
+    with_cache(function()
+      beam.quiet = false
+      local written, saved = {}, progress.stream
+      progress.stream = { write = function(_, ...) for _, s in ipairs({ ... }) do written[#written + 1] = s end end,
+        flush = function() end }
+      local ok, err = pcall(tcl.context { PROGRESS = true }, function()
+        local ast = matmul_ast(N)
+        kernel_cache.clear() -- an earlier case compiled this kernel
+        lower.compile(ast, { device = "CPU", beam = 2 })
+        local searched = table.concat(written)
+        written = {}
+        kernel_cache.clear() -- compiled again: the opts come from the BEAM cache on disk
+        lower.compile(ast, { device = "CPU", beam = 2 })
+        return searched
+      end)
+      progress.stream = saved
+      assert(ok, err)
+      local text = err
+      local first = "\rBEAM   0% |" .. string.rep(" ", 20) .. "| 0/1 [00:00<?, ? kernel/s]"
+      assert.are.equal(first, text:sub(1, #first))
+      local rounds = {}
+      for round, tried in text:gmatch("| 0/1 %[[^%]]+%] | r_48_48_48: round (%d)/6, (%d+) candidates, best ") do
+        rounds[#rounds + 1] = { tonumber(round), tonumber(tried) }
+      end
+      assert.is_true(#rounds >= 1, text)
+      for i = 2, #rounds do -- rounds count up, candidates accumulate
+        assert.is_true(rounds[i][1] >= rounds[i - 1][1] and rounds[i][2] >= rounds[i - 1][2], text)
+      end
+      assert.matches("\rBEAM 100%% |" .. string.rep("█", 20) .. "| 1/1 %[%d%d:%d%d<00:00, [^%]]+%] *\n$", text)
+      assert.are.same({}, written) -- a kernel replayed from the cache draws nothing
     end)
   end)
 

@@ -78,8 +78,9 @@ describe("tcl.context", function()
     local function call() called = true end
     local cases = {
       { { DEBGU = 4 }, "context: unknown setting 'DEBGU' (settings: DEBUG, NOOPT, BEAM, IGNORE_BEAM_CACHE, "
-        .. "HEURISTICS, DEVICE, EMU_GPU, RENDER_DUMP, REWRITE_TRACE, REWRITE_STATS, KERNEL_CACHE_BYTES, "
-        .. "MEMORY_LIMIT_BYTES, THREADS, PLAN_CACHE, POISON_OUTPUTS, PEAK_GFLOPS, PEAK_GBS, CACHELEVEL, CACHE_DIR)" },
+        .. "HEURISTICS, DEVICE, EMU_GPU, RENDER_DUMP, REWRITE_TRACE, REWRITE_STATS, VIZ, VIZ_FILE, KERNEL_CACHE_BYTES, "
+        .. "MEMORY_LIMIT_BYTES, THREADS, PLAN_CACHE, POISON_OUTPUTS, PEAK_GFLOPS, PEAK_GBS, PROGRESS, "
+        .. "CACHELEVEL, CACHE_DIR)" },
       { { TCL_THREADS = 2 }, "context: unknown setting 'TCL_THREADS' (settings: DEBUG," },
       { { [1] = 4 }, "context: unknown setting '1' (settings: DEBUG," },
       { { DEBUG = -1 }, "context: DEBUG must be an integer >= 0, got '-1'" },
@@ -95,6 +96,9 @@ describe("tcl.context", function()
       { { MEMORY_LIMIT_BYTES = -1 }, "context: MEMORY_LIMIT_BYTES must be a number of bytes >= 0 (or false: unset), "
         .. "got '-1'" },
       { { KERNEL_CACHE_BYTES = false }, "context: KERNEL_CACHE_BYTES must be a number of bytes >= 0, got 'false'" },
+      -- a tristate: false is "never", and "auto" unsets it
+      { { PROGRESS = "on" }, "context: PROGRESS must be true, false, 0, 1 or 'auto', got 'on'" },
+      { { PROGRESS = 2 }, "context: PROGRESS must be true, false, 0, 1 or 'auto', got '2'" },
     }
     for _, case in ipairs(cases) do
       local err = message_of(function() return tcl.context(case[1])(call) end)

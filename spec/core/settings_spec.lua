@@ -36,6 +36,7 @@ describe("settings", function()
       { "TCL_MEMORY_LIMIT_MB=-1", "TCL_MEMORY_LIMIT_MB must be a number of MiB >= 0, got '-1'" },
       { "TCL_PEAK_GFLOPS=0", "TCL_PEAK_GFLOPS must be a number > 0, got '0'" },
       { "TCL_PEAK_GBS=inf", "TCL_PEAK_GBS must be a number > 0, got 'inf'" },
+      { "TCL_PROGRESS=yes", "TCL_PROGRESS must be 0 or 1, got 'yes'" },
     }
     for _, case in ipairs(cases) do
       local status, out, err = tcl_with(case[1], READ)
@@ -90,6 +91,15 @@ describe("settings", function()
         assert.are.equal(0, status, table.concat(settings, " ") .. ": " .. err)
         assert.are.equal(want, out, table.concat(settings, " "))
       end
+    end
+  end)
+
+  it("read TCL_PROGRESS as always (1), never (0) or unset: on a terminal only (nil)", function()
+    local cases = { { "TCL_PROGRESS=1", "true" }, { "TCL_PROGRESS=0", "false" }, { "TCL_PROGRESS=", "nil" } }
+    for _, case in ipairs(cases) do
+      local status, out, err = read_with({ case[1] }, "env.PROGRESS")
+      assert.are.equal(0, status, case[1] .. ": " .. err)
+      assert.are.equal(case[2], out, case[1])
     end
   end)
 

@@ -10,6 +10,7 @@ local helper = require "spec.support.helper"
 local tcl = require "tcl"
 local arena = require "tcl.export.arena"
 local export = require "tcl.export"
+local progress = require "tcl.progress"
 local Tensor, nn = tcl.Tensor, tcl.nn
 local q = helper.shell_quote
 
@@ -619,6 +620,30 @@ describe("tcl.export", function()
       assert.are.equal(blocks[1].offset, blocks[3].offset)
       assert.are.equal(192, size)
     end)
+  end)
+
+  it("draws a progress line over its steps when progress bars are on, and nothing when off", function()
+    local written, saved = {}, progress.stream
+    progress.stream = { write = function(_, ...) for _, s in ipairs({ ... }) do written[#written + 1] = s end end,
+      flush = function() end }
+    local w = Tensor.randn(16, 4, CPU):realize()
+    local function forward(x) return x:matmul(w):relu() end
+    local function export_with(setting)
+      written = {}
+      return pcall(tcl.context { PROGRESS = setting }, export.export, forward, { Tensor.randn(2, 16, CPU) },
+        { dir = tmp .. "/progress", name = "bar" })
+    end
+    local on_ok, on_err = export_with(true)
+    local on = table.concat(written)
+    local off_ok, off_err = export_with(false)
+    progress.stream = saved
+    assert(on_ok, on_err)
+    assert(off_ok, off_err)
+    -- one capture and the four steps of the files
+    local first = "\rexport bar   0% |" .. string.rep(" ", 20) .. "| 0/5 [00:00<?, ? step/s] | compiling kernels"
+    assert.are.equal(first, on:sub(1, #first))
+    assert.matches("\rexport bar 100%% |" .. string.rep("█", 20) .. "| 5/5 %[%d%d:%d%d<00:00, [^%]]+%] *\n$", on)
+    assert.are.same({}, written)
   end)
 end)
 

@@ -8,6 +8,8 @@
 --   for epoch = 1, 3 do
 --     for xb, yb in loader:batches() do ... end                    -- a new order each epoch
 --   end
+--   local batches, bar <close> = loader:batches { progress = "epoch 1" } -- with a progress bar
+--   for xb, yb in batches do ...; bar:set_postfix { loss = l } end
 --
 -- Everything moves as bytes (Tensor.from_bytes): files are read or inflated into one string
 -- and become a tensor in one copy; a batch is its rows cut out of the data set's bytes and
@@ -18,6 +20,7 @@ local check = require "tcl.api.check"
 local Tensor = require "tcl.api.tensor"
 local runtime = require "tcl.runtime"
 local core = require "tcl.core"
+local progress = require "tcl.progress"
 
 local is_tensor, fail = class.is_tensor, check.fail
 local dtypes = core.dtypes
@@ -234,10 +237,36 @@ local function batch_of(column, order, first, count)
   return Tensor.from_bytes(table.concat(parts), column.dtype, shape, opts)
 end
 
+local BATCHES_OPTIONS = { progress = true }
+
 --- An iterator over one epoch's batches: each step gives one tensor per column, in the order
 --  the loader was given them (`for x, y in loader:batches() do`). Every call starts a new
 --  epoch; with shuffle each epoch has its own order, the same for the same seed.
-function DataLoader:batches()
+--  opts: progress, a progress bar over the epoch's batches (tcl.progress.wrap; drawn on a
+--  terminal, or as TCL_PROGRESS says): its label (a string), true (no label), or tcl.progress
+--  options (total defaults to #loader, unit to "batch"). Then batches returns what
+--  tcl.progress.wrap does: the iterator, the bar, nil and the bar
+--  (`local batches, bar <close> = loader:batches { progress = "epoch 1" }`).
+function DataLoader:batches(opts)
+  opts = check.options("batches", opts, BATCHES_OPTIONS)
+  local bar_opts = opts.progress
+  if bar_opts ~= nil then
+    if type(bar_opts) == "string" then
+      bar_opts = { label = bar_opts }
+    elseif bar_opts == true then
+      bar_opts = {}
+    elseif type(bar_opts) == "table" then
+      local copy = {}
+      for k, v in pairs(bar_opts) do copy[k] = v end
+      bar_opts = copy
+    else
+      fail("batches", "progress must be a label (a string), true or a table of progress options, got %s",
+        check.type_name(bar_opts))
+    end
+    if bar_opts.total == nil then bar_opts.total = #self end
+    if bar_opts.unit == nil then bar_opts.unit = "batch" end
+    return progress.wrap(self:batches(), bar_opts)
+  end
   self._epoch = self._epoch + 1
   local order = self._shuffle and permutation(self._rows, self._seed, self._epoch) or nil
   local batches, batch = #self, 0

@@ -50,6 +50,9 @@
 -- results (fn's results of the captured call, tensors), plans = { {batch, steps, folded,
 -- arena_bytes, unshared_bytes, inputs, outputs, results} }, dynamic }; the top-level figures
 -- are the first plan's, the arena's the largest plan's.
+-- Progress (tcl.progress; on a terminal, or as TCL_PROGRESS says): a line "export NAME" counting
+-- the captures (where the kernels compile) and the files' steps, naming the step at hand. A BEAM
+-- search during a capture draws its own line, which ends before the export's goes on.
 local plan = require "tcl.export.plan"
 local arena = require "tcl.export.arena"
 local objects = require "tcl.export.objects"
@@ -61,6 +64,7 @@ local class = require "tcl.api.class"
 local core = require "tcl.core"
 local runtime = require "tcl.runtime"
 local variables = require "tcl.variables"
+local progress = require "tcl.progress"
 
 local M = {}
 
@@ -534,6 +538,10 @@ local function check_alike(plans)
   end
 end
 
+-- The steps after the captures, as the progress line names them.
+local FILE_STEPS = { "writing the kernels' object code", "writing the weights", "writing the C sources",
+  "copying the runtime" }
+
 --- Exports fn (see the header); returns the summary.
 function M.export(fn, inputs, opts)
   local name, weights_mode, fold = check_options(fn, opts)
@@ -542,12 +550,18 @@ function M.export(fn, inputs, opts)
   if not have_llvm then fail("this build has no CPU backend (LLVM), which export needs") end
   local plans, total_steps = {}, 0
   local dynamic = opts.dynamic
-  for i, given in ipairs(inputs_per_plan(inputs, opts.batch_sizes, dynamic)) do
+  local given_plans = inputs_per_plan(inputs, opts.batch_sizes, dynamic)
+  -- progress over the long steps: each plan's capture (its kernels compiled), then the files
+  local bar <close> = progress.new { total = #given_plans + #FILE_STEPS, label = "export " .. name, unit = "step",
+    status = "compiling kernels" }
+  for i, given in ipairs(given_plans) do
+    if given.batch then bar:set_status(string.format("compiling kernels (batch %d)", given.batch), i > 1 and 1 or 0) end
     local p = plan.capture(fn, given.inputs)
     p.batch, p.folded = given.batch, fold and plan.fold(p) or 0
     plans[i] = p
     total_steps = total_steps + #p.steps
   end
+  bar:set_status("planning the buffers", 1)
   check_alike(plans)
   if dynamic then M.check_variables(plans[1], dynamic) end
   if total_steps > MAX_STEPS then
@@ -613,15 +627,21 @@ function M.export(fn, inputs, opts)
   -- atomic): a failure on the way leaves the previous export's files as they were
   local staging = make_staging(dir, name)
   local written, err = pcall(function()
+    -- each step named as it starts, and counted done as the next one starts
+    bar:set_status(FILE_STEPS[1])
     m.objects = objects.write(staging, name, kernels)
+    bar:set_status(FILE_STEPS[2], 1)
     files[#files + 1] = write_weights(staging, m, weights)
+    bar:set_status(FILE_STEPS[3], 1)
     write_file(staging .. "/" .. name .. ".h", c_writer.header(m))
     write_file(staging .. "/" .. name .. ".c", c_writer.source(m))
     for _, o in ipairs(m.objects) do files[#files + 1] = o end
+    bar:set_status(FILE_STEPS[4], 1)
     for _, f in ipairs(runtime_files.names(m)) do
       write_file(staging .. "/" .. f, runtime_files.read(f))
       files[#files + 1] = f
     end
+    bar:set_status(nil, 1)
     for _, f in ipairs(files) do
       local moved, why = os.rename(staging .. "/" .. f, dir .. "/" .. f)
       if not moved then fail("cannot move '%s' into place: %s", dir .. "/" .. f, tostring(why)) end

@@ -18,10 +18,16 @@ local env = require "tcl.env"
 local check = require "tcl.api.check"
 local capture = require "tcl.viz.capture"
 local page = require "tcl.viz.page"
+local progress = require "tcl.progress"
 
 local M = {}
 
 local function say(line) io.stderr:write("tcl: ", line, "\n") end
+
+-- The page's title: the script the tcl program runs, when there is one.
+local function title()
+  return type(arg) == "table" and type(arg[0]) == "string" and arg[0] or "tcl"
+end
 
 local function check_fn(fn, name)
   if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
@@ -29,15 +35,14 @@ local function check_fn(fn, name)
   end
 end
 
--- Lowering every kernel again takes a while on a large model: a line per 10 % on stderr.
-local function progress_line(what)
-  local shown = -1
+-- Lowering every kernel again takes a while on a large model: a progress bar (tcl.progress:
+-- drawn on a terminal only) over the kernels; the bar closes when the page is written.
+local function kernels_bar(path)
+  local bar
   return function(done, total)
-    local tenth = total >= 20 and done * 10 // total or -1
-    if tenth > shown then
-      shown = tenth
-      say(string.format("viz: %s: lowering kernels %d/%d", what, done, total))
-    end
+    bar = bar or progress.new { total = total, label = "viz " .. path, unit = "kernel" }
+    bar:update(1)
+    if done == total then bar:close() end
   end
 end
 
@@ -49,7 +54,7 @@ function M.record(fn, ...)
   local results = table.pack(pcall(fn, ...))
   c:stop()
   if not results[1] then error(results[2], 0) end
-  return c:data({ title = M.title }), table.unpack(results, 2, results.n)
+  return c:data({ title = title() }), table.unpack(results, 2, results.n)
 end
 
 --- Writes the page of data to path.
@@ -70,7 +75,7 @@ local function call(_, fn, ...)
   local results = table.pack(pcall(fn, ...))
   c:stop()
   if not results[1] then error(results[2], 0) end
-  page.write(path, c:data({ title = M.title, progress = progress_line(path) }))
+  page.write(path, c:data({ title = title(), progress = kernels_bar(path) }))
   say("viz: wrote " .. path)
   return path, table.unpack(results, 2, results.n)
 end
@@ -94,7 +99,7 @@ function M.record_until_close()
     c:stop()
     local path = program_file()
     local ok, err = pcall(function()
-      page.write(path, c:data({ title = type(arg) == "table" and arg[0] or "tcl", progress = progress_line(path) }))
+      page.write(path, c:data({ title = title(), progress = kernels_bar(path) }))
     end)
     if ok then say("VIZ: wrote " .. path) else say("VIZ: could not write the page: " .. tostring(err)) end
   end

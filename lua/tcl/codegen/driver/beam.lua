@@ -21,11 +21,17 @@
 -- are checksummed by runtime.cache_write) under the kernel's content hash, the device, the
 -- backend's options (renderer, LLVM version, CPU) and the width; a later run replays them
 -- (an entry that no longer applies is searched again). IGNORE_BEAM_CACHE=1 searches anyway.
+-- Progress (tcl.progress; on a terminal, or as TCL_PROGRESS says): one line for the kernels of
+-- the batch the lowering driver is compiling (M.batch: searched and replayed count alike, with
+-- an ETA), whose status is the search at hand: its kernel, round, candidates timed, best time
+-- and an ETA of at most the rounds left at the time per round so far ("≤": a search stops early
+-- once a round gains under 1%). The line appears when a search starts: a batch whose kernels
+-- all come from the BEAM cache shows nothing. M.quiet turns it off. (The C search's own line,
+-- src/opt/beam.c's show_progress, is not asked for: it draws even off a terminal.)
 -- ctx.search records what was tried: { width =, cached = (opts replayed from the cache),
 -- candidates = { {opts =, round = (0: the seeds), seconds = (false: failed or dropped)}, ... } }.
--- M.quiet turns the progress line off. M.hooks.mutate(sink, i) (specs only) may replace
--- candidate i's kernel before it is checked: how the specs make a candidate that would crash
--- or compute wrong values.
+-- M.hooks.mutate(sink, i) (specs only) may replace candidate i's kernel before it is checked:
+-- how the specs make a candidate that would crash or compute wrong values.
 local opt = require "tcl.opt"
 local env = require "tcl.env"
 local runtime = require "tcl.runtime"
@@ -33,8 +39,58 @@ local disk_cache = require "tcl.codegen.driver.disk_cache"
 local bounds = require "tcl.bounds"
 local core = require "tcl.core"
 local tensor_cores = require "tcl.heuristics.tensor_cores"
+local progress = require "tcl.progress"
 
-local M = { hooks = {}, seed = 1, runs = 3, quiet = false }
+local M = { hooks = {}, seed = 1, runs = 3, quiet = false,
+  rounds = 6 } -- the most rounds of a search (src/opt/beam.h's TCL_BEAM_DEFAULT_ROUNDS)
+
+-- The batch of kernels being compiled (M.batch): { total =, done =, bar = (once a search started) }.
+local current_batch = nil
+
+local BatchScope = {}
+BatchScope.__index = BatchScope
+function BatchScope:__close()
+  if current_batch and current_batch.bar then current_batch.bar:close() end
+  current_batch = self.outer
+end
+
+--- Announces that the lowering driver compiles `total` kernels now (each may be searched);
+-- returns a to-be-closed value that ends the batch and closes its progress line:
+-- `local batch <close> = beam.batch(n)`. Batches nest (the outer one resumes after).
+function M.batch(total)
+  local scope = setmetatable({ outer = current_batch }, BatchScope)
+  current_batch = { total = total, done = 0 }
+  return scope
+end
+
+-- A kernel of the batch done (searched or replayed from the cache): counted on the line, if any.
+local function kernel_done()
+  if not current_batch then return end
+  current_batch.done = current_batch.done + 1
+  if current_batch.bar then current_batch.bar:update(1) end
+end
+
+-- The line's bar (made when the first search of the batch starts), or nil when quiet.
+local function batch_bar()
+  if M.quiet then return nil end
+  if not current_batch.bar then
+    current_batch.bar = progress.new { total = current_batch.total, initial = current_batch.done, label = "BEAM",
+      unit = "kernel" }
+  end
+  return current_batch.bar
+end
+
+-- The status of a search of `name`: after `round` rounds (0: the seeds) of at most M.rounds,
+-- `tried` candidates timed, the best time so far, `elapsed` seconds since it started.
+local function search_status(name, round, tried, best, elapsed)
+  local best_text = best == math.huge and "-" or best < 1e-3 and string.format("%.1f us", best * 1e6)
+    or string.format("%.3f ms", best * 1e3)
+  local text = string.format("%s: round %d/%d, %d candidates, best %s", name, round, M.rounds, tried, best_text)
+  if round > 0 and round < M.rounds then
+    text = text .. ", ETA ≤" .. progress.clock_text(elapsed / round * (M.rounds - round))
+  end
+  return text
+end
 
 local TOLERANCE = 1e-3
 -- Narrow float outputs differ by their rounding: a candidate that sums in another order, or
@@ -155,12 +211,15 @@ function M.search(k, sink, ctx, width, info)
   local backend = lower.backend(ctx.device)
   local dir = disk_cache.dir()
   local key = cache_key(sink, ctx, width, backend)
+  -- a search outside a batch of the lowering driver is a batch of one (closed however it ends)
+  local _ <close> = current_batch == nil and M.batch(1) or nil
   if dir and not env.IGNORE_BEAM_CACHE then
     local text = runtime.cache_read(dir, key)
     if text then
       local replayed = M.replay(k, text)
       if replayed then
         ctx.search = { width = width, cached = true, candidates = {} }
+        kernel_done()
         return replayed
       end
       warn(string.format("kernel '%s': the BEAM cache's opts (%s) no longer apply; searching again",
@@ -168,6 +227,10 @@ function M.search(k, sink, ctx, width, info)
     end
   end
 
+  local bar = batch_bar()
+  local name, started = tostring(ctx.name), core.clock()
+  local round, tried, best_seen = -1, 0, math.huge
+  if bar then bar:set_status(search_status(name, 0, 0, math.huge, 0)) end
   local params = buffers_of(sink)
   local buffers, outputs = search_buffers(params, backend, ctx.device, M.seed)
   -- a kernel made for variable sizes is timed at their largest values (the work its buffers are
@@ -209,9 +272,8 @@ function M.search(k, sink, ctx, width, info)
   -- what the search tried, for the viewer (tcl.viz): each candidate's opts, round and time
   local log = { width = width, cached = false, candidates = {} }
   ctx.search = log
-  local counter, round = 0, -1
+  local counter = 0
   local function measure(sinks, best)
-    round = round + 1
     local items, usable = {}, {}
     for i, s in ipairs(sinks) do
       counter = counter + 1
@@ -251,8 +313,13 @@ function M.search(k, sink, ctx, width, info)
     end
     for i = 1, #sinks do
       if times[i] == nil then times[i] = false end
-      log.candidates[#log.candidates + 1] = { opts = sinks[i].arg[2] or "", round = round, seconds = times[i] }
+      -- (this batch's round: `round` counts the batches measured before it)
+      log.candidates[#log.candidates + 1] = { opts = sinks[i].arg[2] or "", round = round + 1, seconds = times[i] }
+      if times[i] and times[i] < best_seen then best_seen = times[i] end
     end
+    -- the first batch is the seeds (round 0), each later one a round
+    round, tried = round + 1, tried + #sinks
+    if bar then bar:set_status(search_status(name, round, tried, best_seen, core.clock() - started)) end
     return times
   end
 
@@ -272,9 +339,13 @@ function M.search(k, sink, ctx, width, info)
   for _, action in ipairs(found and tensor_cores.beam_actions(found, caps.threads_max, caps.local_bytes) or {}) do
     seeds[#seeds + 1] = with_opts(k, { action })
   end
-  local best = opt.beam_search(seeds, { width = width, seed = M.seed, progress = not M.quiet,
-    label = tostring(ctx.name) }, measure)
+  -- the progress line is drawn here (tcl.progress), not by the C search's own line, which
+  -- draws even when stderr is not a terminal
+  local best = opt.beam_search(seeds, { width = width, seed = M.seed, rounds = M.rounds, progress = false,
+    label = name }, measure)
   if dir then runtime.cache_write(dir, key, best:opts_text()) end
+  if bar then bar:set_status(nil) end
+  kernel_done()
   return best
 end
 

@@ -303,10 +303,11 @@ function M.compile_many(items, device, options)
   local listened = events.on()
   local batch_start = listened and events.clock()
   local kernels, jobs, job_of = {}, {}, {}
+  -- first the cache's kernels and the ones to lower (each once), so that BEAM's progress line
+  -- knows how many the batch has
   for i, item in ipairs(items) do
     check_sink(item.ast, 3)
-    local sink = item.ast
-    local key = sink.content_hash .. suffix
+    local key = item.ast.content_hash .. suffix
     local hit = kernel_cache.get(key)
     if hit then
       counts.memory_hits = counts.memory_hits + 1
@@ -314,31 +315,36 @@ function M.compile_many(items, device, options)
     elseif job_of[key] then -- the same kernel twice in one batch: built once
       job_of[key].also[#job_of[key].also + 1] = i
     else
-      local name = kernel_name(sink, item.name)
-      local lower_start = listened and events.clock()
-      if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
-      -- an AST optimized already (BEAM's candidates) carries its opts in its arg
-      local carried = type(sink.arg) == "table" and type(sink.arg[2]) == "string" and sink.arg[2] or nil
-      local ctx = { name = name, noopt = noopt, beam = beam, device = device, renderer = backend.renderer,
-        opts = carried }
-      local lowered = M.run_passes(sink, ctx)
-      if debug >= 3 then
-        M.log(string.format("kernel '%s' opts: %s%s", ctx.name, ctx.opts or "(none)", ctx.name ~= name and
-          string.format(" (was '%s')", name) or ""))
-      end
-      name = ctx.name
-      local ok, list = pcall(linearize.linearize, lowered)
-      if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
-      if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
-      local job = { index = i, also = {}, key = key, name = name, ast = sink, list = list, content_hash =
-        sink.content_hash, estimate = estimates.of(list), upcast_lanes = ctx.upcast_lanes, variables = ctx.variables,
-        opts = ctx.opts, search = ctx.search }
-      jobs[#jobs + 1] = job
-      job_of[key] = job
-      if listened then
-        events.emit { kind = "compile", track = "lower", name = "lower " .. name, device = device, start = lower_start,
-          seconds = events.clock() - lower_start }
-      end
+      job_of[key] = { index = i, also = {}, key = key }
+      jobs[#jobs + 1] = job_of[key]
+    end
+  end
+  local _ <close> = beam > 0 and not noopt and #jobs > 0 and
+    require("tcl.codegen.driver.beam").batch(#jobs) or nil
+  for _, job in ipairs(jobs) do
+    local sink = items[job.index].ast
+    local name = kernel_name(sink, items[job.index].name)
+    local lower_start = listened and events.clock()
+    if debug >= 5 then M.log(string.format("kernel '%s' AST:\n%s", name, tostring(sink))) end
+    -- an AST optimized already (BEAM's candidates) carries its opts in its arg
+    local carried = type(sink.arg) == "table" and type(sink.arg[2]) == "string" and sink.arg[2] or nil
+    local ctx = { name = name, noopt = noopt, beam = beam, device = device, renderer = backend.renderer,
+      opts = carried }
+    local lowered = M.run_passes(sink, ctx)
+    if debug >= 3 then
+      M.log(string.format("kernel '%s' opts: %s%s", ctx.name, ctx.opts or "(none)", ctx.name ~= name and
+        string.format(" (was '%s')", name) or ""))
+    end
+    name = ctx.name
+    local ok, list = pcall(linearize.linearize, lowered)
+    if not ok then error(string.format("kernel '%s': %s", name, tostring(list)), 0) end
+    if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
+    job.name, job.ast, job.list, job.content_hash = name, sink, list, sink.content_hash
+    job.estimate, job.upcast_lanes, job.variables = estimates.of(list), ctx.upcast_lanes, ctx.variables
+    job.opts, job.search = ctx.opts, ctx.search
+    if listened then
+      events.emit { kind = "compile", track = "lower", name = "lower " .. name, device = device, start = lower_start,
+        seconds = events.clock() - lower_start }
     end
   end
   if #jobs > 0 then
