@@ -54,6 +54,9 @@ local tcl = {
   -- the kernels' object code that build into a program needing only libc and pthreads (tcl.export,
   -- loaded on first use)
   export = function(...) return require("tcl.export").export(...) end,
+  -- the viewer: tcl.viz(fn, ...) writes a page showing the graphs, schedules, every pass of each
+  -- kernel, its code and a profile (docs/guide/viewer.md; VIZ=1 records a whole run)
+  viz = require "tcl.viz",
   -- ONNX import: tcl.onnx.load(path) (docs/guide/onnx.md; lua/tcl/onnx, loaded on first use)
   onnx = setmetatable({}, { __index = function(_, k) return require("tcl.onnx")[k] end }),
   -- autograd (docs/guide/training.md, "Autograd"): scoped gradient switches and the functional transforms
@@ -108,6 +111,9 @@ tcl.clock = core.clock
 -- print(report) shows the kernels by time with their roofline, tcl.profile.save(path) writes
 -- the last report as a Chrome trace (lua/tcl/profile/init.lua).
 tcl.profile = require "tcl.profile"
+
+-- VIZ=1: everything from here to the state's close is recorded for the viewer
+if tcl.env.VIZ then tcl.viz.record_until_close() end
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end

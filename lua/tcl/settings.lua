@@ -4,7 +4,7 @@
 -- the length of one call. Layer: lua/tcl (the package's facts; only tcl.env calls os.getenv).
 --
 -- Names: the settings tcl shares with tinygrad keep tinygrad's names (DEBUG, BEAM, NOOPT,
--- DEVICE, CACHELEVEL, IGNORE_BEAM_CACHE); tcl's own are all under the TCL_ prefix. The names
+-- DEVICE, CACHELEVEL, IGNORE_BEAM_CACHE, VIZ); tcl's own are all under the TCL_ prefix. The names
 -- they had before (THREADS, EMU_GPU, ...) are accepted as aliases. When a variable and its old
 -- name are both set to different values tcl refuses to load, naming both: neither is dropped
 -- without a word.
@@ -53,6 +53,11 @@ M.list = {
     default = false, meaning = "graph_rewrite records every match (tcl.pattern.traces())" },
   { field = "REWRITE_STATS", variable = "TCL_REWRITE_STATS", old = "REWRITE_STATS", kind = "flag",
     default = false, meaning = "per-rule counts and times, printed when the state closes" },
+  { field = "VIZ", variable = "VIZ", kind = "flag", default = false,
+    meaning = "1 records what the compiler did (graphs, schedules, every pass of each kernel, code, "
+      .. "profile) and writes a viewer page when the tcl program or state closes (tcl.viz)" },
+  { field = "VIZ_FILE", variable = "TCL_VIZ_FILE", kind = "string",
+    meaning = "where VIZ=1 writes its page (else tcl-viz-<script>.html in the current directory)" },
   { field = "KERNEL_CACHE_BYTES", variable = "TCL_KERNEL_CACHE_MB", kind = "mebibytes", default = 64 << 20,
     meaning = "the bound of the compiled-kernel cache (MiB in the variable, bytes in the field)" },
   { field = "MEMORY_LIMIT_BYTES", variable = "TCL_MEMORY_LIMIT_MB", kind = "mebibytes",

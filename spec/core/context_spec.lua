@@ -78,7 +78,7 @@ describe("tcl.context", function()
     local function call() called = true end
     local cases = {
       { { DEBGU = 4 }, "context: unknown setting 'DEBGU' (settings: DEBUG, NOOPT, BEAM, IGNORE_BEAM_CACHE, "
-        .. "HEURISTICS, DEVICE, EMU_GPU, RENDER_DUMP, REWRITE_TRACE, REWRITE_STATS, KERNEL_CACHE_BYTES, "
+        .. "HEURISTICS, DEVICE, EMU_GPU, RENDER_DUMP, REWRITE_TRACE, REWRITE_STATS, VIZ, VIZ_FILE, KERNEL_CACHE_BYTES, "
         .. "MEMORY_LIMIT_BYTES, THREADS, PLAN_CACHE, POISON_OUTPUTS, PEAK_GFLOPS, PEAK_GBS, PROGRESS, "
         .. "CACHELEVEL, CACHE_DIR)" },
       { { TCL_THREADS = 2 }, "context: unknown setting 'TCL_THREADS' (settings: DEBUG," },

@@ -141,7 +141,7 @@ describe("settings", function()
   it("keep tinygrad's names and put every other one under TCL_", function()
     local settings = require "tcl.settings"
     local TINYGRAD = { DEBUG = true, BEAM = true, NOOPT = true, DEVICE = true, CACHELEVEL = true,
-      IGNORE_BEAM_CACHE = true }
+      IGNORE_BEAM_CACHE = true, VIZ = true }
     local env = require "tcl.env"
     for _, s in ipairs(settings.list) do
       assert.is_truthy(TINYGRAD[s.variable] or s.variable:find("^TCL_"),

@@ -172,6 +172,23 @@ int tclc_open(tclc_state **out) {
     return tclc_api_run(S, &task);
 }
 
+/* Calls the functions Lua code listed under the registry key "tcl.at_close" (a list; tcl.viz
+ * writes its page there), in order, before the state goes: at lua_close the finalizers would
+ * already have taken kernels and buffers. A failure is reported on stderr and the others still
+ * run: closing cannot fail. */
+static int call_at_close(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "tcl.at_close") != LUA_TTABLE) return 0;
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+            fprintf(stderr, "tcl: at close: %s\n", lua_isstring(L, -1) ? lua_tostring(L, -1) : "(an error object)");
+            lua_pop(L, 1);
+        }
+    }
+    return 0;
+}
+
 int tclc_close(tclc_state *S) {
     if (!tclc_api_live(S)) return TCLC_ERRARG; /* NULL, never opened, or closed already */
     uintptr_t me = thread_token(), idle = 0;
@@ -186,6 +203,8 @@ int tclc_close(tclc_state *S) {
         return TCLC_ERRARG;
     }
     tclc_api_live_remove(S);
+    lua_pushcfunction(S->L, call_at_close);
+    if (lua_pcall(S->L, 0, 0, 0) != LUA_OK) lua_pop(S->L, 1); /* only out of memory: nothing to report with */
     lua_close(S->L); /* runs every finalizer: the core context and its nodes go here */
     S->L = NULL;
     for (size_t i = 0; i < S->nexpectations; i++) free(S->expectations[i].name);

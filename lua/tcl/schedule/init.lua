@@ -32,6 +32,12 @@ local pattern = require "tcl.pattern"
 
 local M = {}
 
+--- While set (tcl.viz), create explains its plans: sched.explained = { graph = (the planned
+-- graph's SINK), realize = { [node id] = true } (the realize points), why = { [node id] =
+-- the decision in words } (tcl.schedule.realize_points) }; and run calls observer(sched,
+-- kernels) after each realize that ran kernels (the compiled kernels, in run order).
+M.explain, M.observer = false, nil
+
 --- A kernel's arguments with the values of the variables it reads appended: one int32 buffer,
 -- the values in the order of the kernel's `variables` (names; see the pass "bind variables").
 local function variable_args(list, names, values, device)
@@ -145,8 +151,9 @@ function M.create(outputs, opts)
     order = sink:toposort()
   end
   local device = graph_device(order, opts and opts.device)
+  local why = M.explain and {} or nil
   local realize = realize_points.decide(order, sink, planned,
-    { row_fuse = realize_points.row_fuse_on(device) })
+    { row_fuse = realize_points.row_fuse_on(device), why = why })
 
   local stored_in = {} -- node id -> BUFFER node holding the node's value
   local function stored(node) return stored_in[node.id] end
@@ -213,7 +220,7 @@ function M.create(outputs, opts)
     stored_map[node] = stored_node
   end
   return { kernels = kernels, outputs = realized, results = results, stored = stored_map, device = device,
-    buffer_shapes = buffer_shapes }
+    buffer_shapes = buffer_shapes, explained = why and { graph = sink, realize = realize, why = why } }
 end
 
 --- One line per schedule: the number of kernels and their names; with timing (DEBUG=1 in
@@ -295,6 +302,7 @@ function M.run(outputs, opts)
     for _, k in ipairs(sched.kernels) do
       if k.assigns then assign.remember(k.root, k.assigned_view or as_view(k.assigns, shape.shared(k.root))) end
     end
+    if M.observer then M.observer(sched, programs) end
   end
   if next(values) then
     local outs = {}

@@ -49,9 +49,19 @@ end
 
 -- GPU mode with RENDER_DUMP: each kernel's source in the target's language, one file per
 -- kernel, its function named after the kernel's key (unique, so files can be compiled together).
+-- The dialect of the renderer in use in GPU mode (a spec may switch M.renderer to another target).
+local function gpu_dialect() return M.renderer.name:match("^emu%-(%a+)$") or target.name end
+
+--- In GPU mode, a linearized kernel's source in the target's language and that language
+-- ("cuda" or "metal"); nil outside GPU mode (tcl.viz shows it).
+function M.gpu_source(list, name)
+  if not M.renderer.gpu then return nil end
+  local dialect = gpu_dialect()
+  return require("tcl.gpu").render(list, { dialect = dialect, name = name }), dialect
+end
+
 local function dump_source(job)
-  -- the dialect of the renderer in use (a spec may switch M.renderer to another target)
-  local dialect = M.renderer.name:match("^emu%-(%a+)$") or target.name
+  local dialect = gpu_dialect()
   local name = "k_" .. require("tcl.codegen.driver.disk_cache").name_of(job.key or job.name)
   local ext = dialect == "cuda" and ".cu" or ".metal"
   local path = env.RENDER_DUMP .. "/" .. name .. ext

@@ -149,6 +149,14 @@ local function load(c, name)
     (tostring(cpu):gsub("^runtime%.cpu_program: ", ""))), 0)
 end
 
+--- The LLVM IR and the machine assembly of a linearized kernel (a list), compiled as
+-- build_many compiles it (tcl.viz shows them). upcast_lanes: the lowering's (ctx.upcast_lanes).
+function M.listing(list, name, upcast_lanes)
+  local c = llvm.compile(list, { name = name, entry = "tcl_listing", opt = 2, want_ir = true, want_asm = true,
+    nontemporal_bytes = NONTEMPORAL_BYTES, loop_vectorize = not upcast_lanes })
+  return c.ir, c.asm
+end
+
 function M.build_many(jobs)
   local dir = disk_cache.dir()
   local fresh = env.DEBUG >= 4 -- keep the IR (and the assembly) to show

@@ -28,6 +28,8 @@
 -- once a round gains under 1%). The line appears when a search starts: a batch whose kernels
 -- all come from the BEAM cache shows nothing. M.quiet turns it off. (The C search's own line,
 -- src/opt/beam.c's show_progress, is not asked for: it draws even off a terminal.)
+-- ctx.search records what was tried: { width =, cached = (opts replayed from the cache),
+-- candidates = { {opts =, round = (0: the seeds), seconds = (false: failed or dropped)}, ... } }.
 -- M.hooks.mutate(sink, i) (specs only) may replace candidate i's kernel before it is checked:
 -- how the specs make a candidate that would crash or compute wrong values.
 local opt = require "tcl.opt"
@@ -216,6 +218,7 @@ function M.search(k, sink, ctx, width, info)
     if text then
       local replayed = M.replay(k, text)
       if replayed then
+        ctx.search = { width = width, cached = true, candidates = {} }
         kernel_done()
         return replayed
       end
@@ -266,6 +269,9 @@ function M.search(k, sink, ctx, width, info)
     return true
   end
 
+  -- what the search tried, for the viewer (tcl.viz): each candidate's opts, round and time
+  local log = { width = width, cached = false, candidates = {} }
+  ctx.search = log
   local counter = 0
   local function measure(sinks, best)
     local items, usable = {}, {}
@@ -307,6 +313,8 @@ function M.search(k, sink, ctx, width, info)
     end
     for i = 1, #sinks do
       if times[i] == nil then times[i] = false end
+      -- (this batch's round: `round` counts the batches measured before it)
+      log.candidates[#log.candidates + 1] = { opts = sinks[i].arg[2] or "", round = round + 1, seconds = times[i] }
       if times[i] and times[i] < best_seen then best_seen = times[i] end
     end
     -- the first batch is the seeds (round 0), each later one a round

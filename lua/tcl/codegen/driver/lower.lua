@@ -186,7 +186,7 @@ local totals = { kernels = 0, seconds = 0, ops = 0, bytes = 0 }
 
 --- Calls fn(record) for every kernel run until the returned function is called. A record is
 -- the run's event (tcl.codegen.driver.events): { kind = "kernel", name =, device =, start =,
--- seconds =, ops =, bytes = }.
+-- seconds =, ops =, bytes =, kernel = (the kernel that ran) }.
 function M.listen(fn)
   return events.listen(function(event)
     if event.kind == "kernel" then fn(event) end
@@ -216,7 +216,7 @@ function Kernel:run(buffers)
   end
   if listened then
     events.emit { kind = "kernel", name = self.name, device = self.device, start = start, seconds = seconds,
-      ops = self.ops, bytes = self.bytes }
+      ops = self.ops, bytes = self.bytes, kernel = self }
   end
   return seconds
 end
@@ -296,6 +296,10 @@ function M.compile_many(items, device, options)
   local hook_key = hook == optimize.apply and optimize.key() .. "|beam" .. beam or tostring(hook)
   local suffix = "|" .. device .. "|" .. backend.options .. (noopt and "|noopt" or (hook and "|" .. hook_key or ""))
   local debug = env.DEBUG
+  -- how these kernels are optimized, in words (kept on each kernel: tcl.viz shows it)
+  local optimizer = noopt and "none (NOOPT)" or hook == nil and "none" or hook ~= optimize.apply and
+    "an optimizer hook (" .. tostring(hook) .. ")" or beam > 0 and "BEAM " .. beam or
+    "heuristic " .. optimize.heuristic_name()
   local listened = events.on()
   local batch_start = listened and events.clock()
   local kernels, jobs, job_of = {}, {}, {}
@@ -337,6 +341,7 @@ function M.compile_many(items, device, options)
     if debug >= 6 then M.log(string.format("kernel '%s' linear:\n%s", name, linearize.format(list))) end
     job.name, job.ast, job.list, job.content_hash = name, sink, list, sink.content_hash
     job.estimate, job.upcast_lanes, job.variables = estimates.of(list), ctx.upcast_lanes, ctx.variables
+    job.opts, job.search = ctx.opts, ctx.search
     if listened then
       events.emit { kind = "compile", track = "lower", name = "lower " .. name, device = device, start = lower_start,
         seconds = events.clock() - lower_start }
@@ -352,9 +357,12 @@ function M.compile_many(items, device, options)
       local program = programs[j]
       if debug >= 4 then M.log(program:dump()) end
       if debug >= 7 and program.assembly then M.log(program:assembly()) end
-      -- variables: the names of the variables whose values the kernel takes as its last argument
+      -- variables: the names of the variables whose values the kernel takes as its last argument;
+      -- opts: the opts applied (text), search: what BEAM tried (tcl.codegen.driver.beam),
+      -- optimizer: by what (tcl.viz shows how the kernel was optimized)
       local k = setmetatable({ name = job.name, device = device, ast = job.ast, program = program,
-        ops = job.estimate.value_ops, bytes = job.estimate.bytes, variables = job.variables }, Kernel)
+        ops = job.estimate.value_ops, bytes = job.estimate.bytes, variables = job.variables, opts = job.opts,
+        search = job.search, optimizer = optimizer }, Kernel)
       kernel_cache.put(job.key, k)
       kernels[job.index] = k
       for _, i in ipairs(job.also) do kernels[i] = k end
