@@ -1,6 +1,6 @@
 -- tcl.viz.page — the viewer page: one self-contained HTML file (no server, no network: the
 -- viewer's script and style are inlined, the data is a JSON script element) that renders the
--- data tcl.viz.capture records (its header describes the table). Layer: viz.
+-- data tcl.viz.capture records (docs/design/viewer.md describes the table). Layer: viz.
 --
 --   local page = require "tcl.viz.page"
 --   local html = page.html(data)          -- the page as a string
