@@ -30,7 +30,7 @@ local CONCEPTS = {
   "tcl.api.nn", "tcl.api.print", "tcl.api.autograd", "tcl.api.bytes", "tcl.api.sorting",
   "tcl.api.gather_scatter", "tcl.api.math_ops", "tcl.api.activations", "tcl.api.losses",
   "tcl.api.indexing_ops", "tcl.api.scans", "tcl.api.einsum", "tcl.api.linalg",
-  "tcl.api.convolution", "tcl.api.pooling", "tcl.api.resample",
+  "tcl.api.convolution", "tcl.api.pooling", "tcl.api.resample", "tcl.api.sharding",
 }
 
 local M = {}
