@@ -26,6 +26,7 @@
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local nodes = require "tcl.api.nodes"
+local rules = require "tcl.api.dtype_rules"
 
 local Tensor = class.Tensor
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
@@ -402,15 +403,18 @@ for name, combine in pairs(COMBINE) do
       local axis = s._axis and (keepdim and s._axis or s._axis - below)
       return make(out, s._devices, axis, shape)
     end
-    -- across devices: each reduces its shard (keeping the dims), the first device combines
-    local partials, total_rows = {}, s._shape[s._axis + 1]
+    -- across devices: each reduces its shard (keeping the dims), the first device combines;
+    -- a mean is the sum of the shards' sums over the count of all (uneven shards weigh by rows)
+    local partials = {}
     for i, shard in ipairs(s._shards) do
-      local partial = (Tensor[name](shard, dims, true))
-      -- a mean of means, each weighted by its shard's share of the rows
-      if name == "mean" then partial = Tensor.mul(partial, shard._shape[s._axis + 1] / total_rows) end
-      partials[i] = partial
+      partials[i] = (Tensor[name == "mean" and "sum" or name](shard, dims, true))
     end
     local total = combine_on_first(partials, s._devices, combine)
+    if name == "mean" then
+      local count = 1
+      for _, a in ipairs(axes) do count = count * s._shape[a + 1] end
+      total = Tensor.cast(Tensor.div(total, count), rules.float_of(s._shards[1].uop.dtype))
+    end
     return keepdim and total or Tensor.reshape(total, shape)
   end
 end
