@@ -327,7 +327,8 @@ describe("sharded tensors", function()
       local reversed = { SECOND, FIRST }
       assert.are.equal(string.format("mul: the operands are sharded over different devices, (%s, %s) and (%s, %s)",
         FIRST, SECOND, SECOND, FIRST), message(function() return rows * x:shard(reversed, 1) end))
-      assert.are.equal("sub: shapes (5, 3) and (4,) do not broadcast", message(function() return rows - Tensor.ones(4) end))
+      assert.are.equal("sub: shapes (5, 3) and (4,) do not broadcast",
+        message(function() return rows - Tensor.ones(4) end))
       local w = Tensor.ones(3, 4)
       assert.are.equal("matmul: mismatched shardings: a along dim 2 and b along dim 2 (a product over a sharded dim "
         .. "needs a sharded along its last dim and b along its rows)",

@@ -335,7 +335,7 @@ for _, name in ipairs(BINARY) do
   end
 end
 
---- where(cond, a, b) with any of them sharded (the others: tensors or numbers).
+--- Tensor.where with cond sharded (a and b: tensors, sharded or not, or numbers).
 function Sharded.where(cond, a, b)
   local shape = broadcast_shapes({ shape_of(cond), shape_of(a), shape_of(b) })
   if shape == nil then
@@ -542,7 +542,7 @@ local function order_1based(order)
   return out
 end
 
---- permute(3, 1, 2) or permute({3, 1, 2}): the sharded dim follows its dim.
+--- The dims reordered, as Tensor.permute (varargs or a table): the sharded dim follows its dim.
 function Sharded.permute(s, ...)
   sharded_arg("permute", s)
   local dims, ndim = int_args("permute", "dim", ...), #s._shape
@@ -574,7 +574,7 @@ function Sharded.transpose(s, d1, d2)
   return Sharded.permute(s, order)
 end
 
---- reshape(2, 3) or reshape({2, 3}) (one size may be -1): the sharded dim must stay one dim of
+--- The shape changed, as Tensor.reshape (one size may be -1): the sharded dim must stay one dim of
 --  the same size with the same elements before it (a replicated tensor reshapes freely).
 function Sharded.reshape(s, ...)
   sharded_arg("reshape", s)
