@@ -152,6 +152,25 @@ describe("sharded tensors", function()
       same_values(kept, (x:max(1, true)))
     end)
 
+    it("softmax, argmax and cumsum along other dims run per shard; along the sharded dim they refuse", function()
+      local x = five_by_three() / 4
+      local s = x:shard(DEVICES, 1)
+      same_values(s:softmax(-1), x:softmax(-1), 1e-6)
+      same_values(s:log_softmax(2), x:log_softmax(2), 1e-6)
+      same_values(s:cumsum(2), x:cumsum(2), 1e-6)
+      local am = s:argmax(2)
+      assert.are.same({ 5 }, am.shape)
+      assert.are.equal(1, am.axis)
+      assert.are.same(x:argmax(2):tolist(), am:tolist())
+      local kept = x:shard(DEVICES, 2):argmin(1, true)
+      assert.are.same({ 1, 3 }, kept.shape)
+      assert.are.same(x:argmin(1, true):tolist(), kept:tolist())
+      same_values(s:logsumexp(2), x:logsumexp(2), 1e-6)
+      assert.are.equal("softmax: along the sharded dim 1 is not supported (gather the tensor, or reshard it along "
+        .. "another dim)", helper.message_of(function() return s:softmax(1) end))
+      assert.are.equal("argmax: needs a dim on a sharded tensor", helper.message_of(function() return s:argmax() end))
+    end)
+
     it("over the sharded dim combine the per-device results on the first device", function()
       local x = five_by_three() - 8
       local s = x:shard(DEVICES, 1)
@@ -165,6 +184,10 @@ describe("sharded tensors", function()
         same_values(cols, x[name](x, 1), 1e-5)
         same_values(s[name](s, { 1, 2 }, true), x[name](x, { 1, 2 }, true), 1e-5)
       end
+      local big = x:gt(5)
+      assert.are.same(big:any(1):tolist(), big:shard(DEVICES, 1):any(1):tolist())
+      assert.are.same(big:all(1):tolist(), big:shard(DEVICES, 1):all(1):tolist())
+      assert.is_true(big:shard(DEVICES, 1):any():item())
       -- uneven shards (3 + 2 rows): the mean weighs each shard's mean by its rows
       assert.are.equal(x:mean(1):tolist()[1], s:mean(1):tolist()[1])
       same_values(Tensor({ 1, 2, 3, 4, 5 }):shard(DEVICES, 1):mean(), Tensor(3.0))
@@ -204,6 +227,13 @@ describe("sharded tensors", function()
         assert.are.same(helper.naive_matmul(a_values, w_values), y:tolist())
       end
       same_values(a:matmul(w:shard(DEVICES, 1)), a:matmul(w))
+    end)
+
+    it("linear adds the bias to the sharded or summed product", function()
+      local a, w, b = Tensor(a_values):float(), Tensor(w_values):float(), Tensor({ 1, 2, 3, 4 }):float()
+      same_values(a:shard(DEVICES, 1):linear(w, b), a:linear(w, b))
+      same_values(a:shard(DEVICES, 2):linear(w, b), a:linear(w, b))
+      same_values(a:shard(DEVICES):linear(w:shard(DEVICES, 2), b:shard(DEVICES, 1)), a:linear(w, b))
     end)
 
     it("with batched operands shards the batch", function()
@@ -260,6 +290,13 @@ describe("sharded tensors", function()
       local names = {}
       for _, c in ipairs(shard_report.copies) do names[#names + 1] = c.name .. " " .. c.bytes end
       assert.are.same({ "copy " .. FIRST .. "->" .. SECOND .. " 24" }, names)
+      -- a plain operand is cut before it is copied: the second device gets its 2 rows only
+      local plain = (x * 10):realize()
+      local sum_report = tcl.profile(function() return (s + plain):realize() end)
+      names = {}
+      for _, c in ipairs(sum_report.copies) do names[#names + 1] = c.name .. " " .. c.bytes end
+      assert.are.same({ "copy " .. FIRST .. "->" .. SECOND .. " 24" }, names)
+      same_values(s + plain, x * 11)
     end)
   end)
 

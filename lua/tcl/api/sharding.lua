@@ -303,12 +303,13 @@ end
 local function part(v, i, joint, ndim)
   if not (is_tensor(v) or is_sharded(v)) then return v end
   if is_sharded(v) and v._axis ~= nil then return v._shards[i] end
-  local t = is_sharded(v) and v._shards[i] or Tensor.to(v, joint.devices[i])
+  local t = is_sharded(v) and v._shards[i] or v
   if joint.axis ~= nil then
     local dim = joint.axis - (ndim - #v._shape)
     if dim >= 0 and t._shape[dim + 1] ~= 1 then t = rows(t, dim, joint.firsts[i], joint.sizes[i]) end
   end
-  return t
+  -- a plain tensor is cut first, so that each device gets only its rows
+  return Tensor.to(t, joint.devices[i])
 end
 
 -- Binary ops (a sharded operand on either side, the other a number, a tensor or sharded).
@@ -380,7 +381,8 @@ local function without(shape, axes)
 end
 
 -- How each reduction's per-device partial results combine across devices.
-local COMBINE = { sum = "add", prod = "mul", max = "maximum", min = "minimum", mean = "add" }
+local COMBINE = { sum = "add", prod = "mul", max = "maximum", min = "minimum", mean = "add", any = "logical_or",
+  all = "logical_and" }
 
 for name, combine in pairs(COMBINE) do
   Sharded[name] = function(s, dim, keepdim)
@@ -418,6 +420,42 @@ for name, combine in pairs(COMBINE) do
     return keepdim and total or Tensor.reshape(total, shape)
   end
 end
+
+-- Ops along dims (`default`: the dim when none is given; nil: one must be given) computed per
+-- shard when the sharded dim is not among them: shape-keeping ones (softmax) and ones that
+-- drop their dim unless keepdim (argmax). Along the sharded dim they are an error.
+local function along_other_dims(name, default, keeps_shape)
+  Sharded[name] = function(s, dim, keepdim)
+    sharded_arg(name, s)
+    if dim == nil then dim = default end
+    if dim == nil then fail(name, "needs a dim on a sharded tensor") end
+    local axes = check.dims(name, dim, s._shape)
+    local below = 0
+    for _, a in ipairs(axes) do
+      if a == s._axis then
+        fail(name, "along the sharded dim %d is not supported (gather the tensor, or reshard it along another dim)",
+          a + 1)
+      end
+      if s._axis and a < s._axis then below = below + 1 end
+    end
+    local out = {}
+    for i, shard in ipairs(s._shards) do
+      if keeps_shape then out[i] = Tensor[name](shard, dim) else out[i] = Tensor[name](shard, dim, keepdim) end
+    end
+    local shape, axis = copy_list(s._shape), s._axis
+    if not keeps_shape then
+      if keepdim then for _, a in ipairs(axes) do shape[a + 1] = 1 end
+      else shape, axis = without(s._shape, axes), s._axis and s._axis - below end
+    end
+    return make(out, s._devices, axis, shape)
+  end
+end
+along_other_dims("softmax", -1, true)
+along_other_dims("log_softmax", -1, true)
+along_other_dims("cumsum", 1, true)
+along_other_dims("argmax", nil, false)
+along_other_dims("argmin", nil, false)
+along_other_dims("logsumexp", nil, false)
 
 -- ---------------------------------------------------------------------------------------
 -- matmul
@@ -519,6 +557,15 @@ function Sharded.matmul(a, b)
     out[i] = Tensor.matmul(pa, pb)
   end
   return make(out, devices, joint.axis, shape)
+end
+
+--- x:matmul(w) + b (b optional), as Tensor.linear, with x or w sharded.
+function Sharded.linear(x, w, b)
+  local y = Sharded.matmul(x, w)
+  if b == nil then return y end
+  if is_sharded(y) then return Sharded.add(y, b) end
+  if is_sharded(b) then return Sharded.add(b, y) end
+  return Tensor.add(y, b)
 end
 
 --- A plain tensor times a sharded one (Tensor.matmul hands it here when b is sharded).
