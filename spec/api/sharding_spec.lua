@@ -271,6 +271,33 @@ describe("sharded tensors", function()
         .. "stay one dim (gather the tensor first)", helper.message_of(function() return s:reshape(6, 4) end))
       assert.are.same({ 24 }, x:shard(DEVICES):reshape(-1).shape)
     end)
+
+    it("reshape, flatten, unsqueeze and squeeze merge the sharded dim with the dims after it", function()
+      local x = Tensor.arange(0, 60):reshape(5, 3, 4)
+      local s = x:shard(DEVICES, 1)                      -- 3 + 2 of the 5
+      local flat_rows = s:reshape(15, 4)
+      assert.are.equal(1, flat_rows.axis)
+      assert.are.same({ 9, 4 }, flat_rows.shards[1].shape)
+      assert.are.same(x:reshape(15, 4):tolist(), flat_rows:tolist())
+      local all = s:flatten()
+      assert.are.same({ 60 }, all.shape)
+      assert.are.same({ 24 }, all.shards[2].shape)
+      assert.are.same(x:flatten():tolist(), all:tolist())
+      local u = s:unsqueeze(1)
+      assert.are.same({ 1, 5, 3, 4 }, u.shape)
+      assert.are.equal(2, u.axis)
+      assert.are.same(x:unsqueeze(1):tolist(), u:tolist())
+      local back = u:squeeze()
+      assert.are.equal(1, back.axis)
+      assert.are.same(x:tolist(), back:tolist())
+      local inner = x:shard(DEVICES, 2):flatten(2)      -- rows 1-2 and 3 of dim 2: 8 and 4 of the 12
+      assert.are.same({ 5, 8 }, inner.shards[1].shape)
+      assert.are.same(x:flatten(2):tolist(), inner:tolist())
+      -- merged with a dim before it, a shard's rows would interleave with the other's
+      assert.are.equal("flatten: cannot reshape (5, 3, 4) sharded along dim 2 to (15, 4): the sharded dim would not "
+        .. "stay one dim (gather the tensor first)",
+        helper.message_of(function() return x:shard(DEVICES, 2):flatten(1, 2) end))
+    end)
   end)
 
   describe("devices", function()

@@ -20,7 +20,9 @@
 --     first device;
 --   * matmul: a sharded batch or rows (a's leading dims) or sharded columns (b's last dim) give
 --     a sharded result; a sharded along its last dim with b sharded (or cut) along its rows gives
---     per-device partial products summed on the first device (the all-reduce, in one process).
+--     per-device partial products summed on the first device (the all-reduce, in one process);
+--   * softmax, argmax and the like along other dims run per shard; movement ops follow the
+--     sharded dim (a reshape may merge it with the dims after it, nothing else).
 -- Uneven splits are allowed: a dim of size n over k devices gives shards of n // k + 1 rows to
 -- the first n % k devices and n // k to the others (each device gets at least one row).
 local class = require "tcl.api.class"
@@ -621,8 +623,52 @@ function Sharded.transpose(s, d1, d2)
   return Sharded.permute(s, order)
 end
 
---- The shape changed, as Tensor.reshape (one size may be -1): the sharded dim must stay one dim of
---  the same size with the same elements before it (a replicated tensor reshapes freely).
+-- Where the sharded dim of s goes in a reshape to `sizes` (fn names the caller): the 0-based
+-- dim of sizes and how many rows of it each row of the sharded dim becomes, or nil. The dim
+-- keeps the elements before it and is the sharded dim times the next dims merged in (a
+-- row of the sharded dim stays whole and in order: shard i's rows stay its own).
+local function reshaped_axis(s, sizes)
+  local axis_size, before = s._shape[s._axis + 1], 1
+  for d = 1, s._axis do before = before * s._shape[d] end
+  local product = 1
+  for d = 1, #sizes do
+    if product == before and sizes[d] % axis_size == 0 then
+      -- the dims after the sharded one that the new dim merges in must end at a dim boundary
+      local merged, k = axis_size, s._axis + 1
+      while merged < sizes[d] and k < #s._shape do
+        k = k + 1
+        merged = merged * s._shape[k]
+      end
+      if merged == sizes[d] then return d - 1, sizes[d] // axis_size end
+    end
+    product = product * sizes[d]
+  end
+  return nil
+end
+
+-- s reshaped to sizes (resolved, checked), the error naming fn.
+local function reshape_to(fn, s, sizes)
+  local axis, factor = nil, 1
+  if s._axis ~= nil then
+    axis, factor = reshaped_axis(s, sizes)
+    if axis == nil then
+      fail(fn, "cannot reshape %s sharded along dim %d to %s: the sharded dim would not stay one dim "
+        .. "(gather the tensor first)", shape_str(s._shape), s._axis + 1, shape_str(sizes))
+    end
+  end
+  local out = {}
+  for i, shard in ipairs(s._shards) do
+    local shard_sizes = copy_list(sizes)
+    if axis then shard_sizes[axis + 1] = shard._shape[s._axis + 1] * factor end
+    out[i] = Tensor.reshape(shard, shard_sizes)
+  end
+  return make(out, s._devices, axis, sizes)
+end
+
+--- The shape changed, as Tensor.reshape (one size may be -1): the sharded dim must stay one dim,
+--  with the same elements before it, or be merged with the dims after it (a (B, T, C) batch
+--  sharded along B reshaped to (B * T, C) stays sharded along dim 1). A replicated tensor
+--  reshapes freely.
 function Sharded.reshape(s, ...)
   sharded_arg("reshape", s)
   local sizes, numel = int_args("reshape", "size", ...), nodes.numel(s._shape)
@@ -636,27 +682,44 @@ function Sharded.reshape(s, ...)
   if infer_at and sizes[infer_at] == -1 or nodes.numel(sizes) ~= numel then
     fail("reshape", "cannot reshape %s (%d elements) to %s", shape_str(s._shape), numel, shape_str(sizes))
   end
-  local axis = nil
-  if s._axis ~= nil then
-    local before = 1
-    for d = 1, s._axis do before = before * s._shape[d] end
-    local product = 1
-    for d = 1, #sizes do
-      if product == before and sizes[d] == s._shape[s._axis + 1] then axis = d - 1 break end
-      product = product * sizes[d]
-    end
-    if axis == nil then
-      fail("reshape", "cannot reshape %s sharded along dim %d to %s: the sharded dim would not stay one dim "
-        .. "(gather the tensor first)", shape_str(s._shape), s._axis + 1, shape_str(sizes))
+  return reshape_to("reshape", s, sizes)
+end
+
+--- Merges dims start..stop (default all) into one, as Tensor.flatten (a reshape).
+function Sharded.flatten(s, start, stop)
+  sharded_arg("flatten", s)
+  local a = check.dim("flatten", start or 1, s._shape)
+  local b = check.dim("flatten", stop or -1, s._shape)
+  if a > b then fail("flatten", "start dim %d is after end dim %d for %s", a + 1, b + 1, shape_str(s._shape)) end
+  local sizes, merged = {}, 1
+  for d = 1, #s._shape do
+    if d - 1 < a or d - 1 > b then sizes[#sizes + 1] = s._shape[d]
+    else
+      merged = merged * s._shape[d]
+      if d - 1 == b then sizes[#sizes + 1] = merged end
     end
   end
-  local out = {}
-  for i, shard in ipairs(s._shards) do
-    local shard_sizes = copy_list(sizes)
-    if axis then shard_sizes[axis + 1] = shard._shape[s._axis + 1] end
-    out[i] = Tensor.reshape(shard, shard_sizes)
+  return reshape_to("flatten", s, sizes)
+end
+
+--- Inserts a size-1 dim so that it becomes dim d, as Tensor.unsqueeze.
+function Sharded.unsqueeze(s, d)
+  sharded_arg("unsqueeze", s)
+  local sizes = copy_list(s._shape)
+  table.insert(sizes, check.dim("unsqueeze", d, s._shape, 1) + 1, 1)
+  return reshape_to("unsqueeze", s, sizes)
+end
+
+--- Removes size-1 dims (all, or those of d), as Tensor.squeeze.
+function Sharded.squeeze(s, d)
+  sharded_arg("squeeze", s)
+  local drop = {}
+  for _, a in ipairs(d == nil and check.dims("squeeze", nil, s._shape) or check.dims("squeeze", d, s._shape)) do
+    if s._shape[a + 1] == 1 and a ~= s._axis then drop[a] = true end
   end
-  return make(out, s._devices, axis, sizes)
+  local sizes = {}
+  for i, size in ipairs(s._shape) do if not drop[i - 1] then sizes[#sizes + 1] = size end end
+  return reshape_to("squeeze", s, sizes)
 end
 
 --- Gradients of a loss computed from shards reach the tensor that was sharded (through the
