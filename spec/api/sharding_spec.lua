@@ -358,6 +358,15 @@ describe("sharded tensors", function()
       check_gradients(mlp, function(x, w1, w2) return x, w1:shard(DEVICES, 2), w2:shard(DEVICES, 1) end)
     end)
 
+    it("reach the leaf through shards realized before the loss is built", function()
+      local x = Tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } }):float():requires_grad_()
+      local s = x:shard(DEVICES, 1):realize()
+      local h = (s * 3):realize()
+      local loss = (h * s):sum()                       -- 3 x^2: its gradient is 6 x
+      loss:backward()
+      assert.are.same({ { 6, 12 }, { 18, 24 }, { 30, 36 } }, x.grad:tolist())
+    end)
+
     it("reach the leaves through reductions and elementwise ops on shards", function()
       check_gradients(function(x, w1, w2)
         local h = (x * 2):sigmoid():matmul(w1)
@@ -391,6 +400,10 @@ describe("sharded tensors", function()
       local reversed = { SECOND, FIRST }
       assert.are.equal(string.format("mul: the operands are sharded over different devices, (%s, %s) and (%s, %s)",
         FIRST, SECOND, SECOND, FIRST), message(function() return rows * x:shard(reversed, 1) end))
+      assert.are.equal("add: expected a tensor, a sharded tensor or a number, got nil",
+        message(function() return rows + nil end))
+      assert.are.equal("mul: expected a tensor, a sharded tensor or a number, got string",
+        message(function() return "2" * rows end))
       assert.are.equal("sub: shapes (5, 3) and (4,) do not broadcast",
         message(function() return rows - Tensor.ones(4) end))
       local w = Tensor.ones(3, 4)

@@ -16,8 +16,8 @@
 --     :shard);
 --   * reductions over other dims stay sharded; over the sharded dim each device reduces its
 --     shard, the partial results are copied to the first device and combined there (a sum, a
---     max, a min, or a mean weighted by each shard's share): the result is a plain tensor on the
---     first device;
+--     max, a min; a mean is the combined sum over the count of all rows, so uneven shards weigh
+--     right): the result is a plain tensor on the first device;
 --   * matmul: a sharded batch or rows (a's leading dims) or sharded columns (b's last dim) give
 --     a sharded result; a sharded along its last dim with b sharded (or cut) along its rows gives
 --     per-device partial products summed on the first device (the all-reduce, in one process);
@@ -38,7 +38,6 @@ local M = {}
 -- The class of sharded tensors: methods, then properties; Lua operators as for tensors.
 local Sharded = {}
 local sharded_mt = { __name = "ShardedTensor" }
-M._metatable = sharded_mt
 
 local function is_sharded(v) return getmetatable(v) == sharded_mt end
 
@@ -275,7 +274,8 @@ end
 -- sharded over other devices, or along other dims or rows, are an error.
 local function joint_sharding(fn, operands, ndim)
   local joint
-  for _, v in ipairs(operands) do
+  for i = 1, operands.n do
+    local v = operands[i]
     if is_sharded(v) then
       if joint and table.concat(joint.devices, "\0") ~= table.concat(v._devices, "\0") then
         fail(fn, "the operands are sharded over different devices, %s and %s", devices_str(joint.devices),
@@ -320,7 +320,9 @@ local BINARY = { "add", "sub", "mul", "div", "mod", "floordiv", "pow", "maximum"
 
 for _, name in ipairs(BINARY) do
   Sharded[name] = function(a, b)
-    for _, v in ipairs({ a, b }) do
+    local operands = { a, b, n = 2 }
+    for i = 1, 2 do
+      local v = operands[i]
       if not (is_tensor(v) or is_sharded(v) or type(v) == "number" or type(v) == "boolean") then
         fail(name, "expected a tensor, a sharded tensor or a number, got %s", check.type_name(v))
       end
@@ -329,7 +331,7 @@ for _, name in ipairs(BINARY) do
     if shape == nil then
       fail(name, "shapes %s and %s do not broadcast", shape_str(shape_of(a)), shape_str(shape_of(b)))
     end
-    local joint = joint_sharding(name, { a, b }, #shape)
+    local joint = joint_sharding(name, operands, #shape)
     local out = {}
     for i = 1, #joint.devices do
       out[i] = Tensor[name](part(a, i, joint, #shape), part(b, i, joint, #shape))
@@ -340,12 +342,13 @@ end
 
 --- Tensor.where with cond sharded (a and b: tensors, sharded or not, or numbers).
 function Sharded.where(cond, a, b)
+  sharded_arg("where", cond)
   local shape = broadcast_shapes({ shape_of(cond), shape_of(a), shape_of(b) })
   if shape == nil then
     fail("where", "shapes %s, %s and %s do not broadcast", shape_str(shape_of(cond)), shape_str(shape_of(a)),
       shape_str(shape_of(b)))
   end
-  local joint = joint_sharding("where", { cond, a, b }, #shape)
+  local joint = joint_sharding("where", { cond, a, b, n = 3 }, #shape)
   local out = {}
   for i = 1, #joint.devices do
     out[i] = Tensor.where(part(cond, i, joint, #shape), part(a, i, joint, #shape), part(b, i, joint, #shape))
