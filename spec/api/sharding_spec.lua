@@ -58,6 +58,8 @@ describe("sharded tensors", function()
       assert.are.equal(15, s:numel())
       assert.are.equal(3, s:size(-1))
       assert.are.equal(5, #s)
+      assert.is_false(s.requires_grad)
+      assert.is_true(x:requires_grad_():shard(DEVICES, 1).requires_grad)
     end)
 
     it("counts a negative dim from the end, and replicates without a dim", function()
@@ -415,6 +417,10 @@ describe("sharded tensors", function()
       assert.are.equal("matmul: shapes (5, 3) and (4, 4) are not aligned: 3 (dim 2) ~= 4 (dim 1)",
         message(function() return rows:matmul(Tensor.ones(4, 4)) end))
       assert.are.equal("ShardedTensor: no field 'shpae'", message(function() return rows.shpae end))
+      assert.are.equal("ShardedTensor: cannot set 'grad' (set values on the tensor it was sharded from)",
+        message(function() rows.grad = 1 end))
+      assert.is_truthy(message(rows.to, rows, "tpu"):find("to: unknown device 'tpu'", 1, true))
+      assert.are.equal("gather: expected a device name, got number", message(rows.gather, rows, 1))
       assert.are.equal("backward: a sharded tensor of shape (5, 3) is not a scalar loss (reduce it first: s:sum() is "
         .. "a plain tensor)", message(function() return rows:backward() end))
     end)

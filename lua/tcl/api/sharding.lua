@@ -165,14 +165,13 @@ local function sharded_arg(fn, s)
   return s
 end
 
---- The whole tensor on one device (default: the first of the shards'): the shards copied there
---  and concatenated along the sharded dim, or the replica (copied when not on that device).
-function Sharded.gather(s, device)
-  sharded_arg("gather", s)
+-- The whole tensor on one device (Sharded.gather), fn naming the caller in errors.
+local function gather_as(fn, s, device)
+  sharded_arg(fn, s)
   local target = s._devices[1]
   if device ~= nil then
-    if type(device) ~= "string" then fail("gather", "expected a device name, got %s", check.type_name(device)) end
-    target = class.checked_device("gather", device)
+    if type(device) ~= "string" then fail(fn, "expected a device name, got %s", check.type_name(device)) end
+    target = class.checked_device(fn, device)
   end
   if s._axis == nil then
     for i, d in ipairs(s._devices) do
@@ -186,11 +185,14 @@ function Sharded.gather(s, device)
   return Tensor.cat(parts, s._axis + 1)
 end
 
+--- The whole tensor on one device (default: the first of the shards'): the shards copied there
+--  and concatenated along the sharded dim, or the replica (copied when not on that device).
+function Sharded.gather(s, device) return gather_as("gather", s, device) end
+
 --- s gathered on device (Sharded.gather), as Tensor.to moves a tensor.
 function Sharded.to(s, device)
-  sharded_arg("to", s)
   if type(device) ~= "string" then fail("to", "expected a device name, got %s", check.type_name(device)) end
-  return Sharded.gather(s, device)
+  return gather_as("to", s, device)
 end
 
 --- Realizes every shard, each on its device. Returns s.
