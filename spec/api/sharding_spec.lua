@@ -86,6 +86,21 @@ describe("sharded tensors", function()
       assert.are.equal(FIRST, s:gather().device)
     end)
 
+    it("realizes with other tensors in one schedule per device (tcl.realize)", function()
+      local x = five_by_three()
+      local s, plain = (x:shard(DEVICES, 1) * 2), x + 1
+      local on_second = Tensor.ones(2, { device = SECOND }) * 3
+      local report = tcl.profile(function() return tcl.realize(s, plain, on_second) end)
+      for _, shard in ipairs(s.shards) do assert.is_not_nil(buffers.viewed(shard.uop)) end
+      assert.is_not_nil(buffers.viewed(plain.uop))
+      assert.is_not_nil(buffers.viewed(on_second.uop))
+      local on = {}
+      for _, k in ipairs(report.kernels) do on[k.device] = (on[k.device] or 0) + 1 end
+      assert.is_true(on[FIRST] >= 1 and on[SECOND] >= 1)
+      same_values(s, x * 2)
+      assert.are.equal("realize: argument 2 is not a tensor but number", helper.message_of(tcl.realize, s, 3))
+    end)
+
     it("reshards a sharded tensor along another dim", function()
       local s = five_by_three():shard(DEVICES, 1):shard(DEVICES, 2)
       assert.are.equal(2, s.axis)

@@ -195,10 +195,10 @@ function Sharded.to(s, device)
   return gather_as("to", s, device)
 end
 
---- Realizes every shard, each on its device. Returns s.
+--- Realizes every shard, each on its device (tcl.realize takes sharded tensors too). Returns s.
 function Sharded.realize(s)
   sharded_arg("realize", s)
-  for _, shard in ipairs(s._shards) do Tensor.realize(shard) end
+  Tensor.realize_all(table.unpack(s._shards))
   return s
 end
 
