@@ -375,6 +375,31 @@ describe("sharded tensors", function()
       check_gradients(mlp, function(x, w1, w2) return x, w1:shard(DEVICES, 2), w2:shard(DEVICES, 1) end)
     end)
 
+    it("train the same weights data parallel as on one device (two SGD steps)", function()
+      local function train(shard_batch)
+        Tensor.manual_seed(11)
+        local w1 = Tensor.randn(4, 6, { requires_grad = true })
+        local w2 = Tensor.randn(6, 2, { requires_grad = true })
+        local x, y = Tensor.randn(6, 4), Tensor.randn(6, 2)
+        local opt = tcl.optim.SGD({ w1, w2 }, { lr = 0.1 })
+        local losses = {}
+        for step = 1, 2 do
+          opt:zero_grad()
+          local xs = shard_batch and x:shard(DEVICES, 1) or x
+          local loss = (xs:matmul(w1):tanh():matmul(w2) - y):square():mean()
+          loss:backward()
+          losses[step] = opt:step(loss):item()
+        end
+        return losses, w1, w2
+      end
+      local losses, w1, w2 = train(true)
+      local want_losses, want_w1, want_w2 = train(false)
+      for step = 1, 2 do assert.is_true(math.abs(losses[step] - want_losses[step]) < 1e-5) end
+      assert.is_true(losses[2] < losses[1])
+      same_values(w1, want_w1, 1e-5)
+      same_values(w2, want_w2, 1e-5)
+    end)
+
     it("reach the leaf through shards realized before the loss is built", function()
       local x = Tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } }):float():requires_grad_()
       local s = x:shard(DEVICES, 1):realize()
