@@ -96,6 +96,7 @@ local MODULES = {
   { "tcl.api.scans", "Top k, running reductions, norms" }, { "tcl.api.einsum", "Einsum" },
   { "tcl.api.convolution", "Convolution" }, { "tcl.api.pooling", "Pooling" }, { "tcl.api.resample", "Resampling" },
   { "tcl.api.autograd", "Autograd" }, { "tcl.api.bytes", "Bytes" }, { "tcl.api.print", "Printing" },
+  { "tcl.api.sharding", "Sharded tensors" },
 }
 local Tensor = require("tcl").Tensor
 local placed, parts = {}, { "# Tensor methods and functions\n\n", HEADER,

@@ -138,14 +138,23 @@ instance_mt.__newindex = function(t, key, value)
   rawset(t, key, value)
 end
 
+--- Metatables (set) of other operand classes whose Lua operators take over from a tensor's:
+-- `tensor + s` runs the tensor's __add first, which hands it to s's (sharded tensors,
+-- tcl.api.sharding).
+M.operand_classes = {}
+
 -- Lua operators call the methods by name, looked up when used (the concept modules add them).
-instance_mt.__add = function(a, b) return Tensor.add(a, b) end
-instance_mt.__sub = function(a, b) return Tensor.sub(a, b) end
-instance_mt.__mul = function(a, b) return Tensor.mul(a, b) end
-instance_mt.__div = function(a, b) return Tensor.div(a, b) end
-instance_mt.__mod = function(a, b) return Tensor.mod(a, b) end
-instance_mt.__pow = function(a, b) return Tensor.pow(a, b) end
-instance_mt.__idiv = function(a, b) return Tensor.floordiv(a, b) end
+local function binary_operator(event, name)
+  instance_mt[event] = function(a, b)
+    local other = getmetatable(b)
+    if other ~= instance_mt and M.operand_classes[other] then return other[event](a, b) end
+    return Tensor[name](a, b)
+  end
+end
+for event, name in pairs({ __add = "add", __sub = "sub", __mul = "mul", __div = "div", __mod = "mod", __pow = "pow",
+  __idiv = "floordiv" }) do
+  binary_operator(event, name)
+end
 instance_mt.__unm = function(a) return Tensor.neg(a) end
 instance_mt.__tostring = function(t) return Tensor.to_string(t) end
 instance_mt.__len = function(t) return Tensor.size(t, 1) end

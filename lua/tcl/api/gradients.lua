@@ -118,12 +118,32 @@ local function walk(root, targets)
   return order, srcs_of, kind_of
 end
 
+-- The device each node of `order` (sources first) is computed on: a device copy's target, a
+-- buffer's device, else that of its first source that has one. A gradient lives on its node's
+-- device, so a graph that spans devices (sharded tensors, tcl.api.sharding) differentiates with
+-- every tensor labelled where it is (a copy's rule copies its gradient back by that label).
+local function node_devices(order, srcs_of)
+  local devices = {}
+  for _, node in ipairs(order) do
+    local d
+    if node.op == "COPY" and type(node.arg) == "string" then d = node.arg
+    elseif node.op == "BUFFER" then d = node.arg[3]
+    else
+      for _, s in ipairs(srcs_of[node]) do
+        if devices[s] then d = devices[s] break end
+      end
+    end
+    devices[node] = d
+  end
+  return devices
+end
+
 local Context = {}
 Context.__index = Context
 
 function Context:input(i)
   local node = self.node.src[i]
-  return class.wrap(node, shape.of(node), self.device)
+  return class.wrap(node, shape.of(node), self.devices[node] or self.device)
 end
 
 -- What a rule returns to the rewrite engine: any node but the matched one counts as a match
@@ -157,6 +177,7 @@ function M.compute(root, seed, targets, device)
   end
 
   local file = rules()
+  local devices = node_devices(order, srcs_of)
   local grads = { [root] = seed }
   local function add(node, g)
     if g == nil or not on_path[node] or not node.dtype.is_float then return end
@@ -172,14 +193,15 @@ function M.compute(root, seed, targets, device)
       for _, s in ipairs(srcs) do if on_path[s] then through = true break end end
       if through then
         local kind = kind_of[node]
-        local out = class.wrap(node, shape.of(node), device)
+        local here = devices[node] or device
+        local out = class.wrap(node, shape.of(node), here)
         if kind == "origin" then
           -- a realized BUFFER holds its origin's values (flat)
           add(srcs[1], nodes.reshape(g, shape.of(srcs[1])))
         elseif kind == "composite" then
           local composite = composites[node.id]
           local inputs = {}
-          for k, n in ipairs(composite.inputs) do inputs[k] = class.wrap(n, shape.of(n), device) end
+          for k, n in ipairs(composite.inputs) do inputs[k] = class.wrap(n, shape.of(n), devices[n] or here) end
           local derivative = file.composites[composite.name]
           if not derivative then
             error(string.format("gradient: no derivative for the composite function '%s' in tcl.patterns.gradient",
@@ -188,7 +210,8 @@ function M.compute(root, seed, targets, device)
           local list = derivative({ inputs = inputs, out = out, grad = g, extra = composite.extra, graph = nodes })
           for k, n in ipairs(composite.inputs) do add(n, list[k]) end
         else
-          local c = setmetatable({ node = node, grad = g, out = out, device = device, graph = nodes }, Context)
+          local c = setmetatable({ node = node, grad = g, out = out, device = here, devices = devices, graph = nodes },
+            Context)
           if file.rules:apply_once(node, c) == nil then
             error(string.format("gradient: no rule for %s in tcl.patterns.gradient", node.op), 0)
           end

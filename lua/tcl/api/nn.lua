@@ -11,6 +11,7 @@ local rules = require "tcl.api.dtype_rules"
 local reduce = require "tcl.api.reduce"
 local gradients = require "tcl.api.gradients"
 local index_checks = require "tcl.api.index_checks"
+local sharding = require "tcl.api.sharding"
 
 local is_tensor, fail, shape_str = class.is_tensor, check.fail, check.shape_str
 local shapes = require "tcl.shape"
@@ -131,7 +132,11 @@ local function matmul_as(fn, x, w)
   return nodes.cast(reduce._sum_in(product, reduce_dim, rules.product_accumulator(product.uop.dtype)), dtype)
 end
 
-function M.matmul(x, w) return matmul_as("matmul", x, w) end
+function M.matmul(x, w)
+  -- a plain x times a sharded w (a column-parallel layer): the sharded tensors' matmul
+  if sharding.is_sharded(w) then return sharding._matmul(x, w) end
+  return matmul_as("matmul", x, w)
+end
 function M.dot(x, w) return matmul_as("dot", x, w) end
 
 --- x:matmul(w) + b, w being (in x out) as in tinygrad; b is optional.

@@ -21,6 +21,7 @@ local views = require "tcl.api.views"
 local index_checks = require "tcl.api.index_checks"
 local shapes = require "tcl.shape"
 local variables = require "tcl.variables"
+local sharding = require "tcl.api.sharding"
 
 local Tensor = class.Tensor
 local is_tensor, fail = class.is_tensor, check.fail
@@ -30,7 +31,7 @@ local CONCEPTS = {
   "tcl.api.nn", "tcl.api.print", "tcl.api.autograd", "tcl.api.bytes", "tcl.api.sorting",
   "tcl.api.gather_scatter", "tcl.api.math_ops", "tcl.api.activations", "tcl.api.losses",
   "tcl.api.indexing_ops", "tcl.api.scans", "tcl.api.einsum", "tcl.api.linalg",
-  "tcl.api.convolution", "tcl.api.pooling", "tcl.api.resample",
+  "tcl.api.convolution", "tcl.api.pooling", "tcl.api.resample", "tcl.api.sharding",
 }
 
 local M = {}
@@ -55,19 +56,47 @@ end
 index_checks.pending_assigns = pending_assigns.set -- the index checks' flag updates join them
 
 --- Realizes several tensors in one schedule (tcl.realize): each tensor's node is replaced by
---  its computed buffer. Returns the tensors. On an error no tensor is changed.
+--  its computed buffer. Returns the tensors. On an error no tensor is changed. Tensors on
+--  several devices, and sharded tensors (tcl.api.sharding: their shards), are realized in one
+--  schedule per device, in the order of the devices' first tensors.
 local realize_options -- the options of the realize being run (Tensor:realize{...})
+
+-- The tensors of list (sharded ones: their shards) grouped by device, devices in order of
+-- their first tensor; nil when they all are plain tensors on one device.
+local function per_device(list)
+  local groups, order, spread = {}, {}, false
+  for i = 1, list.n do
+    local t = list[i]
+    local members = { t }
+    if sharding.is_sharded(t) then members, spread = t.shards, true
+    elseif not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
+    for _, m in ipairs(members) do
+      local group = groups[m.device]
+      if not group then
+        group = { n = 0 }
+        groups[m.device], order[#order + 1] = group, m.device
+      end
+      group.n = group.n + 1
+      group[group.n] = m
+    end
+  end
+  if not spread and #order <= 1 then return nil end
+  local list_of_groups = {}
+  for i, device in ipairs(order) do list_of_groups[i] = groups[device] end
+  return list_of_groups
+end
 
 function M.realize_all(...)
   local list = table.pack(...)
+  local groups = per_device(list)
+  if groups then
+    for _, group in ipairs(groups) do M.realize_all(table.unpack(group, 1, group.n)) end
+    return table.unpack(list, 1, list.n)
+  end
   local pending, uops, device, queued = {}, {}, nil, {}
   for i = 1, list.n do
     local t = list[i]
-    if not is_tensor(t) then fail("realize", "argument %d is not a tensor but %s", i, check.type_name(t)) end
     if buffers.viewed(t.uop) == nil then
-      if device and t.device ~= device then
-        fail("realize", "the tensors are on several devices (%s and %s); realize them separately", device, t.device)
-      end
       device = t.device
       pending[#pending + 1] = t
       uops[#uops + 1] = t.uop

@@ -45,14 +45,6 @@ local function expand_back(c, g) return c.graph.expand(g, in_shape(c)) end
 
 local function where(cond, a, b) return cond:where(a, b) end
 
--- The device of the buffers a graph reads (nil when it reads none).
-local function device_of(root)
-  for _, u in ipairs(root:toposort()) do
-    if u.op == "BUFFER" then return u.arg[3] end
-  end
-  return nil
-end
-
 M.rules = P.rules {
   -- leaves and stops: no sources to pass a gradient to
   { op { "BUFFER", "CONST", "DEFINE_VAR", "BIND" }, function(_, c) return c:grads() end },
@@ -92,8 +84,9 @@ M.rules = P.rules {
   { op "FLIP", function(_, c) return c:grads(c.graph.flip(c.grad, c.node.arg)) end },
   { op "CONTIGUOUS", function(_, c) return c:grads(c.grad) end },
   -- a copy to another device (arg: its name) sends the gradient back to the source's device
+  -- (the engine labels each input with the device it is computed on)
   { op "COPY", function(_, c)
-    if type(c.node.arg) == "string" then return c:grads(c.grad:to(device_of(c.node.src[1]) or c:input(1).device)) end
+    if type(c.node.arg) == "string" then return c:grads(c.grad:to(c:input(1).device)) end
     return c:grads(c.grad)
   end },
   { op "CAST", function(_, c)
