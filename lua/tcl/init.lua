@@ -56,7 +56,11 @@ local tcl = {
   export = function(...) return require("tcl.export").export(...) end,
   -- the viewer: tcl.viz(fn, ...) writes a page showing the graphs, schedules, every pass of each
   -- kernel, its code and a profile (docs/guide/viewer.md; VIZ=1 records a whole run)
-  viz = require "tcl.viz",
+  viz = setmetatable({}, { -- loaded on first use, like tcl.onnx
+    __index = function(_, k) return require("tcl.viz")[k] end,
+    __newindex = function(_, k, v) require("tcl.viz")[k] = v end,
+    __call = function(_, ...) return require("tcl.viz")(...) end,
+  }),
   -- ONNX import: tcl.onnx.load(path) (docs/guide/onnx.md; lua/tcl/onnx, loaded on first use)
   onnx = setmetatable({}, { __index = function(_, k) return require("tcl.onnx")[k] end }),
   -- autograd (docs/guide/training.md, "Autograd"): scoped gradient switches and the functional transforms
@@ -113,7 +117,7 @@ tcl.clock = core.clock
 tcl.profile = require "tcl.profile"
 
 -- VIZ=1: everything from here to the state's close is recorded for the viewer
-if tcl.env.VIZ then tcl.viz.record_until_close() end
+if tcl.env.VIZ then require("tcl.viz").record_until_close() end
 
 -- dtype objects as module fields: tcl.float32, tcl.int32, ...
 for name, dt in pairs(core.dtypes) do tcl[name] = dt end
