@@ -11,7 +11,7 @@ command -v chromium >/dev/null || { echo "viewer_screenshots: no chromium (run s
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cat >"$work/step.lua" <<'LUA'
+cat >"$work/mlp_step.lua" <<'LUA'
 tcl.manual_seed(7)
 local nn = tcl.nn
 local model = nn.Sequential { nn.Linear(4, 8), Tensor.relu, nn.Linear(8, 3) }
@@ -50,7 +50,7 @@ end
 print(string.format("kernel=%d&pass=%d", best_kernel, best_pass))
 LUA
 
-hash=$(TCL_LUA_DIR="$root/lua" "$build/tcl" "$work/step.lua" "$work/page.html")
+hash=$(cd "$work" && TCL_LUA_DIR="$root/lua" "$build/tcl" mlp_step.lua page.html)
 shoot() { # hash output height
   env -u LD_PRELOAD timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --user-data-dir="$work/profile" --virtual-time-budget=5000 --window-size=1400,"$3" \
