@@ -198,9 +198,12 @@ static int cpu_program_run(lua_State *L) {
     int instance = n ? tcl_host_device_parse(bufs[0]->device, NULL) : 1;
     for (size_t i = 1; i < n; i++)
         if (tcl_device_is_cpu(bufs[i]->device) && tcl_device_is_cpu(bufs[0]->device) &&
-            strcmp(bufs[i]->device, bufs[0]->device) != 0)
-            return luaL_error(L, "kernel '%s': buffer %I is on %s, buffer 1 on %s (a kernel runs on one device)",
-                              tcl_cpu_program_name(p), (lua_Integer)i + 1, bufs[i]->device, bufs[0]->device);
+            strcmp(bufs[i]->device, bufs[0]->device) != 0) {
+            /* as a failed run's message: the kernel's name, no position in tcl's Lua */
+            lua_pushfstring(L, "kernel '%s': buffer %I is on %s, buffer 1 on %s (a kernel runs on one device)",
+                            tcl_cpu_program_name(p), (lua_Integer)i + 1, bufs[i]->device, bufs[0]->device);
+            return lua_error(L);
+        }
     tcl_error err;
     tcl_pool *pool = NULL;
     /* the pool (and its threads) only for kernels that split */
