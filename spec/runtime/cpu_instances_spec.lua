@@ -204,7 +204,9 @@ describe("the thread pools of CPU instances", function()
       local p, names = rt.cpu_pools(), {}
       for name in pairs(p) do names[#names + 1] = name end
       table.sort(names)
-      for _, name in ipairs(names) do io.write(name, "=", p[name].threads, "/", p[name].runs > 0 and "ran" or "idle", " ") end
+      for _, name in ipairs(names) do
+        io.write(name, "=", p[name].threads, "/", p[name].runs > 0 and "ran" or "idle", " ")
+      end
       io.write(#names == 0 and "none\n" or "\n")
     end
   ]]

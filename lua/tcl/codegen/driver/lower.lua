@@ -58,8 +58,8 @@ local loaded_backends = {}
 --- The backend of device (its module: see tcl.codegen.devices.emu's header); an instance
 -- ("CPU:2") has its device's backend.
 function M.backend(device)
-  local ok, base = pcall(devices.base, device)
-  if ok then device = base end
+  local parsed, base = pcall(devices.base, device)
+  if parsed then device = base end
   local name = BACKEND_OF[device]
   if not name then
     local known = {}
