@@ -2,7 +2,8 @@
 -- names with an instance ("CPU:2") and their errors, values on CPU:2 equal to CPU's and to
 -- references, one compile per kernel for every instance, copies between instances (both ways,
 -- seen as copies by tcl.profile), jit replays, a thread pool of its own per instance (its threads
--- configured apart; runtime.cpu_pools), and many realizes alternating between two instances.
+-- configured apart; runtime.cpu_pools), training, state dicts, DEVICE, and many realizes
+-- alternating between two instances.
 local helper = require "spec.support.helper"
 local splitmix = require "spec.support.splitmix"
 local tcl = require "tcl"
@@ -188,6 +189,47 @@ describe("a CPU instance", function()
     buffers.collect()
     assert.is_true(buffers.stats().registered <= registered + 4, "buffers left: " .. buffers.stats().registered)
     assert.is_true(lower.stats().built - built <= 2, "kernels built per instance")
+  end)
+end)
+
+describe("a CPU instance for the rest of the API", function()
+  it("trains: gradients and an optimizer step stay on the instance, as on CPU", function()
+    local function train(device)
+      local w = Tensor({ 0.5, -1, 2 }, { device = device }):requires_grad_()
+      local opt = tcl.optim.SGD({ w }, { lr = 0.125 })
+      local x = Tensor({ 1, 2, 3 }, { device = device })
+      for _ = 1, 3 do
+        opt:zero_grad()
+        local loss = ((w * x):sum() - 1) ^ 2
+        loss:backward()
+        assert.are.equal(device, w.grad.device)
+        opt:step()
+      end
+      assert.are.equal(device, w.device)
+      return w:tolist()
+    end
+    assert.are.same(train("CPU"), train("CPU:2"))
+  end)
+
+  it("loads state dicts onto it, and synchronizes it by any spelling", function()
+    local path = os.tmpname()
+    tcl.nn.state.safe_save({ a = Tensor({ 1.5, 2, 3, 4 }) }, path)
+    local sd = tcl.nn.state.safe_load(path, { device = "cpu:2" })
+    os.remove(path)
+    assert.are.equal("CPU:2", sd.a.device)
+    assert.are.same({ 2.5, 3, 4, 5 }, (sd.a + 1):tolist())
+    tcl.synchronize("cpu:2")
+    assert.are.equal("device 'CPU:0': instances count from 1 (CPU:1 is CPU)", helper.error_of(tcl.synchronize, "CPU:0"))
+  end)
+
+  it("is the default device when DEVICE names it", function()
+    local status, out, err = run_tcl_process([[
+      local tcl = require "tcl"
+      local x = tcl.Tensor({ 1, 2, 3 })
+      io.write(x.device, " ", (x * 2):sum():item(), " ", tcl.Tensor.zeros(2).device)
+    ]], "DEVICE=cpu:2")
+    assert.are.equal(0, status, out .. err)
+    assert.are.equal("CPU:2 12 CPU:2", out)
   end)
 end)
 

@@ -58,8 +58,9 @@ local loaded_backends = {}
 --- The backend of device (its module: see tcl.codegen.devices.emu's header); an instance
 -- ("CPU:2") has its device's backend.
 function M.backend(device)
-  local parsed, base = pcall(devices.base, device)
-  if parsed then device = base end
+  local base, why = devices.try_parse(device)
+  if not base then error(why, 0) end -- "device 'CPU:0': instances count from 1 ..."
+  device = base
   local name = BACKEND_OF[device]
   if not name then
     local known = {}
