@@ -1,5 +1,5 @@
-/* lua_cpu_pool.c — the state's CPU thread pools (one per CPU instance) and runtime.configure_cpu (see lua_cpu_pool.h).
- * Layer: runtime. */
+/* lua_cpu_pool.c — the state's CPU thread pools (one per CPU instance) and
+ * runtime.configure_cpu (see lua_cpu_pool.h). Layer: runtime. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, _SC_NPROCESSORS_ONLN */
 #include "lua_cpu_pool.h"
 
