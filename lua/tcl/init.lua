@@ -18,6 +18,7 @@ local kernel_cache = require "tcl.codegen.driver.kernel_cache"
 local plan_cache = require "tcl.schedule.plan_cache"
 local lower = require "tcl.codegen.driver.lower"
 local check = require "tcl.api.check"
+local devices = require "tcl.devices"
 
 -- tcl's own functions, refusing a stray argument like the Tensor API (check.fixed_arguments)
 local fixed = check.fixed_arguments
@@ -95,6 +96,10 @@ local tcl = {
   -- the compiled-kernel cache: its figures, its bound in bytes, emptying it
   kernel_cache = check.fix_arguments({ stats = kernel_cache.stats, set_limit = kernel_cache.set_limit,
     clear = kernel_cache.clear }, "kernel_cache."),
+  -- device names with an instance ("CPU:2"): parse, canonical, base; a CPU instance's threads
+  -- (set_threads, threads) (lua/tcl/devices.lua, docs/guide/devices.md "Several CPU devices")
+  devices = check.fix_arguments({ parse = devices.parse, canonical = devices.canonical, base = devices.base,
+    instance = devices.instance, set_threads = devices.set_threads, threads = devices.threads }, "devices."),
   -- the plans kept for graphs of the same structure (tcl.schedule.plan_cache): figures, emptying it
   plan_cache = check.fix_arguments({ stats = plan_cache.stats, clear = plan_cache.clear }, "plan_cache."),
 }

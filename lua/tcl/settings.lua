@@ -64,7 +64,7 @@ M.list = {
     meaning = "the most new host memory one realize may allocate (MiB in the variable, bytes in "
       .. "the field)" },
   { field = "THREADS", variable = "TCL_THREADS", old = "THREADS", kind = "integer", minimum = 1,
-    meaning = "threads of the CPU device's pool (default: the cores)" },
+    meaning = "threads of each CPU device's pool (CPU, CPU:2, ...; default: the cores)" },
   { field = "PLAN_CACHE", variable = "TCL_PLAN_CACHE", kind = "flag", default = true,
     meaning = "0 plans every realize anew (else a graph of the same structure over other buffers "
       .. "reuses its plan: tcl.schedule.plan_cache)" },

@@ -29,7 +29,7 @@ local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, 
   ["tcl.cuda"] = true, ["tcl.metal"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
   ["tcl.conv_phases"] = true, ["tcl.variables"] = true,
-  ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true,
+  ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true, ["tcl.devices"] = true,
   -- progress bars: drawn by the codegen (BEAM), api (the DataLoader) and export stages alike
   ["tcl.progress"] = true }
 

@@ -97,7 +97,7 @@ describe("the CPU thread pool", function()
     assert.are.equal("runtime.configure_cpu: threads must be between 1 and 1024, got 1025", lines[3])
     assert.are.equal("runtime.configure_cpu: threads must be an integer, got 2.5", lines[4])
     assert.are.equal("runtime.configure_cpu: threads must be an integer, got 4", lines[5])
-    assert.are.equal("runtime.configure_cpu: unknown option thread (known: threads)", lines[6])
+    assert.are.equal("runtime.configure_cpu: unknown option thread (known: threads, device)", lines[6])
     assert.is_truthy(lines[7]:find("table expected", 1, true), lines[7])
   end)
 

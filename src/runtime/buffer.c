@@ -43,11 +43,31 @@ static bool device_elsewhere(const char *device) {
     return false;
 }
 
-bool tcl_device_known(const char *device) {
-    if (!device) return false;
-    for (const char *const *d = known_devices; *d; d++)
-        if (strcmp(*d, device) == 0) return true;
-    return false;
+int tcl_host_device_parse(const char *device, const char **base) {
+    if (!device) return 0;
+    for (const char *const *d = known_devices; *d; d++) {
+        size_t n = strlen(*d);
+        if (strncmp(*d, device, n) != 0) continue;
+        const char *rest = device + n;
+        int instance = 0;
+        if (*rest == '\0') instance = 1;
+        else if (rest[0] == ':' && rest[1] >= '1' && rest[1] <= '9') {
+            /* decimal digits only, no sign, no leading zero: one spelling per instance */
+            for (rest++; *rest >= '0' && *rest <= '9' && instance <= TCL_DEVICE_INSTANCES_MAX; rest++)
+                instance = instance * 10 + (*rest - '0');
+            if (*rest != '\0' || instance > TCL_DEVICE_INSTANCES_MAX) instance = 0;
+        }
+        if (instance && base) *base = *d;
+        return instance;
+    }
+    return 0;
+}
+
+bool tcl_device_known(const char *device) { return tcl_host_device_parse(device, NULL) != 0; }
+
+bool tcl_device_is_cpu(const char *device) {
+    const char *base = NULL;
+    return tcl_host_device_parse(device, &base) && strcmp(base, "CPU") == 0;
 }
 
 /* ---- the cache of freed CPU storage ---- */
@@ -201,7 +221,7 @@ tcl_buffer *tcl_buffer_new(const char *device, int dtype, size_t numel, tcl_erro
 
 size_t tcl_device_storage_align(const char *device, size_t itemsize) {
     if (!tcl_device_known(device)) return 0;
-    return strcmp(device, "CPU") == 0 ? TCL_CPU_BUFFER_ALIGN : itemsize;
+    return tcl_device_is_cpu(device) ? TCL_CPU_BUFFER_ALIGN : itemsize;
 }
 
 /* A buffer without storage yet, its fields set from the checked arguments; NULL with err set. */
@@ -232,7 +252,11 @@ static tcl_buffer *buffer_header(const char *device, int dtype, size_t numel, tc
         return NULL;
     }
     memset(b, 0, sizeof *b);
-    snprintf(b->device, sizeof b->device, "%s", device);
+    const char *base = device;
+    int instance = tcl_host_device_parse(device, &base);
+    /* the canonical name: instance 1 is the device itself, so "CPU:1" buffers show as "CPU" */
+    if (instance == 1) snprintf(b->device, sizeof b->device, "%s", base);
+    else snprintf(b->device, sizeof b->device, "%s:%d", base, instance);
     b->dtype = dtype;
     b->numel = numel;
     b->itemsize = itemsize;
@@ -244,7 +268,7 @@ tcl_buffer *tcl_buffer_new_cached(tcl_buffer_cache *cache, const char *device, i
                                   tcl_buffer_fill fill, tcl_error *err) {
     tcl_buffer *b = buffer_header(device, dtype, numel, err);
     if (!b) return NULL;
-    bool cpu = strcmp(device, "CPU") == 0;
+    bool cpu = tcl_device_is_cpu(device);
     if (b->nbytes > 0) {
         if (cpu) {
             /* nbytes <= 2^47, so rounding up cannot overflow */

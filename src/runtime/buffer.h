@@ -13,7 +13,8 @@
  * finalizer). Errors go into a tcl_error the caller passes (core/error.h; no global state).
  *
  * Devices. "EMU" (the interpreter) and "CPU" (compiled kernels) both keep buffers in host
- * memory. A CPU buffer's storage is 64-byte aligned and its capacity a multiple of 64 bytes
+ * memory, and so do their instances ("CPU:2"; a buffer's device is the canonical name: "CPU",
+ * never "CPU:1"). A CPU buffer's storage is 64-byte aligned and its capacity a multiple of 64 bytes
  * (kernels may assume both); borrowed CPU storage is 64-byte aligned too but its capacity is
  * exactly nbytes (a file mapping's next bytes belong to the next tensor), so kernels must not
  * read or write past a buffer's last element. CPU storage can come from a buffer cache (one per Lua state):
@@ -103,8 +104,20 @@ typedef struct tcl_buffer_cache_stats {
 } tcl_buffer_cache_stats;
 tcl_buffer_cache_stats tcl_buffer_cache_stats_of(const tcl_buffer_cache *cache);
 
-/* True when device names a device whose buffers are tcl_buffers in host memory (EMU, CPU). */
+/* True when device names a device whose buffers are tcl_buffers in host memory (EMU, CPU,
+ * or an instance of one: "CPU:2"). */
 bool tcl_device_known(const char *device);
+/* Host devices come in instances: "CPU" is instance 1 (also spelled "CPU:1"), "CPU:2" ... up to
+ * TCL_DEVICE_INSTANCES_MAX; every instance keeps its buffers in host memory and the CPU's have
+ * their own thread pools (cpu/lua_cpu_pool.h), so that work split over devices can be tested
+ * without GPUs. */
+#define TCL_DEVICE_INSTANCES_MAX 64
+/* The instance a host device name denotes (1 for "CPU" and "CPU:1"), with *base set to the
+ * device it is an instance of ("EMU" or "CPU"; base may be NULL); 0 when device names no host
+ * device or an instance out of range. */
+int tcl_host_device_parse(const char *device, const char **base);
+/* True when device is the CPU device or an instance of it. */
+bool tcl_device_is_cpu(const char *device);
 /* The largest buffer device can hold, in bytes (0 for a device tcl_device_known refuses). */
 uint64_t tcl_device_max_buffer_bytes(const char *device);
 /* The i-th device this runtime has (0-based: EMU, CPU, CUDA, METAL), or NULL past the last.

@@ -4,7 +4,8 @@
  *   runtime.buffer(dtype, numel [, device = "EMU" [, fill = "zero"]])  -> Buffer; fill "none":
  *                        unspecified contents, for a buffer written whole before it is read (a
  *                        kernel's new output); "poison": 0xFF bytes (specs: NaN where unwritten)
- *     .numel .dtype .nbytes .itemsize .device
+ *                        device: "EMU", "CPU" or an instance of one ("CPU:2"; buffer.h)
+ *     .numel .dtype .nbytes .itemsize .device (canonical: "CPU:1" shows as "CPU")
  *     :write(list)       list: numel numbers/booleans (1-based), converted with CAST's rules
  *     :read()            -> list: integers (int dtypes; uint64 past INT64_MAX as negative, like
  *                          CONST args), floats (float dtypes), booleans (bool)

@@ -1,6 +1,7 @@
 /* cpu_buffer_test.c — CPU buffers and the cache of their storage (src/runtime/buffer.h), where
- * Lua cannot look: alignment, capacity, reuse of the same storage, the cache's bound, and a
- * cache released before the buffers made from it (as at a Lua state's close). Layer: test.
+ * Lua cannot look: alignment, capacity, reuse of the same storage, the cache's bound, a
+ * cache released before the buffers made from it (as at a Lua state's close), and the names
+ * of device instances ("CPU:2"). Layer: test.
  * Run by spec/runtime/cpu_runtime_spec.lua. Ends with "cpu_buffer_test: N passed, M failed". */
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +95,22 @@ int main(void) {
     CHECK(tcl_buffer_new("GPU", TCL_FLOAT32, 1, &err) == NULL &&
               strcmp(err.message, "unknown device 'GPU' (available: EMU, CPU)") == 0,
           "unknown device: %s", err.message);
+    /* instances: every CPU instance is host memory, 64-byte aligned, named canonically */
+    tcl_buffer *second = tcl_buffer_new("CPU:2", TCL_FLOAT32, 5, &err);
+    CHECK(second && strcmp(second->device, "CPU:2") == 0 && (uintptr_t)second->data % TCL_CPU_BUFFER_ALIGN == 0,
+          "CPU:2 buffer");
+    tcl_buffer_free(second);
+    tcl_buffer *one = tcl_buffer_new("CPU:1", TCL_FLOAT32, 5, &err);
+    CHECK(one && strcmp(one->device, "CPU") == 0, "CPU:1 is CPU");
+    tcl_buffer_free(one);
+    const char *base = NULL;
+    CHECK(tcl_host_device_parse("CPU:64", &base) == 64 && strcmp(base, "CPU") == 0, "CPU:64");
+    CHECK(tcl_host_device_parse("EMU:3", &base) == 3 && strcmp(base, "EMU") == 0, "EMU:3");
+    static const char *const bad[] = {"CPU:0", "CPU:65", "CPU:", "CPU:x", "CPU:02", "CPU:-1", "CPU:1x", "CPUX",
+                                      "CUDA:2", "cpu", "CPU:99999999999999999999"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+        CHECK(tcl_host_device_parse(bad[k], NULL) == 0 && !tcl_device_known(bad[k]), "%s is no host device", bad[k]);
+    CHECK(tcl_device_is_cpu("CPU:7") && !tcl_device_is_cpu("EMU:7") && !tcl_device_is_cpu(NULL), "is_cpu");
     printf("cpu_buffer_test: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 -- modules); properties (shape, ndim, dtype) are computed on access.
 local env = require "tcl.env"
 local quote = require "tcl.quote"
+local devices = require "tcl.devices"
 local runtime = require "tcl.runtime"
 
 local M = {}
@@ -183,14 +184,18 @@ function M.replace_uop(t, uop)
   rawset(t, "uop", uop)
 end
 
---- The device name, checked against the devices the runtime has (EMU, CPU, CUDA, METAL: listed
--- always; using CUDA without a driver or a GPU, or METAL anywhere but on a Mac, fails at the first
--- allocation or kernel, saying why).
+--- The device name in its canonical spelling (tcl.devices: "cpu:1" -> "CPU", "cpu:2" ->
+-- "CPU:2"), checked against the devices the runtime has (EMU, CPU, CUDA, METAL: listed always;
+-- using CUDA without a driver or a GPU, or METAL anywhere but on a Mac, fails at the first
+-- allocation or kernel, saying why) and their instances.
 function M.checked_device(fn, name, origin)
-  local upper = name:upper()
   local available = runtime.devices
+  local base, instance = devices.try_parse(name)
+  local head = type(name) == "string" and name:upper():match("^[^:]*") -- the device, before its instance
   for _, d in ipairs(available) do
-    if d == upper then return upper end
+    if d == base then return devices.name(base, instance) end
+    -- a device the runtime has, with a bad instance: the instance's problem (try_parse's message)
+    if not base and d == head then error(string.format("%s: %s%s", fn, instance, origin or ""), 0) end
   end
   error(string.format("%s: unknown device '%s'%s (available: %s)", fn, quote(name), origin or "",
     table.concat(available, ", ")), 0)

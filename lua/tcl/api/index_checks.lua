@@ -12,6 +12,7 @@ local check = require "tcl.api.check"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
 local buffers = require "tcl.schedule.buffers"
+local devices = require "tcl.devices"
 
 local M = {}
 
@@ -137,7 +138,7 @@ end
 -- checks of device, or of every device when nil.
 function M.synchronize(device, wait)
   wait(device)
-  for _, d in ipairs(device and { device:upper() } or M.devices()) do M.report(d) end
+  for _, d in ipairs(device and { devices.canonical(device) } or M.devices()) do M.report(d) end
 end
 
 --- The device whose flag storage is, or nil (tcl.jit: a plan's step writing it re-arms it).

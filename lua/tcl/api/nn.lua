@@ -6,6 +6,7 @@
 -- sliding windows out of the input with movement ops only (no copies), multiply and reduce.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
+local devices = require "tcl.devices"
 local nodes = require "tcl.api.nodes"
 local rules = require "tcl.api.dtype_rules"
 local reduce = require "tcl.api.reduce"
@@ -55,7 +56,7 @@ local function packed_product(x, w, k, n)
   local P = packing.panel
   -- a variable size (tcl.var) is a node, not a number: such products take the plain path
   if math.type(k) ~= "integer" or math.type(n) ~= "integer" then return nil end
-  if x.device ~= "CPU" or w.device ~= "CPU" or #w._shape ~= 2 or not x.uop.dtype.is_float
+  if devices.base(x.device) ~= "CPU" or w.device ~= x.device or #w._shape ~= 2 or not x.uop.dtype.is_float
     or x.uop.dtype ~= w.uop.dtype or n % P ~= 0 or k * n < packing.min_elements then
     return nil
   end

@@ -62,6 +62,7 @@ local state = require "tcl.api.state"
 local bytes = require "tcl.api.bytes"
 local class = require "tcl.api.class"
 local core = require "tcl.core"
+local devices = require "tcl.devices"
 local runtime = require "tcl.runtime"
 local variables = require "tcl.variables"
 local progress = require "tcl.progress"
@@ -237,7 +238,7 @@ local function collect_weights(plans, model)
     local buffers = require "tcl.schedule.buffers"
     for _, n in ipairs(names) do
       local t = sd[n]
-      local node = t.device == "CPU" and buffers.viewed(t.uop)
+      local node = devices.base(t.device) == "CPU" and buffers.viewed(t.uop)
       local w = node and by_storage[buffers.get(node)]
       if w and not w.name and numel_of(t._shape) == w.numel then
         w.name, w.shape = n, table.move(t._shape, 1, #t._shape, 1, {})

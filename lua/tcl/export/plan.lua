@@ -25,6 +25,7 @@
 -- state: assign, BatchNorm's running statistics while training), writes an input, or reads a
 -- buffer that a later kernel writes is an error.
 local core = require "tcl.core"
+local devices = require "tcl.devices"
 local class = require "tcl.api.class"
 local tensor = require "tcl.api.tensor"
 local jit = require "tcl.api.jit"
@@ -73,7 +74,7 @@ function M.check_inputs(inputs)
   for i = 1, #inputs do
     local t = inputs[i]
     if not is_tensor(t) then fail("input %d is %s, not a tensor", i, type(t)) end
-    if t.device ~= "CPU" then
+    if devices.base(t.device) ~= "CPU" then
       fail("input %d is on device %s; export compiles for the CPU device (create the inputs and the model on CPU)",
         i, t.device)
     end

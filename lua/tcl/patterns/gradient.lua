@@ -29,6 +29,7 @@
 -- of input gradients.
 local P = require "tcl.pattern"
 local shape = require "tcl.shape"
+local devices = require "tcl.devices"
 local conv_phases = require "tcl.conv_phases"
 
 local LN_2 = math.log(2)
@@ -242,7 +243,7 @@ local function conv2d_grads(c)
   local dx = M.conv2d_input_grad(g, w, { h, wd }, e)
   local opts = { padding = e.pads, stride = e.dilation, dilation = e.stride }
   local dw
-  if cin * kh * kw >= M.WEIGHT_GRAD_ROWS and CHANNELS_LAST_DEVICES[g.device] then
+  if cin * kh * kw >= M.WEIGHT_GRAD_ROWS and CHANNELS_LAST_DEVICES[devices.base(g.device)] then
     local g_last = g:permute(1, 3, 4, 2):contiguous():permute(4, 1, 2, 3) -- (cout, n, oh, ow), cout unit-stride
     dw = x:permute(2, 1, 3, 4):conv2d(g_last, nil, opts):slice({}, {}, { 1, kh }, { 1, kw })
     dw = dw:permute(3, 4, 1, 2):contiguous():permute(4, 3, 1, 2)

@@ -19,6 +19,7 @@
 -- Each is the best of five runs after one that compiles; together about 0.1-0.3 s.
 -- Other devices (EMU, CUDA, METAL) have no peaks unless both variables are set: nil.
 local env = require "tcl.env"
+local devices = require "tcl.devices"
 local context = require "tcl.context"
 local events = require "tcl.codegen.driver.events"
 
@@ -77,7 +78,8 @@ function M.of(device)
   if type(device) ~= "string" then error("peaks.of: expected a device name, got " .. type(device), 2) end
   local gflops, gbs = env.PEAK_GFLOPS, env.PEAK_GBS
   if gflops and gbs then return { gflops = gflops, gbs = gbs, source = "TCL_PEAK_GFLOPS/TCL_PEAK_GBS" } end
-  if device:upper() ~= "CPU" then return nil end
+  local ok, base = pcall(devices.base, device)
+  if not ok or base ~= "CPU" then return nil end -- every CPU instance has the CPU's peaks
   local m = M.measured()
   local source = (gflops or gbs) and (gflops and "TCL_PEAK_GFLOPS" or "measured") .. "/"
     .. (gbs and "TCL_PEAK_GBS" or "measured") or "measured"

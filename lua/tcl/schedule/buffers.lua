@@ -23,12 +23,17 @@
 local core = require "tcl.core"
 local env = require "tcl.env"
 local events = require "tcl.codegen.driver.events"
+local devices = require "tcl.devices"
 
 local M = {}
 
 --- The default device named in BUFFER args: DEVICE's, else CPU (the Tensor API names one
 -- in every call; this serves callers that do not).
-M.device = env.DEVICE and env.DEVICE:upper() or "CPU"
+M.device = "CPU"
+if env.DEVICE then
+  local ok, name = pcall(devices.canonical, env.DEVICE)
+  M.device = ok and name or env.DEVICE:upper() -- a bad name: the Tensor API says what is wrong with it
+end
 
 -- buffer id -> { dtype =, numel =, storage = runtime Buffer or nil }. Ids come from the core's
 -- counter (core.fresh_id), not from this module: a node is identified by its content, so an id

@@ -133,6 +133,7 @@
 -- own test covers (its ops include theirs).
 local core = require "tcl.core"
 local env = require "tcl.env"
+local devices = require "tcl.devices"
 local shape = require "tcl.shape"
 local variables = require "tcl.variables"
 local is_symbolic = variables.is_symbolic
@@ -241,6 +242,7 @@ M.ROW_FUSE_DEVICES = { CPU = true, EMU = true }
 
 --- Whether kernels for device may be row-fused (ROW_FUSE_DEVICES, and EMU not in GPU mode).
 function M.row_fuse_on(device)
+  device = devices.base(device) -- CPU:2 is a CPU
   if not M.ROW_FUSE_DEVICES[device] then return false end
   return not (device == "EMU" and env.EMU_GPU)
 end

@@ -134,7 +134,7 @@ tcl_status tcl_cpu_program_run(const tcl_cpu_program *p, tcl_buffer *const *bufs
     for (size_t k = 0; k < nbufs; k++) {
         const tcl_buffer *b = bufs[k];
         if (!b) return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
-        if (strcmp(b->device, "CPU"))
+        if (!tcl_device_is_cpu(b->device))
             return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is on device %s, not CPU",
                             p->name, k + 1, k, b->device);
         if (b->dtype != p->params[k].dtype || b->numel != p->params[k].numel)

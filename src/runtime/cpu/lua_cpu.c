@@ -6,7 +6,8 @@
  *     .name .nparams .params .parallel_size
  *     .bytes: the memory the program holds: its code and data in the JIT, the linker's share
  *       (TCL_CPU_JIT_OBJECT_OVERHEAD), its texts and parameter table
- *     :run(buffers) -> seconds   buffers in PARAM slot order, CPU buffers of the params' dtype/numel
+ *     :run(buffers) -> seconds   buffers in PARAM slot order, CPU buffers of the params' dtype/numel,
+ *       all on one CPU instance: the run splits over that instance's pool (lua_cpu_pool.h)
  *     :parts(threads) -> how many parts a run splits into with that many threads (1: no split)
  *     :dump() -> the LLVM IR (when compiled with want_ir), :assembly() -> machine code text
  *   runtime.cpu_loaded() -> objects the state's JIT holds (tests: programs unload their code)
@@ -192,11 +193,22 @@ static int cpu_program_run(lua_State *L) {
                               (lua_Integer)i + 1, luaL_typename(L, -1));
         lua_pop(L, 1);
     }
+    /* a kernel runs on the CPU instance its buffers are on ("CPU:2": that instance's threads);
+     * the machine code is the same for every instance */
+    int instance = n ? tcl_host_device_parse(bufs[0]->device, NULL) : 1;
+    for (size_t i = 1; i < n; i++)
+        if (tcl_device_is_cpu(bufs[i]->device) && tcl_device_is_cpu(bufs[0]->device) &&
+            strcmp(bufs[i]->device, bufs[0]->device) != 0) {
+            /* as a failed run's message: the kernel's name, no position in tcl's Lua */
+            lua_pushfstring(L, "kernel '%s': buffer %I is on %s, buffer 1 on %s (a kernel runs on one device)",
+                            tcl_cpu_program_name(p), (lua_Integer)i + 1, bufs[i]->device, bufs[0]->device);
+            return lua_error(L);
+        }
     tcl_error err;
     tcl_pool *pool = NULL;
     /* the pool (and its threads) only for kernels that split */
-    if (tcl_cpu_program_parts(p, TCL_POOL_MAX_THREADS) > 1) {
-        pool = tcl_lua_cpu_pool(L, &err);
+    if (tcl_cpu_program_parts(p, TCL_POOL_MAX_THREADS) > 1 && instance) {
+        pool = tcl_lua_cpu_pool(L, instance, &err);
         if (!pool) return luaL_error(L, "kernel '%s': %s", tcl_cpu_program_name(p), err.message);
     }
     double seconds = 0;

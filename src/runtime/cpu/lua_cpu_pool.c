@@ -1,24 +1,32 @@
-/* lua_cpu_pool.c — the state's CPU thread pool and runtime.configure_cpu (see lua_cpu_pool.h).
- * Layer: runtime. */
+/* lua_cpu_pool.c — the state's CPU thread pools (one per CPU instance) and
+ * runtime.configure_cpu (see lua_cpu_pool.h). Layer: runtime. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, _SC_NPROCESSORS_ONLN */
 #include "lua_cpu_pool.h"
 
 #include <lauxlib.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "runtime/lua_runtime.h"
 
-#define CPU_POOL_KEY "tcl.runtime.cpu_pool"
-#define CPU_POOL_MT "tcl.CpuPool"
+#define CPU_POOLS_KEY "tcl.runtime.cpu_pools"
+#define CPU_POOLS_MT "tcl.CpuPools"
 
-/* The registry's owner of the pool. threads: the configured count (0: the default). */
-typedef struct cpu_pool_box {
+/* One CPU instance's pool, started on first use. threads: the configured count (0: none
+ * configured); runs: the kernel runs that split over it (runtime.cpu_pools shows them). */
+typedef struct cpu_pool_slot {
     tcl_pool *pool;
     int threads;
-} cpu_pool_box;
+    lua_Integer runs;
+} cpu_pool_slot;
+
+/* The registry's owner of every instance's pool: slots[k] is instance k + 1 ("CPU" is slots[0]). */
+typedef struct cpu_pools {
+    cpu_pool_slot slots[TCL_DEVICE_INSTANCES_MAX];
+} cpu_pools;
 
 int tcl_cpu_default_threads(void) {
     long n = 0;
@@ -30,52 +38,82 @@ int tcl_cpu_default_threads(void) {
     return n > TCL_POOL_MAX_THREADS ? TCL_POOL_MAX_THREADS : (int)n;
 }
 
-static int pool_box_gc(lua_State *L) {
-    cpu_pool_box *box = luaL_checkudata(L, 1, CPU_POOL_MT);
-    tcl_pool_free(box->pool);
-    box->pool = NULL;
+static int pools_gc(lua_State *L) {
+    cpu_pools *pools = luaL_checkudata(L, 1, CPU_POOLS_MT);
+    for (int k = 0; k < TCL_DEVICE_INSTANCES_MAX; k++) {
+        tcl_pool_free(pools->slots[k].pool);
+        pools->slots[k].pool = NULL;
+    }
     return 0;
 }
 
-/* The state's box, created (empty) on first use. */
-static cpu_pool_box *pool_box(lua_State *L) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, CPU_POOL_KEY) == LUA_TUSERDATA) {
-        cpu_pool_box *box = lua_touserdata(L, -1);
+/* The state's pools, created (none started) on first use. */
+static cpu_pools *state_pools(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, CPU_POOLS_KEY) == LUA_TUSERDATA) {
+        cpu_pools *pools = lua_touserdata(L, -1);
         lua_pop(L, 1);
-        return box;
+        return pools;
     }
     lua_pop(L, 1);
-    cpu_pool_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->pool = NULL;
-    box->threads = 0;
-    if (luaL_newmetatable(L, CPU_POOL_MT)) {
-        lua_pushcfunction(L, pool_box_gc);
+    cpu_pools *pools = lua_newuserdatauv(L, sizeof *pools, 0);
+    memset(pools, 0, sizeof *pools);
+    if (luaL_newmetatable(L, CPU_POOLS_MT)) {
+        lua_pushcfunction(L, pools_gc);
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, CPU_POOL_KEY);
-    return box;
+    lua_setfield(L, LUA_REGISTRYINDEX, CPU_POOLS_KEY);
+    return pools;
 }
 
-static int box_threads(const cpu_pool_box *box) {
-    if (box->pool) return tcl_pool_threads(box->pool);
-    return box->threads ? box->threads : tcl_cpu_default_threads();
+/* The thread count instance (1-based) has or will have: its pool's, its configured one, else
+ * the one configured for "CPU" (TCL_THREADS applies to every instance), else the cores. */
+static int instance_threads(const cpu_pools *pools, int instance) {
+    const cpu_pool_slot *slot = &pools->slots[instance - 1];
+    if (slot->pool) return tcl_pool_threads(slot->pool);
+    if (slot->threads) return slot->threads;
+    if (pools->slots[0].threads) return pools->slots[0].threads;
+    return tcl_cpu_default_threads();
 }
 
-tcl_pool *tcl_lua_cpu_pool(lua_State *L, tcl_error *err) {
-    cpu_pool_box *box = pool_box(L);
-    if (!box->pool) box->pool = tcl_pool_new(box_threads(box), err);
-    return box->pool;
+tcl_pool *tcl_lua_cpu_pool(lua_State *L, int instance, tcl_error *err) {
+    if (instance < 1 || instance > TCL_DEVICE_INSTANCES_MAX) {
+        tcl_fail(err, TCL_ERR_INVALID, "no CPU instance %d (1 to %d)", instance, TCL_DEVICE_INSTANCES_MAX);
+        return NULL;
+    }
+    cpu_pools *pools = state_pools(L);
+    cpu_pool_slot *slot = &pools->slots[instance - 1];
+    if (!slot->pool) slot->pool = tcl_pool_new(instance_threads(pools, instance), err);
+    if (slot->pool) slot->runs++;
+    return slot->pool;
 }
 
-/* runtime.configure_cpu{ threads = n } */
+/* The instance of the CPU device named by the string at idx (absent: 1), or a Lua error naming
+ * fn. Writes the canonical name into name (TCL_DEVICE_NAME_CAP bytes). */
+static int check_cpu_instance(lua_State *L, int idx, const char *fn, char *name) {
+    int instance = 1;
+    if (!lua_isnoneornil(L, idx)) {
+        const char *device = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+        const char *base = NULL;
+        instance = tcl_host_device_parse(device, &base);
+        if (!instance || strcmp(base, "CPU") != 0)
+            return luaL_error(L, "%s: device must be CPU or one of its instances CPU:1 to CPU:%d, got %s", fn,
+                              TCL_DEVICE_INSTANCES_MAX, luaL_tolstring(L, idx, NULL));
+    }
+    if (instance == 1) snprintf(name, TCL_DEVICE_NAME_CAP, "CPU");
+    else snprintf(name, TCL_DEVICE_NAME_CAP, "CPU:%d", instance);
+    return instance;
+}
+
+/* runtime.configure_cpu{ threads = n, device = "CPU:2" } */
 static int l_configure_cpu(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "threads") != 0)
-            return luaL_error(L, "runtime.configure_cpu: unknown option %s (known: threads)",
+        const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        if (strcmp(key, "threads") != 0 && strcmp(key, "device") != 0)
+            return luaL_error(L, "runtime.configure_cpu: unknown option %s (known: threads, device)",
                               luaL_tolstring(L, -1, NULL));
     }
     int threads = 0;
@@ -90,16 +128,20 @@ static int l_configure_cpu(lua_State *L) {
                               TCL_POOL_MAX_THREADS, n);
         threads = (int)n;
     }
-    cpu_pool_box *box = pool_box(L);
-    if (box->pool) {
+    char name[TCL_DEVICE_NAME_CAP];
+    lua_getfield(L, 1, "device");
+    int instance = check_cpu_instance(L, -1, "runtime.configure_cpu", name);
+    cpu_pools *pools = state_pools(L);
+    cpu_pool_slot *slot = &pools->slots[instance - 1];
+    if (slot->pool) {
         int want = threads ? threads : tcl_cpu_default_threads();
-        if (want != tcl_pool_threads(box->pool))
-            return luaL_error(L, "runtime.configure_cpu: the CPU thread pool already runs with %d threads; "
-                                 "configure threads (%d asked) before the first CPU run",
-                              tcl_pool_threads(box->pool), want);
+        if (want != tcl_pool_threads(slot->pool))
+            return luaL_error(L, "runtime.configure_cpu: the %s thread pool already runs with %d threads; "
+                                 "configure threads (%d asked) before the first %s run",
+                              name, tcl_pool_threads(slot->pool), want, name);
         return 0;
     }
-    box->threads = threads;
+    slot->threads = threads;
     return 0;
 }
 
@@ -153,16 +195,42 @@ static int l_buffer_cache_stats(lua_State *L) {
     return 1;
 }
 
-/* runtime.cpu_threads([start]) -> n, started */
+/* runtime.cpu_threads([start [, device]]) -> n, started */
 static int l_cpu_threads(lua_State *L) {
-    cpu_pool_box *box = pool_box(L);
-    if (lua_toboolean(L, 1) && !box->pool) {
+    char name[TCL_DEVICE_NAME_CAP];
+    int instance = check_cpu_instance(L, 2, "runtime.cpu_threads", name);
+    cpu_pools *pools = state_pools(L);
+    cpu_pool_slot *slot = &pools->slots[instance - 1];
+    if (lua_toboolean(L, 1) && !slot->pool) {
         tcl_error err;
-        if (!tcl_lua_cpu_pool(L, &err)) return luaL_error(L, "runtime.cpu_threads: %s", err.message);
+        if (!(slot->pool = tcl_pool_new(instance_threads(pools, instance), &err)))
+            return luaL_error(L, "runtime.cpu_threads: %s", err.message);
     }
-    lua_pushinteger(L, box_threads(box));
-    lua_pushboolean(L, box->pool != NULL);
+    lua_pushinteger(L, instance_threads(pools, instance));
+    lua_pushboolean(L, slot->pool != NULL);
     return 2;
+}
+
+/* runtime.cpu_pools() -> { [device] = { threads =, runs = } } for every started pool */
+static int l_cpu_pools(lua_State *L) {
+    cpu_pools *pools = state_pools(L);
+    lua_newtable(L);
+    for (int k = 0; k < TCL_DEVICE_INSTANCES_MAX; k++) {
+        const cpu_pool_slot *slot = &pools->slots[k];
+        if (!slot->pool) continue;
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, tcl_pool_threads(slot->pool));
+        lua_setfield(L, -2, "threads");
+        lua_pushinteger(L, slot->runs);
+        lua_setfield(L, -2, "runs");
+        if (k == 0) lua_setfield(L, -2, "CPU");
+        else {
+            lua_pushfstring(L, "CPU:%d", k + 1);
+            lua_insert(L, -2);
+            lua_settable(L, -3);
+        }
+    }
+    return 1;
 }
 
 void tcl_lua_cpu_pool_setfuncs(lua_State *L) {
@@ -170,6 +238,8 @@ void tcl_lua_cpu_pool_setfuncs(lua_State *L) {
     lua_setfield(L, -2, "configure_cpu");
     lua_pushcfunction(L, l_cpu_threads);
     lua_setfield(L, -2, "cpu_threads");
+    lua_pushcfunction(L, l_cpu_pools);
+    lua_setfield(L, -2, "cpu_pools");
     lua_pushcfunction(L, l_buffer_cache_stats);
     lua_setfield(L, -2, "buffer_cache_stats");
 }

@@ -1,17 +1,25 @@
-/* lua_cpu_pool.h — the CPU device's per-state services in Lua: the state's thread pool, and
- * the functions of "tcl.runtime" that configure it. Layer: runtime.
+/* lua_cpu_pool.h — the CPU device's per-state services in Lua: the state's thread pools (one
+ * per CPU instance: "CPU", "CPU:2", ... each with threads of its own), and the functions of
+ * "tcl.runtime" that configure them. Layer: runtime.
  *
- *   runtime.configure_cpu{ threads = n }  -- the pool's thread count (the caller included);
- *       before the state's first parallel CPU run. threads = nil: the default, the cores this
- *       process may run on. An error for n < 1, n > TCL_POOL_MAX_THREADS, a non-integer, or
- *       once the pool exists with another count (the same count again is accepted).
- *   runtime.cpu_threads([start]) -> n, started   -- the count the pool has or will have;
- *       whether it exists yet. start = true starts it now (keeps start-up out of a timing).
+ *   runtime.configure_cpu{ threads = n, device = "CPU:2" }  -- the thread count (the caller
+ *       included) of the pool of device (default "CPU"), before its first parallel run.
+ *       threads = nil: the default. An instance with no count of its own takes the one
+ *       configured for "CPU" (so TCL_THREADS sets every instance), else the cores this process
+ *       may run on. An error for n < 1, n > TCL_POOL_MAX_THREADS, a non-integer, a device that
+ *       is no CPU instance, or once that pool exists with another count (the same count again
+ *       is accepted).
+ *   runtime.cpu_threads([start [, device]]) -> n, started   -- the count device's pool has or
+ *       will have; whether it exists yet. start = true starts it now (keeps start-up out of a
+ *       timing).
+ *   runtime.cpu_pools() -> { ["CPU"] = { threads =, runs = }, ["CPU:2"] = ... }  -- the pools
+ *       started so far: their threads, and how many kernel runs split over each
  *   runtime.buffer_cache_stats() -> { held_bytes =, held_blocks =, max_bytes =, reused = }
  *       -- the state's cache of freed CPU buffer storage (buffer.h)
  *
- * The pool and the buffer cache are owned by userdata in the Lua registry and freed (the
- * pool's threads joined) when the state closes, so every state has its own. */
+ * The pools and the buffer cache are owned by userdata in the Lua registry and freed (the
+ * pools' threads joined) when the state closes, so every state has its own. Every instance
+ * shares the buffer cache: their buffers are all host memory. */
 #ifndef TCLC_LUA_CPU_POOL_H
 #define TCLC_LUA_CPU_POOL_H
 
@@ -21,9 +29,11 @@
 #include "core/error.h"
 #include "thread_pool.h"
 
-/* The state's pool, started on first use with the configured thread count; NULL with err set
- * when it cannot be started. May raise a Lua memory error (creating the owner userdata). */
-tcl_pool *tcl_lua_cpu_pool(lua_State *L, tcl_error *err);
+/* The pool of CPU instance `instance` (1-based: 1 is "CPU"), started on first use with its
+ * configured thread count, for one run (counted in runtime.cpu_pools' runs); NULL with err set
+ * when it cannot be started or there is no such instance. May raise a Lua memory error
+ * (creating the owner userdata). */
+tcl_pool *tcl_lua_cpu_pool(lua_State *L, int instance, tcl_error *err);
 /* The state's cache of freed CPU buffer storage, made on first use (a Lua memory error when
  * it cannot be). It keeps at most TCL_LUA_BUFFER_CACHE_BYTES, or an eighth of the physical
  * memory when that is less. */

@@ -671,7 +671,8 @@ static tcl_status check_buffers(const tcl_emu_program *p, tcl_buffer *const *buf
         const emu_mem_info *want = &p->params[k];
         if (!buf)
             return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is missing", p->name, k + 1, k);
-        if (strcmp(buf->device, "EMU") != 0)
+        const char *base = NULL;
+        if (!tcl_host_device_parse(buf->device, &base) || strcmp(base, "EMU") != 0) /* EMU or EMU:2 ... */
             return tcl_fail(err, TCL_ERR_INVALID, "kernel '%s': buffer %zu (slot %zu) is on device %s, not EMU",
                             p->name, k + 1, k, buf->device);
         if (buf->dtype != want->dtype || buf->numel != want->numel)

@@ -36,6 +36,7 @@ local optimize = require "tcl.codegen.driver.optimize"
 local UOp = require "tcl.uop"
 local quote = require "tcl.quote"
 local events = require "tcl.codegen.driver.events"
+local devices = require "tcl.devices"
 
 if pipeline.opts.apply == nil then pipeline.opts.apply = optimize.apply end
 
@@ -54,8 +55,12 @@ local BACKEND_OF = { EMU = "tcl.codegen.devices.emu", CPU = "tcl.codegen.devices
   CUDA = "tcl.codegen.devices.cuda", METAL = "tcl.codegen.devices.metal" }
 local loaded_backends = {}
 
---- The backend of device (its module: see tcl.codegen.devices.emu's header).
+--- The backend of device (its module: see tcl.codegen.devices.emu's header); an instance
+-- ("CPU:2") has its device's backend.
 function M.backend(device)
+  local base, why = devices.try_parse(device)
+  if not base then error(why, 0) end -- "device 'CPU:0': instances count from 1 ..."
+  device = base
   local name = BACKEND_OF[device]
   if not name then
     local known = {}
@@ -210,12 +215,15 @@ function Kernel:run(buffers)
   local seconds = self.program:run(buffers, env.DEBUG >= 2 or listened) or 0
   totals.kernels, totals.seconds = totals.kernels + 1, totals.seconds + seconds
   totals.ops, totals.bytes = totals.ops + self.ops, totals.bytes + self.bytes
+  -- the instance it ran on ("CPU:2"): the output's device (the kernel is its base device's)
+  local device = self.device
+  if (env.DEBUG >= 2 or listened) and buffers[1] then device = buffers[1].device end
   if env.DEBUG >= 2 then
-    M.log(string.format("*** %-4s %-32s arg %3d  tm %10.2fus  %8.2f GFLOPS %8.2f GB/s", self.device, self.name,
+    M.log(string.format("*** %-4s %-32s arg %3d  tm %10.2fus  %8.2f GFLOPS %8.2f GB/s", device, self.name,
       #buffers, seconds * 1e6, rate(self.ops, seconds), rate(self.bytes, seconds)))
   end
   if listened then
-    events.emit { kind = "kernel", name = self.name, device = self.device, start = start, seconds = seconds,
+    events.emit { kind = "kernel", name = self.name, device = device, start = start, seconds = seconds,
       ops = self.ops, bytes = self.bytes, kernel = self }
   end
   return seconds
@@ -288,7 +296,9 @@ end
 -- programs that were not cached, all at once (the CPU backend compiles them on worker
 -- threads). Returns the kernels in the order of items.
 function M.compile_many(items, device, options)
-  device = device or "EMU"
+  -- every instance of a device shares its kernels: the code is the same, the buffers a run is
+  -- given say where it runs (CPU:2's pool)
+  device = devices.base(device or "EMU")
   options = options or {}
   local backend = M.backend(device)
   local noopt, hook = options.noopt or env.NOOPT, pipeline.opts.apply
