@@ -9,9 +9,9 @@ local helper = require "spec.support.helper"
 local buffers = require "tcl.schedule.buffers"
 local Tensor = tcl.Tensor
 
--- The devices the specs shard over (two devices with host memory; kernels on EMU run in the
--- interpreter, so the tensors stay small).
-local DEVICES = { "CPU", "EMU" }
+-- The devices the specs shard over: two instances of the CPU device, each with its own threads
+-- (tcl.devices), as sharding is tested on a machine without GPUs.
+local DEVICES = { "CPU", "CPU:2" }
 local FIRST, SECOND = DEVICES[1], DEVICES[2]
 
 local function flat(v, out)
