@@ -218,4 +218,10 @@ function M.abort(code)
   os.exit(code, false)
 end
 
+--- What the `tcl` program calls when a script fails: in a job of several ranks, ends them all
+-- now (exit status 1), so that no rank waits for this one until its timeout.
+function M.abort_after_error()
+  if world and world.size > 1 then mpi.abort(1) end
+end
+
 return M
