@@ -81,7 +81,8 @@ describe("tcl.distributed", function()
         helper.message_of(dist.all_reduce, T({ true, false })))
       assert.are.equal("init: backend must be 'mpi', 'nccl' or nil, got gloo",
         helper.message_of(dist.init, { backend = "gloo" }))
-      assert.are.equal("init: timeout must be a number of seconds > 0, got 0", helper.message_of(dist.init, { timeout = 0 }))
+      assert.are.equal("init: timeout must be a number of seconds > 0, got 0",
+        helper.message_of(dist.init, { timeout = 0 }))
       assert.are.equal("init: unknown option 'size'", helper.message_of(dist.init, { size = 2 }))
     end)
   end)

@@ -55,7 +55,8 @@ function M.init(opts)
     fail("init", "backend must be 'mpi', 'nccl' or nil, got %s", tostring(opts.backend))
   end
   local timeout = opts.timeout
-  if timeout ~= nil and (type(timeout) ~= "number" or not (timeout > 0) or timeout == math.huge) then
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0
+      or timeout == math.huge) then
     fail("init", "timeout must be a number of seconds > 0, got %s", tostring(timeout))
   end
   if world then
