@@ -67,6 +67,15 @@ describe("tcl.distributed", function()
       dist.barrier()
     end)
 
+    it("keeps the shape of scalars and the values of views", function()
+      local s = dist.all_reduce(T(5.5))
+      assert.are.same({}, s.shape)
+      assert.are.equal(5.5, s:item())
+      assert.are.same({ 1 }, dist.all_gather(T(2)).shape)
+      -- a transposed view is realized in its own order first
+      assert.are.same({ { 1, 3 }, { 2, 4 } }, dist.all_reduce(T({ { 1, 2 }, { 3, 4 } }):transpose(1, 2)):tolist())
+    end)
+
     it("refuses bad arguments with messages that name them", function()
       local x = T({ 1, 2 })
       assert.are.equal("broadcast: root 0 is not a rank: ranks count from 1 (1 to 1)",
