@@ -10,7 +10,7 @@
 --   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j
 --   build-rel/tcl bench/allreduce_bench.lua            (BENCH_BUILD: another build's tcl program)
 --
--- The program is both the driver (no argument) and each rank of the tcl job ("rank" argument).
+-- The program is both the driver (no argument) and each rank of a tcl job ("rank <bytes>").
 local MIN_BYTES, MAX_BYTES = 1 << 10, 64 << 20
 local RUNS = tonumber(os.getenv("BENCH_RUNS") or "") or 50
 local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS") or "") or 3
@@ -27,8 +27,11 @@ end
 
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- One rank of the tcl job: prints "tcl <bytes> <s>" and "binding <bytes> <s>" lines (rank 1).
-local function rank_main()
+-- One rank of the tcl job for one size: prints "tcl <bytes> <s>" and "binding <bytes> <s>"
+-- (rank 1). Each size runs in processes of its own: the CPU's cache of freed buffers, full of
+-- the earlier sizes' blocks, would not keep a large result's block, and every call would take
+-- fresh pages.
+local function rank_main(size_bytes)
   local tcl = require "tcl"
   local dist = tcl.distributed
   local buffers = require "tcl.schedule.buffers"
@@ -68,15 +71,10 @@ local function rank_main()
     assert(check == 3, "the sum is " .. check .. ", not 3")
     return slowest(median(times)), slowest(median(raw))
   end
-  local bytes = MIN_BYTES
-  while bytes <= MAX_BYTES do
-    local tcl_s, raw_s = measure(bytes)
-    if dist.rank() == 1 then
-      print(string.format("tcl %d %.9g", bytes, tcl_s))
-      print(string.format("binding %d %.9g", bytes, raw_s))
-    end
-    collectgarbage()
-    bytes = bytes * 2
+  local tcl_s, raw_s = measure(size_bytes)
+  if dist.rank() == 1 then
+    print(string.format("tcl %d %.9g", size_bytes, tcl_s))
+    print(string.format("binding %d %.9g", size_bytes, raw_s))
   end
 end
 
@@ -107,7 +105,12 @@ local function driver()
   for round = 1, ROUNDS do
     io.stderr:write(string.format("allreduce_bench: round %d of %d\n", round, ROUNDS))
     keep(run(launch .. quote(ref) .. " " .. RUNS))
-    keep(run(launch .. "-x TCL_LUA_DIR -x BENCH_RUNS " .. quote(tcl_bin) .. " bench/allreduce_bench.lua rank"))
+    local bytes = MIN_BYTES
+    while bytes <= MAX_BYTES do
+      keep(run(launch .. "-x TCL_LUA_DIR -x BENCH_RUNS " .. quote(tcl_bin) .. " bench/allreduce_bench.lua rank "
+        .. bytes))
+      bytes = bytes * 2
+    end
   end
   os.remove(ref)
   print(string.format("all_reduce (sum, float32), 2 ranks, median of %d calls (from 8 MiB: %d), best of %d rounds",
@@ -126,4 +129,5 @@ local function driver()
   end
 end
 
-if ... == "rank" then rank_main() else driver() end
+local mode, size = ...
+if mode == "rank" then rank_main(math.tointeger(tonumber(size))) else driver() end
