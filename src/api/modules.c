@@ -17,6 +17,7 @@
 #include "runtime/cuda/lua_cuda.h"
 #include "runtime/metal/lua_metal.h"
 #include "runtime/cuda/lua_nccl.h"
+#include "runtime/mpi/lua_mpi.h"
 #include "runtime/cuda/lua_nvrtc.h"
 #include "runtime/lua_runtime.h"
 #include "state.h"
@@ -34,6 +35,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.metal", luaopen_tcl_metal},
     {"tcl.nvrtc", luaopen_tcl_nvrtc},
     {"tcl.nccl", luaopen_tcl_nccl},
+    {"tcl.mpi", luaopen_tcl_mpi},
     {"tcl.opt", luaopen_tcl_opt},
     {NULL, NULL},
 };
