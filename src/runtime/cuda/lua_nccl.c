@@ -150,8 +150,12 @@ static int comm_destroy(lua_State *L) {
 /* The CudaBuffer at idx, on the communicator's device; a Lua error naming fn otherwise. */
 static tcl_gpu_buffer *check_buffer(lua_State *L, int idx, tcl_nccl_comm *comm, const char *fn, const char *what) {
     tcl_gpu_buffer *b = tcl_lua_device_buffer_test(L, idx, tcl_lua_cuda_slot());
-    if (!b)
-        luaL_error(L, "%s: %s must be a CUDA buffer (tcl.cuda), got %s", fn, what, luaL_typename(L, idx));
+    if (!b) {
+        /* a userdata says what it is by its metatable's __name ("tcl.Buffer") */
+        const char *kind = luaL_getmetafield(L, idx, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                                : luaL_typename(L, idx);
+        luaL_error(L, "%s: %s must be a CUDA buffer (tcl.cuda), got %s", fn, what, kind);
+    }
     if (b->dev != (void *)tcl_nccl_comm_device(comm))
         luaL_error(L, "%s: %s is on another CUDA device than the communicator", fn, what);
     return b;

@@ -142,7 +142,8 @@ static void *open_handle(const char *path, char *opened, size_t cap, tcl_error *
             return h;
         }
         const char *why = dlerror();
-        tcl_fail(err, TCL_ERR_RUNTIME, "NCCL not found: cannot load %s (%s)", path, why ? why : "unknown reason");
+        tcl_fail(err, TCL_ERR_RUNTIME, "NCCL not found: install NCCL or set TCL_NCCL_LIBRARY to its libnccl.so.2 (%s)",
+                 why ? why : path);
         return NULL;
     }
     char first_error[512] = "";
