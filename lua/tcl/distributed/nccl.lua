@@ -34,7 +34,8 @@ local comm -- the communicator of this process, made by init
 local timeout -- seconds; nil: TCL_DIST_TIMEOUT
 
 local function check_timeout(fn, seconds)
-  if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then
+  -- (NaN is neither > 0 nor <= 0: seconds ~= seconds catches it)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 or seconds == math.huge then
     error(string.format("tcl.distributed.nccl.%s: timeout must be a number of seconds > 0, got %s", fn,
       tostring(seconds)), 3)
   end
