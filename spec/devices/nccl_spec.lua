@@ -164,7 +164,8 @@ describe("NCCL on the stand-in library", function()
       check(#sent[1][1] == 128 and sent[1][2] == 0, "rank 0 sends its 128-byte id")
       print "ok"
     ]])
-    assert.are.same({ "init: rank 1 of 2, but the stand-in is a world of one", "init nranks 1 rank 0", "destroy" },
+    assert.are.same({ "init: rank 1 of 2, but the stand-in needs MOCK_NCCL_DIR for more than one rank",
+      "init nranks 1 rank 0", "destroy" },
       calls_of(helper.read(nccl_log)))
   end)
 
@@ -250,6 +251,87 @@ describe("NCCL on the stand-in library", function()
     status, _, err = child(env() .. " TCL_NCCL_LIBRARY=libm.so.6", PRELUDE .. "nccl.barrier()")
     assert.are_not.equal(0, status)
     assert.matches("NCCL: the library libm.so.6 has no ncclGetVersion: it is not NCCL", err, 1, true)
+  end)
+end)
+
+-- Runs `script` as 2 ranks of an MPI job on the stand-ins, whose NCCL exchanges the ranks'
+-- buffers through files in a fresh directory; returns status, stdout, stderr, seconds.
+local function mpirun(script)
+  local path, dir = os.tmpname(), helper.fresh_dir_path()
+  helper.write(path, script)
+  assert(os.execute("mkdir " .. helper.shell_quote(dir)))
+  local vars = string.format("TCL_LUA_DIR=%s TCL_CUDA_DRIVER=%s TCL_NCCL_LIBRARY=%s MOCK_NCCL_DIR=%s",
+    helper.shell_quote(helper.root .. "/lua"), helper.shell_quote(MOCK_CUDA), helper.shell_quote(MOCK_NCCL),
+    helper.shell_quote(dir))
+  local cmd = string.format("env -u LD_PRELOAD -u TCL_DIST_TIMEOUT ASAN_OPTIONS=detect_leaks=0 %s timeout 60 mpirun "
+    .. "--allow-run-as-root --oversubscribe -np 2 -x TCL_LUA_DIR -x TCL_CUDA_DRIVER -x TCL_NCCL_LIBRARY "
+    .. "-x MOCK_NCCL_DIR %s %s", vars, helper.shell_quote(helper.tcl_bin), helper.shell_quote(path))
+  local start = os.time()
+  local status, out, err = helper.run(cmd)
+  os.remove(path)
+  os.execute("rm -rf " .. helper.shell_quote(dir))
+  return status, out, err, os.time() - start
+end
+
+describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", function()
+  local function ready()
+    if not (helper.exists(MOCK_CUDA) and helper.exists(MOCK_NCCL)) then
+      pending("the stand-ins are not built (" .. MOCK_NCCL .. ")")
+      return false
+    end
+    if helper.run("command -v mpirun") ~= 0 then
+      pending("mpirun is not installed (Open MPI: scripts/setup.sh)")
+      return false
+    end
+    return true
+  end
+
+  it("reduces, broadcasts and gathers CUDA tensors through tcl.distributed, bootstrapped over MPI", function()
+    if not ready() then return end
+    local status, out, err = mpirun [[
+      local dist = tcl.distributed
+      local r = dist.rank()
+      local function say(key, t)
+        local list = t:to("cpu"):flatten():tolist()
+        for i, v in ipairs(list) do list[i] = tostring(v) end
+        print(string.format("R %d %s %s %s", r, key, t.device, table.concat(list, " ")))
+      end
+      local x = Tensor({ r, 10 * r, -r }, { dtype = "float32" }):to("cuda")
+      for _, op in ipairs { "sum", "mean", "max", "min" } do say(op, dist.all_reduce(x, op)) end
+      say("int64_mean", dist.all_reduce(Tensor({ 3 * r, -r }, { dtype = "int64" }):to("cuda"), "mean"))
+      say("broadcast", dist.broadcast(x, 2))
+      local g = dist.all_gather(x)
+      say("gather_" .. table.concat(g.shape, "x"), g)
+      dist.barrier()
+      print(string.format("R %d backend %s", r, dist.backend_of(x.device)))
+    ]]
+    assert.are.equal(0, status, err)
+    local results = {}
+    for line in out:gmatch("R %d [^\n]+") do results[#results + 1] = line end
+    table.sort(results)
+    assert.are.same({
+      "R 1 backend nccl", "R 1 broadcast CUDA 2.0 20.0 -2.0", "R 1 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
+      "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0", "R 1 mean CUDA 1.5 15.0 -1.5",
+      "R 1 min CUDA 1.0 10.0 -2.0", "R 1 sum CUDA 3.0 30.0 -3.0",
+      "R 2 backend nccl", "R 2 broadcast CUDA 2.0 20.0 -2.0", "R 2 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
+      "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0", "R 2 mean CUDA 1.5 15.0 -1.5",
+      "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
+    }, results)
+  end)
+
+  it("ends the job when a rank never joins a collective, after dist.init's timeout", function()
+    if not ready() then return end
+    local status, out, err, seconds = mpirun [[
+      local dist = tcl.distributed
+      dist.init { timeout = 1 }
+      if dist.rank() == 2 then os.execute("sleep 30") os.exit(0) end
+      dist.all_reduce(Tensor({ 1.5 }):to("cuda"))
+      print "unreachable"
+    ]]
+    assert.are_not.equal(0, status)
+    assert.is_nil(out:find("unreachable", 1, true))
+    assert.matches("all_reduce: no answer from the other ranks within 1 s (a rank may have failed)", err, 1, true)
+    assert.is_true(seconds < 25, "the job took " .. seconds .. " s")
   end)
 end)
 
