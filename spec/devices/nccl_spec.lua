@@ -4,11 +4,13 @@
 --
 -- Child `tcl` processes load the stand-in driver (build/tests/libmock_cuda.so, through
 -- TCL_CUDA_DRIVER) and the stand-in NCCL (build/tests/libmock_nccl.so, through
--- TCL_NCCL_LIBRARY: a world of one rank whose collectives copy device memory and are recorded
--- in MOCK_NCCL_LOG). They check the values of all_reduce, broadcast and all_gather of CUDA
+-- TCL_NCCL_LIBRARY: collectives over the stand-in's device memory, recorded in MOCK_NCCL_LOG).
+-- In a world of one they check the values of all_reduce, broadcast and all_gather of CUDA
 -- tensors, the NCCL calls tcl made (counts, types, ops, roots), the bootstrap through a
--- launcher, NCCL's errors with their strings, a collective that never finishes timing out,
--- and the messages of a missing or wrong library. Not checked here: real GPUs and several ranks.
+-- launcher, NCCL's errors with their strings, a collective that never finishes timing out, and
+-- the messages of a missing or wrong library; in 2-rank jobs (mpirun, where installed; the
+-- stand-in's ranks exchange through files) tcl.distributed's values on CUDA tensors and a
+-- rank that never joins ending the job. Not checked here: real GPUs.
 local helper = require "spec.support.helper"
 local contract = require "spec.support.gpu_device_contract"
 

@@ -14,13 +14,14 @@
  * once every rank's file is there: the reduction (sum, product, max, min, average: the sum
  * divided by the ranks, integers truncated) over the ranks in rank order, root's buffer, or
  * the buffers one after another. The ranks meet only if they share the id rank 0 made, so a
- * bootstrap that did not send it hangs. Each call is recorded in the file
+ * bootstrap that did not send it hangs. The files stay: the test removes the directory. Each
+ * call is recorded in the file
  * MOCK_NCCL_LOG names, one line each: "version", "unique_id", "init nranks N rank R",
  * "all_reduce count C type T op O in_place I", "broadcast count C type T root R in_place I",
  * "all_gather count C type T", "destroy", "abort"; at exit "exit comms C" with the
  * communicators still held.
  *
- * Knobs (environment): MOCK_NCCL_FAIL=<entry point> (ncclAllReduce, ncclCommInitRank, ...)
+ * Knobs (environment; HANG and ASYNC_ERROR in a world of one): MOCK_NCCL_FAIL=<entry point> (ncclAllReduce, ncclCommInitRank, ...)
  * makes that call fail with MOCK_NCCL_FAIL_CODE (default 2, ncclSystemError);
  * MOCK_NCCL_HANG=<entry point> makes that collective never complete: the stand-in driver's
  * stream stays busy until ncclCommAbort; MOCK_NCCL_ASYNC_ERROR=<code> makes every collective
