@@ -14,7 +14,7 @@ local function mpirun(script, ranks, env)
   local vars = "TCL_LUA_DIR=" .. q(helper.root .. "/lua")
   for k, v in pairs(env or {}) do vars = vars .. " " .. k .. "=" .. q(v) end
   local cmd = string.format("env -u LD_PRELOAD ASAN_OPTIONS=detect_leaks=0 %s timeout 60 mpirun "
-    .. "--allow-run-as-root --oversubscribe -np %d -x TCL_LUA_DIR -x TCL_DIST_TIMEOUT %s %s",
+    .. "--allow-run-as-root --oversubscribe -np %d -x TCL_LUA_DIR -x TCL_DIST_TIMEOUT -x TCL_MPI_LIBRARY %s %s",
     vars, ranks, q(helper.tcl_bin), q(path))
   local start = os.time()
   local status, out, err = helper.run(cmd)
@@ -93,6 +93,11 @@ describe("tcl.distributed", function()
       assert.are.equal("init: timeout must be a number of seconds > 0, got 0",
         helper.message_of(dist.init, { timeout = 0 }))
       assert.are.equal("init: unknown option 'size'", helper.message_of(dist.init, { size = 2 }))
+      -- raised at the caller's line, not inside tcl
+      local message = helper.error_of(function() dist.broadcast(x, 0) end)
+      assert.is_truthy(message:find("^[^:]*distributed_spec%.lua:%d+: broadcast: root 0"), message)
+      message = helper.error_of(function() dist.all_reduce(x, "avg") end)
+      assert.is_truthy(message:find("^[^:]*distributed_spec%.lua:%d+: all_reduce: op"), message)
     end)
   end)
 
@@ -227,6 +232,14 @@ print("R " .. r .. " sum " .. dist.all_reduce(tcl.Tensor({ 1.0 })):item())
       assert.is_true(seconds < 30, "the job took " .. seconds .. " s")
       assert.is_truthy(err:find("Exit code:    3", 1, true), err)
       assert.is_nil(out:find("R 1 sum", 1, true), out)
+    end)
+
+    it("a library that cannot be loaded is an error naming it", function()
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      local status, _, err = mpirun('print(require("tcl").distributed.rank())', 1,
+        { TCL_MPI_LIBRARY = "/nonexistent/libmpi.so" })
+      assert.are_not.equal(0, status)
+      assert.is_truthy(err:find("init: MPI: cannot load the MPI library /nonexistent/libmpi.so (", 1, true), err)
     end)
 
     it("a rank that never reaches the collective: the others' timeout ends the job with our message", function()
