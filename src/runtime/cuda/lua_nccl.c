@@ -191,6 +191,13 @@ static tcl_nccl_op check_op(lua_State *L, int idx, const char *fn) {
     return TCL_NCCL_SUM;
 }
 
+/* A collective's failure as a Lua error: its message as it is, without a position (it names the
+ * collective, and the line of tcl.distributed that ran it says nothing to the user). */
+static int collective_failed(lua_State *L, const tcl_error *err) {
+    lua_pushstring(L, err->message);
+    return lua_error(L);
+}
+
 static int comm_all_reduce(lua_State *L) {
     tcl_nccl_comm *comm = check_comm(L, "NcclComm:all_reduce");
     tcl_gpu_buffer *send, *recv;
@@ -202,7 +209,7 @@ static int comm_all_reduce(lua_State *L) {
     tcl_error err;
     if (tcl_nccl_all_reduce(comm, send->memory.address, recv->memory.address, send->numel, send->dtype,
                             op, timeout, &err) != TCL_OK)
-        return luaL_error(L, "%s", err.message);
+        return collective_failed(L, &err);
     return 0;
 }
 
@@ -215,7 +222,7 @@ static int comm_broadcast(lua_State *L) {
     tcl_error err;
     if (tcl_nccl_broadcast(comm, send->memory.address, recv->memory.address, send->numel, send->dtype, root, timeout,
                            &err) != TCL_OK)
-        return luaL_error(L, "%s", err.message);
+        return collective_failed(L, &err);
     return 0;
 }
 
@@ -227,7 +234,7 @@ static int comm_all_gather(lua_State *L) {
     tcl_error err;
     if (tcl_nccl_all_gather(comm, send->memory.address, recv->memory.address, send->numel, send->dtype, timeout,
                             &err) != TCL_OK)
-        return luaL_error(L, "%s", err.message);
+        return collective_failed(L, &err);
     return 0;
 }
 
