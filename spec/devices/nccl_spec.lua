@@ -332,9 +332,10 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
     ]]
     assert.are_not.equal(0, status)
     assert.is_nil(out:find("unreachable", 1, true))
-    -- the message as it is (no line of tcl's inside), then the job ended by the tcl program
+    -- the message as it is (no line of tcl's inside); the tcl program then ends the job (rank 2
+    -- sleeps 30 s: the bound below shows it was ended; Open MPI's own notice of the abort is not
+    -- always printed)
     assert.matches("tcl: all_reduce: no answer from the other ranks within 1 s (a rank may have failed)", err, 1, true)
-    assert.matches("MPI_ABORT", err, 1, true)
     assert.is_true(seconds < 25, "the job took " .. seconds .. " s")
   end)
 end)
