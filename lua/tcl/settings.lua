@@ -82,6 +82,8 @@ M.list = {
       .. "only on a terminal" },
   { field = "MPI_LIBRARY", variable = "TCL_MPI_LIBRARY", kind = "string",
     meaning = "the MPI library tcl.distributed loads instead of libmpi.so.40 (Open MPI)" },
+  { field = "NCCL_LIBRARY", variable = "TCL_NCCL_LIBRARY", kind = "string",
+    meaning = "the NCCL library tcl.distributed loads for CUDA tensors instead of libnccl.so.2" },
   { field = "DIST_TIMEOUT", variable = "TCL_DIST_TIMEOUT", kind = "positive", default = 300,
     meaning = "seconds a tcl.distributed collective waits for the other ranks before it ends the job" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,

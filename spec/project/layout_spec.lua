@@ -28,7 +28,7 @@ local STAGE_OF_PREFIX = {
 -- The core bindings: the C modules and the Lua files beside init.lua.
 local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
-  ["tcl.cuda"] = true, ["tcl.metal"] = true, ["tcl.mpi"] = true,
+  ["tcl.cuda"] = true, ["tcl.metal"] = true, ["tcl.mpi"] = true, ["tcl.nccl"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
   ["tcl.conv_phases"] = true, ["tcl.variables"] = true,
   ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true, ["tcl.devices"] = true,

@@ -22,6 +22,11 @@
  * that kernel ("*": of any kernel) fault as it runs: the launch succeeds, and every call after it fails with
  * CUDA_ERROR_ILLEGAL_ADDRESS (700), sticky as on a GPU.
  *
+ * cuStreamQuery answers CUDA_ERROR_NOT_READY (600) while the stand-in NCCL (mock_nccl.c) holds
+ * the stream (a collective that never completes), else it waits for the device as the calls
+ * above do. For that stand-in, two functions beyond the driver's: mock_cuda_hold_stream(on)
+ * and mock_cuda_inside(pointer, bytes), whether the bytes lie in one live allocation.
+ *
  * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
  * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
  * largest allocation (default 1 GiB; larger ones fail with CUDA_ERROR_OUT_OF_MEMORY);
@@ -94,6 +99,7 @@ static struct {
     CUresult fault;                           /* a faulted kernel's sticky error, or OK */
     CUdeviceptr queued[MAX_QUEUED_POINTERS]; /* pointers of the launches not yet waited for */
     size_t nqueued;
+    int stream_held; /* mock_cuda_hold_stream: the stream's work never finishes */
 } mock;
 
 static void log_line(const char *fmt, ...) {
@@ -144,6 +150,9 @@ static int inside(CUdeviceptr p, size_t n) {
     }
     return 0;
 }
+
+/* For the stand-in NCCL: whether its buffers are device memory. */
+EXPORT int mock_cuda_inside(CUdeviceptr p, size_t n) { return inside(p, n); }
 
 static double now(void) {
     struct timespec ts;
@@ -257,6 +266,17 @@ EXPORT CUresult cuCtxSetCurrent(void *ctx) {
 }
 
 EXPORT CUresult cuCtxSynchronize(void) { return wait_for_device("synchronize"); }
+
+#define NOT_READY 600
+
+EXPORT CUresult cuStreamQuery(void *stream) {
+    if (stream != NULL) return INVALID_HANDLE; /* tcl queues on the null stream only */
+    if (mock.stream_held) return mock.fault != OK ? mock.fault : NOT_READY;
+    return wait_for_device(NULL);
+}
+
+/* For the stand-in NCCL: a collective that never completes holds the stream until aborted. */
+EXPORT void mock_cuda_hold_stream(int on) { mock.stream_held = on; }
 
 /* ---- memory ---- */
 

@@ -62,10 +62,11 @@ function M.init(opts)
   if world then
     if opts.backend ~= nil then world.backend = opts.backend end
     if timeout and world.launched then mpi.set_timeout(timeout) end
+    if timeout then world.timeout = timeout end
     return
   end
   local launched = mpi.launched()
-  local next_world = { backend = opts.backend, launched = launched, rank0 = 0, size = 1 }
+  local next_world = { backend = opts.backend, launched = launched, rank0 = 0, size = 1, timeout = timeout }
   if launched then
     -- every backend needs MPI: NCCL's bootstrap sends its unique id through it
     local ok, err = pcall(mpi.init, { timeout = timeout or env.DIST_TIMEOUT })
@@ -104,6 +105,7 @@ local function backend_for(fn, device)
   if M.backend_of(device) == "mpi" then return mpi end
   local ok, nccl = pcall(require, "tcl.distributed.nccl")
   if not ok then error(fn .. ": the NCCL backend (tcl.distributed.nccl) is not available: " .. tostring(nccl), 3) end
+  if world.timeout then nccl.set_timeout(world.timeout) end
   return nccl
 end
 

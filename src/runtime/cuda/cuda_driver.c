@@ -38,6 +38,7 @@ enum {
     CU_ERROR_STUB_LIBRARY = 34,
     CU_ERROR_INSUFFICIENT_DRIVER = 35,
     CU_ERROR_NO_DEVICE = 100,
+    CU_ERROR_NOT_READY = 600,
 };
 
 /* CUdevice_attribute values */
@@ -78,6 +79,7 @@ typedef struct driver_api {
     cu_result (*DevicePrimaryCtxRelease)(cu_device dev);
     cu_result (*CtxSetCurrent)(cu_context ctx);
     cu_result (*CtxSynchronize)(void);
+    cu_result (*StreamQuery)(cu_stream stream);
     cu_result (*MemAlloc)(cu_ptr *ptr, size_t bytes);
     cu_result (*MemFree)(cu_ptr ptr);
     cu_result (*MemcpyHtoD)(cu_ptr dst, const void *src, size_t bytes);
@@ -119,6 +121,7 @@ static const entry_point entry_points[] = {
     ENTRY(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
     ENTRY(CtxSetCurrent, "cuCtxSetCurrent", NULL),
     ENTRY(CtxSynchronize, "cuCtxSynchronize", NULL),
+    ENTRY(StreamQuery, "cuStreamQuery", NULL),
     ENTRY(MemAlloc, "cuMemAlloc_v2", NULL),
     ENTRY(MemFree, "cuMemFree_v2", NULL),
     ENTRY(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
@@ -614,6 +617,30 @@ tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err) {
 }
 
 bool tcl_cuda_queued(const tcl_cuda_device *dev) { return dev->queued; }
+
+/* ---- work other libraries queue ---- */
+
+tcl_status tcl_cuda_make_current(tcl_cuda_device *dev, tcl_error *err) { return enter(dev, err); }
+
+void *tcl_cuda_stream(const tcl_cuda_device *dev) {
+    (void)dev;
+    return NULL; /* every launch and copy of tcl's goes to the null stream */
+}
+
+void tcl_cuda_note_queued(tcl_cuda_device *dev) { dev->queued = true; }
+
+tcl_status tcl_cuda_poll(tcl_cuda_device *dev, bool *done, tcl_error *err) {
+    *done = false;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.StreamQuery(NULL);
+    if (r == CU_ERROR_NOT_READY) return TCL_OK;
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuStreamQuery (asking whether the device has finished)", r,
+                         earlier_fault(dev));
+    *done = true;
+    settled(dev); /* the null stream's work is done: everything queued before this call */
+    return TCL_OK;
+}
 
 tcl_cuda_cache_stats tcl_cuda_cache_stats_of(const tcl_cuda_device *dev) {
     return (tcl_cuda_cache_stats){dev->cached_bytes, dev->ncache, dev->cache_limit, dev->reused};

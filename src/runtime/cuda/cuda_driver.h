@@ -149,6 +149,22 @@ tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err);
 /* Whether work may be queued: launched or copied since the device last finished everything. */
 bool tcl_cuda_queued(const tcl_cuda_device *dev);
 
+/* ---- work other libraries queue (NCCL: nccl.h) ---- */
+
+/* Makes the device's context current on the calling thread, for a library that then queues
+ * work on the device's stream itself. */
+tcl_status tcl_cuda_make_current(tcl_cuda_device *dev, tcl_error *err);
+/* The stream tcl queues all its work on (a CUstream; NULL, the null stream), so that work
+ * queued there by another library is ordered with tcl's kernels and copies. */
+void *tcl_cuda_stream(const tcl_cuda_device *dev);
+/* Notes that another library queued work on that stream: memory freed until it has finished
+ * waits for it, as for tcl's own. */
+void tcl_cuda_note_queued(tcl_cuda_device *dev);
+/* Whether everything queued on the stream has finished, without waiting (cuStreamQuery):
+ * *done true (and the device settled) or false; a failure is the driver's error, which may be
+ * queued work's. */
+tcl_status tcl_cuda_poll(tcl_cuda_device *dev, bool *done, tcl_error *err);
+
 /* ---- the device interface ---- */
 
 /* At most this many buffers per kernel (their pointers stay well inside the 4 KiB of kernel

@@ -108,6 +108,8 @@ static const tcl_lua_gpu_device CUDA = {
     .dynamic_shared = true, .text_source = false, .push_info = push_info, .push_program_field = NULL,
     .functions = CUDA_FUNCTIONS};
 
+const tcl_lua_gpu_device *tcl_lua_cuda_slot(void) { return &CUDA; }
+
 int luaopen_tcl_cuda(lua_State *L) {
     tcl_lua_ctx(L); /* dtype objects live in tcl.core's registry tables */
     return tcl_lua_gpu_open(L, &CUDA);
