@@ -74,3 +74,20 @@ if(NOT TCLC_LUA_MODULE_ONLY)
     set(READLINE_LIBRARY "")
   endif()
 endif()
+
+# Open MPI's mpi.h (optional): tcl.distributed's MPI backend (src/runtime/mpi) is compiled
+# against it and loads libmpi at run time, so nothing links MPI. Without it the module says
+# how to get it. Debian puts it under the library directory.
+find_path(TCLC_MPI_INCLUDE_DIR mpi.h
+  PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openmpi/include /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openmpi
+        /usr/lib/openmpi/include /usr/include/openmpi
+  NO_DEFAULT_PATH)
+if(TCLC_MPI_INCLUDE_DIR)
+  file(STRINGS "${TCLC_MPI_INCLUDE_DIR}/mpi.h" TCLC_MPI_IS_OPEN_MPI REGEX "define OMPI_MAJOR_VERSION")
+endif()
+if(TCLC_MPI_INCLUDE_DIR AND TCLC_MPI_IS_OPEN_MPI)
+  message(STATUS "tcl: Open MPI headers in ${TCLC_MPI_INCLUDE_DIR} (tcl.distributed over MPI)")
+else()
+  set(TCLC_MPI_INCLUDE_DIR "")
+  message(STATUS "tcl: Open MPI's mpi.h not found; tcl.distributed has no MPI backend (apt-get install libopenmpi-dev)")
+endif()

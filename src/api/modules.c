@@ -16,6 +16,7 @@
 #include "rewrite/lua_rewrite.h"
 #include "runtime/cuda/lua_cuda.h"
 #include "runtime/metal/lua_metal.h"
+#include "runtime/mpi/lua_mpi.h"
 #include "runtime/cuda/lua_nvrtc.h"
 #include "runtime/lua_runtime.h"
 #include "state.h"
@@ -32,6 +33,7 @@ static const luaL_Reg native_modules[] = {
     {"tcl.cuda", luaopen_tcl_cuda},
     {"tcl.metal", luaopen_tcl_metal},
     {"tcl.nvrtc", luaopen_tcl_nvrtc},
+    {"tcl.mpi", luaopen_tcl_mpi},
     {"tcl.opt", luaopen_tcl_opt},
     {NULL, NULL},
 };
