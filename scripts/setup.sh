@@ -13,10 +13,13 @@ set -euo pipefail
 # the specs their PyTorch reference values (spec/support/torch_ref.lua) and exports the ONNX models
 # the benchmarks import; libonnx-testdata is ONNX's conformance suite the test command runs,
 # libonnx-dev its onnx.proto (the ONNX reader's field numbers are checked against it), and
-# python3-onnx an independent reader of the same files.
+# python3-onnx an independent reader of the same files. libopenmpi-dev gives tcl.distributed's MPI
+# backend Open MPI's mpi.h (libmpi itself is loaded at run time), openmpi-bin the mpirun that
+# launches the 2-rank jobs the specs and the all-reduce benchmark run.
 PACKAGES=(cmake make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 lua-busted lua-check
           libxxhash-dev libffi-dev libreadline-dev zlib1g-dev dataset-fashion-mnist luarocks
-          clang g++ python3-torch python3-onnx libonnx-testdata libonnx-dev)
+          clang g++ python3-torch python3-onnx libonnx-testdata libonnx-dev
+          libopenmpi-dev openmpi-bin)
 # LLVM's C API: any of these satisfies the build (cmake/Dependencies.cmake takes the newest).
 LLVM_PACKAGES=(llvm-19-dev llvm-18-dev llvm-17-dev llvm-16-dev llvm-15-dev)
 

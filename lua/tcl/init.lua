@@ -71,6 +71,9 @@ local tcl = {
   -- progress bars: tcl.progress.new{ total =, label = }, tcl.progress.wrap(iterator, opts)
   -- (lua/tcl/progress.lua; drawn only on a terminal unless TCL_PROGRESS says otherwise)
   progress = require "tcl.progress",
+  -- collectives between the ranks of a job (mpirun -np 2 tcl train.lua): tcl.distributed.rank(),
+  -- world_size(), all_reduce, broadcast, all_gather, barrier (lua/tcl/distributed, loaded on first use)
+  distributed = setmetatable({}, { __index = function(_, k) return require("tcl.distributed")[k] end }),
   -- optimizers: SGD, Adam, AdamW, LAMB (lua/tcl/api/optim.lua)
   optim = require "tcl.api.optim",
   -- tokenizers from a GGUF vocabulary: tcl.tokenizer.from_metadata (lua/tcl/api/tokenizer.lua;

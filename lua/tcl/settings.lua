@@ -75,6 +75,10 @@ M.list = {
   { field = "PROGRESS", variable = "TCL_PROGRESS", kind = "tristate",
     meaning = "progress bars (tcl.progress: BEAM, export, training loops): 1 always, 0 never; unset: "
       .. "only on a terminal" },
+  { field = "MPI_LIBRARY", variable = "TCL_MPI_LIBRARY", kind = "string",
+    meaning = "the MPI library tcl.distributed loads instead of libmpi.so.40 (Open MPI)" },
+  { field = "DIST_TIMEOUT", variable = "TCL_DIST_TIMEOUT", kind = "positive", default = 300,
+    meaning = "seconds a tcl.distributed collective waits for the other ranks before it ends the job" },
   { field = "CACHELEVEL", variable = "CACHELEVEL", kind = "integer", minimum = 0, default = 1,
     meaning = "0 turns the on-disk cache of compiled kernels off" },
   -- CACHE_DIR's default comes from other variables (tcl.env); in a context it is a string

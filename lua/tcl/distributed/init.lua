@@ -1,0 +1,221 @@
+-- tcl.distributed — collectives between the processes of a job (data-parallel training): rank,
+-- world size, all_reduce, broadcast, all_gather, barrier. Layer: lua/tcl/distributed, over the
+-- Tensor API and the backends (tcl.distributed.mpi for host tensors; tcl.distributed.nccl for
+-- CUDA tensors, where present).
+--
+--   -- mpirun -np 2 tcl train.lua
+--   local dist = tcl.distributed
+--   dist.init{ timeout = 60 }                 -- optional: the first call below does it
+--   print(dist.rank(), dist.world_size())     -- 1-based: rank 1 .. world_size
+--   local g = dist.all_reduce(grad, "mean")   -- a new realized tensor; grad is unchanged
+--   local w = dist.broadcast(w, 1)            -- rank 1's values everywhere
+--   local all = dist.all_gather(x)            -- shape {world_size, ...x's shape}, in rank order
+--   dist.barrier()
+--
+-- Ranks are 1-based like every index of tcl's API (MPI's rank r is tcl's r + 1). Without a
+-- launcher the process is a world of one: rank 1 of 1, and the collectives are identities (no
+-- MPI needed). Every collective waits at most `timeout` seconds (TCL_DIST_TIMEOUT, default
+-- 300) for the other ranks, then prints "all_reduce: no answer from the other ranks within N s
+-- (a rank may have failed)" and ends the job (MPI_Abort), so nothing hangs. Every rank must
+-- call the same collectives in the same order with tensors of the same shape and dtype.
+local env = require "tcl.env"
+local class = require "tcl.api.class"
+local buffers = require "tcl.schedule.buffers"
+local mpi = require "tcl.distributed.mpi"
+
+local M = {}
+
+local BACKENDS = { mpi = true, nccl = true }
+local OPS = { sum = true, mean = true, max = true, min = true }
+local REDUCIBLE = { float32 = true, float64 = true, int32 = true, int64 = true }
+
+-- nil until init: { backend = "mpi" | "nccl" | nil, rank0 =, size =, launched = }
+local world
+
+-- "fn: message", raised at the caller of the public function.
+local function fail(fn, fmt, ...)
+  error(fn .. ": " .. string.format(fmt, ...), 3)
+end
+
+local function type_name(v)
+  local mt = getmetatable(v)
+  if type(v) == "table" and type(mt) == "table" and mt.__name then return mt.__name end
+  return type(v)
+end
+
+--- Joins the job (idempotent: later calls may change the timeout). opts.backend: "mpi", "nccl"
+-- or nil (MPI for host tensors, NCCL for CUDA ones); opts.timeout: seconds > 0.
+function M.init(opts)
+  if opts ~= nil and type(opts) ~= "table" then fail("init", "options must be a table, got %s", type_name(opts)) end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "backend" and k ~= "timeout" then fail("init", "unknown option '%s'", tostring(k)) end
+  end
+  if opts.backend ~= nil and not BACKENDS[opts.backend] then
+    fail("init", "backend must be 'mpi', 'nccl' or nil, got %s", tostring(opts.backend))
+  end
+  local timeout = opts.timeout
+  if timeout ~= nil and (type(timeout) ~= "number" or not (timeout > 0) or timeout == math.huge) then
+    fail("init", "timeout must be a number of seconds > 0, got %s", tostring(timeout))
+  end
+  if world then
+    if opts.backend ~= nil then world.backend = opts.backend end
+    if timeout and world.launched then mpi.set_timeout(timeout) end
+    return
+  end
+  local launched = mpi.launched()
+  local next_world = { backend = opts.backend, launched = launched, rank0 = 0, size = 1 }
+  if launched then
+    -- every backend needs MPI: NCCL's bootstrap sends its unique id through it
+    local ok, err = pcall(mpi.init, { timeout = timeout or env.DIST_TIMEOUT })
+    if not ok then fail("init", "%s", tostring(err)) end
+    next_world.rank0, next_world.size = mpi.rank0(), mpi.size()
+  end
+  world = next_world
+end
+
+local function joined()
+  if not world then M.init() end
+  return world
+end
+
+--- This process's rank: 1 .. world_size().
+function M.rank() return joined().rank0 + 1 end
+--- The number of processes in the job (1 without a launcher).
+function M.world_size() return joined().size end
+--- Whether init has run (explicitly or through a first collective).
+function M.is_initialized() return world ~= nil end
+
+--- The backend that carries collectives of tensors on device: "mpi" for host memory (CPU,
+-- EMU), "nccl" for CUDA unless init chose "mpi" (then through host memory).
+function M.backend_of(device)
+  if type(device) ~= "string" then fail("backend_of", "device must be a string, got %s", type_name(device)) end
+  local w = joined()
+  if device:upper():match("^CUDA") and w.backend ~= "mpi" then return "nccl" end
+  if w.backend == "nccl" then return "nccl" end
+  return "mpi"
+end
+
+-- The backend module that carries a collective of tensors on device between the ranks (nil in a
+-- world of one: nothing to carry). Both take raw storage: MPI host Buffers, NCCL CUDA buffers.
+local function backend_for(fn, device)
+  if joined().size == 1 then return nil end
+  if M.backend_of(device) == "mpi" then return mpi end
+  local ok, nccl = pcall(require, "tcl.distributed.nccl")
+  if not ok then error(fn .. ": the NCCL backend (tcl.distributed.nccl) is not available: " .. tostring(nccl), 4) end
+  return nccl
+end
+
+local function check_tensor(fn, t)
+  if not class.is_tensor(t) then error(fn .. ": expected a tensor, got " .. type_name(t), 4) end
+end
+
+-- The tensor's values in host-readable storage of its own device's kind: realizes t and
+-- returns its storage (never written: it may be shared), the device of the result, and
+-- whether the storage was staged through the CPU.
+local function storage_of(fn, t)
+  local device = t.device
+  local source = t
+  local staged = buffers.in_device_memory(device) and M.backend_of(device) == "mpi"
+  if staged then source = t:to("CPU") end
+  source:realize()
+  local node = buffers.viewed(source.uop)
+  if node == nil then error(fn .. ": realize gave a " .. source.uop.op .. " node, not a buffer", 4) end
+  local storage = buffers.get(node)
+  local numel = 1
+  for _, n in ipairs(source._shape) do numel = numel * n end
+  if storage.numel ~= numel then
+    error(string.format("%s: the tensor's buffer holds %d elements, its shape %d", fn, storage.numel, numel), 4)
+  end
+  return storage, staged
+end
+
+-- The result tensor over new storage `out` (flat), of `shape`, back on device.
+local function wrap(out, shape, device, staged)
+  local t = class.wrap(buffers.from_storage(out), { out.numel }, out.device):reshape(shape)
+  if staged then t = t:to(device):realize() end
+  return t
+end
+
+local function copy_of(storage)
+  local out = buffers.allocate(storage.dtype, storage.numel, storage.device, "none")
+  return buffers.copy(out, storage)
+end
+
+--- The element-wise reduction of t over every rank, as a new realized tensor on t's device:
+-- op "sum" (default), "mean" (integers: the sum divided by the world size, rounded toward
+-- zero), "max" or "min". dtype float32, float64, int32 or int64.
+function M.all_reduce(t, op)
+  check_tensor("all_reduce", t)
+  op = op == nil and "sum" or op
+  if not OPS[op] then fail("all_reduce", "op must be 'sum', 'mean', 'max' or 'min', got %s", tostring(op)) end
+  local dtype = t.uop.dtype.name
+  if not REDUCIBLE[dtype] then
+    fail("all_reduce", "dtype %s cannot be reduced (float32, float64, int32 or int64)", dtype)
+  end
+  local backend = backend_for("all_reduce", t.device)
+  local storage, staged = storage_of("all_reduce", t)
+  local out
+  if backend == mpi then
+    -- reduces storage's values into new storage: the input (maybe shared) stays as it is
+    out = buffers.allocate(storage.dtype, storage.numel, storage.device, "none")
+    mpi.all_reduce(storage, op, out)
+  else
+    out = copy_of(storage)
+    if backend then backend.all_reduce(out, op) end
+  end
+  return wrap(out, t._shape, t.device, staged)
+end
+
+local function check_root(fn, root, size)
+  if math.type(root) ~= "integer" then fail(fn, "root must be an integer rank, got %s", tostring(root)) end
+  if root == 0 then fail(fn, "root 0 is not a rank: ranks count from 1 (1 to %d)", size) end
+  if root < 1 or root > size then fail(fn, "root %d is not a rank (1 to %d)", root, size) end
+end
+
+--- Rank root's values of t on every rank, as a new realized tensor (every rank passes a
+-- tensor of the same shape and dtype).
+function M.broadcast(t, root)
+  check_tensor("broadcast", t)
+  local w = joined()
+  check_root("broadcast", root, w.size)
+  local backend = backend_for("broadcast", t.device)
+  local storage, staged = storage_of("broadcast", t)
+  local out = copy_of(storage)
+  if backend then backend.broadcast(out, root - 1) end
+  return wrap(out, t._shape, t.device, staged)
+end
+
+--- Every rank's t stacked in rank order: a new realized tensor of shape {world_size, ...t's shape}.
+function M.all_gather(t)
+  check_tensor("all_gather", t)
+  local w = joined()
+  local backend = backend_for("all_gather", t.device)
+  local storage, staged = storage_of("all_gather", t)
+  local out = buffers.allocate(storage.dtype, storage.numel * w.size, storage.device, "none")
+  if backend then
+    backend.all_gather(storage, out)
+  else
+    buffers.copy(out, storage)
+  end
+  local shape = { w.size }
+  for i, n in ipairs(t._shape) do shape[i + 1] = n end
+  return wrap(out, shape, t.device, staged)
+end
+
+--- Returns once every rank has called it.
+function M.barrier()
+  if joined().size > 1 then mpi.barrier() end
+end
+
+--- Ends every rank of the job now with exit status code (default 1); in a world of one, this
+-- process. The `tcl` program calls it when a script fails in a job of several ranks, so the
+-- others end at once instead of waiting for their timeout.
+function M.abort(code)
+  code = code == nil and 1 or code
+  if math.type(code) ~= "integer" then fail("abort", "code must be an integer, got %s", tostring(code)) end
+  if world and world.size > 1 then mpi.abort(code) end
+  os.exit(code, false)
+end
+
+return M
