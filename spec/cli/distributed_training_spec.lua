@@ -19,7 +19,7 @@ local ARGS = " --samples 512 --epochs 1 --batch 64 --test 500 --save "
 
 -- The program line for `tcl` with the sources the specs use.
 local function tcl_line()
-  return "TCL_LUA_DIR=" .. q(helper.root .. "/lua") .. " TCL_THREADS=1 " .. q(helper.tcl_bin) .. " " .. q(SCRIPT)
+  return "env TCL_LUA_DIR=" .. q(helper.root .. "/lua") .. " TCL_THREADS=1 " .. q(helper.tcl_bin) .. " " .. q(SCRIPT)
 end
 
 local function run(cmd)
@@ -31,8 +31,7 @@ end
 -- mpirun's ranks without the interpreter's LD_PRELOAD and ASAN_OPTIONS (the sanitized run
 -- preloads libasan into busted; Open MPI's launcher must not inherit it)
 local function mpirun(np, rest)
-  return "env -u LD_PRELOAD -u ASAN_OPTIONS mpirun --allow-run-as-root --oversubscribe -np " .. np
-    .. " -x TCL_LUA_DIR=" .. q(helper.root .. "/lua") .. " -x TCL_THREADS=1 -x TCL_CACHE " .. rest
+  return "env -u LD_PRELOAD -u ASAN_OPTIONS mpirun --allow-run-as-root --oversubscribe -np " .. np .. " " .. rest
 end
 
 -- The largest |a - b| of each tensor over the largest |a|, by name.

@@ -143,7 +143,7 @@ end
 
 --- The buckets averaged over the ranks (dist.all_reduce with op "mean"), realized; in a world
 --  of one, the buckets themselves, realized.
-function DDP:all_reduce_buckets(buckets)
+function DDP.all_reduce_buckets(_, buckets) -- called as ddp:all_reduce_buckets(buckets)
   local out = {}
   for i, bucket in ipairs(buckets) do
     if not is_tensor(bucket) then fail(FN, "bucket %d is %s, not a tensor", i, check.type_name(bucket)) end
@@ -207,6 +207,9 @@ function DDP:train_step(fn, opt)
   end)
   return function(...)
     local out = table.pack(backward(...))
+    -- one schedule for fn's results and the buckets: the warm-up call returns them lazy, and
+    -- a loss realized after the update would be computed from the new weights
+    Tensor.realize_all(table.unpack(out, 1, out.n))
     update(table.unpack(self:all_reduce_buckets(table.move(out, results + 1, out.n, 1, {}))))
     return table.unpack(out, 1, results)
   end

@@ -218,4 +218,8 @@ function M.abort(code)
   os.exit(code, false)
 end
 
+--- DistributedDataParallel(model): the data-parallel wrapper (tcl.distributed.ddp, loaded on
+-- first use): rank 1's weights on every rank, gradients averaged over the ranks.
+function M.DistributedDataParallel(model) return require("tcl.distributed.ddp").new(model) end
+
 return M
