@@ -10,7 +10,8 @@
 -- RENDER_DUMP (TCL_RENDER_DUMP), REWRITE_TRACE and REWRITE_STATS (TCL_REWRITE_*),
 -- KERNEL_CACHE_BYTES (TCL_KERNEL_CACHE_MB), MEMORY_LIMIT_BYTES (TCL_MEMORY_LIMIT_MB), THREADS
 -- (TCL_THREADS), PLAN_CACHE and POISON_OUTPUTS (TCL_*), PEAK_GFLOPS and PEAK_GBS (TCL_PEAK_*:
--- tcl.profile's roofline), PROGRESS (TCL_PROGRESS: nil when unset), CACHELEVEL, CACHE_DIR (TCL_CACHE,
+-- tcl.profile's roofline), PROGRESS (TCL_PROGRESS: nil when unset), MPI_LIBRARY and DIST_TIMEOUT
+-- (TCL_MPI_LIBRARY, TCL_DIST_TIMEOUT: tcl.distributed over MPI), CACHELEVEL, CACHE_DIR (TCL_CACHE,
 -- else $XDG_CACHE_HOME/tcl, else ~/.cache/tcl; nil when none of them can be told).
 -- The fields are plain values: a script or a spec may change them at run time
 -- (`require("tcl.env").DEBUG = 2`; for one call and undone after it, `tcl.context{DEBUG = 2}(fn)`),

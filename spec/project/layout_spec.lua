@@ -14,6 +14,8 @@ local STAGE_OF_PREFIX = {
   { prefix = "tcl.models", stage = 4.5, name = "models" },
   -- profiles of calls: the report, its roofline's peaks (measured with the Tensor API), traces
   { prefix = "tcl.profile", stage = 4.5, name = "profile" },
+  -- collectives between the ranks of a job (tcl.distributed and its backends), over the Tensor API
+  { prefix = "tcl.distributed", stage = 4.5, name = "distributed" },
   { prefix = "tcl.api.", stage = 4, name = "api" },
   { prefix = "tcl.schedule", stage = 3, name = "schedule" },
   { prefix = "tcl.codegen.", stage = 2, name = "codegen" },
@@ -24,7 +26,7 @@ local STAGE_OF_PREFIX = {
 -- The core bindings: the C modules and the Lua files beside init.lua.
 local CORE = { ["tcl.core"] = true, ["tcl.alu"] = true, ["tcl.rewrite"] = true, ["tcl.bounds"] = true,
   ["tcl.runtime"] = true, ["tcl.llvm"] = true, ["tcl.gpu"] = true, ["tcl.nvrtc"] = true,
-  ["tcl.cuda"] = true, ["tcl.metal"] = true,
+  ["tcl.cuda"] = true, ["tcl.metal"] = true, ["tcl.mpi"] = true,
   ["tcl.opt"] = true, ["tcl.uop"] = true, ["tcl.pattern"] = true, ["tcl.shape"] = true, ["tcl.affine"] = true,
   ["tcl.conv_phases"] = true, ["tcl.variables"] = true,
   ["tcl.env"] = true, ["tcl.settings"] = true, ["tcl.context"] = true, ["tcl.quote"] = true,
@@ -190,13 +192,13 @@ end)
 
 -- src/runtime: one folder per device (cpu/, cuda/, metal/, emu/), gpu/ for what the GPU devices
 -- share (the driver interface, buffers, programs, their Lua binding), io/ for files (mapping,
--- gzip, the disk cache); at the root only the host buffers and the tcl.runtime binding, which
--- every device uses. Includes between the folders point one way: a device includes no other
+-- gzip, the disk cache), mpi/ for tcl.distributed's transport (Open MPI over host buffers); at the
+-- root only the host buffers and the tcl.runtime binding, which every device uses. Includes between the folders point one way: a device includes no other
 -- device, and the shared GPU layer knows no driver (a new GPU driver is one more folder).
 local RUNTIME_ROOT_FILES = { ["buffer.c"] = true, ["buffer.h"] = true, ["lua_runtime.c"] = true,
   ["lua_runtime.h"] = true }
 local RUNTIME_FOLDER_MAY_INCLUDE = {
-  cpu = {}, emu = {}, gpu = {}, io = { cpu = true }, cuda = { gpu = true }, metal = { gpu = true },
+  cpu = {}, emu = {}, gpu = {}, io = { cpu = true }, mpi = {}, cuda = { gpu = true }, metal = { gpu = true },
 }
 
 local function runtime_files()

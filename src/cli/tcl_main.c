@@ -61,9 +61,19 @@ static int usage_error(const char *reason) {
     return EXIT_USAGE;
 }
 
+/* A rank of a distributed job (mpirun -np N tcl script.lua) whose script failed ends the whole
+ * job at once (tcl.distributed.abort_after_error): otherwise the others would wait in their
+ * next collective until its timeout, and this rank in MPI's finalize. Nothing happens when
+ * the script never used tcl.distributed or runs alone. */
+static void end_distributed_job(tclc_state *S) {
+    static const char code[] = "local d = package.loaded['tcl.distributed'] if d then d.abort_after_error() end";
+    (void)tclc_dostring(S, code, "=(tcl.distributed)");
+}
+
 static int lua_error_exit(tclc_state *S) {
     fprintf(stderr, "%s: %s\n", PROGRAM_NAME, tclc_error(S));
     fflush(stderr);
+    end_distributed_job(S);
     return EXIT_LUA_ERROR;
 }
 

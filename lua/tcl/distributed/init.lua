@@ -55,7 +55,8 @@ function M.init(opts)
     fail("init", "backend must be 'mpi', 'nccl' or nil, got %s", tostring(opts.backend))
   end
   local timeout = opts.timeout
-  if timeout ~= nil and (type(timeout) ~= "number" or not (timeout > 0) or timeout == math.huge) then
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0
+      or timeout == math.huge) then
     fail("init", "timeout must be a number of seconds > 0, got %s", tostring(timeout))
   end
   if world then
@@ -132,7 +133,9 @@ end
 
 -- The result tensor over new storage `out` (flat), of `shape`, back on device.
 local function wrap(out, shape, device, staged)
-  local t = class.wrap(buffers.from_storage(out), { out.numel }, out.device):reshape(shape)
+  -- the BUFFER node viewed in shape directly: the Tensor API's reshape would check again what
+  -- is known to fit (a tenth of a small collective's time)
+  local t = class.wrap(buffers.as_view(buffers.from_storage(out), shape), shape, out.device)
   if staged then t = t:to(device):realize() end
   return t
 end
@@ -216,6 +219,12 @@ function M.abort(code)
   if math.type(code) ~= "integer" then fail("abort", "code must be an integer, got %s", tostring(code)) end
   if world and world.size > 1 then mpi.abort(code) end
   os.exit(code, false)
+end
+
+--- What the `tcl` program calls when a script fails: in a job of several ranks, ends them all
+-- now (exit status 1), so that no rank waits for this one until its timeout.
+function M.abort_after_error()
+  if world and world.size > 1 then mpi.abort(1) end
 end
 
 --- DistributedDataParallel(model): the data-parallel wrapper (tcl.distributed.ddp, loaded on

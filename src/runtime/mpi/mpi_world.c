@@ -300,6 +300,8 @@ void tcl_mpi_close(tcl_mpi *m) {
             m->api.Finalize();
         }
     }
+    /* the library stays loaded: Open MPI cannot be unloaded once initialized (its threads and
+     * atexit handlers live in it) */
     free(m);
 }
 

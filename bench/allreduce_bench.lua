@@ -1,0 +1,122 @@
+-- bench/allreduce_bench.lua — tcl.distributed.all_reduce against MPI's own MPI_Allreduce
+-- (bench/mpi_allreduce_ref.c, osu-style), 2 ranks on this machine, float32 sum from 1 KiB to
+-- 64 MiB. Per size: the median time of BENCH_RUNS calls (default 50; a quarter of that from
+-- 8 MiB), each after an untimed barrier, the larger of the two ranks' medians; then the bus
+-- bandwidth 2(n-1)/n * bytes / time (n = 2 ranks: bytes / time) and tcl's share of MPI's. The
+-- machine may be shared: BENCH_ROUNDS (default 3) rounds alternate the two jobs and each size
+-- keeps its best median of the rounds. Also timed: the raw binding (tcl.mpi.all_reduce over
+-- runtime Buffers, no tensors), which shows what the tensor layer adds.
+--
+--   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j
+--   build-rel/tcl bench/allreduce_bench.lua            (BENCH_BUILD: another build's tcl program)
+--
+-- The program is both the driver (no argument) and each rank of the tcl job ("rank" argument).
+local MIN_BYTES, MAX_BYTES = 1 << 10, 64 << 20
+local RUNS = tonumber(os.getenv("BENCH_RUNS") or "") or 50
+local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS") or "") or 3
+
+local function runs_for(bytes)
+  return math.max(10, bytes >= (8 << 20) and RUNS // 4 or RUNS)
+end
+
+local function median(values)
+  local sorted = table.move(values, 1, #values, 1, {})
+  table.sort(sorted)
+  return sorted[(#sorted + 1) // 2]
+end
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- One rank of the tcl job: prints "tcl <bytes> <s>" and "binding <bytes> <s>" lines (rank 1).
+local function rank_main()
+  local tcl = require "tcl"
+  local dist = tcl.distributed
+  local buffers = require "tcl.schedule.buffers"
+  local mpi = require "tcl.mpi"
+  local T = tcl.Tensor
+  local function slowest(seconds) -- the larger of the ranks' medians
+    return dist.all_reduce(T({ seconds }, { dtype = "float64" }), "max"):item()
+  end
+  local bytes = MIN_BYTES
+  while bytes <= MAX_BYTES do
+    local n = bytes // 4
+    local x = T.full({ n }, dist.rank(), { dtype = "float32" }):realize()
+    local times, raw = {}, {}
+    local storage = buffers.get(buffers.viewed(x.uop))
+    local out = buffers.allocate("float32", n, "CPU", "none")
+    for i = -2, runs_for(bytes) do
+      dist.barrier()
+      local start = tcl.clock()
+      local y = dist.all_reduce(x)
+      local seconds = tcl.clock() - start
+      if i >= 1 then times[i] = seconds end
+      -- the result's buffer back to the cache before the next call (untimed): Lua's collector
+      -- would otherwise free it at some later call and the next result take fresh pages
+      y = nil -- luacheck: ignore 311
+      collectgarbage()
+      buffers.collect()
+      collectgarbage()
+      dist.barrier()
+      start = tcl.clock()
+      mpi.all_reduce(storage, "sum", out)
+      if i >= 1 then raw[i] = tcl.clock() - start end
+    end
+    local check = dist.all_reduce(x):max():item()
+    assert(check == 3, "the sum is " .. check .. ", not 3")
+    local tcl_s, raw_s = slowest(median(times)), slowest(median(raw))
+    if dist.rank() == 1 then
+      print(string.format("tcl %d %.9g", bytes, tcl_s))
+      print(string.format("binding %d %.9g", bytes, raw_s))
+    end
+    x, storage, out = nil, nil, nil
+    collectgarbage()
+    bytes = bytes * 2
+  end
+end
+
+local function run(command)
+  local pipe = assert(io.popen(command .. " 2>&1"))
+  local out = pipe:read("a")
+  local ok = pipe:close()
+  if not ok then error("allreduce_bench: failed: " .. command .. "\n" .. out, 0) end
+  return out
+end
+
+local function driver()
+  local build = os.getenv("BENCH_BUILD") or "build-rel"
+  local tcl_bin = build .. "/tcl"
+  if not io.open(tcl_bin, "rb") then error("allreduce_bench: no " .. tcl_bin .. " (BENCH_BUILD names the build)", 0) end
+  local ref = os.tmpname()
+  run("mpicc -O2 -o " .. quote(ref) .. " bench/mpi_allreduce_ref.c")
+  local launch = "mpirun --allow-run-as-root --oversubscribe -np 2 "
+  local best = { ref = {}, tcl = {}, binding = {} }
+  local function keep(out)
+    for kind, bytes, seconds in out:gmatch("(%a+) (%d+) ([%d.e+-]+)") do
+      if best[kind] then
+        bytes, seconds = tonumber(bytes), tonumber(seconds)
+        best[kind][bytes] = math.min(best[kind][bytes] or math.huge, seconds)
+      end
+    end
+  end
+  for round = 1, ROUNDS do
+    io.stderr:write(string.format("allreduce_bench: round %d of %d\n", round, ROUNDS))
+    keep(run(launch .. quote(ref) .. " " .. RUNS))
+    keep(run(launch .. "-x TCL_LUA_DIR -x BENCH_RUNS " .. quote(tcl_bin) .. " bench/allreduce_bench.lua rank"))
+  end
+  os.remove(ref)
+  print(string.format("all_reduce (sum, float32), 2 ranks, median of %d calls (from 8 MiB: %d), best of %d rounds",
+    runs_for(1), runs_for(8 << 20), ROUNDS))
+  print("| size | MPI_Allreduce: us (GB/s) | tcl.distributed.all_reduce: us (GB/s) | tcl / MPI | binding alone: us (GB/s) |")
+  print("|---|---|---|---|---|")
+  local bytes = MIN_BYTES
+  while bytes <= MAX_BYTES do
+    local r, t, b = best.ref[bytes], best.tcl[bytes], best.binding[bytes]
+    local function gbs(s) return bytes / s / 1e9 end -- bus bandwidth, 2 ranks: 2(n-1)/n = 1
+    local size = bytes >= (1 << 20) and string.format("%d MiB", bytes >> 20) or string.format("%d KiB", bytes >> 10)
+    print(string.format("| %s | %.1f (%.2f) | %.1f (%.2f) | %.0f %% | %.1f (%.2f) |", size, r * 1e6, gbs(r),
+      t * 1e6, gbs(t), 100 * r / t, b * 1e6, gbs(b)))
+    bytes = bytes * 2
+  end
+end
+
+if ... == "rank" then rank_main() else driver() end

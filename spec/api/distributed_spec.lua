@@ -1,0 +1,252 @@
+-- spec/api/distributed_spec.lua — tcl.distributed (lua/tcl/distributed) over MPI: a world of one
+-- in this process (no launcher), then 2-rank jobs on localhost started with mpirun, whose
+-- ranks print their results for the spec to check against exact values; and failures: a rank
+-- that errors, exits or hangs ends the job within a bounded time, with a message saying why.
+local helper = require "spec.support.helper"
+local q = helper.shell_quote
+
+-- Runs `script` (Lua text) as `ranks` ranks of one job; returns status, stdout, stderr, seconds.
+-- The child gets neither the ASan preload of a sanitized busted nor its options: the ranks run
+-- the build's own tcl program (Open MPI's intentional leaks at exit are not the program's).
+local function mpirun(script, ranks, env)
+  local path = os.tmpname()
+  helper.write(path, script)
+  local vars = "TCL_LUA_DIR=" .. q(helper.root .. "/lua")
+  for k, v in pairs(env or {}) do vars = vars .. " " .. k .. "=" .. q(v) end
+  local cmd = string.format("env -u LD_PRELOAD ASAN_OPTIONS=detect_leaks=0 %s timeout 60 mpirun "
+    .. "--allow-run-as-root --oversubscribe -np %d -x TCL_LUA_DIR -x TCL_DIST_TIMEOUT -x TCL_MPI_LIBRARY %s %s",
+    vars, ranks, q(helper.tcl_bin), q(path))
+  local start = os.time()
+  local status, out, err = helper.run(cmd)
+  os.remove(path)
+  return status, out, err, os.time() - start
+end
+
+local function has_mpirun()
+  return helper.run("command -v mpirun") == 0
+end
+
+-- "R <rank> <key> <text>" lines -> results[rank][key] = text
+local function by_rank(out)
+  local results = {}
+  for rank, key, text in out:gmatch("R (%d+) (%S+) ([^\n]*)") do
+    local r = tonumber(rank)
+    results[r] = results[r] or {}
+    results[r][key] = text
+  end
+  return results
+end
+
+describe("tcl.distributed", function()
+  describe("without a launcher", function()
+    local tcl = require "tcl"
+    local T, dist = tcl.Tensor, tcl.distributed
+
+    it("is a world of one: rank 1 of 1, no MPI needed", function()
+      assert.are.equal(1, dist.rank())
+      assert.are.equal(1, dist.world_size())
+      assert.is_true(dist.is_initialized())
+      assert.are.equal("mpi", dist.backend_of("CPU"))
+      assert.are.equal("nccl", dist.backend_of("CUDA"))
+      assert.is_false(require("tcl.distributed.mpi").initialized())
+    end)
+
+    it("has collectives that are identities, returning new tensors", function()
+      local x = T({ { 1.5, -2 }, { 3, 4 } })
+      for _, op in ipairs { "sum", "mean", "max", "min" } do
+        local y = dist.all_reduce(x, op)
+        assert.are.same({ { 1.5, -2 }, { 3, 4 } }, y:tolist())
+        assert.are_not.equal(x, y)
+      end
+      local i = T({ 7, -9 }, { dtype = "int64" })
+      assert.are.same({ 7, -9 }, dist.all_reduce(i, "mean"):tolist())
+      assert.are.same({ 7, -9 }, dist.broadcast(i, 1):tolist())
+      local g = dist.all_gather(x)
+      assert.are.same({ 1, 2, 2 }, g.shape)
+      assert.are.same({ { { 1.5, -2 }, { 3, 4 } } }, g:tolist())
+      dist.barrier()
+    end)
+
+    it("keeps the shape of scalars and the values of views", function()
+      local s = dist.all_reduce(T(5.5))
+      assert.are.same({}, s.shape)
+      assert.are.equal(5.5, s:item())
+      assert.are.same({ 1 }, dist.all_gather(T(2)).shape)
+      -- a transposed view is realized in its own order first
+      assert.are.same({ { 1, 3 }, { 2, 4 } }, dist.all_reduce(T({ { 1, 2 }, { 3, 4 } }):transpose(1, 2)):tolist())
+    end)
+
+    it("refuses bad arguments with messages that name them", function()
+      local x = T({ 1, 2 })
+      assert.are.equal("broadcast: root 0 is not a rank: ranks count from 1 (1 to 1)",
+        helper.message_of(dist.broadcast, x, 0))
+      assert.are.equal("broadcast: root 2 is not a rank (1 to 1)", helper.message_of(dist.broadcast, x, 2))
+      assert.are.equal("broadcast: root must be an integer rank, got nil", helper.message_of(dist.broadcast, x))
+      assert.are.equal("all_reduce: op must be 'sum', 'mean', 'max' or 'min', got avg",
+        helper.message_of(dist.all_reduce, x, "avg"))
+      assert.are.equal("all_reduce: expected a tensor, got number", helper.message_of(dist.all_reduce, 3))
+      assert.are.equal("all_gather: expected a tensor, got table", helper.message_of(dist.all_gather, { 1 }))
+      assert.are.equal("all_reduce: dtype bool cannot be reduced (float32, float64, int32 or int64)",
+        helper.message_of(dist.all_reduce, T({ true, false })))
+      assert.are.equal("init: backend must be 'mpi', 'nccl' or nil, got gloo",
+        helper.message_of(dist.init, { backend = "gloo" }))
+      assert.are.equal("init: timeout must be a number of seconds > 0, got 0",
+        helper.message_of(dist.init, { timeout = 0 }))
+      assert.are.equal("init: unknown option 'size'", helper.message_of(dist.init, { size = 2 }))
+    end)
+  end)
+
+  describe("2 ranks on localhost", function()
+    local results, status, out, err
+    local function job()
+      if results then return results end
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      status, out, err = mpirun([[
+local tcl = require "tcl"
+local T, dist = tcl.Tensor, tcl.distributed
+local r, n = dist.rank(), dist.world_size()
+local function say(key, list) print(string.format("R %d %s %s", r, key, table.concat(list, ","))) end
+say("world", { r, n })
+local f = T({ { r, -2 * r }, { 0.5 * r, 10 } }, { dtype = "float32" })
+local i = T({ 3 * r, -r, 1000000000000 * r }, { dtype = "int64" })
+for _, op in ipairs { "sum", "mean", "max", "min" } do
+  say("f32_" .. op, dist.all_reduce(f, op):flatten():tolist())
+  say("i64_" .. op, dist.all_reduce(i, op):tolist())
+end
+say("input_after", f:flatten():tolist())
+say("default_op", dist.all_reduce(i):tolist())
+local b = dist.broadcast(T({ 10 * r, 20 * r, 30 * r }, { dtype = "int32" }), 2)
+say("broadcast", b:tolist())
+say("broadcast_dtype", { b.dtype.name })
+local g = dist.all_gather(T({ { r, r + 0.25 } }, { dtype = "float64" }))
+say("gather_shape", g.shape)
+say("gather", g:flatten():tolist())
+dist.barrier()
+say("barrier", { "passed" })
+local big = dist.all_reduce(T.full({ 1000000 }, r, { dtype = "float32" }))
+say("big", { big.shape[1], big:min():item(), big:max():item(), big:sum():item() })
+for _, case in ipairs {
+  { "root0", function() dist.broadcast(f, 0) end },
+  { "root3", function() dist.broadcast(f, 3) end },
+  { "bad_op", function() dist.all_reduce(f, "prod") end },
+  { "non_tensor", function() dist.all_reduce("x") end },
+} do
+  local ok, e = pcall(case[2])
+  say(case[1], { ok and "no error" or (tostring(e):gsub("^[^:]*:%d+: ", "")) })
+end
+]], 2)
+      results = by_rank(out)
+      return results
+    end
+
+    it("runs every rank to the end", function()
+      job()
+      assert.are.equal(0, status, out .. err)
+      assert.are.equal("1,2", results[1].world)
+      assert.are.equal("2,2", results[2].world)
+    end)
+
+    it("all_reduce: sum, mean, max and min of float32 and int64, exact, the same on every rank", function()
+      local expected = {
+        f32_sum = "3.0,-6.0,1.5,20.0", f32_mean = "1.5,-3.0,0.75,10.0",
+        f32_max = "2.0,-2.0,1.0,10.0", f32_min = "1.0,-4.0,0.5,10.0",
+        -- the integer mean rounds toward zero: (-1 + -2) / 2 = -1
+        i64_sum = "9,-3,3000000000000", i64_mean = "4,-1,1500000000000",
+        i64_max = "6,-1,2000000000000", i64_min = "3,-2,1000000000000",
+        default_op = "9,-3,3000000000000",
+      }
+      for rank = 1, 2 do
+        for key, value in pairs(expected) do
+          assert.are.equal(value, job()[rank][key], "rank " .. rank .. " " .. key)
+        end
+      end
+      -- the input keeps its values
+      assert.are.equal("1.0,-2.0,0.5,10.0", results[1].input_after)
+      assert.are.equal("2.0,-4.0,1.0,10.0", results[2].input_after)
+    end)
+
+    it("broadcast: root 2's values on every rank, dtype kept", function()
+      for rank = 1, 2 do
+        assert.are.equal("20,40,60", job()[rank].broadcast)
+        assert.are.equal("int32", results[rank].broadcast_dtype)
+      end
+    end)
+
+    it("all_gather: a new leading dim of world_size, in rank order", function()
+      for rank = 1, 2 do
+        assert.are.equal("2,1,2", job()[rank].gather_shape)
+        assert.are.equal("1.0,1.25,2.0,2.25", results[rank].gather)
+      end
+    end)
+
+    it("barrier and an all_reduce of a million elements", function()
+      for rank = 1, 2 do
+        assert.are.equal("passed", job()[rank].barrier)
+        assert.are.equal("1000000,3.0,3.0,3000000.0", results[rank].big)
+      end
+    end)
+
+    it("refuses root 0, a bad op and a non-tensor with exact messages", function()
+      for rank = 1, 2 do
+        local r = job()[rank]
+        assert.are.equal("broadcast: root 0 is not a rank: ranks count from 1 (1 to 2)", r.root0)
+        assert.are.equal("broadcast: root 3 is not a rank (1 to 2)", r.root3)
+        assert.are.equal("all_reduce: op must be 'sum', 'mean', 'max' or 'min', got prod", r.bad_op)
+        assert.are.equal("all_reduce: expected a tensor, got string", r.non_tensor)
+      end
+    end)
+  end)
+
+  describe("failures in a 2-rank job", function()
+    local before = [[
+local tcl = require "tcl"
+local dist = tcl.distributed
+local r = dist.rank()
+]]
+    local collective = [[
+print("R " .. r .. " sum " .. dist.all_reduce(tcl.Tensor({ 1.0 })):item())
+]]
+
+    it("a rank that raises an error ends the job at once, naming the error", function()
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      local status, out, err, seconds = mpirun(before .. 'if r == 2 then error("rank 2 fails here") end\n'
+        .. collective, 2, { TCL_DIST_TIMEOUT = "50" })
+      assert.are_not.equal(0, status)
+      assert.are_not.equal(124, status, "the job hung until timeout 60")
+      assert.is_true(seconds < 30, "the job took " .. seconds .. " s")
+      assert.is_truthy(err:find("rank 2 fails here", 1, true), err)
+      assert.is_nil(out:find("R 1 sum", 1, true), out) -- rank 1 never saw a result
+    end)
+
+    it("a rank that exits before a collective ends the job, and mpirun says which", function()
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      local status, out, err, seconds = mpirun(before .. "if r == 2 then os.exit(3) end\n" .. collective, 2,
+        { TCL_DIST_TIMEOUT = "50" })
+      assert.are_not.equal(0, status)
+      assert.are_not.equal(124, status, "the job hung until timeout 60")
+      assert.is_true(seconds < 30, "the job took " .. seconds .. " s")
+      assert.is_truthy(err:find("Exit code:    3", 1, true), err)
+      assert.is_nil(out:find("R 1 sum", 1, true), out)
+    end)
+
+    it("a library that cannot be loaded is an error naming it", function()
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      local status, _, err = mpirun('print(require("tcl").distributed.rank())', 1,
+        { TCL_MPI_LIBRARY = "/nonexistent/libmpi.so" })
+      assert.are_not.equal(0, status)
+      assert.is_truthy(err:find("init: MPI: cannot load the MPI library /nonexistent/libmpi.so (", 1, true), err)
+    end)
+
+    it("a rank that never reaches the collective: the others' timeout ends the job with our message", function()
+      assert.is_true(has_mpirun(), "mpirun not found: install openmpi-bin (scripts/setup.sh)")
+      local status, out, err, seconds = mpirun(before .. 'if r == 2 then os.execute("sleep 20") end\n' .. collective,
+        2, { TCL_DIST_TIMEOUT = "3" })
+      assert.are_not.equal(0, status)
+      assert.are_not.equal(124, status, "the job hung until timeout 60")
+      assert.is_true(seconds >= 3 and seconds < 15, "the job took " .. seconds .. " s")
+      assert.is_truthy(err:find("tcl: rank 1 of 2: all_reduce: no answer from the other ranks within 3 s "
+        .. "(a rank may have failed); aborting the job", 1, true), err)
+      assert.is_nil(out:find("R 1 sum", 1, true), out)
+    end)
+  end)
+end)
