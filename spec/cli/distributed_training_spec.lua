@@ -2,6 +2,8 @@
 -- with a global batch of 64, then as `mpirun -np 2` with 32 per rank: the final weights agree
 -- within a tolerance and the test accuracy within one sample, so the two ranks' averaged
 -- gradients are the global batch's (issue 39). A short run: 512 samples, 1 epoch (8 steps).
+-- Then the wrapper's two collectives on their own, in a 2-rank job of a small script: the
+-- broadcast of rank 1's weights over ranks that started different, and the gradients' mean.
 --
 -- Tolerance: every weight w2 of the two-rank run and w1 of one process differ by at most
 -- 1e-4 x the largest |w1| of their tensor. The runs differ only in the order of the additions
@@ -88,5 +90,47 @@ describe("examples/train_distributed.lua under mpirun -np 2", function()
     -- the tolerance tells trainings apart: a global batch of 32 (16 steps) is far outside it
     run(tcl_line() .. " --samples 512 --epochs 1 --batch 32 --test 500 --save " .. q(other))
     assert.is_true(largest(relative_differences(w1, state.safe_load(other))) > 100 * 1e-4)
+  end)
+
+  -- each rank starts from its own seed and sets gradients of its own; rank 1 prints what the
+  -- ranks hold afterwards (all_gather: one row per rank)
+  local SCRIPT_TWO_RANKS = [[
+local tcl = require "tcl"
+local Tensor, nn, dist = tcl.Tensor, tcl.nn, tcl.distributed
+local rank = dist.rank()
+Tensor.manual_seed(10 * rank)
+local model = nn.Sequential { nn.Linear(3, 2), nn.Linear(2, 1, { bias = false }) }
+local befores = dist.all_gather(model.layers[1].weight):tolist() -- before the wrapper
+local ddp = dist.DistributedDataParallel(model)
+local weights = dist.all_gather(model.layers[1].weight):tolist()
+for i, p in ipairs(ddp:parameters()) do p.grad = Tensor.full(p.shape, rank * 10 + i + 0.0) end
+ddp:sync_gradients()
+local grads = {}
+for i, p in ipairs(ddp:parameters()) do grads[i] = p.grad:tolist() end
+local gathered = dist.all_gather(Tensor(grads[1])):tolist()
+local function same(a, b) return tostring(Tensor(a):eq(Tensor(b)):all():item()) end
+if rank == 1 then
+  print("differed", tostring(same(befores[1], befores[2]) == "false"))
+  print("same weights", same(weights[1], weights[2]))
+  print("rank 1's", same(weights[2], befores[1]))
+  print("grad 1", grads[1][1], grads[1][2], "grad 3", grads[3][1][1], "ranks agree", same(gathered[1], gathered[2]))
+end
+]]
+
+  it("starts every rank from rank 1's weights and averages the gradients over the ranks", function()
+    if helper.run("command -v mpirun") ~= 0 then
+      pending("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)")
+      return
+    end
+    local temp, remove_all = helper.temp_files()
+    finally(remove_all)
+    local script = temp(SCRIPT_TWO_RANKS, ".lua")
+    local out = run(mpirun(2, "env TCL_LUA_DIR=" .. q(helper.root .. "/lua") .. " " .. q(helper.tcl_bin) .. " "
+      .. q(script)))
+    assert.is_truthy(out:find("same weights\ttrue\n", 1, true), out)
+    assert.is_truthy(out:find("rank 1's\ttrue\n", 1, true), out)
+    assert.is_truthy(out:find("differed\ttrue\n", 1, true), out)
+    -- parameter 1 is layers.1.bias: rank 1 set 11, rank 2 set 21; parameter 3 layers.2.weight: 13 and 23
+    assert.is_truthy(out:find("grad 1\t16.0\t16.0\tgrad 3\t18.0\tranks agree\ttrue\n", 1, true), out)
   end)
 end)
