@@ -37,22 +37,21 @@ local function rank_main()
   local function slowest(seconds) -- the larger of the ranks' medians
     return dist.all_reduce(T({ seconds }, { dtype = "float64" }), "max"):item()
   end
-  local bytes = MIN_BYTES
-  while bytes <= MAX_BYTES do
+  -- The medians of one size: dist.all_reduce on a tensor, and the binding on its storage.
+  local function measure(bytes)
     local n = bytes // 4
     local x = T.full({ n }, dist.rank(), { dtype = "float32" }):realize()
-    local times, raw = {}, {}
     local storage = buffers.get(buffers.viewed(x.uop))
     local out = buffers.allocate("float32", n, "CPU", "none")
+    local times, raw = {}, {}
     for i = -2, runs_for(bytes) do
       dist.barrier()
       local start = tcl.clock()
-      local y = dist.all_reduce(x)
+      dist.all_reduce(x) -- the result is dropped at once
       local seconds = tcl.clock() - start
       if i >= 1 then times[i] = seconds end
       -- the result's buffer back to the cache before the next call (untimed): Lua's collector
-      -- would otherwise free it at some later call and the next result take fresh pages
-      y = nil -- luacheck: ignore 311
+      -- would otherwise free it at some later call, and the next result take fresh pages
       collectgarbage()
       buffers.collect()
       collectgarbage()
@@ -63,12 +62,15 @@ local function rank_main()
     end
     local check = dist.all_reduce(x):max():item()
     assert(check == 3, "the sum is " .. check .. ", not 3")
-    local tcl_s, raw_s = slowest(median(times)), slowest(median(raw))
+    return slowest(median(times)), slowest(median(raw))
+  end
+  local bytes = MIN_BYTES
+  while bytes <= MAX_BYTES do
+    local tcl_s, raw_s = measure(bytes)
     if dist.rank() == 1 then
       print(string.format("tcl %d %.9g", bytes, tcl_s))
       print(string.format("binding %d %.9g", bytes, raw_s))
     end
-    x, storage, out = nil, nil, nil
     collectgarbage()
     bytes = bytes * 2
   end
@@ -106,7 +108,8 @@ local function driver()
   os.remove(ref)
   print(string.format("all_reduce (sum, float32), 2 ranks, median of %d calls (from 8 MiB: %d), best of %d rounds",
     runs_for(1), runs_for(8 << 20), ROUNDS))
-  print("| size | MPI_Allreduce: us (GB/s) | tcl.distributed.all_reduce: us (GB/s) | tcl / MPI | binding alone: us (GB/s) |")
+  print("| size | MPI_Allreduce: us (GB/s) | tcl.distributed.all_reduce: us (GB/s) | tcl / MPI "
+    .. "| binding alone: us (GB/s) |")
   print("|---|---|---|---|---|")
   local bytes = MIN_BYTES
   while bytes <= MAX_BYTES do

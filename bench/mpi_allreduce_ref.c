@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     int runs = argc > 1 ? atoi(argv[1]) : 50;
     if (runs < 1) runs = 50;
     float *send = malloc(MAX_BYTES), *recv = malloc(MAX_BYTES);
-    double *times = malloc(sizeof *times * (size_t)runs);
+    double *times = malloc(sizeof *times * (size_t)runs_for(MIN_BYTES, runs)); /* the most runs of a size */
     if (!send || !recv || !times) {
         fprintf(stderr, "mpi_allreduce_ref: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -93,6 +93,11 @@ describe("tcl.distributed", function()
       assert.are.equal("init: timeout must be a number of seconds > 0, got 0",
         helper.message_of(dist.init, { timeout = 0 }))
       assert.are.equal("init: unknown option 'size'", helper.message_of(dist.init, { size = 2 }))
+      -- raised at the caller's line, not inside tcl
+      local message = helper.error_of(function() dist.broadcast(x, 0) end)
+      assert.is_truthy(message:find("^[^:]*distributed_spec%.lua:%d+: broadcast: root 0"), message)
+      message = helper.error_of(function() dist.all_reduce(x, "avg") end)
+      assert.is_truthy(message:find("^[^:]*distributed_spec%.lua:%d+: all_reduce: op"), message)
     end)
   end)
 

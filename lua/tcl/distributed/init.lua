@@ -103,17 +103,17 @@ local function backend_for(fn, device)
   if joined().size == 1 then return nil end
   if M.backend_of(device) == "mpi" then return mpi end
   local ok, nccl = pcall(require, "tcl.distributed.nccl")
-  if not ok then error(fn .. ": the NCCL backend (tcl.distributed.nccl) is not available: " .. tostring(nccl), 4) end
+  if not ok then error(fn .. ": the NCCL backend (tcl.distributed.nccl) is not available: " .. tostring(nccl), 3) end
   return nccl
 end
 
 local function check_tensor(fn, t)
-  if not class.is_tensor(t) then error(fn .. ": expected a tensor, got " .. type_name(t), 4) end
+  if not class.is_tensor(t) then error(fn .. ": expected a tensor, got " .. type_name(t), 3) end
 end
 
--- The tensor's values in host-readable storage of its own device's kind: realizes t and
--- returns its storage (never written: it may be shared), the device of the result, and
--- whether the storage was staged through the CPU.
+-- The storage holding t's values (realizes t): on t's device, or a copy on the CPU when the
+-- backend is MPI and t lives in a GPU's memory; and whether it was staged so. The storage is
+-- never written (it may be shared).
 local function storage_of(fn, t)
   local device = t.device
   local source = t
@@ -121,12 +121,12 @@ local function storage_of(fn, t)
   if staged then source = t:to("CPU") end
   source:realize()
   local node = buffers.viewed(source.uop)
-  if node == nil then error(fn .. ": realize gave a " .. source.uop.op .. " node, not a buffer", 4) end
+  if node == nil then error(fn .. ": realize gave a " .. source.uop.op .. " node, not a buffer", 3) end
   local storage = buffers.get(node)
   local numel = 1
   for _, n in ipairs(source._shape) do numel = numel * n end
   if storage.numel ~= numel then
-    error(string.format("%s: the tensor's buffer holds %d elements, its shape %d", fn, storage.numel, numel), 4)
+    error(string.format("%s: the tensor's buffer holds %d elements, its shape %d", fn, storage.numel, numel), 3)
   end
   return storage, staged
 end
@@ -170,10 +170,12 @@ function M.all_reduce(t, op)
   return wrap(out, t._shape, t.device, staged)
 end
 
-local function check_root(fn, root, size)
-  if math.type(root) ~= "integer" then fail(fn, "root must be an integer rank, got %s", tostring(root)) end
-  if root == 0 then fail(fn, "root 0 is not a rank: ranks count from 1 (1 to %d)", size) end
-  if root < 1 or root > size then fail(fn, "root %d is not a rank (1 to %d)", root, size) end
+-- nil when root is a rank of a world of size ranks, else what is wrong with it.
+local function root_problem(root, size)
+  if math.type(root) ~= "integer" then return string.format("root must be an integer rank, got %s", tostring(root)) end
+  if root == 0 then return string.format("root 0 is not a rank: ranks count from 1 (1 to %d)", size) end
+  if root < 1 or root > size then return string.format("root %d is not a rank (1 to %d)", root, size) end
+  return nil
 end
 
 --- Rank root's values of t on every rank, as a new realized tensor (every rank passes a
@@ -181,7 +183,8 @@ end
 function M.broadcast(t, root)
   check_tensor("broadcast", t)
   local w = joined()
-  check_root("broadcast", root, w.size)
+  local problem = root_problem(root, w.size)
+  if problem then fail("broadcast", "%s", problem) end
   local backend = backend_for("broadcast", t.device)
   local storage, staged = storage_of("broadcast", t)
   local out = copy_of(storage)
