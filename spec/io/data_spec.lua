@@ -256,6 +256,50 @@ describe("DataLoader", function()
     assert.are_not.same(in_order, first)
   end)
 
+  it("gives each rank its contiguous share of every shuffled global batch, the shares the whole batch", function()
+    local x, y = dataset(22)
+    local whole = data.DataLoader({ x, y }, { batch_size = 6, shuffle = true, seed = 3 })
+    local ranks = {}
+    for r = 1, 3 do
+      ranks[r] = data.DataLoader({ x, y }, { batch_size = 6, shuffle = true, seed = 3, rank = r, world_size = 3 })
+      assert.are.equal(4, #ranks[r]) -- 3 whole batches and the last 4 rows, shared 2, 1, 1
+      assert.are.equal(r, ranks[r].rank)
+      assert.are.equal(3, ranks[r].world_size)
+    end
+    for _ = 1, 2 do -- two epochs: each its own order, the same on every rank
+      local batches = {}
+      for xb, yb in whole:batches() do batches[#batches + 1] = { xb:tolist(), yb:tolist() } end
+      local shares = {}
+      for r = 1, 3 do
+        shares[r] = {}
+        for xb, yb in ranks[r]:batches() do shares[r][#shares[r] + 1] = { xb:tolist(), yb:tolist() } end
+      end
+      for b, batch in ipairs(batches) do
+        local sizes, joined_x, joined_y = {}, {}, {}
+        for r = 1, 3 do
+          local part = shares[r][b]
+          sizes[r] = #part[2]
+          table.move(part[1], 1, #part[1], #joined_x + 1, joined_x)
+          table.move(part[2], 1, #part[2], #joined_y + 1, joined_y)
+        end
+        assert.are.same(b <= 3 and { 2, 2, 2 } or { 2, 1, 1 }, sizes)
+        assert.are.same(batch, { joined_x, joined_y })
+      end
+    end
+  end)
+
+  it("drops, on every rank, a last batch of fewer rows than ranks", function()
+    local x = dataset(13)
+    for r = 1, 4 do
+      local loader = data.DataLoader(x, { batch_size = 4, rank = r, world_size = 4 })
+      assert.are.equal(3, #loader)
+      local rows = {}
+      for xb in loader:batches() do rows[#rows + 1] = xb:tolist()[1][1] end
+      assert.are.same({ r, 4 + r, 8 + r }, rows)
+    end
+    assert.are.equal(4, #data.DataLoader(x, { batch_size = 4 })) -- one process keeps the 13th row
+  end)
+
   it("fails on inconsistent tensors and bad options", function()
     local x, y = dataset(4)
     fails_with("DataLoader: tensor 2 has 3 rows (shape (3,)), tensor 1 has 4: the first dims must match",
@@ -268,6 +312,13 @@ describe("DataLoader", function()
     fails_with("DataLoader: unknown option 'batchsize'", data.DataLoader, x, { batchsize = 2 })
     fails_with("DataLoader: shuffle must be a boolean, got number", data.DataLoader, x, { shuffle = 1 })
     fails_with("DataLoader: seed must be an integer, got 0.5", data.DataLoader, x, { seed = 0.5 })
+    fails_with("DataLoader: world_size must be an integer >= 1, got 0", data.DataLoader, x, { world_size = 0 })
+    fails_with("DataLoader: rank must be an integer in 1..2 (ranks count from 1), got 0", data.DataLoader, x,
+      { rank = 0, world_size = 2 })
+    fails_with("DataLoader: rank must be an integer in 1..1 (ranks count from 1), got 2", data.DataLoader, x,
+      { rank = 2 })
+    fails_with("DataLoader: batch_size 3 (the global batch) does not divide evenly among world_size 2 ranks",
+      data.DataLoader, x, { batch_size = 3, rank = 1, world_size = 2 })
   end)
 
   it("batches Fashion-MNIST quickly", function()

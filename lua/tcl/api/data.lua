@@ -10,6 +10,8 @@
 --   end
 --   local batches, bar <close> = loader:batches { progress = "epoch 1" } -- with a progress bar
 --   for xb, yb in batches do ...; bar:set_postfix { loss = l } end
+--   -- data-parallel: rank r of n gets its share of every global batch of 64
+--   local mine = data.DataLoader({ x, y }, { batch_size = 64, shuffle = true, rank = r, world_size = n })
 --
 -- Everything moves as bytes (Tensor.from_bytes): files are read or inflated into one string
 -- and become a tensor in one copy; a batch is its rows cut out of the data set's bytes and
@@ -167,7 +169,17 @@ local function permutation(n, seed, epoch)
   return order
 end
 
-local LOADER_OPTIONS = { batch_size = true, shuffle = true, seed = true, drop_last = true }
+local LOADER_OPTIONS = { batch_size = true, shuffle = true, seed = true, drop_last = true, rank = true,
+  world_size = true }
+
+-- The rank's share of a global batch of count rows: the rows first .. first + size - 1 of it
+-- (1-based). Whole batches split evenly; a partial last batch as evenly as it can, the first
+-- ranks taking one row more.
+local function share(count, rank, world_size)
+  local base, extra = count // world_size, count % world_size
+  local first = (rank - 1) * base + math.min(rank - 1, extra) + 1
+  return first, base + (rank <= extra and 1 or 0)
+end
 
 --- A loader over tensors (a list, or one tensor) that share their first dim: each batch holds
 --  the same rows of every tensor. opts: batch_size (default 1), shuffle (default false: rows
@@ -175,6 +187,15 @@ local LOADER_OPTIONS = { batch_size = true, shuffle = true, seed = true, drop_la
 --  it), drop_last (default false: the last batch may be smaller; true: a partial batch is
 --  dropped). The tensors are realized and their bytes kept on the host. #loader is the number
 --  of batches an epoch has, loader.size the number of rows.
+--  Data-parallel training: rank and world_size (1-based, default 1 of 1) make this the loader
+--  of one process of world_size: batch_size is then the global batch, which must divide
+--  evenly among the ranks, and each batch is the rank's contiguous share (batch_size /
+--  world_size rows) of the global batch every rank draws alike (the same seed gives every
+--  rank the same order), so the mean of the ranks' mean gradients is the global batch's. A
+--  partial last batch is shared as evenly as it can be (the first ranks one row more); one of
+--  fewer rows than ranks is dropped, since every rank must run the same number of steps.
+--  They are explicit, not read from tcl.distributed: the data layer knows no processes, and a
+--  loader for evaluation is often wanted whole on every rank.
 function M.DataLoader(tensors, opts)
   local fn = "DataLoader"
   if is_tensor(tensors) then tensors = { tensors } end
@@ -194,6 +215,18 @@ function M.DataLoader(tensors, opts)
   end
   local seed = opts.seed == nil and 0 or opts.seed
   if math.type(seed) ~= "integer" then fail(fn, "seed must be an integer, got %s", tostring(seed)) end
+  local world_size = opts.world_size == nil and 1 or opts.world_size
+  if math.type(world_size) ~= "integer" or world_size < 1 then
+    fail(fn, "world_size must be an integer >= 1, got %s", tostring(world_size))
+  end
+  local rank = opts.rank == nil and 1 or opts.rank
+  if math.type(rank) ~= "integer" or rank < 1 or rank > world_size then
+    fail(fn, "rank must be an integer in 1..%d (ranks count from 1), got %s", world_size, tostring(rank))
+  end
+  if batch_size % world_size ~= 0 then
+    fail(fn, "batch_size %d (the global batch) does not divide evenly among world_size %d ranks", batch_size,
+      world_size)
+  end
 
   local columns, rows = {}, nil
   for i, t in ipairs(tensors) do
@@ -211,13 +244,15 @@ function M.DataLoader(tensors, opts)
       row_bytes = check.numel(row_shape) * t.dtype.itemsize }
   end
   return setmetatable({ _columns = columns, _rows = rows, _batch_size = batch_size, _shuffle = opts.shuffle == true,
-    _seed = seed, _drop_last = opts.drop_last == true, _epoch = 0, size = rows }, DataLoader)
+    _seed = seed, _drop_last = opts.drop_last == true, _epoch = 0, size = rows, rank = rank,
+    world_size = world_size }, DataLoader)
 end
 
---- The number of batches an epoch has.
+--- The number of batches an epoch has (the same on every rank).
 function DataLoader:__len()
-  if self._drop_last then return self._rows // self._batch_size end
-  return (self._rows + self._batch_size - 1) // self._batch_size
+  local whole, rest = self._rows // self._batch_size, self._rows % self._batch_size
+  if self._drop_last or rest < self.world_size then return whole end
+  return whole + 1
 end
 
 -- The tensor of the rows order[first .. first + count - 1] (rows in order when order is nil).
@@ -275,6 +310,11 @@ function DataLoader:batches(opts)
     if batch > batches then return nil end
     local first = (batch - 1) * self._batch_size + 1
     local count = math.min(self._batch_size, self._rows - first + 1)
+    if self.world_size > 1 then
+      local offset
+      offset, count = share(count, self.rank, self.world_size)
+      first = first + offset - 1
+    end
     local out = {}
     for i, column in ipairs(self._columns) do out[i] = batch_of(column, order, first, count) end
     return table.unpack(out)

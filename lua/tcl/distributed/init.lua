@@ -232,4 +232,8 @@ function M.abort_after_error()
   if world and world.size > 1 then mpi.abort(1) end
 end
 
+--- DistributedDataParallel(model): the data-parallel wrapper (tcl.distributed.ddp, loaded on
+-- first use): rank 1's weights on every rank, gradients averaged over the ranks.
+function M.DistributedDataParallel(model) return require("tcl.distributed.ddp").new(model) end
+
 return M

@@ -1,0 +1,230 @@
+-- tcl.distributed.ddp — data-parallel training (tcl.distributed.DistributedDataParallel): a
+-- model wrapper that starts every rank from rank 1's weights and averages the gradients of
+-- all ranks, one all-reduce per dtype, before the optimizer's step. Layer: lua/tcl/distributed
+-- (over tcl.api and the collectives of tcl.distributed).
+--
+--   local dist = tcl.distributed
+--   local ddp = dist.DistributedDataParallel(model)  -- broadcasts rank 1's state dict
+--   local loader = tcl.data.DataLoader({ x, y }, { batch_size = 128, shuffle = true,
+--     rank = dist.rank(), world_size = dist.world_size() })   -- each rank 128 / world rows
+--   local step = ddp:train_step(function(xb, yb)               -- two tcl.jit plans
+--     local loss = ddp(xb):cross_entropy(yb)
+--     opt:zero_grad()
+--     loss:backward()
+--     return loss
+--   end, opt)
+--   for xb, yb in loader:batches() do local loss = step(xb, yb) end
+--   -- or, without tcl.jit: loss:backward(); ddp:sync_gradients(); opt:step()
+--
+-- A wrapper, not an optimizer option: the optimizers are part of tcl.api and know no
+-- processes (the layers point one way), and the wrapper is also where the initial weights are
+-- made equal. Each rank's loss is the mean over its share of the global batch (the
+-- DataLoader's rank and world_size), so the mean of the ranks' gradients is the gradient of
+-- the global batch: the same step as one process, up to the order of the additions.
+--
+-- Buckets: the gradients of one dtype are flattened into one tensor (a cat of their
+-- reshapes, built in the backward's own schedule), all-reduced in one message, and cut back
+-- into per-parameter views: one large message instead of one per parameter.
+-- Overlap: tcl's backward is lazy, its gradients are computed when they are realized, in one
+-- schedule, so the all-reduce starts after the backward's last kernel; there is no overlap.
+-- Overlapping would need the gradients realized in several schedules (the last layers'
+-- bucket first), each bucket sent by a non-blocking all-reduce while the next one computes,
+-- and the replayed plans to wait for them; on a CPU whose cores all run kernels the transfer
+-- would compete with them anyway.
+local Tensor = require "tcl.api.tensor"
+local class = require "tcl.api.class"
+local check = require "tcl.api.check"
+local state = require "tcl.api.state"
+local jit = require("tcl.api.jit").jit
+local dist = require "tcl.distributed"
+
+local fail, is_tensor = check.fail, class.is_tensor
+local M = {}
+
+local FN = "DistributedDataParallel"
+
+local DDP = {}
+DDP.__index = DDP
+DDP.__name = FN
+
+--- The model's forward: ddp(...) is ddp.module(...).
+function DDP:__call(...) return self.module(...) end
+
+-- Groups tensors by device and dtype, in list order: { { key =, tensors = {...} }, ... }.
+local function groups_of(tensors)
+  local groups, by_key = {}, {}
+  for _, t in ipairs(tensors) do
+    local key = t.device .. " " .. t.dtype.name
+    local group = by_key[key]
+    if not group then
+      group = { key = key, tensors = {} }
+      by_key[key] = group
+      groups[#groups + 1] = group
+    end
+    group.tensors[#group.tensors + 1] = t
+  end
+  return groups
+end
+
+-- One flat tensor of the tensors' elements, in order. Each is made contiguous first (a
+-- buffer of its own in the same schedule) so the cat copies values: fused into the cat's
+-- padded sum, a weight's gradient (a matmul) became one slow kernel (33 ms against 0.3 ms
+-- for the MLP's 784x256 weight).
+local function flat(tensors)
+  local parts = {}
+  for i, t in ipairs(tensors) do parts[i] = t:contiguous():reshape(-1) end
+  if #parts == 1 then return parts[1] end
+  return Tensor.cat(parts, 1)
+end
+
+-- The views of flat_tensor shaped as the tensors of like, in order.
+local function unflat(flat_tensor, like)
+  local views, offset = {}, 1
+  for i, t in ipairs(like) do
+    local n = t:numel()
+    views[i] = flat_tensor:narrow(1, offset, n):reshape(t.shape)
+    offset = offset + n
+  end
+  return views
+end
+
+--- Makes every tensor of the model (its state dict: parameters and buffers) rank 1's, one
+--  broadcast per device and dtype. The constructor calls it; call it again after loading a
+--  checkpoint on rank 1 only.
+function DDP:broadcast_state()
+  if dist.world_size() == 1 then return self end
+  local sd = state.get_state_dict(self.module)
+  local names = {}
+  for name in pairs(sd) do names[#names + 1] = name end
+  table.sort(names)
+  local tensors = {}
+  for i, name in ipairs(names) do tensors[i] = sd[name] end
+  for _, group in ipairs(groups_of(tensors)) do
+    local values = unflat(dist.broadcast(flat(group.tensors):realize(), 1), group.tensors)
+    for i, t in ipairs(group.tensors) do t:assign(values[i]) end
+    Tensor.realize_all(table.unpack(group.tensors))
+  end
+  return self
+end
+
+--- The model's parameters (tcl.nn.state.get_parameters: requires_grad tensors, in name order).
+function DDP:parameters() return table.move(self._params, 1, #self._params, 1, {}) end
+
+-- The parameters grouped by device and dtype (fixed at construction: the bucket layout every
+-- rank shares).
+local function param_groups(self)
+  local groups = rawget(self, "_groups")
+  if not groups then
+    groups = groups_of(self._params)
+    self._groups = groups
+  end
+  return groups
+end
+
+--- The gradient buckets: one flat lazy tensor per device and dtype of the parameters, each the
+--  .grad of its parameters in order. Every parameter needs a .grad (a rank whose parameter had
+--  none would send a bucket of another layout).
+function DDP:gradient_buckets()
+  local buckets = {}
+  for g, group in ipairs(param_groups(self)) do
+    local grads = {}
+    for i, p in ipairs(group.tensors) do
+      local grad = rawget(p, "grad")
+      if not is_tensor(grad) then
+        fail(FN, "a parameter of shape %s has no .grad: call backward before the gradients are averaged (every "
+          .. "parameter needs one, on every rank)", check.shape_str(p.shape))
+      end
+      grads[i] = grad
+    end
+    buckets[g] = flat(grads)
+  end
+  return buckets
+end
+
+--- The buckets averaged over the ranks (dist.all_reduce with op "mean"), realized; in a world
+--  of one, the buckets themselves, realized.
+function DDP.all_reduce_buckets(_, buckets) -- called as ddp:all_reduce_buckets(buckets)
+  local out = {}
+  for i, bucket in ipairs(buckets) do
+    if not is_tensor(bucket) then fail(FN, "bucket %d is %s, not a tensor", i, check.type_name(bucket)) end
+    out[i] = dist.world_size() == 1 and bucket:realize() or dist.all_reduce(bucket, "mean")
+  end
+  return out
+end
+
+--- Sets every parameter's .grad to its view of the buckets (as gradient_buckets made them).
+function DDP:set_gradient_buckets(buckets)
+  local groups = param_groups(self)
+  if type(buckets) ~= "table" or is_tensor(buckets) or #buckets ~= #groups then
+    fail(FN, "expected a list of %d bucket%s (one per device and dtype of the parameters), got %s", #groups,
+      #groups == 1 and "" or "s", type(buckets) == "table" and not is_tensor(buckets) and
+      string.format("%d", #buckets) or check.type_name(buckets))
+  end
+  for g, group in ipairs(groups) do
+    local bucket, numel = buckets[g], 0
+    for _, p in ipairs(group.tensors) do numel = numel + p:numel() end
+    if not is_tensor(bucket) or bucket.ndim ~= 1 or bucket:numel() ~= numel then
+      fail(FN, "bucket %d must be a 1-d tensor of %d elements (the %s parameters), got %s", g, numel, group.key,
+        is_tensor(bucket) and check.shape_str(bucket.shape) or check.type_name(bucket))
+    end
+    for i, view in ipairs(unflat(bucket, group.tensors)) do group.tensors[i].grad = view end
+  end
+  return self
+end
+
+--- All-reduces every parameter's .grad (the mean over the ranks), one bucket per device and
+--  dtype, and sets .grad to the averages: call it between backward and opt:step().
+function DDP:sync_gradients()
+  return self:set_gradient_buckets(self:all_reduce_buckets(self:gradient_buckets()))
+end
+
+--- A training step for tcl.jit: fn(...) computes the loss, calls backward and returns the
+--  tensors to keep (the loss, ...); the step runs it, averages the gradients and runs
+--  opt:step, and returns fn's results (tensors over the plans' buffers: the next call
+--  overwrites them, as tcl.jit's results). With several ranks it is two plans, since the
+--  all-reduce runs between them on the host: fn and the gradient buckets, realized in one
+--  schedule; then the update from the averaged buckets. In a world of one it is one plan,
+--  opt:step(fn(...)), the same as training without the wrapper.
+function DDP:train_step(fn, opt)
+  if type(fn) ~= "function" then fail(FN, "train_step: fn must be a function, got %s", check.type_name(fn)) end
+  if type(opt) ~= "table" or type(opt.step) ~= "function" then
+    fail(FN, "train_step: opt must be an optimizer (tcl.optim), got %s", check.type_name(opt))
+  end
+  if dist.world_size() == 1 then return jit(function(...) return opt:step(fn(...)) end) end
+  local results -- how many of the first plan's results are fn's (the rest are the buckets)
+  local backward = jit(function(...)
+    local out = table.pack(fn(...))
+    results = out.n
+    for _, bucket in ipairs(self:gradient_buckets()) do
+      out.n = out.n + 1
+      out[out.n] = bucket
+    end
+    return table.unpack(out, 1, out.n)
+  end)
+  local update = jit(function(...)
+    self:set_gradient_buckets({ ... })
+    return opt:step(...) -- the buckets come back as they came: a plan must return tensors
+  end)
+  return function(...)
+    local out = table.pack(backward(...))
+    -- one schedule for fn's results and the buckets: the warm-up call returns them lazy, and
+    -- a loss realized after the update would be computed from the new weights
+    Tensor.realize_all(table.unpack(out, 1, out.n))
+    update(table.unpack(self:all_reduce_buckets(table.move(out, results + 1, out.n, 1, {}))))
+    return table.unpack(out, 1, results)
+  end
+end
+
+--- tcl.distributed.DistributedDataParallel(model): the wrapper (see the header). Broadcasts
+--  rank 1's state dict to every rank (tcl.distributed initializes on first use).
+function M.new(model)
+  if type(model) ~= "table" or is_tensor(model) then
+    fail(FN, "expected a model (a table holding tensors), got %s", check.type_name(model))
+  end
+  local params = state.get_parameters(model)
+  if #params == 0 then fail(FN, "the model has no parameters (tensors with requires_grad)") end
+  local self = setmetatable({ module = model, _params = params }, DDP)
+  return self:broadcast_state()
+end
+
+return M

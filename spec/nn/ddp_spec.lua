@@ -1,0 +1,134 @@
+-- spec/nn/ddp_spec.lua — tcl.distributed.DistributedDataParallel in a world of one process
+-- (no launcher): the gradient buckets (one flat tensor per dtype, the .grad values in
+-- parameter order), cutting them back into .grad, sync_gradients as an identity, a jitted
+-- train_step that trains exactly as the plain step does, and the errors. Two ranks under
+-- mpirun: spec/cli/distributed_training_spec.lua.
+local tcl = require "tcl"
+local helper = require "spec.support.helper"
+local Tensor, nn, dist = tcl.Tensor, tcl.nn, tcl.distributed
+
+local fails_with = helper.fails_with
+
+-- A model of two float32 layers and a float64 scale (three buckets' worth of dtypes: two).
+local function model_of()
+  Tensor.manual_seed(3)
+  local model = nn.Sequential { nn.Linear(4, 3), Tensor.relu, nn.Linear(3, 2) }
+  model.scale = Tensor({ 1.5, -0.5 }, { dtype = "float64" }):realize():requires_grad_(true)
+  return model
+end
+
+-- forward: the model, or the wrapper around it
+local function loss_of(model, x, forward)
+  return ((forward or model)(x):cast("float64") * model.scale):square():mean()
+end
+
+local function flatten(list)
+  local out = {}
+  local function walk(v)
+    if type(v) == "table" then for _, e in ipairs(v) do walk(e) end else out[#out + 1] = v end
+  end
+  walk(list)
+  return out
+end
+
+describe("tcl.distributed.DistributedDataParallel (a world of one)", function()
+  local x = Tensor({ { 1, -2, 0.5, 3 }, { -1, 0, 2, 1 }, { 0.25, 1, -1, -3 } })
+
+  it("runs the model's forward and lists its parameters in name order", function()
+    local model = model_of()
+    local ddp = dist.DistributedDataParallel(model)
+    assert.are.equal(model, ddp.module)
+    assert.are.same(model(x):tolist(), ddp(x):tolist())
+    local params = ddp:parameters()
+    assert.are.same(nn.state.get_parameters(model), params)
+    assert.are.equal(5, #params)
+  end)
+
+  it("flattens the gradients into one bucket per dtype, in parameter order, and cuts them back", function()
+    local model = model_of()
+    local ddp = dist.DistributedDataParallel(model)
+    loss_of(model, x):backward()
+    local params = ddp:parameters()
+    local by_dtype = { float32 = {}, float64 = {} }
+    for _, p in ipairs(params) do table.insert(by_dtype[p.dtype.name], p.grad:tolist()) end
+    local buckets = ddp:gradient_buckets()
+    assert.are.equal(2, #buckets)
+    assert.are.same({ "float32", "float64" }, { buckets[1].dtype.name, buckets[2].dtype.name })
+    assert.are.same({ 4 * 3 + 3 + 3 * 2 + 2 }, buckets[1].shape)
+    assert.are.same(flatten(by_dtype.float32), buckets[1]:tolist())
+    assert.are.same(flatten(by_dtype.float64), buckets[2]:tolist())
+    local before = {}
+    for i, p in ipairs(params) do before[i] = p.grad:tolist() end
+    ddp:set_gradient_buckets({ buckets[1] * 2, buckets[2] * -1 })
+    for i, p in ipairs(params) do
+      local want = flatten(before[i])
+      local scale = p.dtype.name == "float64" and -1 or 2
+      for k, v in ipairs(flatten(p.grad:tolist())) do assert.are.equal(want[k] * scale, v) end
+      assert.are.same(p.shape, p.grad.shape)
+    end
+  end)
+
+  it("leaves the gradients as they are when the world is one process", function()
+    local model = model_of()
+    local ddp = dist.DistributedDataParallel(model)
+    loss_of(model, x):backward()
+    local before = {}
+    for i, p in ipairs(ddp:parameters()) do before[i] = p.grad:tolist() end
+    ddp:sync_gradients()
+    for i, p in ipairs(ddp:parameters()) do assert.are.same(before[i], p.grad:tolist()) end
+  end)
+
+  it("trains with train_step exactly as the plain step does, its loss returned", function()
+    local function run(jitted)
+      local model = model_of()
+      local ddp = dist.DistributedDataParallel(model)
+      local opt = tcl.optim.Adam(ddp:parameters(), { lr = 0.05 })
+      local losses = {}
+      local step
+      if jitted then
+        step = ddp:train_step(function(input)
+          local loss = loss_of(model, input, ddp)
+          opt:zero_grad()
+          loss:backward()
+          return loss
+        end, opt)
+      end
+      for i = 1, 4 do -- the jitted step warms up, captures, then replays twice
+        local input = x * i
+        if jitted then
+          losses[i] = step(input):item()
+        else
+          local loss = loss_of(model, input, ddp)
+          opt:zero_grad()
+          loss:backward()
+          ddp:sync_gradients()
+          losses[i] = opt:step(loss):item()
+        end
+      end
+      return losses, flatten(model.layers[1].weight:tolist()), model.scale:tolist()
+    end
+    local losses, weight, scale = run(false)
+    local jit_losses, jit_weight, jit_scale = run(true)
+    assert.are.same(losses, jit_losses)
+    assert.are.same(weight, jit_weight)
+    assert.are.same(scale, jit_scale)
+    assert.are_not.equal(losses[1], losses[4] / 16) -- the weights changed between steps
+  end)
+
+  it("fails on a model without parameters, a missing gradient and mis-shaped buckets", function()
+    fails_with("DistributedDataParallel: expected a model (a table holding tensors), got number",
+      dist.DistributedDataParallel, 5)
+    fails_with("DistributedDataParallel: the model has no parameters (tensors with requires_grad)",
+      dist.DistributedDataParallel, { w = Tensor({ 1, 2 }) })
+    local model = model_of()
+    local ddp = dist.DistributedDataParallel(model)
+    fails_with("DistributedDataParallel: a parameter of shape (3,) has no .grad: call backward before the "
+      .. "gradients are averaged", function() ddp:sync_gradients() end)
+    fails_with("DistributedDataParallel: expected a list of 2 buckets (one per device and dtype of the parameters), "
+      .. "got 1", function() ddp:set_gradient_buckets({ Tensor.zeros(23) }) end)
+    fails_with("DistributedDataParallel: bucket 1 must be a 1-d tensor of 23 elements (the CPU float32 parameters), "
+      .. "got (22,)", function() ddp:set_gradient_buckets({ Tensor.zeros(22), Tensor.zeros(2) }) end)
+    fails_with("DistributedDataParallel: train_step: opt must be an optimizer (tcl.optim), got number",
+      function() ddp:train_step(function() end, 3) end)
+  end)
+end)
