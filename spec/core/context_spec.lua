@@ -80,7 +80,7 @@ describe("tcl.context", function()
       { { DEBGU = 4 }, "context: unknown setting 'DEBGU' (settings: DEBUG, NOOPT, BEAM, IGNORE_BEAM_CACHE, "
         .. "HEURISTICS, DEVICE, EMU_GPU, RENDER_DUMP, REWRITE_TRACE, REWRITE_STATS, VIZ, VIZ_FILE, KERNEL_CACHE_BYTES, "
         .. "MEMORY_LIMIT_BYTES, THREADS, PLAN_CACHE, POISON_OUTPUTS, PEAK_GFLOPS, PEAK_GBS, PROGRESS, "
-        .. "CACHELEVEL, CACHE_DIR)" },
+        .. "MPI_LIBRARY, NCCL_LIBRARY, DIST_TIMEOUT, CACHELEVEL, CACHE_DIR)" },
       { { TCL_THREADS = 2 }, "context: unknown setting 'TCL_THREADS' (settings: DEBUG," },
       { { [1] = 4 }, "context: unknown setting '1' (settings: DEBUG," },
       { { DEBUG = -1 }, "context: DEBUG must be an integer >= 0, got '-1'" },
