@@ -195,11 +195,12 @@ end)
 -- src/runtime: one folder per device (cpu/, cuda/, metal/, emu/), gpu/ for what the GPU devices
 -- share (the driver interface, buffers, programs, their Lua binding), io/ for files (mapping,
 -- gzip, the disk cache), mpi/ for tcl.distributed's transport (Open MPI over host buffers); at the
--- root only the host buffers and the tcl.runtime binding, which every device uses. Includes
+-- root only the host buffers, the tcl.runtime binding, which every device uses, and the loader of
+-- shared libraries (CUDA's driver, NCCL, MPI: loaded at run time). Includes
 -- between the folders point one way: a device includes no other device, and the shared GPU
 -- layer knows no driver (a new GPU driver is one more folder).
 local RUNTIME_ROOT_FILES = { ["buffer.c"] = true, ["buffer.h"] = true, ["lua_runtime.c"] = true,
-  ["lua_runtime.h"] = true }
+  ["lua_runtime.h"] = true, ["shared_library.c"] = true, ["shared_library.h"] = true }
 local RUNTIME_FOLDER_MAY_INCLUDE = {
   cpu = {}, emu = {}, gpu = {}, io = { cpu = true }, mpi = {}, cuda = { gpu = true }, metal = { gpu = true },
 }

@@ -8,6 +8,7 @@
  * name of the same signature. */
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_driver.h"
+#include "runtime/shared_library.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -270,31 +271,19 @@ static bool bind_entry_points(void *library, const char *path, driver_api *api, 
 
 static void *open_library(const char *library, char *opened, size_t cap, tcl_error *err) {
     static const char *const names[] = TCL_CUDA_DRIVER_NAMES;
-    if (library) {
-        void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            snprintf(opened, cap, "%s", library);
-            return h;
-        }
-        const char *why = dlerror();
+    tcl_library_attempt attempt;
+    void *h = tcl_library_open(library, names, sizeof names / sizeof *names, RTLD_NOW | RTLD_LOCAL, &attempt);
+    if (h) {
+        snprintf(opened, cap, "%s", attempt.opened);
+    } else if (library) {
         tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: cannot load the NVIDIA driver library %s (%s): is the NVIDIA driver "
-                 "installed?", library, why ? why : "unknown reason");
-        return NULL;
+                 "installed?", library, attempt.why);
+    } else {
+        tcl_fail(err, TCL_ERR_RUNTIME,
+                 "CUDA: cannot load the NVIDIA driver library %s (%s; %s was not found either): is the NVIDIA driver "
+                 "installed?", names[0], attempt.why, names[1]);
     }
-    char first_error[512] = "";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            snprintf(opened, cap, "%s", names[i]);
-            return h;
-        }
-        const char *why = dlerror();
-        if (i == 0) snprintf(first_error, sizeof first_error, "%s", why ? why : "unknown reason");
-    }
-    tcl_fail(err, TCL_ERR_RUNTIME,
-             "CUDA: cannot load the NVIDIA driver library %s (%s; %s was not found either): is the NVIDIA driver "
-             "installed?", names[0], first_error, names[1]);
-    return NULL;
+    return h;
 }
 
 /* Reads what tcl needs of the device; false with err set. */

@@ -5,6 +5,7 @@
  * passed by value), so tcl needs no NCCL headers to build. */
 #define _POSIX_C_SOURCE 200809L
 #include "nccl.h"
+#include "runtime/shared_library.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -135,30 +136,19 @@ static tcl_status fail_call(const nccl_api *api, tcl_error *err, const char *cal
 
 static void *open_handle(const char *path, char *opened, size_t cap, tcl_error *err) {
     static const char *const names[] = TCL_NCCL_LIBRARY_NAMES;
-    if (path) {
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            snprintf(opened, cap, "%s", path);
-            return h;
-        }
-        const char *why = dlerror();
+    tcl_library_attempt attempt;
+    void *h = tcl_library_open(path, names, sizeof names / sizeof *names, RTLD_NOW | RTLD_LOCAL, &attempt);
+    if (h) {
+        snprintf(opened, cap, "%s", attempt.opened);
+    } else if (path) {
         tcl_fail(err, TCL_ERR_RUNTIME, "NCCL not found: install NCCL or set TCL_NCCL_LIBRARY to its libnccl.so.2 (%s)",
-                 why ? why : path);
-        return NULL;
+                 attempt.why);
+    } else {
+        tcl_fail(err, TCL_ERR_RUNTIME,
+                 "NCCL not found: install NCCL or set TCL_NCCL_LIBRARY (%s; %s was not found either)", attempt.why,
+                 names[1]);
     }
-    char first_error[512] = "";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            snprintf(opened, cap, "%s", names[i]);
-            return h;
-        }
-        const char *why = dlerror();
-        if (i == 0) snprintf(first_error, sizeof first_error, "%s", why ? why : "unknown reason");
-    }
-    tcl_fail(err, TCL_ERR_RUNTIME, "NCCL not found: install NCCL or set TCL_NCCL_LIBRARY (%s; %s was not found either)",
-             first_error, names[1]);
-    return NULL;
+    return h;
 }
 
 tcl_nccl_library *tcl_nccl_library_open(const char *path, tcl_error *err) {

@@ -7,6 +7,7 @@
  * integers and would need another table). mpi.h gives the types and the integer constants. */
 #define _POSIX_C_SOURCE 200809L
 #include "mpi_world.h"
+#include "runtime/shared_library.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,30 +159,19 @@ bool tcl_mpi_built_with_headers(void) { return true; }
 
 static void *open_library(const char *library, char *opened, size_t cap, tcl_error *err) {
     static const char *const names[] = {"libmpi.so.40", "libmpi.so"};
-    if (library) {
-        void *h = dlopen(library, RTLD_NOW | RTLD_GLOBAL);
-        if (h) {
-            snprintf(opened, cap, "%s", library);
-            return h;
-        }
-        const char *why = dlerror();
+    tcl_library_attempt attempt;
+    void *h = tcl_library_open(library, names, sizeof names / sizeof *names, RTLD_NOW | RTLD_GLOBAL, &attempt);
+    if (h) {
+        snprintf(opened, cap, "%s", attempt.opened);
+    } else if (library) {
         tcl_fail(err, TCL_ERR_RUNTIME, "MPI: cannot load the MPI library %s (%s): is Open MPI installed "
-                 "(apt-get install openmpi-bin)?", library, why ? why : "unknown reason");
-        return NULL;
+                 "(apt-get install openmpi-bin)?", library, attempt.why);
+    } else {
+        tcl_fail(err, TCL_ERR_RUNTIME, "MPI: cannot load the MPI library %s (%s; %s was not found either): is Open MPI "
+                 "installed (apt-get install openmpi-bin)? TCL_MPI_LIBRARY names another", names[0], attempt.why,
+                 names[1]);
     }
-    char first_error[512] = "";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
-        if (h) {
-            snprintf(opened, cap, "%s", names[i]);
-            return h;
-        }
-        const char *why = dlerror();
-        if (i == 0) snprintf(first_error, sizeof first_error, "%s", why ? why : "unknown reason");
-    }
-    tcl_fail(err, TCL_ERR_RUNTIME, "MPI: cannot load the MPI library %s (%s; %s was not found either): is Open MPI "
-             "installed (apt-get install openmpi-bin)? TCL_MPI_LIBRARY names another", names[0], first_error, names[1]);
-    return NULL;
+    return h;
 }
 
 static bool resolve(void *library, const char *path, mpi_api *api, tcl_error *err) {
