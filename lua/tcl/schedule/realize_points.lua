@@ -380,14 +380,18 @@ function M.decide(order, sink, outputs, opts)
   local row_fuse = M.ROW_FUSE_BYTES > 0 and (opts == nil or opts.row_fuse ~= false)
   -- opts.why (tcl.viz): filled with { [node id] = the decision in words } for the nodes stored,
   -- and for those fused by a rule that could have stored them (row fusion, cheap recomputing)
-  local why = opts and opts.why or setmetatable({}, { __newindex = function() end })
+  -- (nil otherwise: the sentences are made only when asked for, scheduling pays nothing)
+  local why = opts and opts.why
   local realize = {}
-  for _, out in ipairs(outputs) do realize[out.id] = true; why[out.id] = "stored: an output of the realize" end
+  for _, out in ipairs(outputs) do
+    realize[out.id] = true
+    if why then why[out.id] = "stored: an output of the realize" end
+  end
   for _, node in ipairs(order) do
     if node.op == "CONTIGUOUS" or node.op == "COPY" or node.op == "ASSIGN" then
       realize[node.id] = true
-      why[node.id] = "stored: " .. (node.op == "ASSIGN" and "an assignment stores into its target"
-        or node.op == "COPY" and "a copy has a buffer of its own" or "CONTIGUOUS asks for a buffer")
+      if why then why[node.id] = "stored: " .. (node.op == "ASSIGN" and "an assignment stores into its target"
+        or node.op == "COPY" and "a copy has a buffer of its own" or "CONTIGUOUS asks for a buffer") end
     end
   end
   -- Consumers of each node (each consumer once, however many of its sources the node is).
@@ -480,23 +484,29 @@ function M.decide(order, sink, outputs, opts)
         if op == "REDUCE_AXIS" and (exp or red or root == MANY) then
           if root == MANY or not (row_fuse and row_fusable(node, consumers, realize, sink)) then
             realize[id] = true
-            why[id] = "stored: a reduction " .. (root == MANY and "that several kernels use" or exp and
-              "whose result is broadcast" or "inside another reduction") .. " is never recomputed"
-          else
+            if why then
+              why[id] = "stored: a reduction " .. (root == MANY and "that several kernels use" or exp and
+                "whose result is broadcast" or "inside another reduction") .. " is never recomputed"
+            end
+          elseif why then
             why[id] = "fused: a per-row statistic of the one kernel that uses it (row fusion)"
           end
         elseif op == "REDUCE_AXIS" and evals >= M.PADDED_REDUCE_GROWTH
             and (numel[node.src[1].id] / math.max(numel[id], 1)) * (evals - 1) >= M.PADDED_REDUCE_WASTE then
           realize[id] = true -- padded into a larger output (see PADDED_REDUCE_GROWTH)
-          why[id] = "stored: a reduction its kernel would pad into a much larger output"
+          if why then why[id] = "stored: a reduction its kernel would pad into a much larger output" end
         elseif (exp or root == MANY) and elementwise(op) then
           if root == MANY or not (row_fuse and exp and row_fusable(node, consumers, realize, sink)) then
             realize[id], provisional[id] = true, true
-            why[id] = "stored: an elementwise value " .. (root == MANY and "that several kernels use" or
-              "that is broadcast") .. ", and recomputing it is not cheap"
+            if why then
+              why[id] = "stored: an elementwise value " .. (root == MANY and "that several kernels use" or
+                "that is broadcast") .. ", and recomputing it is not cheap"
+            end
           else
             row_fused[id] = true
-            why[id] = "fused: broadcast, but a per-row value of the one kernel that uses it (row fusion)"
+            if why then
+              why[id] = "fused: broadcast, but a per-row value of the one kernel that uses it (row fusion)"
+            end
           end
         end
       end
@@ -574,19 +584,21 @@ function M.decide(order, sink, outputs, opts)
         end
         if cheap then
           realize[id] = nil
-          why[id] = string.format("fused: cheap to recompute (%d ops, %d loads, evaluated %.4g times)", n_ops, n_loads,
-            evals)
+          if why then
+            why[id] = string.format("fused: cheap to recompute (%d ops, %d loads, evaluated %.4g times)", n_ops,
+              n_loads, evals)
+          end
         end
       end
       if row_fused[id] and n_ops > M.RECOMPUTE_BUDGET // 2 then
         realize[id] = true -- evaluated once per pass over the row: about twice
-        why[id] = string.format("stored: row fusion would compute its %d ops twice per row", n_ops)
+        if why then why[id] = string.format("stored: row fusion would compute its %d ops twice per row", n_ops) end
       end
       local n_sites = load_sites(node, src, realize, sites)
       if not realize[id] and (n_depth > M.MAX_FUSED_DEPTH and (elementwise(op) or MOVEMENT[op])
           or n_sites == OVER and elementwise(op)) then
         realize[id] = true -- a kernel of bounded size: its users load it
-        why[id] = "stored: fusing it would make its users' kernels too deep or read too many places"
+        if why then why[id] = "stored: fusing it would make its users' kernels too deep or read too many places" end
       end
       ops[id], loads[id], has_reduce[id] = math.min(n_ops, COUNT_CAP), math.min(n_loads, COUNT_CAP), reduce
       depth[id], sites[id] = n_depth, n_sites
