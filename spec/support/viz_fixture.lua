@@ -155,13 +155,13 @@ end
 
 --- The ids reachable from root (a set) and their count, not entering the sources of ids in stop.
 function M.reach(data, root, stop)
-  local seen, count, todo = {}, 0, { root }
-  while #todo > 0 do
-    local id = table.remove(todo)
+  local seen, count, stack = {}, 0, { root }
+  while #stack > 0 do
+    local id = table.remove(stack)
     if not seen[id] then
       seen[id], count = true, count + 1
       if not (stop and stop[id]) then
-        for _, s in ipairs(data.nodes[id].src) do todo[#todo + 1] = s end
+        for _, s in ipairs(data.nodes[id].src) do stack[#stack + 1] = s end
       end
     end
   end

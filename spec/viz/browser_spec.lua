@@ -6,6 +6,7 @@
 local tcl = require "tcl"
 local helper = require "spec.support.helper"
 local browser = require "spec.support.browser"
+local fixture = require "spec.support.viz_fixture"
 local Tensor = tcl.Tensor
 
 -- One SGD step of a 4 -> 8 -> 3 MLP on a batch of 6 (the parameters made first: their
@@ -36,17 +37,8 @@ local function hooks(dom)
   return t
 end
 
-local function reachable_count(data, root)
-  local seen, stack, n = {}, { root }, 0
-  while #stack > 0 do
-    local id = table.remove(stack)
-    if not seen[id] then
-      seen[id], n = true, n + 1
-      for _, s in ipairs(data.nodes[id].src) do stack[#stack + 1] = s end
-    end
-  end
-  return n
-end
+-- How many nodes are under root, root included.
+local function reachable_count(data, root) return select(2, fixture.reach(data, root)) end
 
 describe("the viewer page of an MLP's training step, in Chromium", function()
   local data, loss, dir, page

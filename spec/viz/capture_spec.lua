@@ -7,6 +7,7 @@ local tcl = require "tcl"
 local helper = require "spec.support.helper"
 local pipeline = require "tcl.patterns.pipeline"
 local capture = require "tcl.viz.capture"
+local fixture = require "spec.support.viz_fixture"
 local Tensor = tcl.Tensor
 
 local function model()
@@ -18,18 +19,6 @@ local function model()
   return y:tolist()
 end
 
--- Every node id under root (root included), following src.
-local function reachable(nodes, root)
-  local seen, stack = {}, { root }
-  while #stack > 0 do
-    local id = table.remove(stack)
-    if not seen[id] then
-      seen[id] = true
-      for _, s in ipairs(nodes[id].src) do stack[#stack + 1] = s end
-    end
-  end
-  return seen
-end
 
 describe("tcl.viz.record", function()
   local data, result
@@ -53,7 +42,7 @@ describe("tcl.viz.record", function()
     local r = data.realizes[1]
     assert.is_false(r.plan_reused)
     assert.are.equal("SINK", data.nodes[r.graph].op)
-    local in_graph = reachable(data.nodes, r.graph)
+    local in_graph = fixture.reach(data, r.graph)
     assert.is_true(#r.kernels >= 2)
     local ran = {}
     for _, run in ipairs(data.profile.runs) do ran[#ran + 1] = run.name end

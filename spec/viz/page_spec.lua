@@ -251,12 +251,12 @@ describe("the viewer in headless Chromium", function()
     assert.are.equal(0, overlapping_pairs(boxes(dom)))
     for id in pairs(stop) do
       -- +N: the hidden nodes reachable from it through hidden nodes
-      local hidden, todo = {}, { table.unpack(data.nodes[id].src) }
-      while #todo > 0 do
-        local s = table.remove(todo)
+      local hidden, stack = {}, { table.unpack(data.nodes[id].src) }
+      while #stack > 0 do
+        local s = table.remove(stack)
         if not visible[s] and not hidden[s] then
           hidden[s] = true
-          for _, t in ipairs(data.nodes[s].src) do todo[#todo + 1] = t end
+          for _, t in ipairs(data.nodes[s].src) do stack[#stack + 1] = t end
         end
       end
       local n = 0

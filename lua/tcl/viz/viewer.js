@@ -147,13 +147,13 @@
       // the hidden nodes reachable from c through hidden nodes only
       let count = 0;
       const seen = new Set();
-      const todo = sourcesOf(c).filter((s) => !shown.has(s));
-      while (todo.length) {
-        const s = todo.pop();
+      const stack = sourcesOf(c).filter((s) => !shown.has(s));
+      while (stack.length) {
+        const s = stack.pop();
         if (seen.has(s)) continue;
         seen.add(s);
         count += 1;
-        for (const t of sourcesOf(s)) if (!shown.has(t) && !seen.has(t)) todo.push(t);
+        for (const t of sourcesOf(s)) if (!shown.has(t) && !seen.has(t)) stack.push(t);
       }
       hiddenBy.set(c, count);
     }
