@@ -306,10 +306,6 @@ function M.compile_many(items, device, options)
   local hook_key = hook == optimize.apply and optimize.key() .. "|beam" .. beam or tostring(hook)
   local suffix = "|" .. device .. "|" .. backend.options .. (noopt and "|noopt" or (hook and "|" .. hook_key or ""))
   local debug = env.DEBUG
-  -- how these kernels are optimized, in words (kept on each kernel: tcl.viz shows it)
-  local optimizer = noopt and "none (NOOPT)" or hook == nil and "none" or hook ~= optimize.apply and
-    "an optimizer hook (" .. tostring(hook) .. ")" or beam > 0 and "BEAM " .. beam or
-    "heuristic " .. optimize.heuristic_name()
   local listened = events.on()
   local batch_start = listened and events.clock()
   local kernels, jobs, job_of = {}, {}, {}
@@ -358,6 +354,11 @@ function M.compile_many(items, device, options)
     end
   end
   if #jobs > 0 then
+    -- how these kernels are optimized, in words (kept on each kernel: tcl.viz shows it); made
+    -- here, not per call: a batch the kernel cache serves whole builds nothing
+    local optimizer = noopt and "none (NOOPT)" or hook == nil and "none" or hook ~= optimize.apply and
+      "an optimizer hook (" .. tostring(hook) .. ")" or beam > 0 and "BEAM " .. beam or
+      "heuristic " .. optimize.heuristic_name()
     local start = core.clock()
     local programs = backend.build_many(jobs)
     local build_seconds = core.clock() - start
