@@ -266,6 +266,23 @@ function M.dim(fn, d, shape, extra)
   fail(fn, "dim %d out of range for a %d-d tensor of shape %s%s", i, ndim, M.shape_str(shape), hint)
 end
 
+--- The shape of flatten(start, stop) of a tensor of `shape` (user dims, default 1 and -1): dims
+--  start..stop merged into one; an error when start comes after stop.
+function M.flattened_shape(fn, shape, start, stop)
+  local a = M.dim(fn, start or 1, shape)
+  local b = M.dim(fn, stop or -1, shape)
+  if a > b then fail(fn, "start dim %d is after end dim %d for %s", a + 1, b + 1, M.shape_str(shape)) end
+  local out, merged = {}, 1
+  for i = 1, #shape do
+    if i - 1 < a or i - 1 > b then out[#out + 1] = shape[i]
+    else
+      merged = merged * shape[i]
+      if i - 1 == b then out[#out + 1] = merged end
+    end
+  end
+  return out
+end
+
 --- Sorted 0-based axes from nil (every axis), one dim or a table of dims; no duplicates.
 function M.dims(fn, dims, shape)
   local axes = {}

@@ -121,18 +121,7 @@ function M.view(x, ...) return reshape_as("view", x, ...) end
 function M.flatten(x, start, stop)
   tensor_arg("flatten", x)
   if #x._shape == 0 then return nodes.reshape(x, { 1 }) end
-  local a = check.dim("flatten", start or 1, x._shape)
-  local b = check.dim("flatten", stop or -1, x._shape)
-  if a > b then fail("flatten", "start dim %d is after end dim %d for %s", a + 1, b + 1, shape_str(x._shape)) end
-  local shape, merged = {}, 1
-  for i = 1, #x._shape do
-    if i - 1 < a or i - 1 > b then shape[#shape + 1] = x._shape[i]
-    else
-      merged = merged * x._shape[i]
-      if i - 1 == b then shape[#shape + 1] = merged end
-    end
-  end
-  return nodes.reshape(x, shape)
+  return nodes.reshape(x, check.flattened_shape("flatten", x._shape, start, stop))
 end
 
 --- Splits dim d into the given sizes (one may be -1).

@@ -693,18 +693,7 @@ end
 --- Merges dims start..stop (default all) into one, as Tensor.flatten (a reshape).
 function Sharded.flatten(s, start, stop)
   sharded_arg("flatten", s)
-  local a = check.dim("flatten", start or 1, s._shape)
-  local b = check.dim("flatten", stop or -1, s._shape)
-  if a > b then fail("flatten", "start dim %d is after end dim %d for %s", a + 1, b + 1, shape_str(s._shape)) end
-  local sizes, merged = {}, 1
-  for d = 1, #s._shape do
-    if d - 1 < a or d - 1 > b then sizes[#sizes + 1] = s._shape[d]
-    else
-      merged = merged * s._shape[d]
-      if d - 1 == b then sizes[#sizes + 1] = merged end
-    end
-  end
-  return reshape_to("flatten", s, sizes)
+  return reshape_to("flatten", s, check.flattened_shape("flatten", s._shape, start, stop))
 end
 
 --- Inserts a size-1 dim so that it becomes dim d, as Tensor.unsqueeze.
