@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # viewer_screenshots.sh — remakes the viewer's screenshots in docs/images/ (the README and
-# docs/guide/viewer.md show them): records one SGD step of a small MLP with tcl.viz, opens the
-# page in headless Chromium, and saves two views: a realize (the graph coloured by kernel) and
-# a kernel's passes. Needs a build (build/, or TCL_BUILD_DIR) and chromium (scripts/setup.sh).
+# docs/guide/viewer.md show them): records one SGD step of a small MLP with tcl.viz
+# (spec/support/viz_mlp_step.lua: the run spec/viz/browser_spec.lua opens too), opens the page
+# in headless Chromium, and saves two views: a realize (the graph coloured by kernel) and a
+# kernel's passes. Needs a build (build/, or TCL_BUILD_DIR) and chromium (scripts/setup.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TCL_BUILD_DIR:-$root/build}
@@ -12,21 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 cat >"$work/mlp_step.lua" <<'LUA'
-tcl.manual_seed(7)
-local nn = tcl.nn
-local model = nn.Sequential { nn.Linear(4, 8), Tensor.relu, nn.Linear(8, 3) }
-local params = nn.state.get_parameters(model)
-for _, p in ipairs(params) do p:realize() end
-local opt = tcl.optim.SGD(params, { lr = 0.1 })
-local x = Tensor.arange(24):reshape(6, 4):float() / 24
-local y = Tensor({ 1, 2, 3, 1, 2, 3 })
-local data = tcl.viz.record(function()
-  opt:zero_grad()
-  local loss = model(x):cross_entropy(y)
-  loss:backward()
-  opt:step()
-  return loss:item()
-end)
+local data = dofile(arg[2])() -- spec/support/viz_mlp_step.lua: the run the browser spec opens too
 tcl.viz.save(arg[1], data)
 -- the kernel to show: the one whose passes change the most (the largest growth in one pass)
 local function count(root)
@@ -50,7 +37,7 @@ end
 print(string.format("kernel=%d&pass=%d", best_kernel, best_pass))
 LUA
 
-hash=$(cd "$work" && TCL_LUA_DIR="$root/lua" "$build/tcl" mlp_step.lua page.html)
+hash=$(cd "$work" && TCL_LUA_DIR="$root/lua" "$build/tcl" mlp_step.lua page.html "$root/spec/support/viz_mlp_step.lua")
 shoot() { # hash output height
   env -u LD_PRELOAD timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --user-data-dir="$work/profile" --virtual-time-budget=5000 --window-size=1400,"$3" \

@@ -64,6 +64,15 @@ function M.dump_dom(html_path, hash)
   return dom
 end
 
+--- The data-* attributes of a dumped DOM's <body> (the viewer's test hooks), by name without
+-- "data-": { ["viz-status"] = "ready", ... }.
+function M.hooks(dom)
+  local body = assert(dom:match("<body([^>]*)>"), "no <body> in the DOM")
+  local t = {}
+  for k, v in body:gmatch('data%-([%w%-]+)="([^"]*)"') do t[k] = v end
+  return t
+end
+
 --- Takes a screenshot of the page into png_path. opts: width, height (1400 x 900), hash.
 function M.screenshot(html_path, png_path, opts)
   opts = opts or {}

@@ -7,35 +7,9 @@ local tcl = require "tcl"
 local helper = require "spec.support.helper"
 local browser = require "spec.support.browser"
 local fixture = require "spec.support.viz_fixture"
-local Tensor = tcl.Tensor
+local training_step = require "spec.support.viz_mlp_step"
 
--- One SGD step of a 4 -> 8 -> 3 MLP on a batch of 6 (the parameters made first: their
--- initialization is a realize of its own).
-local function training_step()
-  tcl.manual_seed(7)
-  local nn = tcl.nn
-  local model = nn.Sequential { nn.Linear(4, 8), Tensor.relu, nn.Linear(8, 3) }
-  local params = nn.state.get_parameters(model)
-  for _, p in ipairs(params) do p:realize() end
-  local opt = tcl.optim.SGD(params, { lr = 0.1 })
-  local x = Tensor.arange(24):reshape(6, 4):float() / 24
-  local y = Tensor({ 1, 2, 3, 1, 2, 3 })
-  return tcl.viz.record(function()
-    opt:zero_grad()
-    local loss = model(x):cross_entropy(y)
-    loss:backward()
-    opt:step()
-    return loss:item()
-  end)
-end
-
--- The data-* attributes of the page's <body> (the page's test hooks).
-local function hooks(dom)
-  local body = assert(dom:match("<body([^>]*)>"), "no <body> in the DOM")
-  local t = {}
-  for k, v in body:gmatch('data%-([%w%-]+)="([^"]*)"') do t[k] = v end
-  return t
-end
+local hooks = browser.hooks
 
 -- How many nodes are under root, root included.
 local function reachable_count(data, root) return select(2, fixture.reach(data, root)) end

@@ -124,13 +124,7 @@ describe("spec.support.browser", function()
   end)
 end)
 
--- the body's data-* attributes (the viewer's test hooks) of a dumped DOM
-local function hooks(dom)
-  local body = assert(dom:match("<body([^>]*)>"), "no <body> in the DOM")
-  local t = {}
-  for k, v in body:gmatch('data%-([%w%-]+)="([^"]*)"') do t[k] = v end
-  return t
-end
+local hooks = browser.hooks
 
 local function count_nodes(dom) return helper.count(dom, '<g class="node ') end
 
