@@ -4,8 +4,10 @@
 -- 8 MiB), each after an untimed barrier, the larger of the two ranks' medians; then the bus
 -- bandwidth 2(n-1)/n * bytes / time (n = 2 ranks: bytes / time) and tcl's share of MPI's. The
 -- machine may be shared: BENCH_ROUNDS (default 3) rounds alternate the two jobs and each size
--- keeps its best median of the rounds. Also timed: the raw binding (tcl.mpi.all_reduce over
--- runtime Buffers, no tensors), which shows what the tensor layer adds.
+-- keeps its best median of the rounds. tcl's row is the call into a tensor the caller keeps
+-- (all_reduce(x, op, { out = y }), as DistributedDataParallel's buckets and torch's in-place
+-- all_reduce); also timed: the call that returns a new tensor each time, and the raw binding
+-- (tcl.mpi.all_reduce over runtime Buffers, no tensors), which shows what the tensor layer adds.
 --
 --   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j
 --   build-rel/tcl bench/allreduce_bench.lua            (BENCH_BUILD: another build's tcl program)
@@ -27,10 +29,9 @@ end
 
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- One rank of the tcl job for one size: prints "tcl <bytes> <s>" and "binding <bytes> <s>"
--- (rank 1). Each size runs in processes of its own: the CPU's cache of freed buffers, full of
--- the earlier sizes' blocks, would not keep a large result's block, and every call would take
--- fresh pages.
+-- One rank of the tcl job for one size: prints "tcl <bytes> <s>", "fresh <bytes> <s>" and
+-- "binding <bytes> <s>" (rank 1). Each size runs in processes of its own, so that one size's
+-- buffers do not crowd the CPU's cache of freed buffers for the next.
 local function rank_main(size_bytes)
   local tcl = require "tcl"
   local dist = tcl.distributed
@@ -40,18 +41,33 @@ local function rank_main(size_bytes)
   local function slowest(seconds) -- the larger of the ranks' medians
     return dist.all_reduce(T({ seconds }, { dtype = "float64" }), "max"):item()
   end
-  -- The medians of one size: dist.all_reduce on a tensor, and the binding on its storage.
+  -- The medians of one size: dist.all_reduce on a tensor into a tensor of the caller's
+  -- ({ out = y }: what DistributedDataParallel does, and torch's in-place all_reduce), the same
+  -- returning a new tensor, and the binding on the storages.
   local function measure(bytes)
     local n = bytes // 4
     local x = T.full({ n }, dist.rank(), { dtype = "float32" }):realize()
+    local y = T.zeros({ n }, { dtype = "float32" }):realize()
     local storage = buffers.get(buffers.viewed(x.uop))
-    local out = buffers.allocate("float32", n, "CPU", "none")
-    local times, raw = {}, {}
+    local out = buffers.get(buffers.viewed(y.uop))
+    local into, fresh, raw = {}, {}, {}
+    -- the call into y and the binding alternate, so that a slow spell of the shared machine
+    -- falls on both
+    for i = -2, runs_for(bytes) do
+      dist.barrier()
+      local start = tcl.clock()
+      dist.all_reduce(x, "sum", { out = y })
+      if i >= 1 then into[i] = tcl.clock() - start end
+      dist.barrier()
+      start = tcl.clock()
+      mpi.all_reduce(storage, "sum", out)
+      if i >= 1 then raw[i] = tcl.clock() - start end
+    end
     for i = -2, runs_for(bytes) do
       -- the last result's buffer back to the cache (untimed): Lua's collector would otherwise
-      -- free it at some later call, and the next result take fresh pages. A full collection
-      -- walks the whole Lua heap and leaves the caches cold: one untimed reduction warms them
-      -- again, as the C loop's previous call does.
+      -- free it at some later call, and the next result take fresh pages (which the "into"
+      -- column shows a caller avoids). A full collection leaves the caches cold: one untimed
+      -- reduction warms them again, as the C loop's previous call does.
       collectgarbage()
       buffers.collect()
       collectgarbage()
@@ -59,21 +75,16 @@ local function rank_main(size_bytes)
       dist.barrier()
       local start = tcl.clock()
       dist.all_reduce(x) -- the result is dropped at once
-      if i >= 1 then times[i] = tcl.clock() - start end
+      if i >= 1 then fresh[i] = tcl.clock() - start end
     end
-    for i = -2, runs_for(bytes) do
-      dist.barrier()
-      local start = tcl.clock()
-      mpi.all_reduce(storage, "sum", out)
-      if i >= 1 then raw[i] = tcl.clock() - start end
-    end
-    local check = dist.all_reduce(x):max():item()
+    local check = y:max():item()
     assert(check == 3, "the sum is " .. check .. ", not 3")
-    return slowest(median(times)), slowest(median(raw))
+    return slowest(median(into)), slowest(median(fresh)), slowest(median(raw))
   end
-  local tcl_s, raw_s = measure(size_bytes)
+  local into_s, fresh_s, raw_s = measure(size_bytes)
   if dist.rank() == 1 then
-    print(string.format("tcl %d %.9g", size_bytes, tcl_s))
+    print(string.format("tcl %d %.9g", size_bytes, into_s))
+    print(string.format("fresh %d %.9g", size_bytes, fresh_s))
     print(string.format("binding %d %.9g", size_bytes, raw_s))
   end
 end
@@ -93,7 +104,7 @@ local function driver()
   local ref = os.tmpname()
   run("mpicc -O2 -o " .. quote(ref) .. " bench/mpi_allreduce_ref.c")
   local launch = "mpirun --allow-run-as-root --oversubscribe -np 2 "
-  local best = { ref = {}, tcl = {}, binding = {} }
+  local best = { ref = {}, tcl = {}, fresh = {}, binding = {} }
   local function keep(out)
     for kind, bytes, seconds in out:gmatch("(%a+) (%d+) ([%d.e+-]+)") do
       if best[kind] then
@@ -115,16 +126,16 @@ local function driver()
   os.remove(ref)
   print(string.format("all_reduce (sum, float32), 2 ranks, median of %d calls (from 8 MiB: %d), best of %d rounds",
     runs_for(1), runs_for(8 << 20), ROUNDS))
-  print("| size | MPI_Allreduce: us (GB/s) | tcl.distributed.all_reduce: us (GB/s) | tcl / MPI "
-    .. "| binding alone: us (GB/s) |")
-  print("|---|---|---|---|---|")
+  print("| size | MPI_Allreduce: us (GB/s) | all_reduce(x, op, { out = y }): us (GB/s) | tcl / MPI "
+    .. "| all_reduce(x), a new tensor: us (GB/s) | new / MPI | binding alone: us (GB/s) |")
+  print("|---|---|---|---|---|---|---|")
   local bytes = MIN_BYTES
   while bytes <= MAX_BYTES do
-    local r, t, b = best.ref[bytes], best.tcl[bytes], best.binding[bytes]
+    local r, t, f, b = best.ref[bytes], best.tcl[bytes], best.fresh[bytes], best.binding[bytes]
     local function gbs(s) return bytes / s / 1e9 end -- bus bandwidth, 2 ranks: 2(n-1)/n = 1
     local size = bytes >= (1 << 20) and string.format("%d MiB", bytes >> 20) or string.format("%d KiB", bytes >> 10)
-    print(string.format("| %s | %.1f (%.2f) | %.1f (%.2f) | %.0f %% | %.1f (%.2f) |", size, r * 1e6, gbs(r),
-      t * 1e6, gbs(t), 100 * r / t, b * 1e6, gbs(b)))
+    print(string.format("| %s | %.1f (%.2f) | %.1f (%.2f) | %.0f %% | %.1f (%.2f) | %.0f %% | %.1f (%.2f) |", size,
+      r * 1e6, gbs(r), t * 1e6, gbs(t), 100 * r / t, f * 1e6, gbs(f), 100 * r / f, b * 1e6, gbs(b)))
     bytes = bytes * 2
   end
 end

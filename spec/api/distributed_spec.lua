@@ -76,6 +76,50 @@ describe("tcl.distributed", function()
       assert.are.same({ { 1, 3 }, { 2, 4 } }, dist.all_reduce(T({ { 1, 2 }, { 3, 4 } }):transpose(1, 2)):tolist())
     end)
 
+    it("writes into out's own buffer when asked (out = t: in place), and returns out", function()
+      local x = T({ { 1, 2 }, { 3, 4 } }, { dtype = "float32" }):realize()
+      local y = T.zeros({ 2, 2 }):realize()
+      local view = y:reshape(4) -- shares y's buffer: sees what is written into it
+      assert.are.equal(y, dist.all_reduce(x, "sum", { out = y }))
+      assert.are.same({ 1, 2, 3, 4 }, view:tolist())
+      assert.are.equal(x, dist.all_reduce(x, "mean", { out = x }))
+      assert.are.same({ { 1, 2 }, { 3, 4 } }, x:tolist())
+      local b = T.zeros({ 2, 2 }):realize()
+      assert.are.equal(b, dist.broadcast(x, 1, { out = b }))
+      assert.are.same({ { 1, 2 }, { 3, 4 } }, b:tolist())
+      local g = T.zeros({ 1, 2, 2 }):realize()
+      assert.are.equal(g, dist.all_gather(x, { out = g }))
+      assert.are.same({ { { 1, 2 }, { 3, 4 } } }, g:tolist())
+      -- a pending assignment to out runs before the collective overwrites it
+      y:assign(T.full({ 2, 2 }, 9))
+      dist.all_reduce(x, "max", { out = y })
+      assert.are.same({ { 1, 2 }, { 3, 4 } }, y:tolist())
+    end)
+
+    it("refuses an out that cannot take the result in place, naming why", function()
+      local x = T({ { 1, 2 }, { 3, 4 } }, { dtype = "float32" }):realize()
+      assert.are.equal("all_reduce: out has shape (4,), the result (2, 2)",
+        helper.message_of(dist.all_reduce, x, "sum", { out = T.zeros({ 4 }):realize() }))
+      assert.are.equal("all_reduce: out has dtype float64, the result float32",
+        helper.message_of(dist.all_reduce, x, "sum", { out = T.zeros({ 2, 2 }, { dtype = "float64" }) }))
+      assert.are.equal("all_reduce: out must hold a buffer of its own, written in place: a realized tensor, "
+        .. "not a lazy result or a view such as a transpose or a slice (its node is PERMUTE)",
+        helper.message_of(dist.all_reduce, x, "sum", { out = x:transpose(1, 2) }))
+      assert.are.equal("all_reduce: out must hold a buffer of its own, written in place: a realized tensor, "
+        .. "not a lazy result or a view such as a transpose or a slice (its node is ADD)",
+        helper.message_of(dist.all_reduce, x, "sum", { out = x + 1 }))
+      assert.are.equal("all_reduce: out must be a tensor, got table",
+        helper.message_of(dist.all_reduce, x, "sum", { out = { 1 } }))
+      assert.are.equal("all_reduce: unknown option 'into' (the one option is out)",
+        helper.message_of(dist.all_reduce, x, "sum", { into = x }))
+      assert.are.equal("broadcast: options must be a table such as { out = t }, got number",
+        helper.message_of(dist.broadcast, x, 1, 5))
+      assert.are.equal("all_gather: out has shape (2, 2), the result (1, 2, 2)",
+        helper.message_of(dist.all_gather, x, { out = x }))
+      assert.are.equal("all_reduce: out is on CPU:2, the tensor on CPU",
+        helper.message_of(dist.all_reduce, x, "sum", { out = T.zeros({ 2, 2 }, { device = "CPU:2" }):realize() }))
+    end)
+
     it("refuses bad arguments with messages that name them", function()
       local x = T({ 1, 2 })
       assert.are.equal("broadcast: root 0 is not a rank: ranks count from 1 (1 to 1)",
@@ -128,6 +172,18 @@ say("gather_shape", g.shape)
 say("gather", g:flatten():tolist())
 dist.barrier()
 say("barrier", { "passed" })
+local acc = T({ r, 10 * r }, { dtype = "float32" }):realize()
+dist.all_reduce(acc, "sum", { out = acc })
+say("in_place", acc:tolist())
+local into = T.zeros({ 2 }, { dtype = "int64" }):realize()
+dist.all_reduce(T({ r, -r }, { dtype = "int64" }), "min", { out = into })
+say("into", into:tolist())
+local bout = T.zeros({ 2 }):realize()
+dist.broadcast(T({ r, r }, { dtype = "float32" }), 2, { out = bout })
+say("broadcast_out", bout:tolist())
+local gout = T.zeros({ 2, 1 }):realize()
+dist.all_gather(T({ r }, { dtype = "float32" }), { out = gout })
+say("gather_out", gout:flatten():tolist())
 local big = dist.all_reduce(T.full({ 1000000 }, r, { dtype = "float32" }))
 say("big", { big.shape[1], big:min():item(), big:max():item(), big:sum():item() })
 for _, case in ipairs {
@@ -181,6 +237,16 @@ end
       for rank = 1, 2 do
         assert.are.equal("2,1,2", job()[rank].gather_shape)
         assert.are.equal("1.0,1.25,2.0,2.25", results[rank].gather)
+      end
+    end)
+
+    it("writes into out in place on every rank (all_reduce into itself, broadcast, all_gather)", function()
+      for rank = 1, 2 do
+        local r = job()[rank]
+        assert.are.equal("3.0,30.0", r.in_place)
+        assert.are.equal("1,-2", r.into)
+        assert.are.equal("2.0,2.0", r.broadcast_out)
+        assert.are.equal("1.0,2.0", r.gather_out)
       end
     end)
 

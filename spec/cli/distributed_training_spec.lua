@@ -110,12 +110,18 @@ ddp:sync_gradients()
 local grads = {}
 for i, p in ipairs(ddp:parameters()) do grads[i] = p.grad:tolist() end
 local gathered = dist.all_gather(Tensor(grads[1])):tolist()
+-- a second step: the averages go into the same buffers (no new storage per step), new values
+local first = ddp:all_reduce_buckets(ddp:gradient_buckets())
+for i, p in ipairs(ddp:parameters()) do p.grad = Tensor.full(p.shape, rank * 100 + i + 0.0) end
+ddp:sync_gradients()
+local again = ddp:all_reduce_buckets(ddp:gradient_buckets())
 local function same(a, b) return tostring(Tensor(a):eq(Tensor(b)):all():item()) end
 if rank == 1 then
   print("differed", tostring(same(befores[1], befores[2]) == "false"))
   print("same weights", same(weights[1], weights[2]))
   print("rank 1's", same(weights[2], befores[1]))
   print("grad 1", grads[1][1], grads[1][2], "grad 3", grads[3][1][1], "ranks agree", same(gathered[1], gathered[2]))
+  print("reused", tostring(rawequal(first[1], again[1])), "step 2 grad 1", ddp:parameters()[1].grad:tolist()[1])
 end
 ]]
 
@@ -134,5 +140,7 @@ end
     assert.is_truthy(out:find("differed\ttrue\n", 1, true), out)
     -- parameter 1 is layers.1.bias: rank 1 set 11, rank 2 set 21; parameter 3 layers.2.weight: 13 and 23
     assert.is_truthy(out:find("grad 1\t16.0\t16.0\tgrad 3\t18.0\tranks agree\ttrue\n", 1, true), out)
+    -- step 2: 101 and 201 averaged into the buffer step 1's averages were written into
+    assert.is_truthy(out:find("reused\ttrue\tstep 2 grad 1\t151.0\n", 1, true), out)
   end)
 end)

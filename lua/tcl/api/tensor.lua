@@ -135,6 +135,9 @@ end
 -- options: { noopt = true } (no kernel opts, like NOOPT=1) or { beam = n } (BEAM=n) for the
 -- kernels of this realize only.
 function M.realize(t, options)
+  -- a stored tensor has nothing to compute, as realize_all finds (its pending assignments wait
+  -- for a realize that computes something); this skips its 5 us of tables and pcall
+  if options == nil and is_tensor(t) and buffers.viewed(t.uop) ~= nil then return t end
   tensor_arg("realize", t)
   if options ~= nil then
     if type(options) ~= "table" then fail("realize", "options must be a table, not %s", check.type_name(options)) end

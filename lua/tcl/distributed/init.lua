@@ -8,6 +8,7 @@
 --   dist.init{ timeout = 60 }                 -- optional: the first call below does it
 --   print(dist.rank(), dist.world_size())     -- 1-based: rank 1 .. world_size
 --   local g = dist.all_reduce(grad, "mean")   -- a new realized tensor; grad is unchanged
+--   dist.all_reduce(acc, "sum", { out = acc }) -- in place, into acc's own buffer (as torch's)
 --   local w = dist.broadcast(w, 1)            -- rank 1's values everywhere
 --   local all = dist.all_gather(x)            -- shape {world_size, ...x's shape}, in rank order
 --   dist.barrier()
@@ -20,6 +21,7 @@
 -- call the same collectives in the same order with tensors of the same shape and dtype.
 local env = require "tcl.env"
 local class = require "tcl.api.class"
+local check = require "tcl.api.check"
 local buffers = require "tcl.schedule.buffers"
 local mpi = require "tcl.distributed.mpi"
 
@@ -121,8 +123,11 @@ local function storage_of(fn, t)
   local source = t
   local staged = buffers.in_device_memory(device) and M.backend_of(device) == "mpi"
   if staged then source = t:to("CPU") end
-  source:realize()
   local node = buffers.viewed(source.uop)
+  if node == nil then
+    source:realize()
+    node = buffers.viewed(source.uop)
+  end
   if node == nil then error(fn .. ": realize gave a " .. source.uop.op .. " node, not a buffer", 3) end
   local storage = buffers.get(node)
   local numel = 1
@@ -147,10 +152,70 @@ local function copy_of(storage)
   return buffers.copy(out, storage)
 end
 
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do
+    if a[i] ~= b[i] then return false end
+  end
+  return true
+end
+
+-- The options of a collective: nil or { out = tensor }; the out tensor or nil.
+local function out_option(fn, opts)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" or class.is_tensor(opts) then
+    error(string.format("%s: options must be a table such as { out = t }, got %s", fn, type_name(opts)), 3)
+  end
+  for k in pairs(opts) do
+    if k ~= "out" then error(string.format("%s: unknown option '%s' (the one option is out)", fn, tostring(k)), 3) end
+  end
+  return opts.out
+end
+
+-- The storage a collective writes its result into, in place: out's own buffer, which must hold
+-- out's values in order (a tensor realized into a buffer, or a reshape of one: not a lazy
+-- result, and not a view such as a transpose or a slice, whose realize would make a copy and
+-- leave the tensor the caller meant untouched), of `shape`, t's dtype, on t's device.
+local function out_storage(fn, out, t, shape)
+  if not class.is_tensor(out) then error(string.format("%s: out must be a tensor, got %s", fn, type_name(out)), 3) end
+  if out.uop.dtype.name ~= t.uop.dtype.name then
+    error(string.format("%s: out has dtype %s, the result %s", fn, out.uop.dtype.name, t.uop.dtype.name), 3)
+  end
+  if not same_shape(out._shape, shape) then
+    error(string.format("%s: out has shape %s, the result %s", fn, check.shape_str(out._shape),
+      check.shape_str(shape)), 3)
+  end
+  if out.device ~= t.device then
+    error(string.format("%s: out is on %s, the tensor on %s", fn, out.device, t.device), 3)
+  end
+  -- a pending assignment to out (an ASSIGN node over its buffer) runs first
+  if out.uop.op == "ASSIGN" then out:realize() end
+  local node = buffers.viewed(out.uop)
+  if node == nil or not buffers.is_buffer(node) then
+    error(string.format("%s: out must hold a buffer of its own, written in place: a realized tensor, not a lazy "
+      .. "result or a view such as a transpose or a slice (its node is %s)", fn, out.uop.op), 3)
+  end
+  local storage = buffers.get(node)
+  if storage.numel ~= out:numel() then
+    error(string.format("%s: out's buffer holds %d elements, its shape %d", fn, storage.numel, out:numel()), 3)
+  end
+  return storage
+end
+
+-- Writes `result` (a realized tensor of out's shape) into out's own buffer and returns out: the
+-- path of the staged (GPU through host memory) collectives.
+local function store(out, result)
+  out:assign(result)
+  out:realize()
+  return out
+end
+
 --- The element-wise reduction of t over every rank, as a new realized tensor on t's device:
 -- op "sum" (default), "mean" (integers: the sum divided by the world size, rounded toward
--- zero), "max" or "min". dtype float32, float64, int32 or int64.
-function M.all_reduce(t, op)
+-- zero), "max" or "min". dtype float32, float64, int32 or int64. opts.out: a realized tensor
+-- of t's shape, dtype and device that receives the result in its own buffer (in place; it may
+-- be t itself), returned instead of a new tensor: no new storage per call.
+function M.all_reduce(t, op, opts)
   check_tensor("all_reduce", t)
   op = op == nil and "sum" or op
   if not OPS[op] then fail("all_reduce", "op must be 'sum', 'mean', 'max' or 'min', got %s", tostring(op)) end
@@ -158,8 +223,20 @@ function M.all_reduce(t, op)
   if not REDUCIBLE[dtype] then
     fail("all_reduce", "dtype %s cannot be reduced (float32, float64, int32 or int64)", dtype)
   end
+  local out_tensor = out_option("all_reduce", opts)
+  local into = out_tensor and out_storage("all_reduce", out_tensor, t, t._shape)
   local backend = backend_for("all_reduce", t.device)
   local storage, staged = storage_of("all_reduce", t)
+  if into and not staged then
+    -- straight into out's buffer (MPI_IN_PLACE when it is t's own)
+    if backend == mpi then
+      mpi.all_reduce(storage, op, into)
+    else
+      if into ~= storage then buffers.copy(into, storage) end
+      if backend then backend.all_reduce(into, op) end
+    end
+    return out_tensor
+  end
   local out
   if backend == mpi then
     -- reduces storage's values into new storage: the input (maybe shared) stays as it is
@@ -169,7 +246,9 @@ function M.all_reduce(t, op)
     out = copy_of(storage)
     if backend then backend.all_reduce(out, op) end
   end
-  return wrap(out, t._shape, t.device, staged)
+  local result = wrap(out, t._shape, t.device, staged)
+  if out_tensor then return store(out_tensor, result) end
+  return result
 end
 
 -- nil when root is a rank of a world of size ranks, else what is wrong with it.
@@ -181,34 +260,53 @@ local function root_problem(root, size)
 end
 
 --- Rank root's values of t on every rank, as a new realized tensor (every rank passes a
--- tensor of the same shape and dtype).
-function M.broadcast(t, root)
+-- tensor of the same shape and dtype). opts.out: as all_reduce's (the result in its buffer).
+function M.broadcast(t, root, opts)
   check_tensor("broadcast", t)
   local w = joined()
   local problem = root_problem(root, w.size)
   if problem then fail("broadcast", "%s", problem) end
+  local out_tensor = out_option("broadcast", opts)
+  local into = out_tensor and out_storage("broadcast", out_tensor, t, t._shape)
   local backend = backend_for("broadcast", t.device)
   local storage, staged = storage_of("broadcast", t)
+  if into and not staged then
+    if into ~= storage then buffers.copy(into, storage) end
+    if backend then backend.broadcast(into, root - 1) end
+    return out_tensor
+  end
   local out = copy_of(storage)
   if backend then backend.broadcast(out, root - 1) end
-  return wrap(out, t._shape, t.device, staged)
+  local result = wrap(out, t._shape, t.device, staged)
+  if out_tensor then return store(out_tensor, result) end
+  return result
 end
 
---- Every rank's t stacked in rank order: a new realized tensor of shape {world_size, ...t's shape}.
-function M.all_gather(t)
+--- Every rank's t stacked in rank order: a new realized tensor of shape {world_size, ...t's
+-- shape}. opts.out: as all_reduce's, of that shape (it cannot share t's buffer).
+function M.all_gather(t, opts)
   check_tensor("all_gather", t)
   local w = joined()
-  local backend = backend_for("all_gather", t.device)
-  local storage, staged = storage_of("all_gather", t)
-  local out = buffers.allocate(storage.dtype, storage.numel * w.size, storage.device, "none")
-  if backend then
-    backend.all_gather(storage, out)
-  else
-    buffers.copy(out, storage)
-  end
   local shape = { w.size }
   for i, n in ipairs(t._shape) do shape[i + 1] = n end
-  return wrap(out, shape, t.device, staged)
+  local out_tensor = out_option("all_gather", opts)
+  local into = out_tensor and out_storage("all_gather", out_tensor, t, shape)
+  local backend = backend_for("all_gather", t.device)
+  local storage, staged = storage_of("all_gather", t)
+  if into == storage and w.size > 1 then
+    fail("all_gather", "out cannot share the buffer of the tensor gathered (every rank's values go into it)")
+  end
+  local out = (into and not staged) and into
+    or buffers.allocate(storage.dtype, storage.numel * w.size, storage.device, "none")
+  if backend then
+    backend.all_gather(storage, out)
+  elseif out ~= storage then
+    buffers.copy(out, storage)
+  end
+  if out == into then return out_tensor end
+  local result = wrap(out, shape, t.device, staged)
+  if out_tensor then return store(out_tensor, result) end
+  return result
 end
 
 --- Returns once every rank has called it.
