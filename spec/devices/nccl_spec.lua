@@ -302,6 +302,9 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
       for _, op in ipairs { "sum", "mean", "max", "min" } do say(op, dist.all_reduce(x, op)) end
       say("int64_mean", dist.all_reduce(Tensor({ 3 * r, -r }, { dtype = "int64" }):to("cuda"), "mean"))
       say("broadcast", dist.broadcast(x, 2))
+      local acc = Tensor({ r, 2 * r }, { dtype = "float32" }):to("cuda"):realize()
+      dist.all_reduce(acc, "sum", { out = acc }) -- in place, in the GPU buffer
+      say("in_place", acc)
       local g = dist.all_gather(x)
       say("gather_" .. table.concat(g.shape, "x"), g)
       dist.barrier()
@@ -313,10 +316,10 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
     table.sort(results)
     assert.are.same({
       "R 1 backend nccl", "R 1 broadcast CUDA 2.0 20.0 -2.0", "R 1 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
-      "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0", "R 1 mean CUDA 1.5 15.0 -1.5",
+      "R 1 in_place CUDA 3.0 6.0", "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0", "R 1 mean CUDA 1.5 15.0 -1.5",
       "R 1 min CUDA 1.0 10.0 -2.0", "R 1 sum CUDA 3.0 30.0 -3.0",
       "R 2 backend nccl", "R 2 broadcast CUDA 2.0 20.0 -2.0", "R 2 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
-      "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0", "R 2 mean CUDA 1.5 15.0 -1.5",
+      "R 2 in_place CUDA 3.0 6.0", "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0", "R 2 mean CUDA 1.5 15.0 -1.5",
       "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
     }, results)
   end)
