@@ -394,7 +394,8 @@ tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_erro
     }
     if (ordinal < 0 || ordinal >= count) {
         if (count == 0) tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: no CUDA-capable device is visible (the driver found none)");
-        else if (ordinal < 0) tcl_fail(err, TCL_ERR_INVALID, "CUDA: there is no device %d (%d visible)", ordinal, count);
+        else if (ordinal < 0)
+            tcl_fail(err, TCL_ERR_INVALID, "CUDA: there is no device %d (%d visible)", ordinal, count);
         /* tcl calls ordinal n device CUDA:n+1 (tcl.devices) */
         else if (count == 1)
             tcl_fail(err, TCL_ERR_INVALID, "device 'CUDA:%d': 1 CUDA device is visible (CUDA; CUDA_VISIBLE_DEVICES "

@@ -114,7 +114,8 @@ int tcl_lua_device_instance(lua_State *L, int idx, const tcl_lua_gpu_device *slo
         if (same && name[n] == '\0') return 1;
         char *end = NULL;
         if (same && name[n] == ':' && isdigit((unsigned char)name[n + 1])) instance = strtoll(name + n + 1, &end, 10);
-        if (!end || *end) luaL_error(L, "%s: '%s' is not a %s device (%s, %s:2, ...)", fn, name, slot->driver->kind, base, base);
+        if (!end || *end)
+            luaL_error(L, "%s: '%s' is not a %s device (%s, %s:2, ...)", fn, name, slot->driver->kind, base, base);
     } else {
         luaL_error(L, "%s: the device must be a name such as '%s:2' or an instance number, got %s", fn, base,
                    luaL_typename(L, idx));

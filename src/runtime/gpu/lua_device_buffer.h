@@ -4,10 +4,11 @@
  * tcl.metal) is a tcl_lua_gpu_device and its device() table. Layer: runtime.
  *
  * A device buffer userdata has a runtime Buffer's interface (lua_runtime.h):
- *   .numel .dtype .nbytes .itemsize .device .revoked (always false)
+ *   .numel .dtype .nbytes .itemsize .device ("CUDA", "CUDA:2") .revoked (always false)
  *   :read() :write(list) :read_bytes() :write_bytes(s [, offset [, big_endian]])
  *   :max_difference(other)      through host staging memory and the host Buffer's methods
- *   :copy_from(other)           other: a host Buffer (upload) or a buffer of the same device
+ *   :copy_from(other)           other: a host Buffer (upload) or a buffer of the same driver (on
+ *                               another of its devices: the driver's copy_between)
  *   :copy_to(host)              host: a host Buffer (download); returns host
  * over the device's driver (gpu_buffer.h). Each userdata owns its buffer (freed
  * by its finalizer, which runs in any order with the device's: the buffer holds a reference
