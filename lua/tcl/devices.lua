@@ -2,9 +2,12 @@
 -- "CPU:1" the first. Every CPU instance keeps its buffers in host memory and runs kernels on
 -- threads of its own (runtime.configure_cpu { device = "CPU:2" }), so work spread over several
 -- devices (sharding) is testable on a machine without GPUs; a copy between two instances is a
--- copy. EMU has instances too (one interpreter, host memory); CUDA and METAL have one device
--- yet. Layer: lua/tcl (no dependencies; which devices exist is the runtime's, tcl.api.class
--- checks it).
+-- copy. EMU has instances too (one interpreter, host memory). "CUDA:N" is the GPU of ordinal
+-- N-1 as CUDA_VISIBLE_DEVICES numbers them ("CUDA" = "CUDA:1"): each has its own context, queue
+-- and memory, a kernel is compiled once and loaded on every GPU it runs on, and a copy between
+-- two is a peer copy (cuMemcpyPeer); an instance beyond the GPUs visible fails at its first use,
+-- naming the count (tcl.cuda). METAL has one device yet. Layer: lua/tcl (no dependencies; which
+-- devices exist is the runtime's, tcl.api.class checks it).
 --
 --   local devices = require "tcl.devices"
 --   devices.parse("cpu:2")        --> "CPU", 2   (raises "device 'CPU:0': ..." on a bad name)
@@ -23,7 +26,7 @@ local M = {}
 M.MAX_INSTANCES = 64
 
 -- Devices that have one instance yet, and why a second is refused.
-local SINGLE = { CUDA = "only one CUDA device is supported yet", METAL = "only one Metal device is supported yet" }
+local SINGLE = { METAL = "only one Metal device is supported yet" }
 
 --- base, instance of a device name (any case: "cpu:2" is "CPU", 2); nil and a message naming
 -- the problem when the instance part is bad. The base is not checked against the devices the

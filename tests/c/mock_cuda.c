@@ -36,6 +36,16 @@
  * (default 232448, an H100's; 0: not reported); MOCK_CUDA_FUNC_ATTRIBUTE_ERROR=<code> makes cuFuncSetAttribute
  * fail with that code; MOCK_CUDA_CC=<major>.<minor> the compute capability (default 8.0; 9.0
  * makes tcl shape kernels for Hopper, CUDA_SM90, and compile them for sm_90a).
+ *
+ * Several devices (MOCK_CUDA_DEVICES > 1): each has its own primary context, and the current
+ * context (cuCtxSetCurrent) says which device a call works on. Memory belongs to the device it
+ * was allocated on: a launch whose pointer parameter is another device's memory is refused
+ * ("launch <entry>: parameter <i> is memory of device <d>, not of device <c>"), as are copies
+ * and frees of another device's memory; cuMemcpyPeer moves the bytes between two devices'
+ * allocations and logs "peer <bytes> dev <from> -> dev <to>". With more than one device, the
+ * lines of allocations, frees, loads and launches end in " dev <n>" (1-based: the device tcl
+ * calls CUDA:<n>); with one they are as above. For the stand-in NCCL: mock_cuda_device_of,
+ * mock_cuda_current_device and mock_cuda_device_tag.
  * Single-threaded use only (a test process); a test helper, not part of tcl. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -69,11 +79,13 @@ enum {
 typedef struct allocation {
     unsigned char *data;
     size_t size;
+    int device; /* the ordinal of the device it was allocated on */
     struct allocation *next;
 } allocation;
 
 typedef struct mock_module {
     char *text;
+    int device; /* the device whose context loaded it: its functions run there only */
 } mock_module;
 
 typedef struct mock_function {
@@ -89,13 +101,15 @@ typedef struct mock_event {
 } mock_event;
 
 #define MAX_QUEUED_POINTERS 4096
+#define MAX_DEVICES 16
 
 static struct {
     int initialized;
     long contexts, modules, events;
     allocation *allocations;
     mock_function *functions; /* freed with their module */
-    int context_token;
+    int context_tokens[MAX_DEVICES]; /* device d's primary context is &context_tokens[d] */
+    int current;                     /* the ordinal of the current context's device */
     CUresult fault;                           /* a faulted kernel's sticky error, or OK */
     CUdeviceptr queued[MAX_QUEUED_POINTERS]; /* pointers of the launches not yet waited for */
     size_t nqueued;
@@ -107,6 +121,21 @@ static void log_line(const char *fmt, ...) {
     va_start(ap, fmt);
     mock_log_line("MOCK_CUDA_LOG", fmt, ap);
     va_end(ap);
+}
+
+static int device_count(void) {
+    const char *n = getenv("MOCK_CUDA_DEVICES");
+    int count = n && *n ? atoi(n) : 1;
+    return count < 0 ? 0 : count > MAX_DEVICES ? MAX_DEVICES : count;
+}
+
+/* What ends a line about one device: " dev <n>" where there are several, else nothing (the
+ * lines of a one-device run keep the format the older specs read). */
+static const char *device_tag(int device) {
+    static char tag[32];
+    if (device_count() <= 1) return "";
+    snprintf(tag, sizeof tag, " dev %d", device + 1);
+    return tag;
 }
 
 /* A call that waits for the device: queued launches are done (or the fault shows). */
@@ -142,17 +171,35 @@ static allocation *find_allocation(CUdeviceptr p) {
     return NULL;
 }
 
-/* True when [p, p + n) lies inside one live allocation. */
-static int inside(CUdeviceptr p, size_t n) {
+/* The live allocation [p, p + n) lies inside, or NULL. */
+static allocation *holder(CUdeviceptr p, size_t n) {
     for (allocation *a = mock.allocations; a; a = a->next) {
         CUdeviceptr start = (CUdeviceptr)(uintptr_t)a->data;
-        if (p >= start && p + n <= start + a->size) return 1;
+        if (p >= start && p + n <= start + a->size) return a;
     }
-    return 0;
+    return NULL;
+}
+
+/* True when [p, p + n) lies inside one live allocation (of any device). */
+static int inside(CUdeviceptr p, size_t n) { return holder(p, n) != NULL; }
+
+/* True when [p, p + n) lies inside one live allocation of the current context's device. */
+static int inside_current(CUdeviceptr p, size_t n) {
+    allocation *a = holder(p, n);
+    return a && a->device == mock.current;
 }
 
 /* For the stand-in NCCL: whether its buffers are device memory. */
 EXPORT int mock_cuda_inside(CUdeviceptr p, size_t n) { return inside(p, n); }
+
+/* For the stand-in NCCL: the ordinal of the device whose memory [p, p + n) is (-1: none), the
+ * current context's device, and the tag its log lines end in (device_tag). */
+EXPORT int mock_cuda_device_of(CUdeviceptr p, size_t n) {
+    allocation *a = holder(p, n);
+    return a ? a->device : -1;
+}
+EXPORT int mock_cuda_current_device(void) { return mock.current; }
+EXPORT const char *mock_cuda_device_tag(int device) { return device_tag(device); }
 
 static double now(void) {
     struct timespec ts;
@@ -195,11 +242,6 @@ EXPORT CUresult cuInit(unsigned flags) {
 EXPORT CUresult cuDriverGetVersion(int *version) {
     *version = 12040;
     return OK;
-}
-
-static int device_count(void) {
-    const char *n = getenv("MOCK_CUDA_DEVICES");
-    return n && *n ? atoi(n) : 1;
 }
 
 EXPORT CUresult cuDeviceGetCount(int *count) {
@@ -247,22 +289,37 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
     return OK;
 }
 
+/* Primary contexts retained per device (the exit line counts them all). */
+static long device_contexts[MAX_DEVICES];
+
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
-    (void)dev;
+    if (dev < 0 || dev >= device_count()) return INVALID_DEVICE;
     mock.contexts++;
-    *ctx = &mock.context_token;
+    device_contexts[dev]++;
+    *ctx = &mock.context_tokens[dev];
     return OK;
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
-    (void)dev;
-    if (mock.contexts == 0) return INVALID_VALUE;
+    if (dev < 0 || dev >= device_count() || device_contexts[dev] == 0) return INVALID_VALUE;
     mock.contexts--;
+    device_contexts[dev]--;
     return OK;
 }
 
+/* The device whose primary context ctx is, or -1. */
+static int device_of_context(const void *ctx) {
+    for (int d = 0; d < device_count(); d++)
+        if (ctx == &mock.context_tokens[d]) return device_contexts[d] > 0 ? d : -1;
+    return -1;
+}
+
 EXPORT CUresult cuCtxSetCurrent(void *ctx) {
-    return ctx == NULL || ctx == &mock.context_token ? OK : INVALID_VALUE;
+    if (ctx == NULL) return OK; /* no context current: the next call names one again */
+    int d = device_of_context(ctx);
+    if (d < 0) return INVALID_VALUE;
+    mock.current = d;
+    return OK;
 }
 
 EXPORT CUresult cuCtxSynchronize(void) { return wait_for_device("synchronize"); }
@@ -299,10 +356,11 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
     memset(data, 0xA5, size); /* not zero: tcl must zero-fill itself */
     a->data = data;
     a->size = size;
+    a->device = mock.current;
     a->next = mock.allocations;
     mock.allocations = a;
     *ptr = (CUdeviceptr)(uintptr_t)data;
-    log_line("alloc %zu", size);
+    log_line("alloc %zu%s", size, device_tag(mock.current));
     return OK;
 }
 
@@ -315,24 +373,28 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     for (allocation **p = &mock.allocations; *p; p = &(*p)->next)
         if ((CUdeviceptr)(uintptr_t)(*p)->data == ptr) {
             allocation *a = *p;
+            if (a->device != mock.current) {
+                log_line("free: memory of device %d, not of device %d", a->device + 1, mock.current + 1);
+                return INVALID_VALUE;
+            }
             *p = a->next;
             free(a->data);
             free(a);
-            log_line("free");
+            log_line("free%s", device_tag(mock.current));
             return OK;
         }
     return INVALID_VALUE;
 }
 
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
-    if (!inside(dst, n)) return INVALID_VALUE;
+    if (!inside_current(dst, n)) return INVALID_VALUE;
     memset((void *)(uintptr_t)dst, value, n);
     return OK;
 }
 
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     if (mock.fault != OK) return mock.fault;
-    if (!inside(dst, n)) return INVALID_VALUE;
+    if (!inside_current(dst, n)) return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }
@@ -340,15 +402,31 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     CUresult waited = wait_for_device("read");
     if (waited != OK) return waited;
-    if (!inside(src, n)) return INVALID_VALUE;
+    if (!inside_current(src, n)) return INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
 
 EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     if (mock.fault != OK) return mock.fault;
-    if (!inside(dst, n) || !inside(src, n)) return INVALID_VALUE;
+    if (!inside_current(dst, n) || !inside_current(src, n)) return INVALID_VALUE;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+/* A copy between two devices' memories: each pointer must be memory of its context's device.
+ * The bytes really move (a later read on the destination device sees them). Like the driver's,
+ * it follows the work queued in both contexts, so it waits for the mock's queue. */
+EXPORT CUresult cuMemcpyPeer(CUdeviceptr dst, void *dst_ctx, CUdeviceptr src, void *src_ctx, size_t n) {
+    if (mock.fault != OK) return mock.fault;
+    int to = device_of_context(dst_ctx), from = device_of_context(src_ctx);
+    if (to < 0 || from < 0) return INVALID_VALUE;
+    allocation *d = holder(dst, n), *s = holder(src, n);
+    if (!d || !s || d->device != to || s->device != from) return INVALID_VALUE;
+    CUresult waited = wait_for_device(NULL);
+    if (waited != OK) return waited;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    log_line("peer %zu dev %d -> dev %d", n, from + 1, to + 1);
     return OK;
 }
 
@@ -381,9 +459,10 @@ EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned no
     }
     strcpy(copy, text);
     m->text = copy;
+    m->device = mock.current;
     mock.modules++;
     *module = m;
-    log_line("load %zu", strlen(text));
+    log_line("load %zu%s", strlen(text), device_tag(mock.current));
     return OK;
 }
 
@@ -450,6 +529,11 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
     if (mock.fault != OK) return mock.fault;
     if (!f || gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return INVALID_VALUE;
     if ((unsigned long long)bx * by * bz > 1024) return INVALID_VALUE;
+    if (f->module->device != mock.current) {
+        log_line("launch %s: the module was loaded on device %d, not on device %d", f->name, f->module->device + 1,
+                 mock.current + 1);
+        return INVALID_HANDLE; /* a module belongs to its context */
+    }
     if (shared > SHARED_BYTES_DEFAULT && shared > (unsigned)f->max_dynamic_shared) {
         log_line("launch %s: %u bytes of dynamic shared memory without the opt-in (attribute 8 is %d)", f->name, shared,
                  f->max_dynamic_shared);
@@ -458,16 +542,22 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
     for (int i = 0; i < f->nparams; i++) {
         CUdeviceptr p;
         memcpy(&p, params[i], sizeof p);
-        if (p != 0 && !find_allocation(p)) {
+        allocation *a = p != 0 ? find_allocation(p) : NULL;
+        if (p != 0 && !a) {
             log_line("launch %s: parameter %d is not a live allocation", f->name, i);
+            return INVALID_VALUE;
+        }
+        if (a && a->device != mock.current) {
+            log_line("launch %s: parameter %d is memory of device %d, not of device %d", f->name, i, a->device + 1,
+                     mock.current + 1);
             return INVALID_VALUE;
         }
     }
     /* a driver's launch queue is bounded too: a launch into a full one waits for the GPU */
     if (mock.nqueued + (size_t)f->nparams > MAX_QUEUED_POINTERS) mock.nqueued = 0;
     for (int i = 0; i < f->nparams; i++) memcpy(&mock.queued[mock.nqueued++], params[i], sizeof(CUdeviceptr));
-    log_line("launch %s grid %u %u %u block %u %u %u shared %u params %d", f->name, gx, gy, gz, bx, by, bz, shared,
-             f->nparams);
+    log_line("launch %s grid %u %u %u block %u %u %u shared %u params %d%s", f->name, gx, gy, gz, bx, by, bz, shared,
+             f->nparams, device_tag(mock.current));
     const char *fault = getenv("MOCK_CUDA_FAULT");
     if (fault && (strcmp(fault, "*") == 0 || strcmp(fault, f->name) == 0)) mock.fault = ILLEGAL_ADDRESS;
     return OK;

@@ -19,7 +19,10 @@
  * MOCK_NCCL_LOG names, one line each: "version", "unique_id", "init nranks N rank R",
  * "all_reduce count C type T op O in_place I", "broadcast count C type T root R in_place I",
  * "all_gather count C type T", "destroy", "abort"; at exit "exit comms C" with the
- * communicators still held.
+ * communicators still held. A communicator belongs to the device current when it was made
+ * (as NCCL's): with several stand-in devices its init line ends in " dev <n>", and a
+ * collective whose buffers are another device's memory, or called while another device is
+ * current, fails with a line that says so.
  *
  * Knobs (environment; HANG and ASYNC_ERROR in a world of one): MOCK_NCCL_FAIL=<entry point> (ncclAllReduce, ncclCommInitRank, ...)
  * makes that call fail with MOCK_NCCL_FAIL_CODE (default 2, ncclSystemError);
@@ -57,6 +60,7 @@ typedef struct pending_collective {
 
 typedef struct mock_comm {
     int nranks, rank;
+    int device; /* the stand-in driver's device current at init (0-based) */
     int async_error;
     char tag[64]; /* from the id: the ranks' files carry it */
     long collectives; /* collectives so far: the next one's number */
@@ -108,6 +112,32 @@ static int in_device_memory(const void *p, size_t bytes) {
     }
     memcpy(&inside, &f, sizeof f);
     return inside((unsigned long long)(uintptr_t)p, bytes);
+}
+
+/* The stand-in driver's device of [p, p + bytes) (-1: none), and its current device (0 without it). */
+static int device_of(const void *p, size_t bytes) {
+    int (*of)(unsigned long long, size_t) = NULL;
+    void *f = driver_function("mock_cuda_device_of");
+    if (!f) return -1;
+    memcpy(&of, &f, sizeof f);
+    return of((unsigned long long)(uintptr_t)p, bytes);
+}
+
+static int current_device(void) {
+    int (*current)(void) = NULL;
+    void *f = driver_function("mock_cuda_current_device");
+    if (!f) return 0;
+    memcpy(&current, &f, sizeof f);
+    return current();
+}
+
+/* What the stand-in driver ends a line about device with ("" with one device). */
+static const char *device_tag(int device) {
+    const char *(*tag)(int) = NULL;
+    void *f = driver_function("mock_cuda_device_tag");
+    if (!f) return "";
+    memcpy(&tag, &f, sizeof f);
+    return tag(device);
 }
 
 static void hold_stream(int on) {
@@ -303,10 +333,11 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
     if (!c) return SYSTEM_ERROR;
     c->nranks = nranks;
     c->rank = rank;
+    c->device = current_device();
     snprintf(c->tag, sizeof c->tag, "%s", id.internal + strlen(ID_PREFIX));
     mock.comms++;
     *comm = c;
-    log_line("init nranks %d rank %d", nranks, rank);
+    log_line("init nranks %d rank %d%s", nranks, rank, device_tag(c->device));
     return SUCCESS;
 }
 
@@ -324,6 +355,17 @@ static ncclResult_t check_buffers(const char *name, const void *send, size_t sen
     }
     if (!in_device_memory(send, send_bytes) || !in_device_memory(recv, recv_bytes)) {
         log_line("%s: a buffer is not device memory", name);
+        return INVALID_ARGUMENT;
+    }
+    int send_device = device_of(send, send_bytes), recv_device = device_of(recv, recv_bytes);
+    if (send_device != comm->device || recv_device != comm->device) {
+        log_line("%s: a buffer is memory of device %d, the communicator's is device %d", name,
+                 (send_device != comm->device ? send_device : recv_device) + 1, comm->device + 1);
+        return INVALID_ARGUMENT;
+    }
+    if (current_device() != comm->device) {
+        log_line("%s: device %d is current, the communicator's is device %d", name, current_device() + 1,
+                 comm->device + 1);
         return INVALID_ARGUMENT;
     }
     return SUCCESS;

@@ -9,11 +9,14 @@
 --   nccl.broadcast(storage, root0)       -- in place: root0's values everywhere
 --   nccl.all_gather(src, dst)            -- dst: size * src's numel, the ranks' src in rank order
 --   nccl.barrier()
+--   nccl.join("CUDA:2")                  -- the communicator on CUDA:2 (storage there joins it itself)
 --   nccl.set_timeout(seconds)
 --
 -- Bootstrap: rank and size come from the launcher through the MPI backend
 -- (tcl.distributed.mpi); rank 0 makes NCCL's unique id and sends it to the others with MPI's
--- broadcast_bytes, then every rank joins one NCCL communicator on its CUDA device. Without a
+-- broadcast_bytes, then every rank joins one NCCL communicator per CUDA device it reduces on
+-- (storage on CUDA:2 is reduced by a communicator on CUDA:2, in that GPU's context; every rank
+-- must use the same device names, as with any collective). Without a
 -- launcher the process is a world of one (rank 0 of 1) and needs no MPI. init{ launcher = }
 -- takes another bootstrap: a table with rank0(), size() and broadcast_bytes(s, root0).
 -- The library: TCL_NCCL_LIBRARY, else libnccl.so.2. Every collective waits at most the timeout
@@ -30,7 +33,8 @@ local WORLD_OF_ONE = {
   broadcast_bytes = function(s) return s end,
 }
 
-local comm -- the communicator of this process, made by init
+local comms = {} -- device name ("CUDA", "CUDA:2") -> this process's communicator on it
+local launcher_of -- the bootstrap init chose (to join the communicators of other devices)
 local timeout -- seconds; nil: TCL_DIST_TIMEOUT
 
 local function check_timeout(fn, seconds)
@@ -60,24 +64,40 @@ function M.init(opts)
     check_timeout("init", opts.timeout)
     timeout = opts.timeout
   end
-  if comm then return end
-  local launcher = opts.launcher or default_launcher()
+  if opts.launcher then launcher_of = opts.launcher end
+  if comms.CUDA then return end
+  M.join("CUDA")
+end
+
+--- The communicator on device (a CUDA device's name: "CUDA", "CUDA:2"), joined now if this
+-- process has none there yet (every rank joins it in the same call, as with a collective).
+function M.join(device)
+  local c = comms[device]
+  if c then return c end
+  local launcher = launcher_of or default_launcher()
+  launcher_of = launcher
   local native = require "tcl.nccl"
   native.open(env.NCCL_LIBRARY)
   local rank0, size = launcher.rank0(), launcher.size()
   -- only rank 0's id counts: the others pass an empty string and receive it
   local id = launcher.broadcast_bytes(rank0 == 0 and native.unique_id() or "", 0)
-  comm = native.comm(id, size, rank0)
+  c = native.comm(id, size, rank0, device)
+  comms[device] = c
+  return c
 end
 
-local function joined()
-  if not comm then M.init() end
-  return comm
+-- The communicator for storage's device (the first device's when storage is nil).
+local function joined(storage)
+  local device = storage and storage.device or "CUDA"
+  if not comms[device] then
+    if device == "CUDA" then M.init() else M.join(device) end
+  end
+  return comms[device]
 end
 
 local function seconds() return timeout or env.DIST_TIMEOUT or 300 end
 
-function M.initialized() return comm ~= nil end
+function M.initialized() return next(comms) ~= nil end
 function M.rank0() return joined().rank0 end
 function M.size() return joined().size end
 
@@ -90,19 +110,19 @@ end
 --- Reduces storage's values over the ranks into storage: op "sum", "mean", "max", "min" or
 -- "prod" (NCCL's mean divides integers with truncation).
 function M.all_reduce(storage, op)
-  joined():all_reduce(storage, storage, op or "sum", seconds())
+  joined(storage):all_reduce(storage, storage, op or "sum", seconds())
   return storage
 end
 
 --- Rank root0's values of storage into storage on every rank.
 function M.broadcast(storage, root0)
-  joined():broadcast(storage, storage, root0, seconds())
+  joined(storage):broadcast(storage, storage, root0, seconds())
   return storage
 end
 
 --- Every rank's src into dst (size times src's elements, in rank order).
 function M.all_gather(src, dst)
-  joined():all_gather(src, dst, seconds())
+  joined(src):all_gather(src, dst, seconds())
   return dst
 end
 
@@ -121,8 +141,8 @@ end
 
 --- Destroys the communicator (the next collective joins again); for tests and shutdown.
 function M.shutdown()
-  if comm then comm:destroy() end
-  comm, token = nil, nil
+  for _, c in pairs(comms) do c:destroy() end
+  comms, token, launcher_of = {}, nil, nil
 end
 
 return M

@@ -64,7 +64,14 @@ local DEVICE_MEMORY = {
 }
 local device_modules = {} -- device -> its module, loaded when its first buffer is needed
 
+-- The entry of DEVICE_MEMORY for a device name ("CUDA:2" is CUDA's); nil for host memory.
+local function device_memory(device)
+  local base = type(device) == "string" and device:match("^[^:]*") or device
+  return DEVICE_MEMORY[base]
+end
+
 local function load_device_module(device)
+  device = device:match("^[^:]*")
   local mod = device_modules[device]
   if not mod then
     local d = DEVICE_MEMORY[device]
@@ -80,16 +87,18 @@ end
 --- Whether device keeps its storage in memory of its own (CUDA, METAL), which host Buffers and
 -- file views cannot be.
 function M.in_device_memory(device)
-  return DEVICE_MEMORY[device] ~= nil
+  return device_memory(device) ~= nil
 end
 
---- New storage of numel elements of dtype on device: the device module's buffer for "CUDA" and
--- "METAL" (its first use opens the GPU, or fails saying what is missing; zero-filled), else a
+--- New storage of numel elements of dtype on device: the device module's buffer for "CUDA" (and
+-- its instances, "CUDA:2") and "METAL" (its first use opens the GPU, or fails saying what is
+-- missing; zero-filled), else a
 -- runtime Buffer, zero-filled unless fill says otherwise: "none" (unspecified contents, for
 -- storage written whole before it is read) or "poison" (0xFF bytes; see TCL_POISON_OUTPUTS).
 function M.allocate(dtype, numel, device, fill)
-  local make = DEVICE_MEMORY[device] and load_device_module(device).buffer or load_runtime().buffer
-  if DEVICE_MEMORY[device] then fill = nil end
+  local own = device_memory(device)
+  local make = own and load_device_module(device).buffer or load_runtime().buffer
+  if own then fill = nil end
   -- called through pcall, so the message is the C function's alone (no position of this file)
   local ok, storage = pcall(make, dtype, numel, device, fill)
   if not ok then error(storage, 0) end
@@ -100,8 +109,8 @@ end
 -- device memory; returns dst.
 function M.copy(dst, src)
   local start = events.on() and events.clock()
-  local from, to = DEVICE_MEMORY[src.device], DEVICE_MEMORY[dst.device]
-  if from and to and src.device ~= dst.device then
+  local from, to = device_memory(src.device), device_memory(dst.device)
+  if from and to and from ~= to then
     -- between two devices' memories (CUDA -> METAL): through host memory
     local staging = load_runtime().buffer(src.dtype, src.numel, "CPU")
     src:copy_to(staging)
@@ -109,7 +118,7 @@ function M.copy(dst, src)
   elseif from and not to then
     src:copy_to(dst) -- a host Buffer cannot read device memory: the device buffer writes it
   else
-    dst:copy_from(src)
+    dst:copy_from(src) -- between two CUDA instances (CUDA:2 -> CUDA): a peer copy (tcl.cuda)
   end
   if start then M.copied("copy " .. src.device .. "->" .. dst.device, dst.device, start, dst.nbytes) end
   return dst

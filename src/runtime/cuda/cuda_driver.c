@@ -86,6 +86,7 @@ typedef struct driver_api {
     cu_result (*MemcpyHtoD)(cu_ptr dst, const void *src, size_t bytes);
     cu_result (*MemcpyDtoH)(void *dst, cu_ptr src, size_t bytes);
     cu_result (*MemcpyDtoD)(cu_ptr dst, cu_ptr src, size_t bytes);
+    cu_result (*MemcpyPeer)(cu_ptr dst, cu_context dst_ctx, cu_ptr src, cu_context src_ctx, size_t bytes);
     cu_result (*MemsetD8)(cu_ptr dst, unsigned char value, size_t count);
     cu_result (*ModuleLoadDataEx)(cu_module *module, const void *image, unsigned noptions, int *options,
                                   void **values);
@@ -128,6 +129,7 @@ static const entry_point entry_points[] = {
     ENTRY(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
     ENTRY(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
     ENTRY(MemcpyDtoD, "cuMemcpyDtoD_v2", NULL),
+    ENTRY(MemcpyPeer, "cuMemcpyPeer", NULL),
     ENTRY(MemsetD8, "cuMemsetD8_v2", NULL),
     ENTRY(ModuleLoadDataEx, "cuModuleLoadDataEx", NULL),
     ENTRY(ModuleGetFunction, "cuModuleGetFunction", NULL),
@@ -392,7 +394,15 @@ tcl_cuda_device *tcl_cuda_device_open(const char *library, int ordinal, tcl_erro
     }
     if (ordinal < 0 || ordinal >= count) {
         if (count == 0) tcl_fail(err, TCL_ERR_RUNTIME, "CUDA: no CUDA-capable device is visible (the driver found none)");
-        else tcl_fail(err, TCL_ERR_INVALID, "CUDA: there is no device %d (%d visible)", ordinal, count);
+        else if (ordinal < 0)
+            tcl_fail(err, TCL_ERR_INVALID, "CUDA: there is no device %d (%d visible)", ordinal, count);
+        /* tcl calls ordinal n device CUDA:n+1 (tcl.devices) */
+        else if (count == 1)
+            tcl_fail(err, TCL_ERR_INVALID, "device 'CUDA:%d': 1 CUDA device is visible (CUDA; CUDA_VISIBLE_DEVICES "
+                     "chooses them)", ordinal + 1);
+        else
+            tcl_fail(err, TCL_ERR_INVALID, "device 'CUDA:%d': %d CUDA devices are visible (CUDA to CUDA:%d; "
+                     "CUDA_VISIBLE_DEVICES chooses them)", ordinal + 1, count, count);
         free(d);
         return NULL;
     }
@@ -600,6 +610,28 @@ tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_c
     return TCL_OK;
 }
 
+tcl_status tcl_cuda_copy_peer(tcl_cuda_device *dst_dev, tcl_cuda_ptr dst, tcl_cuda_device *src_dev, tcl_cuda_ptr src,
+                              size_t nbytes, tcl_error *err) {
+    if (nbytes == 0) return TCL_OK;
+    if (dst_dev == src_dev) return tcl_cuda_copy_on_device(dst_dev, dst, src, nbytes, err);
+    if (enter(dst_dev, err) != TCL_OK) return err->status;
+    /* cuMemcpyPeer copies directly over NVLink or PCIe where the two GPUs can reach each other,
+     * else the driver stages the bytes through host memory itself; either way it follows the
+     * work queued in both contexts, and tcl does not enable peer access (which would let kernels
+     * read the other GPU's memory, not needed by a copy). */
+    cu_result r = dst_dev->api.MemcpyPeer(dst, dst_dev->context, src, src_dev->context, nbytes);
+    if (r != CU_SUCCESS) {
+        const char *earlier = earlier_fault(dst_dev) ? earlier_fault(dst_dev) : earlier_fault(src_dev);
+        char call[96];
+        snprintf(call, sizeof call, "cuMemcpyPeer (a copy from CUDA device %d to %d)", src_dev->info.ordinal,
+                 dst_dev->info.ordinal);
+        return fail_call(&dst_dev->api, err, call, r, earlier);
+    }
+    /* asynchronous to the host, ordered with both devices' queues */
+    dst_dev->queued = src_dev->queued = true;
+    return TCL_OK;
+}
+
 tcl_status tcl_cuda_synchronize(tcl_cuda_device *dev, tcl_error *err) {
     if (enter(dev, err) != TCL_OK) return err->status;
     return finish(dev, err);
@@ -773,7 +805,9 @@ tcl_status tcl_cuda_launch(tcl_cuda_device *dev, const tcl_cuda_kernel *k, const
 
 static const char *const axis_names[3] = {"x", "y", "z"};
 
-static void *gpu_open(const char *library, tcl_error *err) { return tcl_cuda_device_open(library, 0, err); }
+static void *gpu_open(const char *library, int ordinal, tcl_error *err) {
+    return tcl_cuda_device_open(library, ordinal, err);
+}
 static void gpu_retain(void *dev) { tcl_cuda_device_retain(dev); }
 static void gpu_release(void *dev) { tcl_cuda_device_release(dev); }
 static tcl_status gpu_synchronize(void *dev, tcl_error *err) { return tcl_cuda_synchronize(dev, err); }
@@ -797,6 +831,10 @@ static tcl_status gpu_copy_to_host(void *dev, void *dst, const tcl_gpu_memory *s
 static tcl_status gpu_copy_on_device(void *dev, const tcl_gpu_memory *dst, const tcl_gpu_memory *src, size_t nbytes,
                                      tcl_error *err) {
     return tcl_cuda_copy_on_device(dev, dst->address, src->address, nbytes, err);
+}
+static tcl_status gpu_copy_between(void *dst_dev, const tcl_gpu_memory *dst, void *src_dev, const tcl_gpu_memory *src,
+                                   size_t nbytes, tcl_error *err) {
+    return tcl_cuda_copy_peer(dst_dev, dst->address, src_dev, src->address, nbytes, err);
 }
 
 /* The launch against the device: block and grid sizes per axis, threads per block, and
@@ -873,6 +911,7 @@ static tcl_status gpu_launch(void *dev, tcl_gpu_kernel *k, const char *name, con
 
 const tcl_gpu_driver tcl_cuda_driver = {
     .device = "CUDA", .kind = "CUDA", .max_params = TCL_CUDA_MAX_PARAMS, .params_limit = "the CUDA device passes",
+    .several = true, .copy_between = gpu_copy_between,
     .open = gpu_open, .retain = gpu_retain, .release = gpu_release, .synchronize = gpu_synchronize,
     .queued = gpu_queued, .alloc = gpu_alloc, .free = gpu_free, .copy_to_device = gpu_copy_to_device,
     .copy_to_host = gpu_copy_to_host, .copy_on_device = gpu_copy_on_device, .check_launch = gpu_check_launch,

@@ -101,6 +101,11 @@ tcl_cuda_cache_stats tcl_cuda_cache_stats_of(const tcl_cuda_device *dev);
 tcl_status tcl_cuda_copy_to_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, const void *src, size_t nbytes,
                                    tcl_error *err);
 tcl_status tcl_cuda_copy_to_host(tcl_cuda_device *dev, void *dst, tcl_cuda_ptr src, size_t nbytes, tcl_error *err);
+/* Copies between two devices (dst on dst_dev, src on src_dev; the same device: a copy on it)
+ * with cuMemcpyPeer: directly where the GPUs reach each other, else the driver stages it through
+ * host memory. Queued after the work of both, asynchronous to the host. */
+tcl_status tcl_cuda_copy_peer(tcl_cuda_device *dst_dev, tcl_cuda_ptr dst, tcl_cuda_device *src_dev, tcl_cuda_ptr src,
+                              size_t nbytes, tcl_error *err);
 tcl_status tcl_cuda_copy_on_device(tcl_cuda_device *dev, tcl_cuda_ptr dst, tcl_cuda_ptr src, size_t nbytes,
                                    tcl_error *err);
 

@@ -1,10 +1,12 @@
 /* lua_cuda.c — Lua binding of the CUDA device (module "tcl.cuda"). Layer: runtime.
  *
- *   cuda.buffer(dtype, numel) -> CudaBuffer (zero-filled device memory)
- *     .numel .dtype .nbytes .itemsize .device ("CUDA")   as a runtime Buffer's
+ *   cuda.buffer(dtype, numel [, device]) -> CudaBuffer (zero-filled device memory) on device
+ *     ("CUDA:2" or 2: the GPU of ordinal 1; nil: "CUDA", ordinal 0)
+ *     .numel .dtype .nbytes .itemsize .device ("CUDA", "CUDA:2")   as a runtime Buffer's
  *     :read() :write(list) :read_bytes() :write_bytes(s [, offset [, big_endian]])
  *     :max_difference(other)            as a runtime Buffer's, through host staging memory
  *     :copy_from(other)                 other: a runtime Buffer (host -> device) or a CudaBuffer
+ *                                       (of any instance: cuMemcpyPeer between two)
  *     :copy_to(host)                    host: a runtime Buffer (device -> host); returns host
  *   cuda.program(code, {name =, entry =, params = {{dtype =, numel =}, ...},
  *                      global_size = {x, y, z}, local_size = {x, y, z}, shared_bytes = 0})
@@ -13,22 +15,24 @@
  *     `extern __shared__` array), at most the device's shared_bytes_optin; above shared_bytes
  *     the kernel opts in to it when loaded
  *     -> CudaProgram: .name .entry .nparams .params .global_size .local_size .bytes
- *     :run(buffers [, timed]) -> device seconds   buffers: CudaBuffers in PARAM slot order;
+ *     :run(buffers [, timed]) -> device seconds   buffers: CudaBuffers in PARAM slot order, all
+ *       on one device, where it runs (loaded there on the first such run: compiled once);
  *       timed false: queues the launch and returns nothing (cuda_driver.h: queued work)
- *   cuda.device() -> { name =, arch = "sm_80", compute_capability = {8, 0}, ordinal =,
+ *   cuda.device([device]) -> { name =, arch = "sm_80", compute_capability = {8, 0}, ordinal =,
  *                      threads_per_block =, max_block = {x, y, z}, max_grid = {x, y, z},
  *                      shared_bytes =, shared_bytes_optin =, multiprocessors =, warp_size =,
  *                      total_bytes =, driver_version =, library = }
  *     shared_bytes: shared memory per block without opting in (48 KiB); shared_bytes_optin:
  *     with it (dynamic shared memory; 232448 on an H100)
- *   cuda.opened() -> whether this state has opened its device (never opens it)
- *   cuda.synchronize()                  waits for everything queued on the device
- *   cuda.queued() -> whether work may be queued on this state's device (never opens it)
- *   cuda.cache_stats() -> { held_bytes =, held_blocks =, max_bytes =, reused = }: the device's
+ *   cuda.opened() -> whether this state has opened any device (never opens one)
+ *   cuda.synchronize()                  waits for everything queued on every device it opened
+ *   cuda.queued() -> whether work may be queued on one of this state's devices (never opens it)
+ *   cuda.cache_stats([device]) -> { held_bytes =, held_blocks =, max_bytes =, reused = }: the device's
  *     cache of freed memory (cuda_driver.h), as runtime.buffer_cache_stats() for the CPU's
  *   cuda.is_buffer(v) -> whether v is a CudaBuffer
  *
- * The state's device (cuda_driver.h) is opened on first use (a buffer, a program, device())
+ * Each device of the state (cuda_driver.h; "CUDA:n" is ordinal n - 1, as CUDA_VISIBLE_DEVICES
+ * numbers them) is opened on its first use (a buffer, a program, device())
  * through the driver library TCL_CUDA_DRIVER names, else libcuda.so.1 / libcuda.so, and owned
  * by a registry userdata: closing the state drops that reference, and every CudaBuffer and
  * CudaProgram holds its own, so finalizers may run in any order. Without a driver or a GPU the
@@ -93,7 +97,8 @@ static void push_info(lua_State *L, const void *dev) {
 }
 
 static int l_cache_stats(lua_State *L) {
-    tcl_cuda_cache_stats s = tcl_cuda_cache_stats_of(tcl_lua_state_device(L, &CUDA, "cuda.cache_stats"));
+    int instance = tcl_lua_device_instance(L, 1, &CUDA, "cuda.cache_stats");
+    tcl_cuda_cache_stats s = tcl_cuda_cache_stats_of(tcl_lua_state_device_at(L, &CUDA, instance, "cuda.cache_stats"));
     tcl_lua_push_cache_stats(L, s.held_bytes, s.held_blocks, s.max_bytes, s.reused);
     return 1;
 }

@@ -5,14 +5,15 @@
  *     calls return the same table of the library already open (path is then ignored)
  *   nccl.opened() -> whether this state has opened NCCL
  *   nccl.unique_id() -> a 128-byte string (ncclGetUniqueId), for one rank to send the others
- *   nccl.comm(id, nranks, rank0) -> NcclComm   rank0: this process's rank, from 0; on the
- *     state's CUDA device (tcl.cuda's, opened now if it is not yet)
+ *   nccl.comm(id, nranks, rank0 [, device]) -> NcclComm   rank0: this process's rank, from 0;
+ *     on the state's CUDA device `device` ("CUDA:2" or 2; nil: "CUDA"; tcl.cuda's, opened now if
+ *     it is not yet): its collectives run in that device's context
  *     .rank0 .size .aborted
  *     :all_reduce(send, recv, op, timeout)   op: "sum", "prod", "max", "min", "mean"
  *     :broadcast(send, recv, root0, timeout)
  *     :all_gather(send, recv, timeout)       recv: size times send's elements
  *     :destroy()                             (also at collection)
- *   send, recv: CudaBuffers of the state's device and one dtype (send == recv: in place);
+ *   send, recv: CudaBuffers of the communicator's device and one dtype (send == recv: in place);
  *   timeout: seconds > 0 that a collective may take before it fails and aborts the
  *   communicator (nccl.h).
  *
@@ -122,6 +123,7 @@ static int check_int_in(lua_State *L, int idx, const char *fn, const char *what,
 }
 
 static int l_comm(lua_State *L) {
+    lua_settop(L, 4); /* id, nranks, rank0, device */
     tcl_nccl_library *lib = check_library(L, "nccl.comm");
     size_t len = 0;
     const char *id = luaL_checklstring(L, 1, &len);
@@ -130,7 +132,8 @@ static int l_comm(lua_State *L) {
                           (int)len);
     int nranks = check_int_in(L, 2, "nccl.comm", "nranks", 1, 1 << 20);
     int rank = check_int_in(L, 3, "nccl.comm", "rank0", 0, nranks - 1);
-    tcl_cuda_device *dev = tcl_lua_state_device(L, tcl_lua_cuda_slot(), "nccl.comm");
+    int instance = tcl_lua_device_instance(L, 4, tcl_lua_cuda_slot(), "nccl.comm");
+    tcl_cuda_device *dev = tcl_lua_state_device_at(L, tcl_lua_cuda_slot(), instance, "nccl.comm");
     comm_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->comm = NULL;
     luaL_setmetatable(L, COMM_MT);

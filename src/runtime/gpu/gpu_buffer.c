@@ -63,6 +63,8 @@ tcl_status tcl_gpu_buffer_copy(tcl_gpu_buffer *dst, const tcl_gpu_buffer *src, t
     copy_what(what, sizeof what, "on", dst->driver);
     if (tcl_device_copy_check(what, src->dtype, src->numel, dst->dtype, dst->numel, false, err) != TCL_OK)
         return err->status;
+    if (src->dev != dst->dev && dst->driver->copy_between)
+        return dst->driver->copy_between(dst->dev, &dst->memory, src->dev, &src->memory, dst->nbytes, err);
     if (src->dev != dst->dev)
         return tcl_fail(err, TCL_ERR_INVALID, "%s: the buffers belong to different devices (states)", what);
     return dst->driver->copy_on_device(dst->dev, &dst->memory, &src->memory, dst->nbytes, err);

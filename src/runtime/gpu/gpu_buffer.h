@@ -30,7 +30,8 @@ tcl_gpu_buffer *tcl_gpu_buffer_new(const tcl_gpu_driver *driver, void *dev, int 
 void tcl_gpu_buffer_free(tcl_gpu_buffer *b);
 
 /* Copies between buffers of the same dtype and numel (checked: the message names both):
- * host -> device, device -> host, device -> device (on one device). The host buffer must have
+ * host -> device, device -> host, device -> device (on one device, or between two of a driver that
+ * has copy_between: CUDA's peer copies). The host buffer must have
  * its storage (not revoked). As the driver's copies: the host buffer is free to change, or
  * holds the values, when the call returns; a copy on the device may be queued. */
 tcl_status tcl_gpu_buffer_upload(tcl_gpu_buffer *dst, const tcl_buffer *src, tcl_error *err);

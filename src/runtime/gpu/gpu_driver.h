@@ -48,9 +48,12 @@ typedef struct tcl_gpu_driver {
     const char *kind;      /* the device in messages: "a copy to CUDA", "a freed Metal buffer" */
     size_t max_params;     /* buffers a kernel may take (at most TCL_GPU_MAX_PARAMS) */
     const char *params_limit; /* who sets max_params, for the message: "the CUDA device passes" */
+    bool several;          /* whether a state may open more than the first device (open's ordinal > 0) */
 
     /* ---- the device ---- */
-    void *(*open)(const char *library, tcl_error *err); /* library NULL: the system's; one reference */
+    /* Device `ordinal` (0: the first; drivers without `several` are only asked for 0) through
+     * library (NULL: the system's); one reference. */
+    void *(*open)(const char *library, int ordinal, tcl_error *err);
     void (*retain)(void *dev);
     void (*release)(void *dev); /* the last reference frees it; NULL is ignored */
     tcl_status (*synchronize)(void *dev, tcl_error *err); /* waits for everything queued */
@@ -65,6 +68,10 @@ typedef struct tcl_gpu_driver {
     tcl_status (*copy_to_host)(void *dev, void *dst, const tcl_gpu_memory *src, size_t nbytes, tcl_error *err);
     tcl_status (*copy_on_device)(void *dev, const tcl_gpu_memory *dst, const tcl_gpu_memory *src, size_t nbytes,
                                  tcl_error *err);
+    /* between two devices of the driver (dst on dst_dev, src on src_dev), ordered after the work
+     * queued on both; NULL where the driver has one device */
+    tcl_status (*copy_between)(void *dst_dev, const tcl_gpu_memory *dst, void *src_dev, const tcl_gpu_memory *src,
+                               size_t nbytes, tcl_error *err);
 
     /* ---- kernels ---- */
     /* The launch against the device's limits, before anything is loaded: an error names the

@@ -27,12 +27,16 @@ tcl_gpu_program *tcl_gpu_program_new(const tcl_gpu_driver *driver, void *dev, co
                                      const tcl_gpu_launch *launch, tcl_error *err);
 void tcl_gpu_program_free(tcl_gpu_program *p);
 
-/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel). With seconds,
- * waits for it, and *seconds is its device time; without (NULL), queues it. */
+/* Runs the kernel on bufs (one per slot, checked: count, device, dtype, numel) on the device
+ * they are on (all on the first's): a driver of several devices (gpu_driver.h: several) loads
+ * the same image on another device the first time a run goes there, so code is compiled once
+ * and loaded per device. With seconds, waits for it, and *seconds is its device time; without
+ * (NULL), queues it. */
 tcl_status tcl_gpu_program_run(tcl_gpu_program *p, tcl_gpu_buffer *const *bufs, size_t nbufs, double *seconds,
                                tcl_error *err);
 
-/* The kernel's name, entry and buffers; its launch; what the driver says of it; its bytes. */
+/* The kernel's name, entry and buffers; its launch; what the driver says of it (on the device it
+ * was made on); its bytes. */
 const tcl_device_signature *tcl_gpu_program_signature(const tcl_gpu_program *p);
 tcl_gpu_launch tcl_gpu_program_launch(const tcl_gpu_program *p);
 const tcl_gpu_kernel *tcl_gpu_program_kernel(const tcl_gpu_program *p);

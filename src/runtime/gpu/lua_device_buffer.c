@@ -3,6 +3,7 @@
  * userdata), so one implementation serves every device binding. */
 #include "lua_device_buffer.h"
 
+#include <ctype.h>
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@
 #define HOST_BUFFER_MT "tcl.Buffer"
 
 typedef struct device_buffer_box {
-    void *b; /* NULL once freed */
+    void *b;      /* NULL once freed */
+    int instance; /* the device it is on: 1 for "CUDA", 2 for "CUDA:2" */
 } device_buffer_box;
 
 /* ---- the state's device ---- */
@@ -30,10 +32,25 @@ static int device_box_gc(lua_State *L) {
     return 0;
 }
 
+/* Pushes the state's table of devices (instance -> device box), made now if it is not yet. */
+static void push_devices(lua_State *L, const tcl_lua_gpu_device *slot) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, slot->device_key);
+}
+
 void *tcl_lua_state_device(lua_State *L, const tcl_lua_gpu_device *slot, const char *fn) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TUSERDATA) {
+    return tcl_lua_state_device_at(L, slot, 1, fn);
+}
+
+void *tcl_lua_state_device_at(lua_State *L, const tcl_lua_gpu_device *slot, int instance, const char *fn) {
+    push_devices(L, slot);
+    int devices = lua_gettop(L);
+    if (lua_rawgeti(L, devices, instance) == LUA_TUSERDATA) {
         device_box *box = lua_touserdata(L, -1);
-        lua_pop(L, 1);
+        lua_pop(L, 2);
         if (box->dev) return box->dev;
         luaL_error(L, "%s: the state is closing", fn);
     }
@@ -49,21 +66,70 @@ void *tcl_lua_state_device(lua_State *L, const tcl_lua_gpu_device *slot, const c
     const char *library = getenv(slot->library_env);
     if (library && !*library) library = NULL;
     tcl_error err;
-    box->dev = slot->driver->open(library, &err);
+    box->dev = slot->driver->open(library, instance - 1, &err);
     if (!box->dev) {
-        if (library) luaL_error(L, "%s: %s (%s names that library)", fn, err.message, slot->library_env);
+        /* a device the driver does not have (CUDA:3 of 2) is no fault of the library */
+        if (library && err.status != TCL_ERR_INVALID)
+            luaL_error(L, "%s: %s (%s names that library)", fn, err.message, slot->library_env);
         luaL_error(L, "%s: %s", fn, err.message);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, slot->device_key);
+    lua_rawseti(L, devices, instance);
+    lua_pop(L, 1);
     return box->dev;
 }
 
 bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_gpu_device *slot) {
-    bool open = false;
-    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TUSERDATA)
-        open = ((device_box *)lua_touserdata(L, -1))->dev != NULL;
+    return tcl_lua_state_devices_opened(L, slot, NULL, 0) > 0;
+}
+
+size_t tcl_lua_state_devices_opened(lua_State *L, const tcl_lua_gpu_device *slot, void **out, size_t max) {
+    size_t n = 0;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, slot->device_key) == LUA_TTABLE) {
+        for (lua_Integer i = 1; i <= TCL_LUA_GPU_MAX_INSTANCES; i++) {
+            if (lua_rawgeti(L, -1, i) == LUA_TUSERDATA) {
+                device_box *box = lua_touserdata(L, -1);
+                if (box->dev) {
+                    if (out && n < max) out[n] = box->dev;
+                    n++;
+                }
+            }
+            lua_pop(L, 1);
+        }
+    }
     lua_pop(L, 1);
-    return open;
+    return n;
+}
+
+int tcl_lua_device_instance(lua_State *L, int idx, const tcl_lua_gpu_device *slot, const char *fn) {
+    if (lua_isnoneornil(L, idx)) return 1;
+    const char *base = slot->driver->device;
+    lua_Integer instance = 0;
+    if (lua_isinteger(L, idx)) {
+        instance = lua_tointeger(L, idx);
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+        const char *name = lua_tostring(L, idx);
+        size_t n = strlen(base);
+        bool same = strlen(name) >= n;
+        for (size_t i = 0; same && i < n; i++) same = toupper((unsigned char)name[i]) == base[i];
+        if (same && name[n] == '\0') return 1;
+        char *end = NULL;
+        if (same && name[n] == ':' && isdigit((unsigned char)name[n + 1])) instance = strtoll(name + n + 1, &end, 10);
+        if (!end || *end)
+            luaL_error(L, "%s: '%s' is not a %s device (%s, %s:2, ...)", fn, name, slot->driver->kind, base, base);
+    } else {
+        luaL_error(L, "%s: the device must be a name such as '%s:2' or an instance number, got %s", fn, base,
+                   luaL_typename(L, idx));
+    }
+    if (instance < 1 || instance > TCL_LUA_GPU_MAX_INSTANCES)
+        luaL_error(L, "%s: %s instances count from 1 to %d, got %I", fn, base, TCL_LUA_GPU_MAX_INSTANCES, instance);
+    if (instance > 1 && !slot->driver->several)
+        luaL_error(L, "%s: device '%s:%I': only one %s device is supported", fn, base, instance, slot->driver->kind);
+    return (int)instance;
+}
+
+void tcl_lua_push_device_name(lua_State *L, const tcl_lua_gpu_device *slot, int instance) {
+    if (instance == 1) lua_pushstring(L, slot->driver->device);
+    else lua_pushfstring(L, "%s:%d", slot->driver->device, instance);
 }
 
 /* ---- buffers ---- */
@@ -109,9 +175,11 @@ int tcl_lua_device_buffer_new(lua_State *L, const tcl_lua_gpu_device *ops, const
     lua_Integer numel = lua_tointeger(L, 2);
     if (numel < 0) return luaL_argerror(L, 2, lua_pushfstring(L, "numel must be >= 0, got %I", numel));
     if (dtype == TCL_VOID) return luaL_argerror(L, 1, "a buffer needs a value dtype, not void");
-    void *dev = tcl_lua_state_device(L, ops, fn);
+    int instance = tcl_lua_device_instance(L, 3, ops, fn);
+    void *dev = tcl_lua_state_device_at(L, ops, instance, fn);
     device_buffer_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->b = NULL;
+    box->instance = instance;
     luaL_setmetatable(L, ops->buffer_mt);
     tcl_error err;
     box->b = tcl_gpu_buffer_new(ops->driver, dev, (int)dtype, (size_t)numel, &err);
@@ -132,7 +200,9 @@ static int buffer_tostring(lua_State *L) {
     tcl_dtype dtype;
     size_t numel, itemsize, nbytes;
     buffer_shape(check_device_buffer(L, 1, ops), &dtype, &numel, &itemsize, &nbytes);
-    lua_pushfstring(L, "Buffer(%s, %s, %I)", ops->driver->device, tcl_dtype_get(dtype)->name, (lua_Integer)numel);
+    device_buffer_box *box = lua_touserdata(L, 1);
+    tcl_lua_push_device_name(L, ops, box->instance);
+    lua_pushfstring(L, "Buffer(%s, %s, %I)", lua_tostring(L, -1), tcl_dtype_get(dtype)->name, (lua_Integer)numel);
     return 1;
 }
 
@@ -147,7 +217,10 @@ static int buffer_index(lua_State *L) {
         if (!strcmp(k, "dtype")) { tcl_lua_push_dtype(L, dtype); return 1; }
         if (!strcmp(k, "nbytes")) { lua_pushinteger(L, (lua_Integer)nbytes); return 1; }
         if (!strcmp(k, "itemsize")) { lua_pushinteger(L, (lua_Integer)itemsize); return 1; }
-        if (!strcmp(k, "device")) { lua_pushstring(L, ops->driver->device); return 1; }
+        if (!strcmp(k, "device")) {
+            tcl_lua_push_device_name(L, ops, ((device_buffer_box *)lua_touserdata(L, 1))->instance);
+            return 1;
+        }
         if (!strcmp(k, "revoked")) { lua_pushboolean(L, 0); return 1; }
     }
     lua_getfield(L, LUA_REGISTRYINDEX, ops->buffer_methods_key);

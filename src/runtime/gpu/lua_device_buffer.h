@@ -4,10 +4,11 @@
  * tcl.metal) is a tcl_lua_gpu_device and its device() table. Layer: runtime.
  *
  * A device buffer userdata has a runtime Buffer's interface (lua_runtime.h):
- *   .numel .dtype .nbytes .itemsize .device .revoked (always false)
+ *   .numel .dtype .nbytes .itemsize .device ("CUDA", "CUDA:2") .revoked (always false)
  *   :read() :write(list) :read_bytes() :write_bytes(s [, offset [, big_endian]])
  *   :max_difference(other)      through host staging memory and the host Buffer's methods
- *   :copy_from(other)           other: a host Buffer (upload) or a buffer of the same device
+ *   :copy_from(other)           other: a host Buffer (upload) or a buffer of the same driver (on
+ *                               another of its devices: the driver's copy_between)
  *   :copy_to(host)              host: a host Buffer (download); returns host
  * over the device's driver (gpu_buffer.h). Each userdata owns its buffer (freed
  * by its finalizer, which runs in any order with the device's: the buffer holds a reference
@@ -54,16 +55,32 @@ typedef struct tcl_lua_gpu_device {
  * is_buffer and d's own functions (lua_gpu.c lists what they do); registers the metatables. */
 int tcl_lua_gpu_open(lua_State *L, const tcl_lua_gpu_device *d);
 
-/* The state's device, opened now if it is not yet; a Lua error prefixed by fn when it cannot be
- * (naming library_env when it chose the library) or the state is closing. */
+/* The most instances of a device a state may open (tcl.devices' MAX_INSTANCES). */
+#define TCL_LUA_GPU_MAX_INSTANCES 64
+
+/* The state's first device ("CUDA"), opened now if it is not yet; a Lua error prefixed by fn
+ * when it cannot be (naming library_env when it chose the library) or the state is closing. */
 void *tcl_lua_state_device(lua_State *L, const tcl_lua_gpu_device *slot, const char *fn);
-/* Whether the state's device is open. */
+/* The state's device `instance` (2: "CUDA:2", the driver's ordinal 1), as above; each instance
+ * is opened on its first use (an instance beyond the devices visible: the driver's error). */
+void *tcl_lua_state_device_at(lua_State *L, const tcl_lua_gpu_device *slot, int instance, const char *fn);
+/* Whether the state has opened any of its devices. */
 bool tcl_lua_state_device_opened(lua_State *L, const tcl_lua_gpu_device *slot);
+/* The devices the state has opened, in instance order, into out (at most max); returns their
+ * count. */
+size_t tcl_lua_state_devices_opened(lua_State *L, const tcl_lua_gpu_device *slot, void **out, size_t max);
+/* The instance the value at idx names: nil -> 1; an integer; "CUDA" -> 1, "cuda:2" -> 2. A Lua
+ * error prefixed by fn for another device's name, a bad instance, or an instance above 1 of a
+ * driver with one device. */
+int tcl_lua_device_instance(lua_State *L, int idx, const tcl_lua_gpu_device *slot, const char *fn);
+/* Pushes the name of instance of slot's device: "CUDA", "CUDA:2". */
+void tcl_lua_push_device_name(lua_State *L, const tcl_lua_gpu_device *slot, int instance);
 
 /* Registers the buffers' metatable and methods (once per state; ops must outlive the state). */
 void tcl_lua_device_buffers_init(lua_State *L, const tcl_lua_gpu_device *ops);
-/* <module>.buffer(dtype, numel): a new zero-filled buffer on the state's device, pushed;
- * fn names the function in messages. */
+/* <module>.buffer(dtype, numel [, device]): a new zero-filled buffer on the state's device
+ * (device: a name or instance, tcl_lua_device_instance; nil: the first), pushed; fn names the
+ * function in messages. */
 int tcl_lua_device_buffer_new(lua_State *L, const tcl_lua_gpu_device *ops, const char *fn);
 /* The device buffer at idx, NULL when idx holds anything else; a Lua error when it was freed. */
 void *tcl_lua_device_buffer_test(lua_State *L, int idx, const tcl_lua_gpu_device *ops);

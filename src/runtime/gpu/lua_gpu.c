@@ -1,13 +1,16 @@
 /* lua_gpu.c — the one Lua binding of GPU devices (lua_device_buffer.h): a module's shared
  * functions, over a driver (gpu_driver.h) that a tcl_lua_gpu_device names. Layer: runtime.
  *
- *   <m>.buffer(dtype, numel) -> a device buffer (lua_device_buffer.c)
+ *   <m>.buffer(dtype, numel [, device]) -> a device buffer (lua_device_buffer.c) on device (a
+ *     name "CUDA:2" or an instance; nil: the first)
  *   <m>.program(code, {name =, entry =, params = {{dtype =, numel =}, ...},
  *                      global_size = {x, y, z}, local_size = {x, y, z} [, shared_bytes = 0]})
  *     -> program: .name .entry .nparams .params .global_size .local_size .bytes (and the
  *        driver's own fields); :run(buffers [, timed]) -> device seconds; timed false: queues
  *        the launch and returns nothing
- *   <m>.device() -> the driver's table     <m>.opened()   <m>.synchronize()   <m>.queued()
+ *   <m>.device([device]) -> the driver's table of device (a name "CUDA:2" or an instance; nil:
+ *     the first)     <m>.opened()   <m>.synchronize()   <m>.queued()  (the last three: over
+ *     every device the state opened)
  *   <m>.is_buffer(v)
  * Every function and the two metatables' methods find their tcl_lua_gpu_device in upvalue 1. */
 #include <lauxlib.h>
@@ -36,28 +39,38 @@ static int l_opened(lua_State *L) {
 
 static int l_queued(lua_State *L) {
     const tcl_lua_gpu_device *d = device_of(L);
-    bool open = tcl_lua_state_device_opened(L, d);
-    lua_pushboolean(L, open && d->driver->queued(tcl_lua_state_device(L, d, function_name(L, d, "queued"))));
+    void *devs[TCL_LUA_GPU_MAX_INSTANCES];
+    size_t n = tcl_lua_state_devices_opened(L, d, devs, TCL_LUA_GPU_MAX_INSTANCES);
+    bool queued = false;
+    for (size_t i = 0; i < n && !queued; i++) queued = d->driver->queued(devs[i]);
+    lua_pushboolean(L, queued);
     return 1;
 }
 
+/* Waits for every device the state opened (each one's queue is its own). */
 static int l_synchronize(lua_State *L) {
     const tcl_lua_gpu_device *d = device_of(L);
     const char *fn = function_name(L, d, "synchronize");
-    tcl_error err;
-    if (d->driver->synchronize(tcl_lua_state_device(L, d, fn), &err) != TCL_OK)
-        return luaL_error(L, "%s: %s", fn, err.message);
+    void *devs[TCL_LUA_GPU_MAX_INSTANCES];
+    size_t n = tcl_lua_state_devices_opened(L, d, devs, TCL_LUA_GPU_MAX_INSTANCES);
+    for (size_t i = 0; i < n; i++) {
+        tcl_error err;
+        if (d->driver->synchronize(devs[i], &err) != TCL_OK) return luaL_error(L, "%s: %s", fn, err.message);
+    }
     return 0;
 }
 
 static int l_device(lua_State *L) {
     const tcl_lua_gpu_device *d = device_of(L);
-    d->push_info(L, tcl_lua_state_device(L, d, function_name(L, d, "device")));
+    lua_settop(L, 1); /* the device argument stays at 1, below the name pushed next */
+    const char *fn = function_name(L, d, "device");
+    d->push_info(L, tcl_lua_state_device_at(L, d, tcl_lua_device_instance(L, 1, d, fn), fn));
     return 1;
 }
 
 static int l_buffer(lua_State *L) {
     const tcl_lua_gpu_device *d = device_of(L);
+    lua_settop(L, 3); /* dtype, numel, device: below the name pushed next */
     return tcl_lua_device_buffer_new(L, d, function_name(L, d, "buffer"));
 }
 

@@ -612,7 +612,10 @@ bool tcl_metal_queued(const tcl_metal_device *dev) {
 
 static const char *const axis_names[3] = {"x", "y", "z"};
 
-static void *gpu_open(const char *library, tcl_error *err) { return tcl_metal_device_open(library, err); }
+static void *gpu_open(const char *library, int ordinal, tcl_error *err) {
+    (void)ordinal; /* one device: the binding asks for the first only (tcl_metal_driver.several is false) */
+    return tcl_metal_device_open(library, err);
+}
 static void gpu_retain(void *dev) { tcl_metal_device_retain(dev); }
 static void gpu_release(void *dev) { tcl_metal_device_release(dev); }
 static tcl_status gpu_synchronize(void *dev, tcl_error *err) { return tcl_metal_synchronize(dev, err); }
