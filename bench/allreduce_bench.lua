@@ -6,8 +6,10 @@
 -- machine may be shared: BENCH_ROUNDS (default 3) rounds alternate the two jobs and each size
 -- keeps its best median of the rounds. tcl's row is the call into a tensor the caller keeps
 -- (all_reduce(x, op, { out = y }), as DistributedDataParallel's buckets and torch's in-place
--- all_reduce); also timed: the call that returns a new tensor each time, and the raw binding
--- (tcl.mpi.all_reduce over runtime Buffers, no tensors), which shows what the tensor layer adds.
+-- all_reduce); also timed: the call that returns a new tensor each time, the raw binding
+-- (tcl.mpi.all_reduce over runtime Buffers, no tensors), which shows what the tensor layer adds,
+-- and torch.distributed's all_reduce over gloo (bench/torch_allreduce_ref.py) when python3 has
+-- torch: the call a PyTorch user makes on CPUs ("tcl / torch": how many times faster tcl is).
 --
 --   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-rel -j
 --   build-rel/tcl bench/allreduce_bench.lua            (BENCH_BUILD: another build's tcl program)
@@ -104,7 +106,10 @@ local function driver()
   local ref = os.tmpname()
   run("mpicc -O2 -o " .. quote(ref) .. " bench/mpi_allreduce_ref.c")
   local launch = "mpirun --allow-run-as-root --oversubscribe -np 2 "
-  local best = { ref = {}, tcl = {}, fresh = {}, binding = {} }
+  local best = { ref = {}, tcl = {}, fresh = {}, binding = {}, torch = {} }
+  -- torch.distributed (gloo) where python3 has torch: what a PyTorch user would run on CPUs
+  local python = os.getenv("PYTHON") or "/usr/bin/python3"
+  local has_torch = os.execute(quote(python) .. " -c 'import torch.distributed' 2>/dev/null") == true
   local function keep(out)
     for kind, bytes, seconds in out:gmatch("(%a+) (%d+) ([%d.e+-]+)") do
       if best[kind] then
@@ -116,6 +121,7 @@ local function driver()
   for round = 1, ROUNDS do
     io.stderr:write(string.format("allreduce_bench: round %d of %d\n", round, ROUNDS))
     keep(run(launch .. quote(ref) .. " " .. RUNS))
+    if has_torch then keep(run("BENCH_RUNS=" .. RUNS .. " " .. quote(python) .. " bench/torch_allreduce_ref.py")) end
     local bytes = MIN_BYTES
     while bytes <= MAX_BYTES do
       keep(run(launch .. "-x TCL_LUA_DIR -x BENCH_RUNS " .. quote(tcl_bin) .. " bench/allreduce_bench.lua rank "
@@ -127,15 +133,17 @@ local function driver()
   print(string.format("all_reduce (sum, float32), 2 ranks, median of %d calls (from 8 MiB: %d), best of %d rounds",
     runs_for(1), runs_for(8 << 20), ROUNDS))
   print("| size | MPI_Allreduce: us (GB/s) | all_reduce(x, op, { out = y }): us (GB/s) | tcl / MPI "
-    .. "| all_reduce(x), a new tensor: us (GB/s) | new / MPI | binding alone: us (GB/s) |")
-  print("|---|---|---|---|---|---|---|")
+    .. "| all_reduce(x), a new tensor: us (GB/s) | new / MPI | binding alone: us (GB/s) "
+    .. "| torch.distributed (gloo): us | tcl / torch |")
+  print("|---|---|---|---|---|---|---|---|---|")
   local bytes = MIN_BYTES
   while bytes <= MAX_BYTES do
-    local r, t, f, b = best.ref[bytes], best.tcl[bytes], best.fresh[bytes], best.binding[bytes]
+    local r, t, f, b, pt = best.ref[bytes], best.tcl[bytes], best.fresh[bytes], best.binding[bytes], best.torch[bytes]
     local function gbs(s) return bytes / s / 1e9 end -- bus bandwidth, 2 ranks: 2(n-1)/n = 1
     local size = bytes >= (1 << 20) and string.format("%d MiB", bytes >> 20) or string.format("%d KiB", bytes >> 10)
-    print(string.format("| %s | %.1f (%.2f) | %.1f (%.2f) | %.0f %% | %.1f (%.2f) | %.0f %% | %.1f (%.2f) |", size,
-      r * 1e6, gbs(r), t * 1e6, gbs(t), 100 * r / t, f * 1e6, gbs(f), 100 * r / f, b * 1e6, gbs(b)))
+    local torch_cells = pt and string.format("%.1f | %.1fx", pt * 1e6, pt / t) or "(no torch) | -"
+    print(string.format("| %s | %.1f (%.2f) | %.1f (%.2f) | %.0f %% | %.1f (%.2f) | %.0f %% | %.1f (%.2f) | %s |", size,
+      r * 1e6, gbs(r), t * 1e6, gbs(t), 100 * r / t, f * 1e6, gbs(f), 100 * r / f, b * 1e6, gbs(b), torch_cells))
     bytes = bytes * 2
   end
 end

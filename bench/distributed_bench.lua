@@ -139,7 +139,9 @@ end
 local t1, t2 = median(one), median(two)
 local allreduce, fastest = capture(MPIRUN .. q(BUILD .. "/tcl") .. " " .. q(self_path) .. " allreduce_child")
   :match("allreduce_ms ([%d.]+) ([%d.]+)")
-local function phases(command) return capture(command .. " " .. q(self_path) .. " phases_child"):match("phases_ms ([^\n]+)") end
+local function phases(command)
+  return capture(command .. " " .. q(self_path) .. " phases_child"):match("phases_ms ([^\n]+)")
+end
 local phases_one = phases("env " .. ENV .. " BENCH_BATCH=" .. BATCH .. " " .. q(BUILD .. "/tcl"))
 local phases_two = phases(MPIRUN .. "-x BENCH_BATCH=" .. BATCH .. " " .. q(BUILD .. "/tcl"))
 print(string.format("MLP epoch (60000 samples, global batch %d, %d steps), TCL_THREADS=1, %s, medians of %d",

@@ -316,11 +316,11 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
     table.sort(results)
     assert.are.same({
       "R 1 backend nccl", "R 1 broadcast CUDA 2.0 20.0 -2.0", "R 1 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
-      "R 1 in_place CUDA 3.0 6.0", "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0", "R 1 mean CUDA 1.5 15.0 -1.5",
-      "R 1 min CUDA 1.0 10.0 -2.0", "R 1 sum CUDA 3.0 30.0 -3.0",
+      "R 1 in_place CUDA 3.0 6.0", "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0",
+      "R 1 mean CUDA 1.5 15.0 -1.5", "R 1 min CUDA 1.0 10.0 -2.0", "R 1 sum CUDA 3.0 30.0 -3.0",
       "R 2 backend nccl", "R 2 broadcast CUDA 2.0 20.0 -2.0", "R 2 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
-      "R 2 in_place CUDA 3.0 6.0", "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0", "R 2 mean CUDA 1.5 15.0 -1.5",
-      "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
+      "R 2 in_place CUDA 3.0 6.0", "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0",
+      "R 2 mean CUDA 1.5 15.0 -1.5", "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
     }, results)
   end)
 
