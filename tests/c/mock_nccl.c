@@ -334,7 +334,7 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
     c->nranks = nranks;
     c->rank = rank;
     c->device = current_device();
-    snprintf(c->tag, sizeof c->tag, "%s", id.internal + strlen(ID_PREFIX));
+    snprintf(c->tag, sizeof c->tag, "%.*s", (int)(sizeof c->tag - 1), id.internal + strlen(ID_PREFIX));
     mock.comms++;
     *comm = c;
     log_line("init nranks %d rank %d%s", nranks, rank, device_tag(c->device));
