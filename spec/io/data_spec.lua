@@ -181,6 +181,29 @@ describe("fashion_mnist", function()
   end)
 end)
 
+describe("runtime.gather_rows (the DataLoader's shuffled rows)", function()
+  local gather_rows = require("tcl.runtime").gather_rows
+
+  it("copies the listed rows in order, from any place in the list", function()
+    local s = "aaabbbcccddd" -- rows of 3 bytes: 1 aaa, 2 bbb, 3 ccc, 4 ddd
+    assert.are.equal("dddaaabbb", gather_rows(s, 3, { 4, 1, 2 }, 1, 3))
+    assert.are.equal("cccccc", gather_rows(s, 3, { 1, 3, 3 }, 2, 2))
+    assert.are.equal("", gather_rows(s, 3, {}, 1, 0))
+    assert.are.equal("d", gather_rows("abcd", 1, { 4 }, 1, 1))
+  end)
+
+  it("refuses rows outside the data, an order too short and bad sizes, naming them", function()
+    local s = "aaabbb"
+    fails_with("gather_rows: order[2] is not a row of the data (1 to 2)", gather_rows, s, 3, { 1, 3 }, 1, 2)
+    fails_with("gather_rows: order[1] is not a row of the data (1 to 2)", gather_rows, s, 3, { 0 }, 1, 1)
+    fails_with("gather_rows: order[1] is not a row of the data (1 to 2)", gather_rows, s, 3, { 1.5 }, 1, 1)
+    fails_with("gather_rows: rows 2 to 3 of an order of 2", gather_rows, s, 3, { 1, 2 }, 2, 2)
+    fails_with("gather_rows: row_bytes must be >= 1, got 0", gather_rows, s, 0, { 1 }, 1, 1)
+    fails_with("gather_rows: first must be >= 1, got 0", gather_rows, s, 3, { 1 }, 0, 1)
+    fails_with("gather_rows: count must be >= 0, got -1", gather_rows, s, 3, { 1 }, 1, -1)
+  end)
+end)
+
 describe("DataLoader", function()
   -- rows r = 1..n: x[r] = {r, -r} (int32), y[r] = r (uint8)
   local function dataset(n)

@@ -29,6 +29,7 @@
  *   runtime.devices      -> list of device names
  *   runtime.max_buffer_bytes(device) -> the largest buffer the device can hold, in bytes (nil: unknown)
  *   runtime.map_file, runtime.read_gzip: files as buffers and strings (lua_files.h)
+ *   runtime.gather_rows: a data set's rows gathered into a string (lua_rows.h)
  *
  * Each Buffer and Program userdata owns its C object and frees it in its finalizer; C
  * objects are built into a userdata that already exists, so a Lua error never leaks one.
@@ -49,6 +50,7 @@
 #include "runtime/cpu/lua_cpu_pool.h"
 #include "runtime/io/lua_disk_cache.h"
 #include "runtime/io/lua_files.h"
+#include "runtime/io/lua_rows.h"
 
 #define BUFFER_MT "tcl.Buffer"
 #define PROGRAM_MT "tcl.Program"
@@ -549,5 +551,6 @@ int luaopen_tcl_runtime(lua_State *L) {
     tcl_lua_disk_cache_setfuncs(L); /* cache_open, cache_read, cache_write, cache_path */
     tcl_lua_cpu_setfuncs(L);        /* cpu_program, cpu_loaded */
     tcl_lua_files_setfuncs(L);      /* map_file, read_gzip */
+    tcl_lua_rows_setfuncs(L);       /* gather_rows */
     return 1;
 }
