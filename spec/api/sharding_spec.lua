@@ -409,6 +409,25 @@ describe("sharded tensors", function()
       assert.are.same({ { 6, 12 }, { 18, 24 }, { 30, 36 } }, x.grad:tolist())
     end)
 
+    it("carry forward-mode tangents (tcl.jvp) across the devices: a copy takes its tangent along", function()
+      local x = Tensor({ 1, 2, 3 }, { dtype = "float32" })
+      -- sum(x^2) computed on the second device: its tangent along t is 2 x . t
+      local function f(a) return (a:to(SECOND) * a:to(SECOND)):sum():to(FIRST) end
+      local value, tangent = tcl.jvp(f, { x }, { Tensor({ 1, 0.5, -1 }, { dtype = "float32" }) })
+      assert.are.equal(14, value:item())
+      assert.are.equal(2 * 1 + 4 * 0.5 - 6, tangent:item())
+      assert.are.equal(FIRST, tangent.device)
+      -- through a sharded batch, as on one device
+      Tensor.manual_seed(5)
+      local xs, w1, w2 = Tensor.randn(5, 4), Tensor.randn(4, 6), Tensor.randn(6, 2)
+      local tx, tw = Tensor.randn(5, 4), Tensor.randn(4, 6)
+      local got_value, got = tcl.jvp(function(a, b) return mlp(a:shard(DEVICES, 1), b, w2) end, { xs, w1 }, { tx, tw })
+      local want_value, want = tcl.jvp(function(a, b) return mlp(a, b, w2) end, { xs, w1 }, { tx, tw })
+      assert.is_true(math.abs(got_value:item() - want_value:item()) < 1e-5)
+      assert.is_true(math.abs(got:item() - want:item()) < 1e-4 * (1 + math.abs(want:item())), got:item() .. " vs "
+        .. want:item())
+    end)
+
     it("reach the leaves through reductions and elementwise ops on shards", function()
       check_gradients(function(x, w1, w2)
         local h = (x * 2):sigmoid():matmul(w1)

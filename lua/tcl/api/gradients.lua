@@ -231,7 +231,7 @@ Forward.__index = Forward
 
 function Forward:input(i)
   local node = self.node.src[i]
-  return class.wrap(node, shape.of(node), self.device)
+  return class.wrap(node, shape.of(node), self.devices[node] or self.device)
 end
 
 function Forward:tangent(i) return self.tangents[self.node.src[i]] end
@@ -250,6 +250,8 @@ function M.forward(outputs, seeds, device)
   local file = tangent_file
   local root = core.uop("SINK", nil, outputs)
   local order, srcs_of, kind_of = walk(root, seeds)
+  -- each tangent lives on its node's device, as gradients do (node_devices)
+  local devices = node_devices(order, srcs_of)
   local tangents = {}
   for node, t in pairs(seeds) do tangents[node] = t end
   for _, node in ipairs(order) do
@@ -258,13 +260,14 @@ function M.forward(outputs, seeds, device)
       local any = false
       for _, s in ipairs(srcs) do if tangents[s] then any = true break end end
       if any and node.dtype.is_float then
+        local here = devices[node] or device
         if kind == "origin" then
           tangents[node] = nodes.reshape(tangents[srcs[1]], shape.of(node))
         elseif kind == "composite" then
           local composite = composites[node.id]
           local inputs, ts = {}, {}
           for k, n in ipairs(composite.inputs) do
-            inputs[k] = class.wrap(n, shape.of(n), device)
+            inputs[k] = class.wrap(n, shape.of(n), devices[n] or here)
             ts[k] = tangents[n] or inputs[k]:mul(0)
           end
           local derivative = file.composites[composite.name]
@@ -273,10 +276,10 @@ function M.forward(outputs, seeds, device)
               composite.name), 0)
           end
           tangents[node] = derivative({ inputs = inputs, tangents = ts, extra = composite.extra, graph = nodes,
-            out = class.wrap(node, shape.of(node), device) })
+            out = class.wrap(node, shape.of(node), here) })
         else
-          local c = setmetatable({ node = node, tangents = tangents, device = device, graph = nodes,
-            out = class.wrap(node, shape.of(node), device) }, Forward)
+          local c = setmetatable({ node = node, tangents = tangents, device = here, devices = devices, graph = nodes,
+            out = class.wrap(node, shape.of(node), here) }, Forward)
           if file.rules:apply_once(node, c) == nil then
             error(string.format("jvp: no rule for %s in tcl.patterns.tangent", node.op), 0)
           end

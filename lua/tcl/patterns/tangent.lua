@@ -52,7 +52,12 @@ M.rules = P.rules {
     return c.graph.shrink(t, c.node.arg) end)) end },
   { op "FLIP", function(_, c) return c:tangent_out(on(c:tangent(1), function(t)
     return c.graph.flip(t, c.node.arg) end)) end },
-  { op { "CONTIGUOUS", "COPY" }, function(_, c) return c:tangent_out(c:tangent(1)) end },
+  { op "CONTIGUOUS", function(_, c) return c:tangent_out(c:tangent(1)) end },
+  -- a copy to another device (arg: its name) takes the tangent there too
+  { op "COPY", function(_, c)
+    if type(c.node.arg) == "string" then return c:tangent_out(c:tangent(1):to(c.node.arg)) end
+    return c:tangent_out(c:tangent(1))
+  end },
   { op "CAST", function(_, c)
     if not c.node.dtype.is_float then return c:tangent_out(nil) end
     return c:tangent_out(on(c:tangent(1), function(t) return c.graph.cast(t, c.node.dtype) end))
