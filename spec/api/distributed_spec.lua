@@ -240,14 +240,17 @@ end
       end
     end)
 
-    it("writes into out in place on every rank (all_reduce into itself, broadcast, all_gather)", function()
+    -- every rank printed these values under these keys
+    local function on_every_rank(expected)
       for rank = 1, 2 do
-        local r = job()[rank]
-        assert.are.equal("3.0,30.0", r.in_place)
-        assert.are.equal("1,-2", r.into)
-        assert.are.equal("2.0,2.0", r.broadcast_out)
-        assert.are.equal("1.0,2.0", r.gather_out)
+        for key, value in pairs(expected) do
+          assert.are.equal(value, job()[rank][key], "rank " .. rank .. " " .. key)
+        end
       end
+    end
+
+    it("writes into out in place on every rank (all_reduce into itself, broadcast, all_gather)", function()
+      on_every_rank { in_place = "3.0,30.0", into = "1,-2", broadcast_out = "2.0,2.0", gather_out = "1.0,2.0" }
     end)
 
     it("barrier and an all_reduce of a million elements", function()
@@ -258,13 +261,12 @@ end
     end)
 
     it("refuses root 0, a bad op and a non-tensor with exact messages", function()
-      for rank = 1, 2 do
-        local r = job()[rank]
-        assert.are.equal("broadcast: root 0 is not a rank: ranks count from 1 (1 to 2)", r.root0)
-        assert.are.equal("broadcast: root 3 is not a rank (1 to 2)", r.root3)
-        assert.are.equal("all_reduce: op must be 'sum', 'mean', 'max' or 'min', got prod", r.bad_op)
-        assert.are.equal("all_reduce: expected a tensor, got string", r.non_tensor)
-      end
+      on_every_rank {
+        root0 = "broadcast: root 0 is not a rank: ranks count from 1 (1 to 2)",
+        root3 = "broadcast: root 3 is not a rank (1 to 2)",
+        bad_op = "all_reduce: op must be 'sum', 'mean', 'max' or 'min', got prod",
+        non_tensor = "all_reduce: expected a tensor, got string",
+      }
     end)
   end)
 
