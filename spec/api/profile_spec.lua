@@ -128,6 +128,20 @@ describe("a profile report", function()
     assert.are.equal(2e8, rows[2].bytes)
   end)
 
+  it("keeps two kernels of one name apart (E_64, E_64#2), and one kernel's runs together", function()
+    local a, b = Tensor.randn(64):realize(), Tensor.randn(64):realize()
+    local r = tcl.profile(function()
+      for _ = 1, 2 do (a + b):realize() end -- one kernel, run twice
+      return (a * b):exp():realize()        -- another, of the same shape: the same name
+    end)
+    local seen = {}
+    for _, row in ipairs(r:rows(no_peaks)) do seen[row.name] = row.calls end
+    local name = r.kernels[1].name
+    assert.are.equal(name, r.kernels[3].name, "the two kernels share a name")
+    assert.are_not.equal(r.kernels[1].kernel, r.kernels[3].kernel)
+    assert.are.same({ [name] = 2, [name .. "#2"] = 1 }, seen)
+  end)
+
   it("gives GFLOPS = ops / seconds / 1e9, GB/s likewise, and the roofline achieved / attainable", function()
     for _, row in ipairs(made_up_report():rows(given_peaks)) do
       assert.is_true(math.abs(row.gflops - row.ops / row.seconds / 1e9) <= 1e-9 * row.gflops)

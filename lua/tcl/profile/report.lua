@@ -5,7 +5,7 @@
 --   local r = report.new(start_clock)     -- empty; r:add(event) for each event
 --   r.kernels, r.copies, r.compiles       -- the events in order (tcl.codegen.driver.events)
 --   r.seconds, r.wall                     -- kernel time, the whole call (seconds)
---   r:rows()                              -- kernels aggregated by name and device, slowest first
+--   r:rows()                              -- kernels aggregated by kernel and device, slowest first
 --   print(r)  or  r:print()               -- the table below
 --
 --   kernel                     device calls  total ms  share  GFLOPS    GB/s roofline
@@ -59,19 +59,38 @@ function M.roofline(ops, bytes, seconds, p)
   return math.max(ops / (seconds * p.gflops * 1e9), bytes / (seconds * p.gbs * 1e9))
 end
 
---- The kernels aggregated by (name, device), the slowest first (ties: by name): a list of
+--- The kernels aggregated by (kernel, device), the slowest first (ties: by name): a list of
 -- { name =, device =, calls =, seconds =, ops =, bytes =, share = (% of the kernel time),
 -- gflops =, gbs =, roofline = (a fraction, or nil), peaks = (the device's, or nil) }.
--- peaks_of(device) gives a device's peaks (default tcl.profile.peaks.of).
+-- Kernel names come from shapes, so two different kernels may share one ("E_64" for a + b and
+-- for exp(a * b)): each keeps a row of its own, the second named "E_64#2", the third "E_64#3"
+-- (in the order they first ran). peaks_of(device) gives a device's peaks (default
+-- tcl.profile.peaks.of).
 function Report:rows(peaks_of)
   peaks_of = peaks_of or peaks.of
   local rows, row_of = {}, {}
+  local kernels_named = {} -- name -> { [kernel] = its number among the kernels of that name }
   for _, k in ipairs(self.kernels) do
-    local key = k.name .. "\0" .. k.device
-    local row = row_of[key]
+    local kernel = k.kernel or k.name -- events made by hand may name no kernel object
+    local numbers = kernels_named[k.name]
+    if not numbers then
+      numbers = { n = 0 }
+      kernels_named[k.name] = numbers
+    end
+    if not numbers[kernel] then
+      numbers.n = numbers.n + 1
+      numbers[kernel] = numbers.n
+    end
+    local name = numbers[kernel] == 1 and k.name or k.name .. "#" .. numbers[kernel]
+    local by_device = row_of[name]
+    if not by_device then
+      by_device = {}
+      row_of[name] = by_device
+    end
+    local row = by_device[k.device]
     if not row then
-      row = { name = k.name, device = k.device, calls = 0, seconds = 0, ops = 0, bytes = 0 }
-      row_of[key] = row
+      row = { name = name, device = k.device, calls = 0, seconds = 0, ops = 0, bytes = 0 }
+      by_device[k.device] = row
       rows[#rows + 1] = row
     end
     row.calls, row.seconds = row.calls + 1, row.seconds + k.seconds
