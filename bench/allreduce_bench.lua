@@ -15,6 +15,9 @@
 --   build-rel/tcl bench/allreduce_bench.lua            (BENCH_BUILD: another build's tcl program)
 --
 -- The program is both the driver (no argument) and each rank of a tcl job ("rank <bytes>").
+local support = require "bench.support"
+local median, quote = support.median, support.shell_quote
+
 local MIN_BYTES, MAX_BYTES = 1 << 10, 64 << 20
 local RUNS = tonumber(os.getenv("BENCH_RUNS") or "") or 50
 local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS") or "") or 3
@@ -22,14 +25,6 @@ local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS") or "") or 3
 local function runs_for(bytes)
   return math.max(10, bytes >= (8 << 20) and RUNS // 4 or RUNS)
 end
-
-local function median(values)
-  local sorted = table.move(values, 1, #values, 1, {})
-  table.sort(sorted)
-  return sorted[(#sorted + 1) // 2]
-end
-
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- One rank of the tcl job for one size: prints "tcl <bytes> <s>", "fresh <bytes> <s>" and
 -- "binding <bytes> <s>" (rank 1). Each size runs in processes of its own, so that one size's
@@ -91,13 +86,7 @@ local function rank_main(size_bytes)
   end
 end
 
-local function run(command)
-  local pipe = assert(io.popen(command .. " 2>&1"))
-  local out = pipe:read("a")
-  local ok = pipe:close()
-  if not ok then error("allreduce_bench: failed: " .. command .. "\n" .. out, 0) end
-  return out
-end
+local function run(command) return support.run(command, "allreduce_bench") end
 
 local function driver()
   local build = os.getenv("BENCH_BUILD") or "build-rel"

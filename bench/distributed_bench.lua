@@ -27,11 +27,8 @@ local STEPS = 60000 // BATCH
 local BUCKET = 784 * 256 + 256 + 256 * 10 + 10
 local self_path = arg and arg[0] or "bench/distributed_bench.lua"
 
-local function median(values)
-  local sorted = table.move(values, 1, #values, 1, {})
-  table.sort(sorted)
-  return sorted[(#sorted + 1) // 2]
-end
+local support = require "bench.support"
+local median, q = support.median, support.shell_quote
 
 if arg and arg[1] == "allreduce_child" then
   local dist = tcl.distributed
@@ -107,15 +104,7 @@ if arg and arg[1] == "phases_child" then
   return
 end
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function capture(command)
-  local pipe = assert(io.popen(command .. " 2>&1"))
-  local out = pipe:read("a")
-  local ok = pipe:close()
-  if not ok then error("failed: " .. command .. "\n" .. out, 0) end
-  return out
-end
+local function capture(command) return support.run(command, "distributed_bench") end
 
 local ENV = "TCL_THREADS=1 TCL_LUA_DIR=" .. q(os.getenv("TCL_LUA_DIR") or "lua")
 local MPIRUN = "env -u LD_PRELOAD mpirun --allow-run-as-root --oversubscribe -np 2 -x TCL_THREADS=1 -x TCL_LUA_DIR "

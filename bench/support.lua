@@ -21,6 +21,15 @@ function M.capture(command)
   return out
 end
 
+--- A command's stdout and stderr together, as capture; an error naming the command and
+-- showing its output when it fails (who: the benchmark's name, for the message).
+function M.run(command, who)
+  local pipe = assert(io.popen(command .. " 2>&1"))
+  local out = pipe:read("a")
+  if not pipe:close() then error(string.format("%s: failed: %s\n%s", who, command, out), 0) end
+  return out
+end
+
 --- The command that runs Debian's python with torch (/usr/bin/python3). Debian's torch calls
 -- the system's libblas.so.3, which is netlib's reference BLAS (1-2 GFLOPS) unless OpenBLAS is
 -- installed: BENCH_BLAS_DIR names a folder holding OpenBLAS's libblas.so.3 (for instance
