@@ -6,16 +6,13 @@ local helper = require "spec.support.helper"
 local q = helper.shell_quote
 
 -- Runs `script` (Lua text) as `ranks` ranks of one job; returns status, stdout, stderr, seconds.
--- The child gets neither the ASan preload of a sanitized busted nor its options: the ranks run
--- the build's own tcl program (Open MPI's intentional leaks at exit are not the program's).
 local function mpirun(script, ranks, env)
   local path = os.tmpname()
   helper.write(path, script)
   local vars = "TCL_LUA_DIR=" .. q(helper.root .. "/lua")
   for k, v in pairs(env or {}) do vars = vars .. " " .. k .. "=" .. q(v) end
-  local cmd = string.format("env -u LD_PRELOAD ASAN_OPTIONS=detect_leaks=0 %s timeout 60 mpirun "
-    .. "--allow-run-as-root --oversubscribe -np %d -x TCL_LUA_DIR -x TCL_DIST_TIMEOUT -x TCL_MPI_LIBRARY %s %s",
-    vars, ranks, q(helper.tcl_bin), q(path))
+  local cmd = string.format("%s -x TCL_LUA_DIR -x TCL_DIST_TIMEOUT -x TCL_MPI_LIBRARY %s %s",
+    helper.mpirun_prefix(ranks, vars .. " timeout 60"), q(helper.tcl_bin), q(path))
   local start = os.time()
   local status, out, err = helper.run(cmd)
   os.remove(path)

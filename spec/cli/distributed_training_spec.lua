@@ -30,13 +30,7 @@ local function run(cmd)
   return out
 end
 
--- mpirun's ranks without the interpreter's LD_PRELOAD (the sanitized run preloads libasan into
--- busted; Open MPI's launcher must not inherit it), and without leak checks: the sanitized
--- build's tcl reports Open MPI's own allocations left at exit, which are not the program's
-local function mpirun(np, rest)
-  return "env -u LD_PRELOAD ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np " .. np
-    .. " " .. rest
-end
+local function mpirun(np, rest) return helper.mpirun_prefix(np) .. " " .. rest end
 
 -- The largest |a - b| of each tensor over the largest |a|, by name.
 local function relative_differences(a, b)

@@ -265,9 +265,9 @@ local function mpirun(script)
   local vars = string.format("TCL_LUA_DIR=%s TCL_CUDA_DRIVER=%s TCL_NCCL_LIBRARY=%s MOCK_NCCL_DIR=%s",
     helper.shell_quote(helper.root .. "/lua"), helper.shell_quote(MOCK_CUDA), helper.shell_quote(MOCK_NCCL),
     helper.shell_quote(dir))
-  local cmd = string.format("env -u LD_PRELOAD -u TCL_DIST_TIMEOUT ASAN_OPTIONS=detect_leaks=0 %s timeout 60 mpirun "
-    .. "--allow-run-as-root --oversubscribe -np 2 -x TCL_LUA_DIR -x TCL_CUDA_DRIVER -x TCL_NCCL_LIBRARY "
-    .. "-x MOCK_NCCL_DIR %s %s", vars, helper.shell_quote(helper.tcl_bin), helper.shell_quote(path))
+  local cmd = string.format("%s -x TCL_LUA_DIR -x TCL_CUDA_DRIVER -x TCL_NCCL_LIBRARY -x MOCK_NCCL_DIR %s %s",
+    helper.mpirun_prefix(2, vars .. " timeout 60", { "TCL_DIST_TIMEOUT" }), helper.shell_quote(helper.tcl_bin),
+    helper.shell_quote(path))
   local start = os.time()
   local status, out, err = helper.run(cmd)
   os.remove(path)

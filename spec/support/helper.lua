@@ -85,6 +85,19 @@ function M.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+--- The start of a shell command that launches an Open MPI job of `ranks` ranks on this
+-- machine, up to "mpirun ... -np N" (the caller adds -x options and the program). `unset`: more
+-- variables to remove; `words`: what goes between the environment and mpirun (variables to
+-- set, "timeout 60"). The ranks get neither the sanitized busted's LD_PRELOAD (Open MPI's
+-- launcher must not inherit libasan) nor leak checks (the sanitized tcl would report Open
+-- MPI's own allocations left at exit, which are not the program's).
+function M.mpirun_prefix(ranks, words, unset)
+  local removed = ""
+  for _, name in ipairs(unset or {}) do removed = removed .. " -u " .. name end
+  return string.format("env -u LD_PRELOAD%s ASAN_OPTIONS=detect_leaks=0 %smpirun --allow-run-as-root --oversubscribe "
+    .. "-np %d", removed, words and words .. " " or "", ranks)
+end
+
 --- The error message of f(...), which must fail.
 function M.error_of(f, ...)
   local ok, err = pcall(f, ...)
