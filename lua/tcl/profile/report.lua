@@ -82,15 +82,11 @@ function Report:rows(peaks_of)
       numbers[kernel] = numbers.n
     end
     local name = numbers[kernel] == 1 and k.name or k.name .. "#" .. numbers[kernel]
-    local by_device = row_of[name]
-    if not by_device then
-      by_device = {}
-      row_of[name] = by_device
-    end
-    local row = by_device[k.device]
+    local key = name .. "\0" .. k.device
+    local row = row_of[key]
     if not row then
       row = { name = name, device = k.device, calls = 0, seconds = 0, ops = 0, bytes = 0 }
-      by_device[k.device] = row
+      row_of[key] = row
       rows[#rows + 1] = row
     end
     row.calls, row.seconds = row.calls + 1, row.seconds + k.seconds
