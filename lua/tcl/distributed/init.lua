@@ -202,9 +202,22 @@ local function out_storage(fn, out, t, shape)
   return storage
 end
 
--- Writes `result` (a realized tensor of out's shape) into out's own buffer and returns out: the
--- path of the staged (GPU through host memory) collectives.
-local function store(out, result)
+-- The storage a collective that works in place writes into: out's buffer (into) holding
+-- storage's values, or a copy of storage when there is no out to write into (nil, or a GPU
+-- tensor's staged through host memory).
+local function in_place_target(into, storage, staged)
+  if not into or staged then return copy_of(storage) end
+  if into ~= storage then buffers.copy(into, storage) end
+  return into
+end
+
+-- What a collective returns once its result is in `target`: out itself when it was written in
+-- place, else a tensor over target (of shape, back on device); with an out that could not be
+-- written in place (staged), the result assigned into it.
+local function result_of(target, into, out, shape, device, staged)
+  if out and target == into then return out end
+  local result = wrap(target, shape, device, staged)
+  if not out then return result end
   out:assign(result)
   out:realize()
   return out
@@ -227,28 +240,17 @@ function M.all_reduce(t, op, opts)
   local into = out_tensor and out_storage("all_reduce", out_tensor, t, t._shape)
   local backend = backend_for("all_reduce", t.device)
   local storage, staged = storage_of("all_reduce", t)
-  if into and not staged then
-    -- straight into out's buffer (MPI_IN_PLACE when it is t's own)
-    if backend == mpi then
-      mpi.all_reduce(storage, op, into)
-    else
-      if into ~= storage then buffers.copy(into, storage) end
-      if backend then backend.all_reduce(into, op) end
-    end
-    return out_tensor
-  end
-  local out
+  local target
   if backend == mpi then
-    -- reduces storage's values into new storage: the input (maybe shared) stays as it is
-    out = buffers.allocate(storage.dtype, storage.numel, storage.device, "none")
-    mpi.all_reduce(storage, op, out)
+    -- from storage into out's buffer (MPI_IN_PLACE when it is t's own) or new storage: the
+    -- input (maybe shared) stays as it is
+    target = (into and not staged) and into or buffers.allocate(storage.dtype, storage.numel, storage.device, "none")
+    mpi.all_reduce(storage, op, target)
   else
-    out = copy_of(storage)
-    if backend then backend.all_reduce(out, op) end
+    target = in_place_target(into, storage, staged)
+    if backend then backend.all_reduce(target, op) end
   end
-  local result = wrap(out, t._shape, t.device, staged)
-  if out_tensor then return store(out_tensor, result) end
-  return result
+  return result_of(target, into, out_tensor, t._shape, t.device, staged)
 end
 
 -- nil when root is a rank of a world of size ranks, else what is wrong with it.
@@ -270,16 +272,9 @@ function M.broadcast(t, root, opts)
   local into = out_tensor and out_storage("broadcast", out_tensor, t, t._shape)
   local backend = backend_for("broadcast", t.device)
   local storage, staged = storage_of("broadcast", t)
-  if into and not staged then
-    if into ~= storage then buffers.copy(into, storage) end
-    if backend then backend.broadcast(into, root - 1) end
-    return out_tensor
-  end
-  local out = copy_of(storage)
-  if backend then backend.broadcast(out, root - 1) end
-  local result = wrap(out, t._shape, t.device, staged)
-  if out_tensor then return store(out_tensor, result) end
-  return result
+  local target = in_place_target(into, storage, staged)
+  if backend then backend.broadcast(target, root - 1) end
+  return result_of(target, into, out_tensor, t._shape, t.device, staged)
 end
 
 --- Every rank's t stacked in rank order: a new realized tensor of shape {world_size, ...t's
@@ -296,17 +291,14 @@ function M.all_gather(t, opts)
   if into == storage and w.size > 1 then
     fail("all_gather", "out cannot share the buffer of the tensor gathered (every rank's values go into it)")
   end
-  local out = (into and not staged) and into
+  local target = (into and not staged) and into
     or buffers.allocate(storage.dtype, storage.numel * w.size, storage.device, "none")
   if backend then
-    backend.all_gather(storage, out)
-  elseif out ~= storage then
-    buffers.copy(out, storage)
+    backend.all_gather(storage, target)
+  elseif target ~= storage then
+    buffers.copy(target, storage)
   end
-  if out == into then return out_tensor end
-  local result = wrap(out, shape, t.device, staged)
-  if out_tensor then return store(out_tensor, result) end
-  return result
+  return result_of(target, into, out_tensor, shape, t.device, staged)
 end
 
 --- Returns once every rank has called it.
