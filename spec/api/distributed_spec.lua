@@ -93,6 +93,22 @@ describe("tcl.distributed", function()
       assert.are.same({ { 1, 2 }, { 3, 4 } }, y:tolist())
     end)
 
+    it("returns a Work with async_op: done at once in a world of one, wait() giving the result", function()
+      local x = T({ 1, 2, 3 }, { dtype = "float32" }):realize()
+      local y = T.zeros({ 3 }):realize()
+      local work = dist.all_reduce(x, "mean", { out = y, async_op = true })
+      assert.are.equal("tcl.distributed.Work", getmetatable(work).__name)
+      assert.is_true(work:is_completed())
+      assert.are.equal(y, work:wait())
+      assert.are.equal(y, work:wait()) -- again: the same result
+      assert.are.same({ 1, 2, 3 }, y:tolist())
+      assert.are.same({ 1, 2, 3 }, dist.all_reduce(x, "sum", { async_op = true }):wait():tolist())
+      assert.are.same({ 1, 2, 3 }, dist.broadcast(x, 1, { async_op = true }):wait():tolist())
+      assert.are.same({ { 1, 2, 3 } }, dist.all_gather(x, { async_op = true }):wait():tolist())
+      -- async_op = false is the blocking call
+      assert.are.same({ 1, 2, 3 }, dist.all_reduce(x, "sum", { async_op = false }):tolist())
+    end)
+
     it("refuses an out that cannot take the result in place, naming why", function()
       local x = T({ { 1, 2 }, { 3, 4 } }, { dtype = "float32" }):realize()
       assert.are.equal("all_reduce: out has shape (4,), the result (2, 2)",
@@ -107,8 +123,10 @@ describe("tcl.distributed", function()
         helper.message_of(dist.all_reduce, x, "sum", { out = x + 1 }))
       assert.are.equal("all_reduce: out must be a tensor, got table",
         helper.message_of(dist.all_reduce, x, "sum", { out = { 1 } }))
-      assert.are.equal("all_reduce: unknown option 'into' (the one option is out)",
+      assert.are.equal("all_reduce: unknown option 'into' (the options are out and async_op)",
         helper.message_of(dist.all_reduce, x, "sum", { into = x }))
+      assert.are.equal("all_reduce: async_op must be a boolean, got number",
+        helper.message_of(dist.all_reduce, x, "sum", { async_op = 1 }))
       assert.are.equal("broadcast: options must be a table such as { out = t }, got number",
         helper.message_of(dist.broadcast, x, 1, 5))
       assert.are.equal("all_gather: out has shape (2, 2), the result (1, 2, 2)",
@@ -181,6 +199,23 @@ say("broadcast_out", bout:tolist())
 local gout = T.zeros({ 2, 1 }):realize()
 dist.all_gather(T({ r }, { dtype = "float32" }), { out = gout })
 say("gather_out", gout:flatten():tolist())
+-- started, then other work, then waited for: a sum into a kept tensor, a mean into new storage,
+-- and one dropped while pending (collected: it waits first)
+local a_in = T.full({ 300000 }, r, { dtype = "float32" }):realize()
+local a_out = T.zeros({ 300000 }):realize()
+local w1 = dist.all_reduce(a_in, "sum", { out = a_out, async_op = true })
+local w2 = dist.all_reduce(T({ 2 * r, 4 * r }, { dtype = "float64" }), "mean", { async_op = true })
+local busy = (T.ones({ 64, 64 }):matmul(T.ones({ 64, 64 })) * r):sum():item()
+say("async_other", { busy })
+local polled = w1:is_completed() or w1:is_completed()
+say("async_types", { getmetatable(w1).__name, type(polled) })
+local s1 = w1:wait()
+say("async_sum", { tostring(rawequal(s1, a_out)), a_out:min():item(), a_out:max():item(), tostring(w1:is_completed()) })
+say("async_mean", w2:wait():tolist())
+dist.all_reduce(T({ r }, { dtype = "int32" }), "max", { async_op = true })
+collectgarbage()
+collectgarbage()
+say("async_dropped", { dist.all_reduce(T({ r }, { dtype = "int32" }), "sum"):item() })
 local big = dist.all_reduce(T.full({ 1000000 }, r, { dtype = "float32" }))
 say("big", { big.shape[1], big:min():item(), big:max():item(), big:sum():item() })
 for _, case in ipairs {
@@ -248,6 +283,16 @@ end
 
     it("writes into out in place on every rank (all_reduce into itself, broadcast, all_gather)", function()
       on_every_rank { in_place = "3.0,30.0", into = "1,-2", broadcast_out = "2.0,2.0", gather_out = "1.0,2.0" }
+    end)
+
+    it("all_reduce with async_op: started, other work, then waited for; a dropped Work waits when collected",
+      function()
+      on_every_rank {
+        async_types = "tcl.distributed.Work,boolean",
+        async_sum = "true,3.0,3.0,true", async_mean = "3.0,6.0", async_dropped = "3",
+      }
+      assert.are.equal("262144.0", results[1].async_other) -- 64^3 x rank
+      assert.are.equal("524288.0", results[2].async_other)
     end)
 
     it("barrier and an all_reduce of a million elements", function()

@@ -148,6 +148,47 @@ for _, device in ipairs { "default", "EMU" } do
       close(step(x):tolist(), want)
     end)
 
+    it("hands each result to on_result during a replay as soon as its last kernel has run", function()
+      local calls, previous_b
+      local step = tcl.jit(function(x)
+        local a = (x * 2):contiguous()
+        local b = ((a + 1):contiguous():exp() + a):sum()
+        return a, b, x
+      end, { on_result = function(i, t, kernels_left)
+        -- result 2 is over the plan's buffer: when result 1 is ready, it still holds the last call's value
+        calls[#calls + 1] = { i, kernels_left, t:clone():realize():tolist(), previous_b and previous_b:item() }
+      end })
+      local function want_b(v) return 3 * (math.exp(2 * v + 1) + 2 * v) end
+      for call = 1, 4 do
+        calls = {}
+        local x = Tensor.full({ 3 }, call, opts):float()
+        local a, b, r = step(x)
+        assert.are.same({ 2.0 * call, 2.0 * call, 2.0 * call }, a:tolist())
+        close({ b:item() }, { want_b(call) })
+        assert.are.equal(x, r)
+        if call <= 2 then
+          assert.are.same({}, calls) -- the warm-up and the capture run fn itself
+        else
+          local kernels = step:stats().kernels
+          assert.are.same({ 3, 1, 2 }, { calls[1][1], calls[2][1], calls[3][1] })
+          assert.are.equal(kernels, calls[1][2]) -- the argument: before any kernel
+          assert.is_true(calls[2][2] > 0 and calls[2][2] < kernels)
+          assert.are.equal(0, calls[3][2])
+          assert.are.same(x:tolist(), calls[1][3])
+          assert.are.same(a:tolist(), calls[2][3])
+          close({ calls[2][4] }, { want_b(call - 1) })
+          close({ calls[3][3] }, { want_b(call) })
+        end
+        previous_b = b
+      end
+      assert.matches("jit: unknown option 'on_ready' %(the one option is on_result%)",
+        select(2, pcall(tcl.jit, function(t) return t end, { on_ready = print })))
+      assert.matches("jit: on_result must be a function, got number",
+        select(2, pcall(tcl.jit, function(t) return t end, { on_result = 1 })))
+      assert.matches("jit: options must be a table such as { on_result = f }, got string",
+        select(2, pcall(tcl.jit, function(t) return t end, "x")))
+    end)
+
     it("says what is wrong when a call does not fit the plans", function()
       local step = tcl.jit(function(x, scale) return x * scale end)
       local x = rand(3)

@@ -1,7 +1,8 @@
 -- spec/cli/distributed_training_spec.lua — examples/train_distributed.lua trained as one process
 -- with a global batch of 64, then as `mpirun -np 2` with 32 per rank: the final weights agree
 -- within a tolerance and the test accuracy within one sample, so the two ranks' averaged
--- gradients are the global batch's (issue 39). A short run: 512 samples, 1 epoch (8 steps).
+-- gradients are the global batch's (issue 39). A short run: 512 samples, 1 epoch (8 steps); the
+-- two ranks use small gradient buckets, whose all-reduces overlap the backward.
 -- Then the wrapper's two collectives on their own, in a 2-rank job of a small script: the
 -- broadcast of rank 1's weights over ranks that started different, and the gradients' mean.
 --
@@ -63,13 +64,20 @@ describe("examples/train_distributed.lua under mpirun -np 2", function()
     finally(remove_all)
     local one, two, other = temp("", ".safetensors"), temp("", ".safetensors"), temp("", ".safetensors")
     local out1 = run(tcl_line() .. ARGS .. q(one))
-    local out2 = run(mpirun(2, tcl_line() .. ARGS .. q(two)))
+    -- buckets of 5 KiB: the MLP's gradients in 3 buckets, each all-reduce started in the replayed
+    -- plan while the rest of the backward runs (the wrapper's overlap)
+    local out2 = run(mpirun(2, tcl_line() .. " --bucket 0.005" .. ARGS .. q(two)))
     assert.is_truthy(out1:find("on 1 rank: 512 training samples, global batch 64 (64 per rank), 8 steps", 1, true),
       out1)
     assert.is_truthy(out2:find("on 2 ranks: 512 training samples, global batch 64 (32 per rank), 8 steps", 1, true),
       out2)
     -- rank 1 alone prints
     assert.are.equal(1, helper.count(out2, "test accuracy"))
+    -- 8 steps of 3 buckets; the first two steps (the plan's warm-up and capture) all-reduce after
+    -- the backward, the 6 replays start every bucket's before the step's last kernel
+    assert.is_truthy(out2:find("gradient buckets: 3; all-reduces: 24, 18 of them started before the step's last "
+      .. "kernel", 1, true), out2)
+    assert.is_truthy(out1:find("gradient buckets: 1; all-reduces: 0,", 1, true), out1)
 
     local w1, w2 = state.safe_load(one), state.safe_load(two)
     assert.are.same(helper.sorted_keys(w1), helper.sorted_keys(w2))

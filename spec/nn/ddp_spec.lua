@@ -1,8 +1,8 @@
 -- spec/nn/ddp_spec.lua — tcl.distributed.DistributedDataParallel in a world of one process
--- (no launcher): the gradient buckets (one flat tensor per dtype, the .grad values in
--- parameter order), cutting them back into .grad, sync_gradients as an identity, a jitted
--- train_step that trains exactly as the plain step does, and the errors. Two ranks under
--- mpirun: spec/cli/distributed_training_spec.lua.
+-- (no launcher): the gradient buckets (flat tensors of one dtype and at most bucket_cap_mb,
+-- the .grad values from the last parameter to the first), cutting them back into .grad,
+-- sync_gradients as an identity, a jitted train_step that trains exactly as the plain step
+-- does, and the errors. Two ranks under mpirun: spec/cli/distributed_training_spec.lua.
 local tcl = require "tcl"
 local helper = require "spec.support.helper"
 local Tensor, nn, dist = tcl.Tensor, tcl.nn, tcl.distributed
@@ -44,28 +44,56 @@ describe("tcl.distributed.DistributedDataParallel (a world of one)", function()
     assert.are.equal(5, #params)
   end)
 
-  it("flattens the gradients into one bucket per dtype, in parameter order, and cuts them back", function()
+  it("flattens the gradients into one bucket per dtype, from the last parameter to the first, and cuts them back",
+    function()
     local model = model_of()
     local ddp = dist.DistributedDataParallel(model)
     loss_of(model, x):backward()
     local params = ddp:parameters()
     local by_dtype = { float32 = {}, float64 = {} }
-    for _, p in ipairs(params) do table.insert(by_dtype[p.dtype.name], p.grad:tolist()) end
+    for i = #params, 1, -1 do table.insert(by_dtype[params[i].dtype.name], params[i].grad:tolist()) end
     local buckets = ddp:gradient_buckets()
     assert.are.equal(2, #buckets)
-    assert.are.same({ "float32", "float64" }, { buckets[1].dtype.name, buckets[2].dtype.name })
-    assert.are.same({ 4 * 3 + 3 + 3 * 2 + 2 }, buckets[1].shape)
-    assert.are.same(flatten(by_dtype.float32), buckets[1]:tolist())
-    assert.are.same(flatten(by_dtype.float64), buckets[2]:tolist())
+    -- the last parameter (scale, float64) opens the first bucket
+    assert.are.same({ "float64", "float32" }, { buckets[1].dtype.name, buckets[2].dtype.name })
+    assert.are.same({ 4 * 3 + 3 + 3 * 2 + 2 }, buckets[2].shape)
+    assert.are.same(flatten(by_dtype.float64), buckets[1]:tolist())
+    assert.are.same(flatten(by_dtype.float32), buckets[2]:tolist())
     local before = {}
     for i, p in ipairs(params) do before[i] = p.grad:tolist() end
-    ddp:set_gradient_buckets({ buckets[1] * 2, buckets[2] * -1 })
+    ddp:set_gradient_buckets({ buckets[1] * -1, buckets[2] * 2 })
     for i, p in ipairs(params) do
       local want = flatten(before[i])
       local scale = p.dtype.name == "float64" and -1 or 2
       for k, v in ipairs(flatten(p.grad:tolist())) do assert.are.equal(want[k] * scale, v) end
       assert.are.same(p.shape, p.grad.shape)
     end
+    assert.are.same({ buckets = 2, all_reduces = 0, overlapped = 0 }, ddp:stats())
+  end)
+
+  it("closes a bucket once it holds bucket_cap_mb, so the last layers' gradients travel first", function()
+    local model = model_of()
+    -- 20 bytes: the parameters from the last, in bytes: scale 16 (float64), layers.3.weight 24,
+    -- layers.3.bias 8, layers.1.weight 48, layers.1.bias 12
+    local ddp = dist.DistributedDataParallel(model, { bucket_cap_mb = 20 / 2 ^ 20 })
+    loss_of(model, x):backward()
+    local g = {}
+    for name, p in pairs({ w1 = model.layers[1].weight, b1 = model.layers[1].bias, w3 = model.layers[3].weight,
+      b3 = model.layers[3].bias, scale = model.scale }) do g[name] = flatten(p.grad:tolist()) end
+    local buckets = ddp:gradient_buckets()
+    local got = {}
+    for i, b in ipairs(buckets) do got[i] = b:tolist() end
+    local function cat(...)
+      local out = {}
+      for _, list in ipairs({ ... }) do table.move(list, 1, #list, #out + 1, out) end
+      return out
+    end
+    assert.are.same({ g.scale, g.w3, cat(g.b3, g.w1), g.b1 }, got)
+    assert.are.equal(4, ddp:stats().buckets)
+    -- the averages of a world of one are the gradients; cut back into every .grad
+    ddp:sync_gradients()
+    assert.are.same(g.w1, flatten(model.layers[1].weight.grad:tolist()))
+    assert.are.same(g.b1, flatten(model.layers[1].bias.grad:tolist()))
   end)
 
   it("leaves the gradients as they are when the world is one process", function()
@@ -122,12 +150,20 @@ describe("tcl.distributed.DistributedDataParallel (a world of one)", function()
       dist.DistributedDataParallel, { w = Tensor({ 1, 2 }) })
     local model = model_of()
     local ddp = dist.DistributedDataParallel(model)
-    fails_with("DistributedDataParallel: a parameter of shape (3,) has no .grad: call backward before the "
+    fails_with("DistributedDataParallel: a parameter of shape (2,) has no .grad: call backward before the "
       .. "gradients are averaged", function() ddp:sync_gradients() end)
-    fails_with("DistributedDataParallel: expected a list of 2 buckets (one per device and dtype of the parameters), "
+    fails_with("DistributedDataParallel: expected a list of 2 buckets (as gradient_buckets makes them), "
       .. "got 1", function() ddp:set_gradient_buckets({ Tensor.zeros(23) }) end)
-    fails_with("DistributedDataParallel: bucket 1 must be a 1-d tensor of 23 elements (the CPU float32 parameters), "
-      .. "got (22,)", function() ddp:set_gradient_buckets({ Tensor.zeros(22), Tensor.zeros(2) }) end)
+    fails_with("DistributedDataParallel: bucket 2 must be a 1-d tensor of 23 elements (its 4 CPU float32 "
+      .. "parameters), got (22,)", function() ddp:set_gradient_buckets({ Tensor.zeros(2), Tensor.zeros(22) }) end)
+    fails_with("DistributedDataParallel: bucket_cap_mb must be a number of MiB > 0, got 0",
+      dist.DistributedDataParallel, model, { bucket_cap_mb = 0 })
+    fails_with("DistributedDataParallel: bucket_cap_mb must be a number of MiB > 0, got string",
+      dist.DistributedDataParallel, model, { bucket_cap_mb = "25" })
+    fails_with("DistributedDataParallel: unknown option 'bucket_cap' (the one option is bucket_cap_mb)",
+      dist.DistributedDataParallel, model, { bucket_cap = 1 })
+    fails_with("DistributedDataParallel: options must be a table such as { bucket_cap_mb = 25 }, got number",
+      dist.DistributedDataParallel, model, 25)
     fails_with("DistributedDataParallel: train_step: opt must be an optimizer (tcl.optim), got number",
       function() ddp:train_step(function() end, 3) end)
   end)

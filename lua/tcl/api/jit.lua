@@ -28,6 +28,14 @@
 --
 --   step:stats() -> { plans =, captured = (calls that captured), replayed =, kernels = (in
 --                     the plans) }
+--
+-- tcl.jit(fn, { on_result = function(i, t, kernels_left) end }): during a replay, on_result is
+-- called with each result as soon as the last kernel that writes it has run, before the plan's
+-- later kernels (kernels_left of them; results no kernel writes, such as an argument returned,
+-- come before the first). A
+-- caller can start work on a result while the plan computes the others: the data-parallel
+-- wrapper starts each gradient bucket's all-reduce so. It must not change the result or call
+-- the plan.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local tensor = require "tcl.api.tensor"
@@ -259,6 +267,17 @@ local function capture(fn, args)
     -- argument) stays the argument's buffer
     if not input_at[r.storages[1]] then plan.made[r.storages[1]] = true end
   end
+  -- the last step that writes each storage: a result is ready once it has run
+  -- (an argument's storage by the argument's position: a step written in place into it)
+  local last_write, last_write_of_input = {}, {}
+  for k, step in ipairs(plan.steps) do
+    if step.buffers[1] then last_write[step.buffers[1]] = k end
+    for _, slot in ipairs(step.inputs) do
+      if slot[1] == 1 and not slot.staged then last_write_of_input[slot[2]] = k end
+    end
+  end
+  -- ready_after[k]: the results whose last kernel is step k (k = 0: none writes them)
+  plan.ready_after = {}
   for i = 1, out.n do
     local t = out[i]
     local storage = buffers.get(buffers.viewed(t.uop))
@@ -266,6 +285,11 @@ local function capture(fn, args)
     local input = not plan.made[storage] and input_at[storage] or nil
     plan.outputs[i] = { uop = t.uop, shape = t.shape, device = t.device, input = input,
       symbolic = shapes.is_symbolic(t._shape) }
+    local k
+    if input then k = last_write_of_input[input] or 0 else k = last_write[storage] or 0 end
+    local ready = plan.ready_after[k] or {}
+    ready[#ready + 1] = i
+    plan.ready_after[k] = ready
   end
   return plan, out
 end
@@ -287,7 +311,27 @@ local function call_values(args)
   return values
 end
 
-local function replay(plan, args)
+-- Result o of a replay with the call's arguments and variable values.
+local function result_tensor(o, args, values)
+  if o.input then return args[o.input] end
+  if o.symbolic then -- a result of variable size: this call's values
+    local shape = {}
+    for k, d in ipairs(o.shape) do shape[k] = variables.rebind_size(d, values) end
+    return class.wrap(variables.rebind(o.uop, values), shape, o.device)
+  end
+  return class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
+end
+
+-- Makes the results listed in ready (indices) and hands each to on_result, with the number of
+-- the plan's kernels still to run.
+local function announce(ready, results, plan, args, values, on_result, kernels_left)
+  for _, i in ipairs(ready) do
+    results[i] = result_tensor(plan.outputs[i], args, values)
+    on_result(i, results[i], kernels_left)
+  end
+end
+
+local function replay(plan, args, on_result)
   realize_inputs(args)
   local values, data_of = call_values(args), {}
   local storages = {}
@@ -308,7 +352,12 @@ local function replay(plan, args)
     end
   end
   local recorder = schedule.recorder -- set when this replay runs inside another plan's capture
-  for _, step in ipairs(plan.steps) do
+  local results = {}
+  local ready_after = on_result and plan.ready_after
+  if ready_after and ready_after[0] then
+    announce(ready_after[0], results, plan, args, values, on_result, #plan.steps)
+  end
+  for at, step in ipairs(plan.steps) do
     local list = step.buffers
     for _, slot in ipairs(step.inputs) do
       if slot.staged then
@@ -333,19 +382,13 @@ local function replay(plan, args)
     end
     step.kernel:run(list)
     if recorder then recorder(step.kernel, step.nodes, table.move(list, 1, #list, 1, {})) end
+    if ready_after and ready_after[at] then
+      announce(ready_after[at], results, plan, args, values, on_result, #plan.steps - at)
+    end
   end
   for _, device in ipairs(plan.checked) do index_checks.arm(device) end
-  local results = {}
   for i, o in ipairs(plan.outputs) do
-    if o.input then
-      results[i] = args[o.input]
-    elseif o.symbolic then -- a result of variable size: this call's values
-      local shape = {}
-      for k, d in ipairs(o.shape) do shape[k] = variables.rebind_size(d, values) end
-      results[i] = class.wrap(variables.rebind(o.uop, values), shape, o.device)
-    else
-      results[i] = class.wrap(o.uop, table.move(o.shape, 1, #o.shape, 1, {}), o.device)
-    end
+    if not results[i] then results[i] = result_tensor(o, args, values) end
   end
   return table.unpack(results, 1, #plan.outputs)
 end
@@ -369,7 +412,7 @@ function Jit:__call(...)
   local plan = self.plans[key]
   if plan then
     self.replayed = self.replayed + 1
-    return replay(plan, args)
+    return replay(plan, args, self.on_result)
   end
   realize_inputs(args)
   local seen = (self.calls[key] or 0) + 1
@@ -401,12 +444,26 @@ function Jit:__tostring()
   return string.format("tcl.jit(%d plans, %d kernels)", s.plans, s.kernels)
 end
 
---- tcl.jit(fn): fn as a jitted function (see the header).
-function M.jit(fn)
+--- tcl.jit(fn [, opts]): fn as a jitted function (see the header). opts.on_result: a function
+-- called with (i, result i, kernels left) during each replay, as soon as result i is computed.
+function M.jit(fn, opts)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     error("jit: expected a function, got " .. type(fn), 2)
   end
-  return setmetatable({ fn = fn, plans = {}, calls = {}, captured = 0, replayed = 0 }, Jit)
+  if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then
+    error("jit: options must be a table such as { on_result = f }, got " .. check.type_name(opts), 2)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "on_result" then
+      error(string.format("jit: unknown option '%s' (the one option is on_result)", tostring(k)), 2)
+    end
+  end
+  if opts.on_result ~= nil and type(opts.on_result) ~= "function" then
+    error("jit: on_result must be a function, got " .. check.type_name(opts.on_result), 2)
+  end
+  return setmetatable({ fn = fn, plans = {}, calls = {}, captured = 0, replayed = 0, on_result = opts.on_result },
+    Jit)
 end
 
 -- a stray argument (tcl.jit(fn, opts)) is an error (check.fixed_arguments)

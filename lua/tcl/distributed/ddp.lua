@@ -22,15 +22,17 @@
 -- DataLoader's rank and world_size), so the mean of the ranks' gradients is the gradient of
 -- the global batch: the same step as one process, up to the order of the additions.
 --
--- Buckets: the gradients of one dtype are flattened into one tensor (a cat of their
--- reshapes, built in the backward's own schedule), all-reduced in one message, and cut back
--- into per-parameter views: one large message instead of one per parameter.
--- Overlap: tcl's backward is lazy, its gradients are computed when they are realized, in one
--- schedule, so the all-reduce starts after the backward's last kernel; there is no overlap.
--- Overlapping would need the gradients realized in several schedules (the last layers'
--- bucket first), each bucket sent by a non-blocking all-reduce while the next one computes,
--- and the replayed plans to wait for them; on a CPU whose cores all run kernels the transfer
--- would compete with them anyway.
+-- Buckets: the gradients are flattened into buckets (a cat of their reshapes, built in the
+-- backward's own schedule) of one device and dtype and at most about bucket_cap_mb each (the
+-- first 1 MiB at most), filled from the last parameter to the first: the order the backward
+-- computes them in. Each bucket is all-reduced as one message and cut back into per-parameter
+-- views.
+-- Overlap: tcl's backward is lazy, computed in one schedule when the gradients are realized.
+-- In a replay of train_step's plan, tcl.jit's on_result hands over each bucket as soon as its
+-- last kernel has run, and the wrapper starts its all-reduce then (async_op) and waits for all
+-- of them before the update: the transfers of the first buckets overlap the kernels of the
+-- rest. The first two calls (the warm-up and the capture) and sync_gradients all-reduce after
+-- the whole backward.
 local Tensor = require "tcl.api.tensor"
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
@@ -110,19 +112,37 @@ end
 --- The model's parameters (tcl.nn.state.get_parameters: requires_grad tensors, in name order).
 function DDP:parameters() return table.move(self._params, 1, #self._params, 1, {}) end
 
--- The parameters grouped by device and dtype (fixed at construction: the bucket layout every
--- rank shares).
-local function param_groups(self)
-  local groups = rawget(self, "_groups")
-  if not groups then
-    groups = groups_of(self._params)
-    self._groups = groups
+local MIB = 1024 * 1024
+-- The first bucket is small (as PyTorch's): it is ready soonest, so its transfer starts early.
+local FIRST_BUCKET_BYTES = MIB
+
+-- The bucket layout every rank shares, fixed at construction: { { key =, tensors = {...} }, ... },
+-- the parameters from the last to the first, a bucket per device and dtype closed once it holds
+-- cap_bytes (the first bucket FIRST_BUCKET_BYTES at most).
+local function bucket_layout(params, cap_bytes)
+  local buckets, open = {}, {}
+  for i = #params, 1, -1 do
+    local p = params[i]
+    local key = p.device .. " " .. p.dtype.name
+    local bucket = open[key]
+    if not bucket then
+      bucket = { key = key, tensors = {}, bytes = 0 }
+      buckets[#buckets + 1] = bucket
+      open[key] = bucket
+    end
+    bucket.tensors[#bucket.tensors + 1] = p
+    bucket.bytes = bucket.bytes + p:numel() * p.dtype.itemsize
+    if bucket.bytes >= (#buckets == 1 and math.min(cap_bytes, FIRST_BUCKET_BYTES) or cap_bytes) then
+      open[key] = nil
+    end
   end
-  return groups
+  return buckets
 end
 
---- The gradient buckets: one flat lazy tensor per device and dtype of the parameters, each the
---  .grad of its parameters in order. Every parameter needs a .grad (a rank whose parameter had
+local function param_groups(self) return self._groups end
+
+--- The gradient buckets: one flat lazy tensor per bucket (see the header), each the .grad of its
+--  parameters, from the last parameter to the first. Every parameter needs a .grad (a rank whose parameter had
 --  none would send a bucket of another layout).
 function DDP:gradient_buckets()
   local buckets = {}
@@ -156,27 +176,45 @@ local function averaged_buffer(self, i, bucket)
   return kept
 end
 
+-- Starts the all-reduce (the mean over the ranks) of realized bucket i into the wrapper's buffer;
+-- returns the Work.
+local function start_all_reduce(self, i, bucket)
+  return dist.all_reduce(bucket, "mean", { out = averaged_buffer(self, i, bucket), async_op = true })
+end
+
 --- The buckets averaged over the ranks (dist.all_reduce with op "mean"), realized; in a world
 --  of one, the buckets themselves, realized. The averages are written into buffers the wrapper
 --  keeps (one per bucket), so the next call overwrites them, as a tcl.jit plan's results are.
-function DDP:all_reduce_buckets(buckets)
+--  started: nil, or the Works of buckets whose all-reduce has started already (by index).
+function DDP:all_reduce_buckets(buckets, started)
   local out = {}
   for i, bucket in ipairs(buckets) do
     if not is_tensor(bucket) then fail(FN, "bucket %d is %s, not a tensor", i, check.type_name(bucket)) end
     if dist.world_size() == 1 then
       out[i] = bucket:realize()
+    elseif started and started[i] then
+      out[i] = started[i]:wait()
+      self._all_reduces = self._all_reduces + 1
     else
       out[i] = dist.all_reduce(bucket, "mean", { out = averaged_buffer(self, i, bucket) })
+      self._all_reduces = self._all_reduces + 1
     end
   end
   return out
+end
+
+--- What the wrapper has done: { buckets = (the layout's), all_reduces = (of buckets, over the
+--  ranks, so far), overlapped = (those started while kernels of the step's plan were still to
+--  run: their transfer overlaps those kernels) }.
+function DDP:stats()
+  return { buckets = #self._groups, all_reduces = self._all_reduces, overlapped = self._overlapped }
 end
 
 --- Sets every parameter's .grad to its view of the buckets (as gradient_buckets made them).
 function DDP:set_gradient_buckets(buckets)
   local groups = param_groups(self)
   if type(buckets) ~= "table" or is_tensor(buckets) or #buckets ~= #groups then
-    fail(FN, "expected a list of %d bucket%s (one per device and dtype of the parameters), got %s", #groups,
+    fail(FN, "expected a list of %d bucket%s (as gradient_buckets makes them), got %s", #groups,
       #groups == 1 and "" or "s", type(buckets) == "table" and not is_tensor(buckets) and
       string.format("%d", #buckets) or check.type_name(buckets))
   end
@@ -184,7 +222,8 @@ function DDP:set_gradient_buckets(buckets)
     local bucket, numel = buckets[g], 0
     for _, p in ipairs(group.tensors) do numel = numel + p:numel() end
     if not is_tensor(bucket) or bucket.ndim ~= 1 or bucket:numel() ~= numel then
-      fail(FN, "bucket %d must be a 1-d tensor of %d elements (the %s parameters), got %s", g, numel, group.key,
+      fail(FN, "bucket %d must be a 1-d tensor of %d elements (its %d %s parameters), got %s", g, numel,
+        #group.tensors, group.key,
         is_tensor(bucket) and check.shape_str(bucket.shape) or check.type_name(bucket))
     end
     for i, view in ipairs(unflat(bucket, group.tensors)) do group.tensors[i].grad = view end
@@ -192,8 +231,8 @@ function DDP:set_gradient_buckets(buckets)
   return self
 end
 
---- All-reduces every parameter's .grad (the mean over the ranks), one bucket per device and
---  dtype, and sets .grad to the averages: call it between backward and opt:step().
+--- All-reduces every parameter's .grad (the mean over the ranks), one message per bucket, and
+--  sets .grad to the averages: call it between backward and opt:step().
 function DDP:sync_gradients()
   return self:set_gradient_buckets(self:all_reduce_buckets(self:gradient_buckets()))
 end
@@ -212,6 +251,15 @@ function DDP:train_step(fn, opt)
   end
   if dist.world_size() == 1 then return jit(function(...) return opt:step(fn(...)) end) end
   local results -- how many of the first plan's results are fn's (the rest are the buckets)
+  local started = {} -- this replay's Works, by bucket
+  -- a replay hands over each bucket once computed: its all-reduce starts while the rest of the
+  -- backward runs; the started ones are driven on (MPI moves data only inside its calls)
+  local function on_result(i, t, kernels_left)
+    if not results or i <= results then return end
+    for _, work in pairs(started) do work:is_completed() end
+    started[i - results] = start_all_reduce(self, i - results, t)
+    if kernels_left > 0 then self._overlapped = self._overlapped + 1 end
+  end
   local backward = jit(function(...)
     local out = table.pack(fn(...))
     results = out.n
@@ -220,7 +268,7 @@ function DDP:train_step(fn, opt)
       out[out.n] = bucket
     end
     return table.unpack(out, 1, out.n)
-  end)
+  end, { on_result = on_result })
   local update = jit(function(...)
     self:set_gradient_buckets({ ... })
     return opt:step(...) -- the buckets come back as they came: a plan must return tensors
@@ -230,20 +278,36 @@ function DDP:train_step(fn, opt)
     -- one schedule for fn's results and the buckets: the warm-up call returns them lazy, and
     -- a loss realized after the update would be computed from the new weights
     Tensor.realize_all(table.unpack(out, 1, out.n))
-    update(table.unpack(self:all_reduce_buckets(table.move(out, results + 1, out.n, 1, {}))))
+    local averaged = self:all_reduce_buckets(table.move(out, results + 1, out.n, 1, {}), started)
+    started = {}
+    update(table.unpack(averaged))
     return table.unpack(out, 1, results)
   end
 end
 
---- tcl.distributed.DistributedDataParallel(model): the wrapper (see the header). Broadcasts
---  rank 1's state dict to every rank (tcl.distributed initializes on first use).
-function M.new(model)
+--- tcl.distributed.DistributedDataParallel(model [, opts]): the wrapper (see the header).
+--  opts.bucket_cap_mb: the size of a gradient bucket in MiB (default 25, as PyTorch's).
+--  Broadcasts rank 1's state dict to every rank (tcl.distributed initializes on first use).
+function M.new(model, opts)
   if type(model) ~= "table" or is_tensor(model) then
     fail(FN, "expected a model (a table holding tensors), got %s", check.type_name(model))
   end
+  if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then
+    fail(FN, "options must be a table such as { bucket_cap_mb = 25 }, got %s", check.type_name(opts))
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "bucket_cap_mb" then fail(FN, "unknown option '%s' (the one option is bucket_cap_mb)", tostring(k)) end
+  end
+  local cap_mb = opts.bucket_cap_mb == nil and 25 or opts.bucket_cap_mb
+  if type(cap_mb) ~= "number" or cap_mb ~= cap_mb or cap_mb <= 0 or cap_mb == math.huge then
+    fail(FN, "bucket_cap_mb must be a number of MiB > 0, got %s",
+      type(cap_mb) == "number" and tostring(cap_mb) or check.type_name(cap_mb))
+  end
   local params = state.get_parameters(model)
   if #params == 0 then fail(FN, "the model has no parameters (tensors with requires_grad)") end
-  local self = setmetatable({ module = model, _params = params, _averaged = {} }, DDP)
+  local self = setmetatable({ module = model, _params = params, _averaged = {}, _all_reduces = 0, _overlapped = 0,
+    _groups = bucket_layout(params, cap_mb * MIB) }, DDP)
   return self:broadcast_state()
 end
 

@@ -9,6 +9,9 @@
 --   print(dist.rank(), dist.world_size())     -- 1-based: rank 1 .. world_size
 --   local g = dist.all_reduce(grad, "mean")   -- a new realized tensor; grad is unchanged
 --   dist.all_reduce(acc, "sum", { out = acc }) -- in place, into acc's own buffer (as torch's)
+--   local work = dist.all_reduce(g, "mean", { out = avg, async_op = true })  -- started, not waited
+--   ...                                       -- other work; work:is_completed() drives it on
+--   work:wait()                               -- avg holds the mean
 --   local w = dist.broadcast(w, 1)            -- rank 1's values everywhere
 --   local all = dist.all_gather(x)            -- shape {world_size, ...x's shape}, in rank order
 --   dist.barrier()
@@ -160,16 +163,54 @@ local function same_shape(a, b)
   return true
 end
 
--- The options of a collective: nil or { out = tensor }; the out tensor or nil.
-local function out_option(fn, opts)
-  if opts == nil then return nil end
+-- The options of a collective: nil or { out = tensor, async_op = boolean }; the out tensor or nil,
+-- and whether the caller wants a Work instead of the result.
+local function collective_options(fn, opts)
+  if opts == nil then return nil, false end
   if type(opts) ~= "table" or class.is_tensor(opts) then
     error(string.format("%s: options must be a table such as { out = t }, got %s", fn, type_name(opts)), 3)
   end
   for k in pairs(opts) do
-    if k ~= "out" then error(string.format("%s: unknown option '%s' (the one option is out)", fn, tostring(k)), 3) end
+    if k ~= "out" and k ~= "async_op" then
+      error(string.format("%s: unknown option '%s' (the options are out and async_op)", fn, tostring(k)), 3)
+    end
   end
-  return opts.out
+  if opts.async_op ~= nil and type(opts.async_op) ~= "boolean" then
+    error(string.format("%s: async_op must be a boolean, got %s", fn, type_name(opts.async_op)), 3)
+  end
+  return opts.out, opts.async_op == true
+end
+
+-- A collective started with async_op = true: work:wait() returns its result once it is done;
+-- work:is_completed() drives it on and says whether it is.
+local Work = {}
+Work.__index = Work
+Work.__name = "tcl.distributed.Work"
+
+-- A Work over the backend's started collective (nil: already done); result() makes the result
+-- once it is.
+local function new_work(pending, result)
+  return setmetatable({ pending = pending, result = result }, Work)
+end
+
+-- A Work whose collective is already done.
+local function done_work(value) return new_work(nil, function() return value end) end
+
+--- Whether the collective has completed (drives it on: MPI moves data only inside its calls).
+function Work:is_completed()
+  if self.pending and self.pending:test() then self.pending = nil end
+  return self.pending == nil
+end
+
+--- Waits for the collective (at most the timeout, as every collective) and returns its result:
+-- the tensor the blocking call would have returned.
+function Work:wait()
+  if self.pending then
+    self.pending:wait()
+    self.pending = nil
+  end
+  if type(self.result) == "function" then self.result = self.result() end
+  return self.result
 end
 
 -- The storage a collective writes its result into, in place: out's own buffer, which must hold
@@ -227,7 +268,10 @@ end
 -- op "sum" (default), "mean" (integers: the sum divided by the world size, rounded toward
 -- zero), "max" or "min". dtype float32, float64, int32 or int64. opts.out: a realized tensor
 -- of t's shape, dtype and device that receives the result in its own buffer (in place; it may
--- be t itself), returned instead of a new tensor: no new storage per call.
+-- be t itself), returned instead of a new tensor: no new storage per call. opts.async_op =
+-- true: returns a Work at once (the reduction started, not waited for); work:wait() returns the
+-- result, work:is_completed() says whether it is done. Until then t and out must not change.
+-- MPI moves the data only inside its calls, so is_completed() between other work drives it on.
 function M.all_reduce(t, op, opts)
   check_tensor("all_reduce", t)
   op = op == nil and "sum" or op
@@ -236,21 +280,26 @@ function M.all_reduce(t, op, opts)
   if not REDUCIBLE[dtype] then
     fail("all_reduce", "dtype %s cannot be reduced (float32, float64, int32 or int64)", dtype)
   end
-  local out_tensor = out_option("all_reduce", opts)
+  local out_tensor, async = collective_options("all_reduce", opts)
   local into = out_tensor and out_storage("all_reduce", out_tensor, t, t._shape)
   local backend = backend_for("all_reduce", t.device)
   local storage, staged = storage_of("all_reduce", t)
-  local target
+  local target, pending
   if backend == mpi then
     -- from storage into out's buffer (MPI_IN_PLACE when it is t's own) or new storage: the
     -- input (maybe shared) stays as it is
     target = (into and not staged) and into or buffers.allocate(storage.dtype, storage.numel, storage.device, "none")
-    mpi.all_reduce(storage, op, target)
+    if async then pending = mpi.all_reduce_start(storage, op, target) else mpi.all_reduce(storage, op, target) end
   else
     target = in_place_target(into, storage, staged)
-    if backend then backend.all_reduce(target, op) end
+    if backend and async and backend.all_reduce_start then
+      pending = backend.all_reduce_start(target, op)
+    elseif backend then
+      backend.all_reduce(target, op)
+    end
   end
-  return result_of(target, into, out_tensor, t._shape, t.device, staged)
+  if not async then return result_of(target, into, out_tensor, t._shape, t.device, staged) end
+  return new_work(pending, function() return result_of(target, into, out_tensor, t._shape, t.device, staged) end)
 end
 
 -- nil when root is a rank of a world of size ranks, else what is wrong with it.
@@ -262,29 +311,32 @@ local function root_problem(root, size)
 end
 
 --- Rank root's values of t on every rank, as a new realized tensor (every rank passes a
--- tensor of the same shape and dtype). opts.out: as all_reduce's (the result in its buffer).
+-- tensor of the same shape and dtype). opts.out: as all_reduce's (the result in its buffer);
+-- opts.async_op = true returns a Work, done already (the broadcast runs in the call).
 function M.broadcast(t, root, opts)
   check_tensor("broadcast", t)
   local w = joined()
   local problem = root_problem(root, w.size)
   if problem then fail("broadcast", "%s", problem) end
-  local out_tensor = out_option("broadcast", opts)
+  local out_tensor, async = collective_options("broadcast", opts)
   local into = out_tensor and out_storage("broadcast", out_tensor, t, t._shape)
   local backend = backend_for("broadcast", t.device)
   local storage, staged = storage_of("broadcast", t)
   local target = in_place_target(into, storage, staged)
   if backend then backend.broadcast(target, root - 1) end
-  return result_of(target, into, out_tensor, t._shape, t.device, staged)
+  local result = result_of(target, into, out_tensor, t._shape, t.device, staged)
+  return async and done_work(result) or result
 end
 
 --- Every rank's t stacked in rank order: a new realized tensor of shape {world_size, ...t's
--- shape}. opts.out: as all_reduce's, of that shape (it cannot share t's buffer).
+-- shape}. opts.out: as all_reduce's, of that shape (it cannot share t's buffer); opts.async_op =
+-- true returns a Work, done already (the gather runs in the call).
 function M.all_gather(t, opts)
   check_tensor("all_gather", t)
   local w = joined()
   local shape = { w.size }
   for i, n in ipairs(t._shape) do shape[i + 1] = n end
-  local out_tensor = out_option("all_gather", opts)
+  local out_tensor, async = collective_options("all_gather", opts)
   local into = out_tensor and out_storage("all_gather", out_tensor, t, shape)
   local backend = backend_for("all_gather", t.device)
   local storage, staged = storage_of("all_gather", t)
@@ -298,7 +350,8 @@ function M.all_gather(t, opts)
   elseif target ~= storage then
     buffers.copy(target, storage)
   end
-  return result_of(target, into, out_tensor, shape, t.device, staged)
+  local result = result_of(target, into, out_tensor, shape, t.device, staged)
+  return async and done_work(result) or result
 end
 
 --- Returns once every rank has called it.
@@ -322,8 +375,9 @@ function M.abort_after_error()
   if world and world.size > 1 then mpi.abort(1) end
 end
 
---- DistributedDataParallel(model): the data-parallel wrapper (tcl.distributed.ddp, loaded on
--- first use): rank 1's weights on every rank, gradients averaged over the ranks.
-function M.DistributedDataParallel(model) return require("tcl.distributed.ddp").new(model) end
+--- DistributedDataParallel(model [, opts]): the data-parallel wrapper (tcl.distributed.ddp,
+-- loaded on first use): rank 1's weights on every rank, gradients averaged over the ranks.
+-- opts.bucket_cap_mb: the gradient buckets' size in MiB (default 25).
+function M.DistributedDataParallel(model, opts) return require("tcl.distributed.ddp").new(model, opts) end
 
 return M

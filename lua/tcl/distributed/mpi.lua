@@ -6,6 +6,7 @@
 --   mpi.init{ timeout = 300 }            -- joins MPI_COMM_WORLD (TCL_MPI_LIBRARY names the library)
 --   mpi.rank0(), mpi.size()              -- 0-based rank, number of ranks
 --   mpi.all_reduce(storage, "sum")       -- in place; mpi.all_reduce(src, op, dst) into dst
+--   local work = mpi.all_reduce_start(src, "sum", dst)  -- started; work:test(), work:wait()
 --   mpi.broadcast(storage, root0); mpi.all_gather(src, dst); mpi.barrier()
 --   local s = mpi.broadcast_bytes(s, root0)  -- root0's string on every rank
 --
@@ -43,6 +44,10 @@ function M.rank0() return loaded("rank0").rank0() end
 function M.size() return loaded("size").size() end
 function M.set_timeout(seconds) loaded("set_timeout").set_timeout(seconds) end
 function M.all_reduce(storage, op, out) loaded("all_reduce").all_reduce(storage, op, out) end
+--- The reduction all_reduce does, started: returns a work (work:test() drives it on and says
+-- whether it is done; work:wait() waits, bounded by the timeout). The storages stay as they are
+-- until it is done.
+function M.all_reduce_start(storage, op, out) return loaded("all_reduce_start").all_reduce_start(storage, op, out) end
 function M.broadcast(storage, root0) loaded("broadcast").broadcast(storage, root0) end
 function M.all_gather(src, dst) loaded("all_gather").all_gather(src, dst) end
 function M.barrier() loaded("barrier").barrier() end

@@ -8,6 +8,9 @@
  *   mpi.rank0(), mpi.size(), mpi.library(), mpi.timeout(), mpi.set_timeout(seconds)
  *   mpi.all_reduce(buffer, op [, out])  op: "sum", "mean", "max", "min"; buffer's values
  *     reduced over the ranks into out (same dtype and numel), or in place without out
+ *   mpi.all_reduce_start(buffer, op [, out]) -> work   the same reduction, started and not
+ *     waited for: work:test() -> done (drives it on), work:wait(); the buffers must not change
+ *     until it is done (the work keeps them alive; collected while pending, it waits first)
  *   mpi.broadcast(buffer, root0)      root0's bytes into buffer on every rank
  *   mpi.all_gather(src, dst)          dst (size * src's numel, src's dtype) holds every rank's src
  *   mpi.barrier()
@@ -177,6 +180,92 @@ static int l_all_reduce(lua_State *L) {
     return 0;
 }
 
+#define WORK_MT "tcl.MpiWork"
+
+/* A started all-reduce. User values: 1 the input buffer, 2 the output buffer, 3 the world box
+ * (MPI stays initialized while the work may still write). */
+typedef struct work_box {
+    tcl_mpi_work *work;
+    tcl_buffer *out;
+    int divide_by; /* > 1: a mean, divided once the sum has arrived */
+} work_box;
+
+/* Marks box done: the mean's division, once. */
+static void finish(work_box *box) {
+    if (box->divide_by > 1) divide(box->out, box->divide_by);
+    box->divide_by = 0;
+}
+
+static int work_gc(lua_State *L) {
+    work_box *box = luaL_checkudata(L, 1, WORK_MT);
+    tcl_mpi_work_free(box->work);
+    box->work = NULL;
+    return 0;
+}
+
+static work_box *check_work(lua_State *L) { return luaL_checkudata(L, 1, WORK_MT); }
+
+static int work_test(lua_State *L) {
+    work_box *box = check_work(L);
+    bool done = true;
+    if (box->work) {
+        tcl_error err = {0};
+        if (!tcl_mpi_work_test(box->work, &done, &err)) return failed(L, "all_reduce", &err);
+        if (done) finish(box);
+    }
+    lua_pushboolean(L, done);
+    return 1;
+}
+
+static int work_wait(lua_State *L) {
+    work_box *box = check_work(L);
+    if (box->work) {
+        tcl_error err = {0};
+        if (!tcl_mpi_work_wait(box->work, &err)) return failed(L, "all_reduce", &err);
+        finish(box);
+    }
+    return 0;
+}
+
+static int l_all_reduce_start(lua_State *L) {
+    tcl_mpi *m = check_world(L, "all_reduce_start");
+    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
+    static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
+    int op = luaL_checkoption(L, 2, "sum", ops);
+    tcl_buffer *out = lua_isnoneornil(L, 3) ? b : tcl_lua_check_buffer(L, 3);
+    if (out->dtype != b->dtype || out->numel != b->numel) {
+        return luaL_error(L, "mpi.all_reduce_start: the output buffer (%s, %I elements) differs from the input "
+                          "(%s, %I)", tcl_dtype_get(out->dtype)->name, (lua_Integer)out->numel,
+                          tcl_dtype_get(b->dtype)->name, (lua_Integer)b->numel);
+    }
+    /* the box first, so that a Lua error cannot leak a started work */
+    work_box *box = lua_newuserdatauv(L, sizeof *box, 3);
+    box->work = NULL;
+    box->out = out;
+    box->divide_by = op == 1 ? tcl_mpi_size(m) : 0;
+    if (luaL_newmetatable(L, WORK_MT)) {
+        static const luaL_Reg methods[] = {{"test", work_test}, {"wait", work_wait}, {NULL, NULL}};
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, work_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, lua_isnoneornil(L, 3) ? 1 : 3);
+    lua_setiuservalue(L, -2, 2);
+    lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
+    lua_setiuservalue(L, -2, 3);
+    static const tcl_mpi_op mpi_ops[] = {TCL_MPI_SUM, TCL_MPI_SUM, TCL_MPI_MAX, TCL_MPI_MIN};
+    tcl_error err = {0};
+    if (!tcl_mpi_all_reduce_start(m, out == b ? NULL : b->data, out->data, b->numel, b->dtype, mpi_ops[op],
+                                  &box->work, &err)) {
+        return failed(L, "all_reduce_start", &err);
+    }
+    return 1;
+}
+
 static int check_root(lua_State *L, tcl_mpi *m, int idx, const char *fn) {
     lua_Integer root = luaL_checkinteger(L, idx);
     if (root < 0 || root >= tcl_mpi_size(m)) {
@@ -250,6 +339,7 @@ static const luaL_Reg FUNCTIONS[] = {
     {"rank0", l_rank0},           {"size", l_size},
     {"library", l_library},       {"timeout", l_timeout},
     {"set_timeout", l_set_timeout}, {"all_reduce", l_all_reduce},
+    {"all_reduce_start", l_all_reduce_start},
     {"broadcast", l_broadcast},   {"all_gather", l_all_gather},
     {"barrier", l_barrier},       {"broadcast_bytes", l_broadcast_bytes},
     {"abort", l_abort},           {NULL, NULL},

@@ -48,6 +48,23 @@ bool tcl_mpi_reducible(tcl_dtype dtype);
 /* Reduces count elements of dtype at send (NULL: in place at recv) into recv on every rank. */
 bool tcl_mpi_all_reduce(tcl_mpi *m, const void *send, void *recv, size_t count, tcl_dtype dtype, tcl_mpi_op op,
                         tcl_error *err);
+/* A collective started and not yet waited for (all_reduce_start). */
+typedef struct tcl_mpi_work tcl_mpi_work;
+
+/* Starts the reduction tcl_mpi_all_reduce does (MPI_Iallreduce) and returns at once: send and
+ * recv must stay as they are until the work is done. *work receives the handle, owned by the
+ * caller (tcl_mpi_work_free). Open MPI moves the data only inside its calls: tcl_mpi_work_test
+ * between other work drives it on. */
+bool tcl_mpi_all_reduce_start(tcl_mpi *m, const void *send, void *recv, size_t count, tcl_dtype dtype,
+                              tcl_mpi_op op, tcl_mpi_work **work, tcl_error *err);
+/* Drives w on without waiting; *done is whether it has completed. */
+bool tcl_mpi_work_test(tcl_mpi_work *w, bool *done, tcl_error *err);
+/* Waits until w completes, at most the timeout (then the job is ended, as for a collective). */
+bool tcl_mpi_work_wait(tcl_mpi_work *w, tcl_error *err);
+/* Frees w (NULL is allowed); one still pending is waited for first, since MPI writes its
+ * buffers until it completes. */
+void tcl_mpi_work_free(tcl_mpi_work *w);
+
 /* The nbytes at data on rank root (0-based) into data on every rank. */
 bool tcl_mpi_broadcast(tcl_mpi *m, void *data, size_t nbytes, int root, tcl_error *err);
 /* Each rank's nbytes at send, in rank order, into recv (size * nbytes) on every rank. */
