@@ -354,19 +354,21 @@ describe("NCCL on the stand-in library", function()
     assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0 streams 0", last_line(text))
     -- a work that is done lets its buffers go while it is still held
     child_ok(env(), PRELUDE .. [[
-      local cuda = require "tcl.cuda"
+      local native = require "tcl.nccl"
+      native.open(os.getenv("TCL_NCCL_LIBRARY"))
+      local comm = native.comm(native.unique_id(), 1, 0)
       local kept = setmetatable({}, { __mode = "v" })
-      local s = cuda.buffer("int32", 3)
+      local s = require("tcl.cuda").buffer("int32", 3)
       kept.s = s
-      local work = nccl.all_reduce_start(s, "sum")
-      work.storage, s = nil, nil
+      local work = comm:all_reduce_start(s, s, "sum", 1)
+      s = nil
       collectgarbage()
       collectgarbage()
-      check(kept.s, "the storage went while the collective runs")
+      check(kept.s and tostring(work) == "NcclWork(pending)", "the storage went before the collective was seen done")
       work:wait()
       collectgarbage()
       collectgarbage()
-      check(kept.s == nil and tostring(work.native) == "NcclWork(over)", "a done work kept its storage")
+      check(kept.s == nil and tostring(work) == "NcclWork(over)", "a done work kept its storage")
       print "ok"
     ]])
   end)
