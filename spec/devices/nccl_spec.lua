@@ -8,9 +8,12 @@
 -- In a world of one they check the values of all_reduce, broadcast and all_gather of CUDA
 -- tensors, the NCCL calls tcl made (counts, types, ops, roots), the bootstrap through a
 -- launcher, NCCL's errors with their strings, a collective that never finishes timing out, and
--- the messages of a missing or wrong library; in 2-rank jobs (mpirun, where installed; the
--- stand-in's ranks exchange through files) tcl.distributed's values on CUDA tensors and a
--- rank that never joins ending the job. Not checked here: real GPUs.
+-- the messages of a missing or wrong library; an all-reduce started on the device's
+-- communication stream and waited for later (the stand-in driver's record of the streams and
+-- events it went through, its buffers kept while it runs, its failures); in 2-rank jobs
+-- (mpirun, where installed; the stand-in's ranks exchange through files) tcl.distributed's
+-- values on CUDA tensors, started all-reduces waited for out of order, and a rank that never
+-- joins ending the job. Not checked here: real GPUs (overlap itself).
 local helper = require "spec.support.helper"
 local contract = require "spec.support.gpu_device_contract"
 
@@ -44,6 +47,26 @@ local PRELUDE = [[
     return table.concat(list, " ")
   end
 ]]
+
+-- What a child chunk adds to write "mark <text>" into the stand-in driver's record.
+local MARK = [[
+  local function mark(text)
+    local f = assert(io.open(os.getenv("MOCK_CUDA_LOG"), "a"))
+    f:write("mark ", text, "\n")
+    f:close()
+  end
+]]
+
+-- The lines of a record from the one that starts with `from` up to the one before `to`.
+local function lines_between(text, from, to)
+  local lines, inside = {}, false
+  for line in text:gmatch("[^\n]+") do
+    if inside and line:sub(1, #to) == to then break end
+    inside = inside or line:sub(1, #from) == from
+    if inside then lines[#lines + 1] = line end
+  end
+  return lines
+end
 
 -- The lines of a record that start with one of the collectives' or the communicator's names.
 local function calls_of(text)
@@ -245,6 +268,183 @@ describe("NCCL on the stand-in library", function()
     assert.are.same({ "init nranks 1 rank 0", "destroy" }, calls_of(helper.read(nccl_log)))
   end)
 
+  it("starts an all-reduce on the communication stream after tcl's work, and orders tcl's stream after it at the wait",
+    function()
+    if not have_mocks() then return end
+    child_ok(env(), PRELUDE .. MARK .. [[
+      local x = Tensor({ { 1.5, -2, 3 }, { 4, 5, -6.25 } })
+      local sum, mean = storage_copy(x), storage_copy(x)
+      mark "start"
+      local work = nccl.all_reduce_start(sum, "sum")
+      check(work:wait() == sum, "wait returns the storage")
+      mark "waited"
+      check(work:test() == true, "done after the wait")
+      check(work:wait() == sum, "a second wait")
+      local other = nccl.all_reduce_start(mean, "mean")
+      check(other:wait() == mean, "mean")
+      mark "again"
+      for name, s in pairs { sum = sum, mean = mean } do
+        local got = values(tensor_of(s, { 2, 3 }))
+        check(got == "1.5 -2.0 3.0 4.0 5.0 -6.25", name .. ": " .. got)
+      end
+      -- nothing to reduce: a work already done, which queues nothing
+      local empty = buffers.allocate(sum.dtype, 0, sum.device, "none")
+      local none = nccl.all_reduce_start(empty, "sum")
+      check(none:test() == true and none:wait() == empty, "count 0")
+      mark "empty"
+      -- the blocking all_reduce stays on tcl's stream
+      nccl.all_reduce(sum, "max")
+      mark "blocking"
+      print "ok"
+    ]])
+    local text = helper.read(cuda_log)
+    assert.are.same({
+      "mark start",
+      -- made on first use, non-blocking (flag 1): the null stream does not wait for it
+      "stream create 1 flags 1",
+      -- the collective waits for tcl's stream (the null stream, 0), runs on stream 1, then marks its end
+      "record stream 0", "stream 1 waits for stream 0", "queue all_reduce stream 1", "record stream 1",
+      -- the wait: tcl's stream follows the collective's end
+      "stream 0 waits for stream 1",
+    }, lines_between(text, "mark start", "mark waited"))
+    -- a second wait does nothing more; the second work reuses the stream
+    assert.are.same({ "mark waited", "record stream 0", "stream 1 waits for stream 0", "queue all_reduce stream 1",
+      "record stream 1", "stream 0 waits for stream 1" }, lines_between(text, "mark waited", "mark again"))
+    local empty = lines_between(text, "mark again", "mark empty")
+    for _, line in ipairs(empty) do assert.is_nil(line:find("stream", 1, true), line) end
+    assert.are.same({ "mark empty", "queue all_reduce stream 0" },
+      lines_between(text, "mark empty", "mark blocking"))
+    assert.are.same({ "init nranks 1 rank 0", "all_reduce count 6 type 7 op 0 in_place 1",
+      "all_reduce count 6 type 7 op 4 in_place 1", "all_reduce count 6 type 7 op 2 in_place 1", "destroy" },
+      calls_of(helper.read(nccl_log)))
+    -- the stream and every event given back
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0 streams 0", last_line(text))
+  end)
+
+  it("keeps a started all-reduce's buffers while it runs, and waits for one collected while pending", function()
+    if not have_mocks() then return end
+    -- MOCK_NCCL_HANG: the stand-in's collective never ends, until the communicator is aborted
+    child_ok(env("MOCK_NCCL_HANG=ncclAllReduce"), PRELUDE .. MARK .. [[
+      local native = require "tcl.nccl"
+      local cuda = require "tcl.cuda"
+      native.open(os.getenv("TCL_NCCL_LIBRARY"))
+      local comm = native.comm(native.unique_id(), 1, 0)
+      local kept = setmetatable({}, { __mode = "v" })
+      local function collect() for _ = 1, 3 do collectgarbage() end end
+      local send, recv = cuda.buffer("float32", 4), cuda.buffer("float32", 4)
+      kept.send, kept.recv = send, recv
+      local work = comm:all_reduce_start(send, recv, "sum", 0.25)
+      send, recv = nil, nil
+      collect()
+      check(kept.send and kept.recv, "the buffers went while the collective runs")
+      check(work:test() == false and tostring(work) == "NcclWork(pending)", "pending: " .. tostring(work))
+      mark "dropped"
+      work = nil
+      collect() -- the work's finalizer waits (0.25 s), gives up and aborts the communicator
+      mark "collected"
+      check(comm.aborted, "the timeout did not abort the communicator")
+      check(kept.send == nil and kept.recv == nil, "the buffers outlived the work")
+      print "ok"
+    ]])
+    local text = helper.read(cuda_log)
+    -- nothing more was queued, and the stream was not waited for (the collective never ended)
+    assert.are.same({ "mark dropped" }, lines_between(text, "mark dropped", "mark collected"))
+    assert.are.same({ "init nranks 1 rank 0", "all_reduce count 4 type 7 op 0 in_place 0", "abort" },
+      calls_of(helper.read(nccl_log)))
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0 streams 0", last_line(text))
+    -- a work that is done lets its buffers go while it is still held
+    child_ok(env(), PRELUDE .. [[
+      local native = require "tcl.nccl"
+      native.open(os.getenv("TCL_NCCL_LIBRARY"))
+      local comm = native.comm(native.unique_id(), 1, 0)
+      local kept = setmetatable({}, { __mode = "v" })
+      local s = require("tcl.cuda").buffer("int32", 3)
+      kept.s = s
+      local work = comm:all_reduce_start(s, s, "sum", 1)
+      s = nil
+      collectgarbage()
+      collectgarbage()
+      check(kept.s and tostring(work) == "NcclWork(pending)", "the storage went before the collective was seen done")
+      work:wait()
+      collectgarbage()
+      collectgarbage()
+      check(kept.s == nil and tostring(work) == "NcclWork(over)", "a done work kept its storage")
+      print "ok"
+    ]])
+  end)
+
+  it("fails a started all-reduce as the blocking one: arguments, NCCL's errors, the timeout, an aborted communicator",
+    function()
+    if not have_mocks() then return end
+    child_ok(env(), PRELUDE .. [[
+      local native = require "tcl.nccl"
+      native.open(os.getenv("TCL_NCCL_LIBRARY"))
+      local comm = native.comm(native.unique_id(), 1, 0)
+      local cuda = require "tcl.cuda"
+      local a, b = cuda.buffer("float32", 4), cuda.buffer("float32", 4)
+      local start = comm.all_reduce_start
+      fails('NcclComm:all_reduce_start: op must be "sum", "prod", "max", "min" or "mean", got avg', start, comm, a, b,
+        "avg", 1)
+      fails("NcclComm:all_reduce_start: the timeout must be a number of seconds > 0", start, comm, a, b, "sum", -1)
+      fails("NcclComm:all_reduce_start: send holds float32 and recv int32: they must be of one dtype", start, comm, a,
+        cuda.buffer("int32", 4), "sum", 1)
+      fails("NcclComm:all_reduce_start: recv has 5 elements, send has 4", start, comm, a, cuda.buffer("float32", 5),
+        "sum", 1)
+      fails("NcclComm:all_reduce_start: NCCL cannot reduce int16 elements", start, comm, cuda.buffer("int16", 2),
+        cuda.buffer("int16", 2), "sum", 1)
+      fails("NcclComm:all_reduce_start: send must be a CUDA buffer (tcl.cuda), got tcl.Buffer", start, comm,
+        require("tcl.runtime").buffer("float32", 4, "CPU"), b, "sum", 1)
+      fails("(tcl.NcclComm expected, got number)", start, 5, a, b, "sum", 1)
+      -- a destroyed communicator refuses new work; a work still held keeps NCCL's until it goes
+      local work = comm:all_reduce_start(a, b, "sum", 1)
+      comm:destroy()
+      fails("NcclComm:all_reduce_start: the communicator was destroyed", start, comm, a, b, "sum", 1)
+      work:wait()
+      check(work:test(), "done")
+      print "ok"
+    ]])
+    assert.are.same({ "init nranks 1 rank 0", "all_reduce count 4 type 7 op 0 in_place 0", "destroy" },
+      calls_of(helper.read(nccl_log)))
+    -- a failing ncclAllReduce aborts the communicator; nothing is started
+    os.remove(nccl_log)
+    child_ok(env("MOCK_NCCL_FAIL=ncclAllReduce"), PRELUDE .. [[
+      local s = storage_copy(Tensor({ 1, 2 }))
+      fails("NCCL: ncclAllReduce failed: ncclSystemError (mock: a system call failed)", nccl.all_reduce_start, s, "sum")
+      fails("all_reduce: the NCCL communicator was aborted by an earlier failure", nccl.all_reduce_start, s, "sum")
+      print "ok"
+    ]])
+    assert.are.same({ "init nranks 1 rank 0", "abort" }, calls_of(helper.read(nccl_log)))
+    -- NCCL's error while it runs (a peer that died): at the test, and again at every test and wait
+    child_ok(env("MOCK_NCCL_ASYNC_ERROR=6"), PRELUDE .. [[
+      local work = nccl.all_reduce_start(storage_copy(Tensor({ 1.5 })), "sum")
+      local message = "all_reduce: NCCL failed while it ran: ncclRemoteError (mock: a remote rank failed)"
+      fails(message, work.test, work)
+      fails(message, work.wait, work)
+      fails(message, work.test, work)
+      fails("all_reduce: the NCCL communicator was aborted by an earlier failure", nccl.all_reduce_start,
+        storage_copy(Tensor({ 1.5 })), "sum")
+      print "ok"
+    ]])
+    -- the timeout: the wait gives up, aborts, and a work started before it fails at its own test
+    os.remove(cuda_log)
+    local out = child_ok(env("MOCK_NCCL_HANG=ncclAllReduce"), PRELUDE .. [[
+      nccl.set_timeout(0.25)
+      local first = nccl.all_reduce_start(storage_copy(Tensor({ 1, 2, 3 })), "sum")
+      local second = nccl.all_reduce_start(storage_copy(Tensor({ 4 })), "mean")
+      check(first:test() == false and second:test() == false, "pending")
+      local t0 = os.time()
+      local message = "all_reduce: no answer from the other ranks within 0.25 s (a rank may have failed)"
+      fails(message, second.wait, second)
+      print(os.time() - t0 <= 5)
+      fails(message, second.wait, second)
+      fails("all_reduce: the NCCL communicator was aborted by an earlier failure", first.test, first)
+      fails("all_reduce: the NCCL communicator was aborted by an earlier failure", first.wait, first)
+      print "ok"
+    ]])
+    assert.matches("^true", out)
+    assert.are.equal("exit allocations 0 contexts 0 modules 0 events 0 streams 0", last_line(helper.read(cuda_log)))
+  end)
+
   it("refuses an NCCL older than 2.10 and a library that is not NCCL", function()
     if not have_mocks() then return end
     local status, _, err = child(env("MOCK_NCCL_VERSION=20903"), PRELUDE .. "nccl.barrier()")
@@ -322,6 +522,29 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
       "R 2 in_place CUDA 3.0 6.0", "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0",
       "R 2 mean CUDA 1.5 15.0 -1.5", "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
     }, results)
+  end)
+
+  it("reduces started all-reduces of CUDA storage across the ranks, waited for out of order", function()
+    if not ready() then return end
+    local status, out, err = mpirun(PRELUDE .. [[
+      local r = nccl.rank0() + 1
+      local a = storage_copy(Tensor({ r, 10 * r, -r }, { dtype = "float32" }))
+      local b = storage_copy(Tensor({ 3 * r, -r }, { dtype = "int64" }))
+      local c = storage_copy(Tensor({ r, 2 }, { dtype = "float64" }))
+      local works = { nccl.all_reduce_start(a, "sum"), nccl.all_reduce_start(b, "mean"),
+        nccl.all_reduce_start(c, "mean") }
+      for i = 3, 1, -1 do works[i]:wait() end
+      check(works[1]:test() and works[2]:test() and works[3]:test(), "done")
+      print(string.format("R %d sum %s mean %s mean %s", r, values(tensor_of(a, { 3 })), values(tensor_of(b, { 2 })),
+        values(tensor_of(c, { 2 }))))
+    ]])
+    assert.are.equal(0, status, err)
+    local results = {}
+    for line in out:gmatch("R %d [^\n]+") do results[#results + 1] = line end
+    table.sort(results)
+    -- int64 mean: (3 + 6) / 2 and (-1 - 2) / 2, truncated
+    assert.are.same({ "R 1 sum 3.0 30.0 -3.0 mean 4 -1 mean 1.5 2.0", "R 2 sum 3.0 30.0 -3.0 mean 4 -1 mean 1.5 2.0" },
+      results)
   end)
 
   it("ends the job when a rank never joins a collective, after dist.init's timeout", function()

@@ -12,7 +12,8 @@
  * <attrib> <value>" for cuFuncSetAttribute (8: the max dynamic shared size), and for a refused
  * launch "launch <entry>: <why>"; "synchronize" for cuCtxSynchronize, "wait" for
  * cuEventSynchronize, "read" for a copy to the host), and at exit a line "exit allocations A
- * contexts C modules M events E" with what is still held.
+ * contexts C modules M events E" with what is still held (and " streams S" after it where the run made a
+ * stream: the line of a run without is as the older specs read it).
  *
  * Launches are asynchronous, as a GPU's: a launch's pointers count as in use until a call that
  * waits for the device (cuCtxSynchronize, cuEventSynchronize, cuMemcpyDtoH), or until the
@@ -22,10 +23,21 @@
  * that kernel ("*": of any kernel) fault as it runs: the launch succeeds, and every call after it fails with
  * CUDA_ERROR_ILLEGAL_ADDRESS (700), sticky as on a GPU.
  *
- * cuStreamQuery answers CUDA_ERROR_NOT_READY (600) while the stand-in NCCL (mock_nccl.c) holds
- * the stream (a collective that never completes), else it waits for the device as the calls
- * above do. For that stand-in, two functions beyond the driver's: mock_cuda_hold_stream(on)
- * and mock_cuda_inside(pointer, bytes), whether the bytes lie in one live allocation.
+ * Streams: the null stream (0 in the record) and those cuStreamCreate makes, numbered 1, 2, ...
+ * in the order they are made ("stream create <n> flags <f>", "stream destroy <n>"); each
+ * belongs to the device current when it was made, and a call that names another device's
+ * stream fails with a line that says so. Work runs at once, except what the stand-in NCCL
+ * (mock_nccl.c) queues: each of its collectives holds its stream until the collective
+ * completes (mock_cuda_hold_stream(stream, on): on takes a hold, off gives the oldest back),
+ * and records "queue <collective> stream <n>" when it is queued (mock_cuda_stream_queue).
+ * cuStreamQuery answers CUDA_ERROR_NOT_READY (600) while a stream is held, else the null
+ * stream's waits for the device as the calls above do. An event is done once the holds its
+ * stream had when it was recorded are given back (cuEventQuery: NOT_READY until then); an
+ * event made without timing (flag 2: tcl's events that order streams) records
+ * "record stream <n>", and cuStreamWaitEvent "stream <n> waits for stream <m>" (m: where the
+ * event was recorded). For the stand-in NCCL, beyond the driver's: mock_cuda_hold_stream,
+ * mock_cuda_stream_queue, and mock_cuda_inside(pointer, bytes), whether the bytes lie in one
+ * live allocation.
  *
  * Other knobs (environment): MOCK_CUDA_INIT_ERROR=<code> makes cuInit fail with that code;
  * MOCK_CUDA_DEVICES=<n> the number of devices (default 1); MOCK_CUDA_MAX_ALLOC=<bytes> the
@@ -96,12 +108,24 @@ typedef struct mock_function {
     struct mock_function *next;
 } mock_function;
 
+typedef struct mock_stream {
+    int live, number;
+    unsigned flags;
+    int device;
+    long holds, releases; /* holds taken and given back: it is busy while releases < holds */
+} mock_stream;
+
 typedef struct mock_event {
     double at;
+    unsigned flags;
+    int device;
+    mock_stream *stream; /* where it was last recorded; NULL: never */
+    long until;          /* its stream's holds when it was recorded: done once as many are given back */
 } mock_event;
 
 #define MAX_QUEUED_POINTERS 4096
 #define MAX_DEVICES 16
+#define MAX_STREAMS 64
 
 static struct {
     int initialized;
@@ -113,7 +137,9 @@ static struct {
     CUresult fault;                           /* a faulted kernel's sticky error, or OK */
     CUdeviceptr queued[MAX_QUEUED_POINTERS]; /* pointers of the launches not yet waited for */
     size_t nqueued;
-    int stream_held; /* mock_cuda_hold_stream: the stream's work never finishes */
+    mock_stream null_stream;          /* handle NULL */
+    mock_stream streams[MAX_STREAMS]; /* cuStreamCreate's, their handles point here */
+    long streams_made, streams_live;
 } mock;
 
 static void log_line(const char *fmt, ...) {
@@ -159,9 +185,11 @@ static long count_allocations(void) {
 }
 
 __attribute__((destructor)) static void report_at_exit(void) {
-    if (mock.initialized)
-        log_line("exit allocations %ld contexts %ld modules %ld events %ld", count_allocations(), mock.contexts,
-                 mock.modules, mock.events);
+    if (!mock.initialized) return;
+    char streams[64] = "";
+    if (mock.streams_made) snprintf(streams, sizeof streams, " streams %ld", mock.streams_live);
+    log_line("exit allocations %ld contexts %ld modules %ld events %ld%s", count_allocations(), mock.contexts,
+             mock.modules, mock.events, streams);
 }
 
 /* The allocation that starts at p, or NULL. */
@@ -326,14 +354,80 @@ EXPORT CUresult cuCtxSynchronize(void) { return wait_for_device("synchronize"); 
 
 #define NOT_READY 600
 
-EXPORT CUresult cuStreamQuery(void *stream) {
-    if (stream != NULL) return INVALID_HANDLE; /* tcl queues on the null stream only */
-    if (mock.stream_held) return mock.fault != OK ? mock.fault : NOT_READY;
-    return wait_for_device(NULL);
+/* ---- streams ---- */
+
+/* The stream a handle names (NULL: the null stream), or NULL for one that is not live. */
+static mock_stream *stream_of(void *handle) {
+    if (!handle) return &mock.null_stream;
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (handle == (void *)&mock.streams[i]) return mock.streams[i].live ? &mock.streams[i] : NULL;
+    return NULL;
 }
 
-/* For the stand-in NCCL: a collective that never completes holds the stream until aborted. */
-EXPORT void mock_cuda_hold_stream(int on) { mock.stream_held = on; }
+/* The stream a handle names, if the current device may use it; else NULL, with a line. */
+static mock_stream *usable_stream(void *handle, const char *call) {
+    mock_stream *s = stream_of(handle);
+    if (!s) {
+        log_line("%s: not a live stream", call);
+        return NULL;
+    }
+    if (handle && s->device != mock.current) {
+        log_line("%s: stream %d is device %d's, not device %d's", call, s->number, s->device + 1, mock.current + 1);
+        return NULL;
+    }
+    return s;
+}
+
+static int busy(const mock_stream *s) { return s->releases < s->holds; }
+
+EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
+    if (mock.fault != OK) return mock.fault;
+    if (flags > 1) return INVALID_VALUE; /* CU_STREAM_DEFAULT 0, CU_STREAM_NON_BLOCKING 1 */
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (!mock.streams[i].live) {
+            mock.streams[i] = (mock_stream){1, (int)++mock.streams_made, flags, mock.current, 0, 0};
+            mock.streams_live++;
+            *stream = &mock.streams[i];
+            log_line("stream create %d flags %u", mock.streams[i].number, flags);
+            return OK;
+        }
+    return OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(void *stream) {
+    mock_stream *s = stream ? usable_stream(stream, "cuStreamDestroy") : NULL;
+    if (!s) return INVALID_HANDLE;
+    s->live = 0;
+    mock.streams_live--;
+    log_line("stream destroy %d", s->number);
+    return OK;
+}
+
+EXPORT CUresult cuStreamQuery(void *stream) {
+    mock_stream *s = usable_stream(stream, "cuStreamQuery");
+    if (!s) return INVALID_HANDLE;
+    if (busy(s)) return mock.fault != OK ? mock.fault : NOT_READY;
+    if (!stream) return wait_for_device(NULL);
+    return mock.fault;
+}
+
+/* For the stand-in NCCL: a collective holds its stream until it completes (on: one hold more;
+ * off: the oldest given back). */
+EXPORT void mock_cuda_hold_stream(void *stream, int on) {
+    mock_stream *s = stream_of(stream);
+    if (!s) return;
+    if (on) s->holds++;
+    else if (busy(s)) s->releases++;
+}
+
+/* For the stand-in NCCL: a collective queued on stream (what: its name), recorded; the stream's
+ * number, or -1 (with a line) when the current device cannot queue on it. */
+EXPORT int mock_cuda_stream_queue(void *stream, const char *what) {
+    mock_stream *s = usable_stream(stream, what);
+    if (!s) return -1;
+    log_line("queue %s stream %d", what, s->number);
+    return s->number;
+}
 
 /* ---- memory ---- */
 
@@ -565,19 +659,55 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
 
 /* ---- events ---- */
 
+#define EVENT_DISABLE_TIMING 2u
+
 EXPORT CUresult cuEventCreate(void **event, unsigned flags) {
-    (void)flags;
+    if (flags & ~(unsigned)(1 | EVENT_DISABLE_TIMING | 4)) return INVALID_VALUE;
     mock_event *e = calloc(1, sizeof *e);
     if (!e) return OUT_OF_MEMORY;
+    e->flags = flags;
+    e->device = mock.current;
     mock.events++;
     *event = e;
     return OK;
 }
 
+/* The event, if the current device may use it; else NULL, with a line. */
+static mock_event *usable_event(void *event, const char *call) {
+    mock_event *e = event;
+    if (e && e->device != mock.current) {
+        log_line("%s: an event of device %d, not of device %d", call, e->device + 1, mock.current + 1);
+        return NULL;
+    }
+    return e;
+}
+
 EXPORT CUresult cuEventRecord(void *event, void *stream) {
-    (void)stream;
-    if (!event) return INVALID_HANDLE;
-    ((mock_event *)event)->at = now();
+    mock_event *e = usable_event(event, "cuEventRecord");
+    mock_stream *s = usable_stream(stream, "cuEventRecord");
+    if (!e || !s) return INVALID_HANDLE;
+    e->at = now();
+    e->stream = s;
+    e->until = s->holds;
+    if (e->flags & EVENT_DISABLE_TIMING) log_line("record stream %d", s->number);
+    return OK;
+}
+
+EXPORT CUresult cuEventQuery(void *event) {
+    mock_event *e = usable_event(event, "cuEventQuery");
+    if (!e) return INVALID_HANDLE;
+    if (mock.fault != OK) return mock.fault;
+    return e->stream && e->stream->releases < e->until ? NOT_READY : OK;
+}
+
+/* Work runs at once here, so the wait only checks its handles and records itself. */
+EXPORT CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+    mock_stream *s = usable_stream(stream, "cuStreamWaitEvent");
+    mock_event *e = usable_event(event, "cuStreamWaitEvent");
+    if (!s || !e || flags != 0) return !s || !e ? INVALID_HANDLE : INVALID_VALUE;
+    if (mock.fault != OK) return mock.fault;
+    if (e->stream) log_line("stream %d waits for stream %d", s->number, e->stream->number);
+    else log_line("stream %d waits for an event never recorded", s->number);
     return OK;
 }
 

@@ -10,13 +10,16 @@
  * to recv (the op over one rank; the average divides by one), broadcast copies root 0's
  * send, all_gather copies the one rank's part. With several ranks each collective writes its
  * send buffer to the file MOCK_NCCL_DIR/<id>-<n>-<rank> (n counts the communicator's
- * collectives) and keeps the stream busy; ncclCommGetAsyncError, which tcl polls, finishes it
- * once every rank's file is there: the reduction (sum, product, max, min, average: the sum
+ * collectives) and keeps its stream busy; ncclCommGetAsyncError, which tcl polls, finishes
+ * the collectives queued (up to 16, in the order they were queued) whose ranks' files are all
+ * there: the reduction (sum, product, max, min, average: the sum
  * divided by the ranks, integers truncated) over the ranks in rank order, root's buffer, or
  * the buffers one after another. The ranks meet only if they share the id rank 0 made, so a
  * bootstrap that did not send it hangs. The files stay: the test removes the directory. Each
  * call is recorded in the file
- * MOCK_NCCL_LOG names, one line each: "version", "unique_id", "init nranks N rank R",
+ * MOCK_NCCL_LOG names, one line each (and the stand-in driver's record gets "queue <collective>
+ * stream <n>" for each collective queued, n its stream: 0 the null stream, else the number
+ * the driver gave it; a collective on a stream that is not live, or another device's, fails): "version", "unique_id", "init nranks N rank R",
  * "all_reduce count C type T op O in_place I", "broadcast count C type T root R in_place I",
  * "all_gather count C type T", "destroy", "abort"; at exit "exit comms C" with the
  * communicators still held. A communicator belongs to the device current when it was made
@@ -27,7 +30,7 @@
  * Knobs (environment; HANG and ASYNC_ERROR in a world of one): MOCK_NCCL_FAIL=<entry point> (ncclAllReduce, ncclCommInitRank, ...)
  * makes that call fail with MOCK_NCCL_FAIL_CODE (default 2, ncclSystemError);
  * MOCK_NCCL_HANG=<entry point> makes that collective never complete: the stand-in driver's
- * stream stays busy until ncclCommAbort; MOCK_NCCL_ASYNC_ERROR=<code> makes every collective
+ * stream it was queued on stays busy until ncclCommAbort; MOCK_NCCL_ASYNC_ERROR=<code> makes every collective
  * leave that error for ncclCommGetAsyncError, its stream busy (a peer that failed);
  * MOCK_NCCL_VERSION=<code> what ncclGetVersion says (default 21903, 2.19.3).
  * Single-threaded use only (a test process); a test helper, not part of tcl. */
@@ -51,20 +54,25 @@ typedef struct {
 } ncclUniqueId;
 /* A collective of several ranks waiting for the others' files. */
 typedef struct pending_collective {
-    int active;
     char kind; /* 'r' all_reduce, 'b' broadcast, 'g' all_gather */
     int type, op, root;
     size_t count;
     void *recv;
+    void *stream; /* the stream it holds until it completes */
 } pending_collective;
+
+#define MAX_PENDING 16
 
 typedef struct mock_comm {
     int nranks, rank;
     int device; /* the stand-in driver's device current at init (0-based) */
     int async_error;
     char tag[64]; /* from the id: the ranks' files carry it */
-    long collectives; /* collectives so far: the next one's number */
-    pending_collective pending;
+    long started, completed; /* collectives queued and finished so far: n of the next of each */
+    pending_collective pending[MAX_PENDING]; /* started, not completed, oldest first */
+    int npending;
+    void *stuck[MAX_PENDING]; /* the streams of collectives that never complete (HANG, ASYNC_ERROR) */
+    int nstuck;
 } *ncclComm_t;
 
 enum { SUCCESS = 0, SYSTEM_ERROR = 2, INTERNAL_ERROR = 3, INVALID_ARGUMENT = 4, INVALID_USAGE = 5 };
@@ -140,12 +148,29 @@ static const char *device_tag(int device) {
     return tag(device);
 }
 
-static void hold_stream(int on) {
-    void (*hold)(int) = NULL;
+static void hold_stream(void *stream, int on) {
+    void (*hold)(void *, int) = NULL;
     void *f = driver_function("mock_cuda_hold_stream");
     if (!f) return;
     memcpy(&hold, &f, sizeof f);
-    hold(on);
+    hold(stream, on);
+}
+
+/* Records the collective `name` queued on stream in the driver's record; false when the
+ * current device cannot queue there (without the stand-in driver: the null stream only). */
+static int queue_on(void *stream, const char *name) {
+    int (*queue)(void *, const char *) = NULL;
+    void *f = driver_function("mock_cuda_stream_queue");
+    if (!f) return stream == NULL;
+    memcpy(&queue, &f, sizeof f);
+    return queue(stream, name) >= 0;
+}
+
+/* A collective that never completes: its stream held until ncclCommAbort. */
+static void stick(ncclComm_t comm, void *stream) {
+    if (comm->nstuck == MAX_PENDING) return;
+    comm->stuck[comm->nstuck++] = stream;
+    hold_stream(stream, 1);
 }
 
 static size_t size_of(int type) {
@@ -154,13 +179,13 @@ static size_t size_of(int type) {
 }
 
 /* What every collective checks and does after its own copy: the knobs that make it fail late. */
-static ncclResult_t launched(ncclComm_t comm, const char *name) {
+static ncclResult_t launched(ncclComm_t comm, const char *name, void *stream) {
     const char *hang = getenv("MOCK_NCCL_HANG");
-    if (hang && strcmp(hang, name) == 0) hold_stream(1);
+    if (hang && strcmp(hang, name) == 0) stick(comm, stream);
     const char *async = getenv("MOCK_NCCL_ASYNC_ERROR");
     if (async && *async) {
         comm->async_error = atoi(async);
-        hold_stream(1);
+        stick(comm, stream);
     }
     return SUCCESS;
 }
@@ -180,7 +205,7 @@ static void file_of(const ncclComm_t comm, long n, int rank, char *out, size_t c
  * part of it); false when it cannot. */
 static int publish(ncclComm_t comm, const void *bytes, size_t n) {
     char path[1024], tmp[1100];
-    file_of(comm, comm->collectives, comm->rank, path, sizeof path);
+    file_of(comm, comm->started, comm->rank, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return 0;
@@ -248,19 +273,19 @@ static void average(void *acc_bytes, size_t count, int type, int nranks) {
     }
 }
 
-/* Finishes the pending collective when every rank's part is there: its result into recv, the
- * stream free. */
-static void progress(ncclComm_t comm) {
-    pending_collective *p = &comm->pending;
-    if (!p->active) return;
+/* Finishes the oldest pending collective when every rank's part is there: its result into
+ * recv, its hold of the stream given back; false when there is none or it must wait. */
+static int finish_oldest(ncclComm_t comm) {
+    if (comm->npending == 0) return 0;
+    pending_collective *p = &comm->pending[0];
     size_t bytes = p->count * size_of(p->type);
-    long n = comm->collectives;
+    long n = comm->completed;
     unsigned char *parts = malloc(bytes * (size_t)comm->nranks + 1);
-    if (!parts) return;
+    if (!parts) return 0;
     for (int r = 0; r < comm->nranks; r++)
         if (!read_part(comm, n, r, parts + bytes * (size_t)r, bytes)) {
             free(parts);
-            return; /* not yet */
+            return 0; /* not yet */
         }
     if (p->kind == 'g') {
         memcpy(p->recv, parts, bytes * (size_t)comm->nranks);
@@ -272,16 +297,28 @@ static void progress(ncclComm_t comm) {
         memcpy(p->recv, parts, bytes);
     }
     free(parts);
-    p->active = 0;
-    comm->collectives++;
-    hold_stream(0);
+    void *stream = p->stream;
+    memmove(&comm->pending[0], &comm->pending[1], sizeof *p * (size_t)(comm->npending - 1));
+    comm->npending--;
+    comm->completed++;
+    hold_stream(stream, 0);
+    return 1;
+}
+
+/* Finishes the pending collectives whose parts are all there, in order. */
+static void progress(ncclComm_t comm) {
+    while (finish_oldest(comm)) {
+    }
 }
 
 /* Starts a collective of several ranks: this rank's part written, the stream busy until the
  * others' parts are there. */
 static ncclResult_t start(ncclComm_t comm, char kind, const void *send, size_t bytes, void *recv, size_t count,
-                          int type, int op, int root) {
-    if (comm->pending.active) return INVALID_USAGE;
+                          int type, int op, int root, void *stream) {
+    if (comm->npending == MAX_PENDING) {
+        log_line("%c: more than %d collectives queued", kind, MAX_PENDING);
+        return INVALID_USAGE;
+    }
     if (kind == 'r' && (type == 6 || type == 9)) {
         log_line("all_reduce: the stand-in reduces no type %d across ranks", type);
         return INVALID_ARGUMENT;
@@ -290,8 +327,9 @@ static ncclResult_t start(ncclComm_t comm, char kind, const void *send, size_t b
         log_line("%c: cannot write to MOCK_NCCL_DIR", kind);
         return SYSTEM_ERROR;
     }
-    comm->pending = (pending_collective){1, kind, type, op, root, count, recv};
-    hold_stream(1);
+    comm->pending[comm->npending++] = (pending_collective){kind, type, op, root, count, recv, stream};
+    comm->started++;
+    hold_stream(stream, 1);
     return SUCCESS;
 }
 
@@ -345,10 +383,6 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
 static ncclResult_t check_buffers(const char *name, const void *send, size_t send_bytes, const void *recv,
                                   size_t recv_bytes, int type, ncclComm_t comm, void *stream) {
     if (!comm) return INVALID_ARGUMENT;
-    if (stream != NULL) {
-        log_line("%s: not on the null stream, where tcl queues its work", name);
-        return INVALID_ARGUMENT;
-    }
     if (size_of(type) == 0) {
         log_line("%s: unknown type %d", name, type);
         return INVALID_ARGUMENT;
@@ -368,6 +402,10 @@ static ncclResult_t check_buffers(const char *name, const void *send, size_t sen
                  comm->device + 1);
         return INVALID_ARGUMENT;
     }
+    if (!queue_on(stream, name)) {
+        log_line("%s: not a stream of the communicator's device", name);
+        return INVALID_ARGUMENT;
+    }
     return SUCCESS;
 }
 
@@ -380,9 +418,9 @@ EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, in
     if (r != SUCCESS) return r;
     if (op < 0 || op > 4) return INVALID_ARGUMENT;
     log_line("all_reduce count %zu type %d op %d in_place %d", count, type, op, send == recv);
-    if (comm->nranks > 1) return start(comm, 'r', send, bytes, recv, count, type, op, 0);
+    if (comm->nranks > 1) return start(comm, 'r', send, bytes, recv, count, type, op, 0, stream);
     memmove(recv, send, bytes); /* sum, product, max, min and average over one rank */
-    return launched(comm, "ncclAllReduce");
+    return launched(comm, "ncclAllReduce", stream);
 }
 
 EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, int type, int root, ncclComm_t comm,
@@ -394,9 +432,9 @@ EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, in
     if (r != SUCCESS) return r;
     if (root < 0 || root >= comm->nranks) return INVALID_ARGUMENT;
     log_line("broadcast count %zu type %d root %d in_place %d", count, type, root, send == recv);
-    if (comm->nranks > 1) return start(comm, 'b', send, bytes, recv, count, type, 0, root);
+    if (comm->nranks > 1) return start(comm, 'b', send, bytes, recv, count, type, 0, root, stream);
     memmove(recv, send, bytes);
-    return launched(comm, "ncclBroadcast");
+    return launched(comm, "ncclBroadcast", stream);
 }
 
 EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int type, ncclComm_t comm,
@@ -407,9 +445,9 @@ EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, in
     r = check_buffers("all_gather", send, bytes, recv, bytes * (comm ? (size_t)comm->nranks : 1), type, comm, stream);
     if (r != SUCCESS) return r;
     log_line("all_gather count %zu type %d", count, type);
-    if (comm->nranks > 1) return start(comm, 'g', send, bytes, recv, count, type, 0, 0);
+    if (comm->nranks > 1) return start(comm, 'g', send, bytes, recv, count, type, 0, 0, stream);
     memmove(recv, send, bytes);
-    return launched(comm, "ncclAllGather");
+    return launched(comm, "ncclAllGather", stream);
 }
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
@@ -433,7 +471,9 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return INVALID_ARGUMENT;
-    hold_stream(0); /* the collective's kernels give up */
+    /* the collectives' kernels give up */
+    for (int i = 0; i < comm->npending; i++) hold_stream(comm->pending[i].stream, 0);
+    for (int i = 0; i < comm->nstuck; i++) hold_stream(comm->stuck[i], 0);
     free_comm(comm);
     log_line("abort");
     return SUCCESS;

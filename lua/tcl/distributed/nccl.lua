@@ -6,6 +6,9 @@
 --   nccl.init{ timeout = 300 }           -- optional: the first collective does it
 --   nccl.rank0(), nccl.size()            -- 0-based rank, number of ranks
 --   nccl.all_reduce(storage, "sum")      -- in place; "sum", "mean", "max", "min" (and "prod")
+--   local work = nccl.all_reduce_start(storage, "sum") -- started, in place; returns at once
+--   work:test()                          -- done yet? (never waits)
+--   work:wait()                          -- waits (at most the timeout), returns storage
 --   nccl.broadcast(storage, root0)       -- in place: root0's values everywhere
 --   nccl.all_gather(src, dst)            -- dst: size * src's numel, the ranks' src in rank order
 --   nccl.barrier()
@@ -22,6 +25,11 @@
 -- The library: TCL_NCCL_LIBRARY, else libnccl.so.2. Every collective waits at most the timeout
 -- (TCL_DIST_TIMEOUT, default 300 s), then fails with "<collective>: no answer from the other
 -- ranks within N s (a rank may have failed)" and aborts the communicator; later collectives fail.
+-- all_reduce_start queues the reduction on the GPU's communication stream after the kernels
+-- queued so far and returns: kernels queued meanwhile run beside it, and must neither write
+-- storage nor read it until work:wait() (which orders the kernels queued after it behind the
+-- reduction). The work keeps storage alive until it is done; dropped while pending, it is
+-- waited for when collected.
 local env = require "tcl.env"
 
 local M = {}
@@ -112,6 +120,26 @@ end
 function M.all_reduce(storage, op)
   joined(storage):all_reduce(storage, storage, op or "sum", seconds())
   return storage
+end
+
+-- A started all-reduce (all_reduce_start): the native NcclWork and the storage it reduces.
+local Work = {}
+Work.__index = Work
+
+--- Whether the reduction is done, without waiting (raises its failure).
+function Work:test() return self.native:test() end
+
+--- Waits until the reduction is done, at most the timeout it was started with; returns the storage.
+function Work:wait()
+  self.native:wait()
+  return self.storage
+end
+
+--- Starts reducing storage's values over the ranks into storage (op as all_reduce) and returns a
+-- work at once: work:test(), work:wait() -> storage.
+function M.all_reduce_start(storage, op)
+  local native = joined(storage):all_reduce_start(storage, storage, op or "sum", seconds())
+  return setmetatable({ native = native, storage = storage }, Work)
 end
 
 --- Rank root0's values of storage into storage on every rank.

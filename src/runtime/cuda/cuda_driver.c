@@ -42,6 +42,12 @@ enum {
     CU_ERROR_NOT_READY = 600,
 };
 
+/* cuStreamCreate's flag: the stream does not wait for the null stream, nor it for the stream
+ * (without it, the legacy null stream tcl queues on would serialize the two) */
+#define CU_STREAM_NON_BLOCKING 1u
+/* cuEventCreate's flag: an event that orders work only, cheaper to record and query */
+#define CU_EVENT_DISABLE_TIMING 2u
+
 /* CUdevice_attribute values */
 enum {
     ATTR_MAX_THREADS_PER_BLOCK = 1,
@@ -81,6 +87,9 @@ typedef struct driver_api {
     cu_result (*CtxSetCurrent)(cu_context ctx);
     cu_result (*CtxSynchronize)(void);
     cu_result (*StreamQuery)(cu_stream stream);
+    cu_result (*StreamCreate)(cu_stream *stream, unsigned flags);
+    cu_result (*StreamDestroy)(cu_stream stream);
+    cu_result (*StreamWaitEvent)(cu_stream stream, cu_event event, unsigned flags);
     cu_result (*MemAlloc)(cu_ptr *ptr, size_t bytes);
     cu_result (*MemFree)(cu_ptr ptr);
     cu_result (*MemcpyHtoD)(cu_ptr dst, const void *src, size_t bytes);
@@ -98,6 +107,7 @@ typedef struct driver_api {
     cu_result (*EventCreate)(cu_event *event, unsigned flags);
     cu_result (*EventRecord)(cu_event event, cu_stream stream);
     cu_result (*EventSynchronize)(cu_event event);
+    cu_result (*EventQuery)(cu_event event);
     cu_result (*EventElapsedTime)(float *ms, cu_event start, cu_event end);
     cu_result (*EventDestroy)(cu_event event);
     cu_result (*GetErrorName)(cu_result error, const char **name);
@@ -124,6 +134,9 @@ static const entry_point entry_points[] = {
     ENTRY(CtxSetCurrent, "cuCtxSetCurrent", NULL),
     ENTRY(CtxSynchronize, "cuCtxSynchronize", NULL),
     ENTRY(StreamQuery, "cuStreamQuery", NULL),
+    ENTRY(StreamCreate, "cuStreamCreate", NULL),
+    ENTRY(StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
+    ENTRY(StreamWaitEvent, "cuStreamWaitEvent", NULL),
     ENTRY(MemAlloc, "cuMemAlloc_v2", NULL),
     ENTRY(MemFree, "cuMemFree_v2", NULL),
     ENTRY(MemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
@@ -139,6 +152,7 @@ static const entry_point entry_points[] = {
     ENTRY(EventCreate, "cuEventCreate", NULL),
     ENTRY(EventRecord, "cuEventRecord", NULL),
     ENTRY(EventSynchronize, "cuEventSynchronize", NULL),
+    ENTRY(EventQuery, "cuEventQuery", NULL),
     ENTRY(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
     ENTRY(EventDestroy, "cuEventDestroy_v2", NULL),
     ENTRY(GetErrorName, "cuGetErrorName", NULL),
@@ -181,6 +195,9 @@ struct tcl_cuda_device {
     cached_block cache[MAX_CACHED_BLOCKS];
     size_t ncache, cached_bytes, cache_limit;
     uint64_t reused; /* allocations the cache served */
+    /* The stream collectives run on beside tcl's (tcl_cuda_comm_stream): made on first use,
+     * destroyed with the device; NULL until then. */
+    cu_stream comm_stream;
 };
 
 /* ---- messages ---- */
@@ -460,6 +477,8 @@ void tcl_cuda_device_release(tcl_cuda_device *dev) {
         return_deferred(dev);
         release_cache(dev);
     }
+    /* (the driver lets the stream's queued work finish first) */
+    if (dev->comm_stream && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.StreamDestroy(dev->comm_stream);
     dev->api.CtxSetCurrent(NULL);
     dev->api.DevicePrimaryCtxRelease(dev->device);
     free(dev);
@@ -660,6 +679,61 @@ tcl_status tcl_cuda_poll(tcl_cuda_device *dev, bool *done, tcl_error *err) {
                          earlier_fault(dev));
     *done = true;
     settled(dev); /* the null stream's work is done: everything queued before this call */
+    return TCL_OK;
+}
+
+tcl_status tcl_cuda_comm_stream(tcl_cuda_device *dev, void **stream, tcl_error *err) {
+    *stream = NULL;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    if (!dev->comm_stream) {
+        cu_stream s = NULL;
+        cu_result r = dev->api.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+        if (r != CU_SUCCESS)
+            return fail_call(&dev->api, err, "cuStreamCreate (the stream for communication)", r, earlier_fault(dev));
+        dev->comm_stream = s;
+    }
+    *stream = dev->comm_stream;
+    return TCL_OK;
+}
+
+tcl_status tcl_cuda_event_new(tcl_cuda_device *dev, tcl_cuda_event **event, tcl_error *err) {
+    *event = NULL;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_event e = NULL;
+    cu_result r = dev->api.EventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r != CU_SUCCESS) return fail_call(&dev->api, err, "cuEventCreate", r, NULL);
+    *event = (tcl_cuda_event *)e;
+    return TCL_OK;
+}
+
+void tcl_cuda_event_free(tcl_cuda_device *dev, tcl_cuda_event *event) {
+    /* the driver frees an event still pending once it completes */
+    if (event && dev->api.CtxSetCurrent(dev->context) == CU_SUCCESS) dev->api.EventDestroy((cu_event)event);
+}
+
+tcl_status tcl_cuda_event_record(tcl_cuda_device *dev, tcl_cuda_event *event, void *stream, tcl_error *err) {
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.EventRecord((cu_event)event, stream);
+    return r == CU_SUCCESS ? TCL_OK : fail_call(&dev->api, err, "cuEventRecord", r, earlier_fault(dev));
+}
+
+tcl_status tcl_cuda_event_query(tcl_cuda_device *dev, tcl_cuda_event *event, bool *done, tcl_error *err) {
+    *done = false;
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.EventQuery((cu_event)event);
+    if (r == CU_ERROR_NOT_READY) return TCL_OK;
+    if (r != CU_SUCCESS)
+        return fail_call(&dev->api, err, "cuEventQuery (asking whether queued work has finished)", r,
+                         earlier_fault(dev));
+    *done = true;
+    return TCL_OK;
+}
+
+tcl_status tcl_cuda_stream_wait(tcl_cuda_device *dev, void *stream, tcl_cuda_event *event, tcl_error *err) {
+    if (enter(dev, err) != TCL_OK) return err->status;
+    cu_result r = dev->api.StreamWaitEvent(stream, (cu_event)event, 0);
+    if (r != CU_SUCCESS) return fail_call(&dev->api, err, "cuStreamWaitEvent", r, earlier_fault(dev));
+    dev->queued = true; /* the wait is work on the stream too */
     return TCL_OK;
 }
 

@@ -1,6 +1,6 @@
 /* cuda_driver.h — the CUDA driver API, loaded at run time, and the CUDA device: one GPU's
  * primary context with the few operations tcl needs (memory, copies, modules, launches, event
- * timing). Layer: runtime.
+ * timing, a second stream for collectives). Layer: runtime.
  *
  * No link-time dependency and no <cuda.h>: the driver library is opened with dlopen when a
  * device is first opened ("libcuda.so.1", then "libcuda.so"; a path given by the caller, the
@@ -169,6 +169,34 @@ void tcl_cuda_note_queued(tcl_cuda_device *dev);
  * *done true (and the device settled) or false; a failure is the driver's error, which may be
  * queued work's. */
 tcl_status tcl_cuda_poll(tcl_cuda_device *dev, bool *done, tcl_error *err);
+
+/* ---- a second stream, for communication ---- */
+
+/* The stream collectives run on beside tcl's (a CUstream), so that the GPU computes tcl's next
+ * kernels while a collective moves data: made on first use, non-blocking (without that flag
+ * the legacy null stream tcl queues on and the new stream would wait for each other), destroyed
+ * with the device. Nothing orders it with tcl's stream but the events below: work queued there
+ * must wait for an event recorded on tcl's stream after what it reads, and tcl's stream for an
+ * event recorded after it, before anything of tcl's uses the result. Memory that work on it
+ * uses must stay allocated until that work is done (the cache above reuses a freed block at
+ * once, in the order of tcl's stream only). */
+tcl_status tcl_cuda_comm_stream(tcl_cuda_device *dev, void **stream, tcl_error *err);
+
+/* An event that orders work between two streams (cuEventCreate without timing: cheaper to
+ * record and query than a timer's). */
+typedef struct tcl_cuda_event tcl_cuda_event;
+tcl_status tcl_cuda_event_new(tcl_cuda_device *dev, tcl_cuda_event **event, tcl_error *err);
+/* NULL is ignored; an event still pending is freed by the driver once it completes. */
+void tcl_cuda_event_free(tcl_cuda_device *dev, tcl_cuda_event *event);
+/* Records the event after everything queued on stream so far (NULL: tcl's stream). */
+tcl_status tcl_cuda_event_record(tcl_cuda_device *dev, tcl_cuda_event *event, void *stream, tcl_error *err);
+/* Whether the work the event follows has finished, without waiting (cuEventQuery): *done true
+ * or false; a failure is the driver's error, which may be queued work's. An event never
+ * recorded is done. */
+tcl_status tcl_cuda_event_query(tcl_cuda_device *dev, tcl_cuda_event *event, bool *done, tcl_error *err);
+/* Makes the work queued on stream from now on wait for the event's work (cuStreamWaitEvent;
+ * the host does not wait). */
+tcl_status tcl_cuda_stream_wait(tcl_cuda_device *dev, void *stream, tcl_cuda_event *event, tcl_error *err);
 
 /* ---- the device interface ---- */
 

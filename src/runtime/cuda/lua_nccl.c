@@ -12,7 +12,14 @@
  *     :all_reduce(send, recv, op, timeout)   op: "sum", "prod", "max", "min", "mean"
  *     :broadcast(send, recv, root0, timeout)
  *     :all_gather(send, recv, timeout)       recv: size times send's elements
- *     :destroy()                             (also at collection)
+ *     :all_reduce_start(send, recv, op, timeout) -> NcclWork   started on the device's
+ *                                            communication stream, returns at once
+ *     :destroy()                             (also at collection; a work still held keeps the
+ *                                            NCCL communicator until it is collected)
+ *   NcclWork: :test() -> whether it is done, without waiting; :wait() waits, at most the
+ *     timeout, and orders tcl's later kernels after it; collected while pending, it is waited
+ *     for first. It keeps send and recv alive until it is done. A failure (the timeout, NCCL's
+ *     error) aborts the communicator and raises at that test or wait and every later one.
  *   send, recv: CudaBuffers of the communicator's device and one dtype (send == recv: in place);
  *   timeout: seconds > 0 that a collective may take before it fails and aborts the
  *   communicator (nccl.h).
@@ -34,6 +41,7 @@
 #define LIBRARY_KEY "tcl.nccl.library"
 #define LIBRARY_MT "tcl.NcclLibrary"
 #define COMM_MT "tcl.NcclComm"
+#define WORK_MT "tcl.NcclWork"
 
 typedef struct library_box {
     tcl_nccl_library *lib;
@@ -42,6 +50,11 @@ typedef struct library_box {
 typedef struct comm_box {
     tcl_nccl_comm *comm; /* NULL once destroyed */
 } comm_box;
+
+/* Its user values 1 and 2: the send and recv buffers, until the work is over. */
+typedef struct work_box {
+    tcl_nccl_work *work;
+} work_box;
 
 /* ---- the library ---- */
 
@@ -216,6 +229,32 @@ static int comm_all_reduce(lua_State *L) {
     return 0;
 }
 
+static int comm_all_reduce_start(lua_State *L) {
+    static const char *const fn = "NcclComm:all_reduce_start";
+    tcl_nccl_comm *comm = check_comm(L, fn);
+    tcl_gpu_buffer *send, *recv;
+    check_pair(L, comm, fn, 1, &send, &recv);
+    tcl_nccl_op op = check_op(L, 4, fn);
+    double timeout = check_timeout(L, 5, fn);
+    if (!tcl_nccl_can_reduce(send->dtype))
+        return luaL_error(L, "%s: NCCL cannot reduce %s elements", fn, tcl_dtype_get(send->dtype)->name);
+    work_box *box = lua_newuserdatauv(L, sizeof *box, 2);
+    box->work = NULL;
+    luaL_setmetatable(L, WORK_MT);
+    tcl_error err;
+    if (tcl_nccl_all_reduce_start(comm, send->memory.address, recv->memory.address, send->numel, send->dtype, op,
+                                  timeout, &box->work, &err) != TCL_OK)
+        return collective_failed(L, &err);
+    if (!tcl_nccl_work_done(box->work)) {
+        /* NCCL reads and writes them on the GPU until it is done: not to be freed before */
+        lua_pushvalue(L, 2);
+        lua_setiuservalue(L, -2, 1);
+        lua_pushvalue(L, 3);
+        lua_setiuservalue(L, -2, 2);
+    }
+    return 1;
+}
+
 static int comm_broadcast(lua_State *L) {
     tcl_nccl_comm *comm = check_comm(L, "NcclComm:broadcast");
     tcl_gpu_buffer *send, *recv;
@@ -264,9 +303,62 @@ static int comm_tostring(lua_State *L) {
     return 1;
 }
 
-static const luaL_Reg COMM_METHODS[] = {{"all_reduce", comm_all_reduce}, {"broadcast", comm_broadcast},
-                                        {"all_gather", comm_all_gather}, {"destroy", comm_destroy},
-                                        {NULL, NULL}};
+static const luaL_Reg COMM_METHODS[] = {{"all_reduce", comm_all_reduce}, {"all_reduce_start", comm_all_reduce_start},
+                                        {"broadcast", comm_broadcast}, {"all_gather", comm_all_gather},
+                                        {"destroy", comm_destroy}, {NULL, NULL}};
+
+/* ---- works ---- */
+
+/* Lets the buffers go once the work at idx is over (done or failed). */
+static void release_buffers_if_over(lua_State *L, int idx, const work_box *box) {
+    if (!tcl_nccl_work_done(box->work)) return;
+    lua_pushnil(L);
+    lua_setiuservalue(L, idx, 1);
+    lua_pushnil(L);
+    lua_setiuservalue(L, idx, 2);
+}
+
+static work_box *check_work(lua_State *L) {
+    work_box *box = luaL_checkudata(L, 1, WORK_MT);
+    if (!box->work) luaL_error(L, "NcclWork: the work was freed"); /* only inside its own finalizer */
+    return box;
+}
+
+static int work_test(lua_State *L) {
+    work_box *box = check_work(L);
+    bool done = false;
+    tcl_error err;
+    tcl_status s = tcl_nccl_work_test(box->work, &done, &err);
+    release_buffers_if_over(L, 1, box);
+    if (s != TCL_OK) return collective_failed(L, &err);
+    lua_pushboolean(L, done);
+    return 1;
+}
+
+static int work_wait(lua_State *L) {
+    work_box *box = check_work(L);
+    tcl_error err;
+    tcl_status s = tcl_nccl_work_wait(box->work, &err);
+    release_buffers_if_over(L, 1, box);
+    if (s != TCL_OK) return collective_failed(L, &err);
+    return 0;
+}
+
+static int work_gc(lua_State *L) {
+    work_box *box = luaL_checkudata(L, 1, WORK_MT);
+    tcl_nccl_work_free(box->work); /* waits for one still pending */
+    box->work = NULL;
+    return 0;
+}
+
+static int work_tostring(lua_State *L) {
+    work_box *box = luaL_checkudata(L, 1, WORK_MT);
+    lua_pushstring(L, !box->work ? "NcclWork(freed)"
+                      : tcl_nccl_work_done(box->work) ? "NcclWork(over)" : "NcclWork(pending)");
+    return 1;
+}
+
+static const luaL_Reg WORK_METHODS[] = {{"test", work_test}, {"wait", work_wait}, {NULL, NULL}};
 
 static const luaL_Reg FUNCTIONS[] = {{"open", l_open}, {"opened", l_opened}, {"unique_id", l_unique_id},
                                      {"comm", l_comm}, {NULL, NULL}};
@@ -282,6 +374,15 @@ int luaopen_tcl_nccl(lua_State *L) {
         lua_setfield(L, -2, "__tostring");
         luaL_newlib(L, COMM_METHODS);
         lua_setfield(L, -2, "methods");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, WORK_MT)) {
+        lua_pushcfunction(L, work_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, work_tostring);
+        lua_setfield(L, -2, "__tostring");
+        luaL_newlib(L, WORK_METHODS);
+        lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
     luaL_newlib(L, FUNCTIONS);

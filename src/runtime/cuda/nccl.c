@@ -99,10 +99,24 @@ struct tcl_nccl_library {
 };
 
 struct tcl_nccl_comm {
+    size_t refs; /* its owner's, and one per work */
     tcl_nccl_library *lib; /* a reference */
     tcl_cuda_device *dev;  /* a reference */
     nccl_comm_handle handle; /* NULL once aborted */
     int rank, nranks;
+};
+
+typedef enum work_state { WORK_PENDING, WORK_DONE, WORK_FAILED } work_state;
+
+struct tcl_nccl_work {
+    tcl_nccl_comm *comm; /* a reference */
+    /* ready: recorded on tcl's stream before the collective, which waits for it; done: recorded
+     * on the communication stream after it. NULL for a count of 0. */
+    tcl_cuda_event *ready, *done;
+    double timeout_s;
+    work_state state;
+    bool joined;         /* tcl's stream waits for `done` already */
+    tcl_error failure;   /* WORK_FAILED: what every later test and wait report */
 };
 
 /* ---- messages ---- */
@@ -236,6 +250,7 @@ tcl_nccl_comm *tcl_nccl_comm_new(tcl_nccl_library *lib, tcl_cuda_device *dev,
     }
     tcl_nccl_library_retain(lib);
     tcl_cuda_device_retain(dev);
+    comm->refs = 1;
     comm->lib = lib;
     comm->dev = dev;
     comm->rank = rank;
@@ -244,7 +259,7 @@ tcl_nccl_comm *tcl_nccl_comm_new(tcl_nccl_library *lib, tcl_cuda_device *dev,
 }
 
 void tcl_nccl_comm_free(tcl_nccl_comm *comm) {
-    if (!comm) return;
+    if (!comm || --comm->refs > 0) return;
     if (comm->handle) {
         /* a destroy waits for the communicator's queued work, which lives on this context */
         tcl_error ignored;
@@ -317,33 +332,41 @@ static tcl_status enter(tcl_nccl_comm *comm, const char *collective, double time
     return tcl_cuda_make_current(comm->dev, err);
 }
 
-/* After a collective was queued: waits until the stream has finished it, polling the stream and
- * NCCL's asynchronous error, at most timeout_s seconds; aborts the communicator on a failure. */
-static tcl_status wait_for(tcl_nccl_comm *comm, const char *collective, double timeout_s, tcl_error *err) {
-    tcl_cuda_note_queued(comm->dev);
+/* One look at a queued collective: whether what it was queued on has finished (tcl's stream, or
+ * a work's done event), then NCCL's asynchronous error. Aborts the communicator on a failure. */
+static tcl_status look(tcl_nccl_comm *comm, const char *collective, tcl_nccl_work *work, bool *done, tcl_error *err) {
+    tcl_status s = work ? tcl_cuda_event_query(comm->dev, work->done, done, err) : tcl_cuda_poll(comm->dev, done, err);
+    if (s != TCL_OK) {
+        abort_comm(comm);
+        char why[TCL_ERROR_MESSAGE_CAP];
+        snprintf(why, sizeof why, "%s", err->message);
+        return tcl_fail(err, TCL_ERR_RUNTIME, "%s: the device failed while NCCL ran it: %s", collective, why);
+    }
     const nccl_api *api = &comm->lib->api;
+    nccl_result async = NCCL_SUCCESS;
+    nccl_result r = api->CommGetAsyncError(comm->handle, &async);
+    if (r != NCCL_SUCCESS) {
+        abort_comm(comm);
+        return fail_call(api, err, "ncclCommGetAsyncError", r);
+    }
+    if (async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS) {
+        char what[512];
+        describe(api, async, what, sizeof what);
+        abort_comm(comm);
+        return tcl_fail(err, TCL_ERR_RUNTIME, "%s: NCCL failed while it ran: %s", collective, what);
+    }
+    return TCL_OK;
+}
+
+/* Waits until a queued collective has finished (look), at most timeout_s seconds from now;
+ * aborts the communicator on a failure or the timeout. */
+static tcl_status wait_until_done(tcl_nccl_comm *comm, const char *collective, tcl_nccl_work *work, double timeout_s,
+                                  tcl_error *err) {
     double deadline = now_seconds() + timeout_s;
     long pause_ns = 1000; /* polls often at first (a small collective takes microseconds), then every ms */
     for (;;) {
         bool done = false;
-        if (tcl_cuda_poll(comm->dev, &done, err) != TCL_OK) {
-            abort_comm(comm);
-            char why[TCL_ERROR_MESSAGE_CAP];
-            snprintf(why, sizeof why, "%s", err->message);
-            return tcl_fail(err, TCL_ERR_RUNTIME, "%s: the device failed while NCCL ran it: %s", collective, why);
-        }
-        nccl_result async = NCCL_SUCCESS;
-        nccl_result r = api->CommGetAsyncError(comm->handle, &async);
-        if (r != NCCL_SUCCESS) {
-            abort_comm(comm);
-            return fail_call(api, err, "ncclCommGetAsyncError", r);
-        }
-        if (async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS) {
-            char what[512];
-            describe(api, async, what, sizeof what);
-            abort_comm(comm);
-            return tcl_fail(err, TCL_ERR_RUNTIME, "%s: NCCL failed while it ran: %s", collective, what);
-        }
+        if (look(comm, collective, work, &done, err) != TCL_OK) return err->status;
         if (done) return TCL_OK;
         if (now_seconds() >= deadline) {
             abort_comm(comm);
@@ -354,6 +377,12 @@ static tcl_status wait_for(tcl_nccl_comm *comm, const char *collective, double t
         nanosleep(&pause, NULL);
         if (pause_ns < 1000000) pause_ns *= 2;
     }
+}
+
+/* After a collective was queued on tcl's stream: waits until the stream has finished it. */
+static tcl_status wait_for(tcl_nccl_comm *comm, const char *collective, double timeout_s, tcl_error *err) {
+    tcl_cuda_note_queued(comm->dev);
+    return wait_until_done(comm, collective, NULL, timeout_s, err);
 }
 
 /* After a call that queues a collective: its failure aborts, its success is waited for. */
@@ -367,15 +396,22 @@ static tcl_status queued(tcl_nccl_comm *comm, nccl_result r, const char *call, c
     return wait_for(comm, collective, timeout_s, err);
 }
 
-tcl_status tcl_nccl_all_reduce(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_ptr recv, size_t count,
-                               tcl_dtype dtype, tcl_nccl_op op, double timeout_s, tcl_error *err) {
-    int type = nccl_type_of(dtype);
-    if (type < 0)
+/* The checks an all-reduce makes before it queues anything: NCCL's type of dtype into *type. */
+static tcl_status all_reduce_checks(tcl_nccl_comm *comm, tcl_dtype dtype, tcl_nccl_op op, double timeout_s, int *type,
+                                    tcl_error *err) {
+    *type = nccl_type_of(dtype);
+    if (*type < 0)
         return tcl_fail(err, TCL_ERR_INVALID, "all_reduce: NCCL cannot reduce %s elements",
                         tcl_dtype_valid((int)dtype) ? tcl_dtype_get(dtype)->name : "unknown");
     if ((unsigned)op >= sizeof nccl_ops / sizeof *nccl_ops)
         return tcl_fail(err, TCL_ERR_INVALID, "all_reduce: unknown reduction %d", (int)op);
-    if (enter(comm, "all_reduce", timeout_s, err) != TCL_OK) return err->status;
+    return enter(comm, "all_reduce", timeout_s, err);
+}
+
+tcl_status tcl_nccl_all_reduce(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_ptr recv, size_t count,
+                               tcl_dtype dtype, tcl_nccl_op op, double timeout_s, tcl_error *err) {
+    int type;
+    if (all_reduce_checks(comm, dtype, op, timeout_s, &type, err) != TCL_OK) return err->status;
     if (count == 0) return TCL_OK;
     nccl_result r = comm->lib->api.AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, type,
                                              nccl_ops[op], comm->handle, tcl_cuda_stream(comm->dev));
@@ -410,3 +446,116 @@ tcl_status tcl_nccl_all_gather(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_
                                              comm->handle, tcl_cuda_stream(comm->dev));
     return queued(comm, r, "ncclAllGather", "all_gather", timeout_s, err);
 }
+
+/* ---- collectives started now and waited for later ---- */
+
+void tcl_nccl_work_free(tcl_nccl_work *work) {
+    if (!work) return;
+    if (work->state == WORK_PENDING) {
+        /* its buffers may be freed next: the collective must be over first (or aborted) */
+        tcl_error ignored;
+        tcl_nccl_work_wait(work, &ignored);
+    }
+    tcl_cuda_event_free(work->comm->dev, work->ready);
+    tcl_cuda_event_free(work->comm->dev, work->done);
+    tcl_nccl_comm_free(work->comm);
+    free(work);
+}
+
+tcl_status tcl_nccl_all_reduce_start(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_ptr recv, size_t count,
+                                     tcl_dtype dtype, tcl_nccl_op op, double timeout_s, tcl_nccl_work **out,
+                                     tcl_error *err) {
+    *out = NULL;
+    int type;
+    if (all_reduce_checks(comm, dtype, op, timeout_s, &type, err) != TCL_OK) return err->status;
+    tcl_nccl_work *work = calloc(1, sizeof *work);
+    if (!work) return tcl_fail(err, TCL_ERR_MEMORY, "all_reduce: out of memory starting a collective");
+    comm->refs++;
+    work->comm = comm;
+    work->timeout_s = timeout_s;
+    work->state = WORK_DONE;
+    work->joined = true;
+    if (count == 0) {
+        *out = work;
+        return TCL_OK;
+    }
+    tcl_cuda_device *dev = comm->dev;
+    void *stream = NULL;
+    /* the collective waits for the kernels queued so far on tcl's stream (those that wrote send) */
+    if (tcl_cuda_comm_stream(dev, &stream, err) != TCL_OK || tcl_cuda_event_new(dev, &work->ready, err) != TCL_OK ||
+        tcl_cuda_event_new(dev, &work->done, err) != TCL_OK ||
+        tcl_cuda_event_record(dev, work->ready, tcl_cuda_stream(dev), err) != TCL_OK ||
+        tcl_cuda_stream_wait(dev, stream, work->ready, err) != TCL_OK) {
+        tcl_nccl_work_free(work);
+        return err->status;
+    }
+    nccl_result r = comm->lib->api.AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, type,
+                                             nccl_ops[op], comm->handle, stream);
+    if (r != NCCL_SUCCESS) {
+        fail_call(&comm->lib->api, err, "ncclAllReduce", r);
+        abort_comm(comm);
+        tcl_nccl_work_free(work);
+        return err->status;
+    }
+    tcl_cuda_note_queued(dev);
+    if (tcl_cuda_event_record(dev, work->done, stream, err) != TCL_OK) {
+        /* queued, but nothing would say when it ends: only an abort makes sure it does */
+        abort_comm(comm);
+        tcl_nccl_work_free(work);
+        return err->status;
+    }
+    work->state = WORK_PENDING;
+    work->joined = false;
+    *out = work;
+    return TCL_OK;
+}
+
+/* A work that failed: err's message kept for every later test and wait. */
+static tcl_status work_failed(tcl_nccl_work *work, tcl_error *err) {
+    work->state = WORK_FAILED;
+    work->failure = *err;
+    return err->status;
+}
+
+/* Before a look at a pending work: its communicator may have been aborted meanwhile. */
+static tcl_status check_alive(tcl_nccl_work *work, tcl_error *err) {
+    if (work->comm->handle) return tcl_cuda_make_current(work->comm->dev, err);
+    tcl_fail(err, TCL_ERR_RUNTIME, "all_reduce: the NCCL communicator was aborted by an earlier failure");
+    return work_failed(work, err);
+}
+
+tcl_status tcl_nccl_work_test(tcl_nccl_work *work, bool *done, tcl_error *err) {
+    *done = work->state == WORK_DONE;
+    if (work->state == WORK_FAILED) {
+        *err = work->failure;
+        return err->status;
+    }
+    if (work->state == WORK_DONE) return TCL_OK;
+    if (check_alive(work, err) != TCL_OK) return err->status;
+    if (look(work->comm, "all_reduce", work, done, err) != TCL_OK) return work_failed(work, err);
+    if (*done) work->state = WORK_DONE;
+    return TCL_OK;
+}
+
+tcl_status tcl_nccl_work_wait(tcl_nccl_work *work, tcl_error *err) {
+    if (work->state == WORK_FAILED) {
+        *err = work->failure;
+        return err->status;
+    }
+    if (work->state == WORK_PENDING) {
+        if (check_alive(work, err) != TCL_OK) return err->status;
+        if (wait_until_done(work->comm, "all_reduce", work, work->timeout_s, err) != TCL_OK)
+            return work_failed(work, err);
+        work->state = WORK_DONE;
+    }
+    if (!work->joined) {
+        /* The host saw the collective end, so kernels queued from now on follow it anyway; the
+         * wait says so to the driver too (a wait for a finished event costs nothing). */
+        if (tcl_cuda_stream_wait(work->comm->dev, tcl_cuda_stream(work->comm->dev), work->done, err) != TCL_OK)
+            return err->status;
+        work->joined = true;
+    }
+    return TCL_OK;
+}
+
+bool tcl_nccl_work_done(const tcl_nccl_work *work) { return work->state != WORK_PENDING; }

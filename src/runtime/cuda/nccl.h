@@ -10,7 +10,9 @@
  * A communicator is one rank of a world of nranks (ncclCommInitRank with an id that one rank
  * made, tcl_nccl_unique_id, and sent to the others). Collectives go on the CUDA device's
  * stream, so they are ordered with tcl's kernels and copies; each then waits until the stream
- * has finished, polling it and NCCL's asynchronous error, at most timeout seconds. A
+ * has finished, polling it and NCCL's asynchronous error, at most timeout seconds. An
+ * all-reduce may instead be started, on the device's second stream, and waited for later
+ * (tcl_nccl_all_reduce_start), so that the GPU computes while NCCL moves the data. A
  * collective that fails or runs out of time aborts the communicator (ncclCommAbort: a rank
  * that died leaves the others waiting inside NCCL, which only an abort ends); every later
  * call on it fails. Every failure is a message naming the NCCL call and its error,
@@ -56,7 +58,8 @@ tcl_status tcl_nccl_unique_id(tcl_nccl_library *lib, unsigned char id[TCL_NCCL_U
 tcl_nccl_comm *tcl_nccl_comm_new(tcl_nccl_library *lib, tcl_cuda_device *dev,
                                  const unsigned char id[TCL_NCCL_UNIQUE_ID_BYTES], int nranks, int rank,
                                  tcl_error *err);
-/* ncclCommDestroy (nothing when it was aborted), and the references dropped; NULL is ignored. */
+/* Drops the owner's reference: ncclCommDestroy (nothing when it was aborted) and the
+ * references to lib and dev dropped, once no work (below) holds it either; NULL is ignored. */
 void tcl_nccl_comm_free(tcl_nccl_comm *comm);
 tcl_cuda_device *tcl_nccl_comm_device(const tcl_nccl_comm *comm);
 int tcl_nccl_comm_rank(const tcl_nccl_comm *comm);
@@ -87,5 +90,37 @@ tcl_status tcl_nccl_broadcast(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_p
                               tcl_dtype dtype, int root, double timeout_s, tcl_error *err);
 tcl_status tcl_nccl_all_gather(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_ptr recv, size_t count,
                                tcl_dtype dtype, double timeout_s, tcl_error *err);
+
+/* ---- an all-reduce started now and waited for later ---- */
+
+/* A collective under way; it holds a reference to its communicator. */
+typedef struct tcl_nccl_work tcl_nccl_work;
+
+/* Starts tcl_nccl_all_reduce's reduction and returns at once, the work in *work: on the
+ * device's communication stream (tcl_cuda_comm_stream), after an event recorded on tcl's
+ * stream (the kernels queued so far, those that wrote send, finish first), followed by a
+ * "done" event; tcl's kernels queued meanwhile run beside it. send and recv must stay
+ * allocated, and neither be written nor recv read by tcl's work, until the work is done. A
+ * count of 0 gives a work already done. Fails, with nothing started (*work NULL), as
+ * tcl_nccl_all_reduce does: a dtype NCCL cannot reduce, an unknown op, a timeout not > 0, an
+ * aborted communicator; a failing ncclAllReduce aborts the communicator. */
+tcl_status tcl_nccl_all_reduce_start(tcl_nccl_comm *comm, tcl_cuda_ptr send, tcl_cuda_ptr recv, size_t count,
+                                     tcl_dtype dtype, tcl_nccl_op op, double timeout_s, tcl_nccl_work **work,
+                                     tcl_error *err);
+/* Whether the work is done, without waiting (the done event, then NCCL's asynchronous error):
+ * *done true or false. A failure aborts the communicator, as a communicator aborted meanwhile
+ * fails the work; a failed work fails every later test and wait with the same message. */
+tcl_status tcl_nccl_work_test(tcl_nccl_work *work, bool *done, tcl_error *err);
+/* Waits until the work is done, polling as the blocking collectives do, at most the timeout
+ * given at the start (counted from this call), then makes tcl's stream wait for the done
+ * event, so that kernels queued later read the result. A failure or the timeout aborts the
+ * communicator, with the blocking all_reduce's messages ("all_reduce: no answer from the
+ * other ranks within N s ..."). Waiting again for a done work does nothing. */
+tcl_status tcl_nccl_work_wait(tcl_nccl_work *work, tcl_error *err);
+/* Whether the work is over: done, or failed. */
+bool tcl_nccl_work_done(const tcl_nccl_work *work);
+/* Frees the work and its events, waiting first for one still pending (its buffers are likely
+ * freed next; a failure is ignored, the communicator then aborted); NULL is ignored. */
+void tcl_nccl_work_free(tcl_nccl_work *work);
 
 #endif
