@@ -488,7 +488,8 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
     return true
   end
 
-  it("reduces, broadcasts and gathers CUDA tensors through tcl.distributed, bootstrapped over MPI", function()
+  it("reduces (blocking and started), broadcasts and gathers CUDA tensors through tcl.distributed, over MPI",
+    function()
     if not ready() then return end
     local status, out, err = mpirun [[
       local dist = tcl.distributed
@@ -505,6 +506,13 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
       local acc = Tensor({ r, 2 * r }, { dtype = "float32" }):to("cuda"):realize()
       dist.all_reduce(acc, "sum", { out = acc }) -- in place, in the GPU buffer
       say("in_place", acc)
+      -- started (on the communication stream), then waited for: the result in out, and a new one
+      local avg = Tensor.zeros({ 3 }, { dtype = "float32" }):to("cuda"):realize()
+      local w1 = dist.all_reduce(x, "mean", { out = avg, async_op = true })
+      local w2 = dist.all_reduce(x, "max", { async_op = true })
+      assert(w2:wait().device == "CUDA" and w1:wait() == avg and w1:is_completed(), "async works")
+      say("async_mean", avg)
+      say("async_max", w2:wait())
       local g = dist.all_gather(x)
       say("gather_" .. table.concat(g.shape, "x"), g)
       dist.barrier()
@@ -515,9 +523,11 @@ describe("NCCL across the ranks of a job on the stand-ins (mpirun -np 2)", funct
     for line in out:gmatch("R %d [^\n]+") do results[#results + 1] = line end
     table.sort(results)
     assert.are.same({
+      "R 1 async_max CUDA 2.0 20.0 -1.0", "R 1 async_mean CUDA 1.5 15.0 -1.5",
       "R 1 backend nccl", "R 1 broadcast CUDA 2.0 20.0 -2.0", "R 1 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
       "R 1 in_place CUDA 3.0 6.0", "R 1 int64_mean CUDA 4 -1", "R 1 max CUDA 2.0 20.0 -1.0",
       "R 1 mean CUDA 1.5 15.0 -1.5", "R 1 min CUDA 1.0 10.0 -2.0", "R 1 sum CUDA 3.0 30.0 -3.0",
+      "R 2 async_max CUDA 2.0 20.0 -1.0", "R 2 async_mean CUDA 1.5 15.0 -1.5",
       "R 2 backend nccl", "R 2 broadcast CUDA 2.0 20.0 -2.0", "R 2 gather_2x3 CUDA 1.0 10.0 -1.0 2.0 20.0 -2.0",
       "R 2 in_place CUDA 3.0 6.0", "R 2 int64_mean CUDA 4 -1", "R 2 max CUDA 2.0 20.0 -1.0",
       "R 2 mean CUDA 1.5 15.0 -1.5", "R 2 min CUDA 1.0 10.0 -2.0", "R 2 sum CUDA 3.0 30.0 -3.0",
