@@ -109,10 +109,14 @@ local function driver()
   end
   for round = 1, ROUNDS do
     io.stderr:write(string.format("allreduce_bench: round %d of %d\n", round, ROUNDS))
-    keep(run(launch .. quote(ref) .. " " .. RUNS))
     if has_torch then keep(run("BENCH_RUNS=" .. RUNS .. " " .. quote(python) .. " bench/torch_allreduce_ref.py")) end
     local bytes = MIN_BYTES
     while bytes <= MAX_BYTES do
+      -- MPI's loop and tcl's, each in processes of their own for this size, one after the other:
+      -- how fast a job runs on this VM changes from launch to launch (where its two ranks land
+      -- on the host: one ref process for every size got 1 MiB in 104 us in one run, 167-201 us
+      -- in the next two), so neither side keeps one lucky launch for every size
+      keep(run(launch .. quote(ref) .. " " .. RUNS .. " " .. bytes))
       keep(run(launch .. "-x TCL_LUA_DIR -x BENCH_RUNS " .. quote(tcl_bin) .. " bench/allreduce_bench.lua rank "
         .. bytes))
       bytes = bytes * 2

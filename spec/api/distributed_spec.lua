@@ -218,6 +218,10 @@ collectgarbage()
 say("async_dropped", { dist.all_reduce(T({ r }, { dtype = "int32" }), "sum"):item() })
 local big = dist.all_reduce(T.full({ 1000000 }, r, { dtype = "float32" }))
 say("big", { big.shape[1], big:min():item(), big:max():item(), big:sum():item() })
+-- 32 MiB: from this size the call is MPI's non-blocking all-reduce, waited for (mpi_world.c)
+local huge = T.full({ 8388608 }, r, { dtype = "float32" }):realize()
+dist.all_reduce(huge, "mean", { out = huge })
+say("huge", { huge:min():item(), huge:max():item() })
 for _, case in ipairs {
   { "root0", function() dist.broadcast(f, 0) end },
   { "root3", function() dist.broadcast(f, 3) end },
@@ -295,10 +299,11 @@ end
       assert.are.equal("524288.0", results[2].async_other)
     end)
 
-    it("barrier and an all_reduce of a million elements", function()
+    it("barrier, and all_reduces of a million elements and of 32 MiB", function()
       for rank = 1, 2 do
         assert.are.equal("passed", job()[rank].barrier)
         assert.are.equal("1000000,3.0,3.0,3000000.0", results[rank].big)
+        assert.are.equal("1.5,1.5", results[rank].huge)
       end
     end)
 
