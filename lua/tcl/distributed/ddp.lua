@@ -190,6 +190,11 @@ function DDP:all_reduce_buckets(buckets, started)
   local out = {}
   for i, bucket in ipairs(buckets) do
     if not is_tensor(bucket) then fail(FN, "bucket %d is %s, not a tensor", i, check.type_name(bucket)) end
+  end
+  -- every bucket in one schedule: realized one by one, each bucket's schedule would compute
+  -- again the part of the backward it shares with the buckets before it
+  Tensor.realize_all(table.unpack(buckets))
+  for i, bucket in ipairs(buckets) do
     if dist.world_size() == 1 then
       out[i] = bucket:realize()
     elseif started and started[i] then
