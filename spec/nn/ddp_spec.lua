@@ -90,6 +90,14 @@ describe("tcl.distributed.DistributedDataParallel (a world of one)", function()
     end
     assert.are.same({ g.scale, g.w3, cat(g.b3, g.w1), g.b1 }, got)
     assert.are.equal(4, ddp:stats().buckets)
+    -- the buckets are realized in one schedule (one each would compute the shared backward again)
+    local schedule = require "tcl.schedule"
+    local runs, run = 0, schedule.run
+    schedule.run = function(...) runs = runs + 1 return run(...) end
+    local ok, err = pcall(ddp.all_reduce_buckets, ddp, ddp:gradient_buckets())
+    schedule.run = run
+    assert(ok, err)
+    assert.are.equal(1, runs)
     -- the averages of a world of one are the gradients; cut back into every .grad
     ddp:sync_gradients()
     assert.are.same(g.w1, flatten(model.layers[1].weight.grad:tolist()))
