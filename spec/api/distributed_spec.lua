@@ -222,7 +222,13 @@ say("big", { big.shape[1], big:min():item(), big:max():item(), big:sum():item() 
 local huge = T.full({ 8388608 }, r, { dtype = "float32" }):realize()
 dist.all_reduce(huge, "mean", { out = huge })
 say("huge", { huge:min():item(), huge:max():item() })
+local binding, bufs = require "tcl.mpi", require "tcl.schedule.buffers"
+local function storage(t) return bufs.get(bufs.viewed(t:realize().uop)) end
+local s3, s2 = storage(T({ 1, 2, 3 }, { dtype = "float32" })), storage(T({ 1, 2 }, { dtype = "float32" }))
 for _, case in ipairs {
+  { "binding_out", function() binding.all_reduce(s3, "sum", s2) end },
+  { "binding_start_out", function() binding.all_reduce_start(s3, "sum", s2) end },
+  { "binding_op", function() binding.all_reduce_start(s3, "prod") end },
   { "root0", function() dist.broadcast(f, 0) end },
   { "root3", function() dist.broadcast(f, 3) end },
   { "bad_op", function() dist.all_reduce(f, "prod") end },
@@ -307,12 +313,17 @@ end
       end
     end)
 
-    it("refuses root 0, a bad op and a non-tensor with exact messages", function()
+    it("refuses root 0, a bad op, a non-tensor and mismatched buffers with exact messages", function()
       on_every_rank {
         root0 = "broadcast: root 0 is not a rank: ranks count from 1 (1 to 2)",
         root3 = "broadcast: root 3 is not a rank (1 to 2)",
         bad_op = "all_reduce: op must be 'sum', 'mean', 'max' or 'min', got prod",
         non_tensor = "all_reduce: expected a tensor, got string",
+        -- the binding itself (tcl.mpi), over runtime buffers
+        binding_out = "mpi.all_reduce: the output buffer (float32, 2 elements) differs from the input (float32, 3)",
+        binding_start_out = "mpi.all_reduce_start: the output buffer (float32, 2 elements) differs from the input "
+          .. "(float32, 3)",
+        binding_op = "bad argument #2 to 'all_reduce_start' (invalid option 'prod')",
       }
     end)
   end)

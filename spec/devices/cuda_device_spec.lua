@@ -350,17 +350,7 @@ describe("the CUDA device on the mock driver", function()
     assert.matches("CUDA: cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)", err, 1, true)
   end)
 
-  -- The lines of the mock's log from the first that starts with `from` up to the first after it
-  -- that starts with `to`.
-  local function log_between(text, from, to)
-    local lines, inside = {}, false
-    for line in text:gmatch("[^\n]+") do
-      if inside and line:sub(1, #to) == to then break end
-      inside = inside or line:sub(1, #from) == from
-      if inside then lines[#lines + 1] = line end
-    end
-    return lines
-  end
+  local log_between = helper.lines_between
   local function count(lines, prefix)
     local n = 0
     for _, line in ipairs(lines) do if line:sub(1, #prefix) == prefix then n = n + 1 end end

@@ -57,16 +57,7 @@ local MARK = [[
   end
 ]]
 
--- The lines of a record from the one that starts with `from` up to the one before `to`.
-local function lines_between(text, from, to)
-  local lines, inside = {}, false
-  for line in text:gmatch("[^\n]+") do
-    if inside and line:sub(1, #to) == to then break end
-    inside = inside or line:sub(1, #from) == from
-    if inside then lines[#lines + 1] = line end
-  end
-  return lines
-end
+local lines_between = helper.lines_between
 
 -- The lines of a record that start with one of the collectives' or the communicator's names.
 local function calls_of(text)

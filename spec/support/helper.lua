@@ -81,6 +81,18 @@ function M.count(text, plain)
   end
 end
 
+--- The lines of a stand-in library's record (text) from the first that starts with `from` up to
+-- the first after it that starts with `to` (not included), as a list.
+function M.lines_between(text, from, to)
+  local lines, inside = {}, false
+  for line in text:gmatch("[^\n]+") do
+    if inside and line:sub(1, #to) == to then break end
+    inside = inside or line:sub(1, #from) == from
+    if inside then lines[#lines + 1] = line end
+  end
+  return lines
+end
+
 function M.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end

@@ -160,23 +160,39 @@ static void divide(tcl_buffer *b, int n) {
     }
 }
 
+/* The arguments of all_reduce and all_reduce_start (buffer, op [, out]), checked. */
+typedef struct reduction_args {
+    tcl_buffer *in, *out; /* out == in: in place */
+    tcl_mpi_op op;
+    bool mean; /* op "mean": a sum, then divided by the number of ranks */
+} reduction_args;
+
+static reduction_args check_reduction_args(lua_State *L, const char *fn) {
+    static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
+    static const tcl_mpi_op mpi_ops[] = {TCL_MPI_SUM, TCL_MPI_SUM, TCL_MPI_MAX, TCL_MPI_MIN};
+    reduction_args a;
+    a.in = tcl_lua_check_buffer(L, 1);
+    int op = luaL_checkoption(L, 2, "sum", ops);
+    a.op = mpi_ops[op];
+    a.mean = op == 1;
+    a.out = lua_isnoneornil(L, 3) ? a.in : tcl_lua_check_buffer(L, 3);
+    if (a.out->dtype != a.in->dtype || a.out->numel != a.in->numel) {
+        luaL_error(L, "mpi.%s: the output buffer (%s, %I elements) differs from the input (%s, %I)", fn,
+                   tcl_dtype_get(a.out->dtype)->name, (lua_Integer)a.out->numel, tcl_dtype_get(a.in->dtype)->name,
+                   (lua_Integer)a.in->numel);
+    }
+    return a;
+}
+
 static int l_all_reduce(lua_State *L) {
     tcl_mpi *m = check_world(L, "all_reduce");
-    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
-    static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
-    int op = luaL_checkoption(L, 2, "sum", ops);
-    tcl_buffer *out = lua_isnoneornil(L, 3) ? b : tcl_lua_check_buffer(L, 3);
-    if (out->dtype != b->dtype || out->numel != b->numel) {
-        return luaL_error(L, "mpi.all_reduce: the output buffer (%s, %I elements) differs from the input (%s, %I)",
-                          tcl_dtype_get(out->dtype)->name, (lua_Integer)out->numel, tcl_dtype_get(b->dtype)->name,
-                          (lua_Integer)b->numel);
-    }
-    static const tcl_mpi_op mpi_ops[] = {TCL_MPI_SUM, TCL_MPI_SUM, TCL_MPI_MAX, TCL_MPI_MIN};
+    reduction_args a = check_reduction_args(L, "all_reduce");
+    tcl_buffer *b = a.in, *out = a.out;
     tcl_error err = {0};
-    if (!tcl_mpi_all_reduce(m, out == b ? NULL : b->data, out->data, b->numel, b->dtype, mpi_ops[op], &err)) {
+    if (!tcl_mpi_all_reduce(m, out == b ? NULL : b->data, out->data, b->numel, b->dtype, a.op, &err)) {
         return failed(L, "all_reduce", &err);
     }
-    if (op == 1) divide(out, tcl_mpi_size(m));
+    if (a.mean) divide(out, tcl_mpi_size(m));
     return 0;
 }
 
@@ -229,20 +245,13 @@ static int work_wait(lua_State *L) {
 
 static int l_all_reduce_start(lua_State *L) {
     tcl_mpi *m = check_world(L, "all_reduce_start");
-    tcl_buffer *b = tcl_lua_check_buffer(L, 1);
-    static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
-    int op = luaL_checkoption(L, 2, "sum", ops);
-    tcl_buffer *out = lua_isnoneornil(L, 3) ? b : tcl_lua_check_buffer(L, 3);
-    if (out->dtype != b->dtype || out->numel != b->numel) {
-        return luaL_error(L, "mpi.all_reduce_start: the output buffer (%s, %I elements) differs from the input "
-                          "(%s, %I)", tcl_dtype_get(out->dtype)->name, (lua_Integer)out->numel,
-                          tcl_dtype_get(b->dtype)->name, (lua_Integer)b->numel);
-    }
+    reduction_args a = check_reduction_args(L, "all_reduce_start");
+    tcl_buffer *b = a.in, *out = a.out;
     /* the box first, so that a Lua error cannot leak a started work */
     work_box *box = lua_newuserdatauv(L, sizeof *box, 3);
     box->work = NULL;
     box->out = out;
-    box->divide_by = op == 1 ? tcl_mpi_size(m) : 0;
+    box->divide_by = a.mean ? tcl_mpi_size(m) : 0;
     if (luaL_newmetatable(L, WORK_MT)) {
         static const luaL_Reg methods[] = {{"test", work_test}, {"wait", work_wait}, {NULL, NULL}};
         luaL_newlib(L, methods);
@@ -257,9 +266,8 @@ static int l_all_reduce_start(lua_State *L) {
     lua_setiuservalue(L, -2, 2);
     lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
     lua_setiuservalue(L, -2, 3);
-    static const tcl_mpi_op mpi_ops[] = {TCL_MPI_SUM, TCL_MPI_SUM, TCL_MPI_MAX, TCL_MPI_MIN};
     tcl_error err = {0};
-    if (!tcl_mpi_all_reduce_start(m, out == b ? NULL : b->data, out->data, b->numel, b->dtype, mpi_ops[op],
+    if (!tcl_mpi_all_reduce_start(m, out == b ? NULL : b->data, out->data, b->numel, b->dtype, a.op,
                                   &box->work, &err)) {
         return failed(L, "all_reduce_start", &err);
     }
