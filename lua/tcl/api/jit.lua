@@ -32,10 +32,9 @@
 -- tcl.jit(fn, { on_result = function(i, t, kernels_left) end }): during a replay, on_result is
 -- called with each result as soon as the last kernel that writes it has run, before the plan's
 -- later kernels (kernels_left of them; results no kernel writes, such as an argument returned,
--- come before the first). A
--- caller can start work on a result while the plan computes the others: the data-parallel
--- wrapper starts each gradient bucket's all-reduce so. It must not change the result or call
--- the plan.
+-- come before the first). A caller can start work on a result while the plan computes the
+-- others: the data-parallel wrapper starts each gradient bucket's all-reduce so. It must not
+-- change the result or call the plan.
 local class = require "tcl.api.class"
 local check = require "tcl.api.check"
 local tensor = require "tcl.api.tensor"

@@ -126,27 +126,24 @@ local function bucket_layout(params, cap_bytes)
     local key = p.device .. " " .. p.dtype.name
     local bucket = open[key]
     if not bucket then
-      bucket = { key = key, tensors = {}, bytes = 0 }
+      bucket = { key = key, tensors = {}, bytes = 0,
+        cap = #buckets == 0 and math.min(cap_bytes, FIRST_BUCKET_BYTES) or cap_bytes }
       buckets[#buckets + 1] = bucket
       open[key] = bucket
     end
     bucket.tensors[#bucket.tensors + 1] = p
     bucket.bytes = bucket.bytes + p:numel() * p.dtype.itemsize
-    if bucket.bytes >= (#buckets == 1 and math.min(cap_bytes, FIRST_BUCKET_BYTES) or cap_bytes) then
-      open[key] = nil
-    end
+    if bucket.bytes >= bucket.cap then open[key] = nil end
   end
   return buckets
 end
 
-local function param_groups(self) return self._groups end
-
 --- The gradient buckets: one flat lazy tensor per bucket (see the header), each the .grad of its
---  parameters, from the last parameter to the first. Every parameter needs a .grad (a rank whose parameter had
---  none would send a bucket of another layout).
+--  parameters, from the last parameter to the first. Every parameter needs a .grad (a rank
+--  whose parameter had none would send a bucket of another layout).
 function DDP:gradient_buckets()
   local buckets = {}
-  for g, group in ipairs(param_groups(self)) do
+  for g, group in ipairs(self._layout) do
     local grads = {}
     for i, p in ipairs(group.tensors) do
       local grad = rawget(p, "grad")
@@ -212,12 +209,12 @@ end
 --  ranks, so far), overlapped = (those started while kernels of the step's plan were still to
 --  run: their transfer overlaps those kernels) }.
 function DDP:stats()
-  return { buckets = #self._groups, all_reduces = self._all_reduces, overlapped = self._overlapped }
+  return { buckets = #self._layout, all_reduces = self._all_reduces, overlapped = self._overlapped }
 end
 
 --- Sets every parameter's .grad to its view of the buckets (as gradient_buckets made them).
 function DDP:set_gradient_buckets(buckets)
-  local groups = param_groups(self)
+  local groups = self._layout
   if type(buckets) ~= "table" or is_tensor(buckets) or #buckets ~= #groups then
     fail(FN, "expected a list of %d bucket%s (as gradient_buckets makes them), got %s", #groups,
       #groups == 1 and "" or "s", type(buckets) == "table" and not is_tensor(buckets) and
@@ -279,6 +276,9 @@ function DDP:train_step(fn, opt)
     return opt:step(...) -- the buckets come back as they came: a plan must return tensors
   end)
   return function(...)
+    -- a step that failed part-way may have left started all-reduces: they finish first
+    for _, work in pairs(started) do work:wait() end
+    started = {}
     local out = table.pack(backward(...))
     -- one schedule for fn's results and the buckets: the warm-up call returns them lazy, and
     -- a loss realized after the update would be computed from the new weights
@@ -312,7 +312,7 @@ function M.new(model, opts)
   local params = state.get_parameters(model)
   if #params == 0 then fail(FN, "the model has no parameters (tensors with requires_grad)") end
   local self = setmetatable({ module = model, _params = params, _averaged = {}, _all_reduces = 0, _overlapped = 0,
-    _groups = bucket_layout(params, cap_mb * MIB) }, DDP)
+    _layout = bucket_layout(params, cap_mb * MIB) }, DDP)
   return self:broadcast_state()
 end
 
