@@ -71,6 +71,21 @@ describe("tcl.distributed.DistributedDataParallel (a world of one)", function()
     assert.are.same({ buckets = 2, all_reduces = 0, overlapped = 0 }, ddp:stats())
   end)
 
+  it("fills the buckets from the last layer of a Sequential, layer 12 before layer 9", function()
+    Tensor.manual_seed(1)
+    local layers = {}
+    for i = 1, 12 do layers[i] = nn.Linear(2, 2, { bias = false }) end
+    local model = nn.Sequential(layers)
+    -- 16 bytes: one 2x2 float32 weight per bucket
+    local ddp = dist.DistributedDataParallel(model, { bucket_cap_mb = 16 / 2 ^ 20 })
+    model(Tensor({ { 1, 2 } })):sum():backward()
+    local buckets = ddp:gradient_buckets()
+    assert.are.equal(12, #buckets)
+    for k = 1, 12 do
+      assert.are.same(flatten(model.layers[13 - k].weight.grad:tolist()), buckets[k]:tolist(), "bucket " .. k)
+    end
+  end)
+
   it("closes a bucket once it holds bucket_cap_mb, so the last layers' gradients travel first", function()
     local model = model_of()
     -- 20 bytes: the parameters from the last, in bytes: scale 16 (float64), layers.3.weight 24,

@@ -24,9 +24,9 @@
 --
 -- Buckets: the gradients are flattened into buckets (a cat of their reshapes, built in the
 -- backward's own schedule) of one device and dtype and at most about bucket_cap_mb each (the
--- first 1 MiB at most), filled from the last parameter to the first: the order the backward
--- computes them in. Each bucket is all-reduced as one message and cut back into per-parameter
--- views.
+-- first 1 MiB at most), filled from the last parameter to the first (tcl.nn.state's order:
+-- layers.10 after layers.9), the order the backward computes them in. Each bucket is
+-- all-reduced as one message and cut back into per-parameter views.
 -- Overlap: tcl's backward is lazy, computed in one schedule when the gradients are realized.
 -- In a replay of train_step's plan, tcl.jit's on_result hands over each bucket as soon as its
 -- last kernel has run, and the wrapper starts its all-reduce then (async_op) and waits for all
