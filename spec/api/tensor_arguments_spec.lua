@@ -103,7 +103,7 @@ describe("extra arguments", function()
     fails_exactly("get_parameters: got 2 arguments, expected at most 1: get_parameters(model)",
       nn.state.get_parameters, linear, 1)
     fails_exactly("grad: got 3 arguments, expected at most 2: grad(f, argnums)", tcl.grad, Tensor.sum, 1, 1)
-    fails_exactly("jit: got 2 arguments, expected at most 1: jit(fn)", tcl.jit, Tensor.sum, {})
+    fails_exactly("jit: got 3 arguments, expected at most 2: jit(fn, opts)", tcl.jit, Tensor.sum, {}, 1)
     fails_exactly("export: got 4 arguments, expected at most 3: export(fn, inputs, opts)", tcl.export, Tensor.sum,
       { x }, { dir = "/nonexistent" }, 1)
     fails_exactly("set_heuristic: got 2 arguments, expected at most 1: set_heuristic(spec)", tcl.set_heuristic, nil, 1)
