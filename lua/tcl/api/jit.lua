@@ -465,7 +465,7 @@ function M.jit(fn, opts)
     Jit)
 end
 
--- a stray argument (tcl.jit(fn, opts)) is an error (check.fixed_arguments)
+-- a stray argument (tcl.jit(fn, opts, extra)) is an error (check.fixed_arguments)
 M.jit = check.fixed_arguments("jit", M.jit)
 
 return M
