@@ -356,14 +356,8 @@ describe("the CUDA device on the mock driver", function()
     for _, line in ipairs(lines) do if line:sub(1, #prefix) == prefix then n = n + 1 end end
     return n
   end
-  -- marks the mock's log from the child (the mock opens the file for each line it writes)
-  local MARK = [[
-    local function mark(text)
-      local f = assert(io.open(os.getenv("MOCK_CUDA_LOG"), "a"))
-      f:write("mark ", text, "\n")
-      f:close()
-    end
-  ]]
+  -- marks the mock's log from the child
+  local MARK = helper.MOCK_CUDA_MARK
 
   it("queues kernels without waiting for them; a read or tcl.synchronize waits, then frees what was freed meanwhile",
     function()

@@ -49,13 +49,7 @@ local PRELUDE = [[
 ]]
 
 -- What a child chunk adds to write "mark <text>" into the stand-in driver's record.
-local MARK = [[
-  local function mark(text)
-    local f = assert(io.open(os.getenv("MOCK_CUDA_LOG"), "a"))
-    f:write("mark ", text, "\n")
-    f:close()
-  end
-]]
+local MARK = helper.MOCK_CUDA_MARK
 
 local lines_between = helper.lines_between
 

@@ -81,6 +81,16 @@ function M.count(text, plain)
   end
 end
 
+--- A chunk for a child script: defines mark(text), which writes "mark <text>" into the stand-in
+-- CUDA driver's record (MOCK_CUDA_LOG; the stand-in opens the file for each line it writes).
+M.MOCK_CUDA_MARK = [[
+  local function mark(text)
+    local f = assert(io.open(os.getenv("MOCK_CUDA_LOG"), "a"))
+    f:write("mark ", text, "\n")
+    f:close()
+  end
+]]
+
 --- The lines of a stand-in library's record (text) from the first that starts with `from` up to
 -- the first after it that starts with `to` (not included), as a list.
 function M.lines_between(text, from, to)
