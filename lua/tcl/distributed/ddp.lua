@@ -52,18 +52,22 @@ DDP.__name = FN
 --- The model's forward: ddp(...) is ddp.module(...).
 function DDP:__call(...) return self.module(...) end
 
--- Groups tensors by device and dtype, in list order: { { key =, tensors = {...} }, ... }.
-local function groups_of(tensors)
-  local groups, by_key = {}, {}
+-- Groups tensors by device and dtype, in list order: { { key =, tensors = {...} }, ... }. A group
+-- is closed once it holds cap_bytes (first_cap_bytes for the first group), and a new one of its
+-- key opens for the next tensor; without caps, one group per device and dtype.
+local function groups_of(tensors, cap_bytes, first_cap_bytes)
+  local groups, open = {}, {}
   for _, t in ipairs(tensors) do
     local key = t.device .. " " .. t.dtype.name
-    local group = by_key[key]
+    local group = open[key]
     if not group then
-      group = { key = key, tensors = {} }
-      by_key[key] = group
+      group = { key = key, tensors = {}, bytes = 0, cap = #groups == 0 and first_cap_bytes or cap_bytes }
       groups[#groups + 1] = group
+      open[key] = group
     end
     group.tensors[#group.tensors + 1] = t
+    group.bytes = group.bytes + t:numel() * t.dtype.itemsize
+    if group.cap and group.bytes >= group.cap then open[key] = nil end
   end
   return groups
 end
@@ -116,26 +120,12 @@ local MIB = 1024 * 1024
 -- The first bucket is small (as PyTorch's): it is ready soonest, so its transfer starts early.
 local FIRST_BUCKET_BYTES = MIB
 
--- The bucket layout every rank shares, fixed at construction: { { key =, tensors = {...} }, ... },
--- the parameters from the last to the first, a bucket per device and dtype closed once it holds
--- cap_bytes (the first bucket FIRST_BUCKET_BYTES at most).
+-- The bucket layout every rank shares, fixed at construction: groups_of the parameters from the
+-- last to the first, each closed once it holds cap_bytes (the first FIRST_BUCKET_BYTES at most).
 local function bucket_layout(params, cap_bytes)
-  local buckets, open = {}, {}
-  for i = #params, 1, -1 do
-    local p = params[i]
-    local key = p.device .. " " .. p.dtype.name
-    local bucket = open[key]
-    if not bucket then
-      bucket = { key = key, tensors = {}, bytes = 0,
-        cap = #buckets == 0 and math.min(cap_bytes, FIRST_BUCKET_BYTES) or cap_bytes }
-      buckets[#buckets + 1] = bucket
-      open[key] = bucket
-    end
-    bucket.tensors[#bucket.tensors + 1] = p
-    bucket.bytes = bucket.bytes + p:numel() * p.dtype.itemsize
-    if bucket.bytes >= bucket.cap then open[key] = nil end
-  end
-  return buckets
+  local reversed = {}
+  for i = #params, 1, -1 do reversed[#reversed + 1] = params[i] end
+  return groups_of(reversed, cap_bytes, math.min(cap_bytes, FIRST_BUCKET_BYTES))
 end
 
 --- The gradient buckets: one flat lazy tensor per bucket (see the header), each the .grad of its
@@ -194,11 +184,9 @@ function DDP:all_reduce_buckets(buckets, started)
   for i, bucket in ipairs(buckets) do
     if dist.world_size() == 1 then
       out[i] = bucket:realize()
-    elseif started and started[i] then
-      out[i] = started[i]:wait()
-      self._all_reduces = self._all_reduces + 1
     else
-      out[i] = dist.all_reduce(bucket, "mean", { out = averaged_buffer(self, i, bucket) })
+      local work = started and started[i]
+      out[i] = work and work:wait() or dist.all_reduce(bucket, "mean", { out = averaged_buffer(self, i, bucket) })
       self._all_reduces = self._all_reduces + 1
     end
   end

@@ -187,10 +187,10 @@ local Work = {}
 Work.__index = Work
 Work.__name = "tcl.distributed.Work"
 
--- A Work over the backend's started collective (nil: already done); result() makes the result
+-- A Work over the backend's started collective (nil: already done); make() makes the result
 -- once it is.
-local function new_work(pending, result)
-  return setmetatable({ pending = pending, result = result }, Work)
+local function new_work(pending, make)
+  return setmetatable({ pending = pending, make = make }, Work)
 end
 
 -- A Work whose collective is already done.
@@ -209,7 +209,10 @@ function Work:wait()
     self.pending:wait()
     self.pending = nil
   end
-  if type(self.result) == "function" then self.result = self.result() end
+  if self.make then
+    self.result = self.make()
+    self.make = nil
+  end
   return self.result
 end
 
